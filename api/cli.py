@@ -1,0 +1,383 @@
+"""The ``lineage`` command line.
+
+Every command opens the ledger on ``--db`` (a SQLite path or a database URL; default
+``$LINEAGE_DATABASE_URL`` or ./lineage.db) and calls the service layer. A ledger error
+prints one line on stderr and exits with status 2; nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import click
+
+from lineage.errors import LedgerError
+
+EXIT_LEDGER_ERROR = 2
+
+
+class LedgerGroup(click.Group):
+    """Turns ledger errors into one line on stderr and a non-zero exit."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LedgerError as exc:
+            click.echo(f"error: {exc.message}", err=True)
+            ctx.exit(EXIT_LEDGER_ERROR)
+        except (OSError, UnicodeDecodeError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(EXIT_LEDGER_ERROR)
+
+
+@click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    envvar="LINEAGE_DATABASE_URL",
+    default=None,
+    help="SQLite file or database URL (postgresql://...). Default: ./lineage.db.",
+)
+@click.version_option(package_name="lineage-ledger")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """Lineage Ledger: the experiment lineage database for nightly research trials."""
+    ctx.obj = {"db": db}
+
+
+def _ledger(ctx: click.Context):  # type: ignore[no-untyped-def]
+    from lineage.service import Ledger
+
+    root = ctx.find_root()
+    if "ledger" not in root.obj:
+        root.obj["ledger"] = Ledger.open(root.obj["db"])
+        root.call_on_close(root.obj["ledger"].close)
+    return root.obj["ledger"]
+
+
+project_option = click.option("--project", "-p", required=True, help="Project slug.")
+
+
+# -- service ---------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
+@click.option("--demo/--no-demo", default=False, help="Load the A²TGPO demo project if it is missing.")
+@click.option("--workers", default=1, show_default=True, type=int, help="Worker processes.")
+@click.option("--log-level", default="info", show_default=True)
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, demo: bool, workers: int, log_level: str) -> None:
+    """Start the HTTP service (upgrades the schema first)."""
+    import os
+
+    import uvicorn
+
+    from lineage.db import ENV_DATABASE_URL, resolve_url
+
+    ledger = _ledger(ctx)
+    if demo:
+        _load_demo(ledger, quiet=True)
+    os.environ[ENV_DATABASE_URL] = resolve_url(ctx.find_root().obj["db"])
+    click.echo(f"lineage: serving {ledger.engine.url.render_as_string(hide_password=True)} on http://{host}:{port}", err=True)
+    uvicorn.run("api.app:app_from_env", factory=True, host=host, port=port, workers=workers, log_level=log_level)
+
+
+@cli.command()
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """Load the six-trial A²TGPO sweep from the seed into project 'a2tgpo-demo'."""
+    _load_demo(_ledger(ctx), quiet=False)
+
+
+def _load_demo(ledger, *, quiet: bool) -> None:  # type: ignore[no-untyped-def]
+    from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
+    from lineage.errors import NotFound
+
+    slug = DEMO_PROJECT["slug"]
+    try:
+        ledger.project(slug)
+        if not quiet:
+            click.echo(f"project {slug!r} is already loaded", err=True)
+        return
+    except NotFound:
+        pass
+    ledger.create_project(**DEMO_PROJECT)
+    ledger.import_trials(slug, iter(DEMO_TRIALS))
+    if not quiet:
+        click.echo(f"loaded {len(DEMO_TRIALS)} trials into project {slug!r}")
+
+
+# -- database --------------------------------------------------------------------------
+
+
+@cli.group()
+def db() -> None:
+    """Schema management (Alembic)."""
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head", show_default=True)
+@click.pass_context
+def db_upgrade(ctx: click.Context, revision: str) -> None:
+    """Bring the schema to REVISION (default: the newest)."""
+    from lineage import migrate
+    from lineage.db import make_engine
+
+    engine = make_engine(ctx.find_root().obj["db"])
+    migrate.upgrade(engine, revision)
+    click.echo(f"schema at {migrate.current_revision(engine)}")
+    engine.dispose()
+
+
+@db.command("current")
+@click.pass_context
+def db_current(ctx: click.Context) -> None:
+    """Print the schema revision of the database."""
+    from lineage import migrate
+    from lineage.db import make_engine
+
+    engine = make_engine(ctx.find_root().obj["db"])
+    click.echo(migrate.current_revision(engine) or "(empty)")
+    engine.dispose()
+
+
+@cli.command()
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def backup(ctx: click.Context, out: Path) -> None:
+    """Write a consistent copy of the SQLite database to OUT (safe while it is in use)."""
+    _ledger(ctx).backup(str(out))
+    click.echo(f"backed up to {out}")
+
+
+# -- projects --------------------------------------------------------------------------
+
+
+@cli.group()
+def project() -> None:
+    """Create, list and show projects."""
+
+
+@project.command("create")
+@click.argument("slug")
+@click.option("--title", default="")
+@click.option("--metric", "metric_name", default="core_metric", show_default=True, help="Name of the metric.")
+@click.option("--lower-is-better/--higher-is-better", default=True, show_default=True)
+@click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default="kept", show_default=True)
+@click.pass_context
+def project_create(
+    ctx: click.Context, slug: str, title: str, metric_name: str, lower_is_better: bool, best_policy: str
+) -> None:
+    """Create project SLUG."""
+    created = _ledger(ctx).create_project(
+        slug, title=title, metric_name=metric_name, lower_is_better=lower_is_better, best_policy=best_policy
+    )
+    click.echo(f"created project {created.slug!r}")
+
+
+@project.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+def project_list(ctx: click.Context, fmt: str) -> None:
+    """List projects."""
+    items = _ledger(ctx).projects()
+    if fmt == "json":
+        click.echo(json.dumps([p.to_dict() for p in items], indent=2))
+        return
+    for p in items:
+        direction = "lower" if p.lower_is_better else "higher"
+        click.echo(f"{p.slug}\t{p.trial_count} trials\t{p.metric_name} ({direction} is better)\t{p.title}")
+
+
+# -- import / export -------------------------------------------------------------------
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@project_option
+@click.option("--format", "fmt", default="fieldkit", show_default=True, help="Results-file format.")
+@click.option("--lower-is-better/--higher-is-better", default=None, help="Direction, when the project is new.")
+@click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default=None)
+@click.pass_context
+def import_cmd(
+    ctx: click.Context,
+    file: Path,
+    project: str,
+    fmt: str,
+    lower_is_better: bool | None,
+    best_policy: str | None,
+) -> None:
+    """Import FILE (a results.tsv) into PROJECT, atomically; the project is created if new."""
+    from lineage.errors import NotFound
+    from lineage.formats import get_format
+
+    ledger = _ledger(ctx)
+    reader = get_format(fmt)
+    try:
+        ledger.project(project)
+    except NotFound:
+        ledger.create_project(
+            project,
+            lower_is_better=True if lower_is_better is None else lower_is_better,
+            best_policy=best_policy or "kept",
+            source_format=fmt,
+        )
+    with file.open("r", encoding="utf-8", newline="") as stream, _progress("importing", file) as progress:
+        rows = reader.read_trials(stream, source=str(file))
+        report = ledger.import_trials(project, rows, progress=progress, locate=getattr(rows, "line_of", None))
+    click.echo(f"imported {report.rows} trials into {project!r}")
+
+
+@cli.command("export")
+@project_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Default: stdout.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["fieldkit", "extended", "csv", "parquet"]),
+    default="fieldkit",
+    show_default=True,
+    help="fieldkit: results.tsv as fieldkit writes it; extended: plus clip-scale stats and extra.",
+)
+@click.pass_context
+def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) -> None:
+    """Export PROJECT's trials."""
+    ledger = _ledger(ctx)
+    ledger.project(project)
+    if fmt in ("csv", "parquet"):
+        if output is None and fmt == "parquet":
+            raise click.UsageError("--format parquet needs -o FILE")
+        frame = ledger.dataframe(project)
+        if fmt == "csv":
+            frame.to_csv(output or sys.stdout, index=False)
+        else:
+            try:
+                frame.to_parquet(output, index=False)
+            except ImportError:
+                raise click.ClickException("parquet export needs pyarrow: pip install 'lineage-ledger[parquet]'")
+        return
+    from lineage.formats.fieldkit import write_trials
+
+    with _open_out(output) as stream:
+        count = write_trials(ledger.stream_trials(project), stream, extended=fmt == "extended")
+    if output is not None:
+        click.echo(f"exported {count} trials to {output}", err=True)
+
+
+@contextlib.contextmanager
+def _open_out(output: Path | None) -> Iterator[IO[str]]:
+    if output is None:
+        yield click.get_text_stream("stdout")
+        return
+    with output.open("w", encoding="utf-8", newline="") as stream:
+        yield stream
+
+
+@contextlib.contextmanager
+def _progress(label: str, file: Path) -> Iterator[Any]:
+    """A progress callback (rows done) drawn on a terminal; silent otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    size = file.stat().st_size
+    with click.progressbar(length=size, label=label, file=sys.stderr) as bar:
+        seen = {"rows": 0}
+
+        def update(rows: int) -> None:
+            # rows → bytes estimate keeps the bar honest without a second pass over the file
+            per_row = size / max(rows, 1) if rows else 0
+            bar.update(int((rows - seen["rows"]) * per_row))
+            seen["rows"] = rows
+
+        yield update
+
+
+# -- reading the ledger ----------------------------------------------------------------
+
+
+@cli.command()
+@project_option
+@click.option("--specialist", "-s", required=True, help="The specialist whose session starts.")
+@click.option("--top-k", default=20, show_default=True, type=int)
+@click.option("--recent-n", default=30, show_default=True, type=int)
+@click.option("--last-m", default=10, show_default=True, type=int)
+@click.option("--timestamp", default="", help="Session timestamp shown in the header.")
+@click.pass_context
+def prompt(
+    ctx: click.Context, project: str, specialist: str, top_k: int, recent_n: int, last_m: int, timestamp: str
+) -> None:
+    """Print the session-start prompt (fieldkit-compatible)."""
+    text = _ledger(ctx).render_prompt(
+        project, specialist=specialist, top_k=top_k, recent_n=recent_n, last_m=last_m, timestamp=timestamp
+    )
+    click.echo(text, nl=False)
+
+
+@cli.command()
+@project_option
+@click.option("--recent-n", default=30, show_default=True, type=int)
+@click.option("--last-m", default=10, show_default=True, type=int)
+@click.pass_context
+def knowledge(ctx: click.Context, project: str, recent_n: int, last_m: int) -> None:
+    """Print the KNOWLEDGE.md part of the prompt."""
+    click.echo(_ledger(ctx).render_knowledge(project, recent_n=recent_n, last_m=last_m), nl=False)
+
+
+@cli.command()
+@project_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+def best(ctx: click.Context, project: str, fmt: str) -> None:
+    """Print the project's current best trial."""
+    trial = _ledger(ctx).best(project)
+    if fmt == "json":
+        click.echo(json.dumps(trial.to_dict() if trial else None, indent=2, ensure_ascii=False))
+    elif trial is None:
+        click.echo("(no trials)")
+    else:
+        click.echo(f"{trial.label}\t{_fmt(trial.core_metric)}\t{trial.status.value}\t{trial.hypothesis}")
+
+
+@cli.command()
+@project_option
+@click.option("--status", multiple=True, help="Only these statuses (repeatable).")
+@click.option("--limit", type=int, default=None, help="At most this many (the most recent).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+def trials(ctx: click.Context, project: str, status: tuple[str, ...], limit: int | None, fmt: str) -> None:
+    """List PROJECT's trials as a table (or JSON)."""
+    rows = _ledger(ctx).list_trials(project, status=list(status) or None, limit=limit, descending=limit is not None)
+    if limit is not None:
+        rows.reverse()
+    if fmt == "json":
+        click.echo(json.dumps([t.to_dict() for t in rows], indent=2, ensure_ascii=False))
+        return
+    headers = ("exp", "status", "metric", "Δ", "parent", "specialist", "hypothesis")
+    table = [
+        (t.exp_id, t.status.value, _fmt(t.core_metric), _fmt(t.delta_vs_best, signed=True), t.parent_exp,
+         t.specialist, t.hypothesis.replace("\n", " ")[:60])
+        for t in rows
+    ]
+    widths = [max([len(h), *(len(r[i]) for r in table)]) for i, h in enumerate(headers)]
+    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    for row in table:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _fmt(value: float | None, *, signed: bool = False) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.6f}" if signed else f"{value:.6f}"
+
+
+def main() -> None:
+    cli(prog_name="lineage")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Engines and connection settings: the only place that knows SQLite from PostgreSQL.
+
+* ``resolve_url`` turns what a user types (a file path, ``sqlite:///x.db``,
+  ``postgresql://...``) into a SQLAlchemy URL, defaulting to ``./lineage.db``.
+* SQLite is opened in WAL mode with a busy timeout and foreign keys on. Write
+  transactions start with ``BEGIN IMMEDIATE`` so two writers queue on the lock up
+  front instead of failing with "database is locked" when a reader upgrades.
+* PostgreSQL goes through psycopg 3.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+ENV_DATABASE_URL = "LINEAGE_DATABASE_URL"
+DEFAULT_SQLITE_FILE = "lineage.db"
+#: How long a SQLite writer waits for the lock before giving up, in milliseconds.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Execution option that marks a connection's transactions as writes.
+WRITE_OPTION = "ledger_write"
+
+
+def resolve_url(db: str | None = None) -> str:
+    """The database URL from an explicit ``db``, else ``$LINEAGE_DATABASE_URL``, else ./lineage.db."""
+    raw = db or os.environ.get(ENV_DATABASE_URL) or DEFAULT_SQLITE_FILE
+    if "://" not in raw:
+        return f"sqlite:///{Path(raw).expanduser().resolve()}"
+    url = make_url(raw)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url.render_as_string(hide_password=False)
+
+
+def is_sqlite(engine_or_url: Engine | str) -> bool:
+    url = engine_or_url.url if isinstance(engine_or_url, Engine) else make_url(engine_or_url)
+    return url.get_backend_name() == "sqlite"
+
+
+def make_engine(db: str | None = None, **kwargs: object) -> Engine:
+    """An engine for ``db`` (see :func:`resolve_url`) with the ledger's connection settings."""
+    url = resolve_url(db)
+    if is_sqlite(url):
+        return _sqlite_engine(url, **kwargs)
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)  # type: ignore[arg-type]
+
+
+def _sqlite_engine(url: str, **kwargs: object) -> Engine:
+    database = make_url(url).database
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    connect_args = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+    engine = create_engine(url, connect_args=connect_args, **kwargs)  # type: ignore[arg-type]
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+        # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's own implicit
+        # BEGIN is DEFERRED and cannot be made IMMEDIATE).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        # NORMAL is durable across process crashes in WAL mode (only an OS crash can
+        # lose the last commits), and avoids an fsync per commit.
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # type: ignore[no-untyped-def]
+        mode = "IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "DEFERRED"
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine

@@ -1,0 +1,298 @@
+"""Domain values and rules: failure labels, the trial record, what counts as "best".
+
+Pure Python, no database and no I/O. The store, the renderer, the TSV formats and every
+face (HTTP, CLI, MCP, pages) share these definitions, so a rule is written once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from enum import Enum
+from typing import Any, Iterable, Mapping
+
+from lineage.errors import InvalidInput
+
+
+class FailureLabel(str, Enum):
+    """Status of a trial. Value for value the vocabulary of fieldkit's ``FailureLabel``."""
+
+    KEEP = "keep"
+    DISCARD = "discard"
+    CRASH = "crash"
+    EVAL_BUDGET_OVERRUN = "eval_budget_overrun"
+    TRAIN_BUDGET_OVERRUN = "train_budget_overrun"
+    SIZE_BLOCKED = "size_blocked"
+    PREFLIGHT_CRASH = "preflight_crash"
+    HARNESS_ABORT = "harness_abort"
+    DISQUALIFIED = "disqualified"
+    BASELINE = "baseline"
+
+    @property
+    def is_informational(self) -> bool:
+        """False only for ``harness_abort``: a kill that says nothing about the hypothesis."""
+        return self is not FailureLabel.HARNESS_ABORT
+
+    @classmethod
+    def parse(cls, raw: str, *, field_name: str = "status") -> "FailureLabel":
+        try:
+            return cls(raw)
+        except ValueError:
+            known = ", ".join(label.value for label in cls)
+            raise InvalidInput(field_name, f"unknown status {raw!r}; known: {known}") from None
+
+
+class BestPolicy(str, Enum):
+    """Which trials may be "the best" of a project.
+
+    ``kept`` (default, the product's promise): the best core_metric among ``keep`` and
+    ``baseline`` trials. ``fieldkit``: fieldkit 0.34.1's ``best()``, every status but
+    ``harness_abort``, so a ``discard`` with a better metric can become best.
+    In both, ties go to the earliest trial, and with no scored eligible trial the first
+    trial of the project is the best.
+    """
+
+    KEPT = "kept"
+    FIELDKIT = "fieldkit"
+
+    def eligible_statuses(self) -> frozenset[str]:
+        if self is BestPolicy.KEPT:
+            return frozenset({FailureLabel.KEEP.value, FailureLabel.BASELINE.value})
+        return frozenset(label.value for label in FailureLabel if label.is_informational)
+
+
+#: The 17 columns of fieldkit's results.tsv, in canonical order.
+FIELDKIT_COLUMNS: tuple[str, ...] = (
+    "exp_id",
+    "timestamp",
+    "specialist",
+    "parent_exp",
+    "baseline_exp",
+    "domain",
+    "hypothesis",
+    "expected_delta",
+    "status",
+    "core_metric",
+    "val_bpb",
+    "delta_vs_best",
+    "train_s",
+    "total_s",
+    "job_name",
+    "snapshot_path",
+    "notes",
+)
+
+#: Statistics of the adaptive clip scale (A²TGPO), the ledger's extended columns.
+CLIP_SCALE_COLUMNS: tuple[str, ...] = (
+    "ig_clip_scale_mean",
+    "ig_clip_scale_std",
+    "ig_clip_scale_min",
+    "ig_clip_scale_max",
+    "ig_clip_scale_frac_low",
+    "ig_clip_scale_frac_high",
+)
+
+FLOAT_COLUMNS: frozenset[str] = frozenset(
+    {"core_metric", "val_bpb", "delta_vs_best", "train_s", "total_s", *CLIP_SCALE_COLUMNS}
+)
+DURATION_COLUMNS: frozenset[str] = frozenset({"train_s", "total_s"})
+FRACTION_COLUMNS: frozenset[str] = frozenset({"ig_clip_scale_frac_low", "ig_clip_scale_frac_high"})
+
+#: Longest text a long field (hypothesis, notes, expected_delta) may hold, in characters.
+MAX_LONG_TEXT = 65_536
+#: Longest text a short field (ids, names, paths) may hold.
+MAX_SHORT_TEXT = 512
+LONG_TEXT_COLUMNS: frozenset[str] = frozenset({"hypothesis", "notes", "expected_delta"})
+SHORT_TEXT_COLUMNS: frozenset[str] = frozenset(
+    {"exp_id", "timestamp", "specialist", "parent_exp", "baseline_exp", "domain", "job_name", "snapshot_path"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One trial: fieldkit's 17 fields, the clip-scale statistics, and free ``extra``.
+
+    Text fields are ``""`` when absent (as in fieldkit), numbers are ``None``.
+    ``seq`` is the insertion order within the project (the file order of a TSV).
+    """
+
+    exp_id: str
+    timestamp: str = ""
+    specialist: str = ""
+    parent_exp: str = ""
+    baseline_exp: str = ""
+    domain: str = ""
+    hypothesis: str = ""
+    expected_delta: str = ""
+    status: FailureLabel = FailureLabel.DISCARD
+    core_metric: float | None = None
+    val_bpb: float | None = None
+    delta_vs_best: float | None = None
+    train_s: float | None = None
+    total_s: float | None = None
+    job_name: str = ""
+    snapshot_path: str = ""
+    notes: str = ""
+    ig_clip_scale_mean: float | None = None
+    ig_clip_scale_std: float | None = None
+    ig_clip_scale_min: float | None = None
+    ig_clip_scale_max: float | None = None
+    ig_clip_scale_frac_low: float | None = None
+    ig_clip_scale_frac_high: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    seq: int | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The rendering of the id that fieldkit uses everywhere: ``exp_000``."""
+        return f"exp_{self.exp_id}"
+
+    def with_changes(self, **changes: Any) -> "Trial":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, FailureLabel):
+                value = value.value
+            elif f.name == "extra":
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+
+TRIAL_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Trial))
+#: Fields a writer may set (the rest are the store's: seq and the timestamps).
+WRITABLE_FIELDS: tuple[str, ...] = FIELDKIT_COLUMNS + CLIP_SCALE_COLUMNS + ("extra",)
+
+
+def is_better(candidate: float, incumbent: float, *, lower_is_better: bool) -> bool:
+    """Strictly better under the project's direction (ties are not better)."""
+    return candidate < incumbent if lower_is_better else candidate > incumbent
+
+
+def metric_delta(metric: float | None, best_metric: float | None) -> float | None:
+    """``delta_vs_best`` as the seed defines it: metric minus the best before the trial."""
+    if metric is None or best_metric is None:
+        return None
+    return metric - best_metric
+
+
+def validate_trial(trial: Trial) -> Trial:
+    """Check every field of ``trial``; raise :class:`InvalidInput` naming the first bad one."""
+    if not trial.exp_id or not trial.exp_id.strip():
+        raise InvalidInput("exp_id", "must not be empty")
+    if trial.exp_id != trial.exp_id.strip() or any(c in trial.exp_id for c in "\t\r\n/"):
+        raise InvalidInput("exp_id", "must not contain whitespace at its ends, tabs, newlines or '/'")
+    if not isinstance(trial.status, FailureLabel):
+        raise InvalidInput("status", f"must be a failure label, got {trial.status!r}")
+    for name in FLOAT_COLUMNS:
+        value = getattr(trial, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidInput(name, f"must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise InvalidInput(name, f"must be finite, got {value!r}")
+        if name in DURATION_COLUMNS and value < 0:
+            raise InvalidInput(name, f"must not be negative, got {value!r}")
+        if name in FRACTION_COLUMNS and not 0.0 <= value <= 1.0:
+            raise InvalidInput(name, f"must lie in [0, 1], got {value!r}")
+    for name in LONG_TEXT_COLUMNS | SHORT_TEXT_COLUMNS:
+        value = getattr(trial, name)
+        if not isinstance(value, str):
+            raise InvalidInput(name, f"must be text, got {type(value).__name__}")
+        limit = MAX_LONG_TEXT if name in LONG_TEXT_COLUMNS else MAX_SHORT_TEXT
+        if len(value) > limit:
+            raise InvalidInput(name, f"is {len(value)} characters long; the limit is {limit}")
+        if "\x00" in value:
+            raise InvalidInput(name, "must not contain NUL characters")
+    if trial.parent_exp and trial.parent_exp == trial.exp_id:
+        raise InvalidInput("parent_exp", f"trial {trial.exp_id!r} cannot be its own parent")
+    if not isinstance(trial.extra, Mapping):
+        raise InvalidInput("extra", "must be a JSON object")
+    return trial
+
+
+def trial_from_mapping(data: Mapping[str, Any], *, exp_id: str | None = None) -> Trial:
+    """Build a Trial from a plain mapping (JSON body, TSV row), rejecting unknown keys."""
+    unknown = set(data) - set(TRIAL_FIELD_NAMES)
+    if unknown:
+        raise InvalidInput(sorted(unknown)[0], "is not a trial field")
+    values = dict(data)
+    if exp_id is not None:
+        values["exp_id"] = exp_id
+    if "status" in values and not isinstance(values["status"], FailureLabel):
+        values["status"] = FailureLabel.parse(str(values["status"]))
+    for name in SHORT_TEXT_COLUMNS | LONG_TEXT_COLUMNS:
+        if values.get(name) is None and name in values:
+            values[name] = ""
+    values.setdefault("extra", {})
+    if values.get("extra") is None:
+        values["extra"] = {}
+    return validate_trial(Trial(**values))
+
+
+def ordered_best(
+    candidates: Iterable[Trial], *, lower_is_better: bool
+) -> Trial | None:
+    """The best of already-eligible, scored ``candidates``; ties to the lowest ``seq``."""
+    best: Trial | None = None
+    for trial in candidates:
+        if trial.core_metric is None:
+            continue
+        if best is None or is_better(trial.core_metric, best.core_metric, lower_is_better=lower_is_better):  # type: ignore[arg-type]
+            best = trial
+        elif trial.core_metric == best.core_metric and (trial.seq or 0) < (best.seq or 0):
+            best = trial
+    return best
+
+
+#: Project slugs: what URLs and CLI flags use to name a project.
+SLUG_ALPHABET = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+MAX_SLUG = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """One research loop: a sweep of trials against one metric."""
+
+    slug: str
+    title: str = ""
+    metric_name: str = "core_metric"
+    lower_is_better: bool = True
+    best_policy: BestPolicy = BestPolicy.KEPT
+    prompt_template: str | None = None
+    source_format: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    revision: int = 0
+    trial_count: int = 0
+    id: int | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "id"}
+        out["best_policy"] = self.best_policy.value
+        out["settings"] = dict(self.settings)
+        return out
+
+
+def validate_slug(slug: str) -> str:
+    if not slug:
+        raise InvalidInput("slug", "must not be empty")
+    if len(slug) > MAX_SLUG:
+        raise InvalidInput("slug", f"is {len(slug)} characters long; the limit is {MAX_SLUG}")
+    bad = sorted(set(slug) - SLUG_ALPHABET)
+    if bad:
+        raise InvalidInput("slug", f"may hold only a-z, 0-9, '-', '_' and '.'; found {''.join(bad)!r}")
+    return slug
+
+
+def next_exp_id(max_numeric: int | None, width: int = 3) -> str:
+    """The exp_id after ``max_numeric`` (the largest all-digit exp_id so far), zero-padded."""
+    value = 0 if max_numeric is None else max_numeric + 1
+    return str(value).zfill(width)

@@ -1,0 +1,115 @@
+"""ORM tables (SQLAlchemy 2, typed). Alembic's migrations/ are generated from these and a
+test proves the two agree on SQLite and PostgreSQL.
+
+Design notes:
+* ``trials.seq`` is the insertion order inside a project (the line order of a
+  results.tsv). "Recent", "first trial" and tie-breaks all use it.
+* ``projects.next_seq`` doubles as the per-project write lock: every trial write updates
+  that row first, which serializes writers of one project on both backends.
+* ``projects.next_exp_number`` is one more than the largest all-digit exp_id, so an
+  omitted exp_id is allocated without scanning the trials.
+* ``projects.revision`` increases with every write to the project; ETags derive from it,
+  so every server instance on one database agrees on them.
+* ``parent_exp`` is text, not a foreign key: imported files may name parents that are
+  not in the file, and the chain walk stops there (as fieldkit's does).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+ShortText = String(512)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class ProjectRow(Base):
+    __tablename__ = "projects"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(100), unique=True)
+    title: Mapped[str] = mapped_column(String(300), default="")
+    metric_name: Mapped[str] = mapped_column(String(100), default="core_metric")
+    lower_is_better: Mapped[bool] = mapped_column(Boolean, default=True)
+    best_policy: Mapped[str] = mapped_column(String(20), default="kept")
+    prompt_template: Mapped[str | None] = mapped_column(Text, nullable=True)
+    source_format: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    next_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    next_exp_number: Mapped[int] = mapped_column(BigInteger, default=0)
+    revision: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TrialRow(Base):
+    __tablename__ = "trials"
+    __table_args__ = (
+        UniqueConstraint("project_id", "exp_id"),
+        UniqueConstraint("project_id", "seq"),
+        # best (kept policy): per eligible status, the best metric, ties to lowest seq
+        Index(None, "project_id", "status", "core_metric", "seq"),
+        # best (fieldkit policy): every status but one, in metric order
+        Index(None, "project_id", "core_metric", "seq"),
+        # children of a trial (lineage tree, cycle checks)
+        Index(None, "project_id", "parent_exp"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    exp_id: Mapped[str] = mapped_column(ShortText)
+    timestamp: Mapped[str] = mapped_column(ShortText, default="")
+    specialist: Mapped[str] = mapped_column(ShortText, default="")
+    parent_exp: Mapped[str] = mapped_column(ShortText, default="")
+    baseline_exp: Mapped[str] = mapped_column(ShortText, default="")
+    domain: Mapped[str] = mapped_column(ShortText, default="")
+    hypothesis: Mapped[str] = mapped_column(Text, default="")
+    expected_delta: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(40))
+    core_metric: Mapped[float | None] = mapped_column(Float, nullable=True)
+    val_bpb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    delta_vs_best: Mapped[float | None] = mapped_column(Float, nullable=True)
+    train_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    total_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    job_name: Mapped[str] = mapped_column(ShortText, default="")
+    snapshot_path: Mapped[str] = mapped_column(ShortText, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
+    ig_clip_scale_mean: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ig_clip_scale_std: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ig_clip_scale_min: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ig_clip_scale_max: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ig_clip_scale_frac_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ig_clip_scale_frac_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

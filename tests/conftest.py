@@ -1,0 +1,108 @@
+"""Fixtures: real SQLite files and a real PostgreSQL server, both migrated by Alembic.
+
+Each backend's database is created once per test session (per xdist worker) and emptied
+before every test, so tests stay fast and independent. PostgreSQL is found at
+``$LINEAGE_TEST_POSTGRES_URL`` (default: the local server, trust auth); when it does not
+answer the suite fails rather than silently skipping half its tests.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from lineage import migrate
+from lineage.db import make_engine
+from lineage.service import Ledger
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "LINEAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+BACKENDS = ["sqlite", "postgres"]
+
+
+def _admin_engine():  # type: ignore[no-untyped-def]
+    return create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    name = f"lineage_test_{uuid.uuid4().hex[:12]}"
+    admin = _admin_engine()
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # pragma: no cover - environment problem, reported loudly
+        pytest.fail(f"PostgreSQL does not answer at {POSTGRES_ADMIN_URL}: {exc}")
+    url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("sqlite") / "ledger.db")
+
+
+@pytest.fixture(scope="session")
+def _engines(request: pytest.FixtureRequest) -> Iterator[dict]:
+    engines: dict = {}
+    yield engines
+    for engine in engines.values():
+        engine.dispose()
+
+
+def _migrated_engine(request: pytest.FixtureRequest, engines: dict, backend: str):  # type: ignore[no-untyped-def]
+    if backend not in engines:
+        url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "postgres_url")
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        engines[backend] = engine
+    return engines[backend]
+
+
+def _empty(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.execute(text("DELETE FROM trials"))
+            conn.execute(text("DELETE FROM projects"))
+        else:
+            conn.execute(text("TRUNCATE projects, trials RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest, _engines: dict, backend: str):  # type: ignore[no-untyped-def]
+    engine = _migrated_engine(request, _engines, backend)
+    _empty(engine)
+    return engine
+
+
+@pytest.fixture
+def ledger(engine) -> Ledger:  # type: ignore[no-untyped-def]
+    return Ledger(engine)
+
+
+@pytest.fixture
+def db_url(engine) -> str:  # type: ignore[no-untyped-def]
+    """The URL of the (emptied) database behind ``ledger``, for subprocesses."""
+    return engine.url.render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def sqlite_ledger(tmp_path: Path) -> Iterator[Ledger]:
+    """A ledger on a fresh SQLite file of its own (for tests about files and processes)."""
+    ledger = Ledger.open(str(tmp_path / "own.db"))
+    yield ledger
+    ledger.close()

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Installs everything and runs the whole test suite (README's second quick-start command).
+#
+# - a virtual environment in .venv with the package and its test, postgres and trainer
+#   extras (torch pinned to the CPU build, see pyproject.toml);
+# - a PostgreSQL server on 127.0.0.1:5432 when none answers there (installed with apt-get
+#   if missing, with trust auth on loopback for the tests);
+# - Debian's chromium for the browser tests when /usr/bin/chromium is missing.
+# Extra arguments go to pytest (e.g. `bash tests/run_all.sh -k tsv`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[run_all] %s\n' "$*" >&2; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+ensure_venv() {
+  if [ ! -x .venv/bin/python ]; then
+    log "creating .venv"
+    python3 -m venv .venv
+  fi
+  log "installing lineage-ledger[test,postgres,trainer]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,postgres,trainer]' 2>&1 \
+    | grep -v -e '^WARNING: Location' -e '^ *$' || true
+  .venv/bin/python -c 'import lineage, api, trainer_hooks, torch, fieldkit' \
+    || { log "installation is incomplete"; exit 1; }
+}
+
+postgres_answers() { pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null || .venv/bin/python - <<'PY' 2>/dev/null
+import psycopg, sys
+try:
+    psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=postgres", connect_timeout=2).close()
+except Exception:
+    sys.exit(1)
+PY
+}
+
+ensure_postgres() {
+  if postgres_answers; then return 0; fi
+  log "no PostgreSQL answers on 127.0.0.1:5432; starting one"
+  if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq postgresql >/dev/null
+  fi
+  local version
+  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$version" ]; then
+    version=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
+    as_root pg_createcluster "$version" main >/dev/null
+  fi
+  local hba="/etc/postgresql/$version/main/pg_hba.conf"
+  if ! grep -q 'lineage-ledger tests' "$hba"; then
+    as_root sed -i '1i host all all 127.0.0.1/32 trust # lineage-ledger tests' "$hba"
+  fi
+  as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null \
+    || as_root pg_ctlcluster "$version" main start 2>/dev/null \
+    || as_root pg_ctlcluster "$version" main reload
+  for _ in $(seq 60); do postgres_answers && return 0; sleep 1; done
+  log "PostgreSQL did not come up"; exit 1
+}
+
+ensure_chromium() {
+  if [ -x /usr/bin/chromium ]; then return 0; fi
+  log "installing Debian's chromium for the browser tests"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
+}
+
+ensure_venv
+ensure_postgres
+if [ -n "${LINEAGE_NEEDS_CHROMIUM:-}" ] || ls tests/web 2>/dev/null | grep -q '^test_'; then ensure_chromium; fi
+
+log "running the test suite"
+exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider "$@"

@@ -1,0 +1,6 @@
+"""Code that runs inside a training job: losses, advantages, telemetry client, callbacks.
+
+Nothing here imports SQLAlchemy or ``api``; the ledger is reached only over HTTP with
+plain JSON. torch is imported by the loss modules alone, so the telemetry client works
+in an environment without torch (the server's).
+"""
