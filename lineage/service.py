@@ -298,12 +298,7 @@ class Ledger:
 
     def prompt_view(self, project_slug: str, *, top_k: int = 20, recent_n: int = 30, last_m: int = 10) -> PromptView:
         """What the prompt shows, read in one transaction with indexed queries only."""
-        _check_window("top_k", top_k, minimum=0)
-        _check_window("recent_n", recent_n, minimum=1)
-        _check_window("last_m", last_m, minimum=1)
-        with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            return self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
+        return self._project_and_view(project_slug, top_k=top_k, recent_n=recent_n, last_m=last_m)[1]
 
     def _prompt_view(self, conn: Connection, project: Project, *, top_k: int, recent_n: int, last_m: int) -> PromptView:
         best = self._current_best(conn, project)
@@ -330,15 +325,21 @@ class Ledger:
         timestamp: str = "",
     ) -> str:
         """The full session-start prompt; byte-identical to fieldkit's for its inputs."""
-        project = self.project(project_slug)
-        view = self.prompt_view(project_slug, top_k=top_k, recent_n=recent_n, last_m=last_m)
+        project, view = self._project_and_view(project_slug, top_k=top_k, recent_n=recent_n, last_m=last_m)
         return render_prompt(view, specialist=specialist, timestamp=timestamp, metric_name=project.metric_name)
 
     def render_knowledge(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> str:
         """The KNOWLEDGE.md part of the prompt alone."""
-        project = self.project(project_slug)
-        view = self.prompt_view(project_slug, top_k=0, recent_n=recent_n, last_m=last_m)
+        project, view = self._project_and_view(project_slug, top_k=0, recent_n=recent_n, last_m=last_m)
         return render_knowledge(view, metric_name=project.metric_name)
+
+    def _project_and_view(self, project_slug: str, *, top_k: int, recent_n: int, last_m: int) -> tuple[Project, PromptView]:
+        _check_window("top_k", top_k, minimum=0)
+        _check_window("recent_n", recent_n, minimum=1)
+        _check_window("last_m", last_m, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            return project, self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
 
     # -- files --------------------------------------------------------------------------
 

@@ -35,12 +35,10 @@ trials = TrialRow.__table__
 
 #: Trial columns stored verbatim from the domain object, in insert order.
 TRIAL_VALUE_COLUMNS: tuple[str, ...] = FIELDKIT_COLUMNS + CLIP_SCALE_COLUMNS
-_TRIAL_SELECT = [trials.c[name] for name in TRIAL_VALUE_COLUMNS] + [
-    trials.c.extra,
-    trials.c.seq,
-    trials.c.created_at,
-    trials.c.updated_at,
-]
+#: What a trial query selects: the Trial dataclass's field order, so rows map positionally.
+TRIAL_COLUMNS: tuple[str, ...] = (*TRIAL_VALUE_COLUMNS, "extra", "seq", "created_at", "updated_at")
+_TRIAL_SELECT = [trials.c[name] for name in TRIAL_COLUMNS]
+_COLUMN_LIST = ", ".join(TRIAL_COLUMNS)
 _BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at")
 #: Rows per executemany/COPY batch during imports.
 BULK_BATCH = 5_000
@@ -58,55 +56,59 @@ def _iso(value: datetime | str | None) -> str | None:
     return value.isoformat()
 
 
-def trial_from_row(row: Any) -> Trial:
-    m = row._mapping
-    return Trial(
-        exp_id=m["exp_id"],
-        timestamp=m["timestamp"],
-        specialist=m["specialist"],
-        parent_exp=m["parent_exp"],
-        baseline_exp=m["baseline_exp"],
-        domain=m["domain"],
-        hypothesis=m["hypothesis"],
-        expected_delta=m["expected_delta"],
-        status=FailureLabel(m["status"]),
-        core_metric=m["core_metric"],
-        val_bpb=m["val_bpb"],
-        delta_vs_best=m["delta_vs_best"],
-        train_s=m["train_s"],
-        total_s=m["total_s"],
-        job_name=m["job_name"],
-        snapshot_path=m["snapshot_path"],
-        notes=m["notes"],
-        ig_clip_scale_mean=m["ig_clip_scale_mean"],
-        ig_clip_scale_std=m["ig_clip_scale_std"],
-        ig_clip_scale_min=m["ig_clip_scale_min"],
-        ig_clip_scale_max=m["ig_clip_scale_max"],
-        ig_clip_scale_frac_low=m["ig_clip_scale_frac_low"],
-        ig_clip_scale_frac_high=m["ig_clip_scale_frac_high"],
-        extra=m["extra"] or {},
-        seq=m["seq"],
-        created_at=_iso(m["created_at"]),
-        updated_at=_iso(m["updated_at"]),
-    )
+_LABELS = {label.value: label for label in FailureLabel}
+_STATUS_AT = TRIAL_VALUE_COLUMNS.index("status")
+_EXTRA_AT = len(TRIAL_VALUE_COLUMNS)
 
 
-def _project_from_row(row: Any, trial_count: int = 0) -> Project:
-    m = row._mapping
+def _stamp(value: datetime | str | None) -> str | None:
+    """ISO 8601 from a driver value: PostgreSQL gives datetimes, SQLite the stored text."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # "YYYY-MM-DD HH:MM:SS.ffffff", always UTC
+        return value.replace(" ", "T", 1) + "+00:00"
+    return _iso(value)
+
+
+def trial_from_row(row: Sequence[Any]) -> Trial:
+    """A Trial from a row selected as ``TRIAL_COLUMNS`` (the Trial's own field order)."""
+    values = list(row)
+    values[_STATUS_AT] = _LABELS[values[_STATUS_AT]]
+    extra = values[_EXTRA_AT]
+    if isinstance(extra, str):
+        values[_EXTRA_AT] = {} if extra == "{}" else json.loads(extra)
+    elif not extra:
+        values[_EXTRA_AT] = {}
+    values[-2] = _stamp(values[-2])
+    values[-1] = _stamp(values[-1])
+    return Trial(*values)
+
+
+_PROJECT_COLUMNS = (
+    "id", "slug", "title", "metric_name", "lower_is_better", "best_policy", "prompt_template",
+    "source_format", "settings", "revision", "next_seq", "created_at", "updated_at",
+)
+_PROJECT_SELECT = f"SELECT {', '.join(_PROJECT_COLUMNS)} FROM projects"
+
+
+def _project_from_row(row: Sequence[Any]) -> Project:
+    """A Project from a row selected as ``_PROJECT_COLUMNS``."""
+    (id_, slug, title, metric_name, lower, policy, template, source, settings, revision, next_seq,
+     created, updated) = row
     return Project(
-        id=m["id"],
-        slug=m["slug"],
-        title=m["title"],
-        metric_name=m["metric_name"],
-        lower_is_better=bool(m["lower_is_better"]),
-        best_policy=BestPolicy(m["best_policy"]),
-        prompt_template=m["prompt_template"],
-        source_format=m["source_format"],
-        settings=m["settings"] or {},
-        revision=m["revision"],
-        trial_count=trial_count,
-        created_at=_iso(m["created_at"]),
-        updated_at=_iso(m["updated_at"]),
+        id=id_,
+        slug=slug,
+        title=title,
+        metric_name=metric_name,
+        lower_is_better=bool(lower),
+        best_policy=BestPolicy(policy),
+        prompt_template=template,
+        source_format=source,
+        settings=json.loads(settings) if isinstance(settings, str) else (settings or {}),
+        revision=revision,
+        trial_count=next_seq,
+        created_at=_stamp(created),
+        updated_at=_stamp(updated),
     )
 
 
@@ -123,6 +125,12 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.sqlite = is_sqlite(engine)
+        self._sql_cache: dict[str, str] = {}
+        placeholder = "?" if self.sqlite else "CAST(? AS jsonb)"
+        columns = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at")
+        marks = ["?"] * len(columns)
+        marks[columns.index("extra")] = placeholder
+        self._insert_sql = f"INSERT INTO trials ({', '.join(columns)}) VALUES ({', '.join(marks)})"
 
     # -- transactions -------------------------------------------------------------------
 
@@ -136,6 +144,31 @@ class Store:
         """A write transaction: all or nothing, writers of one database queue on SQLite."""
         with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, conn.begin():
             yield conn
+
+    # -- driver-level SQL for the hot paths -------------------------------------------------
+    #
+    # record_trial and the prompt run a handful of small indexed statements; building them
+    # with SQLAlchemy's expression language costs more than running them. These go to the
+    # driver's cursor inside the same transaction, written once with ``?`` placeholders.
+
+    def _sql(self, sql: str) -> str:
+        cached = self._sql_cache.get(sql)
+        if cached is None:
+            cached = self._sql_cache[sql] = sql if self.sqlite else sql.replace("?", "%s")
+        return cached
+
+    def _execute(self, conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        cursor.execute(self._sql(sql), params)
+        return cursor
+
+    def _trials_where(self, conn: Connection, where: str, params: Sequence[Any]) -> list[Trial]:
+        cursor = self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE {where}", params)
+        return [trial_from_row(row) for row in cursor.fetchall()]
+
+    def _trial_where(self, conn: Connection, where: str, params: Sequence[Any]) -> Trial | None:
+        found = self._trials_where(conn, where, params)
+        return found[0] if found else None
 
     # -- projects -----------------------------------------------------------------------
 
@@ -156,14 +189,13 @@ class Store:
         return self.project(conn, project.slug)
 
     def project(self, conn: Connection, slug: str) -> Project:
-        row = conn.execute(select(projects).where(projects.c.slug == slug)).first()
+        row = self._execute(conn, f"{_PROJECT_SELECT} WHERE slug = ?", (slug,)).fetchone()
         if row is None:
             raise NotFound("project", slug, field="project")
-        return _project_from_row(row, trial_count=row._mapping["next_seq"])
+        return _project_from_row(row)
 
     def projects(self, conn: Connection) -> list[Project]:
-        rows = conn.execute(select(projects).order_by(projects.c.slug)).all()
-        return [_project_from_row(row, trial_count=row._mapping["next_seq"]) for row in rows]
+        return [_project_from_row(row) for row in self._execute(conn, f"{_PROJECT_SELECT} ORDER BY slug").fetchall()]
 
     def update_project(self, conn: Connection, project: Project, changes: dict[str, Any]) -> Project:
         if changes:
@@ -184,34 +216,38 @@ class Store:
         commit, serializing the project's writers (SQLite's BEGIN IMMEDIATE already
         serializes all writers); the counters read here stay valid until then.
         """
-        row = conn.execute(
-            update(projects)
-            .where(projects.c.id == project.id)
-            .values(revision=projects.c.revision + 1, updated_at=utcnow())
-            .returning(projects.c.next_seq, projects.c.next_exp_number)
-        ).one()
-        return row.next_seq, row.next_exp_number
+        cursor = self._execute(
+            conn,
+            "UPDATE projects SET revision = revision + 1, updated_at = ? WHERE id = ? "
+            "RETURNING next_seq, next_exp_number",
+            (self._now(), project.id),
+        )
+        next_seq, next_exp_number = cursor.fetchone()
+        return next_seq, next_exp_number
+
+    def _now(self) -> Any:
+        now = utcnow()
+        return now.strftime("%Y-%m-%d %H:%M:%S.%f") if self.sqlite else now
 
     def advance_counters(self, conn: Connection, project: Project, *, rows: int, exp_number: int) -> None:
-        """After a bulk insert: move ``next_seq`` by ``rows`` and raise ``next_exp_number``."""
-        conn.execute(
-            update(projects)
-            .where(projects.c.id == project.id)
-            .values(
-                next_seq=projects.c.next_seq + rows,
-                next_exp_number=func.max(projects.c.next_exp_number, exp_number)
-                if self.sqlite
-                else func.greatest(projects.c.next_exp_number, exp_number),
-            )
+        """After an insert: move ``next_seq`` by ``rows`` and raise ``next_exp_number``."""
+        larger = "MAX" if self.sqlite else "GREATEST"
+        self._execute(
+            conn,
+            f"UPDATE projects SET next_seq = next_seq + ?, next_exp_number = {larger}(next_exp_number, ?) WHERE id = ?",
+            (rows, exp_number, project.id),
         )
 
     # -- trials: single rows --------------------------------------------------------------
 
     def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int) -> Trial:
-        now = utcnow()
-        values = _trial_values(trial)
-        conn.execute(insert(trials).values(project_id=project.id, seq=seq, created_at=now, updated_at=now, **values))
-        return trial.with_changes(seq=seq, created_at=_iso(now), updated_at=_iso(now))
+        now = self._now()
+        values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
+        values[_STATUS_AT] = trial.status.value
+        extra = json.dumps(dict(trial.extra), ensure_ascii=False, separators=(",", ":"))
+        self._execute(conn, self._insert_sql, (project.id, seq, *values, extra, now, now))
+        stamp = _stamp(now)
+        return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
 
     def update_trial(self, conn: Connection, project: Project, trial: Trial) -> Trial:
         now = utcnow()
@@ -234,10 +270,7 @@ class Store:
         return found
 
     def find_trial(self, conn: Connection, project: Project, exp_id: str) -> Trial | None:
-        row = conn.execute(
-            select(*_TRIAL_SELECT).where(trials.c.project_id == project.id, trials.c.exp_id == exp_id)
-        ).first()
-        return trial_from_row(row) if row is not None else None
+        return self._trial_where(conn, "project_id = ? AND exp_id = ?", (project.id, exp_id))
 
     def projects_holding(self, conn: Connection, exp_id: str) -> list[str]:
         """Slugs of the projects that have a trial ``exp_id`` (for error messages)."""
@@ -265,55 +298,52 @@ class Store:
         core_metric, seq``); the ``fieldkit`` policy, eligible for all but one status,
         walks ``project_id, core_metric, seq`` and skips the excluded status.
         """
-        order = trials.c.core_metric.asc() if project.lower_is_better else trials.c.core_metric.desc()
-        eligible = project.best_policy.eligible_statuses()
-        base = [trials.c.project_id == project.id, trials.c.core_metric.is_not(None)]
+        order = "core_metric ASC" if project.lower_is_better else "core_metric DESC"
+        where = "project_id = ? AND core_metric IS NOT NULL"
+        params: list[Any] = [project.id]
         if before_seq is not None:
-            base.append(trials.c.seq < before_seq)
+            where += " AND seq < ?"
+            params.append(before_seq)
+        eligible = project.best_policy.eligible_statuses()
         if project.best_policy is BestPolicy.FIELDKIT:
             excluded = [label.value for label in FailureLabel if label.value not in eligible]
-            query = select(*_TRIAL_SELECT).where(*base, trials.c.status.not_in(excluded))
-            row = conn.execute(query.order_by(order, trials.c.seq).limit(1)).first()
-            return trial_from_row(row) if row is not None else None
-        candidates = []
-        for status in sorted(eligible):
-            query = select(*_TRIAL_SELECT).where(*base, trials.c.status == status)
-            row = conn.execute(query.order_by(order, trials.c.seq).limit(1)).first()
-            if row is not None:
-                candidates.append(trial_from_row(row))
+            marks = ", ".join("?" * len(excluded))
+            return self._trial_where(
+                conn, f"{where} AND status NOT IN ({marks}) ORDER BY {order}, seq LIMIT 1", (*params, *excluded)
+            )
+        candidates = [
+            found
+            for status in sorted(eligible)
+            if (found := self._trial_where(conn, f"{where} AND status = ? ORDER BY {order}, seq LIMIT 1", (*params, status)))
+        ]
         return ordered_best(candidates, lower_is_better=project.lower_is_better)
 
     def first_trial(self, conn: Connection, project: Project) -> Trial | None:
-        row = conn.execute(
-            select(*_TRIAL_SELECT).where(trials.c.project_id == project.id).order_by(trials.c.seq).limit(1)
-        ).first()
-        return trial_from_row(row) if row is not None else None
+        return self._trial_where(conn, "project_id = ? ORDER BY seq LIMIT 1", (project.id,))
 
     def chain_rows(self, conn: Connection, project: Project, exp_id: str) -> dict[str, Trial]:
         """Every trial reachable from ``exp_id`` by parent pointers, in one recursive query.
 
-        ``UNION`` (not ``UNION ALL``) makes the recursion stop on a cycle. The caller puts
-        the rows in chain order (see ``lineage.service.walk_chain``).
+        ``UNION`` (not ``UNION ALL``) makes the recursion stop on a cycle; the caller puts
+        the rows in chain order (``lineage.service.walk_chain``). Each step must be one
+        index look-up: SQLite's planner does that for a plain join, PostgreSQL's would
+        hash the whole table per step, so there the step is a ``LATERAL ... LIMIT 1``.
         """
-        cte_sql = text(
-            """
-            WITH RECURSIVE chain(exp_id, parent_exp) AS (
-                SELECT exp_id, parent_exp FROM trials WHERE project_id = :pid AND exp_id = :start
+        if self.sqlite:
+            step = """SELECT t.id, t.exp_id, t.parent_exp FROM chain c JOIN trials t
+                  ON t.project_id = ? AND t.exp_id = c.parent_exp WHERE c.parent_exp <> ''"""
+        else:
+            step = """SELECT p.id, p.exp_id, p.parent_exp FROM chain c CROSS JOIN LATERAL (
+                    SELECT t.id, t.exp_id, t.parent_exp FROM trials t
+                    WHERE t.project_id = ? AND t.exp_id = c.parent_exp LIMIT 1) p
+                  WHERE c.parent_exp <> ''"""
+        sql = f"""WITH RECURSIVE chain(id, exp_id, parent_exp) AS (
+                SELECT id, exp_id, parent_exp FROM trials WHERE project_id = ? AND exp_id = ?
                 UNION
-                SELECT t.exp_id, t.parent_exp FROM trials t JOIN chain c
-                  ON t.project_id = :pid AND t.exp_id = c.parent_exp
-                WHERE c.parent_exp <> ''
-            )
-            SELECT exp_id FROM chain
-            """
-        )
-        ids = list(conn.scalars(cte_sql, {"pid": project.id, "start": exp_id}))
-        if not ids:
-            return {}
-        rows = conn.execute(
-            select(*_TRIAL_SELECT).where(trials.c.project_id == project.id, trials.c.exp_id.in_(ids))
-        ).all()
-        return {row._mapping["exp_id"]: trial_from_row(row) for row in rows}
+                {step})
+            SELECT {_COLUMN_LIST} FROM trials WHERE id IN (SELECT id FROM chain)"""
+        cursor = self._execute(conn, sql, (project.id, exp_id, project.id))
+        return {trial.exp_id: trial for trial in map(trial_from_row, cursor.fetchall())}
 
     def top_kept(self, conn: Connection, project: Project, limit: int) -> list[Trial]:
         """Trials with status ``keep``, in fieldkit's leaderboard order, at most ``limit``.
@@ -324,37 +354,30 @@ class Store:
         """
         if limit <= 0:
             return []
-        base = select(*_TRIAL_SELECT).where(trials.c.project_id == project.id, trials.c.status == "keep")
-        scored = base.where(trials.c.core_metric.is_not(None))
-        unscored = base.where(trials.c.core_metric.is_(None)).order_by(trials.c.seq).limit(limit)
+        base = "project_id = ? AND status = 'keep' AND core_metric IS"
+        unscored = f"{base} NULL ORDER BY seq LIMIT ?"
         if project.lower_is_better:
-            first = conn.execute(scored.order_by(trials.c.core_metric.asc(), trials.c.seq).limit(limit)).all()
-            rest = conn.execute(unscored).all() if len(first) < limit else []
-        else:
-            first = conn.execute(unscored).all()
-            rest = (
-                conn.execute(scored.order_by(trials.c.core_metric.desc(), trials.c.seq).limit(limit - len(first))).all()
-                if len(first) < limit
-                else []
+            first = self._trials_where(conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit))
+            if len(first) < limit:
+                first += self._trials_where(conn, unscored, (project.id, limit - len(first)))
+            return first
+        first = self._trials_where(conn, unscored, (project.id, limit))
+        if len(first) < limit:
+            first += self._trials_where(
+                conn, f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?", (project.id, limit - len(first))
             )
-        return [trial_from_row(row) for row in [*first, *rest][:limit]]
+        return first
 
     def recent(self, conn: Connection, project: Project, limit: int) -> list[Trial]:
         """The last ``limit`` trials, oldest first."""
         if limit <= 0:
             return []
-        rows = conn.execute(
-            select(*_TRIAL_SELECT).where(trials.c.project_id == project.id).order_by(trials.c.seq.desc()).limit(limit)
-        ).all()
-        return [trial_from_row(row) for row in reversed(rows)]
+        newest_first = self._trials_where(conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit))
+        newest_first.reverse()
+        return newest_first
 
     def children(self, conn: Connection, project: Project, exp_id: str) -> list[Trial]:
-        rows = conn.execute(
-            select(*_TRIAL_SELECT)
-            .where(trials.c.project_id == project.id, trials.c.parent_exp == exp_id)
-            .order_by(trials.c.seq)
-        ).all()
-        return [trial_from_row(row) for row in rows]
+        return self._trials_where(conn, "project_id = ? AND parent_exp = ? ORDER BY seq", (project.id, exp_id))
 
     def count_trials(self, conn: Connection, project: Project) -> int:
         return conn.scalar(select(func.count()).select_from(trials).where(trials.c.project_id == project.id)) or 0
@@ -402,12 +425,17 @@ class Store:
         return [trial_from_row(row) for row in conn.execute(query).all()]
 
     def stream_trials(self, conn: Connection, project: Project, *, batch: int = 2_000) -> Iterator[Trial]:
-        """Every trial of the project in insertion order, fetched ``batch`` rows at a time."""
-        result = conn.execution_options(stream_results=True, yield_per=batch).execute(
-            select(*_TRIAL_SELECT).where(trials.c.project_id == project.id).order_by(trials.c.seq)
-        )
-        for row in result:
-            yield trial_from_row(row)
+        """Every trial of the project in insertion order, ``batch`` rows in memory at a time."""
+        sql = self._sql(f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq")
+        raw = conn.connection.driver_connection
+        # a named cursor is PostgreSQL's server-side cursor: rows arrive as they are read
+        cursor = raw.cursor() if self.sqlite else raw.cursor(name="lineage_stream")  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql, (project.id,))
+            while rows := cursor.fetchmany(batch):
+                yield from map(trial_from_row, rows)
+        finally:
+            cursor.close()
 
     def trials_select(self, project: Project):  # type: ignore[no-untyped-def]
         """The SELECT of a project's trials in order (for pandas.read_sql)."""

@@ -1,0 +1,97 @@
+"""Results-file formats: a small registry, so importers and exporters pick one by name.
+
+A format is four things (:class:`Format`): a ``name``, ``sniff(first_line) -> bool``
+(does this header line look like mine?), ``read(stream, *, source=...)`` yielding
+:class:`~lineage.domain.Trial` one at a time (a generator: the store consumes it inside
+one transaction, so a bad row imports nothing) and ``write(trials, stream, **options)
+-> int`` (rows written; ``None`` for an import-only format).
+
+Registered here: ``fieldkit`` (:mod:`lineage.formats.fieldkit`). Formats to come
+(``autoresearch``, ``generic``) are added with :func:`register`; :func:`detect_format`
+tries the registered ``sniff`` functions in registration order, so register the most
+specific formats first.
+
+Streams are text, UTF-8, opened with ``newline=""`` (see
+:func:`lineage.formats.fieldkit.open_results`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, TextIO
+
+from lineage.domain import Trial
+from lineage.errors import InvalidInput
+from lineage.formats import fieldkit as _fieldkit
+
+__all__ = ["FORMATS", "Format", "detect_format", "format_names", "get_format", "register"]
+
+Reader = Callable[..., Iterator[Trial]]
+Writer = Callable[..., int]
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """One results-file format. ``read``/``write`` take the stream; see the module doc."""
+
+    name: str
+    description: str
+    sniff: Callable[[str], bool]
+    read: Reader
+    write: Writer | None = None
+    extensions: tuple[str, ...] = ()
+
+    def read_trials(
+        self, stream: TextIO | Iterable[str], *, source: str = "<stream>", **options: Any
+    ) -> Iterator[Trial]:
+        return self.read(stream, source=source, **options)
+
+    def write_trials(self, trials: Iterable[Trial], stream: TextIO, **options: Any) -> int:
+        if self.write is None:
+            raise InvalidInput("format", f"format {self.name!r} can be imported but not exported")
+        return self.write(trials, stream, **options)
+
+
+#: Every known format by name, in registration order (the order :func:`detect_format` tries).
+FORMATS: dict[str, Format] = {}
+
+
+def register(fmt: Format, *, replace: bool = False) -> Format:
+    """Add ``fmt`` to :data:`FORMATS`; a second format of the same name needs ``replace=True``."""
+    if fmt.name in FORMATS and not replace:
+        raise ValueError(f"format {fmt.name!r} is already registered")
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def format_names() -> tuple[str, ...]:
+    return tuple(FORMATS)
+
+
+def get_format(name: str) -> Format:
+    """The format called ``name``; :class:`InvalidInput` (field ``format``) if there is none."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        known = ", ".join(FORMATS) or "none"
+        raise InvalidInput("format", f"unknown format {name!r}; known: {known}") from None
+
+
+def detect_format(first_line: str) -> Format | None:
+    """The first registered format whose ``sniff`` accepts ``first_line``, else ``None``."""
+    for fmt in FORMATS.values():
+        if fmt.sniff(first_line):
+            return fmt
+    return None
+
+
+register(
+    Format(
+        name=_fieldkit.NAME,
+        description=_fieldkit.DESCRIPTION,
+        sniff=_fieldkit.sniff,
+        read=_fieldkit.read_trials,
+        write=_fieldkit.write_trials,
+        extensions=_fieldkit.EXTENSIONS,
+    )
+)
