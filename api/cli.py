@@ -213,23 +213,16 @@ def import_cmd(
     best_policy: str | None,
 ) -> None:
     """Import FILE (a results.tsv) into PROJECT, atomically; the project is created if new."""
-    from lineage.errors import NotFound
-    from lineage.formats import get_format
-
     ledger = _ledger(ctx)
-    reader = get_format(fmt)
-    try:
-        ledger.project(project)
-    except NotFound:
-        ledger.create_project(
-            project,
-            lower_is_better=True if lower_is_better is None else lower_is_better,
-            best_policy=best_policy or "kept",
-            source_format=fmt,
-        )
+    create_with = {
+        "lower_is_better": True if lower_is_better is None else lower_is_better,
+        "best_policy": best_policy or "kept",
+        "source_format": fmt,
+    }
     with file.open("r", encoding="utf-8", newline="") as stream, _progress("importing", file) as progress:
-        rows = reader.read_trials(stream, source=str(file))
-        report = ledger.import_trials(project, rows, progress=progress, locate=getattr(rows, "line_of", None))
+        report = ledger.import_file(
+            project, stream, fmt=fmt, source=str(file), progress=progress, create_with=create_with
+        )
     click.echo(f"imported {report.rows} trials into {project!r}")
 
 
@@ -272,7 +265,7 @@ def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) 
 @contextlib.contextmanager
 def _open_out(output: Path | None) -> Iterator[IO[str]]:
     if output is None:
-        yield click.get_text_stream("stdout")
+        yield sys.stdout
         return
     with output.open("w", encoding="utf-8", newline="") as stream:
         yield stream

@@ -115,30 +115,10 @@ class Ledger:
 
     # -- projects -----------------------------------------------------------------------
 
-    def create_project(
-        self,
-        slug: str,
-        *,
-        title: str = "",
-        metric_name: str = "core_metric",
-        lower_is_better: bool = True,
-        best_policy: BestPolicy | str = BestPolicy.KEPT,
-        prompt_template: str | None = None,
-        source_format: str | None = None,
-        settings: Mapping[str, Any] | None = None,
-    ) -> Project:
-        project = Project(
-            slug=validate_slug(slug),
-            title=title or slug,
-            metric_name=_checked_metric_name(metric_name),
-            lower_is_better=bool(lower_is_better),
-            best_policy=_checked_policy(best_policy),
-            prompt_template=prompt_template,
-            source_format=source_format,
-            settings=dict(settings or {}),
-        )
+    def create_project(self, slug: str, **options: Any) -> Project:
+        """Create a project; ``options`` are :func:`new_project`'s."""
         with self.store.write() as conn:
-            return self.store.insert_project(conn, project)
+            return self.store.insert_project(conn, new_project(slug, **options))
 
     def project(self, slug: str) -> Project:
         with self.store.read() as conn:
@@ -350,15 +330,23 @@ class Ledger:
         *,
         progress: ProgressCallback | None = None,
         locate: Callable[[int], int | None] | None = None,
+        create_with: Mapping[str, Any] | None = None,
     ) -> ImportReport:
         """Insert parsed rows atomically: one bad row and nothing is stored.
 
         ``rows`` is consumed once, streaming. Rows keep the ``delta_vs_best`` their file
         had. An exp_id that is already stored, or parent pointers that form a cycle, fail
         the whole import; ``locate(row_index)`` gives the file line for the error.
+        ``create_with``: create the project with these options if it does not exist, in
+        the same transaction (a failed import leaves no empty project behind).
         """
         with self.store.write() as conn:
-            project = self.store.project(conn, project_slug)
+            try:
+                project = self.store.project(conn, project_slug)
+            except NotFound:
+                if create_with is None:
+                    raise
+                project = self.store.insert_project(conn, new_project(project_slug, **create_with))
             first_seq, _ = self.store.lock_project(conn, project)
             existing = self.store.exp_ids(conn, project)
             parents = self.store.parents(conn, project) if existing else {}
@@ -397,6 +385,25 @@ class Ledger:
                 progress(count)
         return ImportReport(project=project.slug, rows=count)
 
+    def import_file(
+        self,
+        project_slug: str,
+        stream: IO[str],
+        *,
+        fmt: str = "fieldkit",
+        source: str = "<stream>",
+        progress: ProgressCallback | None = None,
+        create_with: Mapping[str, Any] | None = None,
+    ) -> ImportReport:
+        """Import a results file atomically; every error names its line and column."""
+        from lineage.formats import get_format
+
+        lines: list[int] = []
+        rows = get_format(fmt).read_trials(stream, source=source, row_lines=lines)
+        return self.import_trials(
+            project_slug, rows, progress=progress, locate=lines.__getitem__, create_with=create_with
+        )
+
     def stream_trials(self, project_slug: str) -> Iterator[Trial]:
         """Every trial of a project in insertion order, streamed from one read transaction."""
         with self.store.read() as conn:
@@ -404,12 +411,18 @@ class Ledger:
             yield from self.store.stream_trials(conn, project)
 
     def dataframe(self, project_slug: str):  # type: ignore[no-untyped-def]
-        """The project's trials as a pandas DataFrame (one row per trial, insertion order)."""
+        """The project's trials as a pandas DataFrame (one row per trial, insertion order).
+
+        ``extra`` is its JSON text, so the frame writes to CSV and Parquet as it is.
+        """
+        import json
+
         import pandas as pd
 
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             frame = pd.read_sql(self.store.trials_select(project), conn)
+        frame["extra"] = frame["extra"].map(lambda value: json.dumps(value or {}, ensure_ascii=False, sort_keys=True))
         return frame.set_index("exp_id", drop=False)
 
     def backup(self, target: str) -> None:
@@ -420,6 +433,30 @@ class Ledger:
                 f"pg_dump --format=custom --file {target} '<database url>'",
             )
         self.store.backup_sqlite(target)
+
+
+def new_project(
+    slug: str,
+    *,
+    title: str = "",
+    metric_name: str = "core_metric",
+    lower_is_better: bool = True,
+    best_policy: BestPolicy | str = BestPolicy.KEPT,
+    prompt_template: str | None = None,
+    source_format: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> Project:
+    """A validated, not yet stored, project."""
+    return Project(
+        slug=validate_slug(slug),
+        title=title or slug,
+        metric_name=_checked_metric_name(metric_name),
+        lower_is_better=bool(lower_is_better),
+        best_policy=_checked_policy(best_policy),
+        prompt_template=prompt_template,
+        source_format=source_format,
+        settings=dict(settings or {}),
+    )
 
 
 def _checked_policy(value: BestPolicy | str) -> BestPolicy:

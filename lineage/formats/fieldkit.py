@@ -196,6 +196,7 @@ def read_trials(
     source: str = "<stream>",
     progress: ProgressCallback | None = None,
     progress_every: int = 10_000,
+    row_lines: list[int] | None = None,
 ) -> Iterator[Trial]:
     """Yield the trials of a fieldkit ``results.tsv``, one at a time, in file order.
 
@@ -214,6 +215,8 @@ def read_trials(
     UTF-8. ``line`` is the physical line on which the row starts. ``source`` names the
     stream in messages. ``progress(rows, lines)`` is called every ``progress_every``
     rows and once at the end, with the rows yielded and the physical lines consumed.
+    ``row_lines``, when given, gets the start line of every row yielded (so a caller that
+    finds a problem later, such as an exp_id already stored, can name the line).
     """
     if isinstance(stream, (io.RawIOBase, io.BufferedIOBase)):
         raise TypeError("read_trials needs a text stream: open the file with encoding='utf-8', newline=''")
@@ -274,6 +277,8 @@ def read_trials(
             if exp_id in seen:
                 raise InvalidInput("exp_id", f"duplicate exp_id {exp_id!r} (in {source})", line=line, column=1)
             seen.add(exp_id)
+            if row_lines is not None:
+                row_lines.append(line)
 
             # Length and NUL: one cheap test for the whole row, cell by cell only if it fails.
             if has_nul or max(map(len, row)) > _SAFE_CELL_LEN:
