@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 import click
 
@@ -219,7 +219,10 @@ def import_cmd(
         "best_policy": best_policy or "kept",
         "source_format": fmt,
     }
-    with file.open("r", encoding="utf-8", newline="") as stream, _progress("importing", file) as progress:
+    from lineage.formats.fieldkit import count_lines
+
+    total_rows = count_lines(file) - 1
+    with file.open("r", encoding="utf-8", newline="") as stream, _progress("importing", total_rows) as progress:
         report = ledger.import_file(
             project, stream, fmt=fmt, source=str(file), progress=progress, create_with=create_with
         )
@@ -241,7 +244,6 @@ def import_cmd(
 def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) -> None:
     """Export PROJECT's trials."""
     ledger = _ledger(ctx)
-    ledger.project(project)
     if fmt in ("csv", "parquet"):
         if output is None and fmt == "parquet":
             raise click.UsageError("--format parquet needs -o FILE")
@@ -256,8 +258,10 @@ def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) 
         return
     from lineage.formats.fieldkit import write_trials
 
-    with _open_out(output) as stream:
-        count = write_trials(ledger.stream_trials(project), stream, extended=fmt == "extended")
+    total = ledger.project(project).trial_count  # also: an unknown project fails before any output
+    with _open_out(output) as stream, _progress("exporting", total if output is not None else 0) as progress:
+        rows = _counted(ledger.stream_trials(project), progress)
+        count = write_trials(rows, stream, extended=fmt == "extended")
     if output is not None:
         click.echo(f"exported {count} trials to {output}", err=True)
 
@@ -272,22 +276,27 @@ def _open_out(output: Path | None) -> Iterator[IO[str]]:
 
 
 @contextlib.contextmanager
-def _progress(label: str, file: Path) -> Iterator[Any]:
-    """A progress callback (rows done) drawn on a terminal; silent otherwise."""
-    if not sys.stderr.isatty():
+def _progress(label: str, total: int) -> Iterator[Any]:
+    """A callback ``update(rows_done)`` that draws a bar on a terminal; None elsewhere."""
+    if not sys.stderr.isatty() or total <= 0:
         yield None
         return
-    size = file.stat().st_size
-    with click.progressbar(length=size, label=label, file=sys.stderr) as bar:
-        seen = {"rows": 0}
+    with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
+        done = 0
 
         def update(rows: int) -> None:
-            # rows → bytes estimate keeps the bar honest without a second pass over the file
-            per_row = size / max(rows, 1) if rows else 0
-            bar.update(int((rows - seen["rows"]) * per_row))
-            seen["rows"] = rows
+            nonlocal done
+            bar.update(rows - done)
+            done = rows
 
         yield update
+
+
+def _counted(rows: Iterable[Any], update: Any, every: int = 1000) -> Iterator[Any]:
+    for index, row in enumerate(rows, 1):
+        if update is not None and index % every == 0:
+            update(index)
+        yield row
 
 
 # -- reading the ledger ----------------------------------------------------------------

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from operator import attrgetter
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
@@ -42,6 +43,10 @@ _COLUMN_LIST = ", ".join(TRIAL_COLUMNS)
 _BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at")
 #: Rows per executemany/COPY batch during imports.
 BULK_BATCH = 5_000
+
+
+def _json_text(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":")) if value else "{}"
 
 
 def utcnow() -> datetime:
@@ -244,8 +249,7 @@ class Store:
         now = self._now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
-        extra = json.dumps(dict(trial.extra), ensure_ascii=False, separators=(",", ":"))
-        self._execute(conn, self._insert_sql, (project.id, seq, *values, extra, now, now))
+        self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now))
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
 
@@ -454,22 +458,15 @@ class Store:
         writer = self._sqlite_batches if self.sqlite else self._copy_batches
         count = 0
 
+        values_of = attrgetter(*TRIAL_VALUE_COLUMNS)
+
         def tuples() -> Iterator[tuple[Any, ...]]:
             nonlocal count
             for offset, trial in enumerate(rows):
                 count += 1
-                extra = json.dumps(dict(trial.extra), ensure_ascii=False, separators=(",", ":"))
-                yield (
-                    project.id,
-                    first_seq + offset,
-                    *(getattr(trial, name) for name in FIELDKIT_COLUMNS[:8]),
-                    trial.status.value,
-                    *(getattr(trial, name) for name in FIELDKIT_COLUMNS[9:]),
-                    *(getattr(trial, name) for name in CLIP_SCALE_COLUMNS),
-                    extra,
-                    stamp,
-                    stamp,
-                )
+                values = list(values_of(trial))
+                values[_STATUS_AT] = trial.status.value
+                yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp)
 
         writer(conn, tuples())
         return count
