@@ -155,8 +155,7 @@ class Ledger:
         body = {k: v for k, v in fields.items() if k != "delta_vs_best"}
         proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
         with self.store.write() as conn:
-            project = self.store.project(conn, project_slug)
-            next_seq, next_number = self.store.lock_project(conn, project)
+            project, next_seq, next_number = self.store.locked_project(conn, project_slug)
             if not body.get("exp_id"):
                 proposed = proposed.with_changes(exp_id=next_exp_id(next_number - 1 if next_number else None))
             existing = self.store.find_trial(conn, project, proposed.exp_id)
@@ -192,8 +191,7 @@ class Ledger:
         if "exp_id" in changes and changes["exp_id"] != exp_id:
             raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
         with self.store.write() as conn:
-            project = self.store.project(conn, project_slug)
-            self.store.lock_project(conn, project)
+            project, _, _ = self.store.locked_project(conn, project_slug)
             current = self.store.trial(conn, project, exp_id)
             values = {k: v for k, v in changes.items() if k not in ("delta_vs_best", "exp_id")}
             if "status" in values and not isinstance(values["status"], FailureLabel):
@@ -342,12 +340,12 @@ class Ledger:
         """
         with self.store.write() as conn:
             try:
-                project = self.store.project(conn, project_slug)
+                project, first_seq, _ = self.store.locked_project(conn, project_slug)
             except NotFound:
                 if create_with is None:
                     raise
-                project = self.store.insert_project(conn, new_project(project_slug, **create_with))
-            first_seq, _ = self.store.lock_project(conn, project)
+                self.store.insert_project(conn, new_project(project_slug, **create_with))
+                project, first_seq, _ = self.store.locked_project(conn, project_slug)
             existing = self.store.exp_ids(conn, project)
             parents = self.store.parents(conn, project) if existing else {}
             row_of: dict[str, int] = {}

@@ -214,33 +214,33 @@ class Store:
             )
         return self.project(conn, project.slug)
 
-    def lock_project(self, conn: Connection, project: Project) -> tuple[int, int]:
-        """Take the project's write lock and bump its revision.
+    def locked_project(self, conn: Connection, slug: str) -> tuple[Project, int, int]:
+        """The project, locked for this write transaction, with ``(next_seq, next_exp_number)``.
 
-        Returns ``(next_seq, next_exp_number)``. On PostgreSQL the row lock is held until
-        commit, serializing the project's writers (SQLite's BEGIN IMMEDIATE already
-        serializes all writers); the counters read here stay valid until then.
+        PostgreSQL: ``SELECT ... FOR UPDATE`` serializes the project's writers until commit.
+        SQLite: the transaction's ``BEGIN IMMEDIATE`` already serializes every writer.
+        The counters read here stay valid until the transaction ends.
         """
-        cursor = self._execute(
-            conn,
-            "UPDATE projects SET revision = revision + 1, updated_at = ? WHERE id = ? "
-            "RETURNING next_seq, next_exp_number",
-            (self._now(), project.id),
-        )
-        next_seq, next_exp_number = cursor.fetchone()
-        return next_seq, next_exp_number
+        lock = "" if self.sqlite else " FOR UPDATE"
+        row = self._execute(
+            conn, f"SELECT {', '.join(_PROJECT_COLUMNS)}, next_exp_number FROM projects WHERE slug = ?{lock}", (slug,)
+        ).fetchone()
+        if row is None:
+            raise NotFound("project", slug, field="project")
+        return _project_from_row(row[:-1]), row[_PROJECT_COLUMNS.index("next_seq")], row[-1]
 
     def _now(self) -> Any:
         now = utcnow()
         return now.strftime("%Y-%m-%d %H:%M:%S.%f") if self.sqlite else now
 
     def advance_counters(self, conn: Connection, project: Project, *, rows: int, exp_number: int) -> None:
-        """After an insert: move ``next_seq`` by ``rows`` and raise ``next_exp_number``."""
+        """After a write: move ``next_seq`` by ``rows``, raise ``next_exp_number``, bump the revision."""
         larger = "MAX" if self.sqlite else "GREATEST"
         self._execute(
             conn,
-            f"UPDATE projects SET next_seq = next_seq + ?, next_exp_number = {larger}(next_exp_number, ?) WHERE id = ?",
-            (rows, exp_number, project.id),
+            f"UPDATE projects SET next_seq = next_seq + ?, next_exp_number = {larger}(next_exp_number, ?), "
+            "revision = revision + 1, updated_at = ? WHERE id = ?",
+            (rows, exp_number, self._now(), project.id),
         )
 
     # -- trials: single rows --------------------------------------------------------------
