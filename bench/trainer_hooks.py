@@ -1,0 +1,201 @@
+"""Benchmarks for the A²TGPO / PPO code in ``trainer_hooks``, measured side by side.
+
+    .venv/bin/python bench/trainer_hooks.py [--device cuda] [--repeats 20]
+
+(a) vectorized A²TGPO advantage pipeline vs the plain loop reference
+    (tests/trainer_hooks/loop_reference.py) at 256 trajectories x 8 turns x 512 tokens;
+    the loop reference always runs on CPU Python floats (target: >= 50x faster).
+(b) adaptive-clip PPO loss (A²TGPO: per-token clip scale, turn-level ratio, telemetry)
+    forward + backward vs a plain clipped PPO loss at the same shape (target: <= 1.2x).
+(c) runtime of the vectorized pipeline and the loss from 64 to 1,024 trajectories
+    (target: near-linear, i.e. time per trajectory roughly flat).
+
+Every line prints the ratio next to the absolute times. Timings are the best of N runs
+(the minimum is the least disturbed by other processes on a shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainer_hooks.advantages.a2tgpo import compute_a2tgpo_advantages  # noqa: E402
+from trainer_hooks.losses.ppo import a2tgpo_policy_loss  # noqa: E402
+
+
+def load_loop_reference():
+    path = ROOT / "tests" / "trainer_hooks" / "loop_reference.py"
+    spec = importlib.util.spec_from_file_location("trainer_hooks_loop_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+ref = load_loop_reference()
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def best_times(fns: list[Callable[[], object]], device: torch.device, repeats: int, warmup: int = 2) -> list[float]:
+    """Best-of-``repeats`` time of each function, the functions interleaved round-robin so
+    that background load hits all of them alike (their ratios stay meaningful)."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    sync(device)
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
+def best_time(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int = 2) -> float:
+    return best_times([fn], device, repeats, warmup)[0]
+
+
+def make_batch(num_trajectories: int, turns: int, tokens: int, seed: int = 0) -> dict:
+    group = 8
+    rng = random.Random(seed)
+    per_turn = max((tokens - 1) // (turns + 1) - 6, 1)
+    return ref.make_ragged_batch(
+        rng,
+        num_prompts=max(num_trajectories // group, 1),
+        group_size=min(group, num_trajectories),
+        max_turns=turns,
+        tokens_per_turn=per_turn,
+        gap_tokens=6,
+        grid=None,
+        length=tokens,
+    )
+
+
+def to_tensors(batch: dict, device: torch.device) -> dict:
+    return dict(
+        outcome_rewards=torch.tensor(batch["outcome"], device=device),
+        prompt_group=torch.tensor(batch["prompt_group"], device=device),
+        ig=torch.tensor(batch["ig"], device=device),
+        ig_mask=torch.tensor(batch["ig_mask"], device=device),
+        turn_ids=torch.tensor(batch["turn_ids"], device=device),
+        response_mask=torch.tensor(batch["response_mask"], device=device),
+    )
+
+
+def plain_ppo_loss(old_log_prob, log_prob, advantages, response_mask, clip=0.2, clip_c=3.0):
+    """The plain clipped PPO loss (verl vanilla, token-mean), nothing else."""
+    ratio = torch.exp(torch.clamp(log_prob - old_log_prob, -20.0, 20.0))
+    loss1 = torch.maximum(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip, 1 + clip))
+    loss = torch.where(advantages < 0, torch.minimum(-advantages * clip_c, loss1), loss1)
+    mask = response_mask.to(loss.dtype)
+    return (loss * mask).sum() / mask.sum()
+
+
+def loss_inputs(batch: dict, device: torch.device, seed: int = 0):
+    x = to_tensors(batch, device)
+    adv = compute_a2tgpo_advantages(**x)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    shape = x["turn_ids"].shape
+    log_prob = (-torch.rand(shape, generator=g)).to(device)
+    old = log_prob + 0.2 * torch.randn(shape, generator=g).to(device)
+    return old, log_prob, adv.advantages, x["response_mask"], adv.clip_scale, x["turn_ids"]
+
+
+def fwd_bwd(loss_fn: Callable[..., object], old, log_prob, *args, **kwargs) -> Callable[[], None]:
+    def run() -> None:
+        lp = log_prob.detach().requires_grad_(True)
+        out = loss_fn(old, lp, *args, **kwargs)
+        (out[0] if isinstance(out, tuple) else out).backward()
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("--device cuda asked for, but torch.cuda.is_available() is False")
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}")
+
+    # (a) -----------------------------------------------------------------------------
+    B, T, L = 256, 8, 512
+    batch = make_batch(B, T, L)
+    x = to_tensors(batch, device)
+    loop_args = (batch["outcome"], batch["prompt_group"], batch["ig"], batch["ig_mask"], batch["turn_ids"],
+                 batch["response_mask"])
+    cpu_x = {k: v.cpu() for k, v in x.items()}
+
+    def loop_on_tensors() -> None:
+        # What a trainer would pay: tensors in, loop, tensors out.
+        out = ref.a2tgpo(*(cpu_x[k].tolist() for k in ("outcome_rewards", "prompt_group", "ig", "ig_mask",
+                                                       "turn_ids", "response_mask")))
+        torch.tensor(out["advantages"]), torch.tensor(out["clip_scale"])
+
+    vec, loop, loop_t = best_times(
+        [lambda: compute_a2tgpo_advantages(**x), lambda: ref.a2tgpo(*loop_args), loop_on_tensors], device, 5, 1
+    )
+    vec = min(vec, best_time(lambda: compute_a2tgpo_advantages(**x), device, args.repeats))
+    n_tok = int(x["response_mask"].sum())
+    print(f"\n(a) A2TGPO advantages, {B} traj x {T} turns x {L} tokens ({n_tok} turn tokens), turn-group-v1d")
+    print(f"    loop reference, lists in/out          {loop * 1e3:9.2f} ms")
+    print(f"    loop reference, tensors in/out        {loop_t * 1e3:9.2f} ms")
+    print(f"    vectorized ({device.type})                   {vec * 1e3:9.2f} ms")
+    print(f"    speed-up vs loop (lists)              {loop / vec:9.1f} x")
+    print(f"    speed-up vs loop (tensors in/out)     {loop_t / vec:9.1f} x   (target >= 50x)")
+
+    # (b) -----------------------------------------------------------------------------
+    old, lp, adv, mask, scale, turn_ids = loss_inputs(batch, device)
+    rows = [
+        ("adaptive clip, token ratio, no telemetry", dict(clip_scale=scale, ratio_level="token", with_telemetry=False)),
+        ("adaptive clip, token ratio + telemetry", dict(clip_scale=scale, ratio_level="token")),
+        ("adaptive clip, turn ratio, no telemetry", dict(clip_scale=scale, turn_ids=turn_ids, with_telemetry=False)),
+        ("adaptive clip, turn ratio + telemetry", dict(clip_scale=scale, turn_ids=turn_ids)),
+    ]
+    fns = [fwd_bwd(plain_ppo_loss, old, lp, adv, mask)]
+    fns += [fwd_bwd(a2tgpo_policy_loss, old, lp, adv, mask, **kw) for _, kw in rows]
+    plain, *others = best_times(fns, device, args.repeats * 2)
+    print(f"\n(b) PPO loss forward+backward, {B} x {L} tokens (target <= 1.2x of plain)")
+    print(f"    plain clipped PPO (loss only)                {plain * 1e3:8.2f} ms   1.00 x")
+    for (name, _), took in zip(rows, others):
+        print(f"    {name:44s} {took * 1e3:8.2f} ms   {took / plain:.2f} x")
+
+    # (c) -----------------------------------------------------------------------------
+    print(f"\n(c) scaling, {T} turns x {L} tokens per trajectory")
+    print("    traj   advantages    per traj   vs 64 | A2TGPO loss f+b   per traj   vs 64")
+    base_adv = base_loss = None
+    for n in (64, 128, 256, 512, 1024):
+        b = make_batch(n, T, L, seed=n)
+        xb = to_tensors(b, device)
+        t_adv = best_time(lambda: compute_a2tgpo_advantages(**xb), device, max(args.repeats // 2, 5))
+        o, p, a, m, s, ids = loss_inputs(b, device)
+        t_loss = best_time(fwd_bwd(a2tgpo_policy_loss, o, p, a, m, clip_scale=s, turn_ids=ids), device,
+                             max(args.repeats // 2, 5))
+        per_adv, per_loss = t_adv / n, t_loss / n
+        base_adv = base_adv or per_adv
+        base_loss = base_loss or per_loss
+        print(f"    {n:5d} {t_adv * 1e3:9.2f} ms {per_adv * 1e6:8.1f} us {per_adv / base_adv:6.2f} |"
+              f" {t_loss * 1e3:12.2f} ms {per_loss * 1e6:8.1f} us {per_loss / base_loss:6.2f}")
+    print("    (per-trajectory time flat or falling = linear or better)")
+
+
+if __name__ == "__main__":
+    main()

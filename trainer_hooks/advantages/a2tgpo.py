@@ -1,0 +1,586 @@
+"""A²TGPO advantages as composable primitives, plus the information-gain (IG) signal.
+
+A²TGPO (arXiv 2605.06200, ``verl_atgpo``) keeps IGPO's per-turn information gain as a
+process reward and changes how it is normalized, accumulated and consumed::
+
+    gold log-probs [B, T+1] --information_gain--> IG [B, T]
+    IG --turn_group_normalize--> normed_ig [B, T]      (i)   per (prompt, turn index)
+       --variance_rescaled_accumulation--> D [B, T]    (ii)  sum_j gamma^(j-t) ig_j / sqrt(n)
+       --adaptive_clip_scale--> c [B, T]               (iii) 1 + beta (2 sigmoid(ig) - 1)
+    turn advantage = alpha * D + outcome advantage;  outcome turn: outcome advantage, c = 1
+    --gather by turn_ids--> advantages, clip_scale [B, L]
+
+:func:`compute_a2tgpo_advantages` (registered as advantage estimator ``"a2tgpo"``; the
+``"a2tgpo_turn_group"`` entry runs it with ``info_gain_norm_mode="turn-group"``) chains
+them for each ``info_gain_norm_mode``.
+
+Batch layout
+    ``B`` trajectories. Per-turn tensors are ``[B, T]``: column ``t`` is the ``t``-th
+    tool-calling ("IG") turn, ``ig_mask: [B, T] bool`` marks the turns a trajectory has
+    and must be left-aligned (trajectory ``b`` has IG turns ``0 .. n_b - 1``; rows are
+    ragged). After its IG turns every trajectory has one final-answer ("outcome") turn,
+    which is turn ``n_b``. Per-turn *outputs* are ``[B, T + 1]`` (room for the outcome turn
+    of the longest trajectory). Tokens are ``[B, L]``: ``turn_ids: [B, L] int`` gives each
+    token's turn (``0 .. n_b``, the outcome turn's tokens carry ``n_b``) and ``-1`` on
+    tokens of no turn (prompt, tool outputs, padding); ``response_mask: [B, L]`` is
+    optional and further restricts the tokens. Turn boundaries come only from
+    ``turn_ids``: the released code found them by spotting changes of the advantage
+    value between neighbouring tokens, which merges two adjacent turns whose advantages
+    happen to be equal.
+
+``info_gain_norm_mode`` (the four strata of the seed article, each a superset of the last)
+    ``"joint"`` — ATPO / IGPO: IG rewards and the outcome reward of all trajectories of a
+        prompt are normalized together as one pool, then each turn's advantage is the
+        discounted return over the turn chain ``A_t = r_t + gamma A_{t+1}`` whose last
+        link is the outcome turn.
+    ``"separate"`` — as joint, but outcome rewards and IG rewards are normalized in
+        separate per-prompt pools (IG at every depth still shares one pool).
+    ``"turn-group"`` — as separate, but IG is normalized per composite group
+        ``prompt_group * T + turn_index`` (primitive i): turn 3 is compared only with
+        turn 3 of the same prompt. (The released code's turn-group branch also rescales
+        IG to the outcome's sigma, accumulates *before* normalizing and adds 1.5x the
+        outcome advantage; those ablation details are not reproduced.)
+    ``"turn-group-v1d"`` (default) — A²TGPO: turn-group normalization, then
+        ``D_t = sum_{valid j >= t} gamma^(j-t) normed_ig_j / sqrt(n_terms)`` over the
+        trajectory's valid IG turns (primitive ii), turn advantage
+        ``alpha * D_t + outcome_adv`` (outcome turn: ``outcome_adv``), and the adaptive
+        clip scale ``1 + beta (2 sigmoid(normed_ig_t) - 1)`` (primitive iii; 1.0 on the
+        outcome turn). In the other modes the clip scale is 1 unless ``dynamic_clip=True``.
+
+Normalization (as the released code): mean and biased std per group, ``std =
+sqrt(var + 1e-8)``, ``(x - mean) / (std + eps)`` with ``eps = 1e-6``; groups whose members
+are all equal (singletons included) give exactly 0. ``norm_adv_by_std=False`` centers
+only; ``unbiased_std=True`` uses ``n - 1`` (verl's GRPO).
+
+Dtypes: bf16/fp16 inputs are computed in float32 and the ``[B, L]`` / ``[B, T]`` outputs
+are cast back to the promoted input dtype; float64 stays float64. No Python loop runs
+over trajectories, turns or tokens.
+
+Telemetry (flat ``dict[str, Tensor]``, 0-dim, see :mod:`trainer_hooks.telemetry_stats`):
+``ig_mean``, ``ig_std`` (raw IG over valid turns), ``normed_ig_mean``, ``normed_ig_std``,
+``clip_scale_mean/std/min/max``, ``clip_scale_frac_low/high`` (over the valid turns,
+outcome turns included), ``turn_adv_mean``, ``turn_adv_std`` (over the valid turns).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from trainer_hooks.advantages.segments import compute_dtype, dense_index, reverse_discounted_sum, segment_normalize
+from trainer_hooks.registry import register_advantage_estimator
+from trainer_hooks.telemetry_stats import BOUND_TOLERANCE, clip_scale_entries, stacked_moments
+
+__all__ = [
+    "INFO_GAIN_NORM_MODES",
+    "INFO_GAIN_TYPES",
+    "A2TGPOAdvantages",
+    "adaptive_clip_scale",
+    "assemble_turns",
+    "compute_a2tgpo_advantages",
+    "discounted_turn_returns",
+    "gold_answer_logprobs",
+    "information_gain",
+    "information_gain_from_model",
+    "turn_group_ids",
+    "turn_group_normalize",
+    "variance_rescaled_accumulation",
+]
+
+INFO_GAIN_NORM_MODES = ("joint", "separate", "turn-group", "turn-group-v1d")
+INFO_GAIN_TYPES = ("prob_diff", "log_prob_diff")
+
+
+# ---------------------------------------------------------------------------------------
+# Information gain
+# ---------------------------------------------------------------------------------------
+
+
+def information_gain(gold_logprobs: Tensor, turn_mask: Tensor, *, info_gain_type: str = "prob_diff") -> Tensor:
+    """Per-turn information gain ``IG_t = p_t - p_{t-1}`` of the gold answer.
+
+    Args:
+        gold_logprobs: ``[B, T+1]`` log-probability of the gold answer given the context
+            after turn ``k`` (column 0: the prompt alone, before any turn).
+        turn_mask: ``[B, T]`` bool, the valid turns (column ``t`` is turn ``t+1``, whose IG
+            compares columns ``t+1`` and ``t`` of ``gold_logprobs``).
+        info_gain_type: ``"prob_diff"`` (default, the paper's definition: ``p = exp(logp)``)
+            or ``"log_prob_diff"`` (``p = logp``; IGPO's alternative).
+
+    Returns:
+        ``[B, T]`` IG, exactly 0 on masked turns (whatever ``gold_logprobs`` holds there).
+    """
+    if info_gain_type not in INFO_GAIN_TYPES:
+        raise ValueError(f"unknown info_gain_type {info_gain_type!r}; known: {', '.join(INFO_GAIN_TYPES)}")
+    if gold_logprobs.dim() != 2 or turn_mask.shape != (gold_logprobs.shape[0], gold_logprobs.shape[1] - 1):
+        raise ValueError(
+            f"gold_logprobs must be [B, T+1] and turn_mask [B, T]; got {tuple(gold_logprobs.shape)} "
+            f"and {tuple(turn_mask.shape)}"
+        )
+    logp = gold_logprobs.to(compute_dtype(gold_logprobs))
+    p = logp.exp() if info_gain_type == "prob_diff" else logp
+    mask = turn_mask.to(torch.bool)
+    ig = p[:, 1:] - p[:, :-1]
+    return torch.where(mask, ig, torch.zeros_like(ig)).to(gold_logprobs.dtype)
+
+
+def _logits_of(output: Any) -> Tensor:
+    return output if isinstance(output, Tensor) else output.logits
+
+
+def gold_answer_logprobs(
+    model: Any,
+    context_ids: Tensor,
+    context_mask: Tensor,
+    answer_ids: Tensor,
+    answer_mask: Tensor | None = None,
+    *,
+    reduction: str = "mean",
+    pad_token_id: int = 0,
+    chunk_size: int | None = None,
+) -> Tensor:
+    """Log-probability of the gold answer after each per-turn context, from a causal LM.
+
+    All ``B * K`` (trajectory, context) pairs go through the model as one batch (or in
+    row chunks of ``chunk_size`` to bound memory): the one extra forward per turn that IG
+    costs, batched. Pairs whose context is empty are skipped (their result is 0).
+
+    Args:
+        model: causal LM called as ``model(input_ids=[N, S], attention_mask=[N, S])``,
+            returning logits ``[N, S, V]`` or an object with ``.logits`` (HF models).
+        context_ids: ``[B, K, C] int``, the context after turn ``k`` (``k = 0``: prompt
+            only), tokens anywhere in the row where ``context_mask`` is set.
+        context_mask: ``[B, K, C]`` bool/0-1.
+        answer_ids: ``[B, A] int``, the gold answer tokens.
+        answer_mask: ``[B, A]`` bool/0-1 (default: all valid).
+        reduction: ``"mean"`` (default; per-token mean, i.e. the log of the geometric-mean
+            token probability, so long answers are not penalized) or ``"sum"`` (log of the
+            answer's joint probability).
+        pad_token_id: id written into padding positions (never attended).
+        chunk_size: rows per forward; ``None`` = all at once.
+
+    Returns:
+        ``[B, K]`` float32 (float64 if the model computes in float64), no gradient.
+
+    Each sequence is laid out as ``context tokens ++ answer tokens`` left-aligned with
+    right padding, so causal attention and default position ids see exactly the
+    unpadded sequence.
+    """
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    B, K, C = context_ids.shape
+    A = answer_ids.shape[-1]
+    device = context_ids.device
+    if answer_mask is None:
+        answer_mask = torch.ones_like(answer_ids, dtype=torch.bool)
+    ctx = context_ids.reshape(B * K, C).long()
+    cmask = context_mask.reshape(B * K, C).to(torch.bool)
+    ans = answer_ids.long().unsqueeze(1).expand(B, K, A).reshape(B * K, A)
+    amask = answer_mask.to(torch.bool).unsqueeze(1).expand(B, K, A).reshape(B * K, A)
+    n_ctx = cmask.sum(-1)
+    rows = torch.nonzero(n_ctx > 0).squeeze(1)
+    step = rows.numel() if chunk_size is None else max(int(chunk_size), 1)
+    pieces: list[Tensor] = []
+    # Chunking bounds memory; the trip count is rows / chunk_size (1 by default).
+    for start in range(0, rows.numel(), max(step, 1)):
+        r = rows[start : start + step]
+        pieces.append(_answer_logprob_rows(model, ctx[r], cmask[r], ans[r], amask[r], reduction, pad_token_id))
+    out_dtype = pieces[0].dtype if pieces else torch.float32
+    result = torch.zeros(B * K, dtype=out_dtype, device=device)
+    if pieces:
+        result[rows] = torch.cat(pieces)
+    return result.view(B, K)
+
+
+@torch.no_grad()
+def _answer_logprob_rows(
+    model: Any, ctx: Tensor, cmask: Tensor, ans: Tensor, amask: Tensor, reduction: str, pad_token_id: int
+) -> Tensor:
+    n = ctx.shape[0]
+    n_ctx = cmask.sum(-1)
+    n_ans = amask.sum(-1)
+    total = n_ctx + n_ans
+    width = int(total.max())
+    # Left-align both parts; masked tokens are scattered into a throw-away last column.
+    pos_ctx = torch.where(cmask, cmask.long().cumsum(-1) - 1, width)
+    pos_ans_valid = n_ctx.unsqueeze(1) + amask.long().cumsum(-1) - 1
+    pos_ans = torch.where(amask, pos_ans_valid, width)
+    buf = torch.full((n, width + 1), pad_token_id, dtype=torch.long, device=ctx.device)
+    buf.scatter_(1, pos_ctx, ctx)
+    buf.scatter_(1, pos_ans, ans)
+    input_ids = buf[:, :width]
+    attention_mask = (torch.arange(width, device=ctx.device).unsqueeze(0) < total.unsqueeze(1)).long()
+    logits = _logits_of(model(input_ids=input_ids, attention_mask=attention_mask))
+    # Logits at position p predict token p + 1.
+    pred_pos = (pos_ans_valid - 1).clamp(0, width - 1)
+    V = logits.shape[-1]
+    picked = logits.gather(1, pred_pos.unsqueeze(-1).expand(-1, -1, V))
+    logp = F.log_softmax(picked.to(compute_dtype(picked)), dim=-1).gather(-1, ans.unsqueeze(-1)).squeeze(-1)
+    logp = torch.where(amask, logp, torch.zeros_like(logp))
+    summed = logp.sum(-1)
+    return summed if reduction == "sum" else summed / n_ans.clamp_min(1).to(summed.dtype)
+
+
+def information_gain_from_model(
+    model: Any,
+    context_ids: Tensor,
+    context_mask: Tensor,
+    answer_ids: Tensor,
+    answer_mask: Tensor | None = None,
+    *,
+    turn_mask: Tensor | None = None,
+    info_gain_type: str = "prob_diff",
+    reduction: str = "mean",
+    pad_token_id: int = 0,
+    chunk_size: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """IG straight from a causal LM: :func:`gold_answer_logprobs` then :func:`information_gain`.
+
+    Shapes as :func:`gold_answer_logprobs` with ``K = T + 1`` contexts per trajectory;
+    ``turn_mask: [B, T]`` defaults to "context ``t + 1`` is non-empty".
+
+    Returns:
+        ``(ig [B, T], gold_logprobs [B, T+1])``, no gradient.
+    """
+    gold = gold_answer_logprobs(
+        model,
+        context_ids,
+        context_mask,
+        answer_ids,
+        answer_mask,
+        reduction=reduction,
+        pad_token_id=pad_token_id,
+        chunk_size=chunk_size,
+    )
+    if turn_mask is None:
+        turn_mask = context_mask[:, 1:].to(torch.bool).any(-1)
+    return information_gain(gold, turn_mask, info_gain_type=info_gain_type), gold
+
+
+# ---------------------------------------------------------------------------------------
+# Primitives (i)-(iii)
+# ---------------------------------------------------------------------------------------
+
+
+def turn_group_ids(prompt_group: Tensor, num_turns: int) -> tuple[Tensor, int]:
+    """Composite group id ``prompt_group * num_turns + turn_index``.
+
+    Args:
+        prompt_group: ``[B] int`` (any integers; densified first).
+        num_turns: ``T``, the number of per-turn columns.
+
+    Returns:
+        ``(ids [B, T] int64, num_groups = G * T)``.
+    """
+    index, G = dense_index(prompt_group)
+    return _composite_ids(index, num_turns), G * num_turns
+
+
+def _composite_ids(prompt_index: Tensor, num_turns: int) -> Tensor:
+    turns = torch.arange(num_turns, device=prompt_index.device)
+    return prompt_index.unsqueeze(1) * num_turns + turns.unsqueeze(0)
+
+
+def turn_group_normalize(
+    ig: Tensor,
+    ig_mask: Tensor,
+    prompt_group: Tensor,
+    *,
+    norm_adv_by_std: bool = True,
+    eps: float = 1e-6,
+    unbiased_std: bool = False,
+) -> Tensor:
+    """Primitive (i): normalize IG within each (prompt group, turn index) group.
+
+    Args:
+        ig: ``[B, T]`` float. ig_mask: ``[B, T]`` bool. prompt_group: ``[B] int``.
+        norm_adv_by_std: divide by the group std (default) or only center.
+        eps, unbiased_std: see module docstring.
+
+    Returns:
+        ``[B, T]`` in the compute dtype; 0 on masked turns and in all-equal groups.
+    """
+    x = ig.to(compute_dtype(ig))
+    ids, n_groups = turn_group_ids(prompt_group, ig.shape[1])
+    mask = ig_mask.to(torch.bool)
+    out = segment_normalize(
+        x.reshape(-1), ids.reshape(-1), n_groups, mask.reshape(-1), use_std=norm_adv_by_std, eps=eps, unbiased=unbiased_std
+    )
+    return out.view_as(x)
+
+
+def variance_rescaled_accumulation(normed_ig: Tensor, ig_mask: Tensor, gamma: float = 1.0) -> Tensor:
+    """Primitive (ii): ``D_t = sum_{valid j >= t} gamma^(j-t) ig_j / sqrt(n_terms_t)``.
+
+    Args:
+        normed_ig: ``[B, T]`` float. ig_mask: ``[B, T]`` bool (ragged valid turns).
+        gamma: turn discount (default 1.0, the published recipe).
+
+    Returns:
+        ``[B, T]``; ``n_terms_t`` counts the valid turns ``j >= t``, so the sum's spread does
+        not grow with trajectory depth. 0 on masked turns.
+    """
+    mask = ig_mask.to(torch.bool)
+    discounted, n_terms = reverse_discounted_sum(normed_ig, mask, gamma)
+    out = discounted / n_terms.clamp_min(1.0).sqrt()
+    return torch.where(mask, out, torch.zeros_like(out))
+
+
+def discounted_turn_returns(rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
+    """IGPO's turn chain ``A_t = r_t + gamma A_{t+1}`` over the valid turns (no rescaling).
+
+    ``rewards, mask: [B, K]``; returns ``[B, K]``, 0 on masked turns.
+    """
+    m = mask.to(torch.bool)
+    out, _ = reverse_discounted_sum(rewards, m, gamma)
+    return torch.where(m, out, torch.zeros_like(out))
+
+
+def adaptive_clip_scale(normed_ig: Tensor, ig_mask: Tensor, beta: float = 0.3) -> Tensor:
+    """Primitive (iii): per-turn clip scale ``c = 1 + beta (2 sigmoid(normed_ig) - 1)``.
+
+    ``normed_ig, ig_mask: [B, T]``. Returns ``[B, T]`` strictly inside ``(1 - beta, 1 + beta)``
+    for finite inputs (mathematically; in floating point a saturated sigmoid can touch the
+    bound), ``1`` on masked turns. ``2 sigmoid(x) - 1 = tanh(x / 2)``, computed as tanh for
+    accuracy near 0.
+    """
+    scale = 1.0 + beta * torch.tanh(0.5 * normed_ig)
+    return torch.where(ig_mask.to(torch.bool), scale, torch.ones_like(scale))
+
+
+class _TurnLayout(NamedTuple):
+    """Where each trajectory's turns sit in the ``[B, T+1]`` per-turn outputs."""
+
+    ig_mask: Tensor  # [B, T] bool, valid IG turns
+    ig_ext: Tensor  # [B, T+1] bool, the same padded with a False column
+    is_outcome: Tensor  # [B, T+1] bool, True at column n_b
+    valid: Tensor  # [B, T+1] bool, IG turns and the outcome turn
+    outcome_turn: Tensor  # [B] int64, n_b
+
+
+def _turn_layout(ig_mask: Tensor) -> _TurnLayout:
+    mask = ig_mask.to(torch.bool)
+    B, T = mask.shape
+    outcome_turn = mask.sum(-1)
+    ig_ext = torch.cat([mask, mask.new_zeros(B, 1)], dim=1)
+    is_outcome = torch.arange(T + 1, device=mask.device).unsqueeze(0) == outcome_turn.unsqueeze(1)
+    return _TurnLayout(mask, ig_ext, is_outcome, ig_ext | is_outcome, outcome_turn)
+
+
+def _place(layout: _TurnLayout, ig_turn_values: Tensor, outcome_values: Tensor) -> Tensor:
+    padded = torch.cat([ig_turn_values, ig_turn_values.new_zeros(ig_turn_values.shape[0], 1)], dim=1)
+    padded = torch.where(layout.ig_ext, padded, torch.zeros((), dtype=padded.dtype, device=padded.device))
+    return torch.where(layout.is_outcome, outcome_values.to(padded.dtype).unsqueeze(1), padded)
+
+
+def assemble_turns(ig_turn_values: Tensor, ig_mask: Tensor, outcome_values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Append each trajectory's outcome turn after its IG turns.
+
+    Args:
+        ig_turn_values: ``[B, T]``. ig_mask: ``[B, T]`` bool, left-aligned.
+        outcome_values: ``[B]``, the value of the outcome turn.
+
+    Returns:
+        ``(values [B, T+1], valid [B, T+1] bool, outcome_turn [B] int64)`` where
+        ``outcome_turn[b] = n_b`` (the number of IG turns) holds ``outcome_values[b]``;
+        values are 0 on invalid columns.
+    """
+    layout = _turn_layout(ig_mask)
+    return _place(layout, ig_turn_values, outcome_values), layout.valid, layout.outcome_turn
+
+
+# ---------------------------------------------------------------------------------------
+# The composed estimator
+# ---------------------------------------------------------------------------------------
+
+
+class A2TGPOAdvantages(NamedTuple):
+    """Output of :func:`compute_a2tgpo_advantages`.
+
+    ``advantages: [B, L]`` (0 on tokens outside every valid turn), ``clip_scale: [B, L]``
+    (1 there), ``turn_advantages / turn_clip_scale / turn_valid: [B, T+1]``,
+    ``normed_ig: [B, T]``, ``outcome_advantages: [B]``, ``telemetry``.
+    """
+
+    advantages: Tensor
+    clip_scale: Tensor
+    turn_advantages: Tensor
+    turn_clip_scale: Tensor
+    turn_valid: Tensor
+    normed_ig: Tensor
+    outcome_advantages: Tensor
+    telemetry: dict[str, Tensor]
+
+
+@register_advantage_estimator("a2tgpo")
+def compute_a2tgpo_advantages(
+    outcome_rewards: Tensor,
+    prompt_group: Tensor,
+    ig: Tensor,
+    ig_mask: Tensor,
+    turn_ids: Tensor,
+    response_mask: Tensor | None = None,
+    *,
+    info_gain_norm_mode: str = "turn-group-v1d",
+    gamma: float = 1.0,
+    adv_rescale_alpha: float = 0.3,
+    clip_beta: float = 0.3,
+    dynamic_clip: bool | None = None,
+    norm_adv_by_std: bool = True,
+    eps: float = 1e-6,
+    unbiased_std: bool = False,
+) -> A2TGPOAdvantages:
+    """A²TGPO / IGPO per-token advantages and adaptive clip scale (see module docstring).
+
+    Args:
+        outcome_rewards: ``[B]`` trajectory-level reward (e.g. EM).
+        prompt_group: ``[B] int``, the prompt (GRPO group) of each trajectory.
+        ig: ``[B, T]`` raw per-turn information gain (:func:`information_gain`).
+        ig_mask: ``[B, T]`` bool, left-aligned valid IG turns.
+        turn_ids: ``[B, L] int``; IG turn ``t`` -> ``t``, outcome turn -> ``n_b``, else ``-1``.
+        response_mask: optional ``[B, L]``; tokens outside it get advantage 0, scale 1.
+        info_gain_norm_mode: ``"joint" | "separate" | "turn-group" | "turn-group-v1d"``.
+        gamma: turn discount, default 1.0.
+        adv_rescale_alpha: ``alpha`` weighting ``D`` in v1d, default 0.3 (published recipe).
+        clip_beta: ``beta`` of the adaptive clip scale, default 0.3.
+        dynamic_clip: emit the adaptive clip scale; default: only in ``turn-group-v1d``.
+        norm_adv_by_std, eps, unbiased_std: normalization (module docstring).
+
+    Returns:
+        :class:`A2TGPOAdvantages`. Tokens whose turn id exceeds their trajectory's outcome
+        turn are treated as outside every turn.
+    """
+    if info_gain_norm_mode not in INFO_GAIN_NORM_MODES:
+        raise ValueError(f"unknown info_gain_norm_mode {info_gain_norm_mode!r}; known: {', '.join(INFO_GAIN_NORM_MODES)}")
+    B, T = ig.shape
+    if outcome_rewards.shape != (B,) or prompt_group.shape != (B,) or ig_mask.shape != (B, T):
+        raise ValueError(
+            f"expected outcome_rewards/prompt_group [B]={B}, ig/ig_mask [B, T]; got "
+            f"{tuple(outcome_rewards.shape)}, {tuple(prompt_group.shape)}, {tuple(ig.shape)}, {tuple(ig_mask.shape)}"
+        )
+    if turn_ids.dim() != 2 or turn_ids.shape[0] != B:
+        raise ValueError(f"turn_ids must be [B, L] with B={B}, got {tuple(turn_ids.shape)}")
+    bool_mask = ig_mask.to(torch.bool)
+    if T > 1 and bool(((bool_mask[:, 1:]) & ~bool_mask[:, :-1]).any()):
+        # The outcome turn sits at column n_b: a hole in the mask would put it on an IG turn.
+        raise ValueError("ig_mask must be left-aligned: each trajectory's valid IG turns are 0 .. n_b - 1")
+    out_dtype = torch.promote_types(ig.dtype, outcome_rewards.dtype)
+    dt = torch.float64 if out_dtype == torch.float64 else torch.float32
+    x = ig.to(dt)
+    outcome = outcome_rewards.to(dt)
+    layout = _turn_layout(ig_mask)
+    mask = layout.ig_mask
+    prompt_index, G = dense_index(prompt_group)
+    normed_ig, outcome_adv = _normalize_rewards(
+        x, outcome, layout, prompt_index, G, info_gain_norm_mode, norm_adv_by_std, eps, unbiased_std
+    )
+
+    if info_gain_norm_mode == "turn-group-v1d":
+        D = variance_rescaled_accumulation(normed_ig, mask, gamma)
+        turn_adv = _place(layout, adv_rescale_alpha * D + outcome_adv.unsqueeze(1), outcome_adv)
+    else:
+        turn_adv = discounted_turn_returns(_place(layout, normed_ig, outcome_adv), layout.valid, gamma)
+
+    if dynamic_clip is None:
+        dynamic_clip = info_gain_norm_mode == "turn-group-v1d"
+    ig_scale = adaptive_clip_scale(normed_ig, mask, clip_beta) if dynamic_clip else torch.ones_like(normed_ig)
+    turn_scale = torch.where(layout.valid, _place(layout, ig_scale, torch.ones_like(outcome_adv)), 1.0)
+
+    # One index for both gathers. turn_adv / turn_scale already hold (0, 1) on every
+    # column past a row's outcome turn; a sentinel column (0, 1) at each end catches
+    # negative ids (shifted to 0), ids past T (clamped to T + 2) and masked tokens.
+    index = (turn_ids.long() + 1).clamp(0, T + 2)
+    if response_mask is not None:
+        index = torch.where(response_mask.to(torch.bool), index, 0)
+    advantages = F.pad(turn_adv, (1, 1), value=0.0).gather(1, index)
+    clip_scale = F.pad(turn_scale, (1, 1), value=1.0).gather(1, index)
+
+    telemetry = _telemetry(x, normed_ig, turn_scale, turn_adv, layout, clip_beta)
+    return A2TGPOAdvantages(
+        advantages=advantages.to(out_dtype),
+        clip_scale=clip_scale.to(out_dtype),
+        turn_advantages=turn_adv.to(out_dtype),
+        turn_clip_scale=turn_scale.to(out_dtype),
+        turn_valid=layout.valid,
+        normed_ig=normed_ig.to(out_dtype),
+        outcome_advantages=outcome_adv.to(out_dtype),
+        telemetry=telemetry,
+    )
+
+
+def _normalize_rewards(
+    x: Tensor,
+    outcome: Tensor,
+    layout: _TurnLayout,
+    prompt_index: Tensor,
+    G: int,
+    mode: str,
+    use_std: bool,
+    eps: float,
+    unbiased: bool,
+) -> tuple[Tensor, Tensor]:
+    """``(normed_ig [B, T], outcome_adv [B])`` for ``mode``, in one segment normalization:
+    outcomes and IG values are concatenated, each with its own segment space."""
+    B, T = x.shape
+    norm = dict(use_std=use_std, eps=eps, unbiased=unbiased)
+    if mode == "joint":
+        pooled = _place(layout, x, outcome)
+        ids = prompt_index.unsqueeze(1).expand(B, T + 1)
+        normed = segment_normalize(pooled.reshape(-1), ids.reshape(-1), G, layout.valid.reshape(-1), **norm)
+        normed = normed.view(B, T + 1)
+        normed_ig = torch.where(layout.ig_mask, normed[:, :T], 0.0)  # column n_b holds the outcome
+        return normed_ig, normed.gather(1, layout.outcome_turn.unsqueeze(1)).squeeze(1)
+    if mode == "separate":
+        ig_ids, n_ig_groups = prompt_index.unsqueeze(1).expand(B, T), G
+    else:  # turn-group, turn-group-v1d
+        ig_ids, n_ig_groups = _composite_ids(prompt_index, T), G * T
+    values = torch.cat([outcome, x.reshape(-1)])
+    ids = torch.cat([prompt_index, G + ig_ids.reshape(-1)])
+    valid = torch.cat([torch.ones_like(layout.outcome_turn, dtype=torch.bool), layout.ig_mask.reshape(-1)])
+    normed = segment_normalize(values, ids, G + n_ig_groups, valid, **norm)
+    return normed[B:].view(B, T), normed[:B]
+
+
+def _telemetry(
+    x: Tensor, normed_ig: Tensor, turn_scale: Tensor, turn_adv: Tensor, layout: _TurnLayout, beta: float
+) -> dict[str, Tensor]:
+    with torch.no_grad():
+        zeros = x.new_zeros(x.shape[0], 1)
+        tol = BOUND_TOLERANCE * beta
+        at_low = (turn_scale <= 1.0 - beta + tol) & (beta > 0)
+        at_high = (turn_scale >= 1.0 + beta - tol) & (beta > 0)
+        # One stacked reduction for every quantity; the bound fractions are means of indicators.
+        values = torch.stack(
+            [torch.cat([x, zeros], 1), torch.cat([normed_ig, zeros], 1), turn_scale, turn_adv, at_low, at_high]
+        )
+        v = layout.valid
+        masks = torch.stack([layout.ig_ext, layout.ig_ext, v, v, v, v])
+        mean, std, vmin, vmax = stacked_moments(values.flatten(1), masks.flatten(1))
+        has_turns = v.any()
+        return {
+            "ig_mean": mean[0],
+            "ig_std": std[0],
+            "normed_ig_mean": mean[1],
+            "normed_ig_std": std[1],
+            **clip_scale_entries(
+                torch.where(has_turns, mean[2], 1.0),
+                std[2],
+                torch.where(has_turns, vmin[2], 1.0),
+                torch.where(has_turns, vmax[2], 1.0),
+                mean[4],
+                mean[5],
+            ),
+            "turn_adv_mean": mean[3],
+            "turn_adv_std": std[3],
+        }
+
+
+@register_advantage_estimator("a2tgpo_turn_group")
+def compute_a2tgpo_turn_group_advantages(*args: Any, **kwargs: Any) -> A2TGPOAdvantages:
+    """:func:`compute_a2tgpo_advantages` with ``info_gain_norm_mode="turn-group"`` (primitive
+    i only: no variance-rescaled accumulation, clip scale 1 unless ``dynamic_clip``)."""
+    kwargs.setdefault("info_gain_norm_mode", "turn-group")
+    return compute_a2tgpo_advantages(*args, **kwargs)

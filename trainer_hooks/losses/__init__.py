@@ -1,0 +1,11 @@
+"""Policy losses (registered in :mod:`trainer_hooks.registry`) and their aggregation.
+
+``aggregation`` ``agg_loss`` (verl's four modes), ``masked_mean`` / ``masked_var``.
+``ppo``         ``"ppo"`` / ``"vanilla"`` and ``"a2tgpo"`` (adaptive turn clipping).
+``gspo``        ``"gspo"`` (sequence level) and ``"gspo_token"``.
+``a3po``, ``astar_po`` further losses.
+
+Every loss is ``fn(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, **kw)
+-> (loss, telemetry)`` with ``telemetry`` a flat ``dict[str, Tensor]`` of 0-dim tensors.
+Submodules are imported on use, so importing this package does not import torch.
+"""

@@ -1,0 +1,253 @@
+"""A-3PO: decoupled PPO with a staleness-aware approximate proximal policy (arXiv 2512.06547).
+
+Decoupled PPO separates the policy that *sampled* a token (behaviour, version
+``v_behav``, stale in asynchronous training) from the trust-region anchor (the proximal
+policy, one update behind the current one). A-3PO replaces the proximal policy's extra
+forward pass with an interpolation in log space::
+
+    d            = v_theta - v_behav                      (staleness, in policy versions)
+    alpha        = 1 / d            if d >= 1             (weight of the behaviour policy)
+                 = fresh_alpha      if d <= 0             (paper: 0)
+    log pi_prox  = alpha * log pi_behav + (1 - alpha) * sg[log pi_theta]
+
+    w  = exp(log pi_prox - log pi_behav)                  (behaviour importance weight, no grad)
+    r  = exp(log pi_theta - log pi_prox) = (pi_theta / pi_behav)^alpha   in value
+    l  = w * max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high))  [min with -A c if A < 0, dual clip]
+
+so the trust region sits between behaviour and current policy ("sandwich"), and the
+staler a token the closer its ratio is to 1. ``sg`` (stop-gradient) makes the proximal
+policy a fixed anchor, as in AReaL where it comes from ``logprobs.detach()``: the
+gradient of ``l`` is ``w * r * A * grad log pi_theta`` inside the clip range. The clipped
+surrogate and the shared telemetry are :mod:`trainer_hooks.losses.ppo`'s; the reduction
+is :func:`~trainer_hooks.losses.aggregation.agg_loss`.
+
+Shapes: ``old_log_prob`` (behaviour), ``log_prob`` (current), ``advantages``,
+``response_mask``: ``[B, L]``; ``behaviour_versions``: ``[B, L]`` (per token, AReaL) or
+``[B]`` (per sequence) int; ``current_version``: int or 0-dim tensor. Tokens with a
+negative version (prompt, tool output) have no behaviour policy: ``alpha = 1`` (proximal =
+behaviour, ``w = 1``), and they are outside the loss mask anyway.
+
+Where sources disagree (each is a keyword):
+    * ``fresh_alpha`` (``d = 0``, data from the current version): 0 as in the paper's
+      code (proximal = current, so ``r = 1`` and only ``w`` corrects the inference /
+      training mismatch); AReaL's production code uses 1 (proximal = behaviour).
+    * Dual clip: off (``clip_ratio_c=None``), AReaL's decoupled-loss default; verl's PPO
+      default is 3.0.
+    * ``behav_imp_weight_cap``: None (no cap); AReaL can drop tokens whose ``w`` exceeds
+      a cap (they leave the loss numerator, not the token count).
+
+Telemetry (0-dim, detached): :func:`~trainer_hooks.losses.ppo.policy_telemetry`'s keys
+(``pg_loss``, ``clipfrac_low``, ``clipfrac_high``, ``clipfrac_dual``, ``approx_kl`` =
+token-mean ``log pi_prox - log pi_theta``, ``ratio_mean/min/max`` of ``r``, and the
+constant ``clip_scale_*``) plus ``a3po_alpha_mean``, ``a3po_staleness_mean``,
+``a3po_staleness_max``, ``a3po_future_frac`` (tokens whose behaviour version is newer
+than the current one: a version-tracking bug), ``behav_approx_kl`` (token-mean
+``log pi_behav - log pi_theta``), ``behav_weight_mean/std/min/max`` of ``w`` and
+``behav_capped_frac``; all over ``response_mask``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from trainer_hooks.advantages.segments import compute_dtype
+from trainer_hooks.losses.aggregation import agg_loss, masked_mean
+from trainer_hooks.losses.ppo import LOG_RATIO_CLAMP, clipped_surrogate, policy_telemetry
+from trainer_hooks.registry import register_policy_loss
+from trainer_hooks.telemetry_stats import masked_moments
+
+__all__ = [
+    "a3po_policy_loss",
+    "approximate_proximal_log_prob",
+    "decoupled_ppo_loss",
+    "staleness",
+    "staleness_alpha",
+]
+
+
+def _versions_like(behaviour_versions: Tensor, like: Tensor) -> Tensor:
+    versions = torch.as_tensor(behaviour_versions, device=like.device)
+    if versions.is_floating_point():
+        raise TypeError(f"behaviour_versions must be integers, got {versions.dtype}")
+    return versions[:, None].expand_as(like) if versions.dim() == 1 else versions
+
+
+def staleness(behaviour_versions: Tensor, current_version: int | Tensor) -> Tensor:
+    """``d = current_version - behaviour_versions`` as int64 (same shape as the versions)."""
+    current = torch.as_tensor(current_version, device=behaviour_versions.device, dtype=torch.long)
+    return current - behaviour_versions.long()
+
+
+def staleness_alpha(
+    behaviour_versions: Tensor,
+    current_version: int | Tensor,
+    *,
+    fresh_alpha: float = 0.0,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """Interpolation weight of the behaviour policy, ``alpha = 1 / d`` for ``d >= 1``.
+
+    Args:
+        behaviour_versions: int tensor (any shape) of the policy version that sampled each
+            token / sequence; negative = no version (alpha 1).
+        current_version: version of the policy being trained (``v_theta``).
+        fresh_alpha: alpha where ``d <= 0`` (0: the paper; 1: AReaL).
+        dtype: float dtype of the result (the division happens in it, never in integers).
+
+    Returns:
+        ``alpha`` with the versions' shape, in ``[0, 1]``.
+    """
+    d = staleness(behaviour_versions, current_version).to(dtype)
+    stale = d >= 1
+    inverse = torch.reciprocal(torch.where(stale, d, torch.ones_like(d)))
+    alpha = torch.where(stale, inverse, torch.full_like(d, fresh_alpha))
+    return torch.where(behaviour_versions < 0, torch.ones_like(alpha), alpha)
+
+
+def approximate_proximal_log_prob(old_log_prob: Tensor, log_prob: Tensor, alpha: Tensor) -> Tensor:
+    """``alpha * log pi_behav + (1 - alpha) * sg[log pi_theta]``, all ``[B, L]``.
+
+    Written as ``old + (1 - alpha) * (sg[new] - old)`` so that ``alpha = 1`` returns the
+    behaviour log-prob exactly. No gradient flows (the proximal policy is an anchor).
+    """
+    old = old_log_prob.detach()
+    return old + (1.0 - alpha) * (log_prob.detach() - old)
+
+
+def decoupled_ppo_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    loss_agg_mode: str = "token-mean",
+    *,
+    proximal_log_prob: Tensor,
+    clip_ratio: float = 0.2,
+    clip_ratio_low: float | None = None,
+    clip_ratio_high: float | None = None,
+    clip_ratio_c: float | None = None,
+    behav_imp_weight_cap: float | None = None,
+    loss_scale_factor: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Decoupled PPO with a given proximal policy (recomputed, or A-3PO's approximation).
+
+    ``l = w * clipped_surrogate(exp(log pi_theta - log pi_prox), A)`` with the behaviour
+    weight ``w = exp(log pi_prox - log pi_behav)``; ``proximal_log_prob`` and
+    ``old_log_prob`` are treated as constants. Arguments as :func:`a3po_policy_loss`
+    (``proximal_log_prob: [B, L]``). Telemetry: ``policy_telemetry``'s keys plus
+    ``behav_approx_kl``, ``behav_capped_frac``, ``behav_weight_mean/std/min/max``.
+    """
+    low = clip_ratio if clip_ratio_low is None else clip_ratio_low
+    high = clip_ratio if clip_ratio_high is None else clip_ratio_high
+    dt = compute_dtype(log_prob)
+    mask = response_mask.to(torch.bool)
+    zero = torch.zeros((), dtype=dt, device=log_prob.device)
+    # Padding may hold -inf log-probs; give it finite values before any subtraction.
+    lp = torch.where(mask, log_prob.to(dt), zero)
+    old = torch.where(mask, old_log_prob.detach().to(dt), zero)
+    prox = torch.where(mask, proximal_log_prob.detach().to(dt), zero)
+    adv = advantages.to(dt)
+    adv = adv[:, None].expand_as(lp) if adv.dim() == 1 else adv
+
+    log_ratio = torch.clamp(lp - prox, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    loss_mat, maps = clipped_surrogate(ratio, adv, clip_ratio_low=low, clip_ratio_high=high, clip_ratio_c=clip_ratio_c)
+    behav_weight = torch.exp(torch.clamp(prox - old, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP))
+    capped = torch.zeros_like(mask)
+    if behav_imp_weight_cap is not None:
+        capped = mask & (behav_weight > behav_imp_weight_cap)
+        behav_weight = torch.where(capped, torch.zeros_like(behav_weight), behav_weight)
+    loss = agg_loss(behav_weight * loss_mat, mask, loss_agg_mode, loss_scale_factor=loss_scale_factor)
+
+    telemetry = policy_telemetry(
+        loss=loss,
+        ratio=ratio,
+        log_ratio=log_ratio,
+        mask=mask,
+        maps=maps,
+        clip_scale=None,
+        turn_ids=None,
+        clip_beta=0.3,
+        ig=None,
+        ig_mask=None,
+    )
+    with torch.no_grad():
+        telemetry |= {
+            "behav_approx_kl": masked_mean(old - lp, mask),
+            "behav_capped_frac": masked_mean(capped.to(dt), mask),
+            **masked_moments(behav_weight, mask & ~capped, "behav_weight", empty=1.0),
+        }
+    return loss, telemetry
+
+
+@register_policy_loss("a3po")
+def a3po_policy_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    loss_agg_mode: str = "token-mean",
+    *,
+    behaviour_versions: Tensor,
+    current_version: int | Tensor,
+    clip_ratio: float = 0.2,
+    clip_ratio_low: float | None = None,
+    clip_ratio_high: float | None = None,
+    clip_ratio_c: float | None = None,
+    behav_imp_weight_cap: float | None = None,
+    fresh_alpha: float = 0.0,
+    loss_scale_factor: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Decoupled PPO loss with A-3PO's approximate proximal policy.
+
+    Args:
+        old_log_prob: ``[B, L]`` behaviour log-probs (recorded at rollout).
+        log_prob: ``[B, L]`` current log-probs (gradient flows through these only).
+        advantages: ``[B, L]`` (a ``[B]`` tensor is broadcast over tokens).
+        response_mask: ``[B, L]`` bool/0-1 tokens in the loss.
+        loss_agg_mode: :func:`agg_loss` mode (default ``"token-mean"``, AReaL's).
+        behaviour_versions: ``[B, L]`` or ``[B]`` int policy version of each token/sequence.
+        current_version: int version of the policy being trained.
+        clip_ratio: symmetric clip (0.2); ``clip_ratio_low`` / ``clip_ratio_high`` override.
+        clip_ratio_c: dual-clip constant ``c > 1``; None (default) disables.
+        behav_imp_weight_cap: drop tokens whose behaviour weight ``w`` exceeds it (None: keep).
+        fresh_alpha: alpha for zero staleness (0, see module docstring).
+        loss_scale_factor: for ``seq-mean-token-sum-norm``.
+
+    Returns:
+        ``(loss, telemetry)``: 0-dim loss (float32 for half inputs) and the flat dict.
+    """
+    dt = compute_dtype(log_prob)
+    mask = response_mask.to(torch.bool)
+    versions = _versions_like(behaviour_versions, log_prob)
+    alpha = staleness_alpha(versions, current_version, fresh_alpha=fresh_alpha, dtype=dt)
+    zero = torch.zeros((), dtype=dt, device=log_prob.device)
+    old = torch.where(mask, old_log_prob.to(dt), zero)
+    prox = approximate_proximal_log_prob(old, torch.where(mask, log_prob.to(dt), zero), alpha)
+    loss, telemetry = decoupled_ppo_loss(
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        loss_agg_mode,
+        proximal_log_prob=prox,
+        clip_ratio=clip_ratio,
+        clip_ratio_low=clip_ratio_low,
+        clip_ratio_high=clip_ratio_high,
+        clip_ratio_c=clip_ratio_c,
+        behav_imp_weight_cap=behav_imp_weight_cap,
+        loss_scale_factor=loss_scale_factor,
+    )
+    with torch.no_grad():
+        d = staleness(versions, current_version).to(dt)
+        generated = mask & (versions >= 0)
+        telemetry |= {
+            "a3po_alpha_mean": masked_mean(alpha, mask),
+            "a3po_staleness_mean": masked_mean(d, generated),
+            "a3po_staleness_max": torch.where(generated, d, torch.zeros_like(d)).amax()
+            if d.numel()
+            else d.new_zeros(()),
+            "a3po_future_frac": masked_mean((d < 0).to(dt), generated),
+        }
+    return loss, telemetry
