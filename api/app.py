@@ -24,6 +24,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def _dispose() -> None:
         ledger.close()
 
+    from api.pages import install_pages
+
+    install_pages(app)
     return app
 
 

@@ -8,8 +8,9 @@ atomic imports. SQL stays in ``lineage.store``; rendering in ``lineage.render``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping
+import re
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import Connection, Engine
 
@@ -282,7 +283,8 @@ class Ledger:
         best = self._current_best(conn, project)
         if best is None:
             return PromptView(best=None, chain=(), top_kept=(), recent=(), recent_full=())
-        chain = walk_chain(best.exp_id, self.store.chain_rows(conn, project, best.exp_id))
+        chain = walk_chain(best.exp_id, self.store.chain_rows(conn, project, best.exp_id, brief=True))
+        chain[-1:] = [best]  # the best itself in full
         recent = self.store.recent(conn, project, max(recent_n, last_m))
         return PromptView(
             best=best,
@@ -433,6 +435,303 @@ class Ledger:
         self.store.backup_sqlite(target)
 
 
+    # -- read models for the web pages ---------------------------------------------------
+    #
+    # Each reads one transaction of bounded, indexed queries (see the ``Store`` methods
+    # they call), so the pages of a 100,000-trial project stay fast.
+
+    def overview(self, project_slug: str, *, bins: int = 60) -> "ProjectOverview":
+        """A project with its best and its running best over time (for the index page)."""
+        with self.store.read() as conn:
+            return self._overview(conn, self.store.project(conn, project_slug), bins=bins)
+
+    def overviews(self, *, bins: int = 60) -> "list[ProjectOverview]":
+        with self.store.read() as conn:
+            return [self._overview(conn, project, bins=bins) for project in self.store.projects(conn)]
+
+    def _overview(self, conn: Connection, project: Project, *, bins: int) -> "ProjectOverview":
+        latest = self.store.recent(conn, project, 1)
+        return ProjectOverview(
+            project=project,
+            best=self._current_best(conn, project),
+            latest=latest[0] if latest else None,
+            running_best=tuple(self._running_best(conn, project, bins=bins)),
+        )
+
+    def _running_best(self, conn: Connection, project: Project, *, bins: int) -> list[tuple[int, float]]:
+        """``(seq, best so far)`` at the start of each bin where the best changes."""
+        width = _bin_width(project, bins)
+        return _running_bins(self.store.best_per_bin(conn, project, width=width), width, project)
+
+    def dashboard(
+        self, project_slug: str, *, window: int = 1000, before_seq: int | None = None, recent_n: int = 20, bins: int = 200
+    ) -> "Dashboard":
+        """What the project dashboard shows: best, chain, counts, recent trials, and a
+        window of ``window`` trials (the newest, or those before ``before_seq``) for the
+        metric chart, with the running best through it."""
+        _check_window("window", window, minimum=1)
+        _check_window("recent_n", recent_n, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            best = self._current_best(conn, project)
+            chain = walk_chain(best.exp_id, self.store.chain_rows(conn, project, best.exp_id)) if best else []
+            rows = self.store.metric_window(conn, project, before_seq=before_seq, limit=window)
+            points = tuple(MetricPoint(*row) for row in rows)
+            width = _bin_width(project, bins)
+            per_bin = self.store.best_per_bin(conn, project, width=width)
+            start_best = self._best_metric_before(conn, project, points[0].seq, per_bin, width) if points else None
+            recent = self.store.recent(conn, project, recent_n)
+            recent.reverse()
+            return Dashboard(
+                project=project,
+                best=best,
+                chain=tuple(chain),
+                status_counts=self.store.status_counts(conn, project),
+                recent=tuple(recent),
+                window=points,
+                window_running_best=tuple(_running(points, start_best, project)),
+                has_earlier=bool(points) and points[0].seq > 0,
+                running_best=tuple(_running_bins(per_bin, width, project)),
+            )
+
+    def _best_metric_before(
+        self, conn: Connection, project: Project, seq: int, per_bin: list[tuple[int, float]], width: int
+    ) -> float | None:
+        """The best eligible metric among the trials before ``seq``: the bins wholly before
+        it (already read) and the few trials of the bin it falls in (one index range)."""
+        first = seq // width
+        candidates = [metric for index, metric in per_bin if index < first]
+        eligible = project.best_policy.eligible_statuses()
+        partial = self.store.metric_window(conn, project, before_seq=seq, limit=seq - first * width) if seq > first * width else []
+        candidates += [row[3] for row in partial if row[3] is not None and row[2] in eligible]
+        if not candidates:
+            return None
+        return min(candidates) if project.lower_is_better else max(candidates)
+
+    def trial_context(self, project_slug: str, exp_id: str, *, children_limit: int = 50) -> "TrialContext":
+        """A trial with its parent, first children, chain from the root and neighbours."""
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            trial = self.store.trial(conn, project, exp_id)
+            chain = walk_chain(exp_id, self.store.chain_rows(conn, project, exp_id))
+            parent = chain[-2] if len(chain) > 1 and chain[-2].exp_id == trial.parent_exp else None
+            best = self._current_best(conn, project)
+            best_chain = (
+                {t.exp_id for t in walk_chain(best.exp_id, self.store.chain_rows(conn, project, best.exp_id))}
+                if best else set()
+            )
+            previous, following = self.store.neighbours(conn, project, trial.seq or 0)
+            children = self.store.children_window(conn, project, [exp_id], limit=children_limit)[exp_id]
+            return TrialContext(
+                project=project,
+                trial=trial,
+                parent=parent,
+                chain=tuple(chain),
+                children=tuple(children),
+                child_count=self.store.child_counts(conn, project, [exp_id]).get(exp_id, 0),
+                best=best,
+                on_best_chain=exp_id in best_chain,
+                previous_id=previous,
+                next_id=following,
+            )
+
+    def trials_by_ids(self, project_slug: str, exp_ids: Iterable[str]) -> "tuple[Project, list[Trial]]":
+        """The project and those of ``exp_ids`` that are its trials, in the order asked;
+        an unknown id raises :class:`NotFound`."""
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            found = self.store.trials_by_ids(conn, project, exp_ids)
+            missing = [i for i in exp_ids if i not in found]
+            if missing:
+                raise NotFound("trial", f"{project.slug}/{missing[0]}", field="exp_id")
+            return project, [found[i] for i in exp_ids]
+
+    def tree_window(
+        self,
+        project_slug: str,
+        *,
+        root: str | None = None,
+        focus: str | None = None,
+        depth: int = 8,
+        per_node: int = 25,
+        budget: int = 400,
+        offset: int = 0,
+        orphan_scan_limit: int = 20_000,
+    ) -> "TreeWindow":
+        """A window of the lineage tree: from ``root`` (default: the top, trials without a
+        parent) ``depth`` levels down, at most ``per_node`` children a node (the window
+        root's from ``offset``) and ``budget`` nodes in all. The chain to the best and the
+        path to ``focus`` are always included (``focus`` roots the window a few levels
+        above it). Queries: one per level plus one count, each indexed."""
+        for name, value in (("depth", depth), ("per_node", per_node), ("budget", budget)):
+            _check_window(name, value, minimum=1)
+        _check_window("offset", offset, minimum=0)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            best = self._current_best(conn, project)
+            best_chain = walk_chain(best.exp_id, self.store.chain_rows(conn, project, best.exp_id)) if best else []
+            forced: dict[str, str] = {}  # parent -> child that must be shown
+            for chain in (best_chain,):
+                for parent, child in zip(chain, chain[1:]):
+                    forced.setdefault(parent.exp_id, child.exp_id)
+            focus_path: list[Trial] = []
+            ancestors: list[Trial] = []
+            if focus:
+                self.store.trial(conn, project, focus)
+                focus_path = walk_chain(focus, self.store.chain_rows(conn, project, focus))
+                at = max(0, len(focus_path) - 1 - FOCUS_LEVELS_ABOVE)
+                root = focus_path[at].exp_id if at > 0 else None
+                ancestors = focus_path[:at] if at > 0 else []
+                for parent, child in zip(focus_path, focus_path[1:]):
+                    forced[parent.exp_id] = child.exp_id
+            elif root:
+                ancestors = walk_chain(root, self.store.chain_rows(conn, project, root))[:-1]
+            root_trial = self.store.trial(conn, project, root) if root else None
+            known: dict[str, Trial] = {t.exp_id: t for t in (*best_chain, *focus_path)}
+            root_key = root or ""
+            nodes: dict[str, TreeNode] = {}
+            top: list[TreeNode] = []
+            frontier = [root_key]
+            shown = 0
+            truncated = False
+            for level in range(depth):
+                if not frontier:
+                    break
+                # the forced path first, so it never runs out of budget
+                frontier.sort(key=lambda i: (i not in forced, nodes[i].trial.seq if i in nodes else -1))
+                expand: list[str] = []
+                for parent_id in frontier:
+                    if shown >= budget and parent_id not in forced:
+                        truncated = True
+                        continue
+                    expand.append(parent_id)
+                    shown += per_node
+                page = self.store.children_window(
+                    conn, project, expand, limit=per_node, offset=offset if level == 0 else 0
+                )
+                next_frontier: list[str] = []
+                for parent_id in expand:
+                    kids = page[parent_id]
+                    # a later page of the window root's children shows just that page
+                    must = forced.get(parent_id) if level or not offset else None
+                    if must and all(k.exp_id != must for k in kids):
+                        kid = known.get(must) or self.store.find_trial(conn, project, must)
+                        if kid is not None:
+                            kids = sorted([*kids, kid], key=lambda t: t.seq or 0)
+                    made = [TreeNode(trial=kid) for kid in kids]
+                    for node in made:
+                        nodes[node.trial.exp_id] = node
+                        next_frontier.append(node.trial.exp_id)
+                    if parent_id == root_key:
+                        top = made
+                    else:
+                        nodes[parent_id].children = made
+                        nodes[parent_id].loaded = True
+                frontier = next_frontier
+            counts = self.store.child_counts(conn, project, [root_key, *nodes])
+            for exp_id, node in nodes.items():
+                node.child_count = counts.get(exp_id, 0)
+            orphans: list[Trial] | None = None
+            if not root and offset == 0:
+                orphans = (
+                    self.store.orphans(conn, project, limit=per_node)
+                    if project.trial_count <= orphan_scan_limit else None
+                )
+            return TreeWindow(
+                project=project,
+                best=best,
+                chain_ids=frozenset(t.exp_id for t in best_chain),
+                focus_ids=frozenset(t.exp_id for t in focus_path),
+                focus=focus,
+                root=root_trial,
+                ancestors=tuple(ancestors),
+                nodes=top,
+                top_count=counts.get(root_key, 0),
+                offset=offset,
+                per_node=per_node,
+                depth=depth,
+                truncated=truncated,
+                orphans=tuple(orphans) if orphans is not None else None,
+            )
+
+    def trials_page(
+        self,
+        project_slug: str,
+        *,
+        sort: str = "seq",
+        descending: bool = False,
+        after: Sequence[Any] | None = None,
+        limit: int = 50,
+        count: bool = True,
+        **filters: Any,
+    ) -> "TrialsPage":
+        """A page of the trials table (keyset pagination, see ``Store.page_trials``)."""
+        if sort not in TRIAL_SORTS:
+            raise InvalidInput("sort", f"unknown sort {sort!r}; known: {', '.join(TRIAL_SORTS)}")
+        _check_window("limit", limit, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            rows = self.store.page_trials(
+                conn, project, sort=sort, descending=descending, after=after, limit=limit + 1, **filters
+            )
+            more = len(rows) > limit
+            rows = rows[:limit]
+            next_after: tuple[Any, ...] | None = None
+            if more:
+                last = rows[-1]
+                next_after = {
+                    "seq": (last.seq,),
+                    "exp_id": (last.exp_id,),
+                    "metric": (0 if last.core_metric is not None else 1, last.core_metric, last.seq),
+                }[sort]
+            unfiltered = not any(v not in (None, "", [], ()) for v in filters.values())
+            total = (
+                project.trial_count if unfiltered
+                else self.store.count_matching(conn, project, **filters) if count else None
+            )
+            return TrialsPage(project=project, trials=tuple(rows), next_after=next_after, total=total)
+
+    def iter_trials_page(self, project_slug: str, *, sort: str = "seq", descending: bool = False, **filters: Any) -> Iterator[Trial]:
+        """Every trial matching ``filters`` in ``sort`` order, streamed a page at a time from
+        one read transaction (the TSV export of a trials-table view)."""
+        if sort not in TRIAL_SORTS:
+            raise InvalidInput("sort", f"unknown sort {sort!r}; known: {', '.join(TRIAL_SORTS)}")
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            after: tuple[Any, ...] | None = None
+            while True:
+                rows = self.store.page_trials(
+                    conn, project, sort=sort, descending=descending, after=after, limit=2_000, **filters
+                )
+                yield from rows
+                if len(rows) < 2_000:
+                    return
+                last = rows[-1]
+                after = {
+                    "seq": (last.seq,),
+                    "exp_id": (last.exp_id,),
+                    "metric": (0 if last.core_metric is not None else 1, last.core_metric, last.seq),
+                }[sort]
+
+    def calibration(self, project_slug: str, *, limit: int = 10_000) -> "Calibration":
+        """Expected vs observed delta of the last ``limit`` trials that state an expectation."""
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            rows = self.store.calibration_rows(conn, project, limit=limit)
+        points: list[CalibrationPoint] = []
+        unparsed = unobserved = 0
+        for exp_id, specialist, expected_text, observed, status in reversed(rows):
+            expected = parse_expected_delta(expected_text)
+            if expected is None:
+                unparsed += 1
+            elif observed is None:
+                unobserved += 1
+            else:
+                points.append(CalibrationPoint(exp_id, specialist, expected_text, expected, observed, status))
+        return Calibration(project=project, points=tuple(points), unparsed=unparsed, unobserved=unobserved,
+                           considered=len(rows), limit=limit)
+
+
 def new_project(
     slug: str,
     *,
@@ -486,3 +785,173 @@ def _same_value(a: Any, b: Any) -> bool:
 
 def _same_body(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(_same_value(a[k], b[k]) for k in a)
+
+
+# -- read models of the web pages ------------------------------------------------------------
+
+#: Sort orders of the trials table (each walks an index).
+TRIAL_SORTS = ("seq", "metric", "exp_id")
+#: How many levels above a focused trial the tree window starts.
+FOCUS_LEVELS_ABOVE = 3
+
+_NUMBER = re.compile(r"[+\-\u2212]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?")
+
+
+def parse_expected_delta(text: str) -> float | None:
+    """The number a writer put in ``expected_delta``: the first signed decimal in it.
+
+    ``"+0.75 EM over turn-group"`` -> 0.75, ``"-0.001 bpb"`` -> -0.001, ``"−2%"`` -> -2.0
+    (Unicode minus too); None when the text has no number or it is not finite.
+    """
+    match = _NUMBER.search(text or "")
+    if match is None:
+        return None
+    value = float(match.group().replace("\u2212", "-"))
+    return value if math.isfinite(value) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectOverview:
+    project: Project
+    best: Trial | None
+    #: the most recently recorded trial
+    latest: Trial | None
+    #: ``(seq, best so far)`` at each step of the running best, oldest first.
+    running_best: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """One trial in the metric chart: the few fields it draws."""
+
+    seq: int
+    exp_id: str
+    status: str
+    core_metric: float | None
+    specialist: str
+    delta_vs_best: float | None
+
+
+def _bin_width(project: Project, bins: int) -> int:
+    """Seqs per bin when a project's history is cut into ``bins`` bins."""
+    return max(1, -(-project.trial_count // max(1, bins)))
+
+
+def _running_bins(per_bin: Iterable[tuple[int, float]], width: int, project: Project) -> list[tuple[int, float]]:
+    """``(seq, best so far)`` at the start of each bin where the best changes."""
+    series: list[tuple[int, float]] = []
+    for index, metric in per_bin:
+        if not series or is_better(metric, series[-1][1], lower_is_better=project.lower_is_better):
+            series.append((index * width, metric))
+    return series
+
+
+def _running(points: Iterable[MetricPoint], start: float | None, project: Project) -> Iterator[tuple[int, float]]:
+    """``(seq, best so far)`` at each trial of ``points`` that moves the best (from ``start``)."""
+    eligible = project.best_policy.eligible_statuses()
+    current = start
+    first = True
+    for point in points:
+        if first and current is not None:
+            yield point.seq, current
+        first = False
+        if point.core_metric is None or point.status not in eligible:
+            continue
+        if current is None or is_better(point.core_metric, current, lower_is_better=project.lower_is_better):
+            current = point.core_metric
+            yield point.seq, current
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    project: Project
+    best: Trial | None
+    chain: tuple[Trial, ...]
+    status_counts: Mapping[str, int]
+    #: newest first
+    recent: tuple[Trial, ...]
+    #: the metric chart's trials, oldest first
+    window: tuple[MetricPoint, ...]
+    #: ``(seq, best so far)`` through the window, starting with the best before it
+    window_running_best: tuple[tuple[int, float], ...]
+    has_earlier: bool
+    #: the whole project's running best (binned), as in :class:`ProjectOverview`
+    running_best: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TrialContext:
+    project: Project
+    trial: Trial
+    parent: Trial | None
+    #: root first, this trial last
+    chain: tuple[Trial, ...]
+    children: tuple[Trial, ...]
+    child_count: int
+    best: Trial | None
+    on_best_chain: bool
+    previous_id: str | None
+    next_id: str | None
+
+
+@dataclass(slots=True)
+class TreeNode:
+    trial: Trial
+    children: list["TreeNode"] = field(default_factory=list)
+    child_count: int = 0
+    #: whether ``children`` were read (False at the window's depth or budget limit)
+    loaded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TreeWindow:
+    project: Project
+    best: Trial | None
+    chain_ids: frozenset[str]
+    focus_ids: frozenset[str]
+    focus: str | None
+    #: the window's root trial; None for the top of the tree
+    root: Trial | None
+    #: root-first path to ``root`` (excluded)
+    ancestors: tuple[Trial, ...]
+    nodes: list[TreeNode]
+    #: children of the window root (or top-level trials) in all
+    top_count: int
+    offset: int
+    per_node: int
+    depth: int
+    truncated: bool
+    #: trials whose parent is not in the project; None when the project is too big to look
+    orphans: tuple[Trial, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TrialsPage:
+    project: Project
+    trials: tuple[Trial, ...]
+    #: the keyset of the next page, None on the last one
+    next_after: tuple[Any, ...] | None
+    #: trials matching the filters, None when not counted
+    total: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationPoint:
+    exp_id: str
+    specialist: str
+    expected_text: str
+    expected: float
+    observed: float
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    project: Project
+    points: tuple[CalibrationPoint, ...]
+    #: trials whose expected_delta holds no number
+    unparsed: int
+    #: trials with a numeric expectation but no observed delta_vs_best
+    unobserved: int
+    considered: int
+    limit: int

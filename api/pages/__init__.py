@@ -1,0 +1,39 @@
+"""The researchers' web pages: server-rendered Jinja2 over the ledger's service layer.
+
+``install_pages(app)`` mounts ``/static`` and the page routes on an app whose
+``app.state.ledger`` is a :class:`lineage.service.Ledger` and ``app.state.settings`` the
+service settings. Pages (each a rendering of one service read):
+
+=====================================  ==================================================
+``/``                                  projects: best, trial count, last activity, sparkline
+``/projects/{p}``                      dashboard: best, chain to it, metric chart, counts
+``/projects/{p}/knowledge.md``         the KNOWLEDGE.md text (``Ledger.render_knowledge``)
+``/projects/{p}/tree``                 the lineage tree, windowed (``root``, ``focus``)
+``/projects/{p}/trials``               filter, sort, paginate; ``format=tsv`` exports the view
+``/projects/{p}/trials/{exp}``         one trial: fields, parent, children, telemetry plots
+``/projects/{p}/compare?exp=..``       trials side by side, overlaid telemetry, hypothesis diff
+``/projects/{p}/calibration``          expected vs observed delta per specialist
+``/upload``                            TSV upload (writers), errors with line and column
+``/login``, ``/logout``                a session from a token (see ``api.pages.access``)
+=====================================  ==================================================
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from api.pages.web import STATIC_DIR, Pages
+
+__all__ = ["install_pages"]
+
+
+def install_pages(app: FastAPI) -> None:
+    """Mount the static files and the page routes on ``app``."""
+    from api.pages.access import check_auth_module
+    from api.pages.views import router
+
+    check_auth_module()
+    app.state.pages = Pages()
+    app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    app.include_router(router)

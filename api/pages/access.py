@@ -1,0 +1,203 @@
+"""Who is looking at a page, and whether they may write: sessions, tokens and CSRF.
+
+Rules (the same as the JSON API's):
+
+* Reading follows ``settings.anonymous_read`` (default: open). When it is off, a page
+  asks for a login -- unless the ledger has no tokens at all, in which case nobody could
+  log in and the pages stay open, as the API does.
+* Writing (the TSV upload) needs a writer token, unless the ledger has no tokens at all.
+* Logging in takes a token once and keeps it in an ``HttpOnly``, ``SameSite=Strict``
+  cookie; every request verifies it again, so a revoked token stops working at once and
+  several server processes need no shared session secret.
+* Every form carries a CSRF token (double submit: a random cookie, ``SameSite=Strict``,
+  and the same value in a hidden field) and a POST whose ``Origin`` is another site is
+  refused before the token is even compared.
+
+Token verification is ``lineage.auth``'s (the API's); without that module the ledger has
+no tokens and everything is open.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import Request
+
+from lineage.errors import LedgerError
+
+SESSION_COOKIE = "lineage_session"
+CSRF_COOKIE = "lineage_csrf"
+CSRF_FIELD = "csrf"
+
+
+class LoginRequired(Exception):
+    """Reading needs a login (anonymous_read is off)."""
+
+
+class Forbidden(Exception):
+    """The request is refused: a failed CSRF check or a reader where a writer is needed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """A verified token: its display name and whether it may write."""
+
+    name: str
+    can_write: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """The person behind a request, as far as the pages care."""
+
+    principal: Principal | None
+    tokens_exist: bool
+    anonymous_read: bool
+
+    @property
+    def can_write(self) -> bool:
+        return not self.tokens_exist or (self.principal is not None and self.principal.can_write)
+
+    @property
+    def can_read(self) -> bool:
+        return self.anonymous_read or not self.tokens_exist or self.principal is not None
+
+
+# -- lineage.auth, where it exists ------------------------------------------------------------
+
+#: The names this module accepts for the two functions it needs from ``lineage.auth``.
+TOKENS_EXIST_NAMES = ("tokens_exist", "has_tokens", "any_tokens")
+VERIFY_NAMES = ("verify_token", "verify", "authenticate")
+
+
+def _auth_module() -> Any | None:
+    try:
+        return importlib.import_module("lineage.auth")
+    except ImportError:
+        return None
+
+
+def _function(module: Any, names: tuple[str, ...]) -> Any:
+    for name in names:
+        found = getattr(module, name, None)
+        if callable(found):
+            return found
+    # Fail closed: a ledger with tokens must never look open because a name changed.
+    raise RuntimeError(
+        f"lineage.auth has none of {', '.join(names)}; the pages cannot check tokens (see api/pages/access.py)"
+    )
+
+
+def check_auth_module() -> None:
+    """Raise at start-up when ``lineage.auth`` exists but lacks what the pages call."""
+    auth = _auth_module()
+    if auth is not None:
+        _function(auth, TOKENS_EXIST_NAMES)
+        _function(auth, VERIFY_NAMES)
+
+
+def tokens_exist(ledger: Any) -> bool:
+    """Whether any (unrevoked) token exists; without ``lineage.auth``, none does."""
+    auth = _auth_module()
+    if auth is None:
+        return False
+    return bool(_function(auth, TOKENS_EXIST_NAMES)(ledger))
+
+
+def verify(ledger: Any, token: str) -> Principal | None:
+    """The principal of ``token``, or None when it is unknown, revoked or expired.
+
+    ``lineage.auth``'s verification returns its token record (or None, or raises a
+    ledger error); the pages read ``name`` and whether it may write (``can_write``, a
+    ``role``/``scope`` of writer or admin, or ``"write"`` among its ``scopes``).
+    """
+    auth = _auth_module()
+    if auth is None or not token:
+        return None
+    try:
+        found = _function(auth, VERIFY_NAMES)(ledger, token)
+    except LedgerError:
+        return None
+    if not found:
+        return None
+    return Principal(name=str(getattr(found, "name", None) or "token"), can_write=_can_write(found))
+
+
+def _can_write(record: Any) -> bool:
+    flag = getattr(record, "can_write", None)
+    if isinstance(flag, bool):
+        return flag
+    role = str(getattr(record, "role", None) or getattr(record, "scope", None) or "").lower()
+    if role in ("writer", "write", "admin", "owner"):
+        return True
+    scopes = getattr(record, "scopes", None) or ()
+    return any(str(s).lower() in ("write", "writer", "admin") for s in scopes)
+
+
+# -- per request ------------------------------------------------------------------------------
+
+
+def viewer(request: Request) -> Viewer:
+    """The request's viewer (computed once per request)."""
+    cached = getattr(request.state, "viewer", None)
+    if cached is not None:
+        return cached
+    ledger = request.app.state.ledger
+    settings = request.app.state.settings
+    token = request.cookies.get(SESSION_COOKIE, "")
+    exist = tokens_exist(ledger)
+    principal = verify(ledger, token) if token and exist else None
+    found = Viewer(
+        principal=principal,
+        tokens_exist=exist,
+        anonymous_read=bool(getattr(settings, "anonymous_read", True)),
+    )
+    request.state.viewer = found
+    return found
+
+
+def require_reader(request: Request) -> Viewer:
+    found = viewer(request)
+    if not found.can_read:
+        raise LoginRequired()
+    return found
+
+
+def csrf_token(request: Request) -> str:
+    """This browser's CSRF token (a new one is set as a cookie by the page renderer)."""
+    token = getattr(request.state, "csrf", None)
+    if token is None:
+        token = request.cookies.get(CSRF_COOKIE) or ""
+        if len(token) < 32:
+            token = secrets.token_urlsafe(32)
+            request.state.new_csrf = token
+        request.state.csrf = token
+    return token
+
+
+def check_csrf(request: Request, submitted: Any) -> None:
+    """Refuse a form POST that is cross-site or lacks this browser's CSRF token."""
+    origin = request.headers.get("origin")
+    if origin and origin != "null":
+        host = request.headers.get("host", "")
+        if urlsplit(origin).netloc != host:
+            raise Forbidden("this form was sent from another site")
+    cookie = request.cookies.get(CSRF_COOKIE, "")
+    if not cookie or not isinstance(submitted, str) or not hmac.compare_digest(cookie, submitted):
+        raise Forbidden("the form's security token is missing or stale; reload the page and send it again")
+
+
+def safe_next(target: str | None) -> str:
+    """A local path to go to after logging in (never another site)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
