@@ -15,7 +15,7 @@ from operator import attrgetter
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
+from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from lineage.db import WRITE_OPTION, is_sqlite
@@ -409,40 +409,21 @@ class Store:
         conn: Connection,
         project: Project,
         *,
-        status: Sequence[str] | None = None,
-        specialist: str | None = None,
-        domain: str | None = None,
-        parent: str | None = None,
-        metric_min: float | None = None,
-        metric_max: float | None = None,
-        text_query: str | None = None,
         after_seq: int | None = None,
         limit: int | None = None,
         descending: bool = False,
+        **filters: Any,
     ) -> list[Trial]:
-        conds = [trials.c.project_id == project.id]
-        if status:
-            conds.append(trials.c.status.in_(list(status)))
-        if specialist is not None:
-            conds.append(trials.c.specialist == specialist)
-        if domain is not None:
-            conds.append(trials.c.domain == domain)
-        if parent is not None:
-            conds.append(trials.c.parent_exp == parent)
-        if metric_min is not None:
-            conds.append(trials.c.core_metric >= metric_min)
-        if metric_max is not None:
-            conds.append(trials.c.core_metric <= metric_max)
-        if text_query:
-            pattern = f"%{text_query.lower()}%"
-            conds.append(or_(func.lower(trials.c.hypothesis).like(pattern), func.lower(trials.c.notes).like(pattern)))
+        """Trials matching ``filters`` (see :meth:`_filter_sql`) in seq order, after a cursor."""
+        where, params = self._filter_sql(project, **filters)
         if after_seq is not None:
-            conds.append(trials.c.seq < after_seq if descending else trials.c.seq > after_seq)
-        order = trials.c.seq.desc() if descending else trials.c.seq.asc()
-        query = select(*_TRIAL_SELECT).where(and_(*conds)).order_by(order)
+            where += " AND seq < ?" if descending else " AND seq > ?"
+            params.append(after_seq)
+        where += " ORDER BY seq DESC" if descending else " ORDER BY seq"
         if limit is not None:
-            query = query.limit(limit)
-        return [trial_from_row(row) for row in conn.execute(query).all()]
+            where += " LIMIT ?"
+            params.append(limit)
+        return self._trials_where(conn, where, params)
 
     def stream_trials(self, conn: Connection, project: Project, *, batch: int = 2_000) -> Iterator[Trial]:
         """Every trial of the project in insertion order, ``batch`` rows in memory at a time."""
