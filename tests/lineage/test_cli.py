@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from api.cli import cli
 from lineage.formats.fieldkit import write_trials
 from lineage.service import Ledger
-from tests.sweeps import fieldkit_snapshot, random_sweep, seed_demo_trials, to_fieldkit_trial
+from tests.sweeps import random_sweep, seed_demo_trials, to_fieldkit_trial
 
 LINEAGE = [sys.executable, "-m", "api.cli"]
 
