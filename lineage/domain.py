@@ -108,12 +108,16 @@ SHORT_TEXT_COLUMNS: frozenset[str] = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Trial:
     """One trial: fieldkit's 17 fields, the clip-scale statistics, and free ``extra``.
 
     Text fields are ``""`` when absent (as in fieldkit), numbers are ``None``.
     ``seq`` is the insertion order within the project (the file order of a TSV).
+
+    Treat it as a value: derive changed copies with :meth:`with_changes`. It is not
+    ``frozen`` because a frozen dataclass's ``__init__`` is about ten times slower, and
+    the store builds one per row (100,000 on an import, thousands per prompt).
     """
 
     exp_id: str
