@@ -54,6 +54,9 @@ def _sqlite_engine(url: str, **kwargs: object) -> Engine:
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     connect_args = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+    # Every transaction here ends in an explicit commit or rollback, so the pool's
+    # rollback-on-return would only add a call per checkout.
+    kwargs.setdefault("pool_reset_on_return", None)
     engine = create_engine(url, connect_args=connect_args, **kwargs)  # type: ignore[arg-type]
 
     @event.listens_for(engine, "connect")

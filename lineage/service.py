@@ -158,10 +158,12 @@ class Ledger:
         with self.store.write() as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
             if not body.get("exp_id"):
+                # above every numeric id stored so far, so it cannot be taken
                 proposed = proposed.with_changes(exp_id=next_exp_id(next_number - 1 if next_number else None))
-            existing = self.store.find_trial(conn, project, proposed.exp_id)
-            if existing is not None:
-                return self._replayed(conn, project, existing, proposed)
+            else:
+                existing = self.store.find_trial(conn, project, proposed.exp_id)
+                if existing is not None:
+                    return self._replayed(conn, project, existing, proposed)
             self._check_references(conn, project, proposed)
             best_before = self._best(conn, project)
             delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)

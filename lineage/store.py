@@ -327,11 +327,12 @@ class Store:
             return self._trial_where(
                 conn, f"{where} AND status NOT IN ({marks}) ORDER BY {order}, seq LIMIT 1", (*params, *excluded)
             )
-        candidates = [
-            found
-            for status in sorted(eligible)
-            if (found := self._trial_where(conn, f"{where} AND status = ? ORDER BY {order}, seq LIMIT 1", (*params, status)))
-        ]
+        # one round trip: each status's best from its own index range, glued together
+        per_status = f"SELECT * FROM (SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status = ? ORDER BY {order}, seq LIMIT 1) AS s"
+        statuses = sorted(eligible)
+        sql = " UNION ALL ".join(f"{per_status}{i}" for i in range(len(statuses)))
+        cursor = self._execute(conn, sql, [value for status in statuses for value in (*params, status)])
+        candidates = [trial_from_row(row) for row in cursor.fetchall()]
         return ordered_best(candidates, lower_is_better=project.lower_is_better)
 
     def first_trial(self, conn: Connection, project: Project) -> Trial | None:
