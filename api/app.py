@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
+from api.pages import install_pages
 from api.settings import Settings
 from lineage.service import Ledger
 
@@ -11,7 +15,13 @@ from lineage.service import Ledger
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     ledger = Ledger.open(settings.database_url, upgrade=settings.upgrade_on_start)
-    app = FastAPI(title="Lineage Ledger", version="0.1.0", docs_url="/docs")
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        ledger.close()
+
+    app = FastAPI(title="Lineage Ledger", version="0.1.0", docs_url="/docs", lifespan=lifespan)
     app.state.ledger = ledger
     app.state.settings = settings
 
@@ -19,12 +29,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def health() -> dict[str, str]:
         """Liveness: the process answers."""
         return {"status": "ok"}
-
-    @app.on_event("shutdown")
-    def _dispose() -> None:
-        ledger.close()
-
-    from api.pages import install_pages
 
     install_pages(app)
     return app
