@@ -1,4 +1,10 @@
-"""The FastAPI application factory: one engine per app, nothing else held in memory."""
+"""The FastAPI application factory: one engine per app, nothing else held in memory.
+
+``create_app(settings)`` builds the JSON API (``/api/v1``, documented at ``/docs``),
+``/health`` and ``/ready``, and the researchers' pages. Middleware, outermost first:
+request ids and the access log, then the body guard (size limit, gzip) of ``/api/``.
+Errors are problem+json (``api.problems``).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,25 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.logs import configure_logging
+from api.middleware import BodyGuard, RequestContext
 from api.pages import install_pages
+from api.problems import install_problem_handlers
+from api.routes import install_routes
 from api.settings import Settings
+from lineage import migrate
 from lineage.service import Ledger
+
+DESCRIPTION = """\
+The experiment lineage ledger's JSON API. Errors are RFC 9457 `application/problem+json`
+naming the field. Reads may be anonymous (server setting); writes need a `Bearer` token
+once any token exists; token management and project deletion need an admin token.
+"""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    configure_logging(settings.log_format, settings.log_level)
     ledger = Ledger.open(settings.database_url, upgrade=settings.upgrade_on_start)
 
     @asynccontextmanager
@@ -21,15 +39,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         ledger.close()
 
-    app = FastAPI(title="Lineage Ledger", version="0.1.0", docs_url="/docs", lifespan=lifespan)
+    app = FastAPI(title="Lineage Ledger", version="0.1.0", description=DESCRIPTION, docs_url="/docs", lifespan=lifespan)
     app.state.ledger = ledger
     app.state.settings = settings
+    app.state.schema_head = migrate.head_revision()
+
+    install_problem_handlers(app)
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestContext)  # added last: outermost
 
     @app.get("/health", tags=["ops"])
     async def health() -> dict[str, str]:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
+    install_routes(app)
     install_pages(app)
     return app
 

@@ -65,26 +65,48 @@ project_option = click.option("--project", "-p", required=True, help="Project sl
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind. A non-loopback address needs a token first (lineage token create).")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
+@click.option("--db", "db_option", default=None, help="SQLite file or database URL (overrides the global --db).")
 @click.option("--demo/--no-demo", default=False, help="Load the A²TGPO demo project if it is missing.")
 @click.option("--workers", default=1, show_default=True, type=int, help="Worker processes.")
 @click.option("--log-level", default="info", show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
+              help="Log lines as text or JSON objects (default: $LINEAGE_LOG_FORMAT or text).")
+@click.option("--anonymous-read/--no-anonymous-read", default=None,
+              help="Allow reads without a token (default: $LINEAGE_ANONYMOUS_READ or on).")
+@click.option("--max-body-bytes", type=int, default=None, help="Largest API request body, after gzip decoding.")
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, demo: bool, workers: int, log_level: str) -> None:
+def serve(
+    ctx: click.Context, host: str, port: int, db_option: str | None, demo: bool, workers: int, log_level: str,
+    log_format: str | None, anonymous_read: bool | None, max_body_bytes: int | None,
+) -> None:
     """Start the HTTP service (upgrades the schema first)."""
     import os
 
     import uvicorn
 
+    from api.cli_api import refuse_open_bind
+    from api.logs import uvicorn_log_config
     from lineage.db import ENV_DATABASE_URL, resolve_url
 
+    if db_option:
+        ctx.find_root().obj["db"] = db_option
     ledger = _ledger(ctx)
+    refuse_open_bind(ctx, ledger, host)
     if demo:
         _load_demo(ledger, quiet=True)
     os.environ[ENV_DATABASE_URL] = resolve_url(ctx.find_root().obj["db"])
+    for name, value in (("LINEAGE_LOG_FORMAT", log_format), ("LINEAGE_LOG_LEVEL", log_level),
+                        ("LINEAGE_MAX_BODY_BYTES", max_body_bytes),
+                        ("LINEAGE_ANONYMOUS_READ", None if anonymous_read is None else str(anonymous_read).lower())):
+        if value is not None:
+            os.environ[name] = str(value)
     click.echo(f"lineage: serving {ledger.engine.url.render_as_string(hide_password=True)} on http://{host}:{port}", err=True)
-    uvicorn.run("api.app:app_from_env", factory=True, host=host, port=port, workers=workers, log_level=log_level)
+    fmt = os.environ.get("LINEAGE_LOG_FORMAT", "text")
+    uvicorn.run("api.app:app_from_env", factory=True, host=host, port=port, workers=workers, log_level=log_level,
+                log_config=uvicorn_log_config(fmt if fmt in ("text", "json") else "text", log_level), access_log=False)
 
 
 @cli.command()
@@ -200,9 +222,31 @@ def project_list(ctx: click.Context, fmt: str) -> None:
 @cli.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @project_option
-@click.option("--format", "fmt", default="fieldkit", show_default=True, help="Results-file format.")
-@click.option("--lower-is-better/--higher-is-better", default=None, help="Direction, when the project is new.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "fieldkit", "autoresearch", "generic"]),
+    default="auto",
+    show_default=True,
+    help="auto: sniff the first line (fieldkit, then autoresearch, then any tab/comma table).",
+)
+@click.option("--lower-is-better/--higher-is-better", default=None,
+              help="Direction, when the project is new (autoresearch/generic: else inferred).")
 @click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default=None)
+@click.option("--id", "id_column", default=None, metavar="COL",
+              help="autoresearch/generic: column holding the exp_ids (default: row numbers 000, 001, ...).")
+@click.option("--metric", "metric_column", default=None, metavar="COL",
+              help="autoresearch/generic: the metric column (default: first numeric column after the ids).")
+@click.option("--status", "status_column", default=None, metavar="COL",
+              help="autoresearch/generic: the status column (default: by name); '-': the file has none.")
+@click.option("--description", "description_column", default=None, metavar="COL",
+              help="autoresearch/generic: the description column (default: by name).")
+@click.option("--parent", "parent_column", default=None, metavar="COL",
+              help="autoresearch/generic: a column naming parents (default: the last keep before each row).")
+@click.option("--status-map", "status_map", multiple=True, metavar="WORD=LABEL,...",
+              help="autoresearch/generic: more status words, e.g. oom=crash,flaky=discard.")
+@click.option("--git-repo", type=click.Path(exists=True, file_okay=False), default=None,
+              help="autoresearch/generic: store each commit's subject, author time, diffstat and patch.")
 @click.pass_context
 def import_cmd(
     ctx: click.Context,
@@ -211,17 +255,41 @@ def import_cmd(
     fmt: str,
     lower_is_better: bool | None,
     best_policy: str | None,
+    id_column: str | None,
+    metric_column: str | None,
+    status_column: str | None,
+    description_column: str | None,
+    parent_column: str | None,
+    status_map: tuple[str, ...],
+    git_repo: str | None,
 ) -> None:
     """Import FILE (a results.tsv) into PROJECT, atomically; the project is created if new."""
+    from api import cli_loops
+    from lineage.formats.fieldkit import count_lines
+
+    if fmt == "auto":
+        fmt = cli_loops.sniff_file(file)
+    total_rows = count_lines(file) - 1
+    if fmt in cli_loops.TABLE_FORMATS:
+        options = cli_loops.import_options(
+            id_column=id_column, metric_column=metric_column, status_column=status_column,
+            description_column=description_column, parent_column=parent_column,
+            lower_is_better=lower_is_better, status_map=status_map,
+        )
+        with _progress("importing", total_rows) as progress:
+            cli_loops.import_table(ctx, file, project, fmt, options=options, best_policy=best_policy,
+                                   git_repo=git_repo, progress=progress)
+        return
+    mapping = (id_column, metric_column, status_column, description_column, parent_column, git_repo)
+    if any(mapping) or status_map:
+        raise click.UsageError("--id, --metric, --status, --description, --parent, --status-map and --git-repo "
+                               "are for autoresearch/generic files; this one is fieldkit's")
     ledger = _ledger(ctx)
     create_with = {
         "lower_is_better": True if lower_is_better is None else lower_is_better,
         "best_policy": best_policy or "kept",
         "source_format": fmt,
     }
-    from lineage.formats.fieldkit import count_lines
-
-    total_rows = count_lines(file) - 1
     with file.open("r", encoding="utf-8", newline="") as stream, _progress("importing", total_rows) as progress:
         report = ledger.import_file(
             project, stream, fmt=fmt, source=str(file), progress=progress, create_with=create_with
@@ -235,14 +303,20 @@ def import_cmd(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["fieldkit", "extended", "csv", "parquet"]),
+    type=click.Choice(["fieldkit", "extended", "csv", "parquet", "autoresearch", "generic"]),
     default="fieldkit",
     show_default=True,
-    help="fieldkit: results.tsv as fieldkit writes it; extended: plus clip-scale stats and extra.",
+    help="fieldkit: results.tsv as fieldkit writes it; extended: plus clip-scale stats and extra; "
+    "autoresearch/generic: the project's own results file (an imported one byte for byte).",
 )
 @click.pass_context
 def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) -> None:
     """Export PROJECT's trials."""
+    if fmt in ("autoresearch", "generic"):
+        from api.cli_loops import export_table
+
+        export_table(ctx, project, output, fmt)
+        return
     ledger = _ledger(ctx)
     if fmt in ("csv", "parquet"):
         if output is None and fmt == "parquet":
@@ -375,6 +449,19 @@ def _fmt(value: float | None, *, signed: bool = False) -> str:
     if value is None:
         return "—"
     return f"{value:+.6f}" if signed else f"{value:.6f}"
+
+
+from api.cli_loops import plot as _plot_cmd, record as _record_cmd, watch as _watch_cmd  # noqa: E402
+
+cli.add_command(_record_cmd)
+cli.add_command(_watch_cmd)
+cli.add_command(_plot_cmd)
+
+
+from api.cli_api import mcp as _mcp_cmd, token as _token_group  # noqa: E402
+
+cli.add_command(_token_group)
+cli.add_command(_mcp_cmd)
 
 
 def main() -> None:

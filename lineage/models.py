@@ -113,3 +113,64 @@ class TrialRow(Base):
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+# -- tokens / telemetry / idempotency ---------------------------------------------------------
+
+
+class ApiTokenRow(Base):
+    """A bearer token of the HTTP API. Only the SHA-256 of the secret is stored.
+
+    ``name`` is unique; a revoked token keeps its row (``revoked_at``) until a new token
+    takes its name. ``last_used_at`` is written at most once a minute per token.
+    """
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(20))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class IdempotencyKeyRow(Base):
+    """A client's idempotency key, stored in the transaction of the write it guards.
+
+    ``scope`` is ``trial`` (a trial creation: ``exp_id`` is the trial it made) or
+    ``telemetry`` (a batch of points for trial ``exp_id``; ``result`` holds the count).
+    ``body_hash`` is the SHA-256 of the canonical request body, so a replay with another
+    body is told apart from a retry.
+    """
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("project_id", "scope", "key"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    scope: Mapped[str] = mapped_column(String(20))
+    key: Mapped[str] = mapped_column(String(255))
+    exp_id: Mapped[str] = mapped_column(ShortText)
+    body_hash: Mapped[str] = mapped_column(String(64))
+    result: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TelemetryPointRow(Base):
+    """One telemetry value of a trial: ``name`` at ``step`` (and ``turn``; -1 when the
+    quantity is not per turn). ``wall_time`` is the sender's clock, seconds since the epoch."""
+
+    __tablename__ = "telemetry_points"
+    __table_args__ = (Index(None, "trial_id", "name", "turn", "step"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    trial_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), ForeignKey("trials.id", ondelete="CASCADE")
+    )
+    step: Mapped[int] = mapped_column(BigInteger)
+    turn: Mapped[int] = mapped_column(Integer, default=-1)
+    name: Mapped[str] = mapped_column(String(200))
+    value: Mapped[float] = mapped_column(Float)
+    wall_time: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -138,13 +138,17 @@ class Ledger:
             values["best_policy"] = _checked_policy(values["best_policy"])
         if "metric_name" in values:
             values["metric_name"] = _checked_metric_name(values["metric_name"])
+        if values.get("prompt_template") is not None:
+            values["prompt_template"] = check_prompt_template(values["prompt_template"])
         with self.store.write() as conn:
             project = self.store.project(conn, slug)
             return self.store.update_project(conn, project, values)
 
     # -- recording trials ---------------------------------------------------------------
 
-    def record_trial(self, project_slug: str, fields: Mapping[str, Any]) -> RecordResult:
+    def record_trial(
+        self, project_slug: str, fields: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> RecordResult:
         """Record one trial, idempotently.
 
         ``exp_id`` omitted: the next free numeric id is allocated atomically. ``exp_id``
@@ -152,24 +156,37 @@ class Ledger:
         ``created=False``. Stored with different fields: :class:`Conflict` with both.
         ``delta_vs_best`` is computed here from the best before this trial; a value the
         writer sent is ignored.
+
+        ``idempotency_key``: the client's key for this creation, stored in the same
+        transaction as the trial. A retry with the same key and the same fields gets the
+        trial the first call stored (``created=False``), also when its exp_id was
+        allocated; the same key with other fields is a :class:`Conflict` with both.
         """
         body = {k: v for k, v in fields.items() if k != "delta_vs_best"}
         proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
+        key_hash = _trial_body_hash(proposed, body.get("exp_id")) if idempotency_key is not None else ""
         with self.store.write() as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
+            if idempotency_key is not None:
+                keyed = self._keyed_replay(conn, project, _checked_key(idempotency_key), key_hash, proposed, body)
+                if keyed is not None:
+                    return keyed
             if not body.get("exp_id"):
                 # above every numeric id stored so far, so it cannot be taken
                 proposed = proposed.with_changes(exp_id=next_exp_id(next_number - 1 if next_number else None))
             else:
                 existing = self.store.find_trial(conn, project, proposed.exp_id)
                 if existing is not None:
-                    return self._replayed(conn, project, existing, proposed)
+                    replayed = self._replayed(conn, project, existing, proposed)
+                    self._remember_key(conn, project, idempotency_key, key_hash, existing.exp_id)
+                    return replayed
             self._check_references(conn, project, proposed)
             best_before = self._best(conn, project)
             delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
             stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq)
             exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
             self.store.advance_counters(conn, project, rows=1, exp_number=exp_number)
+            self._remember_key(conn, project, idempotency_key, key_hash, stored.exp_id)
             return RecordResult(stored, True, best_before, self._beats_best(project, stored, best_before))
 
     def _replayed(self, conn: Connection, project: Project, existing: Trial, proposed: Trial) -> RecordResult:
@@ -333,6 +350,7 @@ class Ledger:
         progress: ProgressCallback | None = None,
         locate: Callable[[int], int | None] | None = None,
         create_with: Mapping[str, Any] | None = None,
+        project_changes: Mapping[str, Any] | None = None,
     ) -> ImportReport:
         """Insert parsed rows atomically: one bad row and nothing is stored.
 
@@ -341,6 +359,8 @@ class Ledger:
         the whole import; ``locate(row_index)`` gives the file line for the error.
         ``create_with``: create the project with these options if it does not exist, in
         the same transaction (a failed import leaves no empty project behind).
+        ``project_changes``: columns of the project to set in the same transaction
+        (``settings``, ``metric_name``; used by the results-file formats).
         """
         with self.store.write() as conn:
             try:
@@ -383,6 +403,8 @@ class Ledger:
                     line=locate(first_new) if locate and first_new is not None else None,
                 )
             self.store.advance_counters(conn, project, rows=count, exp_number=max_number + 1)
+            if project_changes:
+                self.store.update_project(conn, project, dict(project_changes))
             if progress is not None:
                 progress(count)
         return ImportReport(project=project.slug, rows=count)
@@ -400,6 +422,9 @@ class Ledger:
         """Import a results file atomically; every error names its line and column."""
         from lineage.formats import get_format
 
+        table_import = getattr(get_format(fmt), "import_file", None)
+        if table_import is not None:  # a format that infers its columns (lineage.loops)
+            return table_import(self, project_slug, stream, source=source, progress=progress, create_with=create_with)
         lines: list[int] = []
         rows = get_format(fmt).read_trials(stream, source=source, row_lines=lines)
         return self.import_trials(
@@ -733,6 +758,133 @@ class Ledger:
         return Calibration(project=project, points=tuple(points), unparsed=unparsed, unobserved=unobserved,
                            considered=len(rows), limit=limit)
 
+    # -- tokens / telemetry / idempotency, and the reads of the HTTP API and MCP ---------
+    #
+    # Tokens are lineage.auth's and telemetry lineage.telemetry's (both over ``self.store``);
+    # here: idempotency keys of trial creations, the ETag revision, project deletion, the
+    # wrapped prompt, KNOWLEDGE.md as data, and the trials listing with opaque cursors.
+
+    def _keyed_replay(
+        self, conn: Connection, project: Project, key: str, key_hash: str, proposed: Trial, body: Mapping[str, Any]
+    ) -> RecordResult | None:
+        """The stored result of an earlier creation with ``key``; None when the key is new."""
+        found = self.store.find_key(conn, project, "trial", key)
+        if found is None:
+            return None
+        exp_id, stored_hash, _ = found
+        existing = self.store.find_trial(conn, project, exp_id)
+        if existing is None:  # trials are never deleted alone; treat the key as new
+            return None
+        if stored_hash == key_hash:
+            return RecordResult(existing, False, None, False)
+        described = proposed.to_dict()
+        described["exp_id"] = body.get("exp_id") or None
+        for name in ("seq", "created_at", "updated_at", "delta_vs_best"):
+            described.pop(name, None)
+        raise Conflict(
+            f"Idempotency-Key {key!r} was used for trial {exp_id!r} with a different body",
+            field="idempotency_key",
+            existing=existing.to_dict(),
+            proposed=described,
+        )
+
+    def _remember_key(self, conn: Connection, project: Project, key: str | None, key_hash: str, exp_id: str) -> None:
+        if key is not None:
+            self.store.claim_key(conn, project, "trial", key, exp_id=exp_id, body_hash=key_hash)
+
+    def project_revision(self, project_slug: str) -> int:
+        """The project's revision (bumped by every write): what ETags derive from."""
+        with self.store.read() as conn:
+            return self.store.project_revision(conn, project_slug)
+
+    def delete_project(self, project_slug: str) -> None:
+        """Delete a project with its trials, their telemetry and its idempotency keys."""
+        with self.store.write() as conn:
+            self.store.delete_project(conn, self.store.project(conn, project_slug))
+
+    def prompt_document(
+        self,
+        project_slug: str,
+        *,
+        specialist: str,
+        top_k: int = 20,
+        recent_n: int = 30,
+        last_m: int = 10,
+        timestamp: str = "",
+        wrap: bool = True,
+        base_url: str | None = None,
+    ) -> tuple[Project, str]:
+        """The project (as read with the trials) and its session-start prompt.
+
+        ``wrap=False``: exactly :meth:`render_prompt`'s text (``lineage prompt``'s bytes).
+        ``wrap=True``: that text inside the project's ``prompt_template`` (default:
+        ``templates/prompt_wrapper.md.j2``) with the next exp_id, the metric and its
+        direction and how to record a trial (see :func:`wrap_prompt`).
+        """
+        _check_window("top_k", top_k, minimum=0)
+        _check_window("recent_n", recent_n, minimum=1)
+        _check_window("last_m", last_m, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            view = self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
+            next_number = self.store.project_counters(conn, project)[1] if wrap else 0
+        text = render_prompt(view, specialist=specialist, timestamp=timestamp, metric_name=project.metric_name)
+        if not wrap:
+            return project, text
+        return project, wrap_prompt(
+            project, text, specialist=specialist, timestamp=timestamp, best=view.best, base_url=base_url,
+            next_exp_id=next_exp_id(next_number - 1 if next_number else None),
+        )
+
+    def knowledge_document(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> tuple[Project, str]:
+        """The project (as read with the trials) and its KNOWLEDGE.md text."""
+        project, view = self._project_and_view(project_slug, top_k=0, recent_n=recent_n, last_m=last_m)
+        return project, render_knowledge(view, metric_name=project.metric_name)
+
+    def knowledge_data(self, project_slug: str, *, recent_n: int = 30) -> tuple[Project, "KnowledgeData"]:
+        """What KNOWLEDGE.md says, as data: the best, the full chain to it (root first) and
+        the last ``recent_n`` trials (oldest first), read in one transaction."""
+        _check_window("recent_n", recent_n, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            best = self._current_best(conn, project)
+            chain = walk_chain(best.exp_id, self.store.chain_rows(conn, project, best.exp_id)) if best else []
+            recent = self.store.recent(conn, project, recent_n)
+        return project, KnowledgeData(best=best, chain=tuple(chain), recent=tuple(recent))
+
+    def trials_query(
+        self,
+        project_slug: str,
+        *,
+        sort: str = "seq",
+        descending: bool = False,
+        cursor: str | None = None,
+        limit: int = 100,
+        count: bool = True,
+        status: Sequence[str] | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        **filters: Any,
+    ) -> "TrialsQuery":
+        """A page of trials for the API and MCP: :meth:`trials_page` behind an opaque cursor.
+
+        ``status`` values are checked labels; ``created_after``/``created_before`` are
+        datetimes (naive means UTC); the other filters are ``Store._filter_sql``'s.
+        """
+        if sort not in TRIAL_SORTS:
+            raise InvalidInput("sort", f"unknown sort {sort!r}; known: {', '.join(TRIAL_SORTS)}")
+        statuses = [FailureLabel.parse(s).value for s in status] if status else None
+        after = decode_cursor(cursor, sort=sort, descending=descending) if cursor else None
+        for name, bound in (("created_after", created_after), ("created_before", created_before)):
+            if bound is not None:
+                filters[name] = self.store.db_time(bound)
+        page = self.trials_page(
+            project_slug, sort=sort, descending=descending, after=after, limit=limit, count=count,
+            status=statuses, **filters,
+        )
+        next_cursor = encode_cursor(sort, descending, page.next_after) if page.next_after is not None else None
+        return TrialsQuery(page=page, next_cursor=next_cursor)
+
 
 def new_project(
     slug: str,
@@ -752,7 +904,7 @@ def new_project(
         metric_name=_checked_metric_name(metric_name),
         lower_is_better=bool(lower_is_better),
         best_policy=_checked_policy(best_policy),
-        prompt_template=prompt_template,
+        prompt_template=None if prompt_template is None else check_prompt_template(prompt_template),
         source_format=source_format,
         settings=dict(settings or {}),
     )
@@ -957,3 +1109,213 @@ class Calibration:
     unobserved: int
     considered: int
     limit: int
+
+
+# -- tokens / telemetry / idempotency, and the reads of the HTTP API and MCP -------------------
+
+#: Longest idempotency key, in characters (printable ASCII without spaces).
+MAX_IDEMPOTENCY_KEY = 255
+#: Longest prompt template a project may hold, in characters.
+MAX_PROMPT_TEMPLATE = 65_536
+#: Where the default prompt wrapper lives (in ``lineage.templates``).
+DEFAULT_PROMPT_TEMPLATE_FILE = "prompt_wrapper.md.j2"
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeData:
+    best: Trial | None
+    #: root first, the best last
+    chain: tuple[Trial, ...]
+    #: oldest first
+    recent: tuple[Trial, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TrialsQuery:
+    page: "TrialsPage"
+    #: the opaque cursor of the next page, None on the last one
+    next_cursor: str | None
+
+
+def _checked_key(key: str) -> str:
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not all("!" <= c <= "~" for c in key):
+        raise InvalidInput(
+            "idempotency_key", f"must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces"
+        )
+    return key
+
+
+def _trial_body_hash(proposed: Trial, exp_id: str | None) -> str:
+    """SHA-256 of what a creation asks for: the fields compared on a replay, with every
+    omitted field at its default, so two requests for the same trial hash alike."""
+    import hashlib
+    import json
+
+    values = [exp_id or ""]
+    for name in IDEMPOTENT_FIELDS:
+        if name == "exp_id":
+            continue
+        value = getattr(proposed, name)
+        values.append(value.value if isinstance(value, FailureLabel) else dict(value) if name == "extra" else value)
+    text = json.dumps(values, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# The prompt wrapper ------------------------------------------------------------------------------
+
+
+def _template_environment():  # type: ignore[no-untyped-def]
+    """The Jinja2 environment of prompt templates: sandboxed (templates come from API
+    users), no autoescaping (the output is Markdown), trailing newline kept."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        _ENVIRONMENT = ImmutableSandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
+    return _ENVIRONMENT
+
+
+_ENVIRONMENT = None
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled(source: str):  # type: ignore[no-untyped-def]
+    """The compiled template of ``source`` (a pure function of the text, so caching it is
+    safe across projects and server instances)."""
+    template = _COMPILED.get(source)
+    if template is None:
+        if len(_COMPILED) >= 64:
+            _COMPILED.clear()
+        template = _COMPILED[source] = _template_environment().from_string(source)
+    return template
+
+
+def default_prompt_template() -> str:
+    """The text of ``templates/prompt_wrapper.md.j2``, the wrapper of projects without one."""
+    global _DEFAULT_TEMPLATE
+    if _DEFAULT_TEMPLATE is None:
+        from importlib.resources import files
+
+        _DEFAULT_TEMPLATE = files("lineage.templates").joinpath(DEFAULT_PROMPT_TEMPLATE_FILE).read_text(encoding="utf-8")
+    return _DEFAULT_TEMPLATE
+
+
+_DEFAULT_TEMPLATE: str | None = None
+
+
+def check_prompt_template(source: str) -> str:
+    """``source`` if it is a prompt template that compiles and renders; else
+    :class:`InvalidInput` (field ``prompt_template``, with the line of a syntax error)."""
+    if not isinstance(source, str):
+        raise InvalidInput("prompt_template", "must be text")
+    if len(source) > MAX_PROMPT_TEMPLATE:
+        raise InvalidInput("prompt_template", f"is {len(source)} characters long; the limit is {MAX_PROMPT_TEMPLATE}")
+    from jinja2 import TemplateSyntaxError
+
+    try:
+        _compiled(source)
+    except TemplateSyntaxError as exc:
+        raise InvalidInput("prompt_template", f"is not a valid Jinja2 template: {exc.message}", line=exc.lineno) from None
+    sample = Project(slug="sample", title="Sample", metric_name="core_metric")
+    wrap_prompt(sample, "# Session start\n", specialist="s", timestamp="", next_exp_id="001",
+                best=Trial(exp_id="000", core_metric=1.0), base_url=None, source=source)
+    return source
+
+
+def wrap_prompt(
+    project: Project,
+    prompt: str,
+    *,
+    specialist: str,
+    timestamp: str,
+    next_exp_id: str,
+    best: Trial | None,
+    base_url: str | None,
+    source: str | None = None,
+) -> str:
+    """The prompt inside the project's template (``source`` overrides it).
+
+    The template sees: ``prompt`` (the lineage prompt, verbatim), ``project`` (slug,
+    title, metric_name, lower_is_better, direction ``"lower"``/``"higher"``,
+    best_policy, revision, trial_count), ``specialist``, ``timestamp``, ``next_exp_id``,
+    ``best`` (the best trial's fields, or None), ``statuses`` (the labels),
+    ``base_url``, ``record_url`` (where to POST a trial) and ``curl_example`` (a
+    complete, shell-safe command that records a trial).
+    """
+    import json
+    from urllib.parse import quote
+
+    root = (base_url or "$LINEAGE_URL").rstrip("/")
+    record_url = f"{root}/api/v1/projects/{quote(project.slug, safe='')}/trials"
+    example: dict[str, Any] = {"exp_id": next_exp_id}
+    if best is not None:
+        example["parent_exp"] = best.exp_id
+    example.update(specialist=specialist, hypothesis="<what you changed and why>",
+                   expected_delta="<e.g. -0.002 on " + project.metric_name + ">", status="keep", core_metric=None,
+                   notes="")
+    body = json.dumps(example, indent=2, ensure_ascii=False)
+    curl_example = (
+        f'curl -sS -X POST "{record_url}" \\\n'
+        '  -H "Authorization: Bearer $LINEAGE_TOKEN" \\\n'
+        '  -H "Content-Type: application/json" \\\n'
+        '  -H "Idempotency-Key: $(uuidgen)" \\\n'
+        "  --data-binary @- <<'JSON'\n"
+        f"{body}\nJSON"
+    )
+    context = {
+        "prompt": prompt,
+        "project": {
+            "slug": project.slug, "title": project.title, "metric_name": project.metric_name,
+            "lower_is_better": project.lower_is_better, "direction": "lower" if project.lower_is_better else "higher",
+            "best_policy": project.best_policy.value, "revision": project.revision, "trial_count": project.trial_count,
+        },
+        "specialist": specialist,
+        "timestamp": timestamp,
+        "next_exp_id": next_exp_id,
+        "best": best.to_dict() if best is not None else None,
+        "statuses": [label.value for label in FailureLabel],
+        "base_url": root,
+        "record_url": record_url,
+        "curl_example": curl_example,
+    }
+    text = source if source is not None else (project.prompt_template or default_prompt_template())
+    try:
+        return _compiled(text).render(context)
+    except Exception as exc:  # a user's template: any failure is theirs to fix
+        raise InvalidInput("prompt_template", f"fails to render: {type(exc).__name__}: {exc}") from None
+
+
+# Cursors of the trials listing ---------------------------------------------------------------
+
+
+def encode_cursor(sort: str, descending: bool, after: Sequence[Any]) -> str:
+    """An opaque cursor: the keyset of the last row and the order it belongs to."""
+    import base64
+    import json
+
+    raw = json.dumps({"s": sort, "d": bool(descending), "a": list(after)}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str, *, sort: str, descending: bool) -> tuple[Any, ...]:
+    """The keyset in ``cursor``; :class:`InvalidInput` (field ``cursor``) for a cursor
+    this server did not make, or one made for another sort order."""
+    import base64
+    import binascii
+    import json
+
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw)
+        made_sort, made_desc, after = data["s"], data["d"], data["a"]
+    except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
+        raise InvalidInput("cursor", "is not a cursor of this listing; start again without it") from None
+    if made_sort != sort or made_desc != descending:
+        order = "descending" if made_desc else "ascending"
+        raise InvalidInput("cursor", f"was made for sort={made_sort!r} ({order}); ask with the same order")
+    shapes = {"seq": (int,), "exp_id": (str,), "metric": (int, (float, int, type(None)), int)}
+    shape = shapes[sort]
+    if (not isinstance(after, list) or len(after) != len(shape)
+            or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(after, shape))):
+        raise InvalidInput("cursor", "is not a cursor of this listing; start again without it")
+    return tuple(after)

@@ -56,8 +56,24 @@ _BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "ex
 BULK_BATCH = 5_000
 
 
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+try:  # the C encoder json.dumps builds per call, built once (about 3x faster per row)
+    from json.encoder import c_encode_basestring, c_make_encoder
+
+    _C_ENCODE = c_make_encoder(
+        None, _JSON_ENCODER.default, c_encode_basestring, None, ":", ",", False, False, True
+    )
+except (ImportError, TypeError):  # pragma: no cover - no C accelerator
+    _C_ENCODE = None
+
+
 def _json_text(value: Mapping[str, Any]) -> str:
-    return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":")) if value else "{}"
+    if not value:
+        return "{}"
+    value = value if type(value) is dict else dict(value)
+    if _C_ENCODE is not None:
+        return "".join(_C_ENCODE(value, 0))
+    return _JSON_ENCODER.encode(value)
 
 
 def utcnow() -> datetime:
@@ -648,9 +664,24 @@ class Store:
         metric_min: float | None = None,
         metric_max: float | None = None,
         text_query: str | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        timestamp_from: str | None = None,
+        timestamp_to: str | None = None,
     ) -> tuple[str, list[Any]]:
-        """The WHERE clause (``?`` placeholders) of the trials table's filters."""
+        """The WHERE clause (``?`` placeholders) of the trials table's filters.
+
+        ``created_after``/``created_before``: bounds (inclusive, exclusive) on the time the
+        ledger stored the trial, in the driver's form (:meth:`db_time`).
+        ``timestamp_from``/``timestamp_to``: bounds (inclusive, exclusive) on the trial's own
+        ``timestamp`` text, compared as text (ISO 8601 stamps in one format sort by time).
+        """
         where, params = ["project_id = ?"], [project.id]
+        for clause, bound in (("created_at >= ?", created_after), ("created_at < ?", created_before),
+                              ("timestamp >= ?", timestamp_from), ("timestamp < ?", timestamp_to)):
+            if bound is not None:
+                where.append(clause)
+                params.append(bound)
         if status:
             where.append(f"status IN ({', '.join('?' * len(status))})")
             params.extend(status)
@@ -743,3 +774,304 @@ class Store:
         )
         return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
 
+
+    # -- results-file loops ---------------------------------------------------------------
+    #
+    # What lineage.loops (autoresearch-style results files: import, watch, record, plot)
+    # needs beyond the reads above: the next free number, the branch tip, a pass that
+    # refreshes delta_vs_best after a row was rewritten in place, and the plot's points.
+
+    def next_exp_number(self, conn: Connection, project: Project) -> int:
+        """One more than the largest all-digit exp_id (the next number ``record`` gives)."""
+        row = self._execute(conn, "SELECT next_exp_number FROM projects WHERE id = ?", (project.id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def last_with_status(self, conn: Connection, project: Project, statuses: Sequence[str]) -> Trial | None:
+        """The latest trial (by seq) whose status is one of ``statuses``."""
+        return self._trial_where(
+            conn, f"project_id = ? AND status IN ({self._in(statuses)}) ORDER BY seq DESC LIMIT 1",
+            (project.id, *statuses),
+        )
+
+    def metric_rows_from(
+        self, conn: Connection, project: Project, seq: int
+    ) -> list[tuple[str, int, str, float | None, float | None]]:
+        """``(exp_id, seq, status, core_metric, delta_vs_best)`` of the trials from ``seq`` on."""
+        cursor = self._execute(
+            conn,
+            "SELECT exp_id, seq, status, core_metric, delta_vs_best FROM trials WHERE project_id = ? AND seq >= ? "
+            "ORDER BY seq",
+            (project.id, seq),
+        )
+        return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
+
+    def set_deltas(self, conn: Connection, project: Project, deltas: Sequence[tuple[float | None, str]]) -> None:
+        """Store ``(delta_vs_best, exp_id)`` pairs and bump the project's revision."""
+        if not deltas:
+            return
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.executemany(
+                self._sql("UPDATE trials SET delta_vs_best = ? WHERE project_id = ? AND exp_id = ?"),
+                [(delta, project.id, exp_id) for delta, exp_id in deltas],
+            )
+        finally:
+            cursor.close()
+        self.advance_counters(conn, project, rows=0, exp_number=0)
+
+    def plot_rows(self, conn: Connection, project: Project) -> list[tuple[int, str, str, float | None, str]]:
+        """``(seq, exp_id, status, core_metric, hypothesis)`` of every trial, in seq order."""
+        cursor = self._execute(
+            conn,
+            "SELECT seq, exp_id, status, core_metric, hypothesis FROM trials WHERE project_id = ? ORDER BY seq",
+            (project.id,),
+        )
+        return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
+
+    # -- tokens / telemetry / idempotency -------------------------------------------------
+    #
+    # What the HTTP API adds: bearer tokens (lineage.auth), idempotency keys of trial
+    # creations and telemetry batches, and the telemetry points of trials
+    # (lineage.telemetry). Driver-level SQL like the hot paths above.
+
+    def db_time(self, value: datetime) -> Any:
+        """``value`` in the form the driver compares with stored times (UTC text on SQLite)."""
+        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f") if self.sqlite else value
+
+    def project_revision(self, conn: Connection, slug: str) -> int:
+        """The project's revision alone (one indexed look-up: what an ETag check costs)."""
+        row = self._execute(conn, "SELECT revision FROM projects WHERE slug = ?", (slug,)).fetchone()
+        if row is None:
+            raise NotFound("project", slug, field="project")
+        return int(row[0])
+
+    def project_counters(self, conn: Connection, project: Project) -> tuple[int, int]:
+        """``(next_seq, next_exp_number)`` of the project as this transaction sees them."""
+        row = self._execute(conn, "SELECT next_seq, next_exp_number FROM projects WHERE id = ?", (project.id,)).fetchone()
+        if row is None:
+            raise NotFound("project", project.slug, field="project")
+        return int(row[0]), int(row[1])
+
+    def delete_project(self, conn: Connection, project: Project) -> None:
+        """Delete the project; its trials, their telemetry and its idempotency keys go with it
+        (``ON DELETE CASCADE`` foreign keys)."""
+        self._execute(conn, "DELETE FROM projects WHERE id = ?", (project.id,))
+
+    # tokens
+
+    _TOKEN_COLUMNS = "id, name, role, token_hash, created_at, last_used_at, revoked_at"
+
+    def _token_row(self, row: Sequence[Any] | None) -> tuple[Any, ...] | None:
+        if row is None:
+            return None
+        id_, name, role, token_hash, created, used, revoked = row
+        return (id_, name, role, token_hash, _stamp(created), _stamp(used), _stamp(revoked))
+
+    def insert_token(self, conn: Connection, *, name: str, role: str, token_hash: str) -> tuple[Any, ...]:
+        """Store a token; a revoked token of the same name gives its name up, an active one
+        is a :class:`Conflict`. Returns the row (see :meth:`token_by_hash`)."""
+        row = self._execute(conn, "SELECT revoked_at FROM api_tokens WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            if row[0] is None:
+                raise Conflict(f"a token named {name!r} already exists; revoke it first or choose another name",
+                               field="name")
+            self._execute(conn, "DELETE FROM api_tokens WHERE name = ?", (name,))
+        self._execute(
+            conn, "INSERT INTO api_tokens (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
+            (name, role, token_hash, self._now()),
+        )
+        return self.token_by_hash(conn, token_hash)  # type: ignore[return-value]
+
+    def token_by_hash(self, conn: Connection | None, token_hash: str) -> tuple[Any, ...] | None:
+        """``(id, name, role, token_hash, created_at, last_used_at, revoked_at)`` or None.
+        ``conn=None``: one statement on its own (:meth:`peek`)."""
+        sql = f"SELECT {self._TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = ?"
+        row = self.peek(sql, (token_hash,)) if conn is None else self._execute(conn, sql, (token_hash,)).fetchone()
+        return self._token_row(row)
+
+    def peek(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """The first row of one read statement run on its own, outside a transaction of
+        ours: SQLite runs it in autocommit, PostgreSQL in its own transaction (ended when
+        the pool takes the connection back). For the per-request checks of the API, where
+        a BEGIN/COMMIT pair through SQLAlchemy costs more than the indexed look-up."""
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            try:
+                cursor.execute(self._sql(sql), params)
+                return cursor.fetchone()
+            finally:
+                cursor.close()
+        finally:
+            raw.close()
+
+    def tokens(self, conn: Connection) -> list[tuple[Any, ...]]:
+        rows = self._execute(conn, f"SELECT {self._TOKEN_COLUMNS} FROM api_tokens ORDER BY name").fetchall()
+        return [self._token_row(row) for row in rows]  # type: ignore[misc]
+
+    def revoke_token(self, conn: Connection, name: str) -> None:
+        cursor = self._execute(
+            conn, "UPDATE api_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", (self._now(), name)
+        )
+        if cursor.rowcount == 0:
+            row = self._execute(conn, "SELECT 1 FROM api_tokens WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise NotFound("token", name, field="name")
+
+    def touch_token(self, conn: Connection, token_id: int, *, not_since: datetime) -> None:
+        """Record a use of the token, unless one was recorded after ``not_since``."""
+        self._execute(
+            conn,
+            "UPDATE api_tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
+            (self._now(), token_id, self.db_time(not_since)),
+        )
+
+    def active_token_exists(self, conn: Connection | None = None) -> bool:
+        """Whether an unrevoked token exists (``conn=None``: :meth:`peek`)."""
+        sql = "SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1"
+        return (self.peek(sql) if conn is None else self._execute(conn, sql).fetchone()) is not None
+
+    # idempotency keys
+
+    def find_key(self, conn: Connection, project: Project, scope: str, key: str) -> tuple[str, str, dict[str, Any]] | None:
+        """``(exp_id, body_hash, result)`` stored for ``key``, or None."""
+        row = self._execute(
+            conn, "SELECT exp_id, body_hash, result FROM idempotency_keys WHERE project_id = ? AND scope = ? AND key = ?",
+            (project.id, scope, key),
+        ).fetchone()
+        if row is None:
+            return None
+        result = row[2]
+        if isinstance(result, str):
+            result = json.loads(result)
+        return row[0], row[1], dict(result or {})
+
+    def claim_key(
+        self, conn: Connection, project: Project, scope: str, key: str, *, exp_id: str, body_hash: str,
+        result: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Store ``key``; False when it is already stored (then nothing changes).
+
+        On PostgreSQL a concurrent transaction holding the same key makes this wait for
+        it to end, so exactly one of two racing writers claims the key.
+        """
+        marks = "?, ?, ?, ?, ?, ?, ?" if self.sqlite else "?, ?, ?, ?, ?, CAST(? AS jsonb), ?"
+        cursor = self._execute(
+            conn,
+            f"INSERT INTO idempotency_keys (project_id, scope, key, exp_id, body_hash, result, created_at) "
+            f"VALUES ({marks}) ON CONFLICT (project_id, scope, key) DO NOTHING",
+            (project.id, scope, key, exp_id, body_hash, _json_text(result or {}), self._now()),
+        )
+        return cursor.rowcount == 1
+
+    def set_key_result(self, conn: Connection, project: Project, scope: str, key: str, result: Mapping[str, Any]) -> None:
+        mark = "?" if self.sqlite else "CAST(? AS jsonb)"
+        self._execute(
+            conn, f"UPDATE idempotency_keys SET result = {mark} WHERE project_id = ? AND scope = ? AND key = ?",
+            (_json_text(result), project.id, scope, key),
+        )
+
+    # telemetry
+
+    def trial_row_id(self, conn: Connection, project: Project, exp_id: str) -> int:
+        row = self._execute(conn, "SELECT id FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, exp_id)).fetchone()
+        if row is None:
+            raise NotFound("trial", f"{project.slug}/{exp_id}", field="exp_id")
+        return int(row[0])
+
+    def insert_points(self, conn: Connection, trial_id: int, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Insert ``(step, turn, name, value, wall_time)`` rows of one trial: ``executemany``
+        on SQLite, ``COPY`` on PostgreSQL."""
+        raw = conn.connection.driver_connection
+        if self.sqlite:
+            cursor = raw.cursor()  # type: ignore[union-attr]
+            try:
+                cursor.executemany(
+                    "INSERT INTO telemetry_points (trial_id, step, turn, name, value, wall_time) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(trial_id, *row) for row in rows],
+                )
+            finally:
+                cursor.close()
+        else:
+            with raw.cursor() as cursor:  # type: ignore[union-attr]
+                with cursor.copy("COPY telemetry_points (trial_id, step, turn, name, value, wall_time) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row((trial_id, *row))
+        return len(rows)
+
+    @staticmethod
+    def _telemetry_where(
+        trial_id: int, names: Sequence[str] | None, step_min: int | None, step_max: int | None
+    ) -> tuple[str, list[Any]]:
+        where, params = ["trial_id = ?"], [trial_id]
+        if names:
+            where.append(f"name IN ({', '.join('?' * len(names))})")
+            params.extend(names)
+        if step_min is not None:
+            where.append("step >= ?")
+            params.append(step_min)
+        if step_max is not None:
+            where.append("step <= ?")
+            params.append(step_max)
+        return " AND ".join(where), params
+
+    def telemetry_series(
+        self, conn: Connection, trial_id: int, *, names: Sequence[str] | None = None,
+        step_min: int | None = None, step_max: int | None = None,
+    ) -> list[tuple[str, int, int, int, int]]:
+        """``(name, turn, count, first step, last step)`` of each series, by name and turn."""
+        where, params = self._telemetry_where(trial_id, names, step_min, step_max)
+        cursor = self._execute(
+            conn,
+            f"SELECT name, turn, COUNT(*), MIN(step), MAX(step) FROM telemetry_points WHERE {where} "
+            "GROUP BY name, turn ORDER BY name, turn",
+            params,
+        )
+        return [(name, int(turn), int(n), int(lo), int(hi)) for name, turn, n, lo, hi in cursor.fetchall()]
+
+    def telemetry_points(
+        self, conn: Connection, trial_id: int, name: str, turn: int, *, step_min: int | None = None,
+        step_max: int | None = None,
+    ) -> list[tuple[int, float]]:
+        """``(step, value)`` of one series in step order (insertion order among equal steps)."""
+        where, params = self._telemetry_where(trial_id, [name], step_min, step_max)
+        cursor = self._execute(
+            conn, f"SELECT step, value FROM telemetry_points WHERE {where} AND turn = ? ORDER BY step, id", (*params, turn)
+        )
+        return cursor.fetchall()
+
+    def telemetry_buckets(
+        self, conn: Connection, trial_id: int, name: str, turn: int, *, first: int, last: int, buckets: int,
+    ) -> list[tuple[int, int, float, float, float, int]]:
+        """One series cut into ``buckets`` equal-width step ranges from ``first`` to ``last``:
+        ``(first step, last step, min, max, mean, count)`` of each non-empty bucket, in order."""
+        width = last - first + 1
+        where, params = self._telemetry_where(trial_id, [name], first, last)
+        cursor = self._execute(
+            conn,
+            f"SELECT (step - ?) * ? / ? AS bucket, MIN(step), MAX(step), MIN(value), MAX(value), AVG(value), COUNT(*) "
+            f"FROM telemetry_points WHERE {where} AND turn = ? GROUP BY 1 ORDER BY 1",
+            (first, buckets, width, *params, turn),
+        )
+        return [(int(lo), int(hi), float(vmin), float(vmax), float(mean), int(n))
+                for _, lo, hi, vmin, vmax, mean, n in cursor.fetchall()]
+
+    def telemetry_aggregates(
+        self, conn: Connection, trial_id: int, names: Sequence[str], *, turn: int = -1
+    ) -> dict[str, tuple[int, float, float, float, float]]:
+        """``name -> (count, mean, min, max, mean of squares)`` over the series ``(name, turn)``."""
+        where, params = self._telemetry_where(trial_id, names, None, None)
+        cursor = self._execute(
+            conn,
+            f"SELECT name, COUNT(*), AVG(value), MIN(value), MAX(value), AVG(value * value) FROM telemetry_points "
+            f"WHERE {where} AND turn = ? GROUP BY name",
+            (*params, turn),
+        )
+        return {name: (int(n), float(mean), float(lo), float(hi), float(sq)) for name, n, mean, lo, hi, sq in cursor.fetchall()}
+
+    def telemetry_count(self, conn: Connection, trial_id: int) -> tuple[int, int]:
+        """``(points, largest point id)`` of the trial: what a telemetry ETag derives from."""
+        row = self._execute(conn, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM telemetry_points WHERE trial_id = ?",
+                            (trial_id,)).fetchone()
+        return int(row[0]), int(row[1])

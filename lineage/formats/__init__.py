@@ -6,10 +6,10 @@ A format is four things (:class:`Format`): a ``name``, ``sniff(first_line) -> bo
 one transaction, so a bad row imports nothing) and ``write(trials, stream, **options)
 -> int`` (rows written; ``None`` for an import-only format).
 
-Registered here: ``fieldkit`` (:mod:`lineage.formats.fieldkit`). Formats to come
-(``autoresearch``, ``generic``) are added with :func:`register`; :func:`detect_format`
-tries the registered ``sniff`` functions in registration order, so register the most
-specific formats first.
+Registered here, in this order: ``fieldkit`` (:mod:`lineage.formats.fieldkit`), then
+``autoresearch`` and ``generic`` (:mod:`lineage.formats.autoresearch`: results tables whose
+columns are inferred per file; :class:`TableFormat`). :func:`detect_format` tries the
+registered ``sniff`` functions in registration order, so the most specific come first.
 
 Streams are text, UTF-8, opened with ``newline=""`` (see
 :func:`lineage.formats.fieldkit.open_results`).
@@ -93,5 +93,53 @@ register(
         read=_fieldkit.read_trials,
         write=_fieldkit.write_trials,
         extensions=_fieldkit.EXTENSIONS,
+    )
+)
+
+
+# -- results tables of autoresearch-style loops (tried after fieldkit) ----------------------
+
+from lineage.formats import autoresearch as _autoresearch  # noqa: E402
+
+
+@dataclass(frozen=True, slots=True)
+class TableFormat(Format):
+    """A format whose columns are inferred per file. Importing needs the project (the
+    layout goes into its settings, the direction may be inferred), so
+    ``Ledger.import_file`` hands such a format's files to ``import_file``
+    (:func:`lineage.loops.import_stream`); ``write`` takes ``layout=``."""
+
+    import_file: Callable[..., Any] | None = None
+
+
+def _table_import(name: str) -> Callable[..., Any]:
+    def import_file(ledger: Any, project_slug: str, stream: Any, **kwargs: Any) -> Any:
+        from lineage.loops import import_stream
+
+        return import_stream(ledger, project_slug, stream, fmt=name, **kwargs)
+
+    return import_file
+
+
+register(
+    TableFormat(
+        name=_autoresearch.NAME,
+        description=_autoresearch.DESCRIPTION,
+        sniff=_autoresearch.sniff,
+        read=_autoresearch.read_trials,
+        write=_autoresearch.write_trials,
+        extensions=(".tsv",),
+        import_file=_table_import(_autoresearch.NAME),
+    )
+)
+register(
+    TableFormat(
+        name=_autoresearch.GENERIC,
+        description=_autoresearch.GENERIC_DESCRIPTION,
+        sniff=_autoresearch.sniff_generic,
+        read=_autoresearch._read_generic,
+        write=_autoresearch.write_trials,
+        extensions=(".tsv", ".csv"),
+        import_file=_table_import(_autoresearch.GENERIC),
     )
 )

@@ -562,7 +562,7 @@ def test_registry_serves_fieldkit_by_name_and_by_header() -> None:
     assert FORMATS["fieldkit"] is fk and isinstance(fk, Format)
     assert fk.read is fmt.read_trials and fk.write is fmt.write_trials
     assert detect_format(HEADER_LINE) is fk
-    assert detect_format("commit\tval_bpb\n") is None
+    assert detect_format("commit\tval_bpb\n") is not fk  # autoresearch's header (lineage.formats.autoresearch)
     out = io.StringIO(newline="")
     assert fk.write_trials(fk.read_trials(io.StringIO(tsv(good_row()), newline="")), out) == 1
 

@@ -8,7 +8,6 @@ the same trials. No database is involved (the renderer is pure).
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -562,27 +561,3 @@ def test_fieldkit_quirk_a_bare_carriage_return_breaks_its_tsv(tmp_path: Path) ->
     # csv.writer with lineterminator="\n" leaves a lone \r unquoted; reading splits the row.
     with pytest.raises(ValueError):
         _fieldkit(trials, case, tmp_path)
-
-
-# -- speed ------------------------------------------------------------------------------------------
-
-
-def test_rendering_a_full_view_is_fast() -> None:
-    # A view as the service builds it from a large project: the size of the project does
-    # not matter to the renderer, only the ~120 trials the view holds.
-    trials = random_sweep(random.Random(1), 400, lower_is_better=True, hostile=True)
-    kept = [t for t in trials if t.status is FailureLabel.KEEP][:20]
-    view = PromptView(
-        best=trials[-1],
-        chain=tuple(trials[:60]),
-        top_kept=tuple(kept),
-        recent=tuple(trials[-30:]),
-        recent_full=tuple(trials[-10:]),
-    )
-    batches = []
-    for _ in range(5):  # best of five batches: robust to a busy machine
-        start = time.perf_counter()
-        for _ in range(40):
-            render_prompt(view, specialist="s", timestamp="t")
-        batches.append((time.perf_counter() - start) / 40)
-    assert min(batches) < 0.005, f"{min(batches) * 1e3:.2f} ms per render"

@@ -1,0 +1,272 @@
+"""What the handlers return: ledger values as JSON, TSV and Markdown responses, ETags.
+
+ETags (weak) of the prompt, the knowledge block and a project derive from the
+project's ``revision`` -- bumped by every write to the project, in the database, so all
+server instances on one database agree -- plus everything else the body depends on
+(the query arguments, the base URL a wrapped prompt names, the default wrapper's text):
+``W/"<revision>-<digest>"``. ``If-None-Match`` with that tag gets 304 after one indexed
+query, without reading a trial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from datetime import datetime
+from typing import Any, Iterable, Iterator
+from urllib.parse import quote
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from api import schemas
+from lineage.domain import Project, Trial
+from lineage.errors import InvalidInput
+from lineage.formats.fieldkit import write_trials
+from lineage.service import Ledger, RecordResult, default_prompt_template
+
+TSV = "text/tab-separated-values; charset=utf-8"
+MARKDOWN = "text/markdown; charset=utf-8"
+
+
+# -- plain conversions ------------------------------------------------------------------------
+
+
+def project_json(project: Project) -> dict[str, Any]:
+    out = project.to_dict()
+    out.pop("id", None)
+    return out
+
+
+def trial_json(trial: Trial) -> dict[str, Any]:
+    return trial.to_dict()
+
+
+def record_json(result: RecordResult) -> dict[str, Any]:
+    return {
+        "trial": trial_json(result.trial),
+        "created": result.created,
+        "is_new_best": result.is_new_best,
+        "best_before": result.best_before.exp_id if result.best_before is not None else None,
+    }
+
+
+def trial_url(request: Request, slug: str, exp_id: str) -> str:
+    return f"/api/v1/projects/{quote(slug, safe='')}/trials/{quote(exp_id, safe='')}"
+
+
+def recorded(request: Request, slug: str, result: RecordResult) -> JSONResponse:
+    """201 with ``Location`` for a new trial, 200 for one that was already stored."""
+    return JSONResponse(
+        record_json(result),
+        status_code=201 if result.created else 200,
+        headers={"Location": trial_url(request, slug, result.trial.exp_id)},
+    )
+
+
+def project_created(project: Project) -> JSONResponse:
+    return JSONResponse(project_json(project), status_code=201,
+                        headers={"Location": f"/api/v1/projects/{quote(project.slug, safe='')}"})
+
+
+# -- ETags ------------------------------------------------------------------------------------
+
+
+def etag(revision: int, *parts: Any) -> str:
+    digest = hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:16]
+    return f'W/"{revision}-{digest}"'
+
+
+def matches(if_none_match: str | None, tag: str) -> bool:
+    """Weak comparison (RFC 9110 8.8.3.2) of ``tag`` with an ``If-None-Match`` list."""
+    if not if_none_match:
+        return False
+    wanted = tag.removeprefix("W/")
+    for candidate in if_none_match.split(","):
+        candidate = candidate.strip()
+        if candidate == "*" or candidate.removeprefix("W/") == wanted:
+            return True
+    return False
+
+
+def not_modified(tag: str) -> Response:
+    return Response(status_code=304, headers={"ETag": tag, "Cache-Control": "no-cache"})
+
+
+_WRAPPER_VERSION: str | None = None
+
+
+def _wrapper_version() -> str:
+    global _WRAPPER_VERSION
+    if _WRAPPER_VERSION is None:
+        _WRAPPER_VERSION = hashlib.sha256(default_prompt_template().encode("utf-8")).hexdigest()[:12]
+    return _WRAPPER_VERSION
+
+
+def base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+# -- prompt and knowledge ---------------------------------------------------------------------
+
+
+def prompt(request: Request, ledger: Ledger, slug: str, args: schemas.PromptQuery, if_none_match: str | None) -> Response:
+    root = None if args.raw else base_url(request)
+    key = ("prompt", slug, args.model_dump_json(), root, None if args.raw else _wrapper_version())
+    if if_none_match:
+        tag = etag(ledger.project_revision(slug), *key)
+        if matches(if_none_match, tag):
+            return not_modified(tag)
+    project, text = ledger.prompt_document(
+        slug, specialist=args.specialist, top_k=args.top_k, recent_n=args.recent_n, last_m=args.last_m,
+        timestamp=args.timestamp, wrap=not args.raw, base_url=root,
+    )
+    return Response(text.encode("utf-8"), media_type=MARKDOWN,
+                    headers={"ETag": etag(project.revision, *key), "Cache-Control": "no-cache"})
+
+
+def knowledge(request: Request, ledger: Ledger, slug: str, args: schemas.KnowledgeQuery, if_none_match: str | None) -> Response:
+    key = ("knowledge", slug, args.model_dump_json())
+    if if_none_match:
+        tag = etag(ledger.project_revision(slug), *key)
+        if matches(if_none_match, tag):
+            return not_modified(tag)
+    headers = {"Cache-Control": "no-cache"}
+    if args.format == "json":
+        project, data = ledger.knowledge_data(slug, recent_n=args.recent_n)
+        headers["ETag"] = etag(project.revision, *key)
+        return JSONResponse({
+            "project": project.slug, "revision": project.revision, "metric_name": project.metric_name,
+            "lower_is_better": project.lower_is_better,
+            "best": trial_json(data.best) if data.best is not None else None,
+            "chain": [trial_json(t) for t in data.chain], "recent": [trial_json(t) for t in data.recent],
+        }, headers=headers)
+    project, text = ledger.knowledge_document(slug, recent_n=args.recent_n, last_m=args.last_m)
+    headers["ETag"] = etag(project.revision, *key)
+    return Response(text.encode("utf-8"), media_type=MARKDOWN, headers=headers)
+
+
+def project_response(project: Project, if_none_match: str | None) -> Response:
+    tag = etag(project.revision, "project", project.slug)
+    if matches(if_none_match, tag):
+        return not_modified(tag)
+    return JSONResponse(project_json(project), headers={"ETag": tag, "Cache-Control": "no-cache"})
+
+
+# -- trials listing ---------------------------------------------------------------------------
+
+
+def _time(name: str, raw: str | None) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(name, f"must be an ISO 8601 time, got {raw!r}") from None
+
+
+def wants_tsv(request: Request, args: schemas.TrialFilters) -> bool:
+    if args.format is not None:
+        return args.format == "tsv"
+    accept = request.headers.get("accept", "")
+    return "text/tab-separated-values" in accept and "application/json" not in accept
+
+
+def trials(request: Request, ledger: Ledger, slug: str, args: schemas.TrialFilters) -> Response:
+    query = ledger.trials_query(
+        slug, sort=args.sort, descending=args.order == "desc", cursor=args.cursor, limit=args.limit,
+        count=args.count, status=args.status, specialist=args.specialist, domain=args.domain, parent=args.parent,
+        metric_min=args.metric_min, metric_max=args.metric_max, text_query=args.q,
+        created_after=_time("created_after", args.created_after), created_before=_time("created_before", args.created_before),
+        timestamp_from=args.timestamp_from, timestamp_to=args.timestamp_to,
+    )
+    headers: dict[str, str] = {}
+    if query.next_cursor:
+        headers["X-Next-Cursor"] = query.next_cursor
+        headers["Link"] = f'<{_next_url(request, query.next_cursor)}>; rel="next"'
+    if query.page.total is not None:
+        headers["X-Total-Count"] = str(query.page.total)
+    if wants_tsv(request, args):
+        out = io.StringIO(newline="")
+        write_trials(query.page.trials, out, extended=args.extended)
+        return Response(out.getvalue().encode("utf-8"), media_type=TSV, headers=headers)
+    body = {"items": [trial_json(t) for t in query.page.trials], "next_cursor": query.next_cursor,
+            "total": query.page.total}
+    return JSONResponse(body, headers=headers)
+
+
+def _next_url(request: Request, cursor: str) -> str:
+    params = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor"] + [("cursor", cursor)]
+    from urllib.parse import urlencode
+
+    return f"{request.url.path}?{urlencode(params)}"
+
+
+def tsv_download(ledger: Ledger, slug: str, extended: bool) -> StreamingResponse:
+    """Every trial of the project as one TSV, streamed from one read transaction."""
+    ledger.project(slug)  # an unknown project is a 404 before the stream starts
+    return StreamingResponse(
+        _tsv_chunks(ledger.stream_trials(slug), extended), media_type=TSV,
+        headers={"Content-Disposition": f'attachment; filename="{slug}.tsv"'},
+    )
+
+
+def _tsv_chunks(rows: Iterable[Trial], extended: bool, batch: int = 2_000) -> Iterator[bytes]:
+    """``write_trials`` over batches: the header once, then each batch's rows."""
+    header_length: int | None = None
+    chunk: list[Trial] = []
+
+    def render(items: list[Trial]) -> bytes:
+        nonlocal header_length
+        out = io.StringIO(newline="")
+        write_trials(items, out, extended=extended)
+        text = out.getvalue()
+        if header_length is None:
+            header_length = text.index("\n") + 1
+            return text.encode("utf-8")
+        return text[header_length:].encode("utf-8")
+
+    for trial in rows:
+        chunk.append(trial)
+        if len(chunk) >= batch:
+            yield render(chunk)
+            chunk = []
+    if chunk or header_length is None:
+        yield render(chunk)
+
+
+# -- telemetry --------------------------------------------------------------------------------
+
+
+def ingest_telemetry(ledger: Ledger, slug: str, exp_id: str, body: bytes, key: str | None) -> JSONResponse:
+    """Validate a batch from its JSON bytes (pydantic-core, no model per point) and store it."""
+    from pydantic import ValidationError
+
+    from lineage import telemetry
+
+    try:
+        batch = schemas.TELEMETRY_BATCH.validate_json(body)
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+    rows = telemetry.rows_from_valid(batch["points"])
+    return telemetry_accepted(telemetry.ingest(ledger, slug, exp_id, rows, key=batch.get("batch_id") or key))
+
+
+def telemetry_accepted(result: Any) -> JSONResponse:
+    """201 for a stored batch, 200 for a replay (nothing stored this time)."""
+    return JSONResponse({"accepted": result.accepted, "replayed": result.replayed, "batch_id": result.key},
+                        status_code=200 if result.replayed else 201)
+
+
+def telemetry_series(ledger: Ledger, slug: str, exp_id: str, args: schemas.TelemetryQuery, if_none_match: str | None) -> Response:
+    from lineage import telemetry
+
+    found, (points, last_id) = telemetry.series(
+        ledger, slug, exp_id, names=args.name, step_min=args.step_min, step_max=args.step_max, max_points=args.max_points,
+    )
+    tag = etag(points, "telemetry", slug, exp_id, last_id, args.model_dump_json())
+    if matches(if_none_match, tag):
+        return not_modified(tag)
+    body = {"exp_id": exp_id, "points": points, "max_points": args.max_points, "series": [s.to_dict() for s in found]}
+    return JSONResponse(body, headers={"ETag": tag, "Cache-Control": "no-cache"})

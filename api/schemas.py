@@ -1,0 +1,381 @@
+"""The API's request and response bodies (pydantic 2).
+
+Request bodies forbid unknown fields (``extra="forbid"``): a misspelt field is a 422
+naming it, never silently dropped. Types are checked here; the ledger's rules (lengths,
+finiteness, references, statuses) are checked once, by ``lineage.domain`` and
+``lineage.service``, and come back as 422 problems naming the field.
+
+Every text that reaches the database goes through :data:`Text`: no NUL character and
+no lone surrogate (PostgreSQL refuses the first, UTF-8 the second), so such input is a
+422 on every backend rather than a driver error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from typing_extensions import NotRequired, TypedDict
+
+from lineage import telemetry
+from lineage.domain import FailureLabel
+
+
+def _clean_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (it holds a lone surrogate)") from None
+    return value
+
+
+def _clean_json(value: Any, depth: int = 0) -> Any:
+    if depth > 32:
+        raise ValueError("is nested too deeply (limit 32)")
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("must hold finite numbers only")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _clean_text(key)
+            _clean_json(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _clean_json(item, depth + 1)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_clean_text)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_clean_json)]
+BestPolicyName = Literal["kept", "fieldkit"]
+RoleName = Literal["reader", "writer", "admin"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- projects ---------------------------------------------------------------------------------
+
+
+class ProjectCreate(Strict):
+    slug: Text = Field(description="URL name: a-z, 0-9, '-', '_', '.' (at most 100)")
+    title: Text = ""
+    metric_name: Text = Field("core_metric", description="What core_metric measures (shown in the prompt)")
+    lower_is_better: bool = True
+    best_policy: BestPolicyName = "kept"
+    prompt_template: Text | None = Field(None, description="Jinja2 wrapper of the agent prompt; null: the default")
+
+
+class ProjectUpdate(Strict):
+    """Fields to change; omitted fields stay. ``prompt_template: null`` restores the default."""
+
+    title: Text = Field(None)  # type: ignore[assignment]
+    metric_name: Text = Field(None)  # type: ignore[assignment]
+    lower_is_better: bool = Field(None)  # type: ignore[assignment]
+    best_policy: BestPolicyName = Field(None)  # type: ignore[assignment]
+    prompt_template: Text | None = None
+
+
+class ProjectOut(BaseModel):
+    slug: str
+    title: str
+    metric_name: str
+    lower_is_better: bool
+    best_policy: str
+    prompt_template: str | None
+    source_format: str | None
+    settings: dict[str, Any]
+    revision: int
+    trial_count: int
+    created_at: str | None
+    updated_at: str | None
+
+
+# -- trials -----------------------------------------------------------------------------------
+
+
+class TrialCreate(Strict):
+    """A trial to record. ``exp_id`` omitted: the next number is allocated.
+    ``delta_vs_best`` is computed by the server; a value sent here is ignored."""
+
+    exp_id: Text | None = None
+    timestamp: Text | None = ""
+    specialist: Text | None = ""
+    parent_exp: Text | None = ""
+    baseline_exp: Text | None = ""
+    domain: Text | None = ""
+    hypothesis: Text | None = ""
+    expected_delta: Text | None = ""
+    status: FailureLabel
+    core_metric: float | None = None
+    val_bpb: float | None = None
+    delta_vs_best: float | None = Field(None, description="Ignored: the server computes it")
+    train_s: float | None = None
+    total_s: float | None = None
+    job_name: Text | None = ""
+    snapshot_path: Text | None = ""
+    notes: Text | None = ""
+    ig_clip_scale_mean: float | None = None
+    ig_clip_scale_std: float | None = None
+    ig_clip_scale_min: float | None = None
+    ig_clip_scale_max: float | None = None
+    ig_clip_scale_frac_low: float | None = None
+    ig_clip_scale_frac_high: float | None = None
+    extra: JsonObject = Field(default_factory=dict)
+
+
+class TrialUpdate(Strict):
+    """Fields to change after the run: status, metric, notes, timings, clip-scale statistics."""
+
+    status: FailureLabel = Field(None)  # type: ignore[assignment]
+    core_metric: float | None = None
+    val_bpb: float | None = None
+    notes: Text | None = None
+    train_s: float | None = None
+    total_s: float | None = None
+    job_name: Text | None = None
+    snapshot_path: Text | None = None
+    ig_clip_scale_mean: float | None = None
+    ig_clip_scale_std: float | None = None
+    ig_clip_scale_min: float | None = None
+    ig_clip_scale_max: float | None = None
+    ig_clip_scale_frac_low: float | None = None
+    ig_clip_scale_frac_high: float | None = None
+    extra: JsonObject = Field(None)  # type: ignore[assignment]
+
+
+class TrialOut(BaseModel):
+    exp_id: str
+    timestamp: str
+    specialist: str
+    parent_exp: str
+    baseline_exp: str
+    domain: str
+    hypothesis: str
+    expected_delta: str
+    status: str
+    core_metric: float | None
+    val_bpb: float | None
+    delta_vs_best: float | None
+    train_s: float | None
+    total_s: float | None
+    job_name: str
+    snapshot_path: str
+    notes: str
+    ig_clip_scale_mean: float | None
+    ig_clip_scale_std: float | None
+    ig_clip_scale_min: float | None
+    ig_clip_scale_max: float | None
+    ig_clip_scale_frac_low: float | None
+    ig_clip_scale_frac_high: float | None
+    extra: dict[str, Any]
+    seq: int | None
+    created_at: str | None
+    updated_at: str | None
+
+
+class RecordOut(BaseModel):
+    trial: TrialOut
+    #: False: the trial was already stored (a retry with the same exp_id or key)
+    created: bool
+    is_new_best: bool
+    best_before: str | None = Field(description="exp_id of the best before this trial")
+
+
+class TrialPage(BaseModel):
+    items: list[TrialOut]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last")
+    total: int | None = Field(description="Trials matching the filters (null when count=false)")
+
+
+class TrialFilters(Strict):
+    """Filters, order and page of the trials listing."""
+
+    status: list[Text] | None = Field(None, description="Any of these statuses (repeat the parameter)")
+    specialist: Text | None = None
+    domain: Text | None = None
+    parent: Text | None = Field(None, description="Children of this exp_id ('' for trials without a parent)")
+    metric_min: float | None = Field(None, allow_inf_nan=False)
+    metric_max: float | None = Field(None, allow_inf_nan=False)
+    q: Text | None = Field(None, description="Text in the hypothesis, notes or exp_id (case-insensitive)")
+    created_after: str | None = Field(None, description="Stored at or after this ISO 8601 time")
+    created_before: str | None = Field(None, description="Stored before this ISO 8601 time")
+    timestamp_from: Text | None = Field(None, description="Trial timestamp text >= this")
+    timestamp_to: Text | None = Field(None, description="Trial timestamp text < this")
+    sort: Literal["seq", "metric", "exp_id"] = "seq"
+    order: Literal["asc", "desc"] = "asc"
+    limit: int = Field(100, ge=1, le=1000)
+    cursor: Text | None = None
+    count: bool = True
+    format: Literal["json", "tsv"] | None = Field(None, description="tsv: the same rows as fieldkit TSV")
+    extended: bool = Field(False, description="TSV: add the clip-scale columns and extra")
+
+
+class LineageOut(BaseModel):
+    exp_id: str
+    #: root first, this trial last
+    chain: list[TrialOut]
+
+
+# -- telemetry --------------------------------------------------------------------------------
+
+
+class TelemetryPointIn(TypedDict):
+    """A point as sent; the constraints are ``lineage.telemetry``'s rules (its constants)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    step: Annotated[int, Field(ge=0, le=telemetry.MAX_STEP, description="Training step")]
+    turn: NotRequired[Annotated[int, Field(ge=0, le=telemetry.MAX_TURN)] | None]
+    name: Annotated[str, Field(min_length=1, max_length=telemetry.MAX_NAME, pattern=telemetry.NAME_PATTERN)]
+    value: Annotated[float, Field(allow_inf_nan=False)]
+    wall_time: NotRequired[Annotated[float, Field(allow_inf_nan=False)] | None]
+
+
+class TelemetryBatchIn(TypedDict):
+    """A batch of points. ``batch_id``: the client's id of the batch; a replay with the
+    same id (or ``Idempotency-Key``) inserts nothing."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    batch_id: NotRequired[Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[!-~]+$")] | None]
+    points: Annotated[list[TelemetryPointIn], Field(max_length=telemetry.MAX_BATCH_POINTS)]
+
+
+#: Validates a batch straight from the JSON bytes into dicts (in pydantic-core: about a
+#: third of the cost of building a model per point; telemetry comes 100,000 points a time).
+TELEMETRY_BATCH: TypeAdapter[TelemetryBatchIn] = TypeAdapter(TelemetryBatchIn)
+
+
+def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.rsplit("/", 1)[1]], defs)
+        return {k: _inline_refs(v, defs) for k, v in schema.items() if k != "$defs"}
+    if isinstance(schema, list):
+        return [_inline_refs(v, defs) for v in schema]
+    return schema
+
+
+def telemetry_batch_schema() -> dict[str, Any]:
+    """The JSON schema of a batch with its definitions inlined (for the OpenAPI document)."""
+    schema = TELEMETRY_BATCH.json_schema()
+    return _inline_refs(schema, schema.get("$defs", {}))
+
+
+class TelemetryAccepted(BaseModel):
+    accepted: int
+    replayed: bool
+    batch_id: str | None
+
+
+class SeriesOut(BaseModel):
+    name: str
+    turn: int | None
+    count: int
+    method: Literal["raw", "minmax"]
+    downsampled: bool
+    step: list[int]
+    value: list[float] | None = None
+    step_last: list[int] | None = None
+    min: list[float] | None = None
+    max: list[float] | None = None
+    mean: list[float] | None = None
+    n: list[int] | None = None
+
+
+class TelemetryOut(BaseModel):
+    exp_id: str
+    points: int
+    max_points: int
+    series: list[SeriesOut]
+
+
+class TelemetryQuery(Strict):
+    name: list[Text] | None = Field(None, description="Only these series names (repeat the parameter)")
+    step_min: int | None = Field(None, ge=0)
+    step_max: int | None = Field(None, ge=0)
+    max_points: int = Field(2000, ge=2, le=100_000, description="Above this a series is min/max-bucketed")
+
+
+class SummaryOut(BaseModel):
+    trial: TrialOut
+    derived: dict[str, float]
+
+
+# -- prompt and knowledge ---------------------------------------------------------------------
+
+
+class PromptQuery(Strict):
+    specialist: Text
+    top_k: int = Field(20, ge=0, le=100_000)
+    recent_n: int = Field(30, ge=1, le=100_000)
+    last_m: int = Field(10, ge=1, le=100_000)
+    timestamp: Text = ""
+    raw: bool = Field(False, description="true: exactly what `lineage prompt` prints, without the wrapper")
+
+
+class KnowledgeQuery(Strict):
+    recent_n: int = Field(30, ge=1, le=100_000)
+    last_m: int = Field(10, ge=1, le=100_000)
+    format: Literal["markdown", "json"] = "markdown"
+
+
+class KnowledgeOut(BaseModel):
+    project: str
+    revision: int
+    metric_name: str
+    lower_is_better: bool
+    best: TrialOut | None
+    chain: list[TrialOut]
+    recent: list[TrialOut]
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+class ImportQuery(Strict):
+    format: Literal["fieldkit", "autoresearch", "generic"] = "fieldkit"
+    create: bool = Field(False, description="Create the project when it does not exist")
+    lower_is_better: bool = True
+    best_policy: BestPolicyName = "kept"
+
+
+class ImportOut(BaseModel):
+    project: str
+    rows: int
+
+
+class ExportQuery(Strict):
+    extended: bool = False
+
+
+# -- tokens and operations --------------------------------------------------------------------
+
+
+class TokenCreate(Strict):
+    name: Text
+    role: RoleName
+
+
+class TokenOut(BaseModel):
+    name: str
+    role: str
+    created_at: str | None
+    last_used_at: str | None
+    revoked_at: str | None
+    active: bool
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="The secret: shown this once, stored only as a hash")
+
+
+class ReadyOut(BaseModel):
+    status: str
+    schema_revision: str
+    head: str

@@ -1,0 +1,169 @@
+"""Who may do what: each role against each class of endpoint, anonymous reads on and off,
+the open ledger without tokens, revocation, last-use throttling, the CLI, and secrets
+that never reach a log."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from api.cli import cli
+from lineage.auth import list_tokens, revoke_token, verify_token
+from lineage.service import Ledger
+from tests.api.conftest import API, LINEAGE, ROOT, assert_problem, bearer, free_port, make_client, new_project
+
+P = f"{API}/projects/p"
+TELEMETRY = {"points": [{"step": 1, "name": "kl", "value": 0.1}]}
+
+
+def _requests(n: int):  # type: ignore[no-untyped-def]
+    """One request of each endpoint class: (class, method, path, json body)."""
+    return [
+        ("read", "GET", f"{API}/projects", None),
+        ("read", "GET", f"{P}/trials", None),
+        ("read", "GET", f"{P}/prompt?specialist=s", None),
+        ("read", "GET", f"{P}/knowledge", None),
+        ("read", "GET", f"{P}/trials/000/telemetry", None),
+        ("write", "POST", f"{P}/trials", {"status": "discard", "exp_id": f"w{n}"}),
+        ("write", "PATCH", P, {"title": f"t{n}"}),
+        ("write", "POST", f"{P}/trials/000/telemetry", TELEMETRY),
+        ("admin", "GET", f"{API}/tokens", None),
+    ]
+
+
+@pytest.fixture
+def seeded(client: TestClient) -> TestClient:
+    new_project(client)
+    assert client.post(f"{P}/trials", json={"exp_id": "000", "status": "baseline", "core_metric": 1.0}).status_code == 201
+    return client
+
+
+@pytest.mark.parametrize("anonymous_read", [True, False])
+def test_role_matrix(seeded: TestClient, token_of, db_url: str, anonymous_read: bool) -> None:  # type: ignore[no-untyped-def]
+    tokens = {role: token_of(role) for role in ("reader", "writer", "admin")}
+    revoked = token_of("writer", "old")
+    revoke_token(seeded.app.state.ledger, "old")  # type: ignore[attr-defined]
+    principals = {"anonymous": None, **tokens, "revoked": revoked, "bogus": "llt_" + "x" * 43}
+    allowed = {
+        "anonymous": {"read"} if anonymous_read else set(),
+        "reader": {"read"},
+        "writer": {"read", "write"},
+        "admin": {"read", "write", "admin"},
+        "revoked": set(),
+        "bogus": set(),
+    }
+    with make_client(db_url, anonymous_read=anonymous_read) as client:
+        for n, (who, token) in enumerate(principals.items()):
+            headers = bearer(token) if token else {}
+            for kind, method, path, body in _requests(n):
+                response = client.request(method, path, json=body, headers=headers)
+                if kind in allowed[who]:
+                    assert response.status_code < 300, (who, kind, path, response.text)
+                else:
+                    expected = 403 if who in ("reader", "writer", "admin") else 401
+                    problem = assert_problem(response, expected)
+                    assert (expected == 401) == ("www-authenticate" in response.headers), (who, path)
+                    assert problem["code"] in ("unauthorized", "forbidden")
+
+
+def test_without_tokens_a_loopback_ledger_is_open_but_admin_needs_a_token(seeded: TestClient) -> None:
+    for n, (kind, method, path, body) in enumerate(_requests(0)):
+        response = seeded.request(method, path, json=body)
+        if kind == "admin":
+            assert_problem(response, 401)
+        else:
+            assert response.status_code < 300, (path, response.text)
+
+
+def test_a_malformed_authorization_header_is_401_even_where_reads_are_open(seeded: TestClient) -> None:
+    assert_problem(seeded.get(f"{API}/projects", headers={"Authorization": "Basic dXNlcjpwYXNz"}), 401)
+    assert_problem(seeded.get(f"{API}/projects", headers={"Authorization": "Bearer"}), 401)
+
+
+def test_tokens_over_http_are_admin_only_and_shown_once(seeded: TestClient, token_of) -> None:  # type: ignore[no-untyped-def]
+    admin = bearer(token_of("admin", "root"))
+    made = seeded.post(f"{API}/tokens", json={"name": "ci-trainer", "role": "writer"}, headers=admin)
+    assert made.status_code == 201 and made.json()["token"].startswith("llt_")
+    assert made.headers["cache-control"] == "no-store"
+    secret = made.json()["token"]
+    listed = seeded.get(f"{API}/tokens", headers=admin).json()
+    assert {t["name"]: t["role"] for t in listed} == {"ci-trainer": "writer", "root": "admin"}
+    assert secret not in str(listed)
+    assert seeded.post(f"{P}/trials", json={"status": "discard"}, headers=bearer(secret)).status_code == 201
+    assert_problem(seeded.post(f"{API}/tokens", json={"name": "ci-trainer", "role": "reader"}, headers=admin), 409, "name")
+    assert_problem(seeded.post(f"{API}/tokens", json={"name": "x", "role": "root"}, headers=admin), 422, "role")
+    assert seeded.delete(f"{API}/tokens/ci-trainer", headers=admin).status_code == 204
+    assert_problem(seeded.post(f"{P}/trials", json={"status": "discard"}, headers=bearer(secret)), 401)
+    assert_problem(seeded.delete(f"{API}/tokens/nobody", headers=admin), 404, "name")
+    again = seeded.post(f"{API}/tokens", json={"name": "ci-trainer", "role": "reader"}, headers=admin)
+    assert again.status_code == 201  # a revoked token's name can be taken again
+
+
+def test_last_use_is_recorded_at_most_once_a_minute(seeded: TestClient, token_of, engine) -> None:  # type: ignore[no-untyped-def]
+    ledger: Ledger = seeded.app.state.ledger  # type: ignore[attr-defined]
+    secret = token_of("reader", "r")
+    assert list_tokens(ledger)[0].last_used_at is None
+    seeded.get(f"{API}/projects", headers=bearer(secret))
+    first = list_tokens(ledger)[0].last_used_at
+    assert first is not None
+    seeded.get(f"{API}/projects", headers=bearer(secret))
+    assert list_tokens(ledger)[0].last_used_at == first
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE api_tokens SET last_used_at = :t"),
+                     {"t": ledger.store.db_time(datetime.now(timezone.utc) - timedelta(minutes=2))})
+    stale = list_tokens(ledger)[0].last_used_at
+    assert verify_token(ledger, secret) is not None
+    assert list_tokens(ledger)[0].last_used_at != stale
+
+
+def test_tokens_never_reach_a_log(db_url: str, ledger: Ledger, token_of, caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    secrets_ = [token_of("admin", "a"), token_of("writer", "w")]
+    bogus = "llt_" + "Q" * 43
+    caplog.set_level(logging.DEBUG)
+    with make_client(db_url, log_format="json", log_level="debug") as client:
+        new_project(client, headers=bearer(secrets_[1]))
+        client.get(f"{API}/projects", headers=bearer(secrets_[0]))
+        client.get(f"{API}/projects", headers=bearer(bogus))
+        client.get(f"{API}/projects?token={secrets_[0]}&access_token={bogus}")
+        made = client.post(f"{API}/tokens", json={"name": "new", "role": "reader"}, headers=bearer(secrets_[0]))
+        secrets_.append(made.json()["token"])
+        client.get(f"{P}/trials", headers={"Authorization": f"Bearer {secrets_[2]}"})
+    # every record of the server side (the test client's own httpx logger prints its URLs)
+    server = [r for r in caplog.records if not r.name.startswith(("httpx", "httpcore"))]
+    logged = capsys.readouterr().err + "".join(f"{r.getMessage()} {r.__dict__}" for r in server)
+    assert "GET /api/v1/projects" in logged
+    for secret in (*secrets_, bogus):
+        assert secret not in logged
+        assert secret[4:] not in logged
+
+
+def test_cli_tokens_create_list_revoke(db_url: str, ledger: Ledger) -> None:
+    made = CliRunner().invoke(cli, ["--db", db_url, "token", "create", "--role", "writer", "--name", "ci-trainer"],
+                              catch_exceptions=False)
+    assert made.exit_code == 0
+    secret = made.stdout.strip()
+    assert secret.startswith("llt_") and len(secret.splitlines()) == 1
+    assert "shown only this once" in made.stderr
+    assert verify_token(ledger, secret).role.value == "writer"  # type: ignore[union-attr]
+    listed = CliRunner().invoke(cli, ["--db", db_url, "token", "list"], catch_exceptions=False).output
+    assert "ci-trainer\twriter\tactive" in listed and secret not in listed
+    assert CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "ci-trainer"]).exit_code == 0
+    assert verify_token(ledger, secret) is None
+    missing = CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "nobody"])
+    assert missing.exit_code == 2 and "not found" in missing.stderr
+
+
+def test_serve_refuses_a_public_address_without_tokens(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    db = str(tmp_path / "open.db")
+    done = subprocess.run([*LINEAGE, "--db", db, "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "lineage token create" in lines[0] and "0.0.0.0" in lines[0]

@@ -1,0 +1,98 @@
+"""``lineage mcp`` driven by the MCP SDK's own stdio client: the six tools, backed by the
+same service as the HTTP API (what one face writes, the other reads)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
+from lineage.service import Ledger
+from tests.api.conftest import ROOT, make_client
+
+pytestmark = pytest.mark.slow
+
+
+def _lineage_command() -> list[str]:
+    script = Path(sys.executable).with_name("lineage")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("lineage")
+    return [found] if found else [sys.executable, "-m", "api.cli"]
+
+
+def _text(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def _session_run(db: str, steps: Any) -> Any:
+    command, *prefix = _lineage_command()
+    params = StdioServerParameters(command=command, args=[*prefix, "mcp", "--db", db], cwd=str(ROOT))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            return await steps(session)
+
+
+def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
+    db = str(tmp_path / "mcp.db")
+    ledger = Ledger.open(db)
+    ledger.create_project(**{**DEMO_PROJECT, "slug": "p"})
+    ledger.import_trials("p", iter(DEMO_TRIALS))
+    expected_prompt = ledger.render_prompt("p", specialist="agent-1", timestamp="t0")
+    expected_head = ledger.render_prompt("p", specialist="agent-1")
+    expected_knowledge = ledger.render_knowledge("p")
+
+    async def steps(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        out["tools"] = sorted(tool.name for tool in (await session.list_tools()).tools)
+        out["raw"] = _text(await session.call_tool("get_prompt", {"project": "p", "specialist": "agent-1",
+                                                                  "timestamp": "t0", "raw": True}))
+        out["wrapped"] = _text(await session.call_tool("get_prompt", {"project": "p", "specialist": "agent-1"}))
+        out["knowledge"] = _text(await session.call_tool("get_knowledge", {"project": "p"}))
+        out["knowledge_json"] = json.loads(_text(await session.call_tool("get_knowledge", {"project": "p",
+                                                                                            "format": "json"})))
+        trial = {"status": "keep", "core_metric": 99.0, "parent_exp": "004", "hypothesis": "via MCP",
+                 "delta_vs_best": -1000.0}
+        first = await session.call_tool("record_trial", {"project": "p", "trial": trial, "idempotency_key": "mcp-1"})
+        again = await session.call_tool("record_trial", {"project": "p", "trial": trial, "idempotency_key": "mcp-1"})
+        out["first"], out["again"] = first.structured_content, again.structured_content
+        out["updated"] = (await session.call_tool("update_trial", {"project": "p", "exp_id": "006",
+                                                                    "changes": {"notes": "checked"}})).structured_content
+        out["got"] = (await session.call_tool("get_trial", {"project": "p", "exp_id": "006"})).structured_content
+        page = (await session.call_tool("list_trials", {"project": "p", "limit": 4})).structured_content
+        rest = (await session.call_tool("list_trials", {"project": "p", "limit": 4,
+                                                        "cursor": page["next_cursor"]})).structured_content
+        out["listed"] = [t["exp_id"] for t in page["items"] + rest["items"]]
+        missing = await session.call_tool("get_trial", {"project": "p", "exp_id": "nope"})
+        bad = await session.call_tool("record_trial", {"project": "p", "trial": {"status": "exploded"}})
+        out["errors"] = (missing.is_error, _text(missing), bad.is_error, _text(bad))
+        return out
+
+    out = anyio.run(_session_run, db, steps)
+    assert out["tools"] == ["get_knowledge", "get_prompt", "get_trial", "list_trials", "record_trial", "update_trial"]
+    assert out["raw"] == expected_prompt
+    assert out["wrapped"].startswith(expected_head) and "Next exp_id: `006`" in out["wrapped"]
+    assert out["knowledge"] == expected_knowledge
+    assert out["knowledge_json"]["best"]["exp_id"] == "004"
+    assert out["first"]["created"] is True and out["again"]["created"] is False
+    assert out["first"]["trial"]["exp_id"] == out["again"]["trial"]["exp_id"] == "006"
+    best_metric = ledger.trial("p", "004").core_metric
+    assert out["first"]["trial"]["delta_vs_best"] == pytest.approx(99.0 - best_metric)  # not the -1000 sent
+    assert out["updated"]["notes"] == "checked" == out["got"]["notes"]
+    assert out["listed"] == ["000", "001", "002", "003", "004", "005", "006"]
+    missing_error, missing_text, bad_error, bad_text = out["errors"]
+    assert missing_error and '"code": "not-found"' in missing_text and '"field": "exp_id"' in missing_text
+    assert bad_error and '"field": "status"' in bad_text
+    # what MCP wrote, the HTTP API reads
+    with make_client(db) as client:
+        assert client.get("/api/v1/projects/p/trials/006").json()["hypothesis"] == "via MCP"
+    assert ledger.project("p").trial_count == 7
+    ledger.close()

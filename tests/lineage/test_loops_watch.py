@@ -1,0 +1,160 @@
+"""``lineage watch`` following a live file through file notifications (watchfiles): a new
+row is in the ledger within a second, a rewrite updates, and the process stops cleanly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lineage import loops
+from lineage.domain import FailureLabel
+from lineage.service import Ledger
+from tests.lineage.autoresearch_files import ORIGINAL
+
+pytest.importorskip("watchfiles")
+
+
+def wait_for(check, timeout: float = 5.0) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    while not check():
+        if time.perf_counter() - start > timeout:
+            raise AssertionError("timed out")
+        time.sleep(0.005)
+    return time.perf_counter() - start
+
+
+def test_watch_sees_appends_within_a_second_and_rewrites(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    path = tmp_path / "results.tsv"
+    rows = ORIGINAL.splitlines(keepends=True)
+    path.write_text("".join(rows[:3]), encoding="utf-8")
+    sync = loops.ResultsSync(sqlite_ledger, "live", path)
+    stop = threading.Event()
+    reports: list[loops.SyncReport] = []
+    thread = threading.Thread(target=sync.watch, kwargs={"stop": stop, "on_sync": reports.append}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: bool(reports))
+        assert sqlite_ledger.project("live").trial_count == 2
+        time.sleep(0.3)  # let the watcher settle on the directory
+        latencies = []
+        for count, row in enumerate(rows[3:], start=3):
+            with path.open("a", encoding="utf-8", newline="") as fh:
+                fh.write(row)
+            latencies.append(wait_for(lambda c=count: sqlite_ledger.project("live").trial_count == c))
+            time.sleep(0.05)
+        assert max(latencies) < 1.0, latencies
+        # the loop rewrites an earlier row in place
+        path.write_text(ORIGINAL.replace("discard\tweight decay 0.2", "keep\tweight decay 0.2"), encoding="utf-8")
+        wait_for(lambda: sqlite_ledger.trial("live", "005").status is FailureLabel.KEEP)
+        assert sqlite_ledger.project("live").trial_count == 8
+        # ... or writes a new file and renames it over the old one
+        tmp = tmp_path / "results.tsv.tmp"
+        tmp.write_text(ORIGINAL + "c0ffee0\t0.980000\t44.0\tkeep\tafter a rename\n", encoding="utf-8")
+        os.replace(tmp, path)
+        wait_for(lambda: sqlite_ledger.project("live").trial_count == 9)
+        assert sqlite_ledger.trial("live", "005").status is FailureLabel.DISCARD
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+@pytest.mark.slow
+def test_cli_watch_process_follows_the_file_and_idles_quietly(tmp_path: Path) -> None:
+    path = tmp_path / "results.tsv"
+    path.write_text(ORIGINAL, encoding="utf-8")
+    db = tmp_path / "w.db"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "--db", str(db), "watch", str(path), "--project", "p"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    try:
+        wait_for(lambda: db.exists(), timeout=20)
+        ledger = Ledger.open(str(db), upgrade=False)
+
+        def count() -> int:
+            try:
+                return ledger.project("p").trial_count
+            except Exception:
+                return -1
+
+        wait_for(lambda: count() == 8, timeout=20)
+        with path.open("a", encoding="utf-8", newline="") as fh:
+            fh.write("c0ffee0\t0.980000\t44.0\tkeep\tappended\n")
+        assert wait_for(lambda: count() == 9) < 1.0
+        before = _cpu(proc.pid)
+        time.sleep(2.0)
+        assert _cpu(proc.pid) - before < 0.02 * 2.0  # well under 1% of a core
+        ledger.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# -- over HTTP ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    import socket
+
+    import uvicorn
+
+    from api.app import create_app
+    from api.settings import Settings
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    db = str(tmp_path / "served.db")
+    app = create_app(Settings(database_url=db))
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    wait_for(lambda: srv.started, timeout=20)
+    yield f"http://127.0.0.1:{port}", db
+    srv.should_exit = True
+    thread.join(10)
+
+
+def test_remote_sync_creates_appends_replays_and_updates_over_http(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    url, db = server
+    path = tmp_path / "results.tsv"
+    rows = ORIGINAL.splitlines(keepends=True)
+    path.write_text("".join(rows[:5]), encoding="utf-8")
+    sync = loops.RemoteSync(url, None, "remote", path)
+    first = sync.sync()
+    assert first.inserted == ["000", "001", "002", "003"]
+    assert not sync.sync().changed  # nothing new
+    with path.open("a", encoding="utf-8", newline="") as fh:
+        fh.write("".join(rows[5:]))
+    assert sync.sync().inserted == ["004", "005", "006", "007"]
+    assert not loops.RemoteSync(url, None, "remote", path).sync().changed  # a restart: replays only
+    path.write_text(ORIGINAL.replace("discard\tweight decay 0.2", "keep\tweight decay 0.2"), encoding="utf-8")
+    rewritten = sync.sync()
+    assert rewritten.updated == ["005"]
+    assert any("exp_006" in w and "can update status, metric and extra only" in w for w in rewritten.warnings)
+    ledger = Ledger.open(db, upgrade=False)
+    try:
+        assert ledger.project("remote").metric_name == "val_bpb" and ledger.project("remote").trial_count == 8
+        assert ledger.trial("remote", "005").status is FailureLabel.KEEP
+        assert ledger.trial("remote", "003").core_metric is None
+        assert ledger.best("remote").exp_id == "007"  # type: ignore[union-attr]
+    finally:
+        ledger.close()
+    with pytest.raises(Exception, match="does not answer"):
+        loops.RemoteSync("http://127.0.0.1:9", None, "x", path).sync()
