@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.deps import WriteLanes
 from api.logs import configure_logging
 from api.middleware import BodyGuard, RequestContext
 from api.pages import install_pages
@@ -23,9 +24,21 @@ from lineage import migrate
 from lineage.service import Ledger
 
 DESCRIPTION = """\
-The experiment lineage ledger's JSON API. Errors are RFC 9457 `application/problem+json`
-naming the field. Reads may be anonymous (server setting); writes need a `Bearer` token
-once any token exists; token management and project deletion need an admin token.
+The experiment lineage ledger's JSON API.
+
+* **Errors** are RFC 9457 `application/problem+json` naming the `field` (and `line`,
+  `column` for files); every response carries `X-Request-ID`.
+* **Auth**: `Authorization: Bearer <token>` (`lineage token create --role reader|writer|admin`).
+  Reads may be anonymous (`LINEAGE_ANONYMOUS_READ`, default on); writes need a writer
+  token once any token exists (a ledger without tokens is open: `lineage serve` refuses a
+  non-loopback address in that state); token management and project deletion need an
+  admin token.
+* **Idempotency**: a trial creation with an existing `exp_id` or `Idempotency-Key` and the
+  same body returns the stored trial (200), with another body 409 with both versions;
+  telemetry batches are idempotent by `batch_id` / `Idempotency-Key`.
+* **ETags** of the prompt, the knowledge block and projects derive from the project's
+  revision: `If-None-Match` gets 304 after one indexed query.
+* Bodies over the limit (`LINEAGE_MAX_BODY_BYTES`, counted after gzip decoding) get 413.
 """
 
 
@@ -43,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ledger = ledger
     app.state.settings = settings
     app.state.schema_head = migrate.head_revision()
+    app.state.write_lanes = WriteLanes()
 
     install_problem_handlers(app)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)

@@ -95,6 +95,9 @@ def mcp(ctx: click.Context, db_option: str | None) -> None:
     get_trial, record_trial, update_trial), over the same service as the HTTP API."""
     if db_option:
         ctx.find_root().obj["db"] = db_option
-    from api.mcp_server import build_server
-
+    try:
+        from api.mcp_server import build_server
+    except ImportError as exc:
+        click.echo(f"error: `lineage mcp` needs the MCP SDK ({exc}): pip install 'lineage-ledger[mcp]'", err=True)
+        ctx.exit(EXIT_REFUSED)
     build_server(_ledger(ctx)).run("stdio")

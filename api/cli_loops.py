@@ -247,6 +247,12 @@ def watch(
     )
     sync: Any
     if server:
+        if any((id_column, metric_column, status_column, description_column, parent_column, status_map)):
+            raise click.UsageError(
+                "--id, --metric, --status, --description, --parent and --status-map cannot go to a server "
+                "(its file upload infers the columns); import the file with them into the server's database "
+                "first, then watch with --server"
+            )
         sync = RemoteSync(server, token, project, file, fmt=None if fmt == "auto" else fmt, options=options,
                           best_policy=best_policy, git_repo=git_repo)
     else:

@@ -14,25 +14,66 @@ query to verify a token).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any, Awaitable, Callable, TypeVar
 
 from fastapi import Depends, Header, Path, Request
+from fastapi.concurrency import run_in_threadpool
 
 from api.schemas import Text
 from lineage.auth import Role, TokenRecord, Unauthorized, check_access, tokens_exist, verify_token
 from lineage.service import Ledger
+
+T = TypeVar("T")
 
 
 async def _ledger(request: Request) -> Ledger:
     return request.app.state.ledger
 
 
+class WriteLanes:
+    """Where a write runs. Small writes (a trial, a project, an update) run inline in the
+    event loop: a thread-pool hop costs about as much as the write itself. Long writes
+    (a TSV import, a telemetry batch, a project deletion) run in the thread pool, and
+    while one of this process is in flight the small writes go to the thread pool too:
+    they may have to wait for its lock (SQLite's database lock, PostgreSQL's project
+    row), and waiting inline would stall every request of the process.
+
+    Only scheduling lives here (a count of this process's long writes, changed in the
+    event loop's thread); nothing that a response depends on.
+    """
+
+    __slots__ = ("long_writes",)
+
+    def __init__(self) -> None:
+        self.long_writes = 0
+
+    async def small(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self.long_writes:
+            return await run_in_threadpool(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
+
+    async def long(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self.long_writes += 1
+        try:
+            return await run_in_threadpool(fn, *args, **kwargs)
+        finally:
+            self.long_writes -= 1
+
+
 @dataclass(frozen=True, slots=True)
 class Access:
-    """What an authorized handler works with: the ledger and the request's token."""
+    """What an authorized handler works with: the ledger, the request's token, and the
+    write lanes (``await who.small_write(fn, ...)``, ``await who.long_write(fn, ...)``)."""
 
     ledger: Ledger
     principal: TokenRecord | None
+    lanes: WriteLanes
+
+    def small_write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
+        return self.lanes.small(fn, *args, **kwargs)
+
+    def long_write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
+        return self.lanes.long(fn, *args, **kwargs)
 
 
 def principal_of(request: Request) -> TokenRecord | None:
@@ -61,7 +102,7 @@ def _require(role: Role):  # type: ignore[no-untyped-def]
             anonymous_read=request.app.state.settings.anonymous_read,
             tokens_exist=lambda: tokens_exist(ledger),
         )
-        return Access(ledger, principal)
+        return Access(ledger, principal, request.app.state.write_lanes)
 
     dependency.__name__ = f"require_{role.value}"
     return dependency

@@ -17,8 +17,12 @@ import functools
 import json
 from typing import Any, Callable, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+try:  # mcp 2.x
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # mcp 1.x calls the same server FastMCP
+    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[no-redef]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
 from lineage.errors import LedgerError
 from lineage.service import Ledger
@@ -45,7 +49,7 @@ def _ledger_errors(fn: F) -> F:
 
 
 def build_server(ledger: Ledger) -> MCPServer:
-    server = MCPServer(name="lineage-ledger", instructions=INSTRUCTIONS, version="0.1.0")
+    server = MCPServer(name="lineage-ledger", instructions=INSTRUCTIONS)
 
     @server.tool()
     @_ledger_errors

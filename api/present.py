@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 from urllib.parse import quote
 
@@ -21,7 +21,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from api import schemas
-from lineage.domain import Project, Trial
+from api.problems import problem
+from lineage.domain import TRIAL_FIELD_NAMES, Project, Trial
 from lineage.errors import InvalidInput
 from lineage.formats.fieldkit import write_trials
 from lineage.service import Ledger, RecordResult, default_prompt_template
@@ -39,8 +40,15 @@ def project_json(project: Project) -> dict[str, Any]:
     return out
 
 
+_TRIAL_FIELDS = tuple(name for name in TRIAL_FIELD_NAMES)
+
+
 def trial_json(trial: Trial) -> dict[str, Any]:
-    return trial.to_dict()
+    """``Trial.to_dict()``, without its per-call field introspection (every response has one)."""
+    out = {name: getattr(trial, name) for name in _TRIAL_FIELDS}
+    out["status"] = trial.status.value
+    out["extra"] = dict(trial.extra)
+    return out
 
 
 def record_json(result: RecordResult) -> dict[str, Any]:
@@ -161,8 +169,9 @@ def _time(name: str, raw: str | None) -> datetime | None:
     if raw is None:
         return None
     try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    except (ValueError, OverflowError):
         raise InvalidInput(name, f"must be an ISO 8601 time, got {raw!r}") from None
 
 
@@ -270,3 +279,49 @@ def telemetry_series(ledger: Ledger, slug: str, exp_id: str, args: schemas.Telem
         return not_modified(tag)
     body = {"exp_id": exp_id, "points": points, "max_points": args.max_points, "series": [s.to_dict() for s in found]}
     return JSONResponse(body, headers={"ETag": tag, "Cache-Control": "no-cache"})
+
+
+# -- operations -------------------------------------------------------------------------------
+
+
+def readiness(request: Request, ledger: Ledger) -> Response:
+    """200 when the database answers and its schema is the code's head; else 503."""
+    from lineage import migrate
+
+    head = request.app.state.schema_head
+    try:
+        current = migrate.current_revision(ledger.engine) or ""
+    except Exception as exc:  # any driver error means "not ready"
+        return problem(request, 503, f"the database does not answer: {type(exc).__name__}", code="not-ready")
+    if current != head:
+        return problem(request, 503, f"the schema is at {current or 'nothing'!r}, the code needs {head!r}; "
+                       "run `lineage db upgrade`", code="not-ready", schema_revision=current, head=head)
+    return JSONResponse({"status": "ready", "schema_revision": current, "head": head})
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def request_text(data: bytes) -> str:
+    """The body of a TSV upload as text; not UTF-8, empty or holding NUL: 422 with the line."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InvalidInput("body", f"is not UTF-8 text (byte {exc.start})", line=line, column=column) from None
+    if not text.strip():
+        raise InvalidInput("body", "is empty; send the TSV as the request body", line=1, column=1)
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise InvalidInput("body", "holds a NUL character", line=line)
+    return text
+
+
+def import_tsv(ledger: Ledger, slug: str, text: str, args: schemas.ImportQuery) -> JSONResponse:
+    """Import atomically (``Ledger.import_file``); 201 with the count."""
+    create_with = ({"lower_is_better": args.lower_is_better, "best_policy": args.best_policy,
+                    "source_format": args.format} if args.create else None)
+    report = ledger.import_file(slug, io.StringIO(text, newline=""), fmt=args.format, source="request body",
+                                create_with=create_with)
+    return JSONResponse({"project": report.project, "rows": report.rows}, status_code=201)

@@ -232,7 +232,7 @@ class TelemetryPointIn(TypedDict):
     step: Annotated[int, Field(ge=0, le=telemetry.MAX_STEP, description="Training step")]
     turn: NotRequired[Annotated[int, Field(ge=0, le=telemetry.MAX_TURN)] | None]
     name: Annotated[str, Field(min_length=1, max_length=telemetry.MAX_NAME, pattern=telemetry.NAME_PATTERN)]
-    value: Annotated[float, Field(allow_inf_nan=False)]
+    value: Annotated[float, Field(allow_inf_nan=False, ge=-telemetry.MAX_ABS_VALUE, le=telemetry.MAX_ABS_VALUE)]
     wall_time: NotRequired[Annotated[float, Field(allow_inf_nan=False)] | None]
 
 
@@ -297,8 +297,8 @@ class TelemetryOut(BaseModel):
 
 class TelemetryQuery(Strict):
     name: list[Text] | None = Field(None, description="Only these series names (repeat the parameter)")
-    step_min: int | None = Field(None, ge=0)
-    step_max: int | None = Field(None, ge=0)
+    step_min: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
+    step_max: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
     max_points: int = Field(2000, ge=2, le=100_000, description="Above this a series is min/max-bucketed")
 
 

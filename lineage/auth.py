@@ -14,7 +14,8 @@ Roles
 
 Last use
     :func:`verify_token` records the time a token was used, at most once per
-    :data:`LAST_USED_RESOLUTION` per token, so reads stay reads.
+    :data:`LAST_USED_RESOLUTION` per token, so reads stay reads; the stamp never waits
+    for a lock (``Store.touch_token``).
 
 Access (:func:`check_access`)
     * a request that presents a token must present a valid one (401 otherwise), whose
@@ -186,8 +187,7 @@ def verify_token(ledger: "Ledger", token: str, *, now: datetime | None = None) -
     now = now or datetime.now(timezone.utc)
     last = _parse(record.last_used_at)
     if last is None or now - last >= LAST_USED_RESOLUTION:
-        with ledger.store.write() as conn:
-            ledger.store.touch_token(conn, record.id, not_since=now - LAST_USED_RESOLUTION)  # type: ignore[arg-type]
+        ledger.store.touch_token(record.id, not_since=now - LAST_USED_RESOLUTION)  # type: ignore[arg-type]
     return record
 
 

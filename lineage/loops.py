@@ -1178,7 +1178,7 @@ def _project_for_record(
 # --------------------------------------------------------------------------- git
 
 
-def _git(repo: str | os.PathLike[str], *args: str, limit: int | None = None) -> bytes | None:
+def _git(repo: str | os.PathLike[str], *args: str) -> bytes | None:
     try:
         done = subprocess.run(
             ["git", "-C", str(repo), *args], capture_output=True, timeout=30, check=False,

@@ -140,6 +140,8 @@ class Ledger:
             values["metric_name"] = _checked_metric_name(values["metric_name"])
         if values.get("prompt_template") is not None:
             values["prompt_template"] = check_prompt_template(values["prompt_template"])
+        if "title" in values:
+            values["title"] = _checked_title(values["title"])
         with self.store.write() as conn:
             project = self.store.project(conn, slug)
             return self.store.update_project(conn, project, values)
@@ -900,7 +902,7 @@ def new_project(
     """A validated, not yet stored, project."""
     return Project(
         slug=validate_slug(slug),
-        title=title or slug,
+        title=_checked_title(title or slug),
         metric_name=_checked_metric_name(metric_name),
         lower_is_better=bool(lower_is_better),
         best_policy=_checked_policy(best_policy),
@@ -1137,6 +1139,16 @@ class TrialsQuery:
     next_cursor: str | None
 
 
+#: Longest project title (the column is 300 characters wide).
+MAX_TITLE = 300
+
+
+def _checked_title(title: str) -> str:
+    if not isinstance(title, str) or len(title) > MAX_TITLE or "\x00" in title:
+        raise InvalidInput("title", f"must be text of at most {MAX_TITLE} characters without NUL")
+    return title
+
+
 def _checked_key(key: str) -> str:
     if not isinstance(key, str) or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not all("!" <= c <= "~" for c in key):
         raise InvalidInput(
@@ -1316,6 +1328,8 @@ def decode_cursor(cursor: str, *, sort: str, descending: bool) -> tuple[Any, ...
     shapes = {"seq": (int,), "exp_id": (str,), "metric": (int, (float, int, type(None)), int)}
     shape = shapes[sort]
     if (not isinstance(after, list) or len(after) != len(shape)
-            or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(after, shape))):
+            or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(after, shape))
+            or not all(-(2**63) <= v < 2**63 for v in after if isinstance(v, int))
+            or not all(math.isfinite(v) for v in after if isinstance(v, float))):
         raise InvalidInput("cursor", "is not a cursor of this listing; start again without it")
     return tuple(after)

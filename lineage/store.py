@@ -919,13 +919,38 @@ class Store:
             if row is None:
                 raise NotFound("token", name, field="name")
 
-    def touch_token(self, conn: Connection, token_id: int, *, not_since: datetime) -> None:
-        """Record a use of the token, unless one was recorded after ``not_since``."""
-        self._execute(
-            conn,
-            "UPDATE api_tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
-            (self._now(), token_id, self.db_time(not_since)),
-        )
+    def touch_token(self, token_id: int, *, not_since: datetime) -> bool:
+        """Record a use of the token, unless one was recorded after ``not_since``.
+
+        Best effort, and it never waits for a lock: on SQLite, while another writer holds
+        the database the stamp is skipped (False; the next use records it), so a read
+        with a token never queues behind an import. On PostgreSQL it is its own short
+        transaction on the token's row.
+        """
+        sql = "UPDATE api_tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)"
+        params = (self._now(), token_id, self.db_time(not_since))
+        if not self.sqlite:
+            with self.write() as conn:
+                self._execute(conn, sql, params)
+            return True
+        import sqlite3
+
+        from lineage.db import SQLITE_BUSY_TIMEOUT_MS
+
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute("PRAGMA busy_timeout = 0")
+            try:
+                cursor.execute(sql, params)  # autocommit: the connection has no open transaction
+                return True
+            except sqlite3.OperationalError:  # "database is locked": someone else is writing
+                return False
+            finally:
+                cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+                cursor.close()
+        finally:
+            raw.close()
 
     def active_token_exists(self, conn: Connection | None = None) -> bool:
         """Whether an unrevoked token exists (``conn=None``: :meth:`peek`)."""
@@ -987,9 +1012,11 @@ class Store:
         if self.sqlite:
             cursor = raw.cursor()  # type: ignore[union-attr]
             try:
+                # the trial's id is an integer from the database: a literal spares a tuple per row
                 cursor.executemany(
-                    "INSERT INTO telemetry_points (trial_id, step, turn, name, value, wall_time) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(trial_id, *row) for row in rows],
+                    "INSERT INTO telemetry_points (trial_id, step, turn, name, value, wall_time) "
+                    f"VALUES ({int(trial_id)}, ?, ?, ?, ?, ?)",
+                    rows,
                 )
             finally:
                 cursor.close()
@@ -1044,15 +1071,16 @@ class Store:
     def telemetry_buckets(
         self, conn: Connection, trial_id: int, name: str, turn: int, *, first: int, last: int, buckets: int,
     ) -> list[tuple[int, int, float, float, float, int]]:
-        """One series cut into ``buckets`` equal-width step ranges from ``first`` to ``last``:
-        ``(first step, last step, min, max, mean, count)`` of each non-empty bucket, in order."""
-        width = last - first + 1
+        """One series cut into at most ``buckets`` equal-width step ranges from ``first`` to
+        ``last`` (each ``ceil((last - first + 1) / buckets)`` steps wide): ``(first step,
+        last step, min, max, mean, count)`` of each non-empty bucket, in order."""
+        width = max(1, -(-(last - first + 1) // max(1, buckets)))
         where, params = self._telemetry_where(trial_id, [name], first, last)
         cursor = self._execute(
             conn,
-            f"SELECT (step - ?) * ? / ? AS bucket, MIN(step), MAX(step), MIN(value), MAX(value), AVG(value), COUNT(*) "
+            f"SELECT (step - ?) / ? AS bucket, MIN(step), MAX(step), MIN(value), MAX(value), AVG(value), COUNT(*) "
             f"FROM telemetry_points WHERE {where} AND turn = ? GROUP BY 1 ORDER BY 1",
-            (first, buckets, width, *params, turn),
+            (first, width, *params, turn),
         )
         return [(int(lo), int(hi), float(vmin), float(vmax), float(mean), int(n))
                 for _, lo, hi, vmin, vmax, mean, n in cursor.fetchall()]

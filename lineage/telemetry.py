@@ -6,8 +6,10 @@ a ``name``, a ``value`` and, for per-turn quantities, a ``turn``. Rules:
 Points
     ``step``: an integer from 0 to 2**53. ``turn``: an integer from 0 to 2**31-1, or None
     (stored as -1) for a quantity that is not per turn. ``name``: 1-200 characters without
-    control characters (C0, DEL). ``value`` and the optional ``wall_time`` (the sender's clock, seconds
-    since the epoch): finite numbers. A batch holds at most :data:`MAX_BATCH_POINTS`.
+    control characters (C0, DEL). ``value``: a finite number of magnitude at most 1e150
+    (statistics sum squares in double precision). The optional ``wall_time`` (the sender's
+    clock, seconds since the epoch): a finite number. A batch holds at most
+    :data:`MAX_BATCH_POINTS` points.
 
 Idempotent batches
     A batch may carry a key (the API's ``batch_id`` field or ``Idempotency-Key``
@@ -19,10 +21,12 @@ Idempotent batches
 
 Series (:func:`series`)
     Points are grouped into series by ``(name, turn)``, in step order. A series of at
-    most ``max_points`` points comes back whole. A longer one is downsampled by
-    **min/max per bucket**: its step range is cut into ``max_points`` equal-width
-    buckets, and each non-empty bucket gives its first and last step, the minimum, the
-    maximum, the mean and the number of points, so a plot keeps every spike.
+    most ``max_points`` points comes back whole (``method: raw``). A longer one is
+    downsampled by **min/max per bucket** (``method: minmax``): its step range
+    ``[first, last]`` is cut into buckets of ``ceil((last - first + 1) / max_points)``
+    steps (so at most ``max_points`` buckets), and each non-empty bucket gives its first
+    and last step, the minimum, the maximum, the mean and the number of points, so a
+    plot keeps every spike.
 
 Summary (:func:`summarize`)
     The trial's clip-scale statistics derived from the not-per-turn series that
@@ -40,7 +44,8 @@ Summary (:func:`summarize`)
 
     A field whose series are missing is left as it is; with none of them the request is
     refused (field ``telemetry``). The fields are written through
-    ``Ledger.update_trial`` (validation, revision bump, ``delta_vs_best`` unchanged).
+    ``Ledger.update_trial`` (validation, revision bump, ``delta_vs_best`` recomputed as on any
+    update).
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ MAX_BATCH_POINTS = 1_000_000
 MAX_STEP = 2**53
 MAX_TURN = 2**31 - 1
 MAX_NAME = 200
+#: Largest magnitude of a value: series statistics (means, means of squares) are summed in
+#: the database in double precision, and must not overflow on any backend.
+MAX_ABS_VALUE = 1e150
 #: A name: no control characters (C0 and DEL).
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 _NAME = re.compile(NAME_PATTERN)
@@ -161,8 +169,8 @@ def check_points(points: Iterable[Any]) -> list[Row]:
             if type(value) is not int:
                 raise _bad(index, "value", f"must be a number, got {value!r}")
             value = float(value)
-        if not isfinite(value):
-            raise _bad(index, "value", f"must be finite, got {value!r}")
+        if not isfinite(value) or abs(value) > MAX_ABS_VALUE:
+            raise _bad(index, "value", f"must be finite and at most {MAX_ABS_VALUE:g} in magnitude, got {value!r}")
         if wall is not None:
             if type(wall) is not float:
                 if type(wall) is not int:

@@ -167,3 +167,26 @@ def test_serve_refuses_a_public_address_without_tokens(tmp_path) -> None:  # typ
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "lineage token create" in lines[0] and "0.0.0.0" in lines[0]
+
+
+def test_a_token_use_never_waits_for_a_busy_sqlite_database(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+    import time
+
+    ledger = Ledger.open(str(tmp_path / "busy.db"))
+    from lineage.auth import create_token
+
+    secret = create_token(ledger, name="r", role="reader")[1]
+    blocker = sqlite3.connect(str(tmp_path / "busy.db"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the database
+    try:
+        start = time.perf_counter()
+        assert verify_token(ledger, secret) is not None
+        assert time.perf_counter() - start < 1.0
+        assert list_tokens(ledger)[0].last_used_at is None  # skipped, not waited for
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert verify_token(ledger, secret) is not None
+    assert list_tokens(ledger)[0].last_used_at is not None
+    ledger.close()

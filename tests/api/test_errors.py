@@ -89,3 +89,44 @@ def test_openapi_is_served(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     assert "/api/v1/projects/{project}/trials" in schema["paths"]
     assert client.get("/docs").status_code == 200
+
+
+def test_small_writes_wait_off_the_event_loop_while_a_long_write_holds_the_lock(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A trial recorded while this process imports (SQLite's lock held) waits in the thread
+    pool: the server keeps answering everything else meanwhile."""
+    import asyncio
+    import threading
+    import time
+
+    import httpx
+
+    from api.app import create_app
+    from api.settings import Settings
+
+    app = create_app(Settings(database_url=str(tmp_path / "lanes.db")))
+    ledger = app.state.ledger
+    ledger.create_project("p")
+    locked, release = threading.Event(), threading.Event()
+
+    def long_write() -> None:
+        with ledger.store.write():  # holds the database's write lock, like an import
+            locked.set()
+            release.wait(10)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            holder = asyncio.create_task(app.state.write_lanes.long(long_write))
+            while not locked.is_set():
+                await asyncio.sleep(0.01)
+            post = asyncio.create_task(client.post(f"{API}/projects/p/trials", json={"status": "keep"}))
+            await asyncio.sleep(0.1)  # let the POST reach the lock
+            start = time.perf_counter()
+            health = await client.get("/health")
+            assert health.status_code == 200 and time.perf_counter() - start < 1.0
+            assert not post.done()  # still waiting for the lock, off the event loop
+            release.set()
+            assert (await post).status_code == 201
+            await holder
+
+    asyncio.run(main())
+    ledger.close()

@@ -9,6 +9,8 @@ import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
 
 from api.app import create_app
 from api.settings import Settings
@@ -16,6 +18,7 @@ from api.settings import Settings
 pytestmark = pytest.mark.slow
 
 MAX_EXAMPLES = 12
+KNOWN_PATH = {"project": "p", "exp_id": "000"}
 
 
 @pytest.fixture
@@ -47,6 +50,11 @@ def test_no_server_error_and_every_error_is_a_problem(fuzz_app: object) -> None:
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 15
     for operation in operations:
+        # random paths, paths of the project and trial that exist, and requests that break the schema
+        known = {k: v for k, v in KNOWN_PATH.items() if "{" + k + "}" in operation.path}
+        strategies = [operation.as_strategy(), operation.as_strategy(GenerationMode.NEGATIVE)]
+        if known:
+            strategies.append(operation.as_strategy(path_parameters=known))
         run = settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-                       suppress_health_check=list(HealthCheck))(given(case=operation.as_strategy())(_check))
+                       suppress_health_check=list(HealthCheck))(given(case=st.one_of(strategies))(_check))
         run()

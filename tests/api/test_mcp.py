@@ -32,6 +32,17 @@ def _text(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
+def _data(result: Any) -> Any:
+    """The structured result (``structured_content`` in mcp 2, ``structuredContent`` in 1)."""
+    found = getattr(result, "structured_content", None)
+    return found if found is not None else getattr(result, "structuredContent", None)
+
+
+def _failed(result: Any) -> bool:
+    found = getattr(result, "is_error", None)
+    return bool(found if found is not None else getattr(result, "isError", False))
+
+
 async def _session_run(db: str, steps: Any) -> Any:
     command, *prefix = _lineage_command()
     params = StdioServerParameters(command=command, args=[*prefix, "mcp", "--db", db], cwd=str(ROOT))
@@ -63,17 +74,17 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
                  "delta_vs_best": -1000.0}
         first = await session.call_tool("record_trial", {"project": "p", "trial": trial, "idempotency_key": "mcp-1"})
         again = await session.call_tool("record_trial", {"project": "p", "trial": trial, "idempotency_key": "mcp-1"})
-        out["first"], out["again"] = first.structured_content, again.structured_content
-        out["updated"] = (await session.call_tool("update_trial", {"project": "p", "exp_id": "006",
-                                                                    "changes": {"notes": "checked"}})).structured_content
-        out["got"] = (await session.call_tool("get_trial", {"project": "p", "exp_id": "006"})).structured_content
-        page = (await session.call_tool("list_trials", {"project": "p", "limit": 4})).structured_content
-        rest = (await session.call_tool("list_trials", {"project": "p", "limit": 4,
-                                                        "cursor": page["next_cursor"]})).structured_content
+        out["first"], out["again"] = _data(first), _data(again)
+        out["updated"] = _data(await session.call_tool("update_trial", {"project": "p", "exp_id": "006",
+                                                                         "changes": {"notes": "checked"}}))
+        out["got"] = _data(await session.call_tool("get_trial", {"project": "p", "exp_id": "006"}))
+        page = _data(await session.call_tool("list_trials", {"project": "p", "limit": 4}))
+        rest = _data(await session.call_tool("list_trials", {"project": "p", "limit": 4,
+                                                             "cursor": page["next_cursor"]}))
         out["listed"] = [t["exp_id"] for t in page["items"] + rest["items"]]
         missing = await session.call_tool("get_trial", {"project": "p", "exp_id": "nope"})
         bad = await session.call_tool("record_trial", {"project": "p", "trial": {"status": "exploded"}})
-        out["errors"] = (missing.is_error, _text(missing), bad.is_error, _text(bad))
+        out["errors"] = (_failed(missing), _text(missing), _failed(bad), _text(bad))
         return out
 
     out = anyio.run(_session_run, db, steps)

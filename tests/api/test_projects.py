@@ -46,6 +46,8 @@ def test_project_errors_name_the_field(client: TestClient) -> None:
     assert_problem(client.patch(f"{API}/projects/dup", json={"metric_name": "a|b"}), 422, "metric_name")
     assert_problem(client.get(f"{API}/projects/missing"), 404, "project")
     assert_problem(client.post(f"{API}/projects", json={"slug": "x", "title": "a\u0000b"}), 422, "title")
+    assert_problem(client.post(f"{API}/projects", json={"slug": "x", "title": "t" * 301}), 422, "title")
+    assert_problem(client.patch(f"{API}/projects/dup", json={"title": "t" * 301}), 422, "title")
 
 
 def test_delete_needs_an_admin_token_and_takes_the_trials(client: TestClient, token_of) -> None:  # type: ignore[no-untyped-def]

@@ -136,3 +136,25 @@ def test_the_pages_read_points_through_lineage_telemetry(trial: TestClient, ledg
         [("kl", None, i) for i in range(3)] + [("ig", 0, i) for i in range(2)])
     page = trial.get("/projects/p/trials/000")
     assert page.status_code == 200
+
+
+BAD_POINTS = [
+    ({"step": -1, "name": "a", "value": 1.0}, "step"),
+    ({"step": 2**53 + 1, "name": "a", "value": 1.0}, "step"),
+    ({"step": 1, "turn": -2, "name": "a", "value": 1.0}, "turn"),
+    ({"step": 1, "name": "", "value": 1.0}, "name"),
+    ({"step": 1, "name": "tab\there", "value": 1.0}, "name"),
+    ({"step": 1, "name": "x" * 201, "value": 1.0}, "name"),
+    ({"step": 1, "name": "a", "value": "1e999"}, "value"),
+    ({"step": 1, "name": "a", "value": 1e200}, "value"),
+    ({"step": 1, "name": "a", "value": 1.0, "wall_time": "soon"}, "wall_time"),
+]
+
+
+@pytest.mark.parametrize(("point", "field"), BAD_POINTS)
+def test_the_api_schema_and_check_points_enforce_the_same_rules(trial: TestClient, point: dict, field: str) -> None:
+    body = {"points": [{"step": 0, "name": "ok", "value": 0.0}, point]}
+    assert_problem(trial.post(T, json=body), 422, f"points[1].{field}")
+    with pytest.raises(telemetry.InvalidInput) as info:
+        telemetry.check_points([{"turn": None, "wall_time": None, **p} for p in body["points"]])
+    assert info.value.field == f"points[1].{field}"

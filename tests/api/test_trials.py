@@ -167,6 +167,10 @@ def test_filters(client: TestClient, ledger: Ledger) -> None:
     assert_problem(client.get(TRIALS, params={"created_after": "yesterday"}), 422, "created_after")
     assert_problem(client.get(TRIALS, params={"limit": 0}), 422, "limit")
     assert_problem(client.get(TRIALS, params={"cursor": "garbage!"}), 422, "cursor")
+    from lineage.service import encode_cursor
+
+    assert_problem(client.get(TRIALS, params={"cursor": encode_cursor("seq", False, [10**30])}), 422, "cursor")
+    assert_problem(client.get(TRIALS, params={"created_after": "0001-01-01T00:00:00+05:00"}), 422, "created_after")
     cursor = client.get(TRIALS, params={"limit": 2}).json()["next_cursor"]
     assert_problem(client.get(TRIALS, params={"cursor": cursor, "sort": "metric"}), 422, "cursor")
 

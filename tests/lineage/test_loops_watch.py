@@ -158,3 +158,19 @@ def test_remote_sync_creates_appends_replays_and_updates_over_http(server, tmp_p
         ledger.close()
     with pytest.raises(Exception, match="does not answer"):
         loops.RemoteSync("http://127.0.0.1:9", None, "x", path).sync()
+
+
+def test_cli_watch_server_once(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from click.testing import CliRunner
+
+    from api.cli import cli
+
+    url, _db = server
+    path = tmp_path / "results.tsv"
+    path.write_text(ORIGINAL, encoding="utf-8")
+    args = ["--db", str(tmp_path / "unused.db"), "watch", str(path), "--project", "cli", "--server", url, "--once"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "added 8" in result.output
+    refused = CliRunner().invoke(cli, [*args, "--metric", "val_bpb"])
+    assert refused.exit_code == 2 and "cannot go to a server" in refused.output + refused.stderr
