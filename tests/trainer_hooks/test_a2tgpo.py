@@ -372,6 +372,43 @@ def test_matches_loop_reference(params, mode, gamma, alpha, use_std, unbiased, d
 
 
 @HYPOTHESIS
+@given(
+    params=batch_params,
+    mode=st.sampled_from(A.INFO_GAIN_NORM_MODES),
+    gamma=st.sampled_from([0.0, 0.5, 1.0]),
+    alpha=st.sampled_from([0.0, 0.3]),
+    beta=st.sampled_from([0.1, 0.3]),
+)
+def test_estimator_equals_the_chain_of_public_primitives(params, mode, gamma, alpha, beta):
+    # The estimator runs a fused version of the chain; the primitives must compose to it.
+    x = as_tensors(build(params))
+    out = A.compute_a2tgpo_advantages(
+        **x, info_gain_norm_mode=mode, gamma=gamma, adv_rescale_alpha=alpha, clip_beta=beta, dynamic_clip=True
+    )
+    mask, oa = x["ig_mask"], out.outcome_advantages
+    index, G = S.dense_index(x["prompt_group"])
+    if mode != "joint":  # joint pools the outcomes with the IG values
+        torch.testing.assert_close(oa, S.segment_normalize(x["outcome_rewards"], index, G, torch.ones_like(mask[:, 0])))
+    if mode in ("turn-group", "turn-group-v1d"):
+        torch.testing.assert_close(out.normed_ig, A.turn_group_normalize(x["ig"], mask, x["prompt_group"]))
+    normed = out.normed_ig
+    if mode == "turn-group-v1d":
+        D = A.variance_rescaled_accumulation(normed, mask, gamma)
+        turn_adv, valid, _ = A.assemble_turns(alpha * D + oa.unsqueeze(1), mask, oa)
+    else:
+        rewards, valid, _ = A.assemble_turns(normed, mask, oa)
+        turn_adv = A.discounted_turn_returns(rewards, valid, gamma)
+    scale, _, _ = A.assemble_turns(A.adaptive_clip_scale(normed, mask, beta), mask, torch.ones_like(oa))
+    scale = torch.where(valid, scale, 1.0)
+    assert torch.equal(out.turn_valid, valid)
+    torch.testing.assert_close(out.turn_advantages, turn_adv, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out.turn_clip_scale, scale, rtol=1e-12, atol=1e-12)
+    ids, tokens = x["turn_ids"], x["response_mask"]
+    torch.testing.assert_close(out.advantages, S.broadcast_turns(turn_adv, ids, tokens), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out.clip_scale, S.broadcast_turns(scale, ids, tokens, fill=1.0), rtol=1e-12, atol=1e-12)
+
+
+@HYPOTHESIS
 @given(params=batch_params)
 def test_each_composite_group_normalizes_to_mean_zero_std_one(params):
     batch = build(dict(params, zero_ig=False))
@@ -510,6 +547,50 @@ def test_ig_mask_must_be_left_aligned():
         A.compute_a2tgpo_advantages(
             t([1.0]), torch.tensor([0]), t([[0.1, 0.2]]), torch.tensor([[False, True]]), torch.tensor([[0, 1]])
         )
+
+
+@pytest.mark.parametrize("mode", A.INFO_GAIN_NORM_MODES)
+def test_turn_ids_outside_the_trajectory_turns_are_outside_every_turn(mode):
+    # T = 2; row 0 has one IG turn (outcome turn 1), row 1 two (outcome turn 2). Ids below
+    # -1, past the row's outcome turn (2 in row 0), past T (3) and far past it (9) belong to
+    # no turn: advantage 0, scale 1, like -1. int32 ids and a 0/1 float response mask are
+    # accepted as well; the masked-out token (last column) is outside every turn too.
+    ids = [[-5, 0, 0, 1, 2, 3, 9, -1, 0], [-1, 0, 1, 1, 2, -2, 3, 9, 1]]
+    mask = [[1.0] * 8 + [0.0], [1.0] * 8 + [0.0]]
+    outcome, groups, ig, ig_mask = [1.0, 0.0], [7, 7], [[0.4, 0.0], [0.1, 0.3]], [[True, False], [True, True]]
+    out = A.compute_a2tgpo_advantages(
+        t(outcome), torch.tensor(groups), t(ig), torch.tensor(ig_mask), torch.tensor(ids, dtype=torch.int32),
+        t(mask), info_gain_norm_mode=mode, dynamic_clip=True,
+    )
+    expected = ref.a2tgpo(outcome, groups, ig, ig_mask, ids, [[m > 0 for m in row] for row in mask], mode=mode,
+                          dynamic_clip=True)
+    torch.testing.assert_close(out.advantages, t(expected["advantages"]), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out.clip_scale, t(expected["clip_scale"]), rtol=1e-12, atol=1e-12)
+    outside = torch.tensor([[1, 0, 0, 0, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 1, 1, 1, 1]], dtype=torch.bool)
+    assert (out.advantages[outside] == 0).all() and (out.clip_scale[outside] == 1).all()
+    # the in-turn tokens do carry their turn's values (this batch has no zero advantage)
+    assert (out.advantages[~outside] != 0).all()
+    assert out.advantages[0, 1] == out.turn_advantages[0, 0] and out.advantages[0, 3] == out.turn_advantages[0, 1]
+
+
+@pytest.mark.parametrize("mode", A.INFO_GAIN_NORM_MODES)
+@pytest.mark.parametrize("garbage", [float("nan"), float("inf"), -1e30])
+def test_values_under_the_ig_mask_are_ignored(mode, garbage):
+    batch = build(dict(seed=11, num_prompts=3, group_size=4, max_turns=4, tokens_per_turn=3, zero_ig=False,
+                       empty_row_prob=0.0))
+    clean = as_tensors(batch)
+    dirty = dict(clean, ig=clean["ig"].masked_fill(~clean["ig_mask"], garbage).requires_grad_(True))
+    assert not clean["ig_mask"].all()  # the batch does have masked turns
+    a = A.compute_a2tgpo_advantages(**clean, info_gain_norm_mode=mode)
+    b = A.compute_a2tgpo_advantages(**dirty, info_gain_norm_mode=mode)
+    for name in ("advantages", "clip_scale", "turn_advantages", "turn_clip_scale", "normed_ig", "outcome_advantages"):
+        torch.testing.assert_close(getattr(b, name), getattr(a, name), rtol=0, atol=0, msg=name)
+    assert a.telemetry.keys() == b.telemetry.keys()
+    for key in a.telemetry:
+        torch.testing.assert_close(b.telemetry[key], a.telemetry[key], rtol=0, atol=0, msg=key)
+    (b.advantages.sum() + b.clip_scale.sum()).backward()
+    assert torch.isfinite(dirty["ig"].grad).all()
+    assert (dirty["ig"].grad[~clean["ig_mask"]] == 0).all()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -12,7 +12,11 @@ process reward and changes how it is normalized, accumulated and consumed::
 
 :func:`compute_a2tgpo_advantages` (registered as advantage estimator ``"a2tgpo"``; the
 ``"a2tgpo_turn_group"`` entry runs it with ``info_gain_norm_mode="turn-group"``) chains
-them for each ``info_gain_norm_mode``.
+them for each ``info_gain_norm_mode``, fused for speed (it runs every training step): one
+segment normalization over a ``[B, T+1]`` pool of IG and outcome rewards, one ``[B, T+1]
+@ [T+1, T+1]`` product for the accumulation (the turns are left-aligned, so ``n_terms``
+is ``n_b - t``), and one index for the two token gathers. The tests check the estimator
+against the loop reference and against the chain of the public primitives.
 
 Batch layout
     ``B`` trajectories. Per-turn tensors are ``[B, T]``: column ``t`` is the ``t``-th
@@ -70,9 +74,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import compute_dtype, dense_index, reverse_discounted_sum, segment_normalize
+from trainer_hooks.advantages.segments import (
+    compute_dtype,
+    dense_index,
+    discount_matrix,
+    reverse_discounted_sum,
+    segment_normalize,
+)
 from trainer_hooks.registry import register_advantage_estimator
-from trainer_hooks.telemetry_stats import BOUND_TOLERANCE, clip_scale_entries, stacked_moments
+from trainer_hooks.telemetry_stats import clip_scale_bounds, clip_scale_entries, masked_row_stats
 
 __all__ = [
     "INFO_GAIN_NORM_MODES",
@@ -279,9 +289,11 @@ def turn_group_ids(prompt_group: Tensor, num_turns: int) -> tuple[Tensor, int]:
     return _composite_ids(index, num_turns), G * num_turns
 
 
-def _composite_ids(prompt_index: Tensor, num_turns: int) -> Tensor:
-    turns = torch.arange(num_turns, device=prompt_index.device)
-    return prompt_index.unsqueeze(1) * num_turns + turns.unsqueeze(0)
+def _composite_ids(prompt_index: Tensor, num_turns: int, turns: Tensor | None = None) -> Tensor:
+    """``[B, num_turns]`` composite ids; ``turns`` = ``arange(num_turns)`` if already at hand."""
+    if turns is None:
+        turns = torch.arange(num_turns, device=prompt_index.device)
+    return prompt_index.unsqueeze(1) * num_turns + turns
 
 
 def turn_group_normalize(
@@ -347,33 +359,12 @@ def adaptive_clip_scale(normed_ig: Tensor, ig_mask: Tensor, beta: float = 0.3) -
     bound), ``1`` on masked turns. ``2 sigmoid(x) - 1 = tanh(x / 2)``, computed as tanh for
     accuracy near 0.
     """
-    scale = 1.0 + beta * torch.tanh(0.5 * normed_ig)
-    return torch.where(ig_mask.to(torch.bool), scale, torch.ones_like(scale))
+    return torch.where(ig_mask.to(torch.bool), _clip_scale_of(normed_ig, beta), 1.0)
 
 
-class _TurnLayout(NamedTuple):
-    """Where each trajectory's turns sit in the ``[B, T+1]`` per-turn outputs."""
-
-    ig_mask: Tensor  # [B, T] bool, valid IG turns
-    ig_ext: Tensor  # [B, T+1] bool, the same padded with a False column
-    is_outcome: Tensor  # [B, T+1] bool, True at column n_b
-    valid: Tensor  # [B, T+1] bool, IG turns and the outcome turn
-    outcome_turn: Tensor  # [B] int64, n_b
-
-
-def _turn_layout(ig_mask: Tensor) -> _TurnLayout:
-    mask = ig_mask.to(torch.bool)
-    B, T = mask.shape
-    outcome_turn = mask.sum(-1)
-    ig_ext = torch.cat([mask, mask.new_zeros(B, 1)], dim=1)
-    is_outcome = torch.arange(T + 1, device=mask.device).unsqueeze(0) == outcome_turn.unsqueeze(1)
-    return _TurnLayout(mask, ig_ext, is_outcome, ig_ext | is_outcome, outcome_turn)
-
-
-def _place(layout: _TurnLayout, ig_turn_values: Tensor, outcome_values: Tensor) -> Tensor:
-    padded = torch.cat([ig_turn_values, ig_turn_values.new_zeros(ig_turn_values.shape[0], 1)], dim=1)
-    padded = torch.where(layout.ig_ext, padded, torch.zeros((), dtype=padded.dtype, device=padded.device))
-    return torch.where(layout.is_outcome, outcome_values.to(padded.dtype).unsqueeze(1), padded)
+def _clip_scale_of(x: Tensor, beta: float) -> Tensor:
+    """``1 + beta tanh(x / 2)`` elementwise; exactly 1 where ``x == 0``."""
+    return torch.tanh(x * 0.5).mul(beta).add_(1.0)
 
 
 def assemble_turns(ig_turn_values: Tensor, ig_mask: Tensor, outcome_values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -388,8 +379,12 @@ def assemble_turns(ig_turn_values: Tensor, ig_mask: Tensor, outcome_values: Tens
         ``outcome_turn[b] = n_b`` (the number of IG turns) holds ``outcome_values[b]``;
         values are 0 on invalid columns.
     """
-    layout = _turn_layout(ig_mask)
-    return _place(layout, ig_turn_values, outcome_values), layout.valid, layout.outcome_turn
+    mask = ig_mask.to(torch.bool)
+    outcome_turn = mask.sum(-1)
+    is_outcome = torch.arange(mask.shape[1] + 1, device=mask.device) == outcome_turn.unsqueeze(1)
+    padded = F.pad(torch.where(mask, ig_turn_values, 0.0), (0, 1))
+    values = torch.where(is_outcome, outcome_values.to(padded.dtype).unsqueeze(1), padded)
+    return values, F.pad(mask, (0, 1)) | is_outcome, outcome_turn
 
 
 # ---------------------------------------------------------------------------------------
@@ -466,118 +461,125 @@ def compute_a2tgpo_advantages(
         )
     if turn_ids.dim() != 2 or turn_ids.shape[0] != B:
         raise ValueError(f"turn_ids must be [B, L] with B={B}, got {tuple(turn_ids.shape)}")
-    bool_mask = ig_mask.to(torch.bool)
-    if T > 1 and bool(((bool_mask[:, 1:]) & ~bool_mask[:, :-1]).any()):
+    mask = ig_mask.to(torch.bool)
+    n_ig = mask.sum(-1).unsqueeze(1)  # [B, 1]: IG turns per trajectory = the column of its outcome turn
+    cols = torch.arange(T + 1, device=ig.device)
+    if not torch.equal(mask, cols[:T] < n_ig):
         # The outcome turn sits at column n_b: a hole in the mask would put it on an IG turn.
         raise ValueError("ig_mask must be left-aligned: each trajectory's valid IG turns are 0 .. n_b - 1")
     out_dtype = torch.promote_types(ig.dtype, outcome_rewards.dtype)
     dt = torch.float64 if out_dtype == torch.float64 else torch.float32
     x = ig.to(dt)
-    outcome = outcome_rewards.to(dt)
-    layout = _turn_layout(ig_mask)
-    mask = layout.ig_mask
-    prompt_index, G = dense_index(prompt_group)
-    normed_ig, outcome_adv = _normalize_rewards(
-        x, outcome, layout, prompt_index, G, info_gain_norm_mode, norm_adv_by_std, eps, unbiased_std
-    )
+    valid = cols <= n_ig  # [B, T+1]: IG turns and the outcome turn
 
+    # (i) One segment normalization for every mode, on a [B, T+1] pool whose column T
+    # holds the outcome reward (a fixed column, unlike the outcome *turn* n_b).
+    prompt_index, G = dense_index(prompt_group)
+    ids, num_segments = _pool_segments(prompt_index, G, cols, info_gain_norm_mode)
+    pool = torch.cat([x, outcome_rewards.to(dt).unsqueeze(1)], 1)
+    normed = segment_normalize(
+        pool.view(-1),
+        ids.reshape(-1),
+        num_segments,
+        F.pad(mask, (0, 1), value=True).view(-1),
+        use_std=norm_adv_by_std,
+        eps=eps,
+        unbiased=unbiased_std,
+    ).view(B, T + 1)
+    outcome_adv = normed[:, T:]  # [B, 1]
+    z = F.pad(normed[:, :T], (0, 1))  # [B, T+1] normalized IG on IG turns, 0 on every other column
+
+    discount = discount_matrix(T + 1, gamma, dt, ig.device)
     if info_gain_norm_mode == "turn-group-v1d":
-        D = variance_rescaled_accumulation(normed_ig, mask, gamma)
-        turn_adv = _place(layout, adv_rescale_alpha * D + outcome_adv.unsqueeze(1), outcome_adv)
+        # (ii) z is 0 past each row's last IG turn, so n_terms_t = n_b - t (left-aligned turns);
+        # on the outcome turn D = 0 and the advantage is the outcome advantage.
+        inv_sqrt_terms = (n_ig - cols).clamp_min_(1).to(dt).rsqrt_()
+        turn_adv = torch.addcmul(outcome_adv, z @ discount, inv_sqrt_terms, value=adv_rescale_alpha)
+        turn_adv = torch.where(valid, turn_adv, 0.0)
     else:
-        turn_adv = discounted_turn_returns(_place(layout, normed_ig, outcome_adv), layout.valid, gamma)
+        # IGPO's turn chain A_t = r_t + gamma A_{t+1}, whose last link is the outcome turn.
+        turn_adv = torch.where(cols == n_ig, outcome_adv, z) @ discount
 
     if dynamic_clip is None:
         dynamic_clip = info_gain_norm_mode == "turn-group-v1d"
-    ig_scale = adaptive_clip_scale(normed_ig, mask, clip_beta) if dynamic_clip else torch.ones_like(normed_ig)
-    turn_scale = torch.where(layout.valid, _place(layout, ig_scale, torch.ones_like(outcome_adv)), 1.0)
+    # (iii) z = 0 off the IG turns gives exactly 1 there (the outcome turn included).
+    turn_scale = _clip_scale_of(z, clip_beta) if dynamic_clip else torch.ones_like(z)
 
-    # One index for both gathers. turn_adv / turn_scale already hold (0, 1) on every
-    # column past a row's outcome turn; a sentinel column (0, 1) at each end catches
-    # negative ids (shifted to 0), ids past T (clamped to T + 2) and masked tokens.
-    index = (turn_ids.long() + 1).clamp_(0, T + 2)
-    if response_mask is not None:
-        index = torch.where(response_mask.to(torch.bool), index, 0)
-    advantages = F.pad(turn_adv, (1, 1), value=0.0).gather(1, index)
-    clip_scale = F.pad(turn_scale, (1, 1), value=1.0).gather(1, index)
-
-    telemetry = _telemetry(x, normed_ig, turn_scale, turn_adv, layout, clip_beta) if with_telemetry else {}
+    advantages, clip_scale = _broadcast_to_tokens(turn_adv, turn_scale, turn_ids, response_mask)
+    telemetry = _telemetry(x, z, turn_scale, turn_adv, mask, valid, clip_beta) if with_telemetry else {}
     return A2TGPOAdvantages(
         advantages=advantages.to(out_dtype),
         clip_scale=clip_scale.to(out_dtype),
         turn_advantages=turn_adv.to(out_dtype),
         turn_clip_scale=turn_scale.to(out_dtype),
-        turn_valid=layout.valid,
-        normed_ig=normed_ig.to(out_dtype),
-        outcome_advantages=outcome_adv.to(out_dtype),
+        turn_valid=valid,
+        normed_ig=normed[:, :T].to(out_dtype).contiguous(),
+        outcome_advantages=normed[:, T].to(out_dtype).contiguous(),
         telemetry=telemetry,
     )
 
 
-def _normalize_rewards(
-    x: Tensor,
-    outcome: Tensor,
-    layout: _TurnLayout,
-    prompt_index: Tensor,
-    G: int,
-    mode: str,
-    use_std: bool,
-    eps: float,
-    unbiased: bool,
+def _pool_segments(prompt_index: Tensor, G: int, cols: Tensor, mode: str) -> tuple[Tensor, int]:
+    """Segment ids ``[B, T+1]`` of the normalization pool (IG turns in columns ``0 .. T-1``,
+    the outcome reward in column ``T``; ``cols = arange(T + 1)``) for ``mode``, and the
+    number of segments."""
+    rows = prompt_index.unsqueeze(1)
+    T = cols.shape[0] - 1
+    if mode == "joint":  # one pool per prompt: IG and outcomes together
+        return rows.expand(-1, T + 1), G
+    if mode == "separate":  # per prompt: one IG pool, one outcome pool
+        return rows * 2 + (cols == T), 2 * G
+    # turn-group(-v1d): per (prompt, column); column T is the per-prompt outcome pool.
+    return _composite_ids(prompt_index, T + 1, cols), G * (T + 1)
+
+
+def _broadcast_to_tokens(
+    turn_adv: Tensor, turn_scale: Tensor, turn_ids: Tensor, response_mask: Tensor | None
 ) -> tuple[Tensor, Tensor]:
-    """``(normed_ig [B, T], outcome_adv [B])`` for ``mode``, in one segment normalization:
-    outcomes and IG values are concatenated, each with its own segment space."""
-    B, T = x.shape
-    norm = dict(use_std=use_std, eps=eps, unbiased=unbiased)
-    if mode == "joint":
-        pooled = _place(layout, x, outcome)
-        ids = prompt_index.unsqueeze(1).expand(B, T + 1)
-        normed = segment_normalize(pooled.reshape(-1), ids.reshape(-1), G, layout.valid.reshape(-1), **norm)
-        normed = normed.view(B, T + 1)
-        normed_ig = torch.where(layout.ig_mask, normed[:, :T], 0.0)  # column n_b holds the outcome
-        return normed_ig, normed.gather(1, layout.outcome_turn.unsqueeze(1)).squeeze(1)
-    if mode == "separate":
-        ig_ids, n_ig_groups = prompt_index.unsqueeze(1).expand(B, T), G
-    else:  # turn-group, turn-group-v1d
-        ig_ids, n_ig_groups = _composite_ids(prompt_index, T), G * T
-    values = torch.cat([outcome, x.reshape(-1)])
-    ids = torch.cat([prompt_index, G + ig_ids.reshape(-1)])
-    valid = torch.cat([torch.ones_like(layout.outcome_turn, dtype=torch.bool), layout.ig_mask.reshape(-1)])
-    normed = segment_normalize(values, ids, G + n_ig_groups, valid, **norm)
-    return normed[B:].view(B, T), normed[:B]
+    """``turn_adv, turn_scale: [B, K]`` -> ``(advantages, clip_scale): [B, L]`` by ``turn_ids``.
+
+    One index for both gathers. ``turn_adv`` / ``turn_scale`` already hold ``(0, 1)`` on
+    every column past a row's outcome turn; a sentinel column ``(0, 1)`` at each end
+    catches negative ids (shifted to 0) and ids ``>= K`` (clamped to ``K + 1``), and
+    tokens outside ``response_mask`` get index 0 as well.
+
+    This is the only ``[B, L]`` work, so it is kept to one fresh int64 buffer and three
+    integer passes: on a CPU, ``where`` / ``masked_fill`` / ``mul`` over a bool mask run
+    scalar loops several times slower, so the mask is applied as ``index & -mask``.
+    """
+    K = turn_adv.shape[1]
+    index = turn_ids.long().add(1).clamp_(0, K + 1)
+    if response_mask is not None:
+        index.bitwise_and_(response_mask.to(torch.bool).to(torch.long).neg_())  # & 0 or & ~0
+    advantages = F.pad(turn_adv, (1, 1), value=0.0).gather(1, index)
+    clip_scale = F.pad(turn_scale, (1, 1), value=1.0).gather(1, index)
+    return advantages, clip_scale
 
 
 def _telemetry(
-    x: Tensor, normed_ig: Tensor, turn_scale: Tensor, turn_adv: Tensor, layout: _TurnLayout, beta: float
+    x: Tensor, z: Tensor, turn_scale: Tensor, turn_adv: Tensor, ig_mask: Tensor, valid: Tensor, beta: float
 ) -> dict[str, Tensor]:
+    """``x: [B, T]`` raw IG, ``z, turn_scale, turn_adv, valid: [B, T+1]``, ``ig_mask: [B, T]``."""
     with torch.no_grad():
-        zeros = x.new_zeros(x.shape[0], 1)
-        tol = BOUND_TOLERANCE * beta
-        at_low = (turn_scale <= 1.0 - beta + tol) & (beta > 0)
-        at_high = (turn_scale >= 1.0 + beta - tol) & (beta > 0)
-        # One stacked reduction for every quantity; the bound fractions are means of indicators.
-        values = torch.stack(
-            [torch.cat([x, zeros], 1), torch.cat([normed_ig, zeros], 1), turn_scale, turn_adv, at_low, at_high]
-        )
-        v = layout.valid
-        masks = torch.stack([layout.ig_ext, layout.ig_ext, v, v, v, v])
-        mean, std, vmin, vmax = stacked_moments(values.flatten(1), masks.flatten(1))
-        has_turns = v.any()
+        # One stacked reduction for every quantity, the clip scale's bound counts included.
+        values = torch.stack([F.pad(x, (0, 1)), z, turn_scale, turn_adv]).flatten(1)
+        ig_ext = F.pad(ig_mask, (0, 1))
+        masks = torch.stack([ig_ext, ig_ext, valid, valid]).flatten(1)
+        n, stats, counts = masked_row_stats(values, masks, clip_scale_bounds(beta))
+        assert counts is not None
+        fractions = (counts[2] / n[2].clamp_min(1.0)).unbind()
+        stats = torch.where(n > 0, stats, 0.0)
+        if valid.shape[0] == 0:  # every trajectory has its outcome turn: only B = 0 has no turns
+            stats[2] = stats.new_tensor([1.0, 0.0, 1.0, 1.0])
+        ig, normed, scale, adv = (row.unbind() for row in stats.unbind())  # (mean, std, min, max) each
         return {
-            "ig_mean": mean[0],
-            "ig_std": std[0],
-            "normed_ig_mean": mean[1],
-            "normed_ig_std": std[1],
-            **clip_scale_entries(
-                torch.where(has_turns, mean[2], 1.0),
-                std[2],
-                torch.where(has_turns, vmin[2], 1.0),
-                torch.where(has_turns, vmax[2], 1.0),
-                mean[4],
-                mean[5],
-            ),
-            "turn_adv_mean": mean[3],
-            "turn_adv_std": std[3],
+            "ig_mean": ig[0],
+            "ig_std": ig[1],
+            "normed_ig_mean": normed[0],
+            "normed_ig_std": normed[1],
+            **clip_scale_entries(*scale, *fractions),
+            "turn_adv_mean": adv[0],
+            "turn_adv_std": adv[1],
         }
 
 

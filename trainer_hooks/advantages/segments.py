@@ -26,6 +26,7 @@ __all__ = [
     "broadcast_turns",
     "compute_dtype",
     "dense_index",
+    "discount_matrix",
     "reverse_discounted_sum",
     "segment_normalize",
     "segment_stats",
@@ -90,21 +91,44 @@ def segment_stats(
 
     Only elements with ``mask: [N] bool`` take part. Two-pass variance (no cancellation).
     """
+    m = _segment_moments(values, index, num_segments, mask, unbiased)
+    std = torch.where(m.count > 1, torch.sqrt(m.var + var_eps), 1.0)
     S = num_segments
+    return SegmentStats(count=m.count[:S], mean=m.mean[:S], std=std[:S], informative=m.informative[:S])
+
+
+class _Moments(NamedTuple):
+    count: Tensor  # [S + 1]; slot S collects the masked-out elements
+    mean: Tensor  # [S + 1]
+    var: Tensor  # [S + 1]
+    informative: Tensor  # [S + 1] bool; never True for slot S
+    centered: Tensor  # [N], x - mean of its segment (0 for masked-out elements)
+    slot: Tensor  # [N] int64, the segment of each element, S where masked out
+
+
+def _segment_moments(values: Tensor, index: Tensor, num_segments: int, mask: Tensor, unbiased: bool) -> _Moments:
+    """Two-pass segment moments in about fifteen 1-D ops.
+
+    Masked-out elements are zeroed (garbage, even inf/nan, stays out) and sent to one
+    extra slot ``num_segments`` rather than masked out of every reduction; that slot
+    holds only zeros, so it is never informative. A segment is informative iff its min
+    is below its max (exact, unlike a variance threshold).
+    """
+    S = num_segments
+    mask = mask.to(torch.bool)
+    slot = torch.where(mask, index, S)
     x = torch.where(mask, values, 0.0)
-    sums = values.new_zeros(S, 2).index_add_(0, index, torch.stack([mask.to(values.dtype), x], 1))
-    count, total = sums.unbind(1)
-    mean = total / count.clamp_min(1.0)
-    centered = torch.where(mask, values - mean[index], 0.0)
-    ss = values.new_zeros(S).index_add_(0, index, centered * centered)
-    var = ss / ((count - 1.0) if unbiased else count).clamp_min(1.0)
-    std = torch.where(count > 1, torch.sqrt(var + var_eps), 1.0)
-    # max and -min in one scatter: segments [0, S) get x, segments [S, 2S) get -x.
+    # index_add, not bincount: bincount sizes its output from the data (a device sync on CUDA).
+    count = x.new_zeros(S + 1).index_add_(0, slot, torch.ones_like(x))
+    n1 = count.clamp_min(1.0)
+    mean = x.new_zeros(S + 1).index_add_(0, slot, x) / n1
+    centered = x - mean.index_select(0, slot)
+    ss = x.new_zeros(S + 1).index_add_(0, slot, centered * centered)
+    var = ss / ((count - 1.0).clamp_min(1.0) if unbiased else n1)
     d = x.detach()
-    signed = torch.cat([torch.where(mask, d, float("-inf")), torch.where(mask, -d, float("-inf"))])
-    extremes = d.new_full((2 * S,), float("-inf")).scatter_reduce_(0, torch.cat([index, index + S]), signed, "amax")
-    informative = (count > 1) & (extremes[:S] > -extremes[S:])
-    return SegmentStats(count=count, mean=mean, std=std, informative=informative)
+    top = d.new_full((S + 1,), float("-inf")).scatter_reduce_(0, slot, d, "amax")
+    bottom = d.new_full((S + 1,), float("inf")).scatter_reduce_(0, slot, d, "amin")
+    return _Moments(count, mean, var, bottom < top, centered, slot)
 
 
 def segment_normalize(
@@ -133,12 +157,13 @@ def segment_normalize(
         a non-informative segment (all members equal, singletons included) — centering
         such a segment leaves only rounding residue, which the std division would blow up.
     """
-    stats = segment_stats(values, index, num_segments, mask, unbiased=unbiased, var_eps=var_eps)
-    out = values - stats.mean[index]
-    if use_std:
-        out = out / (stats.std[index] + eps)
-    keep = mask & stats.informative[index]
-    return torch.where(keep, out, torch.zeros_like(out))
+    m = _segment_moments(values, index, num_segments, mask, unbiased)
+    if not use_std:
+        return torch.where(m.informative.index_select(0, m.slot), m.centered, 0.0)
+    # Dividing by +inf zeroes the non-informative segments (and the masked-out slot) with
+    # one gather, and their gradient with it.
+    denom = torch.where(m.informative, torch.sqrt(m.var + var_eps) + eps, float("inf"))
+    return m.centered / denom.index_select(0, m.slot)
 
 
 def valid_turn_tokens(turn_ids: Tensor, num_turns: int, mask: Tensor | None = None) -> Tensor:
@@ -230,6 +255,13 @@ def _discount_matrices(K: int, gamma: float, dtype: torch.dtype, device: torch.d
     # pow on a clamped exponent: 0 ** 0 = 1 gives gamma = 0 its one-step meaning.
     powers = torch.where(upper, torch.pow(torch.tensor(gamma, dtype=dtype, device=device), lag.clamp_min(0)), 0.0)
     return torch.stack([powers, upper.to(dtype)])
+
+
+def discount_matrix(K: int, gamma: float, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """``[K, K]`` with ``[j, t] = gamma^(j - t)`` for ``j >= t`` and 0 below: ``values [B, K]
+    @ discount_matrix`` is the reverse discounted sum ``sum_{j >= t} gamma^(j - t) values_j``.
+    Cached per ``(K, gamma, dtype, device)``."""
+    return _discount_matrices(K, float(gamma), dtype, torch.device(device))[0]
 
 
 def reverse_discounted_sum(values: Tensor, mask: Tensor, gamma: float) -> tuple[Tensor, Tensor]:

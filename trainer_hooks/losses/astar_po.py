@@ -35,8 +35,9 @@ Telemetry keys of :func:`astar_po_loss` (0-dim, detached): ``loss``, ``nll`` (to
 -log pi), ``kl_ref`` (token-mean KL to the reference), ``adv_mean/std/min/max`` (raw
 advantages over non-empty rows; population std), ``adv_norm_mean``, ``adv_clipfrac``
 (fraction of rows at the +-adv_clip clamp), ``weight_mean/std/min/max``, ``vstar_mean``
-(when ``vstar`` is given) and, when ``old_log_prob`` is given, ``approx_kl`` (token-mean
-``old - new``) and ``ratio_mean/min/max`` of ``pi / pi_old``.
+(when ``vstar`` is given), the shared contract's ``clipfrac_low/high`` (0: nothing is
+clipped) and ``clip_scale_*`` (the neutral scale 1) and, when ``old_log_prob`` is given,
+``approx_kl`` (token-mean ``old - new``) and ``ratio_mean/min/max`` of ``pi / pi_old``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from torch import Tensor
 from trainer_hooks.advantages.segments import compute_dtype, dense_index, segment_sum
 from trainer_hooks.losses.aggregation import agg_loss, masked_mean, masked_var
 from trainer_hooks.registry import register_advantage_estimator, register_policy_loss
-from trainer_hooks.telemetry_stats import masked_moments
+from trainer_hooks.telemetry_stats import clip_scale_entries, masked_moments
 
 __all__ = [
     "WEIGHTING_SCHEMES",
@@ -443,6 +444,11 @@ def astar_po_loss(
         }
         tel |= masked_moments(adv, valid, "adv")
         tel |= masked_moments(weights, valid, "weight")
+        # The shared loss telemetry contract: A*-PO clips no ratio, so nothing is clipped
+        # and every token's clip scale is the neutral 1.
+        zero, one = torch.zeros((), device=loss.device), torch.ones((), device=loss.device)
+        tel |= {"clipfrac_low": zero, "clipfrac_high": zero}
+        tel |= clip_scale_entries(one, zero, one, one, zero, zero)
         if vstar is not None:
             tel["vstar_mean"] = masked_mean(_as_float(vstar), valid)
         if old_log_prob is not None:

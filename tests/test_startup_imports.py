@@ -1,0 +1,47 @@
+"""The server starts without the heavy libraries (DEVELOPERS: keep pandas, numpy and torch
+out of server start-up; the server installs and runs without torch).
+
+Each check runs in a fresh interpreter, so what another test imported cannot hide an
+import the server's start-up makes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("torch", "numpy", "pandas")
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_building_the_app_imports_no_heavy_library(tmp_path) -> None:
+    loaded = _modules_after(
+        "from api.app import create_app\n"
+        "from api.settings import Settings\n"
+        f"app = create_app(Settings(database_url={str('sqlite:///' + str(tmp_path / 'x.db'))!r}))\n"
+    )
+    assert "fastapi" in loaded  # the probe really built the app
+    assert not {m for m in loaded if m.split(".")[0] in HEAVY}
+
+
+def test_the_server_runs_when_torch_cannot_be_imported(tmp_path) -> None:
+    # A torch that fails to import stands in for an install without the trainer extra.
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from fastapi.testclient import TestClient\n"
+        "from api.app import create_app\n"
+        "from api.settings import Settings\n"
+        f"app = create_app(Settings(database_url={str('sqlite:///' + str(tmp_path / 'y.db'))!r}))\n"
+        "with TestClient(app) as client:\n"
+        "    assert client.get('/ready').status_code == 200\n"
+        "    assert client.post('/api/v1/projects', json={'slug': 'p'}).status_code == 201\n"
+        "    assert client.post('/api/v1/projects/p/trials', json={'hypothesis': 'h', 'status': 'baseline', 'core_metric': 1.0}).status_code == 201\n"
+        "    assert client.get('/api/v1/projects/p/knowledge').status_code == 200\n"
+    )
+    _modules_after(code)
