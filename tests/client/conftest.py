@@ -1,0 +1,78 @@
+"""Fixtures of the telemetry client's tests: real ``lineage serve`` processes (from
+tests/api/conftest.py), a real HTTP proxy in front of one, and readers of the points the
+ledger's SQLite file holds."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from sqlalchemy import text
+
+from tests.api.conftest import serve  # noqa: F401  (the fixture)
+from tests.client.proxy import FaultyProxy
+from trainer_hooks.client import LedgerClient
+
+
+def _rows(db: Any, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` from a ledger: a SQLite file path, or an SQLAlchemy engine (any backend)."""
+    if isinstance(db, str):
+        with sqlite3.connect(db) as conn:
+            return conn.execute(sql).fetchall()
+    with db.connect() as conn:
+        return [tuple(row) for row in conn.execute(text(sql))]
+
+
+def stored_points(db: Any) -> Counter[tuple[int, int, str, float]]:
+    """``(step, turn, name, value)`` of every point in the ledger, with multiplicity."""
+    return Counter(_rows(db, "SELECT step, turn, name, value FROM telemetry_points"))
+
+
+def expected_points(steps: range, names: tuple[str, ...] = ("loss", "kl"), turns: int = 2) -> Counter[tuple[int, int, str, float]]:
+    """The points :func:`log_steps` logs."""
+    out: Counter[tuple[int, int, str, float]] = Counter()
+    for step in steps:
+        for name in names:
+            out[(step, -1, name, step_value(step, name))] += 1
+        for turn in range(turns):
+            out[(step, turn, "ig_mean", step_value(step, "ig", turn))] += 1
+    return out
+
+
+def step_value(step: int, name: str, turn: int = 0) -> float:
+    return step * 0.001 + len(name) + turn * 0.5
+
+
+def log_steps(client: LedgerClient, steps: range, names: tuple[str, ...] = ("loss", "kl"), turns: int = 2) -> None:
+    for step in steps:
+        client.log(step, {name: step_value(step, name) for name in names})
+        client.log_turns(step, {"ig_mean": [step_value(step, "ig", t) for t in range(turns)]})
+
+
+def trial_count(db: Any) -> int:
+    return int(_rows(db, "SELECT COUNT(*) FROM trials")[0][0])
+
+
+def fast_client(url: str, spool_dir: Path, project: str = "p", token: str | None = None, **kwargs: Any) -> LedgerClient:
+    """A client with short intervals and backoff (tests wait on it, not on the defaults)."""
+    options = {"spool_interval": 0.02, "backoff": (0.02, 0.2), "close_timeout": 120.0, "timeout": 30.0, **kwargs}
+    return LedgerClient(url, token, project, spool_dir=spool_dir, **options)
+
+
+@pytest.fixture
+def proxy() -> Iterator[Any]:
+    """``proxy(upstream_url, fault)``: a started :class:`FaultyProxy`, stopped after the test."""
+    started: list[FaultyProxy] = []
+
+    def start(upstream: str, fault: Any) -> FaultyProxy:
+        found = FaultyProxy(upstream, fault)
+        found.start()
+        started.append(found)
+        return found
+
+    yield start
+    for found in started:
+        found.stop()

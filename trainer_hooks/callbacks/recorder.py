@@ -1,0 +1,131 @@
+"""``TrialRecorder``: one trial around a training loop.
+
+On enter it plans the trial; inside, the loop logs telemetry and reports its result; on
+exit it finishes the trial by the outcome rule (``keep`` when the result beats the
+current best by ``keep_margin``, else ``discard``; an evaluation that took longer than
+``eval_budget_s`` is ``eval_budget_overrun``), or, when an exception left the block,
+labels the failure (:func:`~trainer_hooks.client.outcome.failure_label`: crash,
+out-of-memory -> ``size_blocked``, timeouts, interrupts) with the exception's summary
+in the notes. The exception is never swallowed. Timings: ``train_s`` from enter to
+:meth:`TrialRecorder.training_done` (or to :meth:`TrialRecorder.result`), ``total_s``
+from enter to exit.
+
+::
+
+    with TrialRecorder(LedgerClient(url, token, "my-project"), hypothesis="...") as run:
+        for step in range(steps):
+            ...
+            run.log(step, telemetry)
+        run.result(core_metric=evaluate(model))
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any, Mapping
+
+from trainer_hooks.client.client import LedgerClient
+from trainer_hooks.client.outcome import failure_label
+
+__all__ = ["TrialRecorder", "exception_summary"]
+
+MAX_NOTES = 2000
+
+
+def exception_summary(exc: BaseException) -> str:
+    """``Type: message (at file:line in function)`` of the innermost frame, one line."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}{where}"[:MAX_NOTES]
+
+
+class TrialRecorder:
+    """Plans a trial on enter, finishes it or labels its failure on exit (module doc).
+
+    Args:
+        client: the run's :class:`LedgerClient`.
+        keep_margin: how much ``core_metric`` must beat the current best by to be kept.
+        eval_budget_s: seconds the evaluation may take (``result(eval_s=...)``); more is
+            ``eval_budget_overrun``.
+        close: close the client on exit (flushing for at most its ``close_timeout``).
+        plan: trial fields for :meth:`LedgerClient.plan_trial` (hypothesis, parent_exp, ...).
+    """
+
+    def __init__(self, client: LedgerClient, *, keep_margin: float = 0.0, eval_budget_s: float | None = None,
+                 close: bool = True, **plan: Any) -> None:
+        self.client = client
+        self.keep_margin = keep_margin
+        self.eval_budget_s = eval_budget_s
+        self.close_client = close
+        self.plan = plan
+        self.core_metric: float | None = None
+        self.fields: dict[str, Any] = {}
+        self.eval_s: float | None = None
+        self.notes: list[str] = []
+        self.status: str | None = None
+        self._started = 0.0
+        self._trained: float | None = None
+        self._planned = False
+
+    def __enter__(self) -> "TrialRecorder":
+        self.start()
+        return self
+
+    def start(self) -> None:
+        """Plan the trial (once) and start the clock."""
+        if not self._planned:
+            self._started = time.monotonic()
+            self.client.plan_trial(**self.plan)
+            self._planned = True
+
+    @property
+    def exp_id(self) -> str | None:
+        return self.client.exp_id
+
+    def log(self, step: int, metrics: Mapping[str, Any], *, turn: int | None = None) -> None:
+        self.client.log(step, metrics, turn=turn)
+
+    def log_turns(self, step: int, per_turn: Mapping[str, Any]) -> None:
+        self.client.log_turns(step, per_turn)
+
+    def training_done(self) -> None:
+        """Stop the ``train_s`` clock (evaluation comes next)."""
+        if self._trained is None:
+            self._trained = time.monotonic() - self._started
+
+    def result(self, core_metric: float | None, *, eval_s: float | None = None, note: str = "", **fields: Any) -> None:
+        """The evaluation's result: ``core_metric`` (and ``val_bpb``, ``notes``, ... fields)."""
+        self.training_done()
+        self.core_metric = core_metric
+        self.eval_s = eval_s
+        self.fields.update(fields)
+        if note:
+            self.notes.append(note)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        self.finish(exc)
+        return False
+
+    def finish(self, exc: BaseException | None = None) -> str:
+        """Finish the trial (what ``__exit__`` does); returns the status sent (``auto``: the
+        server-side best decides between keep and discard)."""
+        total = time.monotonic() - self._started
+        fields = {"train_s": self._trained if self._trained is not None else total, "total_s": total, **self.fields}
+        notes = list(self.notes)
+        if exc is not None:
+            status = failure_label(exc)
+            notes.append(exception_summary(exc))
+        elif self.eval_budget_s is not None and self.eval_s is not None and self.eval_s > self.eval_budget_s:
+            status = "eval_budget_overrun"
+            notes.append(f"evaluation took {self.eval_s:.1f} s, over its budget of {self.eval_budget_s:.1f} s")
+        else:
+            status = "auto"
+        if notes:
+            fields["notes"] = " | ".join(notes)[:MAX_NOTES]
+        self.status = status
+        self.client.finish_trial(status=status, core_metric=self.core_metric, keep_margin=self.keep_margin, **fields)
+        if self.close_client:
+            self.client.close()
+        return status

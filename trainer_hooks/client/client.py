@@ -1,0 +1,374 @@
+"""``LedgerClient``: plan a trial, log telemetry, finish it — without a training step ever
+waiting on the network, and without losing what was logged.
+
+Path of a point::
+
+    log() --(in-memory deque, bounded)--> spool thread --(SQLite spool, fsync'd)-->
+    sender thread --(httpx, batches with batch_id)--> ledger
+
+``log`` converts and checks the values and appends one list to a deque: a few
+microseconds per metric. The spool thread commits what has piled up every
+``spool_interval`` seconds (or sooner when ``batch_points`` are waiting); when the
+deque holds more than ``max_buffer_points`` (the disk cannot keep up) ``log`` writes
+to the spool itself instead of dropping anything. The sender replays the spool in order
+(:func:`trainer_hooks.client.delivery.deliver`) with exponential backoff on network
+errors, timeouts and 5xx, and stops for good on a 4xx (a revoked token, say): the
+error is logged once, kept in :attr:`LedgerClient.error`, and the data stays in the spool
+for ``lineage spool flush``.
+
+:meth:`LedgerClient.close` (also run at interpreter exit, and on SIGTERM when
+``handle_sigterm``) spools everything still in memory, then sends for at most
+``close_timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import re
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, Transport, Unavailable, deliver
+from trainer_hooks.client.points import Row, encode_rows, step_rows, turn_rows
+from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
+
+__all__ = ["ClientReport", "LedgerClient", "default_spool_dir"]
+
+log = logging.getLogger("trainer_hooks.client")
+
+#: trial fields a plan may carry (the rest are the server's or the finish's)
+PLAN_FIELDS = ("exp_id", "timestamp", "specialist", "parent_exp", "baseline_exp", "domain", "hypothesis",
+               "expected_delta", "job_name", "snapshot_path", "notes", "extra")
+FINISH_FIELDS = ("core_metric", "val_bpb", "train_s", "total_s", "notes", "job_name", "snapshot_path", "extra")
+#: the status a trial is planned with: until the run finishes it is a run the harness
+#: stopped (never "best"), which is also the truth if the trainer is killed and never finishes
+PLANNED_STATUS = "harness_abort"
+#: a run id names the spool file and prefixes idempotency keys (printable ASCII, no spaces)
+_RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
+
+
+def default_spool_dir() -> Path:
+    """``$LINEAGE_SPOOL_DIR`` or ``~/.cache/lineage/spool``."""
+    return Path(os.environ.get("LINEAGE_SPOOL_DIR") or Path.home() / ".cache" / "lineage" / "spool")
+
+
+@dataclass(frozen=True)
+class ClientReport:
+    """What :meth:`LedgerClient.close` achieved."""
+
+    exp_id: str | None
+    points_logged: int
+    points_sent: int
+    pending_ops: int
+    pending_points: int
+    nonfinite_dropped: int
+    spool: str
+    error: str | None
+
+    @property
+    def delivered(self) -> bool:
+        return self.pending_ops == 0 and self.error is None
+
+
+class LedgerClient:
+    """A run's connection to the ledger (module doc).
+
+    Args:
+        base_url: the ledger, e.g. ``http://127.0.0.1:8000``.
+        token: a writer token (``None`` for an open loopback ledger).
+        project: the project slug.
+        spool_dir: where the run's spool file goes (:func:`default_spool_dir`).
+        run_id: names the spool file and prefixes every idempotency key; a new one by default.
+        timeout: seconds per HTTP request.
+        max_batch_points: points per telemetry request.
+        max_buffer_points: points held in memory before ``log`` spools them itself.
+        spool_interval: seconds between spool commits.
+        close_timeout: seconds :meth:`close` may spend sending at exit.
+        backoff: ``(first, cap)`` seconds between retries (doubling, with jitter).
+        handle_sigterm: on SIGTERM raise ``SystemExit(143)`` in the main thread so
+            ``with`` blocks and exit handlers run (and the spool is flushed).
+        durable: fsync every spool commit (``synchronous=FULL``); False: survive a process
+            kill but not a power cut.
+        gzip_level: of telemetry bodies; ``"auto"``: none on loopback, 1 over a network.
+    """
+
+    def __init__(self, base_url: str, token: str | None, project: str, *, spool_dir: str | Path | None = None,
+                 run_id: str | None = None, timeout: float = 10.0, max_batch_points: int = 50_000,
+                 max_buffer_points: int = 200_000, spool_interval: float = 0.2, close_timeout: float = 10.0,
+                 backoff: tuple[float, float] = (0.05, 5.0), handle_sigterm: bool = False, durable: bool = True,
+                 gzip_level: int | None | str = "auto") -> None:
+        self.project = project
+        self.run_id = run_id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+        if not _RUN_ID.match(self.run_id):
+            raise ValueError(f"run_id must be 1-120 characters of A-Z, a-z, 0-9, '.', '_', '-', got {self.run_id!r}")
+        directory = Path(spool_dir) if spool_dir is not None else default_spool_dir()
+        self.spool = Spool(directory / f"{self.run_id}{SPOOL_SUFFIX}", durable=durable)
+        self.spool.set("run_id", self.run_id)
+        self.spool.set("base_url", base_url)
+        self.spool.set("project", project)
+        self._transport = Transport(base_url, token, project, timeout=timeout, gzip_level=gzip_level)
+        self.max_batch_points = max_batch_points
+        self.max_buffer_points = max_buffer_points
+        self.spool_interval = spool_interval
+        self.close_timeout = close_timeout
+        self.backoff = backoff
+        self.points_logged = 0
+        self.points_sent = 0
+        self.nonfinite_dropped = 0
+        self.error: LedgerRejected | None = None
+        self._logged_clip_scale = False
+        self._plan_extra: dict[str, Any] = {"run_id": self.run_id}
+        self._buffer: collections.deque[list[Row]] = collections.deque()
+        # written by one side each (the logging thread / the spool lock holder): no lock on log()
+        self._appended = 0
+        self._drained = 0
+        self._spool_lock = threading.RLock()
+        self._spool_wake = threading.Event()
+        self._send_wake = threading.Event()
+        self._closing = threading.Event()
+        self._stop_sending = threading.Event()
+        self._closed = False
+        self._spooler = threading.Thread(target=self._spool_loop, name=f"ledger-spool-{self.run_id}", daemon=True)
+        self._sender = threading.Thread(target=self._send_loop, name=f"ledger-send-{self.run_id}", daemon=True)
+        self._spooler.start()
+        self._sender.start()
+        atexit.register(self.close)
+        if handle_sigterm:
+            install_sigterm_exit()
+
+    # -- the trial ------------------------------------------------------------------------
+
+    def ensure_project(self, *, lower_is_better: bool = True, title: str = "", metric_name: str = "core_metric") -> None:
+        """Create the project if it does not exist (an existing one is left as it is)."""
+        self._append_op("project", {"slug": self.project, "title": title, "metric_name": metric_name,
+                                    "lower_is_better": lower_is_better})
+
+    def plan_trial(self, *, hypothesis: str = "", expected_delta: str = "", parent_exp: str = "",
+                   baseline_exp: str = "", specialist: str = "", domain: str = "", exp_id: str | None = None,
+                   **fields: Any) -> None:
+        """Record the trial this run is (status ``harness_abort`` until :meth:`finish_trial`).
+        ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered)."""
+        body: dict[str, Any] = {"hypothesis": hypothesis, "expected_delta": expected_delta, "parent_exp": parent_exp,
+                                "baseline_exp": baseline_exp, "specialist": specialist, "domain": domain,
+                                "status": PLANNED_STATUS, **fields}
+        unknown = set(fields) - set(PLAN_FIELDS)
+        if unknown:
+            raise ValueError(f"plan_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(PLAN_FIELDS)}")
+        if exp_id is not None:
+            body["exp_id"] = exp_id
+            self.spool.set("exp_id", exp_id)
+        body.setdefault("timestamp", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"))
+        body["extra"] = {"run_id": self.run_id, "state": "running", **dict(body.get("extra") or {})}
+        self._plan_extra = body["extra"]
+        self._append_op("plan", body)
+
+    def finish_trial(self, *, status: str = "auto", core_metric: float | None = None, keep_margin: float = 0.0,
+                     summarize: bool | None = None, **fields: Any) -> None:
+        """Finish the trial: the telemetry logged so far is sent first, then (when clip-scale
+        telemetry was logged, or ``summarize``) the server derives the ``ig_clip_scale_*``
+        summary from it, then the trial gets its status, metric and fields.
+
+        ``status="auto"``: the outcome rule (``keep`` when ``core_metric`` beats the current
+        best by at least ``keep_margin`` in the project's direction, else ``discard``),
+        decided when the ledger is reachable. Any other value is a failure label."""
+        unknown = set(fields) - set(FINISH_FIELDS)
+        if unknown:
+            raise ValueError(f"finish_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(FINISH_FIELDS)}")
+        if keep_margin < 0:
+            raise ValueError(f"keep_margin must be >= 0, got {keep_margin!r}")
+        self._spool_buffer()
+        if summarize if summarize is not None else self._logged_clip_scale:
+            self._append_op("summarize", {})
+        # a PATCH replaces ``extra`` whole: the plan's entries are carried over
+        extra = {**self._plan_extra, "state": "finished", "telemetry_points": self.points_logged,
+                 "nonfinite_dropped": self.nonfinite_dropped, **dict(fields.pop("extra", None) or {})}
+        self._append_op("finish", {"fields": {"status": status, "core_metric": core_metric, "extra": extra, **fields},
+                                   "keep_margin": keep_margin})
+
+    @property
+    def exp_id(self) -> str | None:
+        """The trial's exp_id: given to :meth:`plan_trial`, or allocated once the ledger answered."""
+        return self.spool.get("exp_id")
+
+    # -- telemetry ------------------------------------------------------------------------
+
+    def log(self, step: int, metrics: Mapping[str, Any], *, turn: int | None = None) -> None:
+        """Log ``name -> value`` (numbers or 0-dim tensors) at ``step`` (for ``turn``)."""
+        rows, dropped = step_rows(step, metrics, turn, time.time())
+        self._push(rows, dropped)
+        if turn is None and "clip_scale_mean" in metrics:
+            self._logged_clip_scale = True
+
+    def log_turns(self, step: int, per_turn: Mapping[str, Any]) -> None:
+        """Log per-turn series: ``name -> [T]`` values (list or 1-D tensor), turn ``t`` each."""
+        rows, dropped = turn_rows(step, per_turn, time.time())
+        self._push(rows, dropped)
+
+    def _push(self, rows: list[Row], dropped: int) -> None:
+        if self._closed:
+            raise RuntimeError("the LedgerClient is closed")
+        self.nonfinite_dropped += dropped
+        if not rows:
+            return
+        self._buffer.append(rows)
+        self.points_logged += len(rows)
+        self._appended += len(rows)
+        buffered = self._appended - self._drained
+        if buffered >= self.max_buffer_points:
+            self._spool_buffer()  # the disk is behind: spool here rather than drop or grow
+        elif buffered >= self.max_batch_points:
+            self._spool_wake.set()
+
+    # -- flushing -------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Spool what is in memory and wait (at most ``timeout`` s) until the ledger has
+        everything; True when it has. Never raises for the network; see :attr:`error`.
+        ``flush(timeout=0)`` returns at once with everything logged so far in the spool:
+        from then on a SIGKILL loses none of it (the background thread spools every
+        ``spool_interval`` seconds anyway)."""
+        self._spool_buffer()
+        self._send_wake.set()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.error is None:
+            if self.spool.pending()[0] == 0:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return False
+
+    def close(self, timeout: float | None = None) -> ClientReport:
+        """Spool everything, send for at most ``timeout`` (default ``close_timeout``) seconds,
+        stop the threads. Idempotent; what is not sent stays in the spool."""
+        if not self._closed:
+            self._closed = True
+            atexit.unregister(self.close)
+            self._spool_buffer()
+            self.flush(self.close_timeout if timeout is None else timeout)
+            self._closing.set()
+            self._stop_sending.set()
+            self._spool_wake.set()
+            self._send_wake.set()
+            self._spooler.join(timeout=5)
+            self._sender.join(timeout=self._transport_timeout() + 1)
+            self._transport.close()
+        ops, points = self.spool.pending()
+        exp_id = self.exp_id
+        if not self._sender.is_alive() and not self._spooler.is_alive():
+            self.spool.close()
+        report = ClientReport(exp_id, self.points_logged, self.points_sent, ops, points, self.nonfinite_dropped,
+                              str(self.spool.path), str(self.error) if self.error else None)
+        if ops and self.error is None:
+            log.warning("ledger: %d ops (%d points) not delivered yet; kept in %s (send them with "
+                        "`lineage spool flush %s`)", ops, points, self.spool.path, self.spool.path.parent)
+        return report
+
+    def __enter__(self) -> "LedgerClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _transport_timeout(self) -> float:
+        timeout = self._transport.http.timeout
+        return float(max(t for t in (timeout.connect, timeout.read, timeout.write, timeout.pool, 1.0) if t))
+
+    # -- threads --------------------------------------------------------------------------
+
+    def _append_op(self, kind: str, body: Any) -> None:
+        if self._closed:
+            raise RuntimeError("the LedgerClient is closed")
+        with self._spool_lock:  # ops stay in the order they were made in: the points before them first
+            self._spool_buffer()
+            self.spool.append(kind, body)
+        self._send_wake.set()
+
+    def _spool_buffer(self) -> None:
+        """Move everything in the deque to the spool, in order (one transaction)."""
+        with self._spool_lock:
+            chunks: list[tuple[str, int]] = []
+            pending: list[Row] = []
+            taken: list[list[Row]] = []
+            try:
+                while self._buffer:
+                    rows = self._buffer.popleft()
+                    taken.append(rows)
+                    pending.extend(rows)
+                    if len(pending) >= self.max_batch_points:
+                        chunks.append(encode_rows(pending))
+                        pending = []
+                if pending:
+                    chunks.append(encode_rows(pending))
+                self.spool.append_points(chunks)
+            except BaseException:  # a full disk, a SIGTERM's SystemExit: the rows go back, in order
+                self._buffer.extendleft(reversed(taken))
+                raise
+            self._drained += sum(len(rows) for rows in taken)
+        if chunks:
+            self._send_wake.set()
+
+    def _spool_loop(self) -> None:
+        while not self._closing.is_set():
+            self._spool_wake.wait(self.spool_interval)
+            self._spool_wake.clear()
+            try:
+                self._spool_buffer()
+            except Exception:  # a full disk, say: keep the points in memory and retry
+                log.exception("ledger: cannot write the spool %s", self.spool.path)
+
+    def _send_loop(self) -> None:
+        backoff = Backoff(*self.backoff)
+        while not self._stop_sending.is_set():
+            try:
+                deliver(self.spool, self._transport, max_points=self.max_batch_points,
+                        should_stop=self._stop_sending.is_set, on_sent=self._count_sent, final=lambda: self._closed)
+                backoff.reset()
+                self._send_wake.wait(self.spool_interval)
+                self._send_wake.clear()
+            except NotPlanned:  # the plan may be the next op the run appends
+                self._send_wake.wait(self.spool_interval)
+                self._send_wake.clear()
+            except Unavailable as exc:
+                wait = backoff.next()
+                log.debug("ledger unavailable (%s); retrying in %.2f s", exc, wait)
+                self._stop_sending.wait(wait)
+            except LedgerRejected as exc:
+                self.error = exc
+                log.error("%s", exc)
+                return
+            except Exception as exc:  # a bug or a broken spool: never take the trainer down
+                log.exception("ledger sender stopped")
+                self.error = LedgerRejected(0, f"{type(exc).__name__}: {exc}", kind="sender", spool=str(self.spool.path))
+                return
+
+    def _count_sent(self, count: int) -> None:
+        self.points_sent += count
+
+
+_sigterm_installed = False
+
+
+def install_sigterm_exit() -> None:
+    """Make SIGTERM raise ``SystemExit(143)`` in the main thread (when it has the default
+    handler), so ``with`` blocks unwind and exit handlers flush the spool."""
+    global _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+    _sigterm_installed = True

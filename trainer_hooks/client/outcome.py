@@ -1,0 +1,73 @@
+"""The outcome rule of a trial: which status a finished (or failed) run is recorded with.
+
+``keep`` when the run's ``core_metric`` beats the project's current best by at least
+``margin`` in the project's direction, ``discard`` otherwise (also with no metric); with
+no scored best to beat, ``keep``. A run that did not finish is labelled from what
+stopped it (:func:`failure_label`): the strings are the ledger's failure labels
+(``lineage.domain.FailureLabel``; a contract test keeps the two equal, this package
+does not import ``lineage``). ``delta_vs_best`` is the server's to compute.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "FAILURE_LABELS",
+    "EvalBudgetExceeded",
+    "TrainBudgetExceeded",
+    "beats_best",
+    "decide_status",
+    "failure_label",
+]
+
+#: The shared vocabulary of trial statuses (value for value ``lineage.domain.FailureLabel``).
+FAILURE_LABELS: tuple[str, ...] = (
+    "keep", "discard", "crash", "eval_budget_overrun", "train_budget_overrun", "size_blocked",
+    "preflight_crash", "harness_abort", "disqualified", "baseline",
+)
+
+
+class TrainBudgetExceeded(TimeoutError):
+    """Raise from a training loop that ran past its time budget: ``train_budget_overrun``."""
+
+
+class EvalBudgetExceeded(TimeoutError):
+    """Raise when the evaluation ran past its budget: ``eval_budget_overrun``."""
+
+
+def beats_best(metric: float, best: float, *, lower_is_better: bool, margin: float = 0.0) -> bool:
+    """True when ``metric`` improves on ``best`` (strictly) by at least ``margin`` (>= 0) in the
+    direction; an improvement equal to the margin up to float rounding counts."""
+    if margin < 0.0 or not math.isfinite(margin):
+        raise ValueError(f"keep margin must be a finite number >= 0, got {margin!r}")
+    improvement = best - metric if lower_is_better else metric - best
+    # "at least": an improvement equal to the margin up to rounding (1.0 - 0.9 < 0.1) counts
+    return improvement > 0.0 and (improvement >= margin or math.isclose(improvement, margin, rel_tol=1e-9, abs_tol=1e-12))
+
+
+def decide_status(core_metric: float | None, best_metric: float | None, *, lower_is_better: bool,
+                  margin: float = 0.0) -> str:
+    """``keep`` or ``discard`` for a finished run (module doc)."""
+    if core_metric is None or not math.isfinite(core_metric):
+        return "discard"
+    if best_metric is None:
+        return "keep"
+    return "keep" if beats_best(core_metric, best_metric, lower_is_better=lower_is_better, margin=margin) else "discard"
+
+
+def failure_label(exc: BaseException) -> str:
+    """The failure label of what stopped a run: an out-of-memory is ``size_blocked`` (the
+    model or batch does not fit), a training timeout ``train_budget_overrun``, an evaluation
+    timeout ``eval_budget_overrun``, an interrupt or termination by the harness
+    (``KeyboardInterrupt``, ``SystemExit``) ``harness_abort``, anything else ``crash``."""
+    if isinstance(exc, EvalBudgetExceeded):
+        return "eval_budget_overrun"
+    if isinstance(exc, TimeoutError):
+        return "train_budget_overrun"
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return "harness_abort"
+    if isinstance(exc, MemoryError) or type(exc).__name__ in ("OutOfMemoryError", "OutOfResources") \
+            or "out of memory" in str(exc).lower():
+        return "size_blocked"
+    return "crash"
