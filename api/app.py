@@ -8,6 +8,8 @@ Errors are problem+json (``api.problems``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -39,6 +41,9 @@ The experiment lineage ledger's JSON API.
 * **ETags** of the prompt, the knowledge block and projects derive from the project's
   revision: `If-None-Match` gets 304 after one indexed query.
 * Bodies over the limit (`LINEAGE_MAX_BODY_BYTES`, counted after gzip decoding) get 413.
+* **Webhooks** (`/projects/{p}/hooks`, admin) receive signed events (new best, guardrail
+  tripped, trial crashed) from an outbox written with the trial; the server sends them in
+  the background (`lineage.hook_delivery`), so a slow receiver never slows a write.
 """
 
 
@@ -49,7 +54,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # webhooks: the outbox is sent in the background (lineage.hook_delivery); safe
+        # with several server processes, each claims its deliveries with a lease
+        from lineage.hook_delivery import delivery_enabled, delivery_loop
+
+        delivery = asyncio.create_task(delivery_loop(ledger)) if delivery_enabled() else None
         yield
+        if delivery is not None:
+            delivery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await delivery
         ledger.close()
 
     app = FastAPI(title="Lineage Ledger", version="0.1.0", description=DESCRIPTION, docs_url="/docs", lifespan=lifespan)

@@ -464,6 +464,20 @@ cli.add_command(_token_group)
 cli.add_command(_mcp_cmd)
 
 
+from api.cli_spool import spool as _spool_group  # noqa: E402
+
+cli.add_command(_spool_group)
+
+
+from api.cli_memory import similar as _similar_cmd  # noqa: E402
+
+cli.add_command(_similar_cmd)
+
+from api.cli_memory import register_memory_commands  # noqa: E402
+
+register_memory_commands(cli)
+
+
 def main() -> None:
     cli(prog_name="lineage")
 

@@ -198,6 +198,8 @@ def record(
         parts.append(f"vs best exp_{outcome.best_before.exp_id} ({_fmt_number(outcome.best_before.core_metric)})")
     parts.append("NEW BEST" if outcome.is_new_best else "not a new best")
     click.echo("  ".join(parts))
+    for similar in outcome.similar_prior:  # "was this tried?": the agent learns it at once
+        click.echo(f"  similar to exp_{similar.exp_id} ({similar.status}, score {similar.score:.2f}): {similar.hypothesis}")
 
 
 # -- watch -------------------------------------------------------------------------------

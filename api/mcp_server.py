@@ -119,9 +119,18 @@ def build_server(ledger: Ledger) -> MCPServer:
         """Record a trial in PROJECT. TRIAL holds fieldkit's fields (status, core_metric,
         hypothesis, parent_exp, ...); omit exp_id to get the next number. Same exp_id or
         idempotency_key with the same fields: the stored trial (created=false)."""
-        result = ledger.record_trial(project, trial, idempotency_key=idempotency_key)
+        result = ledger.record_trial(project, trial, idempotency_key=idempotency_key, similar_prior=True)
         return {"trial": result.trial.to_dict(), "created": result.created, "is_new_best": result.is_new_best,
-                "best_before": result.best_before.exp_id if result.best_before else None}
+                "best_before": result.best_before.exp_id if result.best_before else None,
+                "similar_prior": [similar.to_dict() for similar in result.similar_prior]}
+
+    @server.tool()
+    @_ledger_errors
+    def find_similar(project: str, text: str, limit: int = 5) -> dict[str, Any]:
+        """Was this tried? The past trials of PROJECT whose hypothesis and notes are closest
+        to TEXT, closest first: exp_id, status, core_metric, delta_vs_best (against the best
+        before it) and a score in [0, 1]. Ask before proposing a trial."""
+        return {"items": [similar.to_dict() for similar in ledger.find_similar(project, text, limit)]}
 
     @server.tool()
     @_ledger_errors
@@ -129,5 +138,14 @@ def build_server(ledger: Ledger) -> MCPServer:
         """Change fields of a stored trial (status, core_metric, notes, timings, clip-scale
         statistics, ...); delta_vs_best is recomputed by the ledger."""
         return ledger.update_trial(project, exp_id, changes).to_dict()
+
+    @server.tool()
+    @_ledger_errors
+    def get_summary(project: str, last: int = 20) -> dict[str, Any]:
+        """Where PROJECT's loop stands: trials per status, keep rate (all, last LAST), the
+        best and when it was reached, trials since the last new best, crash streak, time
+        spent, the trend (improving / plateauing / stuck, with its rule) and any tripped
+        guardrail. Check it before starting a trial."""
+        return ledger.summary(project, last_n=last).to_dict()
 
     return server

@@ -57,6 +57,7 @@ def record_json(result: RecordResult) -> dict[str, Any]:
         "created": result.created,
         "is_new_best": result.is_new_best,
         "best_before": result.best_before.exp_id if result.best_before is not None else None,
+        "similar_prior": [similar.to_dict() for similar in result.similar_prior],
     }
 
 

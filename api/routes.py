@@ -27,8 +27,16 @@ POST     /projects/{p}/trials.tsv                         writer  atomic TSV imp
 POST     /projects/{p}/trials/{exp}/telemetry             writer  a batch of points
 GET      /projects/{p}/trials/{exp}/telemetry             reader  series (min/max buckets)
 POST     /projects/{p}/trials/{exp}/telemetry/summarize   writer  ig_clip_scale_* from it
+GET      /projects/{p}/explore                            reader  curves of many trials, grouped
 GET      /projects/{p}/prompt                             reader  agent prompt (ETag)
 GET      /projects/{p}/knowledge                          reader  KNOWLEDGE.md / JSON (ETag)
+GET      /projects/{p}/similar?q=TEXT                     reader  "was this tried?"
+GET      /projects/{p}/summary                            reader  progress, trend, guardrails
+GET      /projects/{p}/guardrails                         reader  policy and trips
+PUT      /projects/{p}/guardrails                         writer  set the policy
+GET      /projects/{p}/hooks                              admin   webhooks
+POST     /projects/{p}/hooks                              admin   add (secret shown once)
+DELETE   /projects/{p}/hooks/{id}                         admin   remove
 GET      /tokens                                          admin   list tokens
 POST     /tokens                                          admin   create (secret shown once)
 DELETE   /tokens/{name}                                   admin   revoke
@@ -45,7 +53,14 @@ from fastapi.responses import JSONResponse
 from api import present
 from api.deps import Admin, ExpId, IdempotencyKey, IfNoneMatch, LedgerDep, ProjectSlug, Reader, Writer
 from api.schemas import (
+    ExploreArgs,
+    ExploreOut,
     ExportQuery,
+    GuardrailPolicyBody,
+    GuardrailsOut,
+    HookCreate,
+    HookCreated,
+    HookOut,
     ImportOut,
     ImportQuery,
     KnowledgeOut,
@@ -53,10 +68,14 @@ from api.schemas import (
     LineageOut,
     ProjectCreate,
     ProjectOut,
+    ProgressOut,
+    ProgressQuery,
     ProjectUpdate,
     PromptQuery,
     ReadyOut,
     RecordOut,
+    SimilarPage,
+    SimilarQuery,
     SummaryOut,
     TelemetryAccepted,
     TelemetryOut,
@@ -140,7 +159,7 @@ async def record_trial(
     """Record a trial. 201 when stored now, 200 when this exp_id or Idempotency-Key already
     holds the same trial, 409 (with both versions) when it holds another."""
     result = await who.small_write(who.ledger.record_trial, project, body.model_dump(exclude_unset=True),
-                                   idempotency_key=key)
+                                   idempotency_key=key, similar_prior=True)
     return present.recorded(request, project, result)
 
 
@@ -227,6 +246,23 @@ async def summarize(project: ProjectSlug, exp_id: ExpId, who: Writer) -> dict[st
     return {"trial": present.trial_json(trial), "derived": derived}
 
 
+# -- metric explorer -------------------------------------------------------------------
+#
+# Telemetry curves of many trials, grouped and aggregated (``lineage.explore``'s rules);
+# the page ``/projects/{p}/explore`` draws the same answer.
+
+explore_router = APIRouter(prefix="/api/v1/projects/{project}", tags=["explore"])
+
+
+@explore_router.get("/explore", response_model=ExploreOut)
+def explore(project: ProjectSlug, args: Annotated[ExploreArgs, Query()], who: Reader) -> JSONResponse:
+    """Curves of the selected trials per metric on a shared step grid (downsampled by
+    the rule of ``lineage.explore``), each group's mean with its band."""
+    from lineage.explore import explore as explore_view
+
+    return JSONResponse(explore_view(who.ledger, project, args.to_query()), headers={"Cache-Control": "no-cache"})
+
+
 # -- agent -----------------------------------------------------------------------------
 #
 # What an agent reads at session start: the prompt and the KNOWLEDGE.md block, with
@@ -259,6 +295,64 @@ async def get_knowledge(
     return present.knowledge(request, who.ledger, project, args, if_none_match)
 
 
+@agent_router.get("/similar", response_model=SimilarPage)
+async def find_similar(project: ProjectSlug, args: Annotated[SimilarQuery, Query()], who: Reader) -> dict[str, Any]:
+    """Was this tried? Past trials whose hypothesis and notes are closest to ``q``,
+    closest first, each with a score in [0, 1] (the rule: ``lineage.similar``)."""
+    found = who.ledger.find_similar(project, args.q, args.limit, field="q")
+    return {"project": project, "q": args.q, "items": [similar.to_dict() for similar in found]}
+
+
+# -- progress --------------------------------------------------------------------------
+#
+# Where a research loop stands (``lineage.progress``), its guardrails (``lineage.guardrails``:
+# a writer sets them, as it configures the project) and its webhooks (``lineage.hooks``:
+# admin only, they send the project's events to other hosts and hold signing secrets).
+
+progress_router = APIRouter(prefix="/api/v1/projects/{project}", tags=["progress"])
+
+
+@progress_router.get("/summary", response_model=ProgressOut)
+async def get_summary(project: ProjectSlug, args: Annotated[ProgressQuery, Query()], who: Reader) -> dict[str, Any]:
+    """Trials per status, keep rate (all and the last ``last``), baseline, best and when it
+    was reached, trials since the last improvement, improvement per 10 trials, crash
+    streak, time spent, the trend with its rule, and the guardrails."""
+    return who.ledger.summary(project, last_n=args.last).to_dict()
+
+
+@progress_router.get("/guardrails", response_model=GuardrailsOut)
+async def get_guardrails(project: ProjectSlug, who: Reader) -> dict[str, Any]:
+    found = who.ledger.summary(project).guardrails
+    return found or {"policy": who.ledger.guardrail_policy(project).to_dict(), "tripped": []}
+
+
+@progress_router.put("/guardrails", response_model=GuardrailsOut)
+async def put_guardrails(project: ProjectSlug, body: GuardrailPolicyBody, who: Writer) -> dict[str, Any]:
+    """Replace the guardrails (a missing or null limit is off); a limit already reached trips now."""
+    await who.small_write(who.ledger.set_guardrails, project, body.model_dump())
+    found = who.ledger.summary(project).guardrails
+    return found or {"policy": body.model_dump(), "tripped": []}
+
+
+@progress_router.get("/hooks", response_model=list[HookOut])
+async def list_hooks(project: ProjectSlug, who: Admin) -> list[dict[str, Any]]:
+    return [hook.to_dict() for hook in who.ledger.hooks(project)]
+
+
+@progress_router.post("/hooks", status_code=201, response_model=HookCreated)
+async def add_hook(project: ProjectSlug, body: HookCreate, who: Admin) -> JSONResponse:
+    """Add a webhook; its signing secret is in this response only."""
+    hook, secret = await who.small_write(who.ledger.add_hook, project, body.url, events=body.events,
+                                         body_format=body.format)
+    return JSONResponse({**hook.to_dict(), "secret": secret}, status_code=201, headers={"Cache-Control": "no-store"})
+
+
+@progress_router.delete("/hooks/{hook_id}", status_code=204, response_class=Response)
+async def remove_hook(project: ProjectSlug, hook_id: int, who: Admin) -> Response:
+    await who.small_write(who.ledger.remove_hook, project, hook_id)
+    return Response(status_code=204)
+
+
 # -- tokens ----------------------------------------------------------------------------
 #
 # Token management over HTTP (admin only; ``lineage token`` does the same locally).
@@ -285,5 +379,6 @@ async def revoke_token(name: Text, who: Admin) -> Response:
 
 
 def install_routes(app: FastAPI) -> None:
-    for router in (ops_router, projects_router, trials_router, telemetry_router, agent_router, tokens_router):
+    for router in (ops_router, projects_router, trials_router, telemetry_router, agent_router, progress_router,
+                   tokens_router, explore_router):
         app.include_router(router)

@@ -1,9 +1,10 @@
 """The API's request and response bodies (pydantic 2).
 
 Request bodies forbid unknown fields (``extra="forbid"``): a misspelt field is a 422
-naming it, never silently dropped. Types are checked here; the ledger's rules (lengths,
-finiteness, references, statuses) are checked once, by ``lineage.domain`` and
-``lineage.service``, and come back as 422 problems naming the field.
+naming it, never silently dropped. Numbers and flags are not coerced (:data:`Number`,
+:data:`Flag`): ``"core_metric": true`` is a 422, not 1.0. Types are checked here; the
+ledger's rules (lengths, finiteness, references, statuses) are checked once, by
+``lineage.domain`` and ``lineage.service``, and come back as 422 problems naming the field.
 
 Every text that reaches the database goes through :data:`Text`: no NUL character and
 no lone surrogate (PostgreSQL refuses the first, UTF-8 the second), so such input is a
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
 from lineage import telemetry
@@ -50,6 +51,10 @@ def _clean_json(value: Any, depth: int = 0) -> Any:
 
 
 Text = Annotated[str, AfterValidator(_clean_text)]
+#: A number of a request body: a JSON number, not ``true`` or ``"1.5"`` coerced.
+Number = StrictFloat
+#: A flag of a request body: ``true`` or ``false``, not ``"yes"`` or ``1`` coerced.
+Flag = StrictBool
 JsonObject = Annotated[dict[str, Any], AfterValidator(_clean_json)]
 BestPolicyName = Literal["kept", "fieldkit"]
 RoleName = Literal["reader", "writer", "admin"]
@@ -66,7 +71,7 @@ class ProjectCreate(Strict):
     slug: Text = Field(description="URL name: a-z, 0-9, '-', '_', '.' (at most 100)")
     title: Text = ""
     metric_name: Text = Field("core_metric", description="What core_metric measures (shown in the prompt)")
-    lower_is_better: bool = True
+    lower_is_better: Flag = True
     best_policy: BestPolicyName = "kept"
     prompt_template: Text | None = Field(None, description="Jinja2 wrapper of the agent prompt; null: the default")
 
@@ -76,7 +81,7 @@ class ProjectUpdate(Strict):
 
     title: Text = Field(None)  # type: ignore[assignment]
     metric_name: Text = Field(None)  # type: ignore[assignment]
-    lower_is_better: bool = Field(None)  # type: ignore[assignment]
+    lower_is_better: Flag = Field(None)  # type: ignore[assignment]
     best_policy: BestPolicyName = Field(None)  # type: ignore[assignment]
     prompt_template: Text | None = None
 
@@ -112,40 +117,44 @@ class TrialCreate(Strict):
     hypothesis: Text | None = ""
     expected_delta: Text | None = ""
     status: FailureLabel
-    core_metric: float | None = None
-    val_bpb: float | None = None
-    delta_vs_best: float | None = Field(None, description="Ignored: the server computes it")
-    train_s: float | None = None
-    total_s: float | None = None
+    core_metric: Number | None = None
+    val_bpb: Number | None = None
+    delta_vs_best: Number | None = Field(None, description="Ignored: the server computes it")
+    train_s: Number | None = None
+    total_s: Number | None = None
     job_name: Text | None = ""
     snapshot_path: Text | None = ""
     notes: Text | None = ""
-    ig_clip_scale_mean: float | None = None
-    ig_clip_scale_std: float | None = None
-    ig_clip_scale_min: float | None = None
-    ig_clip_scale_max: float | None = None
-    ig_clip_scale_frac_low: float | None = None
-    ig_clip_scale_frac_high: float | None = None
+    ig_clip_scale_mean: Number | None = None
+    ig_clip_scale_std: Number | None = None
+    ig_clip_scale_min: Number | None = None
+    ig_clip_scale_max: Number | None = None
+    ig_clip_scale_frac_low: Number | None = None
+    ig_clip_scale_frac_high: Number | None = None
     extra: JsonObject = Field(default_factory=dict)
 
 
 class TrialUpdate(Strict):
-    """Fields to change after the run: status, metric, notes, timings, clip-scale statistics."""
+    """Fields to change after the run: status, metric, notes, timings, clip-scale
+    statistics; and the hypothesis and parent, for a results file whose row was rewritten
+    (a new parent must be a trial of the project and must not make a cycle)."""
 
     status: FailureLabel = Field(None)  # type: ignore[assignment]
-    core_metric: float | None = None
-    val_bpb: float | None = None
+    hypothesis: Text | None = None
+    parent_exp: Text | None = None
+    core_metric: Number | None = None
+    val_bpb: Number | None = None
     notes: Text | None = None
-    train_s: float | None = None
-    total_s: float | None = None
+    train_s: Number | None = None
+    total_s: Number | None = None
     job_name: Text | None = None
     snapshot_path: Text | None = None
-    ig_clip_scale_mean: float | None = None
-    ig_clip_scale_std: float | None = None
-    ig_clip_scale_min: float | None = None
-    ig_clip_scale_max: float | None = None
-    ig_clip_scale_frac_low: float | None = None
-    ig_clip_scale_frac_high: float | None = None
+    ig_clip_scale_mean: Number | None = None
+    ig_clip_scale_std: Number | None = None
+    ig_clip_scale_min: Number | None = None
+    ig_clip_scale_max: Number | None = None
+    ig_clip_scale_frac_low: Number | None = None
+    ig_clip_scale_frac_high: Number | None = None
     extra: JsonObject = Field(None)  # type: ignore[assignment]
 
 
@@ -179,12 +188,36 @@ class TrialOut(BaseModel):
     updated_at: str | None
 
 
+class SimilarOut(BaseModel):
+    """A past trial close to a text ("was this tried?"); rule: ``lineage.similar``."""
+
+    exp_id: str
+    status: str
+    core_metric: float | None
+    delta_vs_best: float | None = Field(description="Its metric against the best before it")
+    score: float = Field(ge=0, le=1, description="Closeness of its hypothesis and notes to the text")
+    hypothesis: str
+
+
+class SimilarPage(BaseModel):
+    project: str
+    q: str
+    items: list[SimilarOut]
+
+
+class SimilarQuery(Strict):
+    q: Text = Field(description="The idea to look for (at most 2,000 characters)")
+    limit: int = Field(5, ge=1, le=50)
+
+
 class RecordOut(BaseModel):
     trial: TrialOut
     #: False: the trial was already stored (a retry with the same exp_id or key)
     created: bool
     is_new_best: bool
     best_before: str | None = Field(description="exp_id of the best before this trial")
+    similar_prior: list[SimilarOut] = Field(
+        default_factory=list, description="Earlier trials close to this one (new trials only), closest first")
 
 
 class TrialPage(BaseModel):
@@ -226,9 +259,11 @@ class LineageOut(BaseModel):
 
 
 class TelemetryPointIn(TypedDict):
-    """A point as sent; the constraints are ``lineage.telemetry``'s rules (its constants)."""
+    """A point as sent; the constraints are ``lineage.telemetry``'s rules (its constants).
+    Strict, as ``check_points`` is: a JSON integer for ``step``/``turn``, a JSON number for
+    ``value``/``wall_time``; no ``true``, ``"3"`` or ``1.0`` step coerced."""
 
-    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[misc]
     step: Annotated[int, Field(ge=0, le=telemetry.MAX_STEP, description="Training step")]
     turn: NotRequired[Annotated[int, Field(ge=0, le=telemetry.MAX_TURN)] | None]
     name: Annotated[str, Field(min_length=1, max_length=telemetry.MAX_NAME, pattern=telemetry.NAME_PATTERN)]
@@ -379,3 +414,151 @@ class ReadyOut(BaseModel):
     status: str
     schema_revision: str
     head: str
+
+
+# -- progress summary, guardrails, webhooks (lineage.progress, lineage.guardrails, lineage.hooks) --
+
+
+class ProgressQuery(Strict):
+    last: int = Field(20, ge=1, le=100_000, description="Window of the recent keep rate and of the trend rule")
+
+
+class TrialBrief(BaseModel):
+    exp_id: str
+    status: str
+    core_metric: float | None
+    seq: int | None
+    specialist: str
+
+
+class BestBrief(TrialBrief):
+    reached_at: str | None = Field(description="The best trial's timestamp, else when it was recorded")
+    reached_at_trial: int = Field(description="Its 1-based position in the project")
+
+
+class GuardrailPolicyBody(Strict):
+    """A project's guardrails; a missing or null limit is off."""
+
+    max_crash_streak: int | None = Field(None, ge=1, le=1_000_000, description="Trip after N consecutive crashes")
+    max_trials_without_improvement: int | None = Field(None, ge=1, le=1_000_000,
+                                                       description="Trip after M trials without a new best")
+    budget_hours: float | None = Field(None, gt=0, le=1_000_000, description="Trip when sum(total_s) reaches H hours")
+
+
+class GuardrailTrip(BaseModel):
+    name: Literal["crash_streak", "no_improvement", "budget_hours"]
+    value: float
+    limit: float
+    message: str
+    since_exp_id: str | None
+    since: str | None
+
+
+class GuardrailsOut(BaseModel):
+    policy: GuardrailPolicyBody
+    tripped: list[GuardrailTrip]
+
+
+class ProgressOut(BaseModel):
+    """The progress summary; the figures and the trend rule are ``lineage.progress``'s."""
+
+    project: str
+    metric_name: str
+    direction: Literal["lower", "higher"]
+    revision: int
+    trials: int
+    by_status: dict[str, int]
+    keep_rate: float | None
+    last_n: int
+    keep_rate_last_n: float | None
+    baseline: TrialBrief | None
+    best: BestBrief | None
+    improvement_vs_baseline: float | None
+    trials_since_improvement: int
+    improvement_per_10_trials: float | None
+    crash_streak: int
+    time_spent_s: float
+    trend: Literal["improving", "plateauing", "stuck"]
+    trend_rule: dict[str, Any]
+    guardrails: GuardrailsOut | None
+
+
+class HookCreate(Strict):
+    url: Text = Field(max_length=2000, description="http:// or https:// URL receiving the events")
+    events: list[Literal["new_best", "guardrail_tripped", "trial_crashed"]] | None = Field(
+        None, min_length=1, description="Default: all")
+    format: Literal["json", "slack"] = "json"
+
+
+class HookOut(BaseModel):
+    id: int
+    project: str
+    url: str
+    events: list[str]
+    format: str
+    created_at: str | None
+    deliveries: dict[str, int]
+
+
+class HookCreated(HookOut):
+    secret: str = Field(description="Signs every delivery (HMAC-SHA256); shown only in this response")
+
+
+# -- metric explorer --------------------------------------------------------------------------
+
+
+class ExploreArgs(Strict):
+    """The explorer's view (``lineage.explore``'s module doc gives every rule); the page
+    ``/projects/{p}/explore`` takes the same parameters."""
+
+    metric: list[Text] = Field(min_length=1, description="Telemetry names or core_metric (repeat the parameter)")
+    select: Literal["filter", "chain", "subtree"] = Field("filter", description="Which trials: the filters alone, "
+                                                          "the chain to `to` (default the best), or the subtree under `root`")
+    to: Text | None = Field(None, description="select=chain: the chain's last trial (default: the current best)")
+    root: Text | None = Field(None, description="select=subtree: the subtree's root trial")
+    status: list[Text] | None = Field(None, description="Any of these statuses (repeat the parameter)")
+    specialist: Text | None = None
+    domain: Text | None = None
+    parent: Text | None = None
+    metric_min: float | None = Field(None, allow_inf_nan=False)
+    metric_max: float | None = Field(None, allow_inf_nan=False)
+    q: Text | None = Field(None, description="Text in the hypothesis, notes or exp_id")
+    group: Text | None = Field(None, description="A trial field or extra.KEY to group the curves by")
+    band: Literal["minmax", "std", "none"] = Field("minmax", description="Per group: mean with min-max or ± std, or none")
+    x: Literal["step", "turn", "wall"] = "step"
+    turn: int | None = Field(None, ge=0, le=telemetry.MAX_TURN, description="x=step/wall: this turn's series "
+                             "(omitted: the not-per-turn series)")
+    step_min: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
+    step_max: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
+    buckets: int = Field(400, ge=20, le=2000, description="Buckets of the shared step grid at most")
+    limit: int = Field(50, ge=1, le=200, description="Trials at most (the most recent that match)")
+
+    def to_query(self) -> Any:
+        """The :class:`lineage.explore.ExploreQuery` of these arguments."""
+        from lineage.explore import ExploreQuery
+
+        statuses = [FailureLabel.parse(s).value for raw in self.status or () for s in raw.split(",") if s.strip()]
+        filters = {"status": statuses or None, "specialist": self.specialist, "domain": self.domain,
+                   "parent": self.parent, "metric_min": self.metric_min, "metric_max": self.metric_max,
+                   "text_query": self.q}
+        metrics = tuple(dict.fromkeys(m for m in self.metric if m))  # names may hold commas: repeat the parameter
+        return ExploreQuery(
+            metrics=metrics, select=self.select, to=self.to, root=self.root, filters=filters, group_by=self.group,
+            band=self.band, x=self.x, turn=self.turn, step_min=self.step_min, step_max=self.step_max,
+            buckets=self.buckets, limit=self.limit,
+        )
+
+
+class ExploreOut(BaseModel):
+    project: str
+    metric_name: str
+    lower_is_better: bool
+    selection: dict[str, Any]
+    group_by: str | None
+    band: str
+    x: str
+    turn: int | None
+    groups: list[dict[str, Any]]
+    trials: list[dict[str, Any]]
+    names: list[str]
+    panels: list[dict[str, Any]]

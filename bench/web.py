@@ -49,6 +49,8 @@ def pages(slug: str, n: int, latest: str, best: str) -> list[tuple[str, str]]:
 
 
 def bench(db: str, label: str, n: int, repeat: int, policy: str) -> bool:
+    import logging
+
     from fastapi.testclient import TestClient
 
     from api.app import create_app
@@ -73,6 +75,7 @@ def bench(db: str, label: str, n: int, repeat: int, policy: str) -> bool:
     ok = True
     client = TestClient(create_app(Settings(database_url=db)))
     with client:
+        logging.getLogger("lineage.access").setLevel(logging.WARNING)  # one access line per request otherwise
         for name, url in pages("bench", n, latest.exp_id, best.exp_id if best else "000"):
             response = client.get(url)
             assert response.status_code == 200, (url, response.status_code, response.text[:500])

@@ -715,8 +715,8 @@ class RemoteSync:
       the server stores the layout as a local import would;
     * each row is sent as ``POST .../trials`` with its exp_id: the server stores a new
       one (201), recognises a replay (200: a restart adds nothing twice), or answers 409
-      for a row rewritten in place, which is then ``PATCH``ed (status, metric, extra;
-      the API cannot change a description or a parent: a warning says so);
+      for a row rewritten in place, which is then ``PATCH``ed (status, metric,
+      description, parent, extra: what the row gives);
     * a truncated file warns and deletes nothing; rows are identified by their number,
       and the exp_id rebasing of a local watch is not available over HTTP.
     """
@@ -851,14 +851,8 @@ class RemoteSync:
                 report.inserted.append(trial.exp_id)
             elif status == 409:
                 existing = (answer or {}).get("existing") or {}
-                if existing.get("hypothesis", trial.hypothesis) != trial.hypothesis or existing.get(
-                        "parent_exp", trial.parent_exp) != trial.parent_exp:
-                    report.warnings.append(
-                        f"exp_{trial.exp_id}: its description or parent changed in the file; the HTTP API can "
-                        "update status, metric and extra only"
-                    )
                 patch = {"status": trial.status.value, "core_metric": trial.core_metric, "val_bpb": trial.val_bpb,
-                         "extra": dict(trial.extra)}
+                         "hypothesis": trial.hypothesis, "parent_exp": trial.parent_exp, "extra": dict(trial.extra)}
                 patch = {k: v for k, v in patch.items() if existing.get(k, _MISSING) != v}
                 if patch:
                     status, answer = self._call(
@@ -963,6 +957,8 @@ class RecordOutcome:
     word: str
     #: the line appended to the results file, if any
     line: str | None
+    #: earlier trials close to this one (lineage.similar; Similar objects)
+    similar_prior: tuple[Any, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -978,6 +974,7 @@ class RecordOutcome:
             "is_new_best": self.is_new_best,
             "created": self.created,
             "line": self.line,
+            "similar_prior": [similar.to_dict() for similar in self.similar_prior],
         }
 
 
@@ -1116,12 +1113,12 @@ def record_result(
     body = {**fields, "extra": extra}
     if exp_id is not None:
         body["exp_id"] = exp_id
-    result = ledger.record_trial(project_slug, body)
+    result = ledger.record_trial(project_slug, body, similar_prior=True)
     if path is not None and line is not None:
         _append_line(path, line, layout)  # type: ignore[arg-type]
     return RecordOutcome(
         trial=result.trial, created=result.created, best_before=result.best_before, is_new_best=result.is_new_best,
-        metric_name=project.metric_name, word=word, line=line,
+        metric_name=project.metric_name, word=word, line=line, similar_prior=result.similar_prior,
     )
 
 

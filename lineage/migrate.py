@@ -10,6 +10,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+from lineage.db import WRITE_OPTION
+
 
 def migrations_dir() -> Path:
     import lineage.migrations as package
@@ -38,6 +40,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     if revision == "head" and current_revision(engine) == head_revision():
         return
     config = alembic_config(engine)
-    with engine.begin() as conn:
+    # a write transaction from its first statement (SQLite: BEGIN IMMEDIATE): two processes
+    # opening a fresh file at once (`lineage watch` and `lineage serve`) then queue on the
+    # lock, and the second finds the schema at head, instead of one failing "database is
+    # locked" when both upgrade a read into a write
+    with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, conn.begin():
         config.attributes["connection"] = conn
         command.upgrade(config, revision)

@@ -104,6 +104,9 @@ class TrialRow(Base):
     job_name: Mapped[str] = mapped_column(ShortText, default="")
     snapshot_path: Mapped[str] = mapped_column(ShortText, default="")
     notes: Mapped[str] = mapped_column(Text, default="")
+    #: the tokens of hypothesis and notes (lineage.similar.search_text), written by the
+    #: store; the full-text index on it is not a model (lineage.store_search)
+    search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
     ig_clip_scale_mean: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_std: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_min: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -174,3 +177,83 @@ class TelemetryPointRow(Base):
     name: Mapped[str] = mapped_column(String(200))
     value: Mapped[float] = mapped_column(Float)
     wall_time: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+# -- guardrails and webhooks (lineage.guardrails, lineage.hooks) -----------------------------
+
+
+class TrialStatusTotalRow(Base):
+    """Trials and the sum of their ``total_s`` per project and status: what the progress
+    summary reads instead of aggregating the trials. Kept in step by database triggers on
+    ``trials`` (``lineage.store_progress``), so every write path, bulk imports and
+    cascading deletes included, updates it in the writer's transaction."""
+
+    __tablename__ = "trial_status_totals"
+
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    status: Mapped[str] = mapped_column(String(40), primary_key=True)
+    trials: Mapped[int] = mapped_column(BigInteger, default=0)
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class GuardrailPolicyRow(Base):
+    """A project's guardrails (NULL: that guardrail is off) and which of them are tripped.
+
+    ``tripped`` maps a guardrail's name to the trip (``value``, ``limit``, ``exp_id``,
+    ``at``). It is written by the trial writer under the project's lock, so whether a
+    trip is new is decided by the database, not by a server's memory.
+    """
+
+    __tablename__ = "guardrail_policies"
+
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    max_crash_streak: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_trials_without_improvement: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    budget_hours: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tripped: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class WebhookRow(Base):
+    """A project's webhook. ``secret`` signs every delivery (HMAC-SHA256), so it is kept
+    in clear; it is shown once, when the hook is made. ``events``: the event types sent."""
+
+    __tablename__ = "webhooks"
+    __table_args__ = (Index(None, "project_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    url: Mapped[str] = mapped_column(String(2000))
+    events: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    body_format: Mapped[str] = mapped_column(String(20), default="json")
+    secret: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class HookDeliveryRow(Base):
+    """The outbox: one event for one webhook, written in the transaction of the write
+    that caused it and sent later by ``lineage.hook_delivery``.
+
+    ``state`` is ``pending``, ``delivered`` or ``failed``. Times of the delivery loop are
+    seconds since the epoch: ``next_attempt_at`` (backoff) and ``claimed_until`` (the
+    lease of the worker sending it; another worker takes the row once it lapses).
+    ``body`` is the exact JSON sent, so every retry signs the same bytes.
+    """
+
+    __tablename__ = "hook_deliveries"
+    __table_args__ = (Index(None, "state", "next_attempt_at"), Index(None, "hook_id", "id"))
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    hook_id: Mapped[int] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    event_id: Mapped[str] = mapped_column(String(36))
+    event_type: Mapped[str] = mapped_column(String(40))
+    body: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(20), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[float] = mapped_column(Float)
+    claimed_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    claim_token: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    last_error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

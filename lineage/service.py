@@ -31,7 +31,11 @@ from lineage.domain import (
 )
 from lineage.errors import Conflict, InvalidInput, NotFound
 from lineage.render import PromptView, render_knowledge, render_prompt
+from lineage import similar as similar_text
+from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
+from lineage.store_search import candidate_rows
+from lineage import guardrails, hooks, progress
 
 #: Fields a project update may change.
 PROJECT_FIELDS = ("title", "metric_name", "lower_is_better", "best_policy", "prompt_template")
@@ -49,6 +53,8 @@ class RecordResult:
     created: bool
     best_before: Trial | None
     is_new_best: bool
+    #: earlier trials close to this one (lineage.similar.PRIOR_THRESHOLD); new trials only
+    similar_prior: tuple[Similar, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +155,8 @@ class Ledger:
     # -- recording trials ---------------------------------------------------------------
 
     def record_trial(
-        self, project_slug: str, fields: Mapping[str, Any], *, idempotency_key: str | None = None
+        self, project_slug: str, fields: Mapping[str, Any], *, idempotency_key: str | None = None,
+        similar_prior: bool = False,
     ) -> RecordResult:
         """Record one trial, idempotently.
 
@@ -163,6 +170,10 @@ class Ledger:
         transaction as the trial. A retry with the same key and the same fields gets the
         trial the first call stored (``created=False``), also when its exp_id was
         allocated; the same key with other fields is a :class:`Conflict` with both.
+
+        ``similar_prior``: also find the earlier trials whose hypothesis and notes are
+        close to the new trial's (``RecordResult.similar_prior``), in the same
+        transaction, so they are exactly the trials recorded before it.
         """
         body = {k: v for k, v in fields.items() if k != "delta_vs_best"}
         proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
@@ -185,11 +196,14 @@ class Ledger:
             self._check_references(conn, project, proposed)
             best_before = self._best(conn, project)
             delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
+            prior = self._similar_prior(conn, project, proposed) if similar_prior and next_seq else ()
             stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq)
             exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
             self.store.advance_counters(conn, project, rows=1, exp_number=exp_number)
             self._remember_key(conn, project, idempotency_key, key_hash, stored.exp_id)
-            return RecordResult(stored, True, best_before, self._beats_best(project, stored, best_before))
+            is_new_best = self._beats_best(project, stored, best_before)
+            self._after_record(conn, project, stored, best_before, is_new_best, trial_count=next_seq + 1)
+            return RecordResult(stored, True, best_before, is_new_best, prior)
 
     def _replayed(self, conn: Connection, project: Project, existing: Trial, proposed: Trial) -> RecordResult:
         mine = {name: getattr(existing, name) for name in IDEMPOTENT_FIELDS}
@@ -204,6 +218,41 @@ class Ledger:
             existing=existing.to_dict(),
             proposed=proposed.to_dict(),
         )
+
+    # -- "was this tried?" (lineage.similar: the text and ranking rules) ------------------
+
+    def find_similar(
+        self, project_slug: str, text: str, limit: int = 5, *, ranker: Ranker | None = None, field: str = "text",
+    ) -> list[Similar]:
+        """Past trials of the project closest to ``text`` (hypothesis and notes), best
+        first, each with a score in [0, 1]; the rule is ``lineage.similar``'s docstring.
+
+        ``ranker``: another scorer of the candidates (the seam for an embedding model).
+        ``field``: the name bad input is reported under (``q`` on HTTP).
+        """
+        terms = similar_text.checked_query(text, field=field)
+        limit = similar_text.checked_limit(limit)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            return self._ranked_similar(conn, project, text, terms, limit=limit, ranker=ranker)
+
+    def _ranked_similar(
+        self, conn: Connection, project: Project, text: str, terms: Sequence[str], *, limit: int,
+        min_score: float = similar_text.MIN_SCORE, ranker: Ranker | None = None,
+        candidates: int = similar_text.CANDIDATES,
+    ) -> list[Similar]:
+        rows = candidate_rows(self.store, conn, project.id, terms, limit=candidates)
+        return similar_text.rank(text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score,
+                                 ranker=ranker)
+
+    def _similar_prior(self, conn: Connection, project: Project, trial: Trial) -> tuple[Similar, ...]:
+        text = f"{trial.hypothesis}\n{trial.notes}"[:similar_text.MAX_QUERY_CHARS]
+        terms = similar_text.query_terms(text)
+        if not terms:
+            return ()
+        return tuple(self._ranked_similar(conn, project, text, terms, limit=similar_text.PRIOR_LIMIT,
+                                          min_score=similar_text.PRIOR_THRESHOLD,
+                                          candidates=similar_text.PRIOR_CANDIDATES))
 
     def update_trial(self, project_slug: str, exp_id: str, changes: Mapping[str, Any]) -> Trial:
         """Change fields of a stored trial; ``delta_vs_best`` is recomputed, never taken."""
@@ -226,7 +275,9 @@ class Ledger:
                 self._check_references(conn, project, updated)
             best_before = self._best(conn, project, before_seq=current.seq)
             delta = metric_delta(updated.core_metric, best_before.core_metric if best_before else None)
-            return self.store.update_trial(conn, project, updated.with_changes(delta_vs_best=delta))
+            stored = self.store.update_trial(conn, project, updated.with_changes(delta_vs_best=delta))
+            guardrails.reevaluate(self.store, conn, project, exp_id=exp_id)
+            return stored
 
     def _check_references(self, conn: Connection, project: Project, trial: Trial) -> None:
         for name in ("parent_exp", "baseline_exp"):
@@ -405,6 +456,7 @@ class Ledger:
                     line=locate(first_new) if locate and first_new is not None else None,
                 )
             self.store.advance_counters(conn, project, rows=count, exp_number=max_number + 1)
+            guardrails.reevaluate(self.store, conn, project)
             if project_changes:
                 self.store.update_project(conn, project, dict(project_changes))
             if progress is not None:
@@ -830,13 +882,74 @@ class Ledger:
             project = self.store.project(conn, project_slug)
             view = self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
             next_number = self.store.project_counters(conn, project)[1] if wrap else 0
+            summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N) if wrap else None
         text = render_prompt(view, specialist=specialist, timestamp=timestamp, metric_name=project.metric_name)
         if not wrap:
             return project, text
         return project, wrap_prompt(
             project, text, specialist=specialist, timestamp=timestamp, best=view.best, base_url=base_url,
-            next_exp_id=next_exp_id(next_number - 1 if next_number else None),
+            next_exp_id=next_exp_id(next_number - 1 if next_number else None), summary=summary,
         )
+
+    # -- progress summary, guardrails and webhooks (issue 11) -------------------------------
+    #
+    # The rules are lineage.progress's (figures, trend), lineage.guardrails's (limits,
+    # trips) and lineage.hooks's (events, the outbox); delivery is lineage.hook_delivery's.
+
+    def summary(self, project_slug: str, *, last_n: int = progress.DEFAULT_LAST_N) -> "progress.Progress":
+        """The project's progress summary with its guardrails, read in one transaction."""
+        progress.check_last_n(last_n)
+        with self.store.read() as conn:
+            return self._summary(conn, self.store.project(conn, project_slug), last_n=last_n)
+
+    def _summary(self, conn: Connection, project: Project, *, last_n: int) -> "progress.Progress":
+        measured = progress.measure(self.store, conn, project, last_n=last_n)
+        return measured.with_guardrails(guardrails.state(self.store, conn, project, measured))
+
+    def _after_record(
+        self, conn: Connection, project: Project, stored: Trial, best_before: Trial | None, is_new_best: bool,
+        *, trial_count: int,
+    ) -> None:
+        """In a new trial's transaction: its events to the outbox and the guardrails' trips."""
+        subscribed = hooks.subscriptions(self.store, conn, project)
+        hooks.trial_events(self.store, conn, project, stored, best_before=best_before, is_new_best=is_new_best,
+                           subscribed=subscribed)
+        guardrails.after_trial(self.store, conn, project, stored, best=stored if is_new_best else best_before,
+                               trial_count=trial_count, subscribed=subscribed)
+
+    def guardrail_policy(self, project_slug: str) -> "guardrails.GuardrailPolicy":
+        with self.store.read() as conn:
+            return guardrails.policy(self.store, conn, self.store.project(conn, project_slug))
+
+    def set_guardrails(self, project_slug: str, values: Mapping[str, Any]) -> "guardrails.GuardrailPolicy":
+        """Replace the project's guardrail policy (a missing or null limit is off); a limit
+        the project already reaches trips at once (and emits its event)."""
+        guardrails.check_policy(values)
+        with self.store.write() as conn:
+            project, _, _ = self.store.locked_project(conn, project_slug)
+            return guardrails.set_policy(self.store, conn, project, values)
+
+    def add_hook(
+        self, project_slug: str, url: str, *, events: Iterable[str] | None = None, body_format: str = "json"
+    ) -> "tuple[hooks.Hook, str]":
+        """Add a webhook; returns it and its signing secret (shown this once)."""
+        hooks.check_url(url)
+        with self.store.write() as conn:
+            project = self.store.project(conn, project_slug)
+            return hooks.add_hook(self.store, conn, project, url=url, events=events, body_format=body_format)
+
+    def hooks(self, project_slug: str) -> "list[hooks.Hook]":
+        with self.store.read() as conn:
+            return hooks.list_hooks(self.store, conn, self.store.project(conn, project_slug))
+
+    def remove_hook(self, project_slug: str, hook_id: int) -> None:
+        """Remove a webhook with its outbox rows; :class:`NotFound` (field ``hook_id``)."""
+        from lineage.store_outbox import delete_hook
+
+        with self.store.write() as conn:
+            project = self.store.project(conn, project_slug)
+            if not delete_hook(self.store, conn, project.id, hook_id):
+                raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")
 
     def knowledge_document(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> tuple[Project, str]:
         """The project (as read with the trials) and its KNOWLEDGE.md text."""
@@ -1244,6 +1357,7 @@ def wrap_prompt(
     best: Trial | None,
     base_url: str | None,
     source: str | None = None,
+    summary: "progress.Progress | None" = None,
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
@@ -1252,7 +1366,9 @@ def wrap_prompt(
     best_policy, revision, trial_count), ``specialist``, ``timestamp``, ``next_exp_id``,
     ``best`` (the best trial's fields, or None), ``statuses`` (the labels),
     ``base_url``, ``record_url`` (where to POST a trial) and ``curl_example`` (a
-    complete, shell-safe command that records a trial).
+    complete, shell-safe command that records a trial); ``progress`` (the short form of
+    the progress summary, ``lineage.progress.Progress.short_text``; "" without
+    ``summary``), ``trend`` and ``guardrails_tripped`` (a message per tripped guardrail).
     """
     import json
     from urllib.parse import quote
@@ -1289,6 +1405,9 @@ def wrap_prompt(
         "base_url": root,
         "record_url": record_url,
         "curl_example": curl_example,
+        "progress": summary.short_text() if summary is not None else "",
+        "trend": summary.trend if summary is not None else None,
+        "guardrails_tripped": [t["message"] for t in ((summary.guardrails or {}).get("tripped", ()) if summary else ())],
     }
     text = source if source is not None else (project.prompt_template or default_prompt_template())
     try:

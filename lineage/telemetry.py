@@ -9,7 +9,11 @@ Points
     control characters (C0, DEL). ``value``: a finite number of magnitude at most 1e150
     (statistics sum squares in double precision). The optional ``wall_time`` (the sender's
     clock, seconds since the epoch): a finite number. A batch holds at most
-    :data:`MAX_BATCH_POINTS` points.
+    :data:`MAX_BATCH_POINTS` points. Nothing is coerced: ``step`` and ``turn`` are JSON
+    integers (not ``1.0``, ``"1"`` or ``true``), ``value`` and ``wall_time`` JSON numbers
+    (not strings or booleans). (Contract note: until 2026-11-23 the HTTP API coerced
+    such values, as ``check_points`` never did; it now refuses them with a 422 naming
+    ``points[i].field``. Request and response shapes are unchanged.)
 
 Idempotent batches
     A batch may carry a key (the API's ``batch_id`` field or ``Idempotency-Key``

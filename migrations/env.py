@@ -7,6 +7,7 @@ from alembic import context
 
 from lineage.db import make_engine
 from lineage.models import Base
+from lineage.store_search import include_object
 
 config = context.config
 target_metadata = Base.metadata
@@ -29,6 +30,7 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_object=include_object,
     )
     with context.begin_transaction():
         context.run_migrations()

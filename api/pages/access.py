@@ -13,14 +13,13 @@ Rules (the same as the JSON API's):
   and the same value in a hidden field) and a POST whose ``Origin`` is another site is
   refused before the token is even compared.
 
-Token verification is ``lineage.auth``'s (the API's); without that module the ledger has
-no tokens and everything is open.
+Token verification is ``lineage.auth``'s (the API's): the same tokens open the API and
+the pages.
 """
 
 from __future__ import annotations
 
 import hmac
-import importlib
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Request
 
-from lineage.errors import LedgerError
+from lineage import auth
 
 SESSION_COOKIE = "lineage_session"
 CSRF_COOKIE = "lineage_csrf"
@@ -72,75 +71,24 @@ class Viewer:
         return self.anonymous_read or not self.tokens_exist or self.principal is not None
 
 
-# -- lineage.auth, where it exists ------------------------------------------------------------
-
-#: The names this module accepts for the two functions it needs from ``lineage.auth``.
-TOKENS_EXIST_NAMES = ("tokens_exist", "has_tokens", "any_tokens")
-VERIFY_NAMES = ("verify_token", "verify", "authenticate")
-
-
-def _auth_module() -> Any | None:
-    try:
-        return importlib.import_module("lineage.auth")
-    except ImportError:
-        return None
-
-
-def _function(module: Any, names: tuple[str, ...]) -> Any:
-    for name in names:
-        found = getattr(module, name, None)
-        if callable(found):
-            return found
-    # Fail closed: a ledger with tokens must never look open because a name changed.
-    raise RuntimeError(
-        f"lineage.auth has none of {', '.join(names)}; the pages cannot check tokens (see api/pages/access.py)"
-    )
-
-
-def check_auth_module() -> None:
-    """Raise at start-up when ``lineage.auth`` exists but lacks what the pages call."""
-    auth = _auth_module()
-    if auth is not None:
-        _function(auth, TOKENS_EXIST_NAMES)
-        _function(auth, VERIFY_NAMES)
+# -- lineage.auth ----------------------------------------------------------------------------
 
 
 def tokens_exist(ledger: Any) -> bool:
-    """Whether any (unrevoked) token exists; without ``lineage.auth``, none does."""
-    auth = _auth_module()
-    if auth is None:
-        return False
-    return bool(_function(auth, TOKENS_EXIST_NAMES)(ledger))
+    """Whether any active token exists (``lineage.auth``'s rule, the API's)."""
+    return auth.tokens_exist(ledger)
 
 
 def verify(ledger: Any, token: str) -> Principal | None:
-    """The principal of ``token``, or None when it is unknown, revoked or expired.
-
-    ``lineage.auth``'s verification returns its token record (or None, or raises a
-    ledger error); the pages read ``name`` and whether it may write (``can_write``, a
-    ``role``/``scope`` of writer or admin, or ``"write"`` among its ``scopes``).
-    """
-    auth = _auth_module()
-    if auth is None or not token:
+    """The principal of ``token``, or None when it is unknown, revoked or malformed.
+    Verification is ``lineage.auth.verify_token`` (the API's); a writer or an admin
+    token may write."""
+    if not token:
         return None
-    try:
-        found = _function(auth, VERIFY_NAMES)(ledger, token)
-    except LedgerError:
+    record = auth.verify_token(ledger, token)
+    if record is None:
         return None
-    if not found:
-        return None
-    return Principal(name=str(getattr(found, "name", None) or "token"), can_write=_can_write(found))
-
-
-def _can_write(record: Any) -> bool:
-    flag = getattr(record, "can_write", None)
-    if isinstance(flag, bool):
-        return flag
-    role = str(getattr(record, "role", None) or getattr(record, "scope", None) or "").lower()
-    if role in ("writer", "write", "admin", "owner"):
-        return True
-    scopes = getattr(record, "scopes", None) or ()
-    return any(str(s).lower() in ("write", "writer", "admin") for s in scopes)
+    return Principal(name=record.name, can_write=record.can_write)
 
 
 # -- per request ------------------------------------------------------------------------------

@@ -447,11 +447,12 @@ def scatter(
     frame = _Frame(width, height, left=62, right=12, top=12, bottom=40)
     xs = [p.x for p in shown]
     ys = [p.y for p in shown]  # type: ignore[misc]
+    # pad 10%: a marker at the extreme stays clear of the axes
     if diagonal:  # one square domain, so the diagonal is at 45 degrees
-        d = _domain([*xs, *ys], include=[0.0])
+        d = _domain([*xs, *ys], pad=0.1, include=[0.0])
         frame.set_domains(d, d)
     else:
-        frame.set_domains(_domain(xs, include=[0.0]), _domain(ys, include=[0.0]))
+        frame.set_domains(_domain(xs, pad=0.1, include=[0.0]), _domain(ys, pad=0.1, include=[0.0]))
     frame.axes(x_label=x_label, y_label=y_label, x_ticks=5, y_ticks=5)
     parts = frame.parts
     x0, x1 = frame.x.lo, frame.x.hi

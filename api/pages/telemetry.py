@@ -11,12 +11,11 @@ them into the plots of the trial and compare pages:
 * KL,
 * any other series, one small plot each.
 
-Reading is ``lineage.telemetry``'s (the API's); without it a trial has no telemetry.
+Reading is ``lineage.telemetry``'s (the API's).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from markupsafe import Markup
 
 from api.pages.charts import Band, HLine, Series, line_chart
+from lineage.telemetry import read_points
 
 #: Default amplitude of the adaptive clip scale (A²TGPO's beta).
 DEFAULT_BETA = 0.3
@@ -110,37 +110,10 @@ def build_view(points: Iterable[Any]) -> TelemetryView:
     return view
 
 
-#: Where a trial's telemetry points are read, first found first: functions of
-#: ``lineage.telemetry`` taking ``(ledger, project_slug, exp_id)``, then ``Ledger`` methods
-#: taking ``(project_slug, exp_id)``.
-READER_NAMES = ("read_points", "trial_points", "points_for_trial", "read_telemetry")
-LEDGER_READER_NAMES = ("telemetry_points", "telemetry", "read_telemetry")
-
-
-def _reader(ledger: Any) -> Any | None:
-    try:
-        module = importlib.import_module("lineage.telemetry")
-    except ImportError:
-        module = None
-    if module is not None:
-        for name in READER_NAMES:
-            found = getattr(module, name, None)
-            if callable(found):
-                return lambda slug, exp_id, f=found: f(ledger, slug, exp_id)
-    for name in LEDGER_READER_NAMES:
-        found = getattr(ledger, name, None)
-        if callable(found):
-            return found
-    return None
-
-
 def load(ledger: Any, project_slug: str, exp_id: str) -> TelemetryView:
-    """The telemetry of one trial (empty when none was recorded or the ledger has no
-    telemetry support)."""
-    reader = _reader(ledger)
-    if reader is None:
-        return TelemetryView()
-    return build_view(reader(project_slug, exp_id))
+    """The telemetry of one trial, read by ``lineage.telemetry.read_points`` (the API's
+    reader: long series come min/max-bucketed); empty when none was recorded."""
+    return build_view(read_points(ledger, project_slug, exp_id))
 
 
 def thin(points: Sequence[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:

@@ -28,6 +28,7 @@ from api.pages.charts import Point, status_class
 from api.pages.web import Pages, finish, fmt_delta, fmt_metric, project_url, trial_url, with_query
 from lineage.domain import CLIP_SCALE_COLUMNS, FIELDKIT_COLUMNS, FailureLabel, Trial
 from lineage.errors import Conflict, InvalidInput, LedgerError, NotFound
+from lineage.formats.autoresearch import GIT_KEY
 from lineage.service import TRIAL_SORTS, Ledger
 
 #: Trials the dashboard's metric chart shows at once.
@@ -239,6 +240,7 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
             "counts": counts,
             **folded_chain(board.chain),
             "direction": direction,
+            "progress": ledger_of(request).summary(slug),
         },
     )
 
@@ -335,6 +337,8 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
     fields = [(name, getattr(trial, name)) for name in FIELDKIT_COLUMNS if name not in ("hypothesis", "notes")]
     fields += [(name, getattr(trial, name)) for name in CLIP_SCALE_COLUMNS]
     fields += [("seq", trial.seq), ("created_at", trial.created_at), ("updated_at", trial.updated_at)]
+    code = code_change(trial)
+    extra = {k: v for k, v in trial.extra.items() if code is None or k != GIT_KEY}
     return pages(request).render(
         request,
         "trial.html",
@@ -343,13 +347,46 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             "ctx": ctx,
             "t": trial,
             "fields": fields,
-            "extra_json": json.dumps(dict(trial.extra), indent=2, ensure_ascii=False, sort_keys=True) if trial.extra else "",
+            "extra_json": json.dumps(extra, indent=2, ensure_ascii=False, sort_keys=True) if extra else "",
+            "code": code,
+            "code_lines": patch_lines(code["patch"]) if code else [],
             "plots": plots,
             "clip": clip,
             "chain_figure": _chain_figure(slug, ctx.chain, ctx.project.metric_name),
             **folded_chain(ctx.chain),
         },
     )
+
+
+def code_change(trial: Trial) -> dict[str, Any] | None:
+    """The trial's git details (``extra["_git"]``, stored by ``--git-repo``), or None."""
+    found = trial.extra.get(GIT_KEY)
+    if isinstance(found, dict) and isinstance(found.get("patch"), str):
+        return found
+    return None
+
+
+def patch_lines(patch: str) -> list[tuple[str, str]]:
+    """``(css class, line)`` of a git patch: file headers (``diff --git`` up to the first
+    ``@@``), hunk headers, added and removed lines; a removed ``-- x`` inside a hunk is a
+    removed line, not a header."""
+    out = []
+    in_hunk = False
+    for line in patch.splitlines():
+        if line.startswith("diff "):
+            in_hunk, kind = False, "file"
+        elif line.startswith("@@"):
+            in_hunk, kind = True, "hunk"
+        elif not in_hunk:
+            kind = "file"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = ""
+        out.append((kind, line))
+    return out
 
 
 # -- trials table -----------------------------------------------------------------------------

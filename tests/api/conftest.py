@@ -127,7 +127,7 @@ class Server:
         env.pop("LINEAGE_DATABASE_URL", None)
         out = self.log.open("ab")
         self.proc = subprocess.Popen(
-            [*LINEAGE, "--db", self.db, "serve", "--port", str(self.port), *self.args],
+            [*LINEAGE, "serve", "--db", self.db, "--port", str(self.port), *self.args],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
         out.close()

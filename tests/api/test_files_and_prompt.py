@@ -65,7 +65,7 @@ def _demo(ledger: Ledger) -> None:
 def test_raw_prompt_is_exactly_what_the_cli_prints(client: TestClient, ledger: Ledger, db_url: str) -> None:
     _demo(ledger)
     args = {"specialist": "a2tgpo-v2", "top_k": 3, "recent_n": 4, "last_m": 2, "timestamp": "2026-11-24T06:00Z"}
-    got = client.get(f"{P}/prompt", params={**args, "raw": "true"})
+    got = client.get(f"{P}/prompt", params={**args, "raw": "1"})
     assert got.status_code == 200 and got.headers["content-type"] == "text/markdown; charset=utf-8"
     cli_out = CliRunner().invoke(cli, ["--db", db_url, "prompt", "--project", "p", "--specialist", "a2tgpo-v2",
                                        "--top-k", "3", "--recent-n", "4", "--last-m", "2",

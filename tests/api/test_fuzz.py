@@ -1,5 +1,6 @@
 """Schemathesis against the app's own OpenAPI schema: whatever it sends, no 5xx, and
-every error is problem+json. Bounded: a few examples per operation, on SQLite."""
+every error is problem+json. Bounded: a few examples per operation, on SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 

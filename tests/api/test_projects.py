@@ -38,6 +38,8 @@ def test_project_errors_name_the_field(client: TestClient) -> None:
     assert_problem(client.post(f"{API}/projects", json={"slug": "Has Spaces"}), 422, "slug")
     assert_problem(client.post(f"{API}/projects", json={"slug": "x", "colour": "red"}), 422, "colour")
     assert_problem(client.post(f"{API}/projects", json={"slug": "x", "best_policy": "best"}), 422, "best_policy")
+    assert_problem(client.post(f"{API}/projects", json={"slug": "x", "lower_is_better": "yes"}), 422, "lower_is_better")
+    assert_problem(client.patch(f"{API}/projects/dup", json={"lower_is_better": 0}), 422, "lower_is_better")
     assert_problem(client.patch(f"{API}/projects/dup", json={"title": None}), 422, "title")
     assert_problem(client.patch(f"{API}/projects/dup", json={"slug": "other"}), 422, "slug")
     bad = assert_problem(client.patch(f"{API}/projects/dup", json={"prompt_template": "ok\n{% if %}"}), 422,

@@ -71,13 +71,15 @@ def test_public_bind_with_a_token_serves_and_keeps_it_out_of_the_log(serve, tmp_
     server = serve(db, "--host", "0.0.0.0", "--log-level", "debug")
     with httpx.Client(base_url=server.url, timeout=10) as http:
         assert http.post(f"{API}/projects", json={"slug": "p"}).status_code == 401
-        assert http.post(f"{API}/projects", json={"slug": "p"}, headers=bearer(secret)).status_code == 201
+        assert http.post(f"{API}/projects", json={"slug": "p"},
+                         headers={**bearer(secret), "X-Request-ID": "text-log-1"}).status_code == 201
         assert http.get(f"{API}/projects").status_code == 200  # anonymous reads: on by default
         assert http.get(f"{API}/projects", headers=bearer(secret + "x")).status_code == 401
         assert http.get(f"{API}/projects?token={secret}").status_code == 200
     server.stop()
     log = server.output()
     assert "POST /api/v1/projects 201" in log
+    assert any("[text-log-1]" in line and "POST /api/v1/projects 201" in line for line in log.splitlines())
     assert secret not in log and secret[4:] not in log
 
 

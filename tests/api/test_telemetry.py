@@ -148,6 +148,14 @@ BAD_POINTS = [
     ({"step": 1, "name": "a", "value": "1e999"}, "value"),
     ({"step": 1, "name": "a", "value": 1e200}, "value"),
     ({"step": 1, "name": "a", "value": 1.0, "wall_time": "soon"}, "wall_time"),
+    # no coercion, on either side: JSON integers for step and turn, JSON numbers for values
+    ({"step": 1.0, "name": "a", "value": 1.0}, "step"),
+    ({"step": "3", "name": "a", "value": 1.0}, "step"),
+    ({"step": True, "name": "a", "value": 1.0}, "step"),
+    ({"step": 1, "turn": False, "name": "a", "value": 1.0}, "turn"),
+    ({"step": 1, "name": "a", "value": True}, "value"),
+    ({"step": 1, "name": "a", "value": "1.5"}, "value"),
+    ({"step": 1, "name": "a", "value": 1.0, "wall_time": "2"}, "wall_time"),
 ]
 
 

@@ -65,6 +65,9 @@ def test_bad_trials_are_422_naming_the_field_and_store_nothing(client: TestClien
         ({"status": "keep", "train_s": -1}, "train_s"),
         ({"status": "keep", "ig_clip_scale_frac_low": 1.5}, "ig_clip_scale_frac_low"),
         ({"status": "keep", "core_metric": "lots"}, "core_metric"),
+        ({"status": "keep", "core_metric": "1.5"}, "core_metric"),  # numbers are not coerced
+        ({"status": "keep", "core_metric": True}, "core_metric"),
+        ({"status": "keep", "train_s": "300"}, "train_s"),
         ({"status": "keep", "colour": "red"}, "colour"),
         ({"status": "keep", "exp_id": "a\tb"}, "exp_id"),
         ({"status": "keep", "hypothesis": "x" * 70_000}, "hypothesis"),
@@ -141,6 +144,26 @@ def test_cursor_pagination_is_stable_and_complete(client: TestClient, ledger: Le
         assert all(t["core_metric"] is None for t in everything[len(scored):])
 
 
+@pytest.mark.parametrize("sort", ["seq", "metric"])
+def test_a_cursor_neither_skips_nor_repeats_when_trials_arrive_between_pages(
+    client: TestClient, ledger: Ledger, sort: str
+) -> None:
+    _seed(ledger)
+    seen: list[str] = []
+    page = client.get(TRIALS, params={"sort": sort, "order": "desc", "limit": 7}).json()
+    for n in range(100):
+        seen += [t["exp_id"] for t in page["items"]]
+        if page["next_cursor"] is None:
+            break
+        # new trials on both sides of the cursor: the best metric and the worst, the newest seq
+        ledger.record_trial("p", {"exp_id": f"new-{n}-hi", "status": "keep", "core_metric": 100.0 + n})
+        ledger.record_trial("p", {"exp_id": f"new-{n}-lo", "status": "keep", "core_metric": -100.0 - n})
+        page = client.get(TRIALS, params={"sort": sort, "order": "desc", "limit": 7,
+                                          "cursor": page["next_cursor"]}).json()
+    assert len(seen) == len(set(seen))
+    assert {f"{i:03d}" for i in range(60)} <= set(seen)
+
+
 def test_filters(client: TestClient, ledger: Ledger) -> None:
     _seed(ledger)
 
@@ -153,6 +176,8 @@ def test_filters(client: TestClient, ledger: Ledger) -> None:
     assert ids(status=["keep", "crash"]) == [f"{i:03d}" for i in range(60) if i % 3 != 1]
     assert ids(specialist="s1", domain="rl") == [f"{i:03d}" for i in range(30, 60) if i % 2]
     assert ids(parent="") == ["000"]
+    assert ids(parent="000") == [f"{i:03d}" for i in range(1, 60)]
+    assert ids(parent="001") == []
     assert ids(metric_min=5, metric_max=6) == [f"{i:03d}" for i in range(60) if i % 3 != 2 and 5 <= i % 7 <= 6]
     assert ids(q="warmup") == ["000", "010", "020", "030", "040", "050"]
     assert ids(timestamp_from="2026-01-03", timestamp_to="2026-01-04") == [f"{i:03d}" for i in range(20, 30)]

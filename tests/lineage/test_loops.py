@@ -121,6 +121,23 @@ def test_crash_zero_is_never_the_best_in_cli_prompt_and_pages(ledger: Ledger, db
     assert [t.exp_id for t in ledger.chain("loop")] == ["000", "001", "004", "007"]
 
 
+def test_a_file_larger_than_one_insert_batch_keeps_order_and_the_search_index(ledger: Ledger) -> None:
+    from lineage.store import BULK_BATCH
+
+    rows = [f"{i:07x}\t{1 - i / 1e6:.6f}\t{'keep' if i % 7 == 0 else 'discard'}\tidea number{i} variant"
+            for i in range(2 * BULK_BATCH + 17)]
+    text = tsv("commit\tval_bpb\tstatus\tdescription", *rows)
+    assert imported(ledger, text).rows == len(rows)
+    assert exported(ledger) == text
+    last = f"{len(rows) - 1:05d}"
+    assert [s.exp_id for s in ledger.find_similar("loop", f"number{len(rows) - 1}")][:1] == [last]
+    with ledger.store.read() as conn:
+        ids = [row[0] for row in conn.exec_driver_sql("SELECT id FROM trials ORDER BY seq").fetchall()]
+        assert ids == sorted(ids)  # trials.id grows with seq (the search index walks it)
+        if ledger.store.sqlite:  # FTS5 checks its index against the trials table
+            conn.exec_driver_sql("INSERT INTO trial_search(trial_search, rank) VALUES ('integrity-check', 1)")
+
+
 def test_knowledge_names_the_metric_by_its_column(ledger: Ledger) -> None:
     imported(ledger, ORIGINAL)
     text = ledger.render_knowledge("loop")
@@ -180,6 +197,28 @@ def test_registry_import_file_hook_imports_autoresearch(ledger: Ledger) -> None:
                                 create_with={"lower_is_better": True, "best_policy": "kept", "source_format": "x"})
     assert report.rows == 8 and ledger.project("up").metric_name == "val_bpb"
     assert exported(ledger, "up") == ORIGINAL
+
+
+def test_cli_mapping_flags_choose_id_metric_status_description_parent_and_direction(db_url: str,
+                                                                                  tmp_path: Path) -> None:
+    source = tmp_path / "fork.csv"
+    source.write_text("trial,after,sharpe_ratio,verdict,idea,regime\n"
+                      "t0,,1.10,ok,baseline,first\n"
+                      "t1,t0,1.30,ok,momentum filter,\n"
+                      "t2,t0,1.60,nope,stop loss,\n"
+                      "t3,t1,1.45,ok,vol targeting,\n", encoding="utf-8")
+    result = run(db_url, "import", str(source), "--project", "fork", "--format", "generic", "--id", "trial",
+                 "--parent", "after", "--metric", "sharpe_ratio", "--status", "verdict", "--description", "idea",
+                 "--higher-is-better", "--status-map", "ok=keep,nope=discard")
+    assert "imported 4 trials" in result.output and "metric 'sharpe_ratio'" in result.output
+    rows = json.loads(run(db_url, "trials", "--project", "fork", "--format", "json").output)
+    assert [(r["exp_id"], r["parent_exp"], r["status"], r["hypothesis"]) for r in rows] == [
+        ("t0", "", "keep", "baseline"), ("t1", "t0", "keep", "momentum filter"), ("t2", "t0", "discard", "stop loss"),
+        ("t3", "t1", "keep", "vol targeting")]
+    assert rows[0]["extra"]["regime"] == "first"  # a column without a trial field is kept
+    best = json.loads(run(db_url, "best", "--project", "fork", "--format", "json").output)
+    assert best["exp_id"] == "t3"  # 1.60 is higher but was discarded
+    assert run(db_url, "export", "--project", "fork", "--format", "generic").output == source.read_text()
 
 
 def test_status_map_and_unknown_words_from_the_cli(db_url: str, tmp_path: Path) -> None:
@@ -395,12 +434,45 @@ def test_git_details_are_stored_per_trial(ledger: Ledger, repo: tuple[Path, list
     assert exported(ledger) == text  # commit details do not change what export writes
 
 
+def test_cli_import_watch_and_record_take_git_repo(db_url: str, repo: tuple[Path, list[str]], tmp_path: Path) -> None:
+    path, shas = repo
+    source = tmp_path / "results.tsv"
+    source.write_text(tsv("commit\tval_bpb\tstatus\tdescription", f"{shas[0]}\t1.0\tkeep\tbase"), encoding="utf-8")
+    run(db_url, "import", str(source), "--project", "g", "--git-repo", str(path))
+    with source.open("a", encoding="utf-8") as fh:
+        fh.write(f"{shas[1]}\t0.9\tkeep\tlr\n")
+    run(db_url, "watch", str(source), "--project", "g", "--once", "--git-repo", str(path))
+    run(db_url, "record", "--project", "g", "--metric", "0.8", "--status", "keep", "-d", "warmup", "--commit", shas[2],
+        "--git-repo", str(path))
+    rows = json.loads(run(db_url, "trials", "--project", "g", "--format", "json").output)
+    assert rows[0]["extra"]["_git"]["subject"] == "experiment 0"
+    assert rows[1]["extra"]["_git"]["subject"] == "experiment 1"
+    assert rows[2]["extra"]["_git"]["subject"] == "experiment 2" and rows[2]["extra"]["_git"]["patch_base"].startswith(shas[1])
+    assert rows[1]["extra"]["_git"]["patch_base"].startswith(shas[0]) and "+lr = 0.04" in rows[1]["extra"]["_git"]["patch"]
+
+
 def test_record_with_git_repo(ledger: Ledger, repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     path, shas = repo
     loops.record_result(ledger, "g", metric="1.0", status="keep", commit=shas[0], git_repo=path)
     outcome = loops.record_result(ledger, "g", metric="0.9", status="keep", commit=shas[1], git_repo=path)
     assert outcome.trial.extra["_git"]["subject"] == "experiment 1"
     assert outcome.trial.extra["_git"]["patch_base"].startswith(shas[0])
+
+
+def test_the_trial_page_and_its_json_show_the_code_change(ledger: Ledger, db_url: str,
+                                                          repo: tuple[Path, list[str]]) -> None:
+    from tests.web.conftest import make_client
+
+    path, shas = repo
+    imported(ledger, tsv("commit\tval_bpb\tstatus\tdescription", f"{shas[0]}\t1.0\tkeep\tbase",
+                         f"{shas[1]}\t0.9\tkeep\tlr"), git_repo=path)
+    with make_client(db_url) as client:
+        page = client.get("/projects/loop/trials/001").text
+        as_json = client.get("/api/v1/projects/loop/trials/001").json()
+    section = page[page.index('id="code-change"'):]
+    assert "experiment 1" in section and f"the parent trial's commit {shas[0]}" in section
+    assert '<span class="del">-lr = 0.01</span>' in section and '<span class="add">+lr = 0.04</span>' in section
+    assert "+lr = 0.04" in as_json["extra"]["_git"]["patch"]
 
 
 # -- plot --------------------------------------------------------------------------------------------
@@ -417,6 +489,16 @@ def test_plot_draws_progress(sqlite_ledger: Ledger, tmp_path: Path, suffix: str)
     if suffix == "svg":
         text = data.decode()
         assert "muon lr 0.05" in text and "running best" in text and "crash (no result)" in text
+
+
+def test_cli_plot_writes_the_chart(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    imported(sqlite_ledger, CRASH_ZERO)
+    out = tmp_path / "progress.svg"
+    result = run(str(sqlite_ledger.engine.url.database), "plot", "--project", "loop", "-o", str(out))
+    assert "8" in result.output and b"running best" in out.read_bytes()
+    bad = run(str(sqlite_ledger.engine.url.database), "plot", "--project", "nope", "-o", str(out), ok=False)
+    assert bad.exit_code != 0 and "nope" in bad.stderr
 
 
 def test_watch_adopts_a_project_made_without_a_file(ledger: Ledger, tmp_path: Path) -> None:

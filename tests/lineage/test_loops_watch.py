@@ -144,14 +144,18 @@ def test_remote_sync_creates_appends_replays_and_updates_over_http(server, tmp_p
         fh.write("".join(rows[5:]))
     assert sync.sync().inserted == ["004", "005", "006", "007"]
     assert not loops.RemoteSync(url, None, "remote", path).sync().changed  # a restart: replays only
-    path.write_text(ORIGINAL.replace("discard\tweight decay 0.2", "keep\tweight decay 0.2"), encoding="utf-8")
+    # rewritten in place: a discard became a keep (so later rows hang off it) and a
+    # description was edited; PATCH carries both
+    path.write_text(ORIGINAL.replace("discard\tweight decay 0.2", "keep\tweight decay 0.2")
+                    .replace("increase LR to 0.04", "increase LR to 0.04 (rerun)"), encoding="utf-8")
     rewritten = sync.sync()
-    assert rewritten.updated == ["005"]
-    assert any("exp_006" in w and "can update status, metric and extra only" in w for w in rewritten.warnings)
+    assert rewritten.updated == ["001", "005", "006", "007"] and not rewritten.warnings
     ledger = Ledger.open(db, upgrade=False)
     try:
         assert ledger.project("remote").metric_name == "val_bpb" and ledger.project("remote").trial_count == 8
         assert ledger.trial("remote", "005").status is FailureLabel.KEEP
+        assert ledger.trial("remote", "001").hypothesis == "increase LR to 0.04 (rerun)"
+        assert [t.exp_id for t in ledger.chain("remote")] == ["000", "001", "004", "005", "007"]
         assert ledger.trial("remote", "003").core_metric is None
         assert ledger.best("remote").exp_id == "007"  # type: ignore[union-attr]
     finally:
@@ -174,3 +178,56 @@ def test_cli_watch_server_once(server, tmp_path: Path) -> None:  # type: ignore[
     assert "added 8" in result.output
     refused = CliRunner().invoke(cli, [*args, "--metric", "val_bpb"])
     assert refused.exit_code == 2 and "cannot go to a server" in refused.output + refused.stderr
+
+
+def test_crash_rows_are_never_the_best_over_http_and_in_the_pages(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    url, _db = server
+    path = tmp_path / "results.tsv"
+    path.write_text(ORIGINAL, encoding="utf-8")  # lower is better: the crash rows' 0.000000 would win
+    loops.RemoteSync(url, None, "crashy", path).sync()
+    knowledge = httpx.get(f"{url}/api/v1/projects/crashy/knowledge", params={"format": "json"}).json()
+    assert knowledge["best"]["exp_id"] == "007" and knowledge["best"]["core_metric"] == 0.9876
+    crash = httpx.get(f"{url}/api/v1/projects/crashy/trials/003").json()
+    assert crash["status"] == "crash" and crash["core_metric"] is None
+    prompt = httpx.get(f"{url}/api/v1/projects/crashy/prompt", params={"specialist": "agent"}).text
+    assert "Current best: **exp_007** (val_bpb=0.987600)" in prompt and "0.000000" not in prompt
+    page = httpx.get(f"{url}/projects/crashy").text
+    best_line = page[page.index('class="best-line"'):][:400]
+    assert "exp_007" in best_line and "0.9876" in best_line
+
+
+def test_patch_refuses_a_parent_that_is_missing_or_makes_a_cycle(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    url, _db = server
+    path = tmp_path / "results.tsv"
+    path.write_text(ORIGINAL, encoding="utf-8")
+    loops.RemoteSync(url, None, "cyc", path).sync()
+    trial = f"{url}/api/v1/projects/cyc/trials"
+    missing = httpx.patch(f"{trial}/001", json={"parent_exp": "999"})
+    assert missing.status_code == 422 and "parent_exp" in missing.text and "999" in missing.text
+    cycle = httpx.patch(f"{trial}/001", json={"parent_exp": "007"})  # 007 descends from 001
+    assert cycle.status_code == 422 and "cycle" in cycle.json()["detail"]
+    assert httpx.get(f"{trial}/001").json()["parent_exp"] == "000"
+
+
+def test_remote_sync_sends_its_token_and_a_refusal_is_one_clear_error(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from lineage import auth
+    from lineage.errors import InvalidInput
+
+    url, db = server
+    ledger = Ledger.open(db, upgrade=False)
+    try:
+        _record, writer = auth.create_token(ledger, name="loop-agent", role="writer")
+        _record, reader = auth.create_token(ledger, name="viewer", role="reader")
+    finally:
+        ledger.close()
+    path = tmp_path / "results.tsv"
+    path.write_text(ORIGINAL, encoding="utf-8")
+    with pytest.raises(InvalidInput, match="HTTP 401"):
+        loops.RemoteSync(url, None, "guarded", path).sync()
+    with pytest.raises(InvalidInput, match="HTTP 403"):
+        loops.RemoteSync(url, reader, "guarded", path).sync()
+    assert loops.RemoteSync(url, writer, "guarded", path).sync().inserted == [f"{i:03d}" for i in range(8)]

@@ -23,6 +23,17 @@ def load_demo(ledger: Ledger) -> Ledger:
     return ledger
 
 
+def api_points(points: list[dict]) -> list[dict]:
+    """Points as the telemetry API takes them: ``name`` (not ``key``), finite values."""
+    out = []
+    for point in points:
+        if point["value"] != point["value"]:  # NaN: the API refuses it (the reader test drops it)
+            continue
+        out.append({"step": point["step"], "name": point.get("name") or point["key"], "value": point["value"],
+                    **({"turn": point["turn"]} if "turn" in point else {})})
+    return out
+
+
 @pytest.fixture
 def demo(ledger: Ledger) -> Ledger:
     """The (emptied) ledger of the current backend with the demo project."""

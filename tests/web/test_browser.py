@@ -14,13 +14,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 from lineage.service import Ledger
-from tests.web.conftest import SLUG, XSS
+from tests.web.conftest import SLUG, XSS, api_points
+from tests.web.test_charts import synthetic_points
 
 pytestmark = pytest.mark.slow
 
@@ -37,16 +39,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``lineage serve --demo`` in a fresh directory, plus a hostile trial recorded through
-    the service while it runs."""
-    workdir = tmp_path_factory.mktemp("serve")
+@contextmanager
+def serving(workdir: Path, *args: str, demo: bool = True) -> Iterator[str]:
+    """``lineage serve [--demo] ARGS`` in ``workdir`` (its ./lineage.db unless ARGS has
+    ``--db``) on a free loopback port; yields its URL once it answers."""
     port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
     env.pop("LINEAGE_DATABASE_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--demo", "--port", str(port),
-                             "--log-level", "warning"], cwd=workdir, env={**env, "PYTHONPATH": str(ROOT)},
+    env.pop("LINEAGE_ANONYMOUS_READ", None)
+    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", *(["--demo"] if demo else []),
+                             "--port", str(port), "--log-level", "warning", *args], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -59,16 +61,41 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
                 assert time.monotonic() < deadline, "server did not answer within 30 s"
                 time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``lineage serve --demo`` in a fresh directory, plus a hostile trial recorded through
+    the service while it runs, and telemetry of the best trial posted through the API."""
+    workdir = tmp_path_factory.mktemp("serve")
+    with serving(workdir) as base:
         ledger = Ledger.open(str(workdir / "lineage.db"), upgrade=False)
         ledger.record_trial(SLUG, {"exp_id": "006", "parent_exp": "004", "status": "discard", "core_metric": 34.5,
                                    "specialist": "<b>red-team</b>", "hypothesis": XSS,
                                    "notes": "# not a heading\n**not bold** <script>window.__xss=3</script>",
                                    "expected_delta": "+0.1 EM"})
         ledger.close()
+        for exp_id in ("003", "004"):
+            posted = httpx.post(f"{base}/api/v1/projects/{SLUG}/trials/{exp_id}/telemetry",
+                                json={"points": api_points(synthetic_points())})
+            assert posted.status_code == 201, posted.text
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def closed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A server with a writer token and anonymous reading off; yields its URL and the token."""
+    workdir = tmp_path_factory.mktemp("closed")
+    made = subprocess.run([sys.executable, "-m", "api.cli", "--db", str(workdir / "lineage.db"), "token", "create",
+                           "--name", "night-shift", "--role", "writer"], cwd=workdir, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    secret = next(word for word in made.stdout.split() if word.startswith("llt_"))
+    with serving(workdir, "--no-anonymous-read") as base:
+        yield base, secret
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +157,9 @@ def test_follow_the_chain_from_the_index_to_the_best_trial(page) -> None:  # typ
     assert_plot_drawn(page.locator('figure[data-plot="chain"] svg'))
     assert_plot_drawn(page.locator('figure[data-plot="clip-summary"] svg'))
     assert page.locator('figure[data-plot="clip-summary"] rect.box').is_visible()
+    for key in ("ig", "clip", "clip-frac", "adv", "kl"):  # telemetry posted through the API
+        assert_plot_drawn(page.locator(f'figure[data-plot="{key}"] svg'))
+    assert page.locator('figure[data-plot="ig"] path.ln').count() == 3  # one line per turn
     shot(page, "03-trial-best")
 
 
@@ -244,3 +274,76 @@ def test_dark_mode_is_dark_and_readable(browser, server: str) -> None:  # type: 
     tab.goto(f"/projects/{SLUG}/trials/004")
     tab.screenshot(path=str(SHOTS / "14-dark-trial.png"), full_page=True)
     context.close()
+
+
+def test_login_with_a_token_opens_closed_pages_and_the_upload(browser, closed_server: tuple[str, str]) -> None:  # type: ignore[no-untyped-def]
+    base, secret = closed_server
+    context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.goto(f"/projects/{SLUG}/tree")
+    tab.wait_for_url("**/login?next=*")
+    shot(tab, "15-login")
+    tab.get_by_label("Token").fill(secret[:-2] + "xx")
+    tab.get_by_role("button", name="Log in").click()
+    assert "not valid" in tab.locator("p.problem").inner_text()
+    tab.get_by_label("Token").fill(secret)
+    tab.get_by_role("button", name="Log in").click()
+    tab.wait_for_url(f"**/projects/{SLUG}/tree")
+    assert tab.locator("ul.tree li").count() >= 6
+    cookie = next(c for c in context.cookies() if c["name"] == "lineage_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    tab.goto("/upload")
+    good = httpx.get(f"{base}/projects/{SLUG}/trials?order=asc&format=tsv", cookies={"lineage_session": secret}).text
+    tab.get_by_label("Project").fill("copied")
+    tab.get_by_label("File").set_input_files(
+        files=[{"name": "results.tsv", "mimeType": "text/tab-separated-values", "buffer": good.encode()}]
+    )
+    tab.get_by_role("button", name="Import").click()
+    tab.get_by_text("Imported 6 trials into copied").wait_for()
+    shot(tab, "16-upload-after-login")
+    context.close()
+
+
+def test_dark_mode_at_phone_width(browser, server: str) -> None:  # type: ignore[no-untyped-def]
+    context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True,
+                                  color_scheme="dark")
+    tab = context.new_page()
+    for name, url in (("17-phone-dark-dashboard", f"/projects/{SLUG}"),
+                      ("18-phone-dark-trial", f"/projects/{SLUG}/trials/004")):
+        tab.goto(url)
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 392, url
+        assert tab.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
+        tab.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    context.close()
+
+
+def test_an_autoresearch_trial_page_shows_its_code_change(page, server: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from lineage import loops
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@x",
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    git = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,  # noqa: E731
+                                       text=True, env=env).stdout.strip()
+    git("init", "-q", "-b", "main")
+    shas = []
+    for subject, body in (("baseline", "lr = 0.01\nwarmup = 0\n"), ("raise the LR", "lr = 0.04\nwarmup = 0\n")):
+        (repo / "train.py").write_text(body, encoding="utf-8")
+        git("add", "train.py")
+        git("commit", "-q", "-m", subject)
+        shas.append(git("rev-parse", "--short=7", "HEAD"))
+    results = tmp_path / "results.tsv"
+    results.write_text("commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
+                       f"{shas[0]}\t0.997900\t44.0\tkeep\tbaseline\n{shas[1]}\t0.993200\t44.2\tkeep\traise the LR\n"
+                       "c3d4e5f\t0.000000\t0.0\tcrash\tdouble width (OOM)\n", encoding="utf-8")
+    loops.RemoteSync(server, None, "nightly", results, git_repo=repo).sync()  # over the HTTP API
+    page.goto("/projects/nightly/trials/001")
+    section = page.locator("#code-change")
+    assert "raise the LR" in section.inner_text()
+    assert page.locator("#code-change pre.patch .add").first.inner_text() == "+lr = 0.04"
+    assert page.locator("#code-change pre.patch .del").first.inner_text() == "-lr = 0.01"
+    shot(page, "19-autoresearch-trial-code-change")
+    page.goto("/projects/nightly")
+    assert "exp_001" in page.locator(".best-line").inner_text()  # the crash row's 0.000000 is no result
+    shot(page, "20-autoresearch-dashboard")

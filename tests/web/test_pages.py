@@ -418,15 +418,15 @@ def test_upload_reports_text_that_is_not_utf8(client: TestClient) -> None:
 
 
 @pytest.fixture
-def telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Telemetry for 003 and 004 from a stand-in reader (the store's is the API's)."""
-    from api.pages import telemetry as plots
+def telemetry(client: TestClient) -> None:
+    """Telemetry of 003 and 004, posted through the JSON API (``lineage.telemetry``)."""
+    from tests.web.conftest import api_points
     from tests.web.test_charts import synthetic_points
 
-    def read(slug: str, exp_id: str) -> list[dict]:
-        return synthetic_points() if exp_id in ("003", "004") else []
-
-    monkeypatch.setattr(plots, "_reader", lambda ledger: read)
+    for exp_id in ("003", "004"):
+        response = client.post(f"/api/v1/projects/{SLUG}/trials/{exp_id}/telemetry",
+                               json={"points": api_points(synthetic_points())})
+        assert response.status_code == 201, response.text
 
 
 def test_trial_page_plots_its_telemetry_over_steps(client: TestClient, telemetry: None) -> None:
@@ -434,6 +434,7 @@ def test_trial_page_plots_its_telemetry_over_steps(client: TestClient, telemetry
     for key in ("ig", "clip", "clip-frac", "adv", "kl"):
         assert f'data-plot="{key}"' in html, key
     assert "No telemetry recorded" not in html
+    assert "bound 1−β = 0.75" in html  # the beta the job logged (clip_scale_beta = 0.25)
     assert "No telemetry recorded" in client.get(f"/projects/{SLUG}/trials/000").text
 
 
@@ -450,3 +451,12 @@ def test_an_empty_project_renders_every_page(client: TestClient, demo: Ledger) -
                 "/projects/empty/trials?format=tsv"):
         assert client.get(url).status_code == 200, url
     assert "No trials yet" in client.get("/projects/empty").text
+
+
+def test_patch_lines_tell_headers_hunks_and_changed_lines_apart() -> None:
+    from api.pages.views import patch_lines
+
+    patch = ("diff --git a/q.sql b/q.sql\nindex 1..2 100644\n--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1,2 @@\n"
+             "--- old comment\n+++ new comment\n select 1;\ndiff --git a/x b/x\n--- a/x\n")
+    assert [kind for kind, _ in patch_lines(patch)] == ["file", "file", "file", "file", "hunk", "del", "add", "",
+                                                         "file", "file"]

@@ -1,0 +1,158 @@
+"""The agent-memory commands of the ``lineage`` CLI (issue 11): ``similar`` ("was this
+tried?"), and the progress summary and notification hooks. Each calls one use-case of
+``lineage.service``; errors become one line on stderr through ``api.cli.LedgerGroup``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+def _ledger(ctx: click.Context):  # type: ignore[no-untyped-def]
+    from api.cli import _ledger as open_ledger
+
+    return open_ledger(ctx)
+
+
+# -- similar ---------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("text")
+@click.option("--project", "-p", required=True, help="Project slug.")
+@click.option("--limit", default=5, show_default=True, type=int, help="Trials to show, at most 50.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -> None:
+    """Was this tried? The past trials of PROJECT whose hypothesis and notes are closest to
+    TEXT, closest first, with a score in [0, 1] and the delta against the best before each."""
+    found = _ledger(ctx).find_similar(project, text, limit)
+    if fmt == "json":
+        click.echo(json.dumps({"project": project, "q": text, "items": [s.to_dict() for s in found]},
+                              indent=2, ensure_ascii=False))
+        return
+    if not found:
+        click.echo("nothing similar was tried")
+        return
+    for s in found:
+        metric = "—" if s.core_metric is None else f"{s.core_metric:.6g}"
+        delta = "—" if s.delta_vs_best is None else f"{s.delta_vs_best:+.6g}"
+        click.echo(f"{s.score:.2f}  exp_{s.exp_id}  {s.status}  metric={metric}  Δ={delta}  {s.hypothesis}")
+
+
+# -- progress summary, guardrails, webhooks ---------------------------------------------------
+
+
+@click.command()
+@click.option("--project", "-p", required=True, help="Project slug.")
+@click.option("--last", "last_n", default=20, show_default=True, type=int,
+              help="The window of the recent keep rate and of the trend rule.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def summary(ctx: click.Context, project: str, last_n: int, fmt: str) -> None:
+    """Where PROJECT's loop stands: trials per status, keep rate, best and when it was
+    reached, crash streak, time spent, and the trend (improving / plateauing / stuck)."""
+    found = _ledger(ctx).summary(project, last_n=last_n)
+    if fmt == "json":
+        click.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
+        return
+    counts = ", ".join(f"{status} {n}" for status, n in sorted(found.by_status.items())) or "none"
+    click.echo(f"{found.project}: {found.trials} trials ({counts})")
+    click.echo(found.short_text())
+
+
+@click.group()
+def guardrail() -> None:
+    """Per-project guardrails: crash streak, trials without a new best, hours budget."""
+
+
+@guardrail.command("set")
+@click.option("--project", "-p", required=True, help="Project slug.")
+@click.option("--max-crash-streak", type=int, default=None, help="Trip after this many consecutive crashes.")
+@click.option("--max-trials-without-improvement", type=int, default=None,
+              help="Trip after this many trials without a new best.")
+@click.option("--budget-hours", type=float, default=None, help="Trip when the trials' total_s reach this many hours.")
+@click.pass_context
+def guardrail_set(ctx: click.Context, project: str, max_crash_streak: int | None,
+                  max_trials_without_improvement: int | None, budget_hours: float | None) -> None:
+    """Replace PROJECT's guardrails (a limit left out is off; none at all removes them)."""
+    policy = _ledger(ctx).set_guardrails(project, {
+        "max_crash_streak": max_crash_streak, "max_trials_without_improvement": max_trials_without_improvement,
+        "budget_hours": budget_hours,
+    })
+    click.echo(json.dumps(policy.to_dict()))
+
+
+@guardrail.command("show")
+@click.option("--project", "-p", required=True, help="Project slug.")
+@click.pass_context
+def guardrail_show(ctx: click.Context, project: str) -> None:
+    """PROJECT's guardrails and which of them are tripped (JSON)."""
+    found = _ledger(ctx).summary(project)
+    click.echo(json.dumps(found.guardrails or {"policy": _ledger(ctx).guardrail_policy(project).to_dict(),
+                                                "tripped": []}, indent=2, ensure_ascii=False))
+
+
+@click.group()
+def hook() -> None:
+    """Webhooks: signed POSTs on new best, guardrail tripped, trial crashed."""
+
+
+@hook.command("add")
+@click.option("--project", "-p", required=True, help="Project slug.")
+@click.option("--url", required=True, help="An http:// or https:// URL that receives the events.")
+@click.option("--events", multiple=True, metavar="EVENT[,EVENT]",
+              help="new_best, guardrail_tripped, trial_crashed (repeatable or comma-separated; default: all).")
+@click.option("--format", "body_format", type=click.Choice(["json", "slack"]), default="json", show_default=True,
+              help="json: the event with a 'text' line; slack: {'text': ...} alone.")
+@click.pass_context
+def hook_add(ctx: click.Context, project: str, url: str, events: tuple[str, ...], body_format: str) -> None:
+    """Add a webhook to PROJECT; prints its signing secret (shown this once) on stdout."""
+    added, secret = _ledger(ctx).add_hook(project, url, events=events or None, body_format=body_format)
+    click.echo(secret)
+    click.echo(f"added webhook {added.id} -> {added.url} ({', '.join(added.events)}); "
+               "the secret above signs its deliveries and is shown only this once", err=True)
+
+
+@hook.command("list")
+@click.option("--project", "-p", required=True, help="Project slug.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def hook_list(ctx: click.Context, project: str, fmt: str) -> None:
+    """PROJECT's webhooks with their deliveries (secrets are never shown again)."""
+    found = _ledger(ctx).hooks(project)
+    if fmt == "json":
+        click.echo(json.dumps([h.to_dict() for h in found], indent=2))
+        return
+    for h in found:
+        click.echo(f"{h.id}  {h.url}  {','.join(h.events)}  {h.body_format}  "
+                   f"pending={h.pending} delivered={h.delivered} failed={h.failed}")
+
+
+@hook.command("remove")
+@click.option("--project", "-p", required=True, help="Project slug.")
+@click.argument("hook_id", type=int)
+@click.pass_context
+def hook_remove(ctx: click.Context, project: str, hook_id: int) -> None:
+    """Remove webhook HOOK_ID of PROJECT (with its undelivered events)."""
+    _ledger(ctx).remove_hook(project, hook_id)
+    click.echo(f"removed webhook {hook_id}", err=True)
+
+
+@hook.command("deliver")
+@click.pass_context
+def hook_deliver(ctx: click.Context) -> None:
+    """Send the due webhook deliveries once (what `lineage serve` does in the background)."""
+    from lineage.hook_delivery import deliver_due
+
+    report = deliver_due(_ledger(ctx))
+    for error in report.errors:
+        click.echo(error, err=True)
+    click.echo(json.dumps(report.to_dict()))
+
+
+def register_memory_commands(group: click.Group) -> None:
+    """Add the summary, guardrail and hook commands to the ``lineage`` group."""
+    for command in (summary, guardrail, hook):
+        group.add_command(command)

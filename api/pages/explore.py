@@ -1,0 +1,133 @@
+"""The metric explorer page: ``/projects/{p}/explore``.
+
+It renders ``lineage.explore``'s answer (the JSON of ``GET /api/v1/projects/{p}/explore``
+for the same query parameters) twice over: as server-side SVG (each group's mean and
+band, through :mod:`api.pages.charts`; what shows without JavaScript) and as the same
+data embedded in the page for ``static/explore.js``, which redraws it interactively
+(EMA smoothing, log scale, hover, click to the trial). Every choice lives in the URL:
+the query parameters are the API's, plus ``smooth`` (0-0.99) and ``log`` (1), which only
+the browser applies.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from markupsafe import Markup
+from pydantic import ValidationError
+
+from api.pages import charts
+from api.pages.access import Viewer
+from api.pages.views import PageRoute, Reader, ledger_of, pages
+from api.pages.web import seg
+from api.schemas import ExploreArgs
+from lineage.domain import FailureLabel
+from lineage.errors import InvalidInput
+from lineage.explore import CORE_METRIC, GROUP_FIELDS, explore
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+#: Query parameters that repeat.
+_LISTS = ("metric", "status")
+#: Parameters only the browser applies (the API does not know them).
+_CLIENT = ("smooth", "log")
+
+
+def _args(request: Request) -> ExploreArgs:
+    """The view's arguments from the query string; a bad one is a 400 page naming it."""
+    raw: dict[str, Any] = {}
+    for key in set(request.query_params):
+        if key in _CLIENT:
+            continue
+        values = [v for v in request.query_params.getlist(key) if v.strip()]
+        if values:
+            raw[key] = values if key in _LISTS else values[-1].strip()
+    raw.setdefault("metric", [CORE_METRIC])
+    try:
+        return ExploreArgs.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"][:1]) or "query"
+        raise InvalidInput(field, error["msg"]) from None
+
+
+def _client_state(request: Request) -> dict[str, Any]:
+    smooth = 0.0
+    raw = request.query_params.get("smooth")
+    if raw:
+        try:
+            smooth = float(raw)
+        except ValueError:
+            raise InvalidInput("smooth", f"must be a number from 0 to 0.99, got {raw!r}") from None
+        if not 0 <= smooth <= 0.99:
+            raise InvalidInput("smooth", f"must be from 0 to 0.99, got {raw!r}")
+    return {"smooth": smooth, "log": request.query_params.get("log") == "1"}
+
+
+def _script_json(data: Any) -> Markup:
+    """JSON safe inside ``<script type="application/json">`` (no ``</script>``, no ``<!--``)."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def _fallback_figure(panel: dict[str, Any], answer: dict[str, Any]) -> Markup:
+    """The panel as server-side SVG: each group's mean and band (what shows without JS)."""
+    groups = answer["groups"]
+    label = f"{panel['metric']} of {answer['selection']['shown']} trials"
+    if panel["kind"] == "trial":
+        series = []
+        for group in groups:
+            points = [(x, y) for x, y, t in zip(panel["x"], panel["y"], answer["trials"])
+                      if y is not None and t["group"] == group["index"]]
+            series.append(charts.Series(group["key"], points, f"s{group['index'] % 8}"))
+        return charts.line_chart(series, label=label, x_label="trial seq", y_label=panel["metric"], markers=True,
+                                 width=900, height=320, integer_x=True)
+    grid = panel["grid"]
+    series, bands = [], []
+    for group in panel["groups"]:
+        css = f"s{group['index'] % 8}"
+        series.append(charts.Series(f"{group['key']} mean", [(x, y) for x, y in zip(grid, group["mean"]) if y is not None], css))
+        if group["lo"] is not None:
+            pairs = [(x, lo, hi) for x, lo, hi in zip(grid, group["lo"], group["hi"]) if lo is not None]
+            bands.append(charts.Band(f"{group['key']} {answer['band']}", [(x, lo) for x, lo, _ in pairs],
+                                     [(x, hi) for x, _, hi in pairs], css))
+    return charts.line_chart(series, bands=bands, label=label, x_label=answer["x"], y_label=panel["metric"],
+                             width=900, height=320)
+
+
+@router.get("/projects/{slug}/explore", response_class=HTMLResponse)
+def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
+    ledger = ledger_of(request)
+    args = _args(request)
+    client = _client_state(request)
+    answer = explore(ledger, slug, args.to_query())
+    if "metric" not in request.query_params and answer["names"]:
+        args = args.model_copy(update={"metric": [answer["names"][0]]})
+        answer = explore(ledger, slug, args.to_query())
+    project = ledger.project(slug)
+    figures = [_fallback_figure(panel, answer) for panel in answer["panels"]]
+    extra_keys = sorted({key for t in ledger.list_trials(slug, limit=50, descending=True) for key in t.extra})
+    return pages(request).render(
+        request,
+        "explore.html",
+        {
+            "project": project,
+            "active": "explore",
+            "args": args,
+            "answer": answer,
+            "figures": figures,
+            "data": _script_json({"answer": answer, "slug": slug}),
+            "json_url": f"/api/v1/projects/{seg(slug)}/explore?" + urlencode(
+                [(k, v) for k, v in request.query_params.multi_items() if k not in (*_CLIENT, "metric") and v.strip()]
+                + [("metric", m) for m in args.metric]),
+            "client": client,
+            "metrics_chosen": list(args.to_query().metrics),
+            "metric_options": [CORE_METRIC, *answer["names"]],
+            "group_options": [*GROUP_FIELDS, *(f"extra.{k}" for k in extra_keys)],
+            "statuses": [label.value for label in FailureLabel],
+        },
+    )

@@ -1,0 +1,217 @@
+"""Webhooks: who hears about a project's events, and the events themselves.
+
+Events are written to the outbox (``hook_deliveries``, one row per event and hook) in the
+transaction of the write that causes them, so an event exists exactly when its write
+committed, and a write never waits for a receiver. ``lineage.hook_delivery`` sends them
+later (the server's background task, or ``lineage hook deliver``).
+
+Event types
+-----------
+``new_best``           a recorded trial became the project's best
+``trial_crashed``      a recorded trial's status is ``crash`` or ``preflight_crash``
+``guardrail_tripped``  a guardrail went from clear to tripped (``lineage.guardrails``)
+
+``new_best`` and ``trial_crashed`` come from recording one trial (CLI, HTTP, MCP); a bulk
+import emits neither (it would flood a channel) but re-evaluates the guardrails, and a
+trial update re-evaluates them too.
+
+Payload (``body_format = "json"``, the default), ``Content-Type: application/json``::
+
+    {
+      "version": 1,
+      "id": "<uuid4: the event id, the same for every hook>",
+      "type": "new_best" | "trial_crashed" | "guardrail_tripped",
+      "project": "<slug>",
+      "occurred_at": "<ISO 8601, UTC>",
+      "trial": {"exp_id", "status", "core_metric", "delta_vs_best", "specialist",
+                "parent_exp", "seq", "hypothesis" (first 500 characters)} | {"exp_id"} | null,
+      "best_before": {"exp_id", "core_metric"} | null,        # new_best only
+      "guardrail": {"name", "value", "limit", "message"},     # guardrail_tripped only
+      "text": "<one line for people; Slack's incoming webhooks show it>"
+    }
+
+``body_format = "slack"`` sends ``{"text": ...}`` alone (a Slack-compatible body).
+
+Headers: ``X-Lineage-Event`` (type), ``X-Lineage-Event-Id``, ``X-Lineage-Delivery`` (the
+outbox row: the same on retries), ``X-Lineage-Timestamp`` (seconds since the epoch, at
+sending) and ``X-Lineage-Signature: sha256=<hex>``, the HMAC-SHA256 with the hook's
+secret over ``"{timestamp}.{body}"`` (the raw body bytes). A receiver recomputes it, compares in
+constant time and rejects an old timestamp (replays).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from sqlalchemy import Connection
+
+from lineage import store_outbox
+from lineage.domain import Project, Trial
+from lineage.errors import InvalidInput
+from lineage.store import Store, _stamp
+
+EVENT_TYPES: tuple[str, ...] = ("new_best", "guardrail_tripped", "trial_crashed")
+BODY_FORMATS: tuple[str, ...] = ("json", "slack")
+MAX_URL = 2000
+#: Characters of a hypothesis an event carries.
+EVENT_TEXT_CHARS = 500
+
+#: ``(hook id, events, body_format)`` as read once per write.
+Subscription = tuple[int, list[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    id: int
+    project: str
+    url: str
+    events: tuple[str, ...]
+    body_format: str
+    created_at: str | None
+    pending: int = 0
+    delivered: int = 0
+    failed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "project": self.project, "url": self.url, "events": list(self.events),
+                "format": self.body_format, "created_at": self.created_at,
+                "deliveries": {"pending": self.pending, "delivered": self.delivered, "failed": self.failed}}
+
+
+def check_url(url: Any) -> str:
+    """``url`` if it is an absolute http(s) URL with a host; else :class:`InvalidInput` (``url``)."""
+    if not isinstance(url, str) or not url:
+        raise InvalidInput("url", "must be an http:// or https:// URL")
+    if len(url) > MAX_URL or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise InvalidInput("url", f"must be at most {MAX_URL} characters without spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise InvalidInput("url", f"is not a valid URL: {exc}") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise InvalidInput("url", f"must use http or https, not {parts.scheme or 'no scheme'!r}: {url[:100]!r}")
+    if not parts.hostname:
+        raise InvalidInput("url", f"has no host: {url[:100]!r}")
+    return url
+
+
+def check_events(events: Iterable[str] | None) -> tuple[str, ...]:
+    """The event types asked for (all when none are named), each a known one."""
+    if events is None:
+        return EVENT_TYPES
+    chosen: list[str] = []
+    for raw in events:
+        for name in str(raw).split(","):
+            name = name.strip()
+            if not name:
+                continue
+            if name not in EVENT_TYPES:
+                raise InvalidInput("events", f"unknown event {name!r}; known: {', '.join(EVENT_TYPES)}")
+            if name not in chosen:
+                chosen.append(name)
+    if not chosen:
+        raise InvalidInput("events", f"name at least one event of: {', '.join(EVENT_TYPES)}")
+    return tuple(chosen)
+
+
+def check_format(body_format: Any) -> str:
+    if body_format not in BODY_FORMATS:
+        raise InvalidInput("format", f"unknown body format {body_format!r}; known: {', '.join(BODY_FORMATS)}")
+    return str(body_format)
+
+
+def new_secret() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+def add_hook(
+    store: Store, conn: Connection, project: Project, *, url: str, events: Iterable[str] | None = None,
+    body_format: str = "json",
+) -> tuple[Hook, str]:
+    """Add a hook; returns it with its signing secret (shown this once)."""
+    url, chosen, body_format = check_url(url), check_events(events), check_format(body_format)
+    secret = new_secret()
+    hook_id = store_outbox.insert_hook(store, conn, project.id, url=url, events=chosen, body_format=body_format,
+                                       secret=secret)
+    return Hook(hook_id, project.slug, url, chosen, body_format, None), secret
+
+
+def list_hooks(store: Store, conn: Connection, project: Project) -> list[Hook]:
+    return [Hook(id_, project.slug, url, tuple(events), fmt, _stamp(created), pending, delivered, failed)
+            for id_, url, events, fmt, created, pending, delivered, failed in store_outbox.hooks(store, conn, project.id)]
+
+
+def subscriptions(store: Store, conn: Connection, project: Project) -> list[Subscription]:
+    return store_outbox.subscriptions(store, conn, project.id)
+
+
+def _trial_brief(trial: Trial) -> dict[str, Any]:
+    return {"exp_id": trial.exp_id, "status": trial.status.value, "core_metric": trial.core_metric,
+            "delta_vs_best": trial.delta_vs_best, "specialist": trial.specialist, "parent_exp": trial.parent_exp,
+            "seq": trial.seq, "hypothesis": trial.hypothesis[:EVENT_TEXT_CHARS]}
+
+
+def _text(event_type: str, project: Project, data: Mapping[str, Any]) -> str:
+    trial = data.get("trial") or {}
+    if event_type == "new_best":
+        before = data.get("best_before")
+        was = f" (was exp {before['exp_id']}: {before['core_metric']})" if before else ""
+        return (f"[{project.slug}] new best: exp {trial.get('exp_id')} {project.metric_name} = "
+                f"{trial.get('core_metric')}{was}")
+    if event_type == "trial_crashed":
+        return f"[{project.slug}] trial exp {trial.get('exp_id')} crashed ({trial.get('status')})"
+    return f"[{project.slug}] guardrail {data['guardrail']['name']} tripped: {data['guardrail']['message']}"
+
+
+def event_body(event_type: str, project: Project, data: Mapping[str, Any], *, event_id: str, body_format: str) -> str:
+    """The JSON text a hook receives (see the module docstring)."""
+    text = _text(event_type, project, data)
+    if body_format == "slack":
+        return json.dumps({"text": text}, ensure_ascii=False)
+    event = {"version": 1, "id": event_id, "type": event_type, "project": project.slug,
+             "occurred_at": datetime.now(timezone.utc).isoformat(), "trial": None, **data, "text": text}
+    return json.dumps(event, ensure_ascii=False, default=str)
+
+
+def enqueue(
+    store: Store, conn: Connection, project: Project, event_type: str, data: Mapping[str, Any], *,
+    subscribed: Sequence[Subscription] | None = None,
+) -> int:
+    """Write ``event_type`` to the outbox for each hook that wants it, in the caller's
+    transaction; how many rows were written. ``subscribed``: the hooks, if already read."""
+    hooks = store_outbox.subscriptions(store, conn, project.id) if subscribed is None else subscribed
+    wanted = [(hook_id, fmt) for hook_id, events, fmt in hooks if event_type in events]
+    if not wanted:
+        return 0
+    event_id = str(uuid.uuid4())
+    now = datetime.now(timezone.utc).timestamp()
+    store_outbox.insert_deliveries(store, conn, [
+        (hook_id, project.id, event_id, event_type,
+         event_body(event_type, project, data, event_id=event_id, body_format=fmt), now)
+        for hook_id, fmt in wanted
+    ])
+    return len(wanted)
+
+
+def trial_events(
+    store: Store, conn: Connection, project: Project, trial: Trial, *, best_before: Trial | None, is_new_best: bool,
+    subscribed: Sequence[Subscription],
+) -> None:
+    """The events of a recorded trial: ``new_best`` and ``trial_crashed``."""
+    from lineage.progress import CRASH_STATUSES
+
+    if not subscribed:
+        return
+    if is_new_best:
+        before = None if best_before is None else {"exp_id": best_before.exp_id, "core_metric": best_before.core_metric}
+        enqueue(store, conn, project, "new_best", {"trial": _trial_brief(trial), "best_before": before},
+                subscribed=subscribed)
+    if trial.status.value in CRASH_STATUSES:
+        enqueue(store, conn, project, "trial_crashed", {"trial": _trial_brief(trial)}, subscribed=subscribed)

@@ -1,0 +1,294 @@
+"""'Was this tried?': past trials ranked by how close their text is to a new idea.
+
+This module owns the text rule (how a trial's text becomes search tokens) and the
+ranking rule; the SQL that finds candidates is ``lineage.store_search`` and the use-case
+is ``Ledger.find_similar``. It imports no SQL and no model: an optional embedding ranker
+plugs in through :class:`Ranker`.
+
+Tokens (:func:`tokens`)
+    NFKC-normalised, case-folded text; markup tags (``<...>``) and combining marks are
+    dropped; every maximal run of letters and digits is a token (so ``turn-group`` is
+    ``turn group``, ``α=0.3`` is ``α 0 3`` and ``3e-4`` is ``3e 4``), cut at 64
+    characters. English stop-words (:data:`STOP_WORDS`) are left out of retrieval and
+    scoring. A trial's search text (``trials.search_text``, written by the store on every
+    insert, update and import) is the tokens of ``hypothesis`` and ``notes`` joined by
+    spaces, ``hypothesis`` first; ``hypothesis`` is what the autoresearch dialect calls
+    the description. Both databases index that one column with their plain tokenizers
+    (SQLite FTS5 ``unicode61``, PostgreSQL ``to_tsvector('simple', ...)``), which split
+    it into exactly these tokens, so both see the same words.
+
+Candidates (``lineage.store_search.candidate_rows``)
+    The query's first :data:`MAX_QUERY_TOKENS` distinct non-stop-word tokens, each a
+    prefix term when it has 3 or more characters (``norm`` finds ``normalization``) and
+    an exact term otherwise. Tier 1: trials of the project holding every term, newest
+    first, at most :data:`CANDIDATES`; tier 2 (only while tier 1 found fewer): trials
+    holding any term, newest first, up to :data:`CANDIDATES` in all. Only ``seq``
+    order and term membership decide the set, so both backends return the same
+    candidates for the same data. (A prefix term is searched as the OR of the indexed
+    words under it, from the vocabulary table, while they are few: the same set, read
+    faster; ``lineage.store_search``.)
+
+Score of a candidate (:class:`FuzzyTokenRanker`), in [0, 1]
+    For query tokens Q and a field's tokens D (distinct, stop-words left out), the
+    closeness of tokens q and d is 1 when equal; else 0 when either is all digits
+    (``300`` is not ``3000``); else 0.9 when one is a prefix of the other and the shorter
+    has 3 or more characters; else ``rapidfuzz.fuzz.ratio(q, d) / 100`` when both have 4
+    or more characters and that ratio is at least 0.8 (typos, inflections); else 0. recall = mean over q of the best closeness to any
+    d; precision = mean over d of the best closeness to any q; the field's score is
+    F2 = 5·P·R / (4·P + R), which weighs recall (is the idea of the query in the trial?)
+    four times as much as precision (how much else the trial says). The candidate's score is the largest of the scores of
+    ``hypothesis``, ``notes`` and the two together, rounded to 4 decimals. Results are
+    the candidates scoring at least :data:`MIN_SCORE`, by score descending, then newest
+    first (``seq`` descending). ``similar_prior`` of a recorded trial (query: its
+    hypothesis and notes) is the first :data:`PRIOR_LIMIT` earlier trials scoring at
+    least :data:`PRIOR_THRESHOLD`, from at most :data:`PRIOR_CANDIDATES` candidates (it
+    runs inside every write, so it reads fewer).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Iterable, Protocol, Sequence
+
+from rapidfuzz import fuzz
+
+__all__ = [
+    "CANDIDATES", "PRIOR_CANDIDATES", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
+    "STOP_WORDS", "Candidate", "FuzzyTokenRanker", "Ranker", "Similar", "query_terms", "rank", "search_text",
+    "tokens",
+]
+
+#: Longest query text accepted, in characters (a longer one is bad input).
+MAX_QUERY_CHARS = 2_000
+#: Distinct query tokens used for retrieval (the rest still count in the score).
+MAX_QUERY_TOKENS = 24
+#: Candidates read from the database per query, at most (``similar_prior``: PRIOR_CANDIDATES).
+CANDIDATES = 200
+PRIOR_CANDIDATES = 20
+#: Results below this score are left out.
+MIN_SCORE = 0.3
+#: ``similar_prior``: earlier trials at least this close, at most PRIOR_LIMIT of them.
+PRIOR_THRESHOLD = 0.6
+PRIOR_LIMIT = 3
+#: Longest token kept, in characters (PostgreSQL skips words over 2,047 bytes).
+MAX_TOKEN_CHARS = 64
+
+#: English function words: they carry no idea, and every trial has them.
+STOP_WORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have if in into is it its
+    of on or our should so than that the their then there these this those to try tried was we were what
+    when which while will with without would you your""".split()
+)
+
+_TAG = re.compile(r"<[^<>]{0,200}>")
+_WORD = re.compile(r"[^\W_]+")
+
+
+def tokens(text: str) -> list[str]:
+    """The search tokens of ``text`` in order, stop-words included (see the module doc)."""
+    if not text:
+        return []
+    text = unicodedata.normalize("NFKC", _TAG.sub(" ", text)).casefold()
+    if not text.isascii():
+        text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+        text = unicodedata.normalize("NFKC", text)
+    return [word[:MAX_TOKEN_CHARS] for word in _WORD.findall(text)]
+
+
+def search_text(hypothesis: str, notes: str) -> str:
+    """What the store writes to ``trials.search_text``: the tokens of both, space-joined."""
+    return " ".join(tokens(hypothesis) + tokens(notes))
+
+
+def content_tokens(text: str) -> list[str]:
+    """Distinct tokens of ``text`` that are not stop-words, in first-seen order."""
+    return list(dict.fromkeys(word for word in tokens(text) if word not in STOP_WORDS))
+
+
+def query_terms(text: str) -> list[str]:
+    """The retrieval terms of a query: at most MAX_QUERY_TOKENS distinct content tokens."""
+    return content_tokens(text)[:MAX_QUERY_TOKENS]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A past trial as the ranker sees it (a row of ``lineage.store_search``)."""
+
+    seq: int
+    exp_id: str
+    status: str
+    core_metric: float | None
+    delta_vs_best: float | None
+    hypothesis: str
+    notes: str
+
+
+@dataclass(frozen=True, slots=True)
+class Similar:
+    """One answer to 'was this tried?': the trial and how close it is, in [0, 1].
+
+    ``delta_vs_best``: the trial's metric against the best before it (as stored)."""
+
+    exp_id: str
+    status: str
+    core_metric: float | None
+    delta_vs_best: float | None
+    score: float
+    hypothesis: str
+    seq: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exp_id": self.exp_id, "status": self.status, "core_metric": self.core_metric,
+            "delta_vs_best": self.delta_vs_best, "score": self.score, "hypothesis": self.hypothesis,
+        }
+
+
+class Ranker(Protocol):
+    """Scores candidates against a query: one float in [0, 1] per candidate, in order.
+
+    The seam for another ranker (an embedding model, say): pass one to
+    ``Ledger.find_similar``; candidates still come from the databases' text indexes.
+    """
+
+    def scores(self, query: str, candidates: Sequence[Candidate]) -> list[float]: ...
+
+
+def _closeness(q: str, d: str) -> float:
+    if q == d:
+        return 1.0
+    if q.isdigit() or d.isdigit():  # 300 is not 3000
+        return 0.0
+    short, long_ = (q, d) if len(q) <= len(d) else (d, q)
+    if len(short) >= 3 and long_.startswith(short):
+        return 0.9
+    if len(short) >= 4:
+        ratio = fuzz.ratio(q, d, score_cutoff=80.0)
+        return ratio / 100.0
+    return 0.0
+
+
+class _QueryCloseness:
+    """The closeness of each token met so far to every query token, computed once per
+    token for a whole ranking call (candidates share most of their words)."""
+
+    def __init__(self, query: Sequence[str]) -> None:
+        self.query = list(dict.fromkeys(query))
+        self.index = {word: i for i, word in enumerate(self.query)}
+        #: token -> (best closeness to any query token, closeness to each, or None when all 0)
+        self.seen: dict[str, tuple[float, tuple[float, ...] | None]] = {}
+
+    def of(self, word: str) -> tuple[float, tuple[float, ...] | None]:
+        found = self.seen.get(word)
+        if found is None:
+            at = self.index.get(word)
+            if at is None and word.isdigit():  # numbers match only themselves
+                found = self.seen[word] = (0.0, None)
+                return found
+            if at is not None:
+                vector = tuple(1.0 if i == at else _closeness(q, word) for i, q in enumerate(self.query))
+            else:
+                vector = tuple(_closeness(q, word) for q in self.query)
+            best = max(vector, default=0.0)
+            found = self.seen[word] = (best, vector if best > 0.0 else None)
+        return found
+
+    def f2(self, field: Sequence[str]) -> float:
+        """F2 of the soft recall of the query in ``field`` (distinct tokens) and the soft
+        precision; closeness of two tokens: the module doc."""
+        if not self.query or not field:
+            return 0.0
+        precision_sum = 0.0
+        hits: list[tuple[float, ...]] = []
+        for word in field:
+            best, vector = self.of(word)
+            if vector is not None:
+                precision_sum += best
+                hits.append(vector)
+        if not hits:
+            return 0.0
+        recall = sum(max(column) for column in zip(*hits)) / len(self.query)
+        precision = precision_sum / len(field)
+        return 5 * recall * precision / (4 * precision + recall)
+
+
+def token_f2(query: Sequence[str], field: Sequence[str]) -> float:
+    """F2 of the soft recall of ``query`` in ``field`` and the soft precision (tokens
+    distinct, stop-words left out; closeness of two tokens: module doc)."""
+    return _QueryCloseness(query).f2(list(dict.fromkeys(field)))
+
+
+class FuzzyTokenRanker:
+    """The default ranker: token F2 of the query against hypothesis, notes and both."""
+
+    def scores(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        closeness = _QueryCloseness(content_tokens(query))
+        # candidates often repeat a text (the same idea tried again): each distinct text
+        # is tokenised and scored once per call
+        fields: dict[str, tuple[list[str], float]] = {}
+
+        def field(text: str) -> tuple[list[str], float]:
+            found = fields.get(text)
+            if found is None:
+                words = content_tokens(text)
+                found = fields[text] = (words, closeness.f2(words))
+            return found
+
+        out = []
+        for candidate in candidates:
+            hypothesis, hypothesis_score = field(candidate.hypothesis)
+            notes, notes_score = field(candidate.notes)
+            best = max(hypothesis_score, notes_score)
+            # a field without a word close to the query (score 0) adds only to the length
+            # of the two together, which then scores no higher than the other field alone
+            if hypothesis_score > 0.0 and notes_score > 0.0 and best < 1.0:
+                best = max(best, closeness.f2(list(dict.fromkeys(hypothesis + notes))))
+            out.append(round(best, 4))
+        return out
+
+
+DEFAULT_RANKER = FuzzyTokenRanker()
+
+
+def rank(
+    query: str, candidates: Sequence[Candidate], *, limit: int, min_score: float = MIN_SCORE,
+    ranker: Ranker | None = None,
+) -> list[Similar]:
+    """The ``limit`` closest candidates scoring at least ``min_score``: by score
+    descending, then newest first."""
+    scores = (ranker or DEFAULT_RANKER).scores(query, candidates)
+    kept = [(score, c) for score, c in zip(scores, candidates) if score >= min_score]
+    kept.sort(key=lambda pair: (-pair[0], -pair[1].seq))
+    return [
+        Similar(exp_id=c.exp_id, status=c.status, core_metric=c.core_metric, delta_vs_best=c.delta_vs_best,
+                score=score, hypothesis=c.hypothesis, seq=c.seq)
+        for score, c in kept[:limit]
+    ]
+
+
+def checked_query(text: Any, *, field: str = "text") -> list[str]:
+    """The retrieval terms of a query typed by someone, or :class:`InvalidInput` naming
+    ``field``: not text, empty, longer than MAX_QUERY_CHARS, or no words once markup,
+    punctuation and stop-words are left out."""
+    from lineage.errors import InvalidInput
+
+    if not isinstance(text, str):
+        raise InvalidInput(field, "must be text")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InvalidInput(field, f"is {len(text):,} characters long; at most {MAX_QUERY_CHARS:,} are searched")
+    if not text.strip():
+        raise InvalidInput(field, "is empty; give the idea to look for")
+    terms = query_terms(text)
+    if not terms:
+        raise InvalidInput(field, "has no words to search for (only stop-words, punctuation or markup)")
+    return terms
+
+
+def checked_limit(limit: Any, *, field: str = "limit", most: int = 50) -> int:
+    from lineage.errors import InvalidInput
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
+        raise InvalidInput(field, f"must be a whole number from 1 to {most}")
+    return limit
