@@ -92,7 +92,8 @@ def token_revoke(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def mcp(ctx: click.Context, db_option: str | None) -> None:
     """Run the MCP server on stdio (tools: get_prompt, get_knowledge, list_trials,
-    get_trial, record_trial, update_trial), over the same service as the HTTP API."""
+    get_trial, record_trial, update_trial, find_similar, get_summary), over the same
+    service as the HTTP API."""
     if db_option:
         ctx.find_root().obj["db"] = db_option
     try:
