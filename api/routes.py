@@ -31,6 +31,7 @@ GET      /projects/{p}/explore                            reader  curves of many
 GET      /projects/{p}/prompt                             reader  agent prompt (ETag)
 GET      /projects/{p}/knowledge                          reader  KNOWLEDGE.md / JSON (ETag)
 GET      /projects/{p}/similar?q=TEXT                     reader  "was this tried?"
+POST     /projects/{p}/similar                            reader  the same, q in a JSON body
 GET      /projects/{p}/summary                            reader  progress, trend, guardrails
 GET      /projects/{p}/guardrails                         reader  policy and trips
 PUT      /projects/{p}/guardrails                         writer  set the policy
@@ -51,7 +52,7 @@ from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from api import present
-from api.deps import Admin, ExpId, IdempotencyKey, IfNoneMatch, LedgerDep, ProjectSlug, Reader, Writer
+from api.deps import Access, Admin, ExpId, IdempotencyKey, IfNoneMatch, LedgerDep, ProjectSlug, Reader, Writer
 from api.schemas import (
     ExploreArgs,
     ExploreOut,
@@ -74,6 +75,7 @@ from api.schemas import (
     PromptQuery,
     ReadyOut,
     RecordOut,
+    SimilarBody,
     SimilarPage,
     SimilarQuery,
     SummaryOut,
@@ -298,9 +300,26 @@ async def get_knowledge(
 @agent_router.get("/similar", response_model=SimilarPage)
 async def find_similar(project: ProjectSlug, args: Annotated[SimilarQuery, Query()], who: Reader) -> dict[str, Any]:
     """Was this tried? Past trials whose hypothesis and notes are closest to ``q``,
-    closest first, each with a score in [0, 1] (the rule: ``lineage.similar``)."""
-    found = who.ledger.find_similar(project, args.q, args.limit, field="q")
-    return {"project": project, "q": args.q, "items": [similar.to_dict() for similar in found]}
+    closest first, each with a score in [0, 1] (the rule: ``lineage.similar``).
+
+    A ``q`` over 2,000 characters is a 422 naming ``q``; but the whole URL must stay under
+    the HTTP server's request-line limit (uvicorn: about 64 KB), past which uvicorn itself
+    answers ``400 Invalid HTTP request received.`` as text/plain before this API sees the
+    request. Texts of unknown length (an agent's whole idea): use ``POST .../similar``."""
+    return _similar_page(who, project, args.q, args.limit)
+
+
+@agent_router.post("/similar", response_model=SimilarPage)
+async def find_similar_of_body(project: ProjectSlug, body: SimilarBody, who: Reader) -> dict[str, Any]:
+    """The same search with ``{"q": TEXT, "limit": N}`` as the JSON body: any length of
+    text gets this API's answer (over 2,000 characters: 422 naming ``q``; a body over the
+    server's ``--max-body-bytes``: 413). A read: it changes nothing, so it is the reader's."""
+    return _similar_page(who, project, body.q, body.limit)
+
+
+def _similar_page(who: Access, project: str, text: str, limit: int) -> dict[str, Any]:
+    found = who.ledger.find_similar(project, text, limit, field="q")
+    return {"project": project, "q": text, "items": [similar.to_dict() for similar in found]}
 
 
 # -- progress --------------------------------------------------------------------------

@@ -210,6 +210,13 @@ class SimilarQuery(Strict):
     limit: int = Field(5, ge=1, le=50)
 
 
+class SimilarBody(Strict):
+    """``POST .../similar``: the same search with the text in a JSON body (long texts)."""
+
+    q: Text = Field(description="The idea to look for (at most 2,000 characters; any length gets a clear 422)")
+    limit: int = Field(5, ge=1, le=50, strict=True)
+
+
 class RecordOut(BaseModel):
     trial: TrialOut
     #: False: the trial was already stored (a retry with the same exp_id or key)

@@ -17,16 +17,13 @@ Targets: JSON <= 300 ms, <= 1 MB; first curves <= 1.5 s after navigation.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -34,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from lineage import telemetry  # noqa: E402
 from lineage.domain import FailureLabel, Trial  # noqa: E402
 from lineage.service import Ledger  # noqa: E402
+from tests import servers  # noqa: E402
 
 SPECIALISTS = ("a2tgpo", "gspo", "ppo")
 JSON_TARGET_MS = 300.0
@@ -77,38 +75,10 @@ def generate_project(ledger: Ledger, slug: str, *, trials: int, points: int, tur
         telemetry.ingest(ledger, slug, trial.exp_id, batch)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextmanager
-def serving(db: str) -> Iterator[str]:
+def serving(db: str) -> AbstractContextManager[str]:
     """A real ``lineage serve --db DB`` on a free loopback port, until the block ends:
     its base URL once it answers."""
-    import httpx
-
-    port = _free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("LINEAGE_DATABASE_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--db", db, "--port", str(port),
-                             "--log-level", "warning"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/health", timeout=1)
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("lineage serve did not answer: " + proc.stdout.read().decode()[-2000:])  # type: ignore[union-attr]
-                time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    return servers.serving(None, "--db", db)
 
 
 def bench_json(db: str, slug: str, repeat: int) -> dict[str, Any]:

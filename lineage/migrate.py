@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from alembic import command
@@ -9,8 +10,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 
-from lineage.db import WRITE_OPTION
+from lineage.db import SQLITE_BUSY_TIMEOUT_MS, WRITE_OPTION, is_sqlite
 
 
 def migrations_dir() -> Path:
@@ -35,15 +37,53 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+#: How long an SQLite upgrade waits for another process's upgrade to let go of the lock, in
+#: milliseconds: far longer than a write's busy timeout, since waiting is always right here
+#: (on a slow, loaded machine an upgrade can hold the lock for long).
+SQLITE_UPGRADE_BUSY_TIMEOUT_MS = 600_000
+#: Attempts of an SQLite upgrade that hits SQLITE_BUSY where SQLite calls no busy handler
+#: (another connection recovering or checkpointing the WAL at that instant).
+SQLITE_UPGRADE_ATTEMPTS = 5
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to ``revision``; a no-op (one query) when it is already there."""
+    """Bring the schema to ``revision``; a no-op (one query) when it is already there.
+
+    Several processes may open a fresh SQLite file at once (``lineage watch`` and
+    ``lineage serve``): each upgrade is one write transaction from its first statement
+    (BEGIN IMMEDIATE), so they queue on the lock -- waiting up to
+    SQLITE_UPGRADE_BUSY_TIMEOUT_MS -- and the later ones find the schema at head, instead
+    of one failing "database is locked" when both upgrade a read into a write."""
     if revision == "head" and current_revision(engine) == head_revision():
         return
+    if not is_sqlite(engine):
+        _upgrade_in_one_transaction(engine, revision)
+        return
+    for attempt in range(1, SQLITE_UPGRADE_ATTEMPTS + 1):
+        try:
+            _upgrade_in_one_transaction(engine, revision, busy_timeout_ms=SQLITE_UPGRADE_BUSY_TIMEOUT_MS)
+            return
+        except OperationalError as exc:
+            if attempt == SQLITE_UPGRADE_ATTEMPTS or not _sqlite_busy(exc):
+                raise
+            time.sleep(0.05 * attempt)
+
+
+def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_ms: int | None = None) -> None:
     config = alembic_config(engine)
-    # a write transaction from its first statement (SQLite: BEGIN IMMEDIATE): two processes
-    # opening a fresh file at once (`lineage watch` and `lineage serve`) then queue on the
-    # lock, and the second finds the schema at head, instead of one failing "database is
-    # locked" when both upgrade a read into a write
-    with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, conn.begin():
-        config.attributes["connection"] = conn
-        command.upgrade(config, revision)
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        if busy_timeout_ms is not None:
+            raw.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")  # type: ignore[union-attr]
+        try:
+            with conn.execution_options(**{WRITE_OPTION: True}).begin():
+                config.attributes["connection"] = conn
+                command.upgrade(config, revision)
+        finally:
+            if busy_timeout_ms is not None and not conn.invalidated:  # back to the pool with the usual wait
+                raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")  # type: ignore[union-attr]
+
+
+def _sqlite_busy(exc: OperationalError) -> bool:
+    message = str(exc.orig).lower()
+    return "database is locked" in message or "locking protocol" in message

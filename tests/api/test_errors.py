@@ -132,7 +132,7 @@ def test_small_writes_wait_off_the_event_loop_while_a_long_write_holds_the_lock(
     def long_write() -> None:
         with ledger.store.write():  # holds the database's write lock, like an import
             locked.set()
-            release.wait(10)
+            release.wait(60)
 
     async def main() -> None:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
@@ -143,7 +143,7 @@ def test_small_writes_wait_off_the_event_loop_while_a_long_write_holds_the_lock(
             await asyncio.sleep(0.1)  # let the POST reach the lock
             # answered while the lock is still held (released only below): the POST waits
             # off the event loop; waiting inline, nothing would be answered until the
-            # holder gave up (10 s) and the POST had finished
+            # holder gave up (60 s) and the POST had finished
             health = await client.get("/health")
             assert health.status_code == 200
             assert not post.done() and not release.is_set()

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 from fastapi.testclient import TestClient
 
+from lineage.hook_delivery import DeliveryPolicy
 from lineage.service import Ledger
 from tests.api.conftest import API, assert_problem, bearer, new_project, record
 from tests.lineage.webhook_receiver import Receiver
@@ -84,29 +85,36 @@ def test_a_server_delivers_in_the_background_and_a_restarted_one_finishes(
     serve, ledger: Ledger, db_url: str, token_of,  # type: ignore[no-untyped-def]
 ) -> None:
     """The receiver is down while the first server runs: the event waits in the outbox,
-    and a server started later sends it once the receiver is up."""
+    and a server started later sends it once the receiver is up.
+
+    No step depends on how fast the machine is: the attempts are unlimited (with the
+    default 8, fast retries could exhaust them before the first server stops, leaving
+    nothing for the second to send), and every wait is on a condition with a deadline
+    longer than a claim's lease (a server killed mid-claim leaves one that must lapse)."""
     admin = bearer(token_of("admin"))
     env = {"LINEAGE_HOOK_POLL_S": "0.1", "LINEAGE_HOOK_BACKOFF_S": "0.1", "LINEAGE_HOOK_MAX_BACKOFF_S": "0.2",
-           "LINEAGE_HOOK_TIMEOUT_S": "1"}
+           "LINEAGE_HOOK_TIMEOUT_S": "1", "LINEAGE_HOOK_MAX_ATTEMPTS": "1000000"}
+    patience = DeliveryPolicy(timeout_s=1).lease_s + 30
     receiver = Receiver("ok")
     first = serve(db_url, env=env)
-    with httpx.Client(base_url=first.url, headers=admin, timeout=10) as http:
+    with httpx.Client(base_url=first.url, headers=admin, timeout=patience) as http:
         new_project(http)
         hook = http.post(f"{API}/projects/p/hooks", json={"url": receiver.url, "events": ["trial_crashed"]}).json()
         assert record(http, "p", status="crash").status_code == 201
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + patience
         while http.get(f"{API}/projects/p/hooks").json()[0]["deliveries"]["pending"] != 1 or \
                 _attempts(ledger) < 1:
             assert time.monotonic() < deadline, first.output()
             time.sleep(0.05)
     first.stop()
+    assert receiver.requests == []
     with receiver:
         second = serve(db_url, env=env)
-        (received,) = receiver.wait_for(1)
+        (received,) = receiver.wait_for(1, timeout=patience)
         event = json.loads(received.body)
         assert event["type"] == "trial_crashed" and event["trial"]["exp_id"] == "000"
-        with httpx.Client(base_url=second.url, headers=admin, timeout=10) as http:
-            deadline = time.monotonic() + 20
+        with httpx.Client(base_url=second.url, headers=admin, timeout=patience) as http:
+            deadline = time.monotonic() + patience
             while http.get(f"{API}/projects/p/hooks").json()[0]["deliveries"]["delivered"] != 1:
                 assert time.monotonic() < deadline, second.output()
                 time.sleep(0.05)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def trial(server: Any, exp_id: str | None, project: str = "p") -> dict[str, Any]:
     assert exp_id is not None
-    return httpx.get(f"{server.url}{API}/projects/{project}/trials/{exp_id}", timeout=10).json()
+    return httpx.get(f"{server.url}{API}/projects/{project}/trials/{exp_id}", timeout=60).json()
 
 
 def recorder(server: Any, tmp_path: Path, *, lower_is_better: bool = True, **kwargs: Any) -> TrialRecorder:
@@ -93,7 +93,7 @@ def test_verl_hook_logs_step_metrics_and_finishes_with_the_validation_metric(ser
     found = trial(server, hook.recorder.exp_id)
     assert found["status"] == "keep" and found["core_metric"] == 0.7
     assert found["ig_clip_scale_mean"] == pytest.approx(1.01)
-    series = httpx.get(f"{server.url}{API}/projects/p/trials/{found['exp_id']}/telemetry", timeout=10).json()["series"]
+    series = httpx.get(f"{server.url}{API}/projects/p/trials/{found['exp_id']}/telemetry", timeout=60).json()["series"]
     assert {s["name"] for s in series} >= {"actor/pg_loss", "clip_scale_mean", "timing/gen"}
     assert all(s["count"] == 3 for s in series)
 
@@ -121,6 +121,6 @@ def test_transformers_callback_records_a_real_trainer_run(serve, tmp_path: Path)
     transformers.Trainer(model=model, args=args, train_dataset=Tokens(), eval_dataset=Tokens(), callbacks=[callback]).train()
     found = trial(server, callback.recorder.exp_id)
     assert found["status"] == "keep" and found["core_metric"] is not None and found["hypothesis"] == "hf tiny"
-    series = httpx.get(f"{server.url}{API}/projects/p/trials/{found['exp_id']}/telemetry", timeout=10).json()["series"]
+    series = httpx.get(f"{server.url}{API}/projects/p/trials/{found['exp_id']}/telemetry", timeout=60).json()["series"]
     loss = next(s for s in series if s["name"] == "loss")
     assert loss["step"] == [1, 2, 3, 4]

@@ -23,11 +23,17 @@ from trainer_hooks.client.spool import Spool, spool_files
 
 pytestmark = pytest.mark.slow
 
+#: Upper bounds, generous for a busy 2-core machine (what is done sooner goes on at once):
+#: a flush to a server that answers, a process's run. The short timeouts below (0.2 s,
+#: 0.3 s) are against servers that are down: no answer comes however long one waits.
+FLUSH_TIMEOUT_S = 120
+PROCESS_TIMEOUT_S = 300
+
 
 def flush_cli(directory: Path, *args: str) -> tuple[int, str, str]:
     """``lineage spool flush`` in its own process (as a user runs it)."""
     done = subprocess.run([sys.executable, "-m", "api.cli", "spool", "flush", str(directory), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -55,7 +61,7 @@ def test_server_killed_mid_run_and_restarted_loses_nothing(serve, engine, db_url
     client.ensure_project()
     client.plan_trial(hypothesis="server dies")
     log_steps(client, range(0, 200))
-    assert client.flush(timeout=30)
+    assert client.flush(timeout=FLUSH_TIMEOUT_S)
     server.kill()
     log_steps(client, range(200, 400))
     assert client.flush(timeout=0.3) is False
@@ -131,7 +137,7 @@ def test_sigkilled_trainer_loses_nothing_that_reached_the_spool(serve, tmp_path:
         spooled = int(line.split()[1])
     server.kill()  # some batches are in flight or unsent when the trainer dies
     trainer.kill()
-    trainer.wait(timeout=10)
+    trainer.wait(timeout=PROCESS_TIMEOUT_S)
     server.start()
     code, out, err = flush_cli(spool_dir)
     assert code == 0, err
@@ -154,7 +160,7 @@ def test_sigterm_labels_the_trial_and_flushes_before_exiting(serve, tmp_path: Pa
         assert line, "the trainer exited early"
         spooled = int(line.split()[1])
     trainer.terminate()
-    assert trainer.wait(timeout=60) == 143
+    assert trainer.wait(timeout=PROCESS_TIMEOUT_S) == 143
     spooled = max([spooled, *(int(line.split()[1]) for line in trainer.stdout.read().splitlines())])
     stored = stored_points(db)
     assert max(stored.values()) == 1 and expected_points(range(spooled)) - stored == {}
@@ -206,7 +212,7 @@ def test_revoked_token_stops_sending_keeps_the_spool_and_a_new_token_flushes_it(
     client.ensure_project()
     client.plan_trial(hypothesis="token revoked")
     log_steps(client, range(200))
-    assert client.flush(timeout=30)
+    assert client.flush(timeout=FLUSH_TIMEOUT_S)
     assert runner.invoke(cli, ["--db", db, "token", "revoke", "trainer"], catch_exceptions=False).exit_code == 0
     log_steps(client, range(200, 400))
     client.finish_trial(core_metric=1.0)
@@ -216,7 +222,7 @@ def test_revoked_token_stops_sending_keeps_the_spool_and_a_new_token_flushes_it(
     assert stored_points(db) == expected_points(range(200))
     (spool_file,) = spool_files(spool_dir)
     assert json.loads(Spool(spool_file).get("rejected") or "{}")["status"] == 401
-    code, _, err = flush_cli(spool_dir, "--token", first, "--timeout", "5")
+    code, _, err = flush_cli(spool_dir, "--token", first, "--timeout", str(FLUSH_TIMEOUT_S))
     assert code == 1 and "HTTP 401" in err and err.count("\n") == 1
     code, out, err = flush_cli(spool_dir, "--token", token("trainer-2"))
     assert code == 0, err

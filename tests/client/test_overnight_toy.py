@@ -22,13 +22,13 @@ def test_overnight_toy_run_lands_in_knowledge_and_on_the_trial_page(serve, tmp_p
         [sys.executable, "examples/overnight_toy.py", "--url", server.url, "--project", "toy",
          "--spool-dir", str(tmp_path / "spool"), "--steps", "4", "--questions", "4", "--samples", "4",
          "--hypothesis", "turn-group IG on look-ups"],
-        cwd=ROOT, capture_output=True, text=True, timeout=110,
+        cwd=ROOT, capture_output=True, text=True, timeout=600,  # an upper bound: a busy machine is slow
     )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["delivered"] and summary["error"] is None
     exp_id = summary["exp_id"]
-    with httpx.Client(base_url=server.url, timeout=10) as http:
+    with httpx.Client(base_url=server.url, timeout=60) as http:
         trial = http.get(f"{API}/projects/toy/trials/{exp_id}").json()
         assert trial["status"] == "keep"  # the project's first scored trial
         assert trial["core_metric"] == summary["core_metric"]

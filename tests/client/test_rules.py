@@ -75,13 +75,13 @@ def test_spool_flush_and_the_client_import_without_torch() -> None:
             "from click.testing import CliRunner\n"
             "result = CliRunner().invoke(api.cli.cli, ['spool', 'flush', '--help'])\n"
             "assert result.exit_code == 0, result.output\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
 
 def test_flush_of_a_missing_directory_is_one_line_on_stderr(tmp_path) -> None:  # type: ignore[no-untyped-def]
     done = subprocess.run([sys.executable, "-m", "api.cli", "spool", "flush", str(tmp_path / "nope")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "does not exist" in done.stderr
 
 
@@ -89,6 +89,6 @@ def test_flush_of_a_file_that_is_no_spool_names_it(tmp_path) -> None:  # type: i
     bogus = tmp_path / "notes.spool"
     bogus.write_text("not a database, just text " * 100)
     done = subprocess.run([sys.executable, "-m", "api.cli", "spool", "flush", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and done.stderr.startswith(f"error: {bogus}: not a spool file")
     assert done.stderr.count("\n") == 1

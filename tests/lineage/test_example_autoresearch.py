@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,20 +14,26 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.servers import free_port, stop
+
 pytest.importorskip("watchfiles")
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 40
+#: Upper bounds, generous because three processes share a busy 2-core machine (a step
+#: that is done sooner goes on at once): one step of the README, one HTTP request.
+STEP_TIMEOUT_S = 300.0
+HTTP_TIMEOUT_S = 30.0
 
 
 def lineage(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "api.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=STEP_TIMEOUT_S, check=True)
 
 
-def poll(what: str, check, timeout: float = 90.0) -> None:  # type: ignore[no-untyped-def]
-    """Wait for ``check()`` (generous: three processes start on a busy machine)."""
+def poll(what: str, check, timeout: float = STEP_TIMEOUT_S) -> None:  # type: ignore[no-untyped-def]
+    """Wait until ``check()`` holds (a request that fails or times out counts as not yet)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -44,10 +49,8 @@ def test_the_readme_steps_watch_a_fake_loop_and_show_it_in_the_pages(tmp_path: P
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     env.pop("LINEAGE_DATABASE_URL", None)
     results = tmp_path / "results.tsv"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
+    port = free_port()
+    http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=HTTP_TIMEOUT_S)
     started: list[subprocess.Popen[bytes]] = []
 
     def start(*args: str) -> subprocess.Popen[bytes]:
@@ -62,19 +65,19 @@ def test_the_readme_steps_watch_a_fake_loop_and_show_it_in_the_pages(tmp_path: P
                      "--count", str(ROWS), "--seed", "3")
         start("-m", "api.cli", "watch", str(results), "--project", "demo-loop")
         start("-m", "api.cli", "serve", "--port", str(port), "--log-level", "warning")
-        poll("the server", lambda: httpx.get(f"{base}/health", timeout=1).status_code == 200)
+        poll("the server", lambda: http.get("/health").status_code == 200)
         # while the loop runs, the dashboard already shows what has arrived
-        poll("the project page", lambda: httpx.get(f"{base}/projects/demo-loop", timeout=2).status_code == 200)
-        assert loop.wait(timeout=120) == 0
-        poll(f"all {ROWS} rows", lambda: httpx.get(f"{base}/api/v1/projects/demo-loop", timeout=2).json()["trial_count"] == ROWS)
+        poll("the project page", lambda: http.get("/projects/demo-loop").status_code == 200)
+        assert loop.wait(timeout=STEP_TIMEOUT_S) == 0
+        poll(f"all {ROWS} rows", lambda: http.get("/api/v1/projects/demo-loop").json()["trial_count"] == ROWS)
 
-        project = httpx.get(f"{base}/api/v1/projects/demo-loop").json()
+        project = http.get("/api/v1/projects/demo-loop").json()
         assert project["metric_name"] == "val_bpb" and project["lower_is_better"] is True
-        dashboard = httpx.get(f"{base}/projects/demo-loop").text
+        dashboard = http.get("/projects/demo-loop").text
         assert "val_bpb" in dashboard and 'class="best-line"' in dashboard
-        tree = httpx.get(f"{base}/projects/demo-loop/tree")
+        tree = http.get("/projects/demo-loop/tree")
         assert tree.status_code == 200 and tree.text.count('class="node') >= 1
-        assert httpx.get(f"{base}/projects/demo-loop/trials").status_code == 200
+        assert http.get("/projects/demo-loop/trials").status_code == 200
 
         best = json.loads(lineage(tmp_path, env, "best", "--project", "demo-loop", "--format", "json").stdout)
         crashes = [line for line in results.read_text().splitlines() if "\tcrash\t" in line]
@@ -92,11 +95,7 @@ def test_the_readme_steps_watch_a_fake_loop_and_show_it_in_the_pages(tmp_path: P
             failure.add_note(f"{proc.args[1:3]} exit {proc.poll()}: {said}")
         raise
     finally:
+        http.close()
         for proc in reversed(started):
             if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop(proc)

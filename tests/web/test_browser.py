@@ -9,18 +9,16 @@ chromium; tests/run_all.sh does it).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 from lineage.service import Ledger
+from tests.servers import serving
 from tests.web.conftest import SLUG, XSS, api_points
 from tests.web.test_charts import synthetic_points
 
@@ -31,40 +29,10 @@ SHOTS = ROOT / "test-output" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextmanager
-def serving(workdir: Path, *args: str, demo: bool = True) -> Iterator[str]:
-    """``lineage serve [--demo] ARGS`` in ``workdir`` (its ./lineage.db unless ARGS has
-    ``--db``) on a free loopback port; yields its URL once it answers."""
-    port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("LINEAGE_DATABASE_URL", None)
-    env.pop("LINEAGE_ANONYMOUS_READ", None)
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", *(["--demo"] if demo else []),
-                             "--port", str(port), "--log-level", "warning", *args], cwd=workdir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/health", timeout=1)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
-                assert time.monotonic() < deadline, "server did not answer within 30 s"
-                time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+#: Upper bounds on waits (a busy 2-core machine is slow; a page that is ready sooner is
+#: used at once): Playwright's waits and actions, and the test's own HTTP requests.
+PAGE_TIMEOUT_MS = 90_000
+HTTP_TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``lineage serve --demo`` in a fresh directory, plus a hostile trial recorded through
     the service while it runs, and telemetry of the best trial posted through the API."""
     workdir = tmp_path_factory.mktemp("serve")
-    with serving(workdir) as base:
+    with serving(workdir, demo=True) as base:
         ledger = Ledger.open(str(workdir / "lineage.db"), upgrade=False)
         ledger.record_trial(SLUG, {"exp_id": "006", "parent_exp": "004", "status": "discard", "core_metric": 34.5,
                                    "specialist": "<b>red-team</b>", "hypothesis": XSS,
@@ -81,7 +49,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ledger.close()
         for exp_id in ("003", "004"):
             posted = httpx.post(f"{base}/api/v1/projects/{SLUG}/trials/{exp_id}/telemetry",
-                                json={"points": api_points(synthetic_points())})
+                                json={"points": api_points(synthetic_points())}, timeout=HTTP_TIMEOUT_S)
             assert posted.status_code == 201, posted.text
         yield base
 
@@ -94,7 +62,7 @@ def closed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
                            "--name", "night-shift", "--role", "writer"], cwd=workdir, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     secret = next(word for word in made.stdout.split() if word.startswith("llt_"))
-    with serving(workdir, "--no-anonymous-read") as base:
+    with serving(workdir, "--no-anonymous-read", demo=True) as base:
         yield base, secret
 
 
@@ -111,10 +79,19 @@ def browser() -> Iterator[object]:
         launched.close()
 
 
+def new_context(browser, **options: object):  # type: ignore[no-untyped-def]
+    """``browser.new_context(**options)`` whose waits, actions and navigations may take up
+    to PAGE_TIMEOUT_MS."""
+    context = browser.new_context(**options)
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    context.set_default_navigation_timeout(PAGE_TIMEOUT_MS)
+    return context
+
+
 @pytest.fixture
 def page(browser, server: str):  # type: ignore[no-untyped-def]
     """A page whose script errors and CSP violations fail the test."""
-    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900})
+    context = new_context(browser, base_url=server, viewport={"width": 1280, "height": 900})
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
     tab = context.new_page()
     problems: list[str] = []
@@ -169,7 +146,7 @@ def test_copy_knowledge_button_copies_the_file(page, server: str) -> None:  # ty
     button.click()
     status = page.locator(".copy-status")
     status.filter(has_text="Copied").wait_for()
-    knowledge = httpx.get(f"{server}/projects/{SLUG}/knowledge.md").text
+    knowledge = httpx.get(f"{server}/projects/{SLUG}/knowledge.md", timeout=HTTP_TIMEOUT_S).text
     assert page.evaluate("navigator.clipboard.readText()") == knowledge
 
 
@@ -192,7 +169,7 @@ def test_compare_two_trials_picked_in_the_table(page) -> None:  # type: ignore[n
 
 
 def test_a_bad_tsv_upload_shows_the_line_numbered_error(page, server: str) -> None:  # type: ignore[no-untyped-def]
-    good = httpx.get(f"{server}/projects/{SLUG}/trials?order=asc&format=tsv").text
+    good = httpx.get(f"{server}/projects/{SLUG}/trials?order=asc&format=tsv", timeout=HTTP_TIMEOUT_S).text
     lines = good.splitlines(keepends=True)
     cells = lines[2].split("\t")
     cells[9] = "thirty-four"  # core_metric of the second trial
@@ -208,7 +185,7 @@ def test_a_bad_tsv_upload_shows_the_line_numbered_error(page, server: str) -> No
     assert "Line 3, column 10" in error.inner_text() and "core_metric" in error.inner_text()
     assert page.locator("table.offending td.bad").inner_text() == "thirty-four"
     shot(page, "06-upload-error")
-    assert httpx.get(f"{server}/projects/uploaded").status_code == 404
+    assert httpx.get(f"{server}/projects/uploaded", timeout=HTTP_TIMEOUT_S).status_code == 404
 
 
 def test_hostile_hypothesis_renders_as_text_and_runs_nothing(page) -> None:  # type: ignore[no-untyped-def]
@@ -251,7 +228,7 @@ def test_calibration_page_draws_a_scatter_per_specialist(page) -> None:  # type:
 
 
 def test_phone_width_has_no_sideways_scrolling(browser, server: str) -> None:  # type: ignore[no-untyped-def]
-    context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True)
+    context = new_context(browser, base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True)
     tab = context.new_page()
     for name, url in (("10-phone-dashboard", f"/projects/{SLUG}"), ("11-phone-trial", f"/projects/{SLUG}/trials/004"),
                       ("12-phone-tree", f"/projects/{SLUG}/tree")):
@@ -263,7 +240,7 @@ def test_phone_width_has_no_sideways_scrolling(browser, server: str) -> None:  #
 
 
 def test_dark_mode_is_dark_and_readable(browser, server: str) -> None:  # type: ignore[no-untyped-def]
-    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900}, color_scheme="dark")
+    context = new_context(browser, base_url=server, viewport={"width": 1280, "height": 900}, color_scheme="dark")
     tab = context.new_page()
     tab.goto(f"/projects/{SLUG}")
     background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
@@ -278,7 +255,7 @@ def test_dark_mode_is_dark_and_readable(browser, server: str) -> None:  # type: 
 
 def test_login_with_a_token_opens_closed_pages_and_the_upload(browser, closed_server: tuple[str, str]) -> None:  # type: ignore[no-untyped-def]
     base, secret = closed_server
-    context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 900})
+    context = new_context(browser, base_url=base, viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     tab.goto(f"/projects/{SLUG}/tree")
     tab.wait_for_url("**/login?next=*")
@@ -293,7 +270,8 @@ def test_login_with_a_token_opens_closed_pages_and_the_upload(browser, closed_se
     cookie = next(c for c in context.cookies() if c["name"] == "lineage_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     tab.goto("/upload")
-    good = httpx.get(f"{base}/projects/{SLUG}/trials?order=asc&format=tsv", cookies={"lineage_session": secret}).text
+    good = httpx.get(f"{base}/projects/{SLUG}/trials?order=asc&format=tsv", cookies={"lineage_session": secret},
+                     timeout=HTTP_TIMEOUT_S).text
     tab.get_by_label("Project").fill("copied")
     tab.get_by_label("File").set_input_files(
         files=[{"name": "results.tsv", "mimeType": "text/tab-separated-values", "buffer": good.encode()}]
@@ -305,7 +283,7 @@ def test_login_with_a_token_opens_closed_pages_and_the_upload(browser, closed_se
 
 
 def test_dark_mode_at_phone_width(browser, server: str) -> None:  # type: ignore[no-untyped-def]
-    context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True,
+    context = new_context(browser, base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True,
                                   color_scheme="dark")
     tab = context.new_page()
     for name, url in (("17-phone-dark-dashboard", f"/projects/{SLUG}"),
