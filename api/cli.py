@@ -15,6 +15,7 @@ from typing import IO, Any, Iterable, Iterator
 
 import click
 
+from api.cli_loops import mapping_options
 from lineage.errors import LedgerError
 
 EXIT_LEDGER_ERROR = 2
@@ -233,20 +234,7 @@ def project_list(ctx: click.Context, fmt: str) -> None:
 @click.option("--lower-is-better/--higher-is-better", default=None,
               help="Direction, when the project is new (autoresearch/generic: else inferred).")
 @click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default=None)
-@click.option("--id", "id_column", default=None, metavar="COL",
-              help="autoresearch/generic: column holding the exp_ids (default: row numbers 000, 001, ...).")
-@click.option("--metric", "metric_column", default=None, metavar="COL",
-              help="autoresearch/generic: the metric column (default: first numeric column after the ids).")
-@click.option("--status", "status_column", default=None, metavar="COL",
-              help="autoresearch/generic: the status column (default: by name); '-': the file has none.")
-@click.option("--description", "description_column", default=None, metavar="COL",
-              help="autoresearch/generic: the description column (default: by name).")
-@click.option("--parent", "parent_column", default=None, metavar="COL",
-              help="autoresearch/generic: a column naming parents (default: the last keep before each row).")
-@click.option("--status-map", "status_map", multiple=True, metavar="WORD=LABEL,...",
-              help="autoresearch/generic: more status words, e.g. oom=crash,flaky=discard.")
-@click.option("--git-repo", type=click.Path(exists=True, file_okay=False), default=None,
-              help="autoresearch/generic: store each commit's subject, author time, diffstat and patch.")
+@mapping_options
 @click.pass_context
 def import_cmd(
     ctx: click.Context,

@@ -31,22 +31,26 @@ def _fmt_number(value: float | None, *, signed: bool = False) -> str:
 
 
 def mapping_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The column-mapping flags of import and watch (autoresearch/generic files)."""
+    """The column-mapping flags of import and watch; they apply to autoresearch/generic
+    files (a fieldkit file has fixed columns)."""
     options = [
         click.option("--id", "id_column", default=None, metavar="COL",
-                     help="Column holding the exp_ids (default: row numbers 000, 001, ...)."),
+                     help="autoresearch/generic: column holding the exp_ids (default: row numbers 000, 001, ...)."),
         click.option("--metric", "metric_column", default=None, metavar="COL",
-                     help="The metric column (default: the first numeric column after the id columns)."),
+                     help="autoresearch/generic: the metric column (default: the first numeric column after the "
+                          "id columns)."),
         click.option("--status", "status_column", default=None, metavar="COL",
-                     help="The status column (default: found by name); '-': the file has none."),
+                     help="autoresearch/generic: the status column (default: found by name); '-': the file has none."),
         click.option("--description", "description_column", default=None, metavar="COL",
-                     help="The description column (default: found by name)."),
+                     help="autoresearch/generic: the description column (default: found by name)."),
         click.option("--parent", "parent_column", default=None, metavar="COL",
-                     help="A column naming each row's parent (its commit or id); default: last keep before the row."),
+                     help="autoresearch/generic: a column naming each row's parent (its commit or id); default: "
+                          "the last keep before the row."),
         click.option("--status-map", "status_map", multiple=True, metavar="WORD=LABEL,...",
-                     help="More status words, e.g. oom=crash,flaky=discard (repeatable)."),
+                     help="autoresearch/generic: more status words, e.g. oom=crash,flaky=discard (repeatable)."),
         click.option("--git-repo", type=click.Path(exists=True, file_okay=False), default=None,
-                     help="Store subject, author time, diffstat and patch of each trial's commit."),
+                     help="autoresearch/generic: store subject, author time, diffstat and patch of each trial's "
+                          "commit."),
     ]
     for option in reversed(options):
         command = option(command)

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lineage import loops  # noqa: E402
 from lineage.formats.autoresearch import check_text  # noqa: E402
 from lineage.service import Ledger  # noqa: E402
+from tests.servers import cpu_seconds  # noqa: E402
 
 HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
 IDEAS = ["increase LR", "switch to GeLU", "add warmup", "muon lr", "weight decay", "rope base", "wider MLP",
@@ -144,9 +145,9 @@ def bench_watch(tmp: Path, appends: int, idle_s: float) -> None:
         print(f"watch    {appends} appends  latency p50 {p50 * 1000:.0f} ms  p95 {p95 * 1000:.0f} ms  "
               f"max {latencies[-1] * 1000:.0f} ms  target p95 <= 1000 ms: {'ok' if p95 <= 1 else 'MISSED'}")
         time.sleep(1.0)
-        before = _cpu_seconds(proc.pid)
+        before = cpu_seconds(proc.pid)
         time.sleep(idle_s)
-        used = _cpu_seconds(proc.pid) - before
+        used = cpu_seconds(proc.pid) - before
         share = used / idle_s * 100
         print(f"watch    idle {idle_s:.0f} s  CPU {used * 1000:.1f} ms = {share:.2f}% of a core  target < 1%: "
               f"{'ok' if share < 1 else 'MISSED'}")
@@ -154,13 +155,6 @@ def bench_watch(tmp: Path, appends: int, idle_s: float) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def main() -> None:

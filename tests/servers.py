@@ -1,5 +1,5 @@
-"""``lineage serve`` as a real process on a free loopback port, until a block ends, and
-stopping a process politely: for the end-to-end tests and the bench scripts (they run
+"""``lineage serve`` as a real process on a free loopback port, until a block ends,
+stopping a process politely, and the CPU time a process has used: for the end-to-end tests and the bench scripts (they run
 from the repository root and import this as ``tests.servers``)."""
 
 from __future__ import annotations
@@ -74,3 +74,10 @@ def stop(proc: subprocess.Popen, timeout: float = 30.0) -> None:  # type: ignore
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds the process ``pid`` has used (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

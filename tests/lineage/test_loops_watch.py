@@ -19,6 +19,7 @@ from lineage import loops
 from lineage.domain import FailureLabel
 from lineage.service import Ledger
 from tests.lineage.autoresearch_files import ORIGINAL
+from tests.servers import cpu_seconds
 
 pytest.importorskip("watchfiles")
 
@@ -93,22 +94,16 @@ def test_cli_watch_process_follows_the_file_and_idles_quietly(tmp_path: Path) ->
         with path.open("a", encoding="utf-8", newline="") as fh:
             fh.write("c0ffee0\t0.980000\t44.0\tkeep\tappended\n")
         wait_for(lambda: count() == 9)
-        before = _cpu(proc.pid)
+        before = cpu_seconds(proc.pid)
         time.sleep(2.0)
         # Waiting on notifications, not spinning: a polling loop would burn a large share
         # of a core here. (The < 1% figure is the bench's; this bound only tells the two
         # apart, with room for a loaded machine.)
-        assert _cpu(proc.pid) - before < 0.2 * 2.0
+        assert cpu_seconds(proc.pid) - before < 0.2 * 2.0
         ledger.close()
     finally:
         proc.terminate()
         proc.wait(30)
-
-
-def _cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # -- over HTTP ----------------------------------------------------------------------------------
