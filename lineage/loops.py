@@ -294,7 +294,129 @@ def _known(trial: Trial, layout: Layout | None) -> _Known:
     return _Known(line, int(extra.get(PART_KEY, 0) or 0), trial.parent_exp)
 
 
-class ResultsSync:
+class _FileFollower:
+    """What the local and the remote follower of a results file share: the file and how
+    to read it, each warning shown once, and :meth:`watch`. A subclass implements
+    :meth:`_sync` (one pass over the file)."""
+
+    def __init__(
+        self,
+        project_slug: str,
+        path: str | os.PathLike[str],
+        *,
+        fmt: str | None,
+        options: ImportOptions,
+        best_policy: BestPolicy | str | None,
+        git_repo: str | os.PathLike[str] | None,
+    ) -> None:
+        self.slug = project_slug
+        self.path = Path(path)
+        self.source = str(path)
+        self.fmt = fmt
+        self.options = options
+        self.best_policy = best_policy
+        self.git_repo = git_repo
+        self.layout: Layout | None = None
+        self._shown: set[str] = set()
+
+    def _read(self) -> str | None:
+        """The file's text; None while it does not exist."""
+        try:
+            return _read_text(self.path, source=self.source)
+        except FileNotFoundError:
+            return None
+
+    def _sync(self) -> SyncReport:
+        raise NotImplementedError
+
+    def sync(self) -> SyncReport:
+        """Bring the project up to date with the file (see the class doc). A warning
+        is reported once, at the first sync that finds it."""
+        report = self._sync()
+        fresh = [w for w in report.warnings if w not in self._shown]
+        self._shown.update(fresh)
+        report.warnings = fresh
+        return report
+
+    def watch(
+        self,
+        *,
+        on_sync: Callable[[SyncReport], None] | None = None,
+        stop: Any = None,
+        debounce_ms: int = 300,
+        step_ms: int = 50,
+        check_every_ms: int = 2_000,
+        force_polling: bool | None = None,
+    ) -> None:
+        """Sync now, then again whenever the file changes, until ``stop`` (a
+        ``threading.Event``) is set or Ctrl-C.
+
+        Changes come from the operating system's file notifications (inotify, FSEvents,
+        ReadDirectoryChangesW) through ``watchfiles``, watching the file's directory, so
+        a file replaced by a rename is followed too; the watcher is started before the
+        first sync, so no append can slip between the two. As a safety net (network file
+        systems drop notifications), the file's size and mtime are compared every
+        ``check_every_ms``: one ``stat`` call, not a read. A sync that fails (a broken
+        write) is reported as a warning and the watch goes on; the first sync's error
+        (not a results table at all) stops it.
+        """
+        from watchfiles import watch as watch_changes
+
+        target = os.path.abspath(self.path)
+        directory = os.path.dirname(target) or "."
+        last_stat: list[tuple[int, int] | None] = [None]
+
+        def stat() -> tuple[int, int] | None:
+            try:
+                info = os.stat(target)
+            except OSError:
+                return None
+            return info.st_size, info.st_mtime_ns
+
+        def sync(first: bool = False) -> None:
+            last_stat[0] = stat()
+            try:
+                report = self.sync()
+            except LedgerError as exc:
+                if first:
+                    raise
+                report = SyncReport(warnings=[f"error: {exc.message}"])
+            if on_sync is not None:
+                on_sync(report)
+
+        try:
+            from watchfiles._rust_notify import RustNotify  # what watchfiles.watch runs on
+
+            polling = bool(force_polling) or os.environ.get("WATCHFILES_FORCE_POLLING", "").lower() in (
+                "1", "true", "yes")
+            notify = RustNotify([directory], False, polling, 300, False, False)
+        except (ImportError, TypeError):  # pragma: no cover - another watchfiles: its public generator
+            notify = None
+        if notify is None:  # pragma: no cover
+            sync(first=True)
+            for _ in watch_changes(directory, watch_filter=lambda _c, p: os.path.abspath(p) == target,
+                                   debounce=debounce_ms, step=step_ms, stop_event=stop, recursive=False,
+                                   force_polling=force_polling, raise_interrupt=False):
+                sync()
+            return
+        with notify as watcher:
+            sync(first=True)
+            while True:
+                try:
+                    raw = watcher.watch(debounce_ms, step_ms, check_every_ms, stop)
+                except KeyboardInterrupt:  # pragma: no cover - interactive
+                    return
+                if raw in ("stop", "signal"):
+                    return
+                if raw == "timeout":
+                    if stat() != last_stat[0]:
+                        sync()
+                    continue
+                if any(os.path.abspath(changed) == target for _change, changed in raw):
+                    sync()
+
+
+class ResultsSync(_FileFollower):
     """Keeps a project equal to a results file that a loop appends to.
 
     Row identity is the row number (or the ``--id`` column): row ``i`` is exp_id
@@ -319,23 +441,15 @@ class ResultsSync:
         best_policy: BestPolicy | str | None = None,
         git_repo: str | os.PathLike[str] | None = None,
     ) -> None:
+        super().__init__(project_slug, path, fmt=fmt, options=options, best_policy=best_policy, git_repo=git_repo)
         self.ledger = ledger
-        self.slug = project_slug
-        self.path = Path(path)
-        self.source = str(path)
-        self.fmt = fmt
-        self.options = options
-        self.best_policy = best_policy
-        self.git_repo = git_repo
         self.project: Project | None = None
-        self.layout: Layout | None = None
         self.known: dict[str, _Known] | None = None
         self.done_text = ""  # the file text already synced (complete lines only)
         self.parser: ar.RowParser | None = None
         self.builder: LineageBuilder | None = None
         self.file_rows = 0  # rows of the file seen by the last sync
         self._warned_truncation = False
-        self._shown: set[str] = set()
 
     # -- state ---------------------------------------------------------------------------
 
@@ -361,12 +475,6 @@ class ResultsSync:
 
     # -- reading the file ----------------------------------------------------------------
 
-    def _read(self) -> str | None:
-        try:
-            return _read_text(self.path, source=self.source)
-        except FileNotFoundError:
-            return None
-
     def _syncable(self, text: str) -> str:
         """The part of ``text`` to sync: complete lines, plus a last line without its line
         end only when it is a whole row already (a loop that writes without ``\\n``)."""
@@ -382,15 +490,6 @@ class ResultsSync:
         return text if probe.rows and not probe.warnings else text[:cut]
 
     # -- syncing -------------------------------------------------------------------------
-
-    def sync(self) -> SyncReport:
-        """Bring the project up to date with the file (see the class doc). A warning
-        is reported once, at the first sync that finds it."""
-        report = self._sync()
-        fresh = [w for w in report.warnings if w not in self._shown]
-        self._shown.update(fresh)
-        report.warnings = fresh
-        return report
 
     def _sync(self) -> SyncReport:
         report = SyncReport()
@@ -627,85 +726,7 @@ class ResultsSync:
 
     # -- following the file ----------------------------------------------------------------
 
-    def watch(
-        self,
-        *,
-        on_sync: Callable[[SyncReport], None] | None = None,
-        stop: Any = None,
-        debounce_ms: int = 300,
-        step_ms: int = 50,
-        check_every_ms: int = 2_000,
-        force_polling: bool | None = None,
-    ) -> None:
-        """Sync now, then again whenever the file changes, until ``stop`` (a
-        ``threading.Event``) is set or Ctrl-C.
-
-        Changes come from the operating system's file notifications (inotify, FSEvents,
-        ReadDirectoryChangesW) through ``watchfiles``, watching the file's directory, so
-        a file replaced by a rename is followed too; the watcher is started before the
-        first sync, so no append can slip between the two. As a safety net (network file
-        systems drop notifications), the file's size and mtime are compared every
-        ``check_every_ms``: one ``stat`` call, not a read. A sync that fails (a broken
-        write) is reported as a warning and the watch goes on; the first sync's error
-        (not a results table at all) stops it.
-        """
-        from watchfiles import watch as watch_changes
-
-        target = os.path.abspath(self.path)
-        directory = os.path.dirname(target) or "."
-        last_stat: list[tuple[int, int] | None] = [None]
-
-        def stat() -> tuple[int, int] | None:
-            try:
-                info = os.stat(target)
-            except OSError:
-                return None
-            return info.st_size, info.st_mtime_ns
-
-        def sync(first: bool = False) -> None:
-            last_stat[0] = stat()
-            try:
-                report = self.sync()
-            except LedgerError as exc:
-                if first:
-                    raise
-                report = SyncReport(warnings=[f"error: {exc.message}"])
-            if on_sync is not None:
-                on_sync(report)
-
-        try:
-            from watchfiles._rust_notify import RustNotify  # what watchfiles.watch runs on
-
-            polling = bool(force_polling) or os.environ.get("WATCHFILES_FORCE_POLLING", "").lower() in (
-                "1", "true", "yes")
-            notify = RustNotify([directory], False, polling, 300, False, False)
-        except (ImportError, TypeError):  # pragma: no cover - another watchfiles: its public generator
-            notify = None
-        if notify is None:  # pragma: no cover
-            sync(first=True)
-            for _ in watch_changes(directory, watch_filter=lambda _c, p: os.path.abspath(p) == target,
-                                   debounce=debounce_ms, step=step_ms, stop_event=stop, recursive=False,
-                                   force_polling=force_polling, raise_interrupt=False):
-                sync()
-            return
-        with notify as watcher:
-            sync(first=True)
-            while True:
-                try:
-                    raw = watcher.watch(debounce_ms, step_ms, check_every_ms, stop)
-                except KeyboardInterrupt:  # pragma: no cover - interactive
-                    return
-                if raw in ("stop", "signal"):
-                    return
-                if raw == "timeout":
-                    if stat() != last_stat[0]:
-                        sync()
-                    continue
-                if any(os.path.abspath(changed) == target for _change, changed in raw):
-                    sync()
-
-
-class RemoteSync:
+class RemoteSync(_FileFollower):
     """``lineage watch --server URL --token T``: follows a results file into a ledger
     served over HTTP (the ``/api/v1`` routes), with :class:`ResultsSync`'s rules where
     the API allows them.
@@ -734,21 +755,13 @@ class RemoteSync:
         git_repo: str | os.PathLike[str] | None = None,
         timeout: float = 30.0,
     ) -> None:
+        super().__init__(project_slug, path, fmt=fmt, options=options, best_policy=best_policy, git_repo=git_repo)
         self.base = server.rstrip("/") + "/api/v1"
         self.token = token
-        self.slug = project_slug
-        self.path = Path(path)
-        self.source = str(path)
-        self.fmt = fmt
-        self.options = options
-        self.best_policy = best_policy
-        self.git_repo = git_repo
         self.timeout = timeout
-        self.layout: Layout | None = None
         self.lower_is_better = True
         self.sent: dict[str, tuple[str, str]] = {}
         self.rows_seen = 0
-        self._shown: set[str] = set()
 
     def _call(self, method: str, path: str, *, body: Any = None, data: str | None = None,
               query: Mapping[str, Any] | None = None) -> tuple[int, Any]:
@@ -814,13 +827,10 @@ class RemoteSync:
         self.lower_is_better = bool(answer.get("lower_is_better", True))
         return True
 
-    def sync(self) -> SyncReport:
+    def _sync(self) -> SyncReport:
         report = SyncReport()
-        try:
-            text = _read_text(self.path, source=self.source)
-        except FileNotFoundError:
-            return report
-        if not text.strip():
+        text = self._read()
+        if text is None or not text.strip():
             return report
         if self.layout is None:
             self._start(text, report)
@@ -865,12 +875,7 @@ class RemoteSync:
                 self._fail(status, answer, f"recording exp_{trial.exp_id}")
             self.sent[trial.exp_id] = state
         report.rows = len(parser.rows)
-        fresh = [w for w in report.warnings if w not in self._shown]
-        self._shown.update(fresh)
-        report.warnings = fresh
         return report
-
-    watch = ResultsSync.watch
 
 
 _MISSING = object()
