@@ -15,17 +15,25 @@
     (target: near-linear, i.e. time per trajectory roughly flat).
 
 Every line prints the ratio next to the absolute times. Timings are the best of N runs
-(the minimum is the least disturbed by other processes on a shared machine). On glibc,
-freshly allocated tensors of a few hundred KB can page-fault on every call, depending
-on the heap's state (malloc trimming); that can double a vectorized time from one run
-to the next, so compare the best of a few runs.
+(the minimum is the least disturbed by other processes on a shared machine).
+
+The heap is set up as a trainer's is. glibc serves allocations above its mmap threshold
+with fresh pages and returns free memory above its trim threshold to the kernel; both
+thresholds start at 128 KB and rise (to 32 MB and 64 MB) once the process frees a large
+block, which a training process does within its first step. A small benchmark process
+may never do so, and then every ``[B, L]`` tensor of a call page-faults afresh (hundreds
+of faults per call, doubling the vectorized time from one run to the next). The bench
+therefore sets the two thresholds to those settled values with ``mallopt`` before it
+measures (glibc only; ``--cold-heap`` skips it) and prints the page faults per call.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import random
+import resource
 import sys
 import time
 from pathlib import Path
@@ -50,6 +58,21 @@ def load_loop_reference():
 
 
 ref = load_loop_reference()
+
+
+def settle_heap() -> bool:
+    """Give glibc malloc the mmap / trim thresholds a long-running trainer's heap settles at
+    (module docstring). Returns False where there is no glibc ``mallopt``."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(libc.mallopt(m_trim_threshold, 64 << 20))
+
+
+def page_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def sync(device: torch.device) -> None:
@@ -137,11 +160,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--cold-heap", action="store_true", help="leave glibc's malloc thresholds at their start values")
     args = parser.parse_args()
+    heap = "default malloc thresholds (cold heap)" if args.cold_heap or not settle_heap() else "trainer-like heap"
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda asked for, but torch.cuda.is_available() is False")
-    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}")
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, {heap}")
 
     # (a) -----------------------------------------------------------------------------
     B, T, L = 256, 8, 512
@@ -162,7 +187,12 @@ def main() -> None:
     )
     vec = min(vec, best_time(lambda: compute_a2tgpo_advantages(**x), device, args.repeats))
     # The loop reference computes no telemetry; this is the like-for-like figure.
-    vec_bare = best_time(lambda: compute_a2tgpo_advantages(**x, with_telemetry=False), device, args.repeats)
+    faults = page_faults()
+    vec_bare = best_time(lambda: compute_a2tgpo_advantages(**x, with_telemetry=False), device, args.repeats, warmup=0)
+    faults = (page_faults() - faults) / args.repeats
+    # The same call on a batch 1/256 the size: what it costs whatever the batch (kernel launches).
+    tiny = to_tensors(make_batch(8, T, 64, seed=1), device)
+    fixed = best_time(lambda: compute_a2tgpo_advantages(**tiny, with_telemetry=False), device, args.repeats)
     n_tok = int(x["response_mask"].sum())
 
     def verdict(ratio: float) -> str:
@@ -173,7 +203,11 @@ def main() -> None:
     print(f"    loop reference, tensors in/out        {loop_t * 1e3:9.2f} ms   (+ .tolist() / torch.tensor(): "
           f"{(loop_t - loop) * 1e3:.2f} ms of it)")
     print(f"    vectorized ({device.type}), with telemetry    {vec * 1e3:9.2f} ms")
-    print(f"    vectorized ({device.type}), no telemetry      {vec_bare * 1e3:9.2f} ms   (what the loop computes)")
+    print(f"    vectorized ({device.type}), no telemetry      {vec_bare * 1e3:9.2f} ms   (what the loop computes; "
+          f"{faults:.0f} page faults per call)")
+    print(f"    vectorized, 8 traj x 64 tokens          {fixed * 1e3:9.2f} ms   (the fixed cost per call; "
+          f"{loop / fixed:.1f} x is the ceiling of any eager pipeline that launches as many kernels)")
+    print(f"    per token of the batch: loop {loop / (B * L) * 1e9:.0f} ns, vectorized {vec_bare / (B * L) * 1e9:.1f} ns")
     print(f"    speed-up vs loop (lists)              {loop / vec_bare:9.1f} x   ({loop / vec:.1f} x with telemetry)"
           f"   {verdict(loop / vec_bare)}")
     print(f"    speed-up vs loop (tensors in/out)     {loop_t / vec_bare:9.1f} x   ({loop_t / vec:.1f} x with telemetry)"

@@ -12,10 +12,12 @@ process reward and changes how it is normalized, accumulated and consumed::
 
 :func:`compute_a2tgpo_advantages` (registered as advantage estimator ``"a2tgpo"``; the
 ``"a2tgpo_turn_group"`` entry runs it with ``info_gain_norm_mode="turn-group"``) chains
-them for each ``info_gain_norm_mode``, fused for speed (it runs every training step): one
-segment normalization over a ``[B, T+1]`` pool of IG and outcome rewards, one ``[B, T+1]
-@ [T+1, T+1]`` product for the accumulation (the turns are left-aligned, so ``n_terms``
-is ``n_b - t``), and one index for the two token gathers. The tests check the estimator
+them for each ``info_gain_norm_mode``, fused for speed (it runs every training step) in one
+``[B, T+3]`` working layout (:func:`_turn_layout`): the outcome reward and the IG turns
+share one normalization pool, every per-row mask is one row of a cached table picked by
+the row's IG-turn count ``n_b`` (the turns are left-aligned, so ``n_terms`` is
+``n_b - t``), the accumulation is one ``[B, T+3] @ [T+3, T+3]`` product, and the two
+token outputs come from one gather of a complex table. The tests check the estimator
 against the loop reference and against the chain of the public primitives.
 
 Batch layout
@@ -68,6 +70,7 @@ outcome turns included), ``turn_adv_mean``, ``turn_adv_std`` (over the valid tur
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import torch
@@ -286,14 +289,7 @@ def turn_group_ids(prompt_group: Tensor, num_turns: int) -> tuple[Tensor, int]:
         ``(ids [B, T] int64, num_groups = G * T)``.
     """
     index, G = dense_index(prompt_group)
-    return _composite_ids(index, num_turns), G * num_turns
-
-
-def _composite_ids(prompt_index: Tensor, num_turns: int, turns: Tensor | None = None) -> Tensor:
-    """``[B, num_turns]`` composite ids; ``turns`` = ``arange(num_turns)`` if already at hand."""
-    if turns is None:
-        turns = torch.arange(num_turns, device=prompt_index.device)
-    return prompt_index.unsqueeze(1) * num_turns + turns
+    return index.unsqueeze(1) * num_turns + torch.arange(num_turns, device=index.device), G * num_turns
 
 
 def turn_group_normalize(
@@ -398,6 +394,11 @@ class A2TGPOAdvantages(NamedTuple):
     ``advantages: [B, L]`` (0 on tokens outside every valid turn), ``clip_scale: [B, L]``
     (1 there), ``turn_advantages / turn_clip_scale / turn_valid: [B, T+1]``,
     ``normed_ig: [B, T]``, ``outcome_advantages: [B]``, ``telemetry``.
+
+    In float32 / float64 the tensors are views: ``advantages`` and ``clip_scale`` are the
+    two halves of one ``[B, L, 2]`` buffer (stride 2 along ``L``), the per-turn fields
+    columns of the ``[B, T+3]`` working tensors. Call ``.contiguous()`` where a consumer
+    needs dense memory.
     """
 
     advantages: Tensor
@@ -461,122 +462,216 @@ def compute_a2tgpo_advantages(
         )
     if turn_ids.dim() != 2 or turn_ids.shape[0] != B:
         raise ValueError(f"turn_ids must be [B, L] with B={B}, got {tuple(turn_ids.shape)}")
-    mask = ig_mask.to(torch.bool)
-    n_ig = mask.sum(-1).unsqueeze(1)  # [B, 1]: IG turns per trajectory = the column of its outcome turn
-    cols = torch.arange(T + 1, device=ig.device)
-    if not torch.equal(mask, cols[:T] < n_ig):
-        # The outcome turn sits at column n_b: a hole in the mask would put it on an IG turn.
-        raise ValueError("ig_mask must be left-aligned: each trajectory's valid IG turns are 0 .. n_b - 1")
     out_dtype = torch.promote_types(ig.dtype, outcome_rewards.dtype)
     dt = torch.float64 if out_dtype == torch.float64 else torch.float32
-    x = ig.to(dt)
-    valid = cols <= n_ig  # [B, T+1]: IG turns and the outcome turn
+    lay = _turn_layout(T, float(gamma), dt, ig.device)
+    W = T + 3
 
-    # (i) One segment normalization for every mode, on a [B, T+1] pool whose column T
-    # holds the outcome reward (a fixed column, unlike the outcome *turn* n_b).
+    # Every per-row mask comes from one lookup by the row's IG-turn count n_b.
+    mask = ig_mask.to(torch.bool)
+    n_ig = mask.sum(-1)
+    rows_f = lay.rows_f.index_select(0, n_ig)  # [B, 5, W]
+    rows_b = lay.rows_b.index_select(0, n_ig)  # [B, 4W]
+    pool_f, ig_f, turn_f, outcome_f, inv_sqrt_terms = rows_f.unbind(1)
+    pool_b2, ig_b, turn_b = rows_b[:, : 2 * W], rows_b[:, 2 * W : 3 * W], rows_b[:, 3 * W :]
+    if not torch.equal(mask, ig_b[:, 1 : T + 1]):
+        # The outcome turn sits at n_b: a hole in the mask would put it on an IG turn.
+        raise ValueError("ig_mask must be left-aligned: each trajectory's valid IG turns are 0 .. n_b - 1")
+
+    # (i) Normalization pool [B, W]: the outcome reward in column 0, IG turn t in column
+    # t + 1; masked-out entries are zeroed (garbage, even inf/nan, stays out).
+    x = F.pad(ig.to(dt), (1, 2))
+    x[:, 0] = outcome_rewards
+    x = torch.where(pool_b2[:, :W], x, lay.zero)
     prompt_index, G = dense_index(prompt_group)
-    ids, num_segments = _pool_segments(prompt_index, G, cols, info_gain_norm_mode)
-    pool = torch.cat([x, outcome_rewards.to(dt).unsqueeze(1)], 1)
-    normed = segment_normalize(
-        pool.view(-1),
-        ids.reshape(-1),
-        num_segments,
-        F.pad(mask, (0, 1), value=True).view(-1),
-        use_std=norm_adv_by_std,
-        eps=eps,
-        unbiased=unbiased_std,
-    ).view(B, T + 1)
-    outcome_adv = normed[:, T:]  # [B, 1]
-    z = F.pad(normed[:, :T], (0, 1))  # [B, T+1] normalized IG on IG turns, 0 on every other column
+    normed = _normalize_pool(x, pool_f, pool_b2, prompt_index, G, lay.merges[info_gain_norm_mode],
+                             use_std=norm_adv_by_std, eps=eps, unbiased=unbiased_std)
+    outcome_adv = normed[:, :1]  # [B, 1]
 
-    discount = discount_matrix(T + 1, gamma, dt, ig.device)
     if info_gain_norm_mode == "turn-group-v1d":
-        # (ii) z is 0 past each row's last IG turn, so n_terms_t = n_b - t (left-aligned turns);
-        # on the outcome turn D = 0 and the advantage is the outcome advantage.
-        inv_sqrt_terms = (n_ig - cols).clamp_min_(1).to(dt).rsqrt_()
-        turn_adv = torch.addcmul(outcome_adv, z @ discount, inv_sqrt_terms, value=adv_rescale_alpha)
-        turn_adv = torch.where(valid, turn_adv, 0.0)
+        # (ii) Column 0 and the columns past n_b hold no IG (discount_ig ignores column 0),
+        # so n_terms_t = n_b - t; the outcome turn gets the outcome advantage alone.
+        turn_adv = torch.addcmul(outcome_adv, normed @ lay.discount_ig, inv_sqrt_terms, value=adv_rescale_alpha) * turn_f
     else:
         # IGPO's turn chain A_t = r_t + gamma A_{t+1}, whose last link is the outcome turn.
-        turn_adv = torch.where(cols == n_ig, outcome_adv, z) @ discount
+        turn_adv = torch.addcmul(normed * ig_f, outcome_adv, outcome_f) @ lay.discount_chain
 
     if dynamic_clip is None:
         dynamic_clip = info_gain_norm_mode == "turn-group-v1d"
-    # (iii) z = 0 off the IG turns gives exactly 1 there (the outcome turn included).
-    turn_scale = _clip_scale_of(z, clip_beta) if dynamic_clip else torch.ones_like(z)
+    # (iii) ig_f = 0 off the IG turns gives exactly 1 there (outcome turn and sentinels included).
+    turn_scale = torch.addcmul(lay.one, torch.tanh(normed * 0.5), ig_f, value=clip_beta) if dynamic_clip else (
+        torch.ones_like(normed))
 
     advantages, clip_scale = _broadcast_to_tokens(turn_adv, turn_scale, turn_ids, response_mask)
-    telemetry = _telemetry(x, z, turn_scale, turn_adv, mask, valid, clip_beta) if with_telemetry else {}
+    telemetry = _telemetry(x, normed, turn_scale, turn_adv, ig_b, turn_b, clip_beta) if with_telemetry else {}
+    turns = slice(1, T + 2)
     return A2TGPOAdvantages(
         advantages=advantages.to(out_dtype),
         clip_scale=clip_scale.to(out_dtype),
-        turn_advantages=turn_adv.to(out_dtype),
-        turn_clip_scale=turn_scale.to(out_dtype),
-        turn_valid=valid,
-        normed_ig=normed[:, :T].to(out_dtype).contiguous(),
-        outcome_advantages=normed[:, T].to(out_dtype).contiguous(),
+        turn_advantages=turn_adv[:, turns].to(out_dtype),
+        turn_clip_scale=turn_scale[:, turns].to(out_dtype),
+        turn_valid=turn_b[:, turns],
+        normed_ig=normed[:, 1 : T + 1].to(out_dtype),
+        outcome_advantages=normed[:, 0].to(out_dtype),
         telemetry=telemetry,
     )
 
 
-def _pool_segments(prompt_index: Tensor, G: int, cols: Tensor, mode: str) -> tuple[Tensor, int]:
-    """Segment ids ``[B, T+1]`` of the normalization pool (IG turns in columns ``0 .. T-1``,
-    the outcome reward in column ``T``; ``cols = arange(T + 1)``) for ``mode``, and the
-    number of segments."""
-    rows = prompt_index.unsqueeze(1)
-    T = cols.shape[0] - 1
-    if mode == "joint":  # one pool per prompt: IG and outcomes together
-        return rows.expand(-1, T + 1), G
-    if mode == "separate":  # per prompt: one IG pool, one outcome pool
-        return rows * 2 + (cols == T), 2 * G
-    # turn-group(-v1d): per (prompt, column); column T is the per-prompt outcome pool.
-    return _composite_ids(prompt_index, T + 1, cols), G * (T + 1)
+class _TurnLayout(NamedTuple):
+    """Constants of the ``[B, W = T + 3]`` working layout (see :func:`_turn_layout`)."""
+
+    rows_f: Tensor  # [T + 1, 5, W] float, row n: pool, IG-turn, turn, outcome-turn masks; 1/sqrt(n_terms)
+    rows_b: Tensor  # [T + 1, 4W] bool, row n: pool mask twice, IG-turn mask, turn mask
+    discount_ig: Tensor  # [W, W] gamma^(j - t) between IG-turn columns
+    discount_chain: Tensor  # [W, W] gamma^(j - t) between turn columns
+    merges: dict[str, tuple[Tensor, Tensor] | None]  # per mode: [W, W] "same pool" as 0/1 and as 0/-inf; None = per column
+    zero: Tensor  # 0-dim constants of the compute dtype
+    one: Tensor
+
+
+@functools.lru_cache(maxsize=64)
+def _turn_layout(T: int, gamma: float, dtype: torch.dtype, device: torch.device) -> _TurnLayout:
+    """The working layout of :func:`compute_a2tgpo_advantages`, cached per ``(T, gamma, dtype,
+    device)`` (every training step asks for the same one).
+
+    Columns ``W = T + 3``: column 0 holds the outcome reward in the normalization pool and
+    is the (advantage 0, clip scale 1) sentinel for tokens of no turn; column ``t + 1`` is
+    turn ``t`` (IG turns ``0 .. n_b - 1``, the outcome turn ``n_b``); column ``T + 2`` is
+    never a turn, the sentinel for turn ids past ``T``. Whatever depends on a row only
+    through its IG-turn count ``n_b`` is a table row ``n_b``, so one ``index_select`` per
+    table gives every mask of the batch.
+    """
+    W = T + 3
+    n = torch.arange(T + 1, device=device).unsqueeze(1)  # table rows: n_b
+    col = torch.arange(W, device=device)
+    c = col.unsqueeze(0)
+    ig_turn = (c >= 1) & (c <= n)
+    pool = ig_turn | (c == 0)
+    turn = (c >= 1) & (c <= n + 1)
+    outcome_turn = c == n + 1
+    inv_sqrt_terms = torch.where(ig_turn, (n - c + 1).clamp_min(1).to(dtype).rsqrt(), 0.0)
+    masks = torch.stack([pool, ig_turn, turn, outcome_turn], 1).to(dtype)
+    rows_f = torch.cat([masks, inv_sqrt_terms.unsqueeze(1)], 1).contiguous()
+    rows_b = torch.cat([pool, pool, ig_turn, turn], 1).contiguous()
+
+    def between(cols: Tensor) -> Tensor:
+        return (discount_matrix(W, gamma, dtype, device) * (cols.unsqueeze(1) & cols.unsqueeze(0))).contiguous()
+
+    is_ig, is_turn = (col >= 1) & (col <= T), (col >= 1) & (col <= T + 1)
+    same_pool = {
+        "joint": col <= T,  # the outcome reward and every IG turn of a prompt
+        "separate": is_ig,  # the IG turns of a prompt; column 0 stays alone
+    }
+    merges: dict[str, tuple[Tensor, Tensor] | None] = {"turn-group": None, "turn-group-v1d": None}
+    for mode, together in same_pool.items():
+        same = (together.unsqueeze(1) & together.unsqueeze(0)) | torch.eye(W, dtype=torch.bool, device=device)
+        merges[mode] = same.to(dtype), torch.where(same, 0.0, float("-inf")).to(dtype)
+    return _TurnLayout(
+        rows_f=rows_f,
+        rows_b=rows_b,
+        discount_ig=between(is_ig),
+        discount_chain=between(is_turn),
+        merges=merges,
+        zero=torch.zeros((), dtype=dtype, device=device),
+        one=torch.ones((), dtype=dtype, device=device),
+    )
+
+
+def _normalize_pool(
+    x: Tensor,
+    pool_f: Tensor,
+    pool_b2: Tensor,
+    prompt_index: Tensor,
+    G: int,
+    merge: tuple[Tensor, Tensor] | None,
+    *,
+    use_std: bool,
+    eps: float,
+    unbiased: bool,
+    var_eps: float = 1e-8,
+) -> Tensor:
+    """Normalize ``x: [B, W]`` within pools of (prompt, column group).
+
+    ``pool_f: [B, W]`` float 0/1 and ``pool_b2: [B, 2W]`` bool (the pool mask, twice) mark
+    the members; ``prompt_index: [B]`` in ``[0, G)``. Rows of one prompt are summed with one
+    ``index_add`` over ``[G, W]`` (each column its own pool: turn-group); ``merge``, the
+    ``[W, W]`` "same pool" matrix as 0/1 and as 0/-inf, then pools columns together (joint,
+    separate). Same rules as
+    :func:`~trainer_hooks.advantages.segments.segment_normalize`: two-pass variance, biased
+    unless ``unbiased``, ``std = sqrt(var + var_eps)``, exactly 0 outside the pool and in
+    pools whose members are all equal (min == max, singletons included).
+    """
+    B, W = x.shape
+    sums = x.new_zeros(G, 2 * W).index_add_(0, prompt_index, torch.cat([x, pool_f], 1))
+    if merge is not None:
+        sums = (sums.view(G, 2, W) @ merge[0]).view(G, 2 * W)
+    total, count = sums[:, :W], sums[:, W:]
+    n1 = count.clamp_min(1.0)
+    centered = (x - (total / n1).index_select(0, prompt_index)) * pool_f
+    ss = x.new_zeros(G, W).index_add_(0, prompt_index, centered * centered)
+    if merge is not None:
+        ss = ss @ merge[0]
+    # max(x) and max(-x) of each pool in one scatter; a pool is informative iff max > min.
+    d = x.detach()
+    spread = torch.where(pool_b2, torch.cat([d, -d], 1), float("-inf"))
+    top = d.new_full((G, 2 * W), float("-inf")).scatter_reduce_(0, prompt_index.unsqueeze(1).expand(B, 2 * W), spread, "amax")
+    if merge is not None:
+        top = (top.view(G, 2, 1, W) + merge[1]).amax(-1).view(G, 2 * W)
+    informative = (top[:, :W] + top[:, W:]) > 0
+    if not use_std:
+        return centered * informative.to(x.dtype).index_select(0, prompt_index)
+    var = ss / ((count - 1.0).clamp_min(1.0) if unbiased else n1)
+    # Dividing by +inf zeroes the non-informative pools, and their gradient with it.
+    denom = torch.where(informative, torch.sqrt(var + var_eps) + eps, float("inf"))
+    return centered / denom.index_select(0, prompt_index)
 
 
 def _broadcast_to_tokens(
     turn_adv: Tensor, turn_scale: Tensor, turn_ids: Tensor, response_mask: Tensor | None
 ) -> tuple[Tensor, Tensor]:
-    """``turn_adv, turn_scale: [B, K]`` -> ``(advantages, clip_scale): [B, L]`` by ``turn_ids``.
+    """``turn_adv, turn_scale: [B, W]`` in the working layout -> ``(advantages, clip_scale): [B, L]``.
 
-    One index for both gathers. ``turn_adv`` / ``turn_scale`` already hold ``(0, 1)`` on
-    every column past a row's outcome turn; a sentinel column ``(0, 1)`` at each end
-    catches negative ids (shifted to 0) and ids ``>= K`` (clamped to ``K + 1``), and
-    tokens outside ``response_mask`` get index 0 as well.
+    Turn ``t`` is column ``t + 1``; columns 0 and ``W - 1`` (and every column past a row's
+    outcome turn) hold ``(0, 1)``, so ids below 0 (shifted to 0), ids past ``T`` (clamped
+    to ``W - 1``) and tokens outside ``response_mask`` (index 0) land on a sentinel.
 
-    This is the only ``[B, L]`` work, so it is kept to one fresh int64 buffer and three
-    integer passes: on a CPU, ``where`` / ``masked_fill`` / ``mul`` over a bool mask run
-    scalar loops several times slower, so the mask is applied as ``index & -mask``.
+    This is the only ``[B, L]`` work, kept to one int64 index and one gather: the two
+    per-turn tables travel as the real and imaginary parts of one complex table, so the
+    outputs are the two halves of one ``[B, L, 2]`` buffer (``advantages`` and
+    ``clip_scale`` are strided views of it). On a CPU, ``where`` / ``masked_fill`` over a
+    bool mask run scalar loops several times slower than integer passes, so the mask is
+    applied as ``index & -mask``.
     """
-    K = turn_adv.shape[1]
-    index = turn_ids.long().add(1).clamp_(0, K + 1)
+    W = turn_adv.shape[1]
+    index = turn_ids.long().add(1).clamp_(0, W - 1)
     if response_mask is not None:
-        index.bitwise_and_(response_mask.to(torch.bool).to(torch.long).neg_())  # & 0 or & ~0
-    advantages = F.pad(turn_adv, (1, 1), value=0.0).gather(1, index)
-    clip_scale = F.pad(turn_scale, (1, 1), value=1.0).gather(1, index)
-    return advantages, clip_scale
+        # & 0 or & ~0; the int8 view keeps the mask at one byte per token (sign-extended).
+        index.bitwise_and_(response_mask.to(torch.bool).view(torch.int8).neg())
+    both = torch.view_as_real(torch.complex(turn_adv, turn_scale).gather(1, index))
+    return both[..., 0], both[..., 1]
 
 
 def _telemetry(
-    x: Tensor, z: Tensor, turn_scale: Tensor, turn_adv: Tensor, ig_mask: Tensor, valid: Tensor, beta: float
+    x: Tensor, normed: Tensor, turn_scale: Tensor, turn_adv: Tensor, ig_turn: Tensor, turn: Tensor, beta: float
 ) -> dict[str, Tensor]:
-    """``x: [B, T]`` raw IG, ``z, turn_scale, turn_adv, valid: [B, T+1]``, ``ig_mask: [B, T]``."""
+    """All ``[B, W]`` in the working layout: ``x`` the pool (raw IG on the IG-turn columns),
+    ``ig_turn`` / ``turn`` bool masks of the IG turns and of every turn."""
     with torch.no_grad():
         # One stacked reduction for every quantity, the clip scale's bound counts included.
-        values = torch.stack([F.pad(x, (0, 1)), z, turn_scale, turn_adv]).flatten(1)
-        ig_ext = F.pad(ig_mask, (0, 1))
-        masks = torch.stack([ig_ext, ig_ext, valid, valid]).flatten(1)
+        values = torch.stack([x, normed, turn_scale, turn_adv]).flatten(1)
+        masks = torch.stack([ig_turn, ig_turn, turn, turn]).flatten(1)
         n, stats, counts = masked_row_stats(values, masks, clip_scale_bounds(beta))
         assert counts is not None
         fractions = (counts[2] / n[2].clamp_min(1.0)).unbind()
         stats = torch.where(n > 0, stats, 0.0)
-        if valid.shape[0] == 0:  # every trajectory has its outcome turn: only B = 0 has no turns
+        if x.shape[0] == 0:  # every trajectory has its outcome turn: only B = 0 has no turns
             stats[2] = stats.new_tensor([1.0, 0.0, 1.0, 1.0])
-        ig, normed, scale, adv = (row.unbind() for row in stats.unbind())  # (mean, std, min, max) each
+        ig, normed_stats, scale, adv = (row.unbind() for row in stats.unbind())  # (mean, std, min, max) each
         return {
             "ig_mean": ig[0],
             "ig_std": ig[1],
-            "normed_ig_mean": normed[0],
-            "normed_ig_std": normed[1],
+            "normed_ig_mean": normed_stats[0],
+            "normed_ig_std": normed_stats[1],
             **clip_scale_entries(*scale, *fractions),
             "turn_adv_mean": adv[0],
             "turn_adv_std": adv[1],
