@@ -15,7 +15,7 @@ from typing import IO, Any, Iterable, Iterator
 
 import click
 
-from api.cli_loops import mapping_options
+from api.cli_loops import ColumnFlags, mapping_options
 from lineage.errors import LedgerError
 
 EXIT_LEDGER_ERROR = 2
@@ -243,13 +243,7 @@ def import_cmd(
     fmt: str,
     lower_is_better: bool | None,
     best_policy: str | None,
-    id_column: str | None,
-    metric_column: str | None,
-    status_column: str | None,
-    description_column: str | None,
-    parent_column: str | None,
-    status_map: tuple[str, ...],
-    git_repo: str | None,
+    columns: ColumnFlags,
 ) -> None:
     """Import FILE (a results.tsv) into PROJECT, atomically; the project is created if new."""
     from api import cli_loops
@@ -259,17 +253,11 @@ def import_cmd(
         fmt = cli_loops.sniff_file(file)
     total_rows = count_lines(file) - 1
     if fmt in cli_loops.TABLE_FORMATS:
-        options = cli_loops.import_options(
-            id_column=id_column, metric_column=metric_column, status_column=status_column,
-            description_column=description_column, parent_column=parent_column,
-            lower_is_better=lower_is_better, status_map=status_map,
-        )
         with _progress("importing", total_rows) as progress:
-            cli_loops.import_table(ctx, file, project, fmt, options=options, best_policy=best_policy,
-                                   git_repo=git_repo, progress=progress)
+            cli_loops.import_table(ctx, file, project, fmt, options=columns.import_options(lower_is_better),
+                                   best_policy=best_policy, git_repo=columns.git_repo, progress=progress)
         return
-    mapping = (id_column, metric_column, status_column, description_column, parent_column, git_repo)
-    if any(mapping) or status_map:
+    if columns.columns_given() or columns.git_repo:
         raise click.UsageError("--id, --metric, --status, --description, --parent, --status-map and --git-repo "
                                "are for autoresearch/generic files; this one is fieldkit's")
     ledger = _ledger(ctx)

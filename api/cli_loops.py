@@ -8,8 +8,10 @@ The rules (status words, direction, lineage, exp_ids) are in
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,9 +32,41 @@ def _fmt_number(value: float | None, *, signed: bool = False) -> str:
     return f"{value:+.6f}" if signed else f"{value:.6f}"
 
 
+@dataclass(frozen=True)
+class ColumnFlags:
+    """The column-mapping flags of import and watch, as given on the command line."""
+
+    id_column: str | None = None
+    metric_column: str | None = None
+    status_column: str | None = None
+    description_column: str | None = None
+    parent_column: str | None = None
+    status_map: tuple[str, ...] = ()
+    git_repo: str | None = None
+
+    def columns_given(self) -> bool:
+        """Whether any flag that reads the file's columns was given (not ``--git-repo``)."""
+        return any((self.id_column, self.metric_column, self.status_column, self.description_column,
+                    self.parent_column, self.status_map))
+
+    def import_options(self, lower_is_better: bool | None) -> Any:
+        from lineage.formats.autoresearch import ImportOptions, parse_status_map
+
+        return ImportOptions(
+            id_column=self.id_column,
+            metric=self.metric_column,
+            status=self.status_column,
+            description=self.description_column,
+            parent=self.parent_column,
+            lower_is_better=lower_is_better,
+            status_map=parse_status_map(list(self.status_map)),
+        )
+
+
 def mapping_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The column-mapping flags of import and watch; they apply to autoresearch/generic
-    files (a fieldkit file has fixed columns)."""
+    files (a fieldkit file has fixed columns). The command receives them as one
+    ``columns: ColumnFlags`` argument."""
     options = [
         click.option("--id", "id_column", default=None, metavar="COL",
                      help="autoresearch/generic: column holding the exp_ids (default: row numbers 000, 001, ...)."),
@@ -52,32 +86,16 @@ def mapping_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="autoresearch/generic: store subject, author time, diffstat and patch of each trial's "
                           "commit."),
     ]
+    names = [field.name for field in fields(ColumnFlags)]
+
+    @functools.wraps(command)
+    def with_columns(*args: Any, **kwargs: Any) -> Any:
+        columns = ColumnFlags(**{name: kwargs.pop(name) for name in names})
+        return command(*args, columns=columns, **kwargs)
+
     for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def import_options(
-    *,
-    id_column: str | None = None,
-    metric_column: str | None = None,
-    status_column: str | None = None,
-    description_column: str | None = None,
-    parent_column: str | None = None,
-    lower_is_better: bool | None = None,
-    status_map: tuple[str, ...] = (),
-) -> Any:
-    from lineage.formats.autoresearch import ImportOptions, parse_status_map
-
-    return ImportOptions(
-        id_column=id_column,
-        metric=metric_column,
-        status=status_column,
-        description=description_column,
-        parent=parent_column,
-        lower_is_better=lower_is_better,
-        status_map=parse_status_map(list(status_map)),
-    )
+        with_columns = option(with_columns)
+    return with_columns
 
 
 def sniff_file(path: Path) -> str:
@@ -229,13 +247,7 @@ def watch(
     fmt: str,
     lower_is_better: bool | None,
     best_policy: str | None,
-    id_column: str | None,
-    metric_column: str | None,
-    status_column: str | None,
-    description_column: str | None,
-    parent_column: str | None,
-    status_map: tuple[str, ...],
-    git_repo: str | None,
+    columns: ColumnFlags,
     server: str | None,
     token: str | None,
     once: bool,
@@ -246,25 +258,21 @@ def watch(
     a replay adds nothing twice, a truncated file warns and deletes nothing. Ctrl-C stops."""
     from lineage.loops import RemoteSync, ResultsSync
 
-    options = import_options(
-        id_column=id_column, metric_column=metric_column, status_column=status_column,
-        description_column=description_column, parent_column=parent_column, lower_is_better=lower_is_better,
-        status_map=status_map,
-    )
+    options = columns.import_options(lower_is_better)
     sync: Any
     if server:
-        if any((id_column, metric_column, status_column, description_column, parent_column, status_map)):
+        if columns.columns_given():
             raise click.UsageError(
                 "--id, --metric, --status, --description, --parent and --status-map cannot go to a server "
                 "(its file upload infers the columns); import the file with them into the server's database "
                 "first, then watch with --server"
             )
         sync = RemoteSync(server, token, project, file, fmt=None if fmt == "auto" else fmt, options=options,
-                          best_policy=best_policy, git_repo=git_repo)
+                          best_policy=best_policy, git_repo=columns.git_repo)
     else:
         sync = ResultsSync(
             _ledger(ctx), project, file, fmt=None if fmt == "auto" else fmt, options=options,
-            best_policy=best_policy, git_repo=git_repo,
+            best_policy=best_policy, git_repo=columns.git_repo,
         )
 
     def show(report: Any) -> None:
