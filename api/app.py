@@ -43,7 +43,7 @@ The experiment lineage ledger's JSON API.
 * Bodies over the limit (`LINEAGE_MAX_BODY_BYTES`, counted after gzip decoding) get 413.
 * **Webhooks** (`/projects/{p}/hooks`, admin) receive signed events (new best, guardrail
   tripped, trial crashed) from an outbox written with the trial; the server sends them in
-  the background (`lineage.hook_delivery`), so a slow receiver never slows a write.
+  the background (`lineage.monitor.delivery`), so a slow receiver never slows a write.
 """
 
 
@@ -54,9 +54,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # webhooks: the outbox is sent in the background (lineage.hook_delivery); safe
+        # webhooks: the outbox is sent in the background (lineage.monitor.delivery); safe
         # with several server processes, each claims its deliveries with a lease
-        from lineage.hook_delivery import delivery_enabled, delivery_loop
+        from lineage.monitor.delivery import delivery_enabled, delivery_loop
 
         delivery = asyncio.create_task(delivery_loop(ledger)) if delivery_enabled() else None
         yield

@@ -135,8 +135,8 @@ def import_table(
 
     ledger = _ledger(ctx)
     text = check_text(file.read_bytes(), source=str(file))
-    done = loops.import_results(
-        ledger, project, text, fmt=fmt, source=str(file), options=options, best_policy=best_policy,
+    done = ledger.import_results(
+        project, text, fmt=fmt, source=str(file), options=options, best_policy=best_policy,
         git_repo=git_repo, progress=progress,
     )
     warn(done.warnings)
@@ -154,10 +154,10 @@ def export_table(ctx: click.Context, project: str, output: Path | None, fmt: str
     ledger = _ledger(ctx)
     ledger.project(project)  # an unknown project fails before any output
     if output is None:
-        count = loops.export_results(ledger, project, sys.stdout, fmt=fmt)
+        count = ledger.export_results(project, sys.stdout, fmt=fmt)
         return
     with output.open("w", encoding="utf-8", newline="") as stream:
-        count = loops.export_results(ledger, project, stream, fmt=fmt)
+        count = ledger.export_results(project, stream, fmt=fmt)
     click.echo(f"exported {count} trials to {output}", err=True)
 
 

@@ -144,7 +144,7 @@ def hook_remove(ctx: click.Context, project: str, hook_id: int) -> None:
 @click.pass_context
 def hook_deliver(ctx: click.Context) -> None:
     """Send the due webhook deliveries once (what `lineage serve` does in the background)."""
-    from lineage.hook_delivery import deliver_due
+    from lineage.monitor.delivery import deliver_due
 
     report = deliver_due(_ledger(ctx))
     for error in report.errors:

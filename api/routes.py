@@ -250,7 +250,7 @@ async def summarize(project: ProjectSlug, exp_id: ExpId, who: Writer) -> dict[st
 
 # -- metric explorer -------------------------------------------------------------------
 #
-# Telemetry curves of many trials, grouped and aggregated (``lineage.explore``'s rules);
+# Telemetry curves of many trials, grouped and aggregated (``lineage.browse.explore``'s rules);
 # the page ``/projects/{p}/explore`` draws the same answer.
 
 explore_router = APIRouter(prefix="/api/v1/projects/{project}", tags=["explore"])
@@ -259,8 +259,8 @@ explore_router = APIRouter(prefix="/api/v1/projects/{project}", tags=["explore"]
 @explore_router.get("/explore", response_model=ExploreOut)
 def explore(project: ProjectSlug, args: Annotated[ExploreArgs, Query()], who: Reader) -> JSONResponse:
     """Curves of the selected trials per metric on a shared step grid (downsampled by
-    the rule of ``lineage.explore``), each group's mean with its band."""
-    from lineage.explore import explore as explore_view
+    the rule of ``lineage.browse.explore``), each group's mean with its band."""
+    from lineage.browse.explore import explore as explore_view
 
     return JSONResponse(explore_view(who.ledger, project, args.to_query()), headers={"Cache-Control": "no-cache"})
 
@@ -324,8 +324,8 @@ def _similar_page(who: Access, project: str, text: str, limit: int) -> dict[str,
 
 # -- progress --------------------------------------------------------------------------
 #
-# Where a research loop stands (``lineage.progress``), its guardrails (``lineage.guardrails``:
-# a writer sets them, as it configures the project) and its webhooks (``lineage.hooks``:
+# Where a research loop stands (``lineage.monitor.progress``), its guardrails (``lineage.monitor.guardrails``:
+# a writer sets them, as it configures the project) and its webhooks (``lineage.monitor.hooks``:
 # admin only, they send the project's events to other hosts and hold signing secrets).
 
 progress_router = APIRouter(prefix="/api/v1/projects/{project}", tags=["progress"])

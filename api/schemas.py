@@ -423,7 +423,7 @@ class ReadyOut(BaseModel):
     head: str
 
 
-# -- progress summary, guardrails, webhooks (lineage.progress, lineage.guardrails, lineage.hooks) --
+# -- progress summary, guardrails, webhooks (lineage.monitor.progress, lineage.monitor.guardrails, lineage.monitor.hooks) --
 
 
 class ProgressQuery(Strict):
@@ -467,7 +467,7 @@ class GuardrailsOut(BaseModel):
 
 
 class ProgressOut(BaseModel):
-    """The progress summary; the figures and the trend rule are ``lineage.progress``'s."""
+    """The progress summary; the figures and the trend rule are ``lineage.monitor.progress``'s."""
 
     project: str
     metric_name: str
@@ -515,7 +515,7 @@ class HookCreated(HookOut):
 
 
 class ExploreArgs(Strict):
-    """The explorer's view (``lineage.explore``'s module doc gives every rule); the page
+    """The explorer's view (``lineage.browse.explore``'s module doc gives every rule); the page
     ``/projects/{p}/explore`` takes the same parameters."""
 
     metric: list[Text] = Field(min_length=1, description="Telemetry names or core_metric (repeat the parameter)")
@@ -541,8 +541,8 @@ class ExploreArgs(Strict):
     limit: int = Field(50, ge=1, le=200, description="Trials at most (the most recent that match)")
 
     def to_query(self) -> Any:
-        """The :class:`lineage.explore.ExploreQuery` of these arguments."""
-        from lineage.explore import ExploreQuery
+        """The :class:`lineage.browse.explore.ExploreQuery` of these arguments."""
+        from lineage.browse.explore import ExploreQuery
 
         statuses = [FailureLabel.parse(s).value for raw in self.status or () for s in raw.split(",") if s.strip()]
         filters = {"status": statuses or None, "specialist": self.specialist, "domain": self.domain,

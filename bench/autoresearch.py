@@ -65,7 +65,7 @@ def bench_import(tmp: Path, rows: int, repeat: int) -> None:
         ledger = Ledger.open(str(tmp / f"import{attempt}.db"))
         start = time.perf_counter()
         text = check_text(path.read_bytes(), source=str(path))
-        done = loops.import_results(ledger, "bench", text, source=str(path))
+        done = ledger.import_results("bench", text, source=str(path))
         times.append(time.perf_counter() - start)
         if attempt < repeat - 1:
             ledger.close()
@@ -78,7 +78,7 @@ def bench_import(tmp: Path, rows: int, repeat: int) -> None:
     out = tmp / "export.tsv"
     start = time.perf_counter()
     with out.open("w", encoding="utf-8", newline="") as fh:
-        loops.export_results(ledger, "bench", fh)
+        ledger.export_results("bench", fh)
     took = time.perf_counter() - start
     same = out.read_bytes() == path.read_bytes()
     print(f"export   {done.rows:>7,} rows  {took:6.2f} s  byte-identical: {same}")

@@ -87,7 +87,7 @@ def bench_json(db: str, slug: str, repeat: int) -> dict[str, Any]:
     from api.app import create_app
     from api.schemas import ExploreArgs
     from api.settings import Settings
-    from lineage.explore import explore
+    from lineage.browse.explore import explore
 
     url = f"/api/v1/projects/{slug}/explore?metric=loss&group=specialist"
     with TestClient(create_app(Settings(database_url=db))) as client:

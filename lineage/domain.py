@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from lineage.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from lineage.similar import Similar
 
 
 class FailureLabel(str, Enum):
@@ -161,14 +164,12 @@ class Trial:
         return Trial(*[changes[name] if name in changes else getattr(self, name) for name in TRIAL_FIELD_NAMES])
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, FailureLabel):
-                value = value.value
-            elif f.name == "extra":
-                value = dict(value)
-            out[f.name] = value
+        """Every field as plain JSON values (the status as its word, ``extra`` a dict); read
+        by name from :data:`TRIAL_FIELD_NAMES`, without per-call field introspection, since
+        every trial a face returns goes through here."""
+        out = {name: getattr(self, name) for name in TRIAL_FIELD_NAMES}
+        out["status"] = self.status.value if isinstance(self.status, FailureLabel) else self.status
+        out["extra"] = dict(self.extra)
         return out
 
 
@@ -188,6 +189,53 @@ def metric_delta(metric: float | None, best_metric: float | None) -> float | Non
     if metric is None or best_metric is None:
         return None
     return metric - best_metric
+
+
+class RunningBest:
+    """The running best over a project's trials in insertion order: the one rule behind
+    every ``delta_vs_best`` of a sequence (imports, watch, delta refreshes, charts, plots).
+
+    :meth:`see` gives a trial's delta against the best *before* it (metric minus that
+    best; None without either), then moves the best when the trial is eligible under the
+    project's policy, has a metric and is strictly better. ``best`` is the running value.
+    """
+
+    __slots__ = ("_eligible", "_lower", "best")
+
+    def __init__(self, policy: BestPolicy, lower_is_better: bool, best: float | None = None) -> None:
+        self._eligible = policy.eligible_statuses()
+        self._lower = lower_is_better
+        self.best = best
+
+    @classmethod
+    def of(cls, project: "Project", best: float | None = None) -> "RunningBest":
+        return cls(project.best_policy, project.lower_is_better, best)
+
+    def see(self, status: "FailureLabel | str", metric: float | None) -> float | None:
+        """The delta of a trial with ``status`` and ``metric``; then the best moves past it."""
+        delta = None if metric is None or self.best is None else metric - self.best
+        self.offer(status if isinstance(status, str) else status.value, metric)
+        return delta
+
+    def offer(self, status: str, metric: float | None) -> bool:
+        """Move the best to ``metric`` if a trial with ``status`` and ``metric`` beats it; say
+        whether it did."""
+        if metric is None or status not in self._eligible:
+            return False
+        if self.best is None or (metric < self.best if self._lower else metric > self.best):
+            self.best = metric
+            return True
+        return False
+
+
+def beats_best(project: "Project", trial: Trial, best_before: Trial | None) -> bool:
+    """Whether ``trial`` becomes the project's best over ``best_before`` (its policy's
+    statuses, a metric, strictly better in the project's direction)."""
+    if trial.core_metric is None or trial.status.value not in project.best_policy.eligible_statuses():
+        return False
+    if best_before is None or best_before.core_metric is None:
+        return True
+    return is_better(trial.core_metric, best_before.core_metric, lower_is_better=project.lower_is_better)
 
 
 def validate_trial(trial: Trial) -> Trial:
@@ -305,3 +353,53 @@ def next_exp_id(max_numeric: int | None, width: int = 3) -> str:
     """The exp_id after ``max_numeric`` (the largest all-digit exp_id so far), zero-padded."""
     value = 0 if max_numeric is None else max_numeric + 1
     return str(value).zfill(width)
+
+
+def check_window(name: str, value: int, *, minimum: int) -> None:
+    """A page or window size from a caller: an integer from ``minimum`` to 100,000."""
+    if not isinstance(value, int) or value < minimum or value > 100_000:
+        raise InvalidInput(name, f"must be an integer from {minimum} to 100000, got {value!r}")
+
+
+#: Longest idempotency key, in characters (printable ASCII without spaces).
+MAX_IDEMPOTENCY_KEY = 255
+#: The idempotency-key syntax as a regular expression (for schemas and headers).
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,255}$"
+
+
+def check_idempotency_key(key: str, *, field_name: str = "idempotency_key") -> str:
+    """``key`` if it is 1-255 printable ASCII characters without spaces, else :class:`InvalidInput`."""
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not all("!" <= c <= "~" for c in key):
+        raise InvalidInput(field_name, f"must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces")
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """What recording a trial did: the stored trial, whether it was new, and the best."""
+
+    trial: Trial
+    created: bool
+    best_before: Trial | None
+    is_new_best: bool
+    #: earlier trials close to this one (lineage.similar.PRIOR_THRESHOLD); new trials only
+    similar_prior: "tuple[Similar, ...]" = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON every face answers a recording with."""
+        return {
+            "trial": self.trial.to_dict(),
+            "created": self.created,
+            "is_new_best": self.is_new_best,
+            "best_before": self.best_before.exp_id if self.best_before is not None else None,
+            "similar_prior": [similar.to_dict() for similar in self.similar_prior],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import stored: the project, the rows, and what the reader warned about."""
+
+    project: str
+    rows: int
+    warnings: tuple[str, ...] = ()

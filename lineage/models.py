@@ -179,7 +179,7 @@ class TelemetryPointRow(Base):
     wall_time: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
-# -- guardrails and webhooks (lineage.guardrails, lineage.hooks) -----------------------------
+# -- guardrails and webhooks (lineage.monitor.guardrails, lineage.monitor.hooks) -----------------------------
 
 
 class TrialStatusTotalRow(Base):
@@ -232,7 +232,7 @@ class WebhookRow(Base):
 
 class HookDeliveryRow(Base):
     """The outbox: one event for one webhook, written in the transaction of the write
-    that caused it and sent later by ``lineage.hook_delivery``.
+    that caused it and sent later by ``lineage.monitor.delivery``.
 
     ``state`` is ``pending``, ``delivered`` or ``failed``. Times of the delivery loop are
     seconds since the epoch: ``next_attempt_at`` (backoff) and ``claimed_until`` (the

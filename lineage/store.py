@@ -1136,12 +1136,12 @@ class Store:
         return int(row[0]), int(row[1])
 
 
-    # -- metric explorer (lineage.explore) ------------------------------------------------
+    # -- metric explorer (lineage.browse.explore) ------------------------------------------------
     #
     # The explorer's reads: the selected trials with their row ids, and telemetry read by
     # index seeks on (trial_id, name, turn, step) wherever it can be, so a view costs
     # about trials x buckets seeks however long the series are; only the exact rule
-    # (lineage.explore's doc) aggregates every point, under a budget.
+    # (lineage.browse.explore's doc) aggregates every point, under a budget.
 
     def explore_trials(
         self, conn: Connection, project: Project, *, filters: Mapping[str, Any], exp_ids: Sequence[str] | None,

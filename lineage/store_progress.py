@@ -10,8 +10,8 @@ Every read is a primary-key look-up or a short index walk, so a summary of a
   one that did not crash (as long as the streak);
 * the first baseline: one range of ``(project_id, status, ...)``.
 
-Rules (what a streak is, what the trend is) are ``lineage.progress``'s and
-``lineage.guardrails``'s; this module only reads and writes rows. Functions take the
+Rules (what a streak is, what the trend is) are ``lineage.monitor.progress``'s and
+``lineage.monitor.guardrails``'s; this module only reads and writes rows. Functions take the
 :class:`~lineage.store.Store` and the connection of a transaction it opened.
 """
 

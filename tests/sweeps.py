@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from lineage.demo_data import DEMO_TRIALS
 from lineage.domain import FIELDKIT_COLUMNS, BestPolicy, FailureLabel, Trial
-from lineage.render import PromptView
+from lineage.agent.render import PromptView
 
 __all__ = [
     "HOSTILE_FRAGMENTS",

@@ -1,6 +1,6 @@
 """The metric explorer page: ``/projects/{p}/explore``.
 
-It renders ``lineage.explore``'s answer (the JSON of ``GET /api/v1/projects/{p}/explore``
+It renders ``lineage.browse.explore``'s answer (the JSON of ``GET /api/v1/projects/{p}/explore``
 for the same query parameters) twice over: as server-side SVG (each group's mean and
 band, through :mod:`api.pages.charts`; what shows without JavaScript) and as the same
 data embedded in the page for ``static/explore.js``, which redraws it interactively
@@ -27,7 +27,7 @@ from api.pages.web import seg
 from api.schemas import ExploreArgs
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
-from lineage.explore import CORE_METRIC, GROUP_FIELDS, explore
+from lineage.browse.explore import CORE_METRIC, GROUP_FIELDS, explore
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 

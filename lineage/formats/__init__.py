@@ -8,7 +8,8 @@ one transaction, so a bad row imports nothing) and ``write(trials, stream, **opt
 
 Registered here, in this order: ``fieldkit`` (:mod:`lineage.formats.fieldkit`), then
 ``autoresearch`` and ``generic`` (:mod:`lineage.formats.autoresearch`: results tables whose
-columns are inferred per file; :class:`TableFormat`). :func:`detect_format` tries the
+columns are inferred per file; importing those needs the project, so the ledger's one
+import entrance, ``lineage.loops.importing.FileUses.import_file``, handles them). :func:`detect_format` tries the
 registered ``sniff`` functions in registration order, so the most specific come first.
 
 Streams are text, UTF-8, opened with ``newline=""`` (see
@@ -102,44 +103,23 @@ register(
 from lineage.formats import autoresearch as _autoresearch  # noqa: E402
 
 
-@dataclass(frozen=True, slots=True)
-class TableFormat(Format):
-    """A format whose columns are inferred per file. Importing needs the project (the
-    layout goes into its settings, the direction may be inferred), so
-    ``Ledger.import_file`` hands such a format's files to ``import_file``
-    (:func:`lineage.loops.import_stream`); ``write`` takes ``layout=``."""
-
-    import_file: Callable[..., Any] | None = None
-
-
-def _table_import(name: str) -> Callable[..., Any]:
-    def import_file(ledger: Any, project_slug: str, stream: Any, **kwargs: Any) -> Any:
-        from lineage.loops import import_stream
-
-        return import_stream(ledger, project_slug, stream, fmt=name, **kwargs)
-
-    return import_file
-
-
 register(
-    TableFormat(
+    Format(
         name=_autoresearch.NAME,
         description=_autoresearch.DESCRIPTION,
         sniff=_autoresearch.sniff,
         read=_autoresearch.read_trials,
         write=_autoresearch.write_trials,
         extensions=(".tsv",),
-        import_file=_table_import(_autoresearch.NAME),
     )
 )
 register(
-    TableFormat(
+    Format(
         name=_autoresearch.GENERIC,
         description=_autoresearch.GENERIC_DESCRIPTION,
         sniff=_autoresearch.sniff_generic,
         read=_autoresearch._read_generic,
         write=_autoresearch.write_trials,
         extensions=(".tsv", ".csv"),
-        import_file=_table_import(_autoresearch.GENERIC),
     )
 )

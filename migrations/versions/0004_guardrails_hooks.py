@@ -5,7 +5,7 @@ Revises: 0003
 Create Date: 2026-11-23
 
 * ``guardrail_policies``: one row per project that has guardrails, with the trips in force.
-* ``webhooks`` and ``hook_deliveries`` (the transactional outbox, see ``lineage.hooks``).
+* ``webhooks`` and ``hook_deliveries`` (the transactional outbox, see ``lineage.monitor.hooks``).
 * ``trial_status_totals``: trials and the sum of ``total_s`` per project and status, kept
   in step with ``trials`` by triggers (``lineage.store_progress``; row triggers on SQLite,
   statement triggers with transition tables on PostgreSQL) and backfilled here.

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 from fastapi.testclient import TestClient
 
-from lineage.hook_delivery import DeliveryPolicy
+from lineage.monitor.delivery import DeliveryPolicy
 from lineage.service import Ledger
 from tests.api.conftest import API, assert_problem, bearer, new_project, record
 from tests.lineage.webhook_receiver import Receiver

@@ -1,4 +1,4 @@
-"""lineage.explore against a plain loop over every point, on SQLite and PostgreSQL.
+"""lineage.browse.explore against a plain loop over every point, on SQLite and PostgreSQL.
 
 The reference below reads each trial's points whole (``telemetry.series`` with no
 downsampling) and applies the module doc's rules one point at a time; the explorer's
@@ -18,7 +18,7 @@ from api.settings import Settings
 from bench.explorer import SPECIALISTS, generate_project
 from lineage import telemetry
 from lineage.errors import InvalidInput, NotFound
-from lineage.explore import CELL_BUDGET, ExploreQuery, explore
+from lineage.browse.explore import CELL_BUDGET, ExploreQuery, explore
 from lineage.service import Ledger
 
 SLUG = "explore"

@@ -1,4 +1,4 @@
-"""Guardrails (lineage.guardrails): policies, trips decided by the database, one event per trip."""
+"""Guardrails (lineage.monitor.guardrails): policies, trips decided by the database, one event per trip."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Webhooks (lineage.hooks, lineage.hook_delivery) against a real local HTTP receiver."""
+"""Webhooks (lineage.monitor.hooks, lineage.monitor.delivery) against a real local HTTP receiver."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sqlalchemy import text
 from lineage import store_outbox
 from lineage.db import make_engine
 from lineage.errors import InvalidInput, NotFound
-from lineage.hook_delivery import DeliveryPolicy, deliver_due
+from lineage.monitor.delivery import DeliveryPolicy, deliver_due
 from lineage.service import Ledger
 from tests.lineage.webhook_receiver import Receiver
 

@@ -32,13 +32,13 @@ def imported(ledger: Ledger, text: str, slug: str = "loop", **options) -> loops.
     fmt = options.pop("fmt", ar.NAME)
     policy = options.pop("best_policy", None)
     git_repo = options.pop("git_repo", None)
-    return loops.import_results(ledger, slug, text, fmt=fmt, options=ar.ImportOptions(**options),
+    return ledger.import_results(slug, text, fmt=fmt, options=ar.ImportOptions(**options),
                                 best_policy=policy, git_repo=git_repo)
 
 
 def exported(ledger: Ledger, slug: str = "loop") -> str:
     out = io.StringIO(newline="")
-    loops.export_results(ledger, slug, out)
+    ledger.export_results(slug, out)
     return out.getvalue()
 
 

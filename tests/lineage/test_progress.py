@@ -1,4 +1,4 @@
-"""The progress summary (lineage.progress) on real SQLite and PostgreSQL databases."""
+"""The progress summary (lineage.monitor.progress) on real SQLite and PostgreSQL databases."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from api.cli import cli
 from lineage.errors import InvalidInput, NotFound
-from lineage.progress import TrendRule
+from lineage.monitor.progress import TrendRule
 from lineage.service import Ledger
 
 

@@ -6,7 +6,7 @@ A project's policy (table ``guardrail_policies``; any limit may be off, NULL):
 guardrail          limit (policy field)             trips when
 =================  ===============================  ===================================
 ``crash_streak``   ``max_crash_streak``             the newest N trials all crashed
-                                                    (``lineage.progress.CRASH_STATUSES``)
+                                                    (``lineage.monitor.progress.CRASH_STATUSES``)
 ``no_improvement`` ``max_trials_without_improvement``  M trials since the current best
 ``budget_hours``   ``budget_hours``                 the sum of ``total_s`` reaches H hours
 =================  ===============================  ===================================
@@ -14,7 +14,7 @@ guardrail          limit (policy field)             trips when
 Trip state lives in the database (``guardrail_policies.tripped``), written by the trial
 writer in its transaction and under the project's write lock, so with several servers on
 one PostgreSQL exactly one write sees a guardrail go from clear to tripped, and only that
-write emits the ``guardrail_tripped`` event (``lineage.hooks``): once per trip. A trip
+write emits the ``guardrail_tripped`` event (``lineage.monitor.hooks``): once per trip. A trip
 clears when its condition no longer holds (a trial that did not crash, a new best, a
 raised limit); a later trip is a new trip and emits again.
 
@@ -33,10 +33,11 @@ from typing import Any, Callable, Mapping
 
 from sqlalchemy import Connection
 
-from lineage import hooks, store_progress
+from lineage import store_progress
+from lineage.monitor import hooks
 from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
-from lineage.progress import CRASH_STATUSES, Progress, crash_streak, trials_since
+from lineage.monitor.progress import CRASH_STATUSES, Progress, crash_streak, trials_since
 from lineage.store import Store
 
 #: Guardrail name -> the policy field holding its limit.

@@ -117,7 +117,7 @@ class Progress:
     time_spent_s: float
     trend: str
     rule: TrendRule
-    #: the guardrails' state (``lineage.guardrails.GuardrailState.to_dict()``), None
+    #: the guardrails' state (``lineage.monitor.guardrails.GuardrailState.to_dict()``), None
     #: when the project has no guardrails
     guardrails: Mapping[str, Any] | None = None
 

@@ -2,14 +2,14 @@
 
 Events are written to the outbox (``hook_deliveries``, one row per event and hook) in the
 transaction of the write that causes them, so an event exists exactly when its write
-committed, and a write never waits for a receiver. ``lineage.hook_delivery`` sends them
+committed, and a write never waits for a receiver. ``lineage.monitor.delivery`` sends them
 later (the server's background task, or ``lineage hook deliver``).
 
 Event types
 -----------
 ``new_best``           a recorded trial became the project's best
 ``trial_crashed``      a recorded trial's status is ``crash`` or ``preflight_crash``
-``guardrail_tripped``  a guardrail went from clear to tripped (``lineage.guardrails``)
+``guardrail_tripped``  a guardrail went from clear to tripped (``lineage.monitor.guardrails``)
 
 ``new_best`` and ``trial_crashed`` come from recording one trial (CLI, HTTP, MCP); a bulk
 import emits neither (it would flood a channel) but re-evaluates the guardrails, and a
@@ -205,7 +205,7 @@ def trial_events(
     subscribed: Sequence[Subscription],
 ) -> None:
     """The events of a recorded trial: ``new_best`` and ``trial_crashed``."""
-    from lineage.progress import CRASH_STATUSES
+    from lineage.monitor.progress import CRASH_STATUSES
 
     if not subscribed:
         return

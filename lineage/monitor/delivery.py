@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from lineage import store_outbox
 
-log = logging.getLogger("lineage.hooks")
+log = logging.getLogger("lineage.monitor.hooks")
 
 SIGNATURE_HEADER = "X-Lineage-Signature"
 TIMESTAMP_HEADER = "X-Lineage-Timestamp"

@@ -1,0 +1,221 @@
+"""AgentUses: what an agent reads and is told, and the loop's health it acts on.
+
+Owns: the session-start prompt (:meth:`AgentUses.prompt_view`, ``render_prompt``,
+``prompt_document`` with the wrapper of :mod:`lineage.agent.prompt`), KNOWLEDGE.md as
+text and as data, "was this tried?" (:meth:`AgentUses.find_similar`; the text and ranking
+rules are :mod:`lineage.similar`'s), the progress summary, guardrail policies and webhooks
+(the rules are :mod:`lineage.monitor`'s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from sqlalchemy import Connection
+
+from lineage import similar as similar_text
+from lineage.agent.prompt import wrap_prompt
+from lineage.agent.render import PromptView, render_knowledge, render_prompt
+from lineage.chain import chain_to, current_best
+from lineage.domain import Project, Trial, check_window, next_exp_id
+from lineage.errors import NotFound
+from lineage.monitor import guardrails, hooks, progress
+from lineage.similar import Candidate, Ranker, Similar
+from lineage.store import Store
+from lineage.store_search import candidate_rows
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeData:
+    best: Trial | None
+    #: root first, the best last
+    chain: tuple[Trial, ...]
+    #: oldest first
+    recent: tuple[Trial, ...]
+
+
+class AgentUses:
+    """prompt_view, render_prompt, render_knowledge, prompt_document, knowledge_document,
+    knowledge_data, find_similar, summary, guardrail_policy, set_guardrails, add_hook,
+    hooks, remove_hook."""
+
+    store: Store
+
+    def prompt_view(self, project_slug: str, *, top_k: int = 20, recent_n: int = 30, last_m: int = 10) -> PromptView:
+        """What the prompt shows, read in one transaction with indexed queries only."""
+        return self._project_and_view(project_slug, top_k=top_k, recent_n=recent_n, last_m=last_m)[1]
+
+    def _prompt_view(self, conn: Connection, project: Project, *, top_k: int, recent_n: int, last_m: int) -> PromptView:
+        best = current_best(self.store, conn, project)
+        if best is None:
+            return PromptView(best=None, chain=(), top_kept=(), recent=(), recent_full=())
+        chain = chain_to(self.store, conn, project, best.exp_id, brief=True)
+        chain[-1:] = [best]  # the best itself in full
+        recent = self.store.recent(conn, project, max(recent_n, last_m))
+        return PromptView(
+            best=best,
+            chain=tuple(chain),
+            top_kept=tuple(self.store.top_kept(conn, project, top_k)),
+            recent=tuple(recent[-recent_n:]),
+            recent_full=tuple(recent[-last_m:]),
+        )
+
+    def render_prompt(
+        self,
+        project_slug: str,
+        *,
+        specialist: str,
+        top_k: int = 20,
+        recent_n: int = 30,
+        last_m: int = 10,
+        timestamp: str = "",
+    ) -> str:
+        """The full session-start prompt; byte-identical to fieldkit's for its inputs."""
+        project, view = self._project_and_view(project_slug, top_k=top_k, recent_n=recent_n, last_m=last_m)
+        return render_prompt(view, specialist=specialist, timestamp=timestamp, metric_name=project.metric_name)
+
+    def render_knowledge(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> str:
+        """The KNOWLEDGE.md part of the prompt alone."""
+        project, view = self._project_and_view(project_slug, top_k=0, recent_n=recent_n, last_m=last_m)
+        return render_knowledge(view, metric_name=project.metric_name)
+
+    def _project_and_view(self, project_slug: str, *, top_k: int, recent_n: int, last_m: int) -> tuple[Project, PromptView]:
+        check_window("top_k", top_k, minimum=0)
+        check_window("recent_n", recent_n, minimum=1)
+        check_window("last_m", last_m, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            return project, self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
+
+    def prompt_document(
+        self,
+        project_slug: str,
+        *,
+        specialist: str,
+        top_k: int = 20,
+        recent_n: int = 30,
+        last_m: int = 10,
+        timestamp: str = "",
+        wrap: bool = True,
+        base_url: str | None = None,
+    ) -> tuple[Project, str]:
+        """The project (as read with the trials) and its session-start prompt.
+
+        ``wrap=False``: exactly :meth:`render_prompt`'s text (``lineage prompt``'s bytes).
+        ``wrap=True``: that text inside the project's ``prompt_template`` (default:
+        ``templates/prompt_wrapper.md.j2``) with the next exp_id, the metric and its
+        direction and how to record a trial (see :func:`wrap_prompt`).
+        """
+        check_window("top_k", top_k, minimum=0)
+        check_window("recent_n", recent_n, minimum=1)
+        check_window("last_m", last_m, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            view = self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
+            next_number = self.store.project_counters(conn, project)[1] if wrap else 0
+            summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N) if wrap else None
+        text = render_prompt(view, specialist=specialist, timestamp=timestamp, metric_name=project.metric_name)
+        if not wrap:
+            return project, text
+        return project, wrap_prompt(
+            project, text, specialist=specialist, timestamp=timestamp, best=view.best, base_url=base_url,
+            next_exp_id=next_exp_id(next_number - 1 if next_number else None), summary=summary,
+        )
+
+    def knowledge_document(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> tuple[Project, str]:
+        """The project (as read with the trials) and its KNOWLEDGE.md text."""
+        project, view = self._project_and_view(project_slug, top_k=0, recent_n=recent_n, last_m=last_m)
+        return project, render_knowledge(view, metric_name=project.metric_name)
+
+    def knowledge_data(self, project_slug: str, *, recent_n: int = 30) -> tuple[Project, "KnowledgeData"]:
+        """What KNOWLEDGE.md says, as data: the best, the full chain to it (root first) and
+        the last ``recent_n`` trials (oldest first), read in one transaction."""
+        check_window("recent_n", recent_n, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            best = current_best(self.store, conn, project)
+            chain = chain_to(self.store, conn, project, best.exp_id) if best else []
+            recent = self.store.recent(conn, project, recent_n)
+        return project, KnowledgeData(best=best, chain=tuple(chain), recent=tuple(recent))
+
+    # -- "was this tried?" ---------------------------------------------------------------
+
+    def find_similar(
+        self, project_slug: str, text: str, limit: int = 5, *, ranker: Ranker | None = None, field: str = "text",
+    ) -> list[Similar]:
+        """Past trials of the project closest to ``text`` (hypothesis and notes), best
+        first, each with a score in [0, 1]; the rule is ``lineage.similar``'s docstring.
+
+        ``ranker``: another scorer of the candidates (the seam for an embedding model).
+        ``field``: the name bad input is reported under (``q`` on HTTP).
+        """
+        terms = similar_text.checked_query(text, field=field)
+        limit = similar_text.checked_limit(limit)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            return self._ranked_similar(conn, project, text, terms, limit=limit, ranker=ranker)
+
+    def _ranked_similar(
+        self, conn: Connection, project: Project, text: str, terms: Sequence[str], *, limit: int,
+        min_score: float = similar_text.MIN_SCORE, ranker: Ranker | None = None,
+        candidates: int = similar_text.CANDIDATES,
+    ) -> list[Similar]:
+        rows = candidate_rows(self.store, conn, project.id, terms, limit=candidates)
+        return similar_text.rank(text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score,
+                                 ranker=ranker)
+
+    def _similar_prior(self, conn: Connection, project: Project, trial: Trial) -> tuple[Similar, ...]:
+        text = f"{trial.hypothesis}\n{trial.notes}"[:similar_text.MAX_QUERY_CHARS]
+        terms = similar_text.query_terms(text)
+        if not terms:
+            return ()
+        return tuple(self._ranked_similar(conn, project, text, terms, limit=similar_text.PRIOR_LIMIT,
+                                          min_score=similar_text.PRIOR_THRESHOLD,
+                                          candidates=similar_text.PRIOR_CANDIDATES))
+
+    # -- the loop's health: progress summary, guardrails, webhooks (rules: lineage.monitor) --
+
+    def summary(self, project_slug: str, *, last_n: int = progress.DEFAULT_LAST_N) -> "progress.Progress":
+        """The project's progress summary with its guardrails, read in one transaction."""
+        progress.check_last_n(last_n)
+        with self.store.read() as conn:
+            return self._summary(conn, self.store.project(conn, project_slug), last_n=last_n)
+
+    def _summary(self, conn: Connection, project: Project, *, last_n: int) -> "progress.Progress":
+        measured = progress.measure(self.store, conn, project, last_n=last_n)
+        return measured.with_guardrails(guardrails.state(self.store, conn, project, measured))
+
+    def guardrail_policy(self, project_slug: str) -> "guardrails.GuardrailPolicy":
+        with self.store.read() as conn:
+            return guardrails.policy(self.store, conn, self.store.project(conn, project_slug))
+
+    def set_guardrails(self, project_slug: str, values: Mapping[str, Any]) -> "guardrails.GuardrailPolicy":
+        """Replace the project's guardrail policy (a missing or null limit is off); a limit
+        the project already reaches trips at once (and emits its event)."""
+        guardrails.check_policy(values)
+        with self.store.write() as conn:
+            project, _, _ = self.store.locked_project(conn, project_slug)
+            return guardrails.set_policy(self.store, conn, project, values)
+
+    def add_hook(
+        self, project_slug: str, url: str, *, events: Iterable[str] | None = None, body_format: str = "json"
+    ) -> "tuple[hooks.Hook, str]":
+        """Add a webhook; returns it and its signing secret (shown this once)."""
+        hooks.check_url(url)
+        with self.store.write() as conn:
+            project = self.store.project(conn, project_slug)
+            return hooks.add_hook(self.store, conn, project, url=url, events=events, body_format=body_format)
+
+    def hooks(self, project_slug: str) -> "list[hooks.Hook]":
+        with self.store.read() as conn:
+            return hooks.list_hooks(self.store, conn, self.store.project(conn, project_slug))
+
+    def remove_hook(self, project_slug: str, hook_id: int) -> None:
+        """Remove a webhook with its outbox rows; :class:`NotFound` (field ``hook_id``)."""
+        from lineage.store_outbox import delete_hook
+
+        with self.store.write() as conn:
+            project = self.store.project(conn, project_slug)
+            if not delete_hook(self.store, conn, project.id, hook_id):
+                raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")

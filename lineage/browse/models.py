@@ -1,0 +1,131 @@
+"""The researcher's read models: what each page shows, as values.
+
+Owns: :class:`ProjectOverview`, :class:`MetricPoint`, :class:`Dashboard`,
+:class:`TrialContext`, :class:`Calibration` (with its summary statistics), how an
+``expected_delta`` text is read as a number (:func:`parse_expected_delta`), and the
+running best drawn by the charts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Mapping
+
+from lineage.domain import BestPolicy, FailureLabel, Project, RunningBest, Trial
+
+_NUMBER = re.compile(r"[+\-\u2212]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?")
+
+
+def parse_expected_delta(text: str) -> float | None:
+    """The number a writer put in ``expected_delta``: the first signed decimal in it.
+
+    ``"+0.75 EM over turn-group"`` -> 0.75, ``"-0.001 bpb"`` -> -0.001, ``"−2%"`` -> -2.0
+    (Unicode minus too); None when the text has no number or it is not finite.
+    """
+    match = _NUMBER.search(text or "")
+    if match is None:
+        return None
+    value = float(match.group().replace("\u2212", "-"))
+    return value if math.isfinite(value) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectOverview:
+    project: Project
+    best: Trial | None
+    #: the most recently recorded trial
+    latest: Trial | None
+    #: ``(seq, best so far)`` at each step of the running best, oldest first.
+    running_best: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """One trial in the metric chart: the few fields it draws."""
+
+    seq: int
+    exp_id: str
+    status: str
+    core_metric: float | None
+    specialist: str
+    delta_vs_best: float | None
+
+
+def bin_width(project: Project, bins: int) -> int:
+    """Seqs per bin when a project's history is cut into ``bins`` bins."""
+    return max(1, -(-project.trial_count // max(1, bins)))
+
+
+def running_by_bin(per_bin: Iterable[tuple[int, float]], width: int, project: Project) -> list[tuple[int, float]]:
+    """``(seq, best so far)`` at the start of each bin where the best changes."""
+    # each bin's metric is already the best eligible one in it
+    running = RunningBest(BestPolicy.FIELDKIT, project.lower_is_better)
+    return [(index * width, metric) for index, metric in per_bin if running.offer(FailureLabel.KEEP.value, metric)]
+
+
+def running_by_trial(points: Iterable[MetricPoint], start: float | None, project: Project) -> Iterator[tuple[int, float]]:
+    """``(seq, best so far)`` at each trial of ``points`` that moves the best (from ``start``)."""
+    running = RunningBest.of(project, start)
+    first = True
+    for point in points:
+        if first and start is not None:
+            yield point.seq, start
+        first = False
+        if running.offer(point.status, point.core_metric):
+            yield point.seq, point.core_metric  # type: ignore[misc]
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    project: Project
+    best: Trial | None
+    chain: tuple[Trial, ...]
+    status_counts: Mapping[str, int]
+    #: newest first
+    recent: tuple[Trial, ...]
+    #: the metric chart's trials, oldest first
+    window: tuple[MetricPoint, ...]
+    #: ``(seq, best so far)`` through the window, starting with the best before it
+    window_running_best: tuple[tuple[int, float], ...]
+    has_earlier: bool
+    #: the whole project's running best (binned), as in :class:`ProjectOverview`
+    running_best: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TrialContext:
+    project: Project
+    trial: Trial
+    parent: Trial | None
+    #: root first, this trial last
+    chain: tuple[Trial, ...]
+    children: tuple[Trial, ...]
+    child_count: int
+    best: Trial | None
+    on_best_chain: bool
+    previous_id: str | None
+    next_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationPoint:
+    exp_id: str
+    specialist: str
+    expected_text: str
+    expected: float
+    observed: float
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    project: Project
+    points: tuple[CalibrationPoint, ...]
+    #: trials whose expected_delta holds no number
+    unparsed: int
+    #: trials with a numeric expectation but no observed delta_vs_best
+    unobserved: int
+    considered: int
+    limit: int

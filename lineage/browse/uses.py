@@ -1,0 +1,161 @@
+"""BrowseUses: the read models of the researcher's pages.
+
+Each method reads one transaction of bounded, indexed queries (see the ``Store`` methods
+they call), so the pages of a 100,000-trial project cost what a small one's do. Owns:
+overview(s), dashboard, trial_context, trials_by_ids, calibration; the values are
+:mod:`lineage.browse.models`', the tree is :mod:`lineage.browse.tree`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from sqlalchemy import Connection
+
+from lineage.browse.models import (
+    Calibration,
+    CalibrationPoint,
+    Dashboard,
+    MetricPoint,
+    ProjectOverview,
+    TrialContext,
+    bin_width,
+    running_by_trial,
+    running_by_bin,
+    parse_expected_delta,
+)
+from lineage.chain import chain_to, current_best
+from lineage.domain import Project, Trial, check_window
+from lineage.errors import NotFound
+from lineage.store import Store
+
+
+class BrowseUses:
+    """overview, overviews, dashboard, trial_context, trials_by_ids, calibration."""
+
+    store: Store
+
+    def overview(self, project_slug: str, *, bins: int = 60) -> "ProjectOverview":
+        """A project with its best and its running best over time (for the index page)."""
+        with self.store.read() as conn:
+            return self._overview(conn, self.store.project(conn, project_slug), bins=bins)
+
+    def overviews(self, *, bins: int = 60) -> "list[ProjectOverview]":
+        with self.store.read() as conn:
+            return [self._overview(conn, project, bins=bins) for project in self.store.projects(conn)]
+
+    def _overview(self, conn: Connection, project: Project, *, bins: int) -> "ProjectOverview":
+        latest = self.store.recent(conn, project, 1)
+        return ProjectOverview(
+            project=project,
+            best=current_best(self.store, conn, project),
+            latest=latest[0] if latest else None,
+            running_best=tuple(self._running_best(conn, project, bins=bins)),
+        )
+
+    def _running_best(self, conn: Connection, project: Project, *, bins: int) -> list[tuple[int, float]]:
+        """``(seq, best so far)`` at the start of each bin where the best changes."""
+        width = bin_width(project, bins)
+        return running_by_bin(self.store.best_per_bin(conn, project, width=width), width, project)
+
+    def dashboard(
+        self, project_slug: str, *, window: int = 1000, before_seq: int | None = None, recent_n: int = 20, bins: int = 200
+    ) -> "Dashboard":
+        """What the project dashboard shows: best, chain, counts, recent trials, and a
+        window of ``window`` trials (the newest, or those before ``before_seq``) for the
+        metric chart, with the running best through it."""
+        check_window("window", window, minimum=1)
+        check_window("recent_n", recent_n, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            best = current_best(self.store, conn, project)
+            chain = chain_to(self.store, conn, project, best.exp_id) if best else []
+            rows = self.store.metric_window(conn, project, before_seq=before_seq, limit=window)
+            points = tuple(MetricPoint(*row) for row in rows)
+            width = bin_width(project, bins)
+            per_bin = self.store.best_per_bin(conn, project, width=width)
+            start_best = self._best_metric_before(conn, project, points[0].seq, per_bin, width) if points else None
+            recent = self.store.recent(conn, project, recent_n)
+            recent.reverse()
+            return Dashboard(
+                project=project,
+                best=best,
+                chain=tuple(chain),
+                status_counts=self.store.status_counts(conn, project),
+                recent=tuple(recent),
+                window=points,
+                window_running_best=tuple(running_by_trial(points, start_best, project)),
+                has_earlier=bool(points) and points[0].seq > 0,
+                running_best=tuple(running_by_bin(per_bin, width, project)),
+            )
+
+    def _best_metric_before(
+        self, conn: Connection, project: Project, seq: int, per_bin: list[tuple[int, float]], width: int
+    ) -> float | None:
+        """The best eligible metric among the trials before ``seq``: the bins wholly before
+        it (already read) and the few trials of the bin it falls in (one index range)."""
+        first = seq // width
+        candidates = [metric for index, metric in per_bin if index < first]
+        eligible = project.best_policy.eligible_statuses()
+        partial = self.store.metric_window(conn, project, before_seq=seq, limit=seq - first * width) if seq > first * width else []
+        candidates += [row[3] for row in partial if row[3] is not None and row[2] in eligible]
+        if not candidates:
+            return None
+        return min(candidates) if project.lower_is_better else max(candidates)
+
+    def trial_context(self, project_slug: str, exp_id: str, *, children_limit: int = 50) -> "TrialContext":
+        """A trial with its parent, first children, chain from the root and neighbours."""
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            trial = self.store.trial(conn, project, exp_id)
+            chain = chain_to(self.store, conn, project, exp_id)
+            parent = chain[-2] if len(chain) > 1 and chain[-2].exp_id == trial.parent_exp else None
+            best = current_best(self.store, conn, project)
+            best_chain = (
+                {t.exp_id for t in chain_to(self.store, conn, project, best.exp_id)}
+                if best else set()
+            )
+            previous, following = self.store.neighbours(conn, project, trial.seq or 0)
+            children = self.store.children_window(conn, project, [exp_id], limit=children_limit)[exp_id]
+            return TrialContext(
+                project=project,
+                trial=trial,
+                parent=parent,
+                chain=tuple(chain),
+                children=tuple(children),
+                child_count=self.store.child_counts(conn, project, [exp_id]).get(exp_id, 0),
+                best=best,
+                on_best_chain=exp_id in best_chain,
+                previous_id=previous,
+                next_id=following,
+            )
+
+    def trials_by_ids(self, project_slug: str, exp_ids: Iterable[str]) -> "tuple[Project, list[Trial]]":
+        """The project and those of ``exp_ids`` that are its trials, in the order asked;
+        an unknown id raises :class:`NotFound`."""
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            found = self.store.trials_by_ids(conn, project, exp_ids)
+            missing = [i for i in exp_ids if i not in found]
+            if missing:
+                raise NotFound("trial", f"{project.slug}/{missing[0]}", field="exp_id")
+            return project, [found[i] for i in exp_ids]
+
+
+    def calibration(self, project_slug: str, *, limit: int = 10_000) -> "Calibration":
+        """Expected vs observed delta of the last ``limit`` trials that state an expectation."""
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            rows = self.store.calibration_rows(conn, project, limit=limit)
+        points: list[CalibrationPoint] = []
+        unparsed = unobserved = 0
+        for exp_id, specialist, expected_text, observed, status in reversed(rows):
+            expected = parse_expected_delta(expected_text)
+            if expected is None:
+                unparsed += 1
+            elif observed is None:
+                unobserved += 1
+            else:
+                points.append(CalibrationPoint(exp_id, specialist, expected_text, expected, observed, status))
+        return Calibration(project=project, points=tuple(points), unparsed=unparsed, unobserved=unobserved,
+                           considered=len(rows), limit=limit)

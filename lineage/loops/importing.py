@@ -1,0 +1,312 @@
+"""FileUses: a loop's results file as use-cases of the ledger — import and export.
+
+Owns the ONE entrance for importing a results file, whatever the face (CLI, HTTP, the
+upload page, ``watch``, ``record``) and the format: :meth:`FileUses.import_file` (a
+stream, every option) and :meth:`FileUses.import_results` (a file's text, with the
+inferred layout and direction in its answer). The file's layout (columns, header text,
+trailer, number formats, words, row -> exp_id segments) lives in
+``project.settings["results_file"]`` (:func:`layout_of`, :meth:`FileUses.save_results_layout`),
+so export, watch and record write the file's own format. Import parses the whole file,
+decides the direction and inserts through ``import_trials`` (one transaction: a bad
+file writes nothing). The small reads the followers need (next number, branch tip,
+delta refresh, plot rows) are here too, so no loop reaches into the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from dataclasses import dataclass, replace
+from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+
+from lineage.domain import BestPolicy, ImportReport, Project, RunningBest, Trial
+from lineage.errors import InvalidInput, NotFound
+from lineage.formats import autoresearch as ar
+from lineage.formats import get_format
+from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder, check_text
+from lineage.loops.git import link_git
+from lineage.store import Store
+
+#: The formats whose columns are inferred per file (a project's layout is stored).
+TABLE_FORMATS = (ar.NAME, ar.GENERIC)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopImport:
+    """What importing a results file did."""
+
+    project: str
+    rows: int
+    layout: Layout
+    lower_is_better: bool
+    #: how the direction was decided ("from the name 'val_bpb' and the kept values")
+    direction: str
+    warnings: tuple[str, ...]
+    created: bool
+
+
+class FileUses:
+    """import_file, import_results, export_results, save_results_layout, next_exp_number,
+    best_metric, branch_tip, refresh_deltas, plot_rows."""
+
+    store: Store
+
+    def import_file(
+        self,
+        project_slug: str,
+        stream: IO[str],
+        *,
+        fmt: str = "fieldkit",
+        source: str = "<stream>",
+        progress: Callable[[int], None] | None = None,
+        create_with: Mapping[str, Any] | None = None,
+        options: ImportOptions | None = None,
+        best_policy: BestPolicy | str | None = None,
+        git_repo: str | os.PathLike[str] | None = None,
+    ) -> ImportReport:
+        """Import a results file atomically; every error names its line and column.
+
+        A format whose columns are inferred (:data:`TABLE_FORMATS`) goes through
+        :meth:`import_results` with every option; ``create_with``'s ``lower_is_better``
+        and ``best_policy`` are the direction and policy flags when ``options`` and
+        ``best_policy`` leave them open.
+        """
+        if fmt in TABLE_FORMATS:
+            create = dict(create_with or {})
+            lower = create.pop("lower_is_better", None)
+            policy = create.pop("best_policy", None)
+            create.pop("source_format", None)
+            options = options or ImportOptions()
+            if options.lower_is_better is None and lower is not None:
+                options = replace(options, lower_is_better=lower)
+            done = self.import_results(
+                project_slug, stream.read(), fmt=fmt, source=source, options=options,
+                best_policy=best_policy or policy, git_repo=git_repo, progress=progress, create_with=create,
+            )
+            return ImportReport(project=done.project, rows=done.rows, warnings=done.warnings)
+        lines: list[int] = []
+        rows = get_format(fmt).read_trials(stream, source=source, row_lines=lines)
+        return self.import_trials(  # type: ignore[attr-defined]
+            project_slug, rows, progress=progress, locate=lines.__getitem__, create_with=create_with
+        )
+
+    def import_results(
+        self,
+        project_slug: str,
+        text: str,
+        *,
+        fmt: str = ar.NAME,
+        source: str = "<stream>",
+        options: ImportOptions = ImportOptions(),
+        best_policy: BestPolicy | str | None = None,
+        git_repo: str | os.PathLike[str] | None = None,
+        progress: Callable[[int], None] | None = None,
+        create_with: Mapping[str, Any] | None = None,
+    ) -> LoopImport:
+        """Import a results file's ``text`` into ``project_slug`` atomically (created if new,
+        with the file's metric name, the direction and the layout)."""
+        with _gc_paused():
+            return self._import_results(
+                project_slug, text, fmt=fmt, source=source, options=options, best_policy=best_policy,
+                git_repo=git_repo, progress=progress, create_with=create_with,
+            )
+
+    def _import_results(
+            self,
+            project_slug: str,
+        text: str,
+        *,
+        fmt: str,
+        source: str,
+        options: ImportOptions,
+        best_policy: BestPolicy | str | None,
+        git_repo: str | os.PathLike[str] | None,
+        progress: Callable[[int], None] | None,
+        create_with: Mapping[str, Any] | None,
+    ) -> LoopImport:
+        try:
+            project: Project | None = self.project(project_slug)
+        except NotFound:
+            project = None
+        table = ar.parse_table(text, source=source, fmt=fmt, options=options)
+        layout = table.layout
+        warnings = list(table.warnings)
+        seed_best: float | None = None
+        if project is None:
+            lower, how = ar.infer_direction(layout.metric, ar.kept_values(table.rows), options.lower_is_better)
+            policy = BestPolicy(best_policy or (create_with or {}).get("best_policy") or BestPolicy.KEPT)
+        else:
+            if options.lower_is_better is not None and options.lower_is_better != project.lower_is_better:
+                words = {True: "lower", False: "higher"}
+                raise InvalidInput(
+                    "direction",
+                    f"project {project.slug!r} has {words[project.lower_is_better]} is better; the flag says "
+                    f"{words[options.lower_is_better]}",
+                )
+            if layout_of(project) is not None and project.trial_count:
+                raise InvalidInput(
+                    "project",
+                    f"project {project.slug!r} already holds a results file ({project.trial_count} trials); to add "
+                    f"the rows appended since, run: lineage watch {source} --project {project.slug} --once",
+                )
+            lower, how, policy = project.lower_is_better, "the project's", project.best_policy
+            base = self.next_exp_number(project_slug) if project.trial_count else 0
+            seed_best = self.best_metric(project_slug)
+            layout.segments = [[0, base]]
+        builder = LineageBuilder(layout, lower_is_better=lower, best_policy=policy, source=source)
+        trials, lines = table.rows, table.lines
+        builder.name(trials, first_row=0, lines=lines)
+        builder.check(trials, lines)
+        builder.best = seed_best
+        builder.deltas(trials)
+        if builder.unresolved:
+            warnings.append(
+                f"{builder.unresolved} parent cell(s) in column {layout.parent!r} name no earlier row; "
+                "those trials have no parent (the cell is kept in extra)"
+            )
+        if git_repo is not None:
+            warnings.extend(link_git(trials, layout, git_repo))
+        settings_value = layout.to_dict()
+        if project is None:
+            create = dict(create_with or {})
+            create.update(
+                metric_name=results_metric_name(layout.metric),
+                lower_is_better=lower,
+                best_policy=policy.value,
+                source_format=fmt,
+                settings={**dict(create.get("settings") or {}), SETTINGS_KEY: settings_value},
+            )
+            report = self.import_trials(project_slug, iter(trials), progress=progress, locate=lines.__getitem__,
+                                          create_with=create)
+        else:
+            changes: dict[str, Any] = {"settings": {**dict(project.settings), SETTINGS_KEY: settings_value}}
+            if project.metric_name == "core_metric":
+                changes["metric_name"] = results_metric_name(layout.metric)
+            report = self.import_trials(project_slug, iter(trials), progress=progress, locate=lines.__getitem__,
+                                          project_changes=changes)
+        return LoopImport(
+            project=report.project, rows=report.rows, layout=layout, lower_is_better=lower, direction=how,
+            warnings=tuple(warnings), created=project is None,
+        )
+
+    def export_results(self, project_slug: str, stream: IO[str], *, fmt: str = ar.NAME) -> int:
+        """Write ``project_slug`` in its results-file layout (an imported file comes back byte
+        for byte); a project without one is written with autoresearch's own header."""
+        project = self.project(project_slug)
+        layout = layout_of(project)
+        if layout is None:
+            layout = ar.default_layout(project.metric_name)
+            if fmt == ar.GENERIC:
+                layout.delimiter = ","
+                layout.header_text = ",".join(layout.columns) + "\n"
+        return ar.write_trials(self.stream_trials(project_slug), stream, layout=layout)
+
+    # -- the layout and the small reads of the followers ------------------------------
+
+    def results_layout(self, project_slug: str) -> Layout | None:
+        return layout_of(self.project(project_slug))  # type: ignore[attr-defined]
+
+    def save_results_layout(self, project_slug: str, layout: Layout) -> Project:
+        """Store ``layout`` as the project's results-file layout (one locked write)."""
+        with self.store.write() as conn:
+            project, _, _ = self.store.locked_project(conn, project_slug)
+            settings = {**dict(project.settings), SETTINGS_KEY: layout.to_dict()}
+            return self.store.update_project(conn, project, {"settings": settings})
+
+    def next_exp_number(self, project_slug: str) -> int:
+        """One above the largest all-digit exp_id stored (0 for none)."""
+        with self.store.read() as conn:
+            return self.store.next_exp_number(conn, self.store.project(conn, project_slug))
+
+    def best_metric(self, project_slug: str) -> float | None:
+        """The best eligible metric so far (no fallback): what the next delta is against."""
+        with self.store.read() as conn:
+            best = self.store.best_scored(conn, self.store.project(conn, project_slug))
+        return best.core_metric if best is not None else None
+
+    def branch_tip(self, project_slug: str, statuses: Sequence[str]) -> tuple[Trial | None, Trial | None]:
+        """The last trial with one of ``statuses`` and the project's first trial."""
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            return self.store.last_with_status(conn, project, list(statuses)), self.store.first_trial(conn, project)
+
+    def find_trial(self, project_slug: str, exp_id: str) -> Trial | None:
+        with self.store.read() as conn:
+            return self.store.find_trial(conn, self.store.project(conn, project_slug), exp_id)
+
+    def plot_rows(self, project_slug: str) -> list[tuple[int, str, str, float | None, str]]:
+        with self.store.read() as conn:
+            return self.store.plot_rows(conn, self.store.project(conn, project_slug))
+
+    def refresh_deltas(self, project_slug: str, *, after_seq: int) -> int:
+        """Recompute ``delta_vs_best`` (the service's rule: metric minus the best before the
+        trial) for every trial from ``after_seq`` on, after an earlier row changed. Returns
+        how many changed."""
+        with self.store.write() as conn:
+            project, _, _ = self.store.locked_project(conn, project_slug)
+            before = self.store.best_scored(conn, project, before_seq=after_seq)
+            running = RunningBest.of(project, before.core_metric if before is not None else None)
+            changes: list[tuple[float | None, str]] = []
+            for exp_id, _seq, status, metric, delta in self.store.metric_rows_from(conn, project, after_seq):
+                wanted = running.see(status, metric)
+                if wanted != delta:
+                    changes.append((wanted, exp_id))
+            self.store.set_deltas(conn, project, changes)
+            return len(changes)
+
+
+def layout_of(project: Project) -> Layout | None:
+    """The results-file layout stored with ``project``, if it has one."""
+    data = project.settings.get(SETTINGS_KEY) if project.settings else None
+    return Layout.from_dict(data) if isinstance(data, Mapping) else None
+
+
+def results_metric_name(name: str) -> str:
+    cleaned = "".join(" " if ch in "\t\r\n" else "/" if ch == "|" else ch for ch in name).strip()
+    return (cleaned or "metric")[:100]
+
+
+def read_results_text(path: str | os.PathLike[str], *, source: str) -> str:
+    with open(path, "rb") as fh:
+        data = fh.read()
+    return check_text(data, source=source)
+
+
+def sniff_results_text(text: str) -> str:
+    from lineage.formats import detect_format
+
+    first = ar._first_nonblank(ar.split_lines(text))
+    found = detect_format(first[1] if first else "")
+    if found is None or found.name not in (ar.NAME, ar.GENERIC):
+        return ar.NAME
+    return found.name
+
+
+def header_length(text: str) -> int:
+    first = text.find("\n")
+    return len(text) if first < 0 else first + 1
+
+
+def with_deltas(trials: Sequence[Trial], best: float | None, project: Project) -> list[Trial]:
+    """``delta_vs_best`` of each trial from ``best`` (the project's before them) on."""
+    running = RunningBest.of(project, best)
+    out: list[Trial] = []
+    for trial in trials:
+        delta = running.see(trial.status, trial.core_metric)
+        out.append(trial.with_changes(delta_vs_best=delta) if delta != trial.delta_vs_best else trial)
+    return out
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a file's rows are built and inserted: the
+    rows make no cycles, and the collector's passes over 100,000 fresh objects cost a
+    third of the parse."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

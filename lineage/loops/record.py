@@ -1,0 +1,234 @@
+"""``lineage record``: one trial from an agent's shell, optionally appended to the
+results file in the file's own format (cooperating with ``lineage watch``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from lineage.domain import Project, Trial
+from lineage.errors import Conflict, InvalidInput, NotFound
+from lineage.formats import autoresearch as ar
+from lineage.formats.autoresearch import GIT_KEY, LINE_KEY, ROW_KEY, SETTINGS_KEY, ImportOptions, Layout
+from lineage.loops.git import git_details
+from lineage.loops.importing import layout_of, read_results_text, results_metric_name, sniff_results_text
+from lineage.loops.watch import ResultsSync
+
+if TYPE_CHECKING:
+    from lineage.service import Ledger
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOutcome:
+    """What ``lineage record`` did."""
+
+    trial: Trial
+    created: bool
+    best_before: Trial | None
+    is_new_best: bool
+    metric_name: str
+    #: the status word as written (the file's word for the label)
+    word: str
+    #: the line appended to the results file, if any
+    line: str | None
+    #: earlier trials close to this one (lineage.similar; Similar objects)
+    similar_prior: tuple[Any, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exp_id": self.trial.exp_id,
+            "metric_name": self.metric_name,
+            "metric": self.trial.core_metric,
+            "status": self.trial.status.value,
+            "status_word": self.word,
+            "parent_exp": self.trial.parent_exp,
+            "delta_vs_best": self.trial.delta_vs_best,
+            "best_before": self.best_before.exp_id if self.best_before else None,
+            "best_before_metric": self.best_before.core_metric if self.best_before else None,
+            "is_new_best": self.is_new_best,
+            "created": self.created,
+            "line": self.line,
+            "similar_prior": [similar.to_dict() for similar in self.similar_prior],
+        }
+
+
+def _column_like(layout: Layout, *words: str) -> str | None:
+    for name in layout.columns:
+        if set(ar.name_tokens(name)) & set(words):
+            return name
+    return None
+
+
+def record_result(
+    ledger: "Ledger",
+    project_slug: str,
+    *,
+    metric: str | float | None,
+    status: str,
+    description: str = "",
+    commit: str | None = None,
+    memory_gb: str | float | None = None,
+    values: Mapping[str, str] | None = None,
+    append_to: str | os.PathLike[str] | None = None,
+    git_repo: str | os.PathLike[str] | None = None,
+    metric_name: str | None = None,
+    lower_is_better: bool | None = None,
+) -> RecordOutcome:
+    """Record one trial of a loop: status word mapped like the file's, parent = the branch
+    tip (the last kept trial), ``delta_vs_best`` from the service. With ``append_to``,
+    the file is synced first and the trial's line is appended in the file's own format.
+
+    A missing project is created: from ``append_to`` when that file exists (imported
+    first), else with autoresearch's own columns, ``metric_name`` (default ``val_bpb``)
+    and the direction from ``lower_is_better`` or the name.
+    """
+    path = Path(append_to) if append_to is not None else None
+    project = _project_for_record(ledger, project_slug, path, metric_name, lower_is_better, git_repo)
+    layout = layout_of(project)
+    file_rows: int | None = None
+    pending_text = ""  # text after the file's last row (a summary): it now precedes the new row
+    if path is not None:
+        if layout is not None and path.exists() and path.stat().st_size:
+            sync = ResultsSync(ledger, project_slug, path, git_repo=git_repo)
+            sync.sync()
+            file_rows = sync.file_rows
+            project = ledger.project(project_slug)
+            layout = layout_of(project)
+            if sync.parser is not None and layout is not None:
+                pending_text = sync.parser.trailer()[0]
+                if not sync.done_text.endswith("\n") and sync.done_text:
+                    pending_text = ""  # the last line is completed by the line end written below
+        if layout is None:
+            layout = ar.default_layout(project.metric_name)
+            ledger.save_results_layout(project_slug, layout)
+    work = layout or ar.default_layout(project.metric_name)
+    label, _known = ar.map_status(status, work.status_map)
+    word = status.strip()
+    if word == label.value:
+        word = work.words.get(label.value, word)
+    value = ar.metric_value(str(metric), label) if metric is not None else None
+    if value is False:
+        raise InvalidInput("metric", f"{metric!r} is not a number")
+    extra: dict[str, Any] = {}
+    if work.status and word != label.value:
+        extra[work.extra_key(work.status)] = word
+    commit_column = work.commit or "commit"
+    if commit:
+        extra[work.extra_key(commit_column)] = commit.strip()
+    if memory_gb is not None:
+        memory_column = _column_like(work, "memory", "mem", "vram") or "memory_gb"
+        extra[work.extra_key(memory_column)] = _typed_value(memory_gb, memory_column, work)
+    for name, raw in (values or {}).items():
+        if name not in work.columns:
+            raise InvalidInput("set", f"no column {name!r}; the columns are {', '.join(work.columns)}")
+        extra[work.extra_key(name)] = _typed_value(raw, name, work)
+    tip, first = ledger.branch_tip(project_slug, [s.value for s in ar.ADVANCING])
+    parent = (tip or first).exp_id if (tip or first) else ""
+    fields: dict[str, Any] = {
+        "status": label,
+        "core_metric": value,
+        "hypothesis": description,
+        "parent_exp": parent,
+        "baseline_exp": first.exp_id if first else "",
+    }
+    if work.metric == "val_bpb":
+        fields["val_bpb"] = value
+    if git_repo is not None and commit:
+        parent_commit = None
+        if parent:
+            parent_trial = ledger.trial(project_slug, parent)
+            parent_commit = parent_trial.extra.get(work.extra_key(commit_column))
+        details = git_details(git_repo, commit, parent_commit if isinstance(parent_commit, str) else None)
+        if details is not None:
+            extra[GIT_KEY] = details
+    line: str | None = None
+    exp_id: str | None = None
+    if path is not None and layout is not None:
+        rows = file_rows or 0
+        if layout.id_column is None:
+            exp_id = layout.exp_id(rows)
+            taken = ledger.find_trial(project_slug, exp_id) is not None
+            number = ledger.next_exp_number(project_slug)
+            if taken:
+                layout.segments.append([rows, number])
+                exp_id = layout.exp_id(rows)
+                ledger.save_results_layout(project_slug, layout)
+        else:
+            exp_id = (values or {}).get(layout.id_column) or commit
+            if not exp_id:
+                raise InvalidInput("id", f"the file names trials by column {layout.id_column!r}: pass --set {layout.id_column}=ID")
+        preview = Trial(exp_id, extra=extra, **{k: v for k, v in fields.items()})
+        parent_value = None
+        if layout.parent and parent:
+            parent_commit = ledger.trial(project_slug, parent).extra.get(layout.extra_key(commit_column))
+            parent_value = parent_commit if isinstance(parent_commit, str) and parent_commit else parent
+        line = ar.render_row(preview, layout, parent_value=parent_value)
+        if layout.parent and parent_value is not None:
+            extra[layout.extra_key(layout.parent)] = parent_value
+        extra[LINE_KEY] = pending_text + line
+        extra[ROW_KEY] = rows
+        if pending_text and layout.trailer:
+            layout.trailer = ""  # written before this trial's line from now on
+            ledger.save_results_layout(project_slug, layout)
+    body = {**fields, "extra": extra}
+    if exp_id is not None:
+        body["exp_id"] = exp_id
+    result = ledger.record_trial(project_slug, body, similar_prior=True)
+    if path is not None and line is not None:
+        _append_line(path, line, layout)  # type: ignore[arg-type]
+    return RecordOutcome(
+        trial=result.trial, created=result.created, best_before=result.best_before, is_new_best=result.is_new_best,
+        metric_name=project.metric_name, word=word, line=line, similar_prior=result.similar_prior,
+    )
+
+
+def _typed_value(raw: Any, column: str, layout: Layout) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    return ar._typed(raw) if column in layout.numeric or column not in layout.columns else raw
+
+
+def _append_line(path: Path, line: str, layout: Layout) -> None:
+    exists = path.exists() and path.stat().st_size > 0
+    with open(path, "a+b") as fh:
+        out = b""
+        if not exists:
+            out += layout.header_text.encode("utf-8")
+        else:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                out += layout.newline.encode("utf-8")
+        out += line.encode("utf-8")
+        fh.seek(0, os.SEEK_END)
+        fh.write(out)
+
+
+def _project_for_record(
+    ledger: "Ledger",
+    slug: str,
+    path: Path | None,
+    metric_name: str | None,
+    lower_is_better: bool | None,
+    git_repo: Any,
+) -> Project:
+    try:
+        return ledger.project(slug)
+    except NotFound:
+        pass
+    if path is not None and path.exists() and path.stat().st_size:
+        text = read_results_text(path, source=str(path))
+        ledger.import_results(slug, text, fmt=sniff_results_text(text), source=str(path),
+                       options=ImportOptions(lower_is_better=lower_is_better), git_repo=git_repo)
+        return ledger.project(slug)
+    name = metric_name or "val_bpb"
+    lower, _how = ar.infer_direction(name, [], lower_is_better)
+    layout = ar.default_layout(name)
+    try:
+        return ledger.create_project(
+            slug, metric_name=results_metric_name(name), lower_is_better=lower, source_format=ar.NAME,
+            settings={SETTINGS_KEY: layout.to_dict()},
+        )
+    except Conflict:
+        return ledger.project(slug)

@@ -1,0 +1,112 @@
+"""ProjectUses: creating, changing and deleting projects, and the checks of their fields.
+
+Owns: :func:`new_project` (a validated project), the field checks of a project
+(title, metric name, best policy, prompt template via :mod:`lineage.agent.prompt`),
+the project revision that ETags derive from.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from lineage.agent.prompt import check_prompt_template
+from lineage.domain import BestPolicy, Project, validate_slug
+from lineage.errors import InvalidInput
+from lineage.store import Store
+
+#: Fields a project update may change.
+PROJECT_FIELDS = ("title", "metric_name", "lower_is_better", "best_policy", "prompt_template")
+#: Longest project title (the column is 300 characters wide).
+MAX_TITLE = 300
+
+
+class ProjectUses:
+    """create_project, project, projects, update_project, project_revision, delete_project."""
+
+    store: Store
+
+    def create_project(self, slug: str, **options: Any) -> Project:
+        """Create a project; ``options`` are :func:`new_project`'s."""
+        with self.store.write() as conn:
+            return self.store.insert_project(conn, new_project(slug, **options))
+
+    def project(self, slug: str) -> Project:
+        with self.store.read() as conn:
+            return self.store.project(conn, slug)
+
+    def projects(self) -> list[Project]:
+        with self.store.read() as conn:
+            return self.store.projects(conn)
+
+    def update_project(self, slug: str, changes: Mapping[str, Any]) -> Project:
+        unknown = set(changes) - set(PROJECT_FIELDS)
+        if unknown:
+            raise InvalidInput(sorted(unknown)[0], "is not a project field that can be changed")
+        values = dict(changes)
+        if "best_policy" in values:
+            values["best_policy"] = _checked_policy(values["best_policy"])
+        if "metric_name" in values:
+            values["metric_name"] = _checked_metric_name(values["metric_name"])
+        if values.get("prompt_template") is not None:
+            values["prompt_template"] = check_prompt_template(values["prompt_template"])
+        if "title" in values:
+            values["title"] = _checked_title(values["title"])
+        with self.store.write() as conn:
+            project = self.store.project(conn, slug)
+            return self.store.update_project(conn, project, values)
+
+
+    def project_revision(self, project_slug: str) -> int:
+        """The project's revision (bumped by every write): what ETags derive from."""
+        with self.store.read() as conn:
+            return self.store.project_revision(conn, project_slug)
+
+    def delete_project(self, project_slug: str) -> None:
+        """Delete a project with its trials, their telemetry and its idempotency keys."""
+        with self.store.write() as conn:
+            self.store.delete_project(conn, self.store.project(conn, project_slug))
+
+
+def new_project(
+    slug: str,
+    *,
+    title: str = "",
+    metric_name: str = "core_metric",
+    lower_is_better: bool = True,
+    best_policy: BestPolicy | str = BestPolicy.KEPT,
+    prompt_template: str | None = None,
+    source_format: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> Project:
+    """A validated, not yet stored, project."""
+    return Project(
+        slug=validate_slug(slug),
+        title=_checked_title(title or slug),
+        metric_name=_checked_metric_name(metric_name),
+        lower_is_better=bool(lower_is_better),
+        best_policy=_checked_policy(best_policy),
+        prompt_template=None if prompt_template is None else check_prompt_template(prompt_template),
+        source_format=source_format,
+        settings=dict(settings or {}),
+    )
+
+
+def _checked_policy(value: BestPolicy | str) -> BestPolicy:
+    try:
+        return BestPolicy(value)
+    except ValueError:
+        known = ", ".join(p.value for p in BestPolicy)
+        raise InvalidInput("best_policy", f"unknown policy {value!r}; known: {known}") from None
+
+
+def _checked_metric_name(value: str) -> str:
+    if not value or len(value) > 100 or any(c in value for c in "\t\r\n|"):
+        raise InvalidInput("metric_name", "must be 1-100 characters without tabs, newlines or '|'")
+    return value
+
+
+
+def _checked_title(title: str) -> str:
+    if not isinstance(title, str) or len(title) > MAX_TITLE or "\x00" in title:
+        raise InvalidInput("title", f"must be text of at most {MAX_TITLE} characters without NUL")
+    return title

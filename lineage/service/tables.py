@@ -1,0 +1,277 @@
+"""TableUses: the project's trials as a table — atomic bulk import, streams, keyset pages.
+
+Owns: :meth:`TableUses.import_trials` (the one atomic bulk insert every import ends in),
+:meth:`TableUses.stream_trials`, :meth:`TableUses.trials_page` and its stream, the API's
+:meth:`TableUses.trials_query` behind the ONE cursor codec (:func:`encode_cursor`,
+:func:`decode_cursor`, :func:`keyset_after`), the pandas frame, and SQLite backups.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from lineage.chain import find_cycle
+from lineage.domain import FailureLabel, ImportReport, Project, Trial, check_window
+from lineage.errors import InvalidInput, NotFound
+from lineage.monitor import guardrails
+from lineage.service.projects import new_project
+from lineage.store import Store
+
+ProgressCallback = Callable[[int], None]
+#: Sort orders of the trials table (each walks an index).
+TRIAL_SORTS = ("seq", "metric", "exp_id")
+
+
+@dataclass(frozen=True, slots=True)
+class TrialsPage:
+    project: Project
+    trials: tuple[Trial, ...]
+    #: the keyset of the next page, None on the last one
+    next_after: tuple[Any, ...] | None
+    #: trials matching the filters, None when not counted
+    total: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TrialsQuery:
+    page: TrialsPage
+    #: the opaque cursor of the next page, None on the last one
+    next_cursor: str | None
+
+
+class TableUses:
+    """import_trials, stream_trials, dataframe, backup, trials_page, iter_trials_page, trials_query."""
+
+    store: Store
+
+    def import_trials(
+        self,
+        project_slug: str,
+        rows: Iterable[Trial],
+        *,
+        progress: ProgressCallback | None = None,
+        locate: Callable[[int], int | None] | None = None,
+        create_with: Mapping[str, Any] | None = None,
+        project_changes: Mapping[str, Any] | None = None,
+    ) -> ImportReport:
+        """Insert parsed rows atomically: one bad row and nothing is stored.
+
+        ``rows`` is consumed once, streaming. Rows keep the ``delta_vs_best`` their file
+        had. An exp_id that is already stored, or parent pointers that form a cycle, fail
+        the whole import; ``locate(row_index)`` gives the file line for the error.
+        ``create_with``: create the project with these options if it does not exist, in
+        the same transaction (a failed import leaves no empty project behind).
+        ``project_changes``: columns of the project to set in the same transaction
+        (``settings``, ``metric_name``; used by the results-file formats).
+        """
+        with self.store.write() as conn:
+            try:
+                project, first_seq, _ = self.store.locked_project(conn, project_slug)
+            except NotFound:
+                if create_with is None:
+                    raise
+                self.store.insert_project(conn, new_project(project_slug, **create_with))
+                project, first_seq, _ = self.store.locked_project(conn, project_slug)
+            existing = self.store.exp_ids(conn, project)
+            parents = self.store.parents(conn, project) if existing else {}
+            row_of: dict[str, int] = {}
+            max_number = -1
+
+            def checked() -> Iterator[Trial]:
+                nonlocal max_number
+                for index, trial in enumerate(rows):
+                    if trial.exp_id in existing or trial.exp_id in row_of:
+                        raise InvalidInput(
+                            "exp_id",
+                            f"{trial.exp_id!r} is already a trial of project {project.slug!r}",
+                            line=locate(index) if locate else None,
+                            column=1,
+                        )
+                    row_of[trial.exp_id] = index
+                    parents[trial.exp_id] = trial.parent_exp
+                    if trial.exp_id.isdigit():
+                        max_number = max(max_number, int(trial.exp_id))
+                    if progress is not None and index % 1000 == 999:
+                        progress(index + 1)
+                    yield trial
+
+            count = self.store.bulk_insert(conn, project, checked(), first_seq=first_seq)
+            cycle = find_cycle(parents)
+            if cycle:
+                first_new = min((row_of[i] for i in cycle if i in row_of), default=None)
+                raise InvalidInput(
+                    "parent_exp",
+                    f"parent pointers form a cycle: {' -> '.join(cycle + cycle[:1])}",
+                    line=locate(first_new) if locate and first_new is not None else None,
+                )
+            self.store.advance_counters(conn, project, rows=count, exp_number=max_number + 1)
+            guardrails.reevaluate(self.store, conn, project)
+            if project_changes:
+                self.store.update_project(conn, project, dict(project_changes))
+            if progress is not None:
+                progress(count)
+        return ImportReport(project=project.slug, rows=count)
+
+    def stream_trials(self, project_slug: str) -> Iterator[Trial]:
+        """Every trial of a project in insertion order, streamed from one read transaction."""
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            yield from self.store.stream_trials(conn, project)
+
+    def dataframe(self, project_slug: str):  # type: ignore[no-untyped-def]
+        """The project's trials as a pandas DataFrame (one row per trial, insertion order).
+
+        ``extra`` is its JSON text, so the frame writes to CSV and Parquet as it is.
+        """
+        import json
+
+        import pandas as pd
+
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            frame = pd.read_sql(self.store.trials_select(project), conn)
+        frame["extra"] = frame["extra"].map(lambda value: json.dumps(value or {}, ensure_ascii=False, sort_keys=True))
+        return frame.set_index("exp_id", drop=False)
+
+    def backup(self, target: str) -> None:
+        if not self.store.sqlite:
+            raise InvalidInput(
+                "db",
+                "online backup is built in for SQLite only; for PostgreSQL run "
+                f"pg_dump --format=custom --file {target} '<database url>'",
+            )
+        self.store.backup_sqlite(target)
+
+
+    # -- read models for the web pages ---------------------------------------------------
+
+    def trials_page(
+        self,
+        project_slug: str,
+        *,
+        sort: str = "seq",
+        descending: bool = False,
+        after: Sequence[Any] | None = None,
+        limit: int = 50,
+        count: bool = True,
+        **filters: Any,
+    ) -> "TrialsPage":
+        """A page of the trials table (keyset pagination, see ``Store.page_trials``)."""
+        check_sort(sort)
+        check_window("limit", limit, minimum=1)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            rows = self.store.page_trials(
+                conn, project, sort=sort, descending=descending, after=after, limit=limit + 1, **filters
+            )
+            more = len(rows) > limit
+            rows = rows[:limit]
+            next_after: tuple[Any, ...] | None = None
+            if more:
+                next_after = keyset_after(sort, rows[-1])
+            unfiltered = not any(v not in (None, "", [], ()) for v in filters.values())
+            total = (
+                project.trial_count if unfiltered
+                else self.store.count_matching(conn, project, **filters) if count else None
+            )
+            return TrialsPage(project=project, trials=tuple(rows), next_after=next_after, total=total)
+
+    def iter_trials_page(self, project_slug: str, *, sort: str = "seq", descending: bool = False, **filters: Any) -> Iterator[Trial]:
+        """Every trial matching ``filters`` in ``sort`` order, streamed a page at a time from
+        one read transaction (the TSV export of a trials-table view)."""
+        check_sort(sort)
+        with self.store.read() as conn:
+            project = self.store.project(conn, project_slug)
+            after: tuple[Any, ...] | None = None
+            while True:
+                rows = self.store.page_trials(
+                    conn, project, sort=sort, descending=descending, after=after, limit=2_000, **filters
+                )
+                yield from rows
+                if len(rows) < 2_000:
+                    return
+                after = keyset_after(sort, rows[-1])
+
+    def trials_query(
+        self,
+        project_slug: str,
+        *,
+        sort: str = "seq",
+        descending: bool = False,
+        cursor: str | None = None,
+        limit: int = 100,
+        count: bool = True,
+        status: Sequence[str] | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        **filters: Any,
+    ) -> "TrialsQuery":
+        """A page of trials for the API and MCP: :meth:`trials_page` behind an opaque cursor.
+
+        ``status`` values are checked labels; ``created_after``/``created_before`` are
+        datetimes (naive means UTC); the other filters are ``Store._filter_sql``'s.
+        """
+        check_sort(sort)
+        statuses = [FailureLabel.parse(s).value for s in status] if status else None
+        after = decode_cursor(cursor, sort=sort, descending=descending) if cursor else None
+        for name, bound in (("created_after", created_after), ("created_before", created_before)):
+            if bound is not None:
+                filters[name] = self.store.db_time(bound)
+        page = self.trials_page(
+            project_slug, sort=sort, descending=descending, after=after, limit=limit, count=count,
+            status=statuses, **filters,
+        )
+        next_cursor = encode_cursor(sort, descending, page.next_after) if page.next_after is not None else None
+        return TrialsQuery(page=page, next_cursor=next_cursor)
+
+
+def check_sort(sort: str) -> None:
+    if sort not in TRIAL_SORTS:
+        raise InvalidInput("sort", f"unknown sort {sort!r}; known: {', '.join(TRIAL_SORTS)}")
+
+
+def keyset_after(sort: str, last: Trial) -> tuple[Any, ...]:
+    """The keyset that continues a listing in ``sort`` order after ``last``."""
+    if sort == "seq":
+        return (last.seq,)
+    if sort == "exp_id":
+        return (last.exp_id,)
+    return (0 if last.core_metric is not None else 1, last.core_metric, last.seq)
+
+
+
+def encode_cursor(sort: str, descending: bool, after: Sequence[Any]) -> str:
+    """An opaque cursor: the keyset of the last row and the order it belongs to."""
+    import base64
+    import json
+
+    raw = json.dumps({"s": sort, "d": bool(descending), "a": list(after)}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str, *, sort: str, descending: bool) -> tuple[Any, ...]:
+    """The keyset in ``cursor``; :class:`InvalidInput` (field ``cursor``) for a cursor
+    this server did not make, or one made for another sort order."""
+    import base64
+    import binascii
+    import json
+
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw)
+        made_sort, made_desc, after = data["s"], data["d"], data["a"]
+    except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
+        raise InvalidInput("cursor", "is not a cursor of this listing; start again without it") from None
+    if made_sort != sort or made_desc != descending:
+        order = "descending" if made_desc else "ascending"
+        raise InvalidInput("cursor", f"was made for sort={made_sort!r} ({order}); ask with the same order")
+    shapes = {"seq": (int,), "exp_id": (str,), "metric": (int, (float, int, type(None)), int)}
+    shape = shapes[sort]
+    if (not isinstance(after, list) or len(after) != len(shape)
+            or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(after, shape))
+            or not all(-(2**63) <= v < 2**63 for v in after if isinstance(v, int))
+            or not all(math.isfinite(v) for v in after if isinstance(v, float))):
+        raise InvalidInput("cursor", "is not a cursor of this listing; start again without it")
+    return tuple(after)
