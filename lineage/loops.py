@@ -467,7 +467,7 @@ class ResultsSync(_FileFollower):
 
     def _fresh_state(self) -> tuple[ar.RowParser, LineageBuilder]:
         assert self.project is not None and self.layout is not None
-        start = ar._header_end(ar.split_lines(self.layout.header_text), self.layout) if self.layout.has_header else 0
+        start = ar.header_end(ar.split_lines(self.layout.header_text), self.layout) if self.layout.has_header else 0
         parser = ar.RowParser(self.layout, source=self.source, first_line=start + 1)
         builder = LineageBuilder(self.layout, lower_is_better=self.project.lower_is_better,
                                  best_policy=self.project.best_policy, source=self.source)
@@ -835,7 +835,7 @@ class RemoteSync(_FileFollower):
         if self.layout is None:
             self._start(text, report)
         assert self.layout is not None
-        start = ar._header_end(ar.split_lines(text), self.layout) if self.layout.has_header else 0
+        start = ar.header_end(ar.split_lines(text), self.layout) if self.layout.has_header else 0
         parser = ar.RowParser(self.layout, source=self.source, first_line=start + 1)
         parser.feed(ar.split_lines(text)[start:])
         builder = LineageBuilder(self.layout, lower_is_better=self.lower_is_better, source=self.source)
@@ -895,7 +895,7 @@ def _header_length(text: str) -> int:
 def _sniff_text(text: str) -> str:
     from lineage.formats import detect_format
 
-    first = ar._first_nonblank(ar.split_lines(text))
+    first = ar.first_nonblank(ar.split_lines(text))
     found = detect_format(first[1] if first else "")
     if found is None or found.name not in (ar.NAME, ar.GENERIC):
         return ar.NAME
@@ -1130,7 +1130,7 @@ def record_result(
 def _typed_value(raw: Any, column: str, layout: Layout) -> Any:
     if not isinstance(raw, str):
         return raw
-    return ar._typed(raw) if column in layout.numeric or column not in layout.columns else raw
+    return ar.typed_cell(raw) if column in layout.numeric or column not in layout.columns else raw
 
 
 def _append_line(path: Path, line: str, layout: Layout) -> None:
