@@ -131,7 +131,7 @@ def import_table(
 ) -> None:
     """``lineage import`` of an autoresearch or generic file."""
     from lineage import loops
-    from lineage.formats.autoresearch import check_text
+    from lineage.formats.text import check_text
 
     ledger = _ledger(ctx)
     text = check_text(file.read_bytes(), source=str(file))

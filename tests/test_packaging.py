@@ -36,6 +36,7 @@ def test_installed_wheel_carries_migrations_and_templates_and_runs_from_another_
     assert "lineage/templates/base.html" in names and "lineage/templates/static/app.css" in names
     for package in ("lineage/formats/fieldkit.py", "api/cli.py", "api/pages/__init__.py", "trainer_hooks/registry.py"):
         assert package in names
+    assert "lineage/formats/autoresearch/rows.py" in names and "lineage/formats/text.py" in names
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True)

@@ -118,7 +118,7 @@ register(
         name=_autoresearch.GENERIC,
         description=_autoresearch.GENERIC_DESCRIPTION,
         sniff=_autoresearch.sniff_generic,
-        read=_autoresearch._read_generic,
+        read=_autoresearch.read_generic,
         write=_autoresearch.write_trials,
         extensions=(".tsv", ".csv"),
     )

@@ -31,6 +31,9 @@ Progress: pass ``progress=callback`` to :func:`read_trials`; it is called as
 ``callback(rows_read, lines_read)`` every ``progress_every`` rows and once at the end.
 :func:`count_lines` gives the total of physical lines for a progress bar. The stream is
 not wrapped by the caller (``TextIOWrapper.tell()`` does not work while iterating).
+
+Streaming out: :func:`iter_tsv` is the one batched TSV stream every face sends (the
+header, then the rows a batch at a time; joined, exactly :func:`write_trials`'s bytes).
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ __all__ = [
     "EXTENDED_HEADER",
     "read_trials",
     "write_trials",
+    "iter_tsv",
     "sniff",
     "count_lines",
     "open_results",
@@ -522,6 +526,32 @@ def write_trials(trials: Iterable[Trial], stream: TextIO, *, extended: bool = Fa
             writerow(row)
         count += 1
     return count
+
+
+def iter_tsv(trials: Iterable[Trial], *, extended: bool = False, batch: int = 2_000) -> Iterator[str]:
+    """The file :func:`write_trials` writes, as text chunks for a streamed response: the
+    header first, then the rows ``batch`` at a time (a project of any size in bounded
+    memory). ``"".join(iter_tsv(trials))`` is exactly ``write_trials``'s output; with no
+    trials the header alone is the one chunk. ``trials`` is consumed lazily, a batch
+    ahead of what was yielded."""
+    buffer = io.StringIO(newline="")
+    write_trials((), buffer, extended=extended)
+    header = buffer.getvalue()
+    yield header
+    pending: list[Trial] = []
+    for trial in trials:
+        pending.append(trial)
+        if len(pending) >= batch:
+            yield _batch_text(pending, extended, len(header))
+            pending = []
+    if pending:
+        yield _batch_text(pending, extended, len(header))
+
+
+def _batch_text(trials: list[Trial], extended: bool, header_length: int) -> str:
+    buffer = io.StringIO(newline="")
+    write_trials(trials, buffer, extended=extended)
+    return buffer.getvalue()[header_length:]
 
 
 def _quoted_row(row: list[Any]) -> str:

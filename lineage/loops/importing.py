@@ -24,7 +24,8 @@ from lineage.domain import BestPolicy, ImportReport, Project, RunningBest, Trial
 from lineage.errors import InvalidInput, NotFound
 from lineage.formats import autoresearch as ar
 from lineage.formats import get_format
-from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder, check_text
+from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
+from lineage.formats.text import check_text
 from lineage.loops.git import link_git
 from lineage.store import Store
 
@@ -276,7 +277,7 @@ def read_results_text(path: str | os.PathLike[str], *, source: str) -> str:
 def sniff_results_text(text: str) -> str:
     from lineage.formats import detect_format
 
-    first = ar._first_nonblank(ar.split_lines(text))
+    first = ar.first_nonblank(ar.split_lines(text))
     found = detect_format(first[1] if first else "")
     if found is None or found.name not in (ar.NAME, ar.GENERIC):
         return ar.NAME

@@ -187,7 +187,7 @@ def record_result(
 def _typed_value(raw: Any, column: str, layout: Layout) -> Any:
     if not isinstance(raw, str):
         return raw
-    return ar._typed(raw) if column in layout.numeric or column not in layout.columns else raw
+    return ar.typed_cell(raw) if column in layout.numeric or column not in layout.columns else raw
 
 
 def _append_line(path: Path, line: str, layout: Layout) -> None:

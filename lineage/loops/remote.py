@@ -124,7 +124,7 @@ class RemoteSync(FileFollower):
         if self.layout is None:
             self._start(text, report)
         assert self.layout is not None
-        start = ar._header_end(ar.split_lines(text), self.layout) if self.layout.has_header else 0
+        start = ar.header_end(ar.split_lines(text), self.layout) if self.layout.has_header else 0
         parser = ar.RowParser(self.layout, source=self.source, first_line=start + 1)
         parser.feed(ar.split_lines(text)[start:])
         builder = LineageBuilder(self.layout, lower_is_better=self.lower_is_better, source=self.source)

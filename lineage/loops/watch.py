@@ -77,7 +77,7 @@ class ResultsSync(FileFollower):
 
     def _fresh_state(self) -> tuple[ar.RowParser, LineageBuilder]:
         assert self.project is not None and self.layout is not None
-        start = ar._header_end(ar.split_lines(self.layout.header_text), self.layout) if self.layout.has_header else 0
+        start = ar.header_end(ar.split_lines(self.layout.header_text), self.layout) if self.layout.has_header else 0
         parser = ar.RowParser(self.layout, source=self.source, first_line=start + 1)
         builder = LineageBuilder(self.layout, lower_is_better=self.project.lower_is_better,
                                  best_policy=self.project.best_policy, source=self.source)

@@ -346,6 +346,51 @@ def test_extended_extra_cell_is_compact_sorted_json_or_empty() -> None:
     assert rows[2][-1] == ""
 
 
+def nasty_trials(n: int) -> list[Trial]:
+    """Ledger trials with every status, nasty text (quotes, tabs, CR), floats and extras."""
+    labels = list(FailureLabel)
+    return [
+        Trial(
+            exp_id=f"{i:03d}",
+            parent_exp=f"{i - 1:03d}" if i else "",
+            status=labels[i % len(labels)],
+            core_metric=NASTY_FLOATS[i % len(NASTY_FLOATS)] if i % 4 else None,
+            hypothesis=NASTY_TEXT[i % len(NASTY_TEXT)],
+            notes=NASTY_TEXT[(i * 7) % len(NASTY_TEXT)],
+            ig_clip_scale_mean=0.5 if i % 3 else None,
+            extra={"i": i, "t": NASTY_TEXT[(i * 3) % len(NASTY_TEXT)]} if i % 2 else {},
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("extended", [False, True])
+@pytest.mark.parametrize(("rows", "batch"), [(0, 2_000), (1, 1), (7, 1), (7, 3), (9, 3), (40, 7), (40, 2_000)])
+def test_iter_tsv_streams_exactly_what_write_trials_writes(rows: int, batch: int, extended: bool) -> None:
+    trials = nasty_trials(rows)
+    chunks = list(fmt.iter_tsv(iter(trials), extended=extended, batch=batch))
+    assert "".join(chunks) == write_text(trials, extended=extended)
+    # the header alone first, then ceil(rows / batch) chunks of at most `batch` rows each
+    assert chunks[0] == (EXTENDED_LINE if extended else HEADER_LINE)
+    assert len(chunks) == 1 + -(-rows // batch)
+    sizes = [len(read_text(chunks[0] + chunk)) for chunk in chunks[1:]]
+    assert sum(sizes) == rows and all(size <= batch for size in sizes)
+
+
+def test_iter_tsv_reads_its_trials_lazily_a_batch_at_a_time() -> None:
+    taken: list[int] = []
+
+    def source() -> Iterator[Trial]:
+        for trial in nasty_trials(10):
+            taken.append(1)
+            yield trial
+
+    chunks = fmt.iter_tsv(source(), batch=4)
+    assert next(chunks) == HEADER_LINE and not taken  # the header goes out before any read
+    next(chunks)
+    assert len(taken) == 4
+
+
 def test_fieldkit_reads_an_extended_file(tmp_path: Path) -> None:
     trials = [Trial(exp_id="1", status=FailureLabel.BASELINE, core_metric=2.0, ig_clip_scale_mean=0.5, extra={"a": 1})]
     with fmt.open_results(tmp_path / "results.tsv", "w") as fh:

@@ -1,0 +1,506 @@
+"""What a whole results file is: the layout inferred from its header and first rows
+(:func:`infer_layout`: delimiter, header or none, which column is the metric, the status,
+the description...), the file parsed into rows with its warnings (:func:`parse_table`),
+and which way the metric is better (:func:`infer_direction`).
+
+Also the header helpers watch and record share: :func:`first_nonblank`,
+:func:`header_end`, :func:`looks_like_data`, :func:`delimiter_of`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from lineage.domain import FailureLabel, Trial
+from lineage.errors import InvalidInput
+from lineage.formats.autoresearch.layout import GENERIC, NAME, ImportOptions, Layout
+from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, split_cells, split_lines
+from lineage.formats.autoresearch.vocabulary import (
+    ADVANCING,
+    COMMIT_COLUMN_NAMES,
+    CRASH_LIKE,
+    DESCRIPTION_COLUMN_NAMES,
+    HEX,
+    ID_COLUMN_NAMES,
+    NUMBER_FIELD_COLUMNS,
+    PARENT_COLUMN_NAMES,
+    RESOURCE_WORDS,
+    STATUS_COLUMN_NAMES,
+    STATUS_WORDS,
+    TEXT_FIELD_COLUMNS,
+    UNKNOWN_LABEL,
+    direction_of_name,
+    map_status,
+    metric_value,
+    name_tokens,
+    normalize_word,
+    parse_number,
+)
+from lineage.formats.text import BOM
+
+#: How many rows the column inference looks at.
+SAMPLE_ROWS = 2_000
+
+
+@dataclass(slots=True)
+class ParsedTable:
+    layout: Layout
+    #: one trial per row, exp_id ``""`` (see :class:`LineageBuilder`)
+    rows: list[Trial]
+    #: the physical line of each row
+    lines: list[int]
+    warnings: list[str]
+    #: words not in the status table -> rows
+    unknown_words: Counter[str]
+    #: the line of the first trailing non-row line, if any
+    trailer_line: int | None = None
+
+
+def delimiter_of(line: str, *, allow_csv: bool) -> str | None:
+    if "\t" in line:
+        return "\t"
+    if "\\t" in line:
+        return "\\t"
+    if allow_csv and "," in line:
+        return ","
+    return None
+
+
+def looks_like_data(cells: Sequence[str]) -> bool:
+    """A first line that is a row, not a header: a number cell, or a commit hash first."""
+    if any(cell.strip() and parse_number(cell) not in (False, None) for cell in cells):
+        return True
+    return bool(cells) and bool(HEX.fullmatch(cells[0].strip())) and any(ch.isdigit() for ch in cells[0])
+
+
+def _header_names(cells: Sequence[str]) -> list[str]:
+    names: list[str] = []
+    seen: set[str] = set()
+    for i, cell in enumerate(cells):
+        name = cell.strip() or f"col{i + 1}"
+        base, k = name, 2
+        while name in seen:
+            name = f"{base}_{k}"
+            k += 1
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def _by_name(columns: Sequence[str], wanted: Iterable[str], exclude: set[int] = frozenset()) -> int:  # type: ignore[assignment]
+    lowered = [c.strip().lower().replace(" ", "_").replace("-", "_") for c in columns]
+    for name in wanted:
+        for i, col in enumerate(lowered):
+            if col == name and i not in exclude:
+                return i
+    return -1
+
+
+def _column_index(columns: Sequence[str], name: str, flag: str) -> int:
+    if name in columns:
+        return list(columns).index(name)
+    lowered = [c.lower() for c in columns]
+    if name.lower() in lowered:
+        return lowered.index(name.lower())
+    if name.isdigit() and 1 <= int(name) <= len(columns):
+        return int(name) - 1
+    raise InvalidInput(flag, f"no column {name!r}; the columns are {', '.join(columns)}")
+
+
+def infer_layout(
+    header_cells: list[str] | None,
+    sample: list[list[str]],
+    *,
+    options: ImportOptions,
+    fmt: str,
+    delimiter: str,
+) -> tuple[Layout, list[str]]:
+    """Columns, their roles and formats, from the header and a sample of well-formed rows."""
+    notes: list[str] = []
+    n = len(header_cells) if header_cells is not None else max((len(r) for r in sample), default=0)
+    columns = _header_names(header_cells) if header_cells is not None else [f"col{i + 1}" for i in range(n)]
+    rows = [r for r in sample if len(r) == n]
+
+    def values(i: int) -> list[str]:
+        return [r[i] for r in rows]
+
+    numeric_share: list[float] = []
+    hex_col: list[bool] = []
+    for i in range(n):
+        cells = [c for c in values(i) if c.strip()]
+        nums = [c for c in cells if parse_number(c) is not False]
+        real = [c for c in nums if parse_number(c) is not None]
+        numeric_share.append(len(nums) / len(cells) if cells and real else 0.0)
+        hex_col.append(bool(cells) and all(HEX.fullmatch(c.strip()) for c in cells) and any(
+            any(ch.isalpha() for ch in c) for c in cells))
+
+    def is_numeric(i: int) -> bool:
+        return numeric_share[i] >= 0.8
+
+    lowered = [c.strip().lower().replace(" ", "_").replace("-", "_") for c in columns]
+    # commit column: by name, else hex cells
+    ci = _by_name(columns, COMMIT_COLUMN_NAMES)
+    if ci < 0:
+        ci = next((i for i in range(n) if hex_col[i]), -1)
+    used: set[int] = set()
+    if ci >= 0:
+        used.add(ci)
+    # id column
+    ii = -1
+    if options.id_column:
+        ii = _column_index(columns, options.id_column, "id")
+        used.add(ii)
+    # status column
+    si = -1
+    if options.status == "-":
+        si = -1
+    elif options.status:
+        si = _column_index(columns, options.status, "status")
+    else:
+        for name in STATUS_COLUMN_NAMES:
+            j = _by_name(columns, (name,), used)
+            if j >= 0 and not is_numeric(j):
+                si = j
+                break
+        if si < 0:
+            for name in ("status", "verdict", "decision", "outcome"):
+                j = next((k for k, col in enumerate(lowered) if name in col and k not in used and not is_numeric(k)), -1)
+                if j >= 0:
+                    si = j
+                    break
+        if si < 0:
+            for j in range(n):
+                cells = [c for c in values(j) if c.strip()]
+                if j in used or is_numeric(j) or not cells:
+                    continue
+                known = sum(1 for c in cells if normalize_word(c) in STATUS_WORDS)
+                if known / len(cells) >= 0.8:
+                    si = j
+                    notes.append(f"status column {columns[j]!r} found by its words")
+                    break
+    if si >= 0:
+        used.add(si)
+    # parent column
+    pi = -1
+    if options.parent:
+        pi = _column_index(columns, options.parent, "parent")
+    else:
+        pi = _by_name(columns, PARENT_COLUMN_NAMES, used)
+    if pi >= 0:
+        used.add(pi)
+    # description column
+    di = -1
+    if options.description:
+        di = _column_index(columns, options.description, "description")
+    else:
+        di = _by_name(columns, DESCRIPTION_COLUMN_NAMES, used)
+        if di >= 0 and is_numeric(di):
+            di = -1
+        if di < 0:
+            texts = [j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j]]
+            if texts:
+                di = max(texts, key=lambda j: (sum(len(c) for c in values(j)) / max(1, len(rows)), j))
+                if header_cells is not None and sum(len(c) for c in values(di)) == 0:
+                    di = -1
+    if di >= 0:
+        used.add(di)
+    # metric column
+    if options.metric:
+        mi = _column_index(columns, options.metric, "metric")
+    else:
+        candidates = [
+            j for j in range(n)
+            if j not in used and is_numeric(j) and lowered[j] not in ID_COLUMN_NAMES
+        ]
+        if not candidates and header_cells is not None and not rows:
+            # a header-only file: the first column named like a metric, else the second column
+            candidates = [j for j in range(n) if j not in used and lowered[j] not in ID_COLUMN_NAMES]
+            named = [j for j in candidates if direction_of_name(columns[j]) is not None]
+            candidates = named or [j for j in candidates if not (set(name_tokens(columns[j])) & RESOURCE_WORDS)] or candidates
+        if not candidates:
+            raise InvalidInput(
+                "metric",
+                "no numeric column to take as the metric; name it with --metric COLUMN "
+                f"(the columns are {', '.join(columns)})",
+            )
+        named = [j for j in candidates if direction_of_name(columns[j]) is not None]
+        plain = [j for j in candidates if not (set(name_tokens(columns[j])) & RESOURCE_WORDS)]
+        mi = (named or plain or candidates)[0]
+    if mi == si:
+        si = -1
+    used.add(mi)
+    if header_cells is None:
+        notes.append(
+            f"no header line: columns named {', '.join(columns)}; metric {columns[mi]!r}"
+            + (f", status {columns[si]!r}" if si >= 0 else ", no status column")
+            + (f", description {columns[di]!r}" if di >= 0 else "")
+        )
+
+    fields: dict[str, str] = {}
+    for j, name in enumerate(lowered):
+        if j in used or j == ii:
+            continue
+        if name in TEXT_FIELD_COLUMNS:  # (the description column, even "notes", is in ``used``)
+            fields[columns[j]] = name
+        elif name in NUMBER_FIELD_COLUMNS and is_numeric(j):
+            fields[columns[j]] = name
+    numeric = [columns[j] for j in range(n) if is_numeric(j) and j != mi and not hex_col[j] and j != ci and j != pi]
+    formats: dict[str, list[Any]] = {}
+    for j in range(n):
+        if j == mi or columns[j] in numeric:
+            formats[columns[j]] = _number_format(values(j))
+    placeholder = ""
+    crash_cells = Counter(
+        r[mi] for r in rows if si >= 0 and map_status(r[si], options.status_map)[0] in CRASH_LIKE
+        and metric_value(r[mi], FailureLabel.CRASH) is None
+    )
+    if crash_cells:
+        placeholder = crash_cells.most_common(1)[0][0]
+    words: dict[str, str] = {}
+    if si >= 0:
+        by_label: dict[str, Counter[str]] = {}
+        for r in rows:
+            label, known = map_status(r[si], options.status_map)
+            if known:
+                by_label.setdefault(label.value, Counter())[r[si]] += 1
+        words = {label: counts.most_common(1)[0][0] for label, counts in by_label.items()}
+    layout = Layout(
+        columns=columns,
+        metric=columns[mi],
+        format=fmt,
+        delimiter=delimiter,
+        has_header=header_cells is not None,
+        status=columns[si] if si >= 0 else None,
+        description=columns[di] if di >= 0 else None,
+        id_column=columns[ii] if ii >= 0 else None,
+        parent=columns[pi] if pi >= 0 else None,
+        commit=columns[ci] if ci >= 0 else None,
+        fields=fields,
+        numeric=numeric,
+        formats=formats,
+        status_map=dict(options.status_map),
+        words=words,
+        placeholder=placeholder,
+    )
+    return layout, notes
+
+
+def _number_format(cells: Iterable[str]) -> list[Any]:
+    decimals: Counter[int | None] = Counter()
+    suffix = ""
+    for cell in cells:
+        text = cell.strip()
+        if text.endswith("%"):
+            suffix = "%"
+            text = text[:-1]
+        if parse_number(text) in (False, None):
+            continue
+        if "e" in text.lower():
+            decimals[None] += 1
+        elif "." in text:
+            decimals[len(text) - text.index(".") - 1] += 1
+        else:
+            decimals[0] += 1
+    if not decimals:
+        return [6, suffix]
+    if len(decimals) == 1:
+        return [next(iter(decimals)), suffix]
+    if set(decimals) == {0, 1} or None in decimals:
+        return [None, suffix]
+    return [decimals.most_common(1)[0][0], suffix]
+
+
+def parse_table(
+    text: str,
+    *,
+    source: str = "<stream>",
+    fmt: str = NAME,
+    options: ImportOptions = ImportOptions(),
+    layout: Layout | None = None,
+) -> ParsedTable:
+    """Parse a whole results file. With ``layout`` (a project's), columns are not inferred
+    again (watch, export); otherwise they are, from the header and the first rows."""
+    lines = split_lines(text)
+    if layout is None:
+        layout, notes, start = _layout_from_lines(lines, source=source, fmt=fmt, options=options)
+    else:
+        notes = []
+        start = header_end(lines, layout)
+    parser = RowParser(layout, source=source, first_line=start + 1)
+    parser.feed(lines[start:])
+    trailer, trailer_line = parser.trailer()
+    warnings = list(notes) + parser.warnings
+    if trailer_line is not None:
+        warnings.append(
+            f"line {trailer_line}: import stops at text that is not a row (a summary?); "
+            f"kept for export (in {source})"
+        )
+    if parser.unknown_words:
+        listed = ", ".join(f"{w!r} ({k} row{'s' if k > 1 else ''})" for w, k in parser.unknown_words.most_common())
+        warnings.append(
+            f"status words not in the table, stored as {UNKNOWN_LABEL.value!r} (never the best): {listed}; "
+            "map them with --status-map WORD=LABEL"
+        )
+    layout.trailer = trailer
+    return ParsedTable(layout=layout, rows=parser.rows, lines=parser.lines, warnings=warnings,
+                       unknown_words=parser.unknown_words, trailer_line=trailer_line)
+
+
+def first_nonblank(lines: Sequence[str], start: int = 0) -> tuple[int, str] | None:
+    for i in range(start, len(lines)):
+        body = lines[i].rstrip("\n").rstrip("\r")
+        if body.strip():
+            return i, body
+    return None
+
+
+def header_end(lines: Sequence[str], layout: Layout) -> int:
+    """Index of the first line after the header text (0 for a headerless file)."""
+    if not layout.has_header:
+        return 0
+    consumed = 0
+    for i, line in enumerate(lines):
+        consumed += len(line)
+        if consumed >= len(layout.header_text):
+            return i + 1
+    return len(lines)
+
+
+def _commit_length(lines: Sequence[str], layout: Layout) -> int:
+    ci = layout.index(layout.commit)
+    if ci < 0:
+        return 7
+    lengths: Counter[int] = Counter()
+    for line in lines:
+        cells = split_cells(line.rstrip("\n").rstrip("\r"), layout.delimiter)
+        if len(cells) == len(layout.columns) and HEX.fullmatch(cells[ci].strip()):
+            lengths[len(cells[ci].strip())] += 1
+    return lengths.most_common(1)[0][0] if lengths else 7
+
+
+def _layout_from_lines(
+    lines: Sequence[str], *, source: str, fmt: str, options: ImportOptions
+) -> tuple[Layout, list[str], int]:
+    first = first_nonblank(lines)
+    if first is None:
+        raise InvalidInput("file", f"the file is empty: not a results table (in {source})", line=1)
+    at, body = first
+    body_no_bom = body.lstrip(BOM)
+    if len(body_no_bom) > MAX_LINE_CHARS:
+        raise InvalidInput(
+            "file", f"line is {len(body_no_bom):,} characters long: not a results table (in {source})", line=at + 1
+        )
+    if "\x00" in body_no_bom:
+        raise InvalidInput("file", f"NUL bytes: not a text results table (in {source})", line=at + 1)
+    delimiter = delimiter_of(body_no_bom, allow_csv=fmt == GENERIC)
+    if delimiter is None:
+        expected = "tab- or comma-separated" if fmt == GENERIC else "tab-separated"
+        raise InvalidInput(
+            "file",
+            f"not a results table: line {at + 1} has no {'tab or comma' if fmt == GENERIC else 'tab'} "
+            f"(expected a {expected} header such as commit<TAB>val_bpb<TAB>memory_gb<TAB>status<TAB>description; "
+            f"in {source})",
+            line=at + 1,
+        )
+    cells = split_cells(body_no_bom, delimiter)
+    while len(cells) > 1 and not cells[-1].strip():
+        cells.pop()  # trailing delimiters after the header
+    headerless = looks_like_data(cells)
+    notes: list[str] = []
+    if headerless:
+        start = 0
+        header_cells = None
+    else:
+        start = at + 1
+        header_cells = cells
+        if len(cells) < 2:
+            raise InvalidInput("file", f"not a results table: the header has one column (in {source})", line=at + 1)
+        too_long = [c for c in cells if len(c) > 200]
+        if too_long:
+            raise InvalidInput(
+                "file", f"not a results table: line {at + 1} is not a header (a cell of {len(too_long[0])} "
+                f"characters; in {source})", line=at + 1,
+            )
+    sample: list[list[str]] = []
+    data_lines = 0
+    for line in lines[start : start + SAMPLE_ROWS * 2]:
+        body_i = line.rstrip("\n").rstrip("\r")
+        if not body_i.strip():
+            continue
+        data_lines += 1
+        row = split_cells(body_i.lstrip(BOM) if not sample and headerless else body_i, delimiter)
+        width = len(header_cells) if header_cells is not None else len(cells)
+        if len(row) > width and not any(row[width:]):
+            row = row[:width]
+        sample.append(row)
+        if len(sample) >= SAMPLE_ROWS:
+            break
+    if header_cells is None:
+        width = len(cells)
+        sample = [r for r in sample if len(r) == width]
+    else:
+        width = len(header_cells)
+    well_formed = [r for r in sample if len(r) == width]
+    if data_lines and not well_formed:
+        raise InvalidInput(
+            "file",
+            f"not a results table: no line after the header has its {width} cells (line {at + 2}...; in {source})",
+            line=at + 2 if header_cells is not None else at + 1,
+        )
+    layout, inferred = infer_layout(header_cells, well_formed, options=options, fmt=fmt, delimiter=delimiter)
+    notes.extend(inferred)
+    layout.commit_length = _commit_length(lines[start : start + SAMPLE_ROWS], layout)
+    if header_cells is not None:
+        layout.header_text = "".join(lines[:start])
+    layout.newline = _dominant_newline(lines)
+    return layout, notes, start
+
+
+def _dominant_newline(lines: Sequence[str]) -> str:
+    crlf = sum(1 for line in lines[:SAMPLE_ROWS] if line.endswith("\r\n"))
+    lf = sum(1 for line in lines[:SAMPLE_ROWS] if line.endswith("\n"))
+    return "\r\n" if crlf * 2 > lf else "\n"
+
+
+# --------------------------------------------------------------------------- direction
+
+
+def infer_direction(metric_name: str, kept: Sequence[float], flag: bool | None = None) -> tuple[bool, str]:
+    """``(lower_is_better, how it was decided)``. The flag wins; else the name, checked
+    against the kept values; else the kept values alone. Raises :class:`InvalidInput`
+    (field ``direction``) when name and values disagree or neither decides.
+
+    The kept values decide when they move at least twice and at least two thirds of
+    their moves go one way (a loop keeps improvements, so they fall when lower is better).
+    """
+    if flag is not None:
+        return flag, "from the flag"
+    by_name = direction_of_name(metric_name)
+    down = sum(1 for a, b in zip(kept, kept[1:]) if b < a)
+    up = sum(1 for a, b in zip(kept, kept[1:]) if b > a)
+    by_values: bool | None = None
+    if down + up >= 2 and max(down, up) * 3 >= 2 * (down + up) and down != up:
+        by_values = down > up
+    words = {True: "lower is better", False: "higher is better"}
+    moves = f"{down} of {down + up} moves between kept values go down, {up} go up"
+    if by_name is not None and by_values is not None and by_name != by_values:
+        raise InvalidInput(
+            "direction",
+            f"the metric's name {metric_name!r} says {words[by_name]} but its kept values say "
+            f"{words[by_values]} ({moves}); pass --lower-is-better or --higher-is-better",
+        )
+    if by_name is not None:
+        return by_name, f"from the name {metric_name!r}" + (" and the kept values" if by_values is not None else "")
+    if by_values is not None:
+        return by_values, f"from the kept values ({moves})"
+    raise InvalidInput(
+        "direction",
+        f"cannot tell whether lower or higher {metric_name!r} is better: the name does not say and the kept "
+        f"values do not decide ({moves}); pass --lower-is-better or --higher-is-better",
+    )
+
+
+def kept_values(rows: Iterable[Trial]) -> list[float]:
+    return [t.core_metric for t in rows if t.status in ADVANCING and t.core_metric is not None]

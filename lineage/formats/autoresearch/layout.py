@@ -1,0 +1,146 @@
+"""How one results file is laid out, and the flags that steer its reading.
+
+:class:`ImportOptions` (the column-mapping flags of ``lineage import``), :class:`Layout`
+(columns, roles, header and trailer text, line end, number formats, status words, exp_id
+segments: what export needs to write the file back and watch needs to read more of it;
+stored in ``project.settings["results_file"]``), :func:`default_layout` (karpathy's own
+header), :func:`format_number` (a number in a column's format) and the keys of
+``Trial.extra`` the format reserves (``_line``, ``_row``, ``_part``, ``_git``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+NAME = "autoresearch"
+GENERIC = "generic"
+
+#: Keys of ``Trial.extra`` the format owns (a column of the same name is stored as ``col:NAME``).
+#: the row's text as written (with blank or stray lines before it), when the trial alone
+#: does not give it back byte for byte (a repaired row, another number format...)
+LINE_KEY = "_line"
+#: the 0-based row number in its file: marks a trial that came from the file
+ROW_KEY = "_row"
+#: 1 for the second row of two merged on one line
+PART_KEY = "_part"
+#: commit details (``--git-repo``)
+GIT_KEY = "_git"
+RESERVED_KEYS = frozenset({LINE_KEY, ROW_KEY, PART_KEY, GIT_KEY})
+#: The key of the layout in ``Project.settings``.
+SETTINGS_KEY = "results_file"
+#: Width of row-number exp_ids (fieldkit's).
+ID_WIDTH = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    """The column mapping flags of ``lineage import`` (all optional)."""
+
+    id_column: str | None = None
+    metric: str | None = None
+    #: a column name; ``"-"``: the file has no status column
+    status: str | None = None
+    description: str | None = None
+    parent: str | None = None
+    lower_is_better: bool | None = None
+    status_map: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Layout:
+    """How a results file is laid out: what export needs to write it back and what
+    watch needs to read more of it. Stored as a dict in ``project.settings["results_file"]``."""
+
+    columns: list[str]
+    metric: str
+    format: str = NAME
+    delimiter: str = "\t"
+    has_header: bool = True
+    #: the exact text up to and including the header line (BOM, blank lines before it)
+    header_text: str = ""
+    newline: str = "\n"
+    #: text after the last row (a summary, a box-drawn table), written back after the rows
+    trailer: str = ""
+    status: str | None = None
+    description: str | None = None
+    id_column: str | None = None
+    parent: str | None = None
+    commit: str | None = None
+    #: column -> trial field it fills (``timestamp``, ``notes``, ``val_bpb``...)
+    fields: dict[str, str] = field(default_factory=dict)
+    #: columns whose cells are stored as numbers in ``extra``
+    numeric: list[str] = field(default_factory=list)
+    #: column -> [decimals or None (shortest repr), suffix] for writing new rows
+    formats: dict[str, list[Any]] = field(default_factory=dict)
+    status_map: dict[str, str] = field(default_factory=dict)
+    #: label -> the word this file uses for it (new rows are written in the file's words)
+    words: dict[str, str] = field(default_factory=dict)
+    #: how a crash-like row without a metric writes its metric cell
+    placeholder: str = ""
+    #: ``[first_row, first_number]``: row ``i`` is exp_id ``first_number + i - first_row``
+    #: of the last segment with ``first_row <= i`` (a truncated file starts a new segment)
+    segments: list[list[int]] = field(default_factory=lambda: [[0, 0]])
+    id_width: int = ID_WIDTH
+    #: the usual length of a commit hash in the file (to split two rows glued on one line)
+    commit_length: int = 7
+
+    # derived, not stored
+    def __post_init__(self) -> None:
+        self._index = {name: i for i, name in enumerate(self.columns)}
+
+    def index(self, name: str | None) -> int:
+        return -1 if name is None else self._index.get(name, -1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Layout":
+        known = {f for f in cls.__dataclass_fields__ if not f.startswith("_")}
+        return cls(**{k: v for k, v in dict(data).items() if k in known})
+
+    def exp_id(self, row: int) -> str:
+        first_row, number = 0, 0
+        for start, base in self.segments:
+            if start <= row:
+                first_row, number = start, base
+        return str(number + row - first_row).zfill(self.id_width)
+
+    def extra_key(self, column: str) -> str:
+        return f"col:{column}" if column in RESERVED_KEYS else column
+
+    @property
+    def is_csv(self) -> bool:
+        return self.delimiter == ","
+
+
+def default_layout(metric_name: str = "val_bpb") -> Layout:
+    """karpathy/autoresearch's own header, for a project that has no file yet."""
+    columns = ["commit", metric_name, "memory_gb", "status", "description"]
+    return Layout(
+        columns=columns,
+        metric=metric_name,
+        header_text="\t".join(columns) + "\n",
+        status="status",
+        description="description",
+        commit="commit",
+        numeric=["memory_gb"],
+        formats={metric_name: [6, ""], "memory_gb": [1, ""]},
+        placeholder="0.000000",
+    )
+
+
+def format_number(value: Any, spec: Sequence[Any] | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value)
+    decimals, suffix = (spec or [None, ""])[0], (spec or [None, ""])[1]
+    if isinstance(value, int) and decimals in (None, 0):
+        return f"{value}{suffix}"
+    if decimals is None:
+        return f"{value!r}{suffix}" if isinstance(value, float) else f"{value}{suffix}"
+    return f"{float(value):.{decimals}f}{suffix}"

@@ -1,0 +1,451 @@
+"""The rows of a results file: :class:`RowParser` turns physical lines into trials one line
+at a time (the import's hot path, and watch's appended lines), repairing what agents
+get wrong (missing or extra cells, two rows on one line, literal ``\\t``) and keeping
+every other line as text; :func:`split_lines` and :func:`split_cells` cut a file into
+lines and a line into cells.
+
+``RowParser.feed`` inlines ``RowParser._row`` for speed (a third faster on ordinary
+numeric rows); ``tests/lineage/test_format_autoresearch_rows.py`` pins the two to the
+same trials on every row of the test corpus.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from typing import Any, Callable, Iterable, Sequence
+
+from lineage.domain import TRIAL_FIELD_NAMES, FailureLabel, Trial
+from lineage.errors import InvalidInput
+from lineage.formats.autoresearch.layout import LINE_KEY, PART_KEY, ROW_KEY, Layout, format_number
+from lineage.formats.autoresearch.vocabulary import (
+    CRASH_LIKE,
+    HEX,
+    PLACEHOLDER_NUMBERS,
+    TEXT_FIELD_COLUMNS,
+    map_status,
+    metric_value,
+    parse_number,
+    typed_cell,
+)
+from lineage.formats.text import BOM
+
+#: A line longer than this is not a row of a results table ("one giant line").
+MAX_LINE_CHARS = 1 << 20
+
+
+# RowParser.feed builds Trials positionally: the dataclass must keep this field order.
+if TRIAL_FIELD_NAMES[:24] != (
+    "exp_id", "timestamp", "specialist", "parent_exp", "baseline_exp", "domain", "hypothesis", "expected_delta",
+    "status", "core_metric", "val_bpb", "delta_vs_best", "train_s", "total_s", "job_name", "snapshot_path", "notes",
+    "ig_clip_scale_mean", "ig_clip_scale_std", "ig_clip_scale_min", "ig_clip_scale_max", "ig_clip_scale_frac_low",
+    "ig_clip_scale_frac_high", "extra",
+):  # pragma: no cover
+    raise ImportError("lineage.domain.Trial changed its field order; update RowParser.feed")
+
+
+def _split_csv(body: str) -> list[str]:
+    try:
+        return next(csv.reader([body]))
+    except (csv.Error, StopIteration):
+        return body.split(",")
+
+
+def _printf(spec: Sequence[Any] | None) -> str | None:
+    """The ``%`` pattern of a fixed-decimal number column (no suffix), else None."""
+    if spec and spec[0] is not None and not spec[1]:
+        return f"%.{int(spec[0])}f"
+    return None
+
+
+def number_formatter(spec: Sequence[Any] | None) -> Callable[[Any], str]:
+    """``format_number`` for one column, with its format looked up once."""
+    decimals, suffix = (spec or [None, ""])[0], (spec or [None, ""])[1]
+    if decimals is not None:
+        pattern = f"%.{int(decimals)}f" + suffix.replace("%", "%%")
+
+        def fixed(value: Any) -> str:
+            if value is None:
+                return ""
+            if isinstance(value, str):
+                return value
+            if isinstance(value, int) and not isinstance(value, bool) and decimals == 0:
+                return f"{value}{suffix}"
+            return pattern % value
+
+        return fixed
+    return lambda value: format_number(value, spec)
+
+
+class RowParser:
+    """Turns the physical lines of a results file into trials, one line at a time (so
+    watch can feed appended lines to the parser that read the file so far).
+
+    A row becomes a :class:`~lineage.domain.Trial` with its status, metric,
+    description, the fields its columns fill and ``extra`` (the other columns, the word
+    as written, ``_line``); exp_id, parent, baseline and delta are
+    :class:`LineageBuilder`'s (``exp_id`` is ``""`` until then). ``rows`` and ``lines``
+    (the physical line of each row) grow as lines are fed.
+
+    The quirks of files written by agents, and what happens to each:
+
+    * CRLF, blank lines, trailing tabs, a BOM: kept in the row's text; nothing to repair.
+    * a row with one or two cells too few: the empty cells go where the row's cells fit
+      the columns best (numbers under number columns, a status word under the status);
+      a row with cells too many: joined into the description (a tab inside the text);
+      two rows on one line (``2n`` cells, or ``2n - 1`` with the second commit glued to
+      the first description): split into two trials; a literal ``\\t`` instead of tabs:
+      split on it. Each repaired row gives one warning naming its line.
+    * a line that is not a row (a repeated header, a comment, a summary): kept as text
+      before the next row, with a warning; the lines after the last row are the trailer.
+    * NUL bytes or a line over :data:`MAX_LINE_CHARS`: :class:`InvalidInput` naming the line.
+    """
+
+    def __init__(self, layout: Layout, *, source: str = "<stream>", first_line: int = 1, first_row: int = 0) -> None:
+        self.layout = layout
+        self.source = source
+        self.n = len(layout.columns)
+        self.delimiter = layout.delimiter
+        self.mi = layout.index(layout.metric)
+        if self.mi < 0:
+            raise InvalidInput("metric", f"column {layout.metric!r} is not in the file's columns")
+        self.si = layout.index(layout.status)
+        self.di = layout.index(layout.description)
+        self.ci = layout.index(layout.commit)
+        numeric = set(layout.numeric)
+        self.field_specs = [(layout.index(col), col, name) for col, name in layout.fields.items() if layout.index(col) >= 0]
+        skip = {self.mi, self.si, self.di, *(i for i, _, _ in self.field_specs)}
+        self.extra_specs = [
+            (i, layout.extra_key(name), name in numeric) for i, name in enumerate(layout.columns) if i not in skip
+        ]
+        self.status_key = layout.extra_key(layout.status) if layout.status else None
+        self.metric_is_val_bpb = layout.metric == "val_bpb"
+        self.metric_text = number_formatter(layout.formats.get(layout.metric))
+        self.number_text = {i: number_formatter(layout.formats.get(layout.columns[i])) for i, _, numeric in
+                            self.extra_specs if numeric}
+        self.status_map = dict(layout.status_map)
+        self._word_cache: dict[str, tuple[FailureLabel, bool]] = {}
+        #: word -> (label, word differs from the label's name, crash-like, known)
+        self._hot_words: dict[str, tuple[FailureLabel, bool, bool, bool]] = {}
+        self.rows: list[Trial] = []
+        self.lines: list[int] = []
+        #: each row's text as written (blank or stray lines before it included)
+        self.texts: list[str] = []
+        self.warnings: list[str] = []
+        self.unknown_words: Counter[str] = Counter()
+        self.prefix: list[str] = []  # raw lines (blank or stray) waiting for the next row
+        self.prefix_line: int | None = None  # line of the first stray (non-blank) line in prefix
+        self.line = first_line - 1  # the last physical line consumed
+        self.first_row = first_row
+        self.commit_length = layout.commit_length
+
+    # -- feeding ---------------------------------------------------------------------------
+
+    def feed(self, lines: Iterable[str]) -> None:
+        """Consume physical lines, each with its line end (the last may have none)."""
+        n, delimiter, mi, si, di = self.n, self.delimiter, self.mi, self.si, self.di
+        fast = delimiter != "," and not self.field_specs
+        val_bpb = self.metric_is_val_bpb
+        extra_specs, status_key = self.extra_specs, self.status_key
+        text_specs = [(i, key) for i, key, numeric in extra_specs if not numeric]
+        number_specs: list[Any] = [(i, key) for i, key, numeric in extra_specs if numeric]
+        hot = self._hot_words
+        rows, row_lines, row_texts, prefix = self.rows, self.lines, self.texts, self.prefix
+        metric_text, number_text = self.metric_text, self.number_text
+        # printf patterns of fixed-decimal columns (the common case), else None
+        metric_pattern = _printf(self.layout.formats.get(self.layout.metric))
+        number_specs = [(i, key, _printf(self.layout.formats.get(self.layout.columns[i]))) for i, key in number_specs]
+        newline = self.layout.newline
+        placeholder = self.layout.placeholder
+        placeholder_numbers = PLACEHOLDER_NUMBERS
+        no_status = (FailureLabel.KEEP, False, False, True)
+        unknown = self.unknown_words
+        first_row = self.first_row
+        line_no = self.line
+        for text in lines:
+            line_no += 1
+            if len(text) > MAX_LINE_CHARS or "\x00" in text:
+                self.line = line_no
+                self._refuse(text)
+            body = text[:-1] if text[-1:] == "\n" else text
+            if body[-1:] == "\r":
+                body = body[:-1]
+            cells = body.split(delimiter)
+            if len(cells) != n or not fast or prefix or line_no == 1 or not body or body.isspace():
+                self.line = line_no
+                self._line(text, body)
+                continue
+            # the hot path: a well-formed row (what _row does, inlined)
+            if si >= 0:
+                word = cells[si]
+                found = hot.get(word)
+                if found is None:
+                    label, known = self._label(word)
+                    found = hot[word] = (label, word != label.value, label in CRASH_LIKE, known)
+            else:
+                word, found = "", no_status
+            cell = cells[mi]
+            try:
+                metric: float | None = float(cell)
+            except ValueError:
+                metric = metric_value(cell, found[0])  # type: ignore[assignment]
+                if metric is False:
+                    self.line = line_no
+                    self._line(text, body)
+                    continue
+            else:
+                if metric - metric != 0.0 or metric in placeholder_numbers or (metric == 0.0 and found[2]):  # type: ignore[operator]
+                    metric = None
+            # can the trial alone give this text back (then it is not stored)?
+            if metric is None:
+                exact = cell == (placeholder if found[2] else "")
+            elif metric_pattern is not None:
+                exact = metric_pattern % metric == cell
+            else:
+                exact = metric_text(metric) == cell
+            if exact and (not text.endswith(newline) or "\r" in body):
+                exact = False
+            extra: dict[str, Any] = {}
+            for i, key in text_specs:
+                extra[key] = cells[i]
+            for i, key, pattern in number_specs:
+                value = cells[i]
+                if not value:
+                    extra[key] = None
+                    continue
+                if value[-1] != "%":
+                    try:
+                        number = float(value)
+                    except ValueError:
+                        pass
+                    else:
+                        if number - number == 0.0:
+                            if value.lstrip("+-").isdigit():
+                                number = int(value)
+                                if exact and number_text[i](number) != value:
+                                    exact = False
+                            elif exact and (pattern % number if pattern is not None else number_text[i](number)) != value:
+                                exact = False
+                            extra[key] = number
+                            continue
+                extra[key] = value
+            if found[1]:
+                extra[status_key] = word  # type: ignore[index]
+            extra[ROW_KEY] = first_row + len(rows)
+            if not exact:
+                extra[LINE_KEY] = text
+            row_texts.append(text)
+            if not found[3]:
+                unknown[word.strip() or "(empty)"] += 1
+            # positionally, in Trial's field order (a third faster than keywords)
+            rows.append(Trial("", "", "", "", "", "", cells[di] if di >= 0 else "", "", found[0], metric,
+                              metric if val_bpb else None, None, None, None, "", "", "", None, None, None, None,
+                              None, None, extra))
+            row_lines.append(line_no)
+        self.line = line_no
+
+    def _refuse(self, text: str) -> None:
+        if "\x00" in text:
+            raise InvalidInput("file", f"NUL bytes: not a text results table (in {self.source})", line=self.line)
+        raise InvalidInput(
+            "file", f"line is {len(text):,} characters long: not a results table (in {self.source})", line=self.line
+        )
+
+    def _line(self, text: str, body: str) -> None:
+        if self.line == 1 and body.startswith(BOM):
+            body = body[1:]
+        if not body.strip():
+            self.prefix.append(text)
+            return
+        cells = _split_csv(body) if self.delimiter == "," else body.split(self.delimiter)
+        if len(cells) == self.n:
+            trial = self._row(cells)
+            if trial is not None:
+                self._emit([(trial, None)], text)
+                return
+        repaired = self._repair(body, cells)
+        if repaired is None:
+            if self.prefix_line is None or not any(p.strip() for p in self.prefix):
+                self.prefix_line = self.line
+            self.prefix.append(text)
+            return
+        self._emit(repaired, text)
+
+    def _emit(self, made: list[tuple[Trial, str | None]], text: str) -> None:
+        raw = text
+        if self.prefix:
+            raw = "".join(self.prefix) + text
+            if self.prefix_line is not None:
+                self.warnings.append(
+                    f"line {self.prefix_line}: not a row of the table; kept as text before line {self.line} "
+                    f"(in {self.source})"
+                )
+            self.prefix.clear()
+            self.prefix_line = None
+        if made[0][1]:
+            self.warnings.append(f"line {self.line}: {made[0][1]} (in {self.source})")
+        for part, (trial, _) in enumerate(made):
+            trial.extra[ROW_KEY] = self.first_row + len(self.rows)  # type: ignore[index]
+            trial.extra[LINE_KEY] = raw  # type: ignore[index]
+            if part:
+                trial.extra[PART_KEY] = part  # type: ignore[index]
+            self.rows.append(trial)
+            self.lines.append(self.line)
+            self.texts.append(raw)
+
+    def trailer(self) -> tuple[str, int | None]:
+        """The text after the last row and the line of its first non-blank line."""
+        return "".join(self.prefix), self.prefix_line
+
+    # -- one row ---------------------------------------------------------------------------
+
+    def _label(self, word: str) -> tuple[FailureLabel, bool]:
+        found = self._word_cache.get(word)
+        if found is None:
+            found = self._word_cache[word] = map_status(word, self.status_map)
+        return found
+
+    def _row(self, cells: list[str]) -> Trial | None:
+        """The trial these cells (exactly n) say, or None if they are not a row."""
+        si = self.si
+        if si >= 0:
+            word = cells[si]
+            label, known = self._label(word)
+        else:
+            word, label, known = "", FailureLabel.KEEP, True
+        metric = metric_value(cells[self.mi], label)
+        if metric is False:
+            return None
+        extra: dict[str, Any] = {}
+        for i, key, numeric in self.extra_specs:
+            cell = cells[i]
+            extra[key] = typed_cell(cell) if numeric else cell
+        if si >= 0 and word != label.value:
+            extra[self.status_key] = word  # type: ignore[index]
+        fields: dict[str, Any] = {}
+        layout = self.layout
+        for i, col, name in self.field_specs:
+            cell = cells[i]
+            if name in TEXT_FIELD_COLUMNS:
+                if len(cell) <= TEXT_FIELD_COLUMNS[name]:
+                    fields[name] = cell
+                else:
+                    extra[layout.extra_key(col)] = cell
+            else:
+                value = parse_number(cell)
+                if value is False or (value is not None and name != "val_bpb" and value < 0):
+                    extra[layout.extra_key(col)] = cell
+                else:
+                    fields[name] = value
+        if self.metric_is_val_bpb:
+            fields["val_bpb"] = metric
+        if not known:
+            self.unknown_words[word.strip() or "(empty)"] += 1
+        return Trial("", hypothesis=cells[self.di] if self.di >= 0 else "", status=label, core_metric=metric,
+                     extra=extra, **fields)
+
+    def _fit(self, cells: list[str]) -> int:
+        """How well cells (exactly n) fit the columns: higher is better; < 0: not a row."""
+        if metric_value(cells[self.mi], None) is False:
+            return -1
+        score = 0
+        if self.si >= 0:
+            word = cells[self.si]
+            if self._label(word)[1]:
+                score += 3
+            elif not word.strip() or parse_number(word) is not False:
+                score -= 2
+        for i, _, numeric in self.extra_specs:
+            if numeric:
+                score += 1 if parse_number(cells[i]) is not False else -1
+        if self.ci >= 0:
+            score += 1 if HEX.fullmatch(cells[self.ci] or "") else -1
+        return score
+
+    def _repair(self, body: str, cells: list[str]) -> list[tuple[Trial, str | None]] | None:
+        n, c = self.n, len(cells)
+        delim = self.delimiter
+        if c != n and delim == "\t" and "\\t" in body:
+            alt = body.replace("\\t", "\t").split("\t")
+            if len(alt) == n:
+                trial = self._row(alt)
+                if trial is not None:
+                    return [(trial, "literal '\\t' instead of tabs; split on it")]
+            cells, c = alt, len(alt)
+        if c > n and not any(cells[n:]):
+            trial = self._row(cells[:n])  # trailing delimiters: nothing to repair
+            if trial is not None:
+                return [(trial, None)]
+        if c > n:
+            merged = self._merged(cells)
+            if merged is not None:
+                return merged
+            if self.di >= 0:
+                extra = c - n
+                joined = cells[: self.di] + [delim.join(cells[self.di : self.di + extra + 1])] + cells[self.di + extra + 1 :]
+                if self._fit(joined) >= 0:
+                    trial = self._row(joined)
+                    if trial is not None:
+                        return [(trial, f"{c} cells, the header has {n}; joined cells {self.di + 1}-{self.di + extra + 1} "
+                                        f"into {self.layout.description!r} (a tab inside the text?)")]
+            return None
+        if 2 <= c < n and n - c <= 2:
+            best: tuple[int, list[str], list[int]] | None = None
+            for positions in _insertions(c, n - c):
+                candidate = list(cells)
+                for p in positions:
+                    candidate.insert(p, "")
+                score = self._fit(candidate)
+                # ties go to the latest positions (a missing trailing cell is the common case)
+                if score >= 0 and (best is None or score >= best[0]):
+                    best = (score, candidate, positions)
+            if best is not None:
+                trial = self._row(best[1])
+                if trial is not None:
+                    missing = ", ".join(repr(self.layout.columns[p]) for p in best[2])
+                    return [(trial, f"{c} cells, the header has {n}; {missing} filled empty")]
+        return None
+
+    def _merged(self, cells: list[str]) -> list[tuple[Trial, str | None]] | None:
+        n, c = self.n, len(cells)
+        halves: tuple[list[str], list[str]] | None = None
+        if c == 2 * n:
+            halves = (cells[:n], cells[n:])
+        elif c == 2 * n - 1 and self.ci == 0:
+            glued = cells[n - 1]
+            length = self.commit_length
+            tail = glued[-length:] if len(glued) > length else ""
+            if tail and HEX.fullmatch(tail):
+                halves = (cells[: n - 1] + [glued[:-length]], [tail] + cells[n:])
+        if halves is None:
+            return None
+        first, second = halves
+        if self._fit(first) < 0 or self._fit(second) < 0:
+            return None
+        if self.si >= 0 and not (self._label(first[self.si])[1] and self._label(second[self.si])[1]):
+            return None
+        a, b = self._row(first), self._row(second)
+        if a is None or b is None:
+            return None
+        return [(a, f"two rows on one line ({c} cells, the header has {n}); split into two trials"), (b, None)]
+
+
+def _insertions(c: int, k: int) -> list[list[int]]:
+    """Positions (ascending, in the final row) where ``k`` empty cells can go among ``c``."""
+    if k == 1:
+        return [[p] for p in range(c + 1)]
+    return [[p, q] for p in range(c + 2) for q in range(p + 1, c + 2)]
+
+
+def split_lines(text: str) -> list[str]:
+    """Physical lines with their line ends (``\\n`` only; a ``\\r`` stays in its line)."""
+    parts = text.split("\n")
+    last = parts.pop()
+    lines = [p + "\n" for p in parts]
+    if last:
+        lines.append(last)
+    return lines
+
+
+def split_cells(body: str, delimiter: str) -> list[str]:
+    return _split_csv(body) if delimiter == "," else body.split(delimiter)
