@@ -24,9 +24,8 @@ def is_loopback(host: str) -> bool:
 def refuse_open_bind(ctx: click.Context, ledger, host: str) -> None:  # type: ignore[no-untyped-def]
     """Exit (one line on stderr, status 2) when ``host`` is not loopback and no token exists:
     such a server would take writes from anyone who can reach it."""
-    from lineage.auth import tokens_exist
 
-    if is_loopback(host) or tokens_exist(ledger):
+    if is_loopback(host) or ledger.tokens_exist():
         return
     click.echo(
         f"error: refusing to serve on {host} while the ledger has no tokens (anyone could write); "
@@ -53,9 +52,8 @@ def token() -> None:
 @click.pass_context
 def token_create(ctx: click.Context, name: str, role: str) -> None:
     """Create a token and print it (this once: only its hash is stored)."""
-    from lineage.auth import create_token
 
-    record, secret = create_token(_ledger(ctx), name=name, role=role)
+    record, secret = _ledger(ctx).create_token(name=name, role=role)
     click.echo(secret)
     click.echo(f"created {record.role.value} token {record.name!r}; it is shown only this once", err=True)
 
@@ -65,9 +63,8 @@ def token_create(ctx: click.Context, name: str, role: str) -> None:
 @click.pass_context
 def token_list(ctx: click.Context, fmt: str) -> None:
     """List tokens (names, roles, last use; never the secrets)."""
-    from lineage.auth import list_tokens
 
-    records = list_tokens(_ledger(ctx))
+    records = _ledger(ctx).list_tokens()
     if fmt == "json":
         click.echo(json.dumps([r.to_dict() for r in records], indent=2))
         return
@@ -81,9 +78,8 @@ def token_list(ctx: click.Context, fmt: str) -> None:
 @click.pass_context
 def token_revoke(ctx: click.Context, name: str) -> None:
     """Revoke token NAME (effective on the next request of every server)."""
-    from lineage.auth import revoke_token
 
-    revoke_token(_ledger(ctx), name)
+    _ledger(ctx).revoke_token(name)
     click.echo(f"revoked token {name!r}", err=True)
 
 

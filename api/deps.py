@@ -20,7 +20,7 @@ from fastapi import Depends, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 
 from api.schemas import Text
-from lineage.auth import Role, TokenRecord, Unauthorized, check_access, tokens_exist, verify_token
+from lineage.auth import Role, TokenRecord, Unauthorized, check_access
 from lineage.service import Ledger
 
 T = TypeVar("T")
@@ -85,7 +85,7 @@ def principal_of(request: Request) -> TokenRecord | None:
     credentials = credentials.strip()
     if scheme.lower() != "bearer" or not credentials:
         raise Unauthorized("the Authorization header must be 'Bearer <token>'")
-    record = verify_token(request.app.state.ledger, credentials)
+    record = request.app.state.ledger.verify_token(credentials)
     if record is None:
         raise Unauthorized("the bearer token is unknown or revoked")
     request.state.principal = record.name
@@ -100,7 +100,7 @@ def _require(role: Role):  # type: ignore[no-untyped-def]
             principal,
             role,
             anonymous_read=request.app.state.settings.anonymous_read,
-            tokens_exist=lambda: tokens_exist(ledger),
+            tokens_exist=ledger.tokens_exist,
         )
         return Access(ledger, principal, request.app.state.write_lanes)
 

@@ -260,7 +260,7 @@ def ingest_telemetry(ledger: Ledger, slug: str, exp_id: str, body: bytes, key: s
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
     rows = telemetry.rows_from_valid(batch["points"])
-    return telemetry_accepted(telemetry.ingest(ledger, slug, exp_id, rows, key=batch.get("batch_id") or key))
+    return telemetry_accepted(ledger.ingest_telemetry(slug, exp_id, rows, key=batch.get("batch_id") or key))
 
 
 def telemetry_accepted(result: Any) -> JSONResponse:
@@ -270,10 +270,9 @@ def telemetry_accepted(result: Any) -> JSONResponse:
 
 
 def telemetry_series(ledger: Ledger, slug: str, exp_id: str, args: schemas.TelemetryQuery, if_none_match: str | None) -> Response:
-    from lineage import telemetry
 
-    found, (points, last_id) = telemetry.series(
-        ledger, slug, exp_id, names=args.name, step_min=args.step_min, step_max=args.step_max, max_points=args.max_points,
+    found, (points, last_id) = ledger.telemetry_series(
+        slug, exp_id, names=args.name, step_min=args.step_min, step_max=args.step_max, max_points=args.max_points,
     )
     tag = etag(points, "telemetry", slug, exp_id, last_id, args.model_dump_json())
     if matches(if_none_match, tag):

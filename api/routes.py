@@ -93,7 +93,6 @@ from api.schemas import (
     TrialUpdate,
     telemetry_batch_schema,
 )
-from lineage import auth, telemetry
 
 
 # -- ops -------------------------------------------------------------------------------
@@ -244,7 +243,7 @@ def get_telemetry(
 @telemetry_router.post("/summarize", response_model=SummaryOut)
 async def summarize(project: ProjectSlug, exp_id: ExpId, who: Writer) -> dict[str, Any]:
     """Derive the trial's ig_clip_scale_* fields from its clip_scale_* telemetry and store them."""
-    trial, derived = await who.long_write(telemetry.summarize, who.ledger, project, exp_id)
+    trial, derived = await who.long_write(who.ledger.summarize_telemetry, project, exp_id)
     return {"trial": present.trial_json(trial), "derived": derived}
 
 
@@ -260,9 +259,8 @@ explore_router = APIRouter(prefix="/api/v1/projects/{project}", tags=["explore"]
 def explore(project: ProjectSlug, args: Annotated[ExploreArgs, Query()], who: Reader) -> JSONResponse:
     """Curves of the selected trials per metric on a shared step grid (downsampled by
     the rule of ``lineage.browse.explore``), each group's mean with its band."""
-    from lineage.browse.explore import explore as explore_view
 
-    return JSONResponse(explore_view(who.ledger, project, args.to_query()), headers={"Cache-Control": "no-cache"})
+    return JSONResponse(who.ledger.explore(project, args.to_query()), headers={"Cache-Control": "no-cache"})
 
 
 # -- agent -----------------------------------------------------------------------------
@@ -381,19 +379,19 @@ tokens_router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
 
 @tokens_router.get("", response_model=list[TokenOut])
 async def list_tokens(who: Admin) -> list[dict[str, Any]]:
-    return [record.to_dict() for record in auth.list_tokens(who.ledger)]
+    return [record.to_dict() for record in who.ledger.list_tokens()]
 
 
 @tokens_router.post("", status_code=201, response_model=TokenCreated)
 async def create_token(body: TokenCreate, who: Admin) -> JSONResponse:
     """Create a token; the secret is in this response only."""
-    record, secret = await who.small_write(auth.create_token, who.ledger, name=body.name, role=body.role)
+    record, secret = await who.small_write(who.ledger.create_token, name=body.name, role=body.role)
     return JSONResponse({**record.to_dict(), "token": secret}, status_code=201, headers={"Cache-Control": "no-store"})
 
 
 @tokens_router.delete("/{name}", status_code=204, response_class=Response)
 async def revoke_token(name: Text, who: Admin) -> Response:
-    await who.small_write(auth.revoke_token, who.ledger, name)
+    await who.small_write(who.ledger.revoke_token, name)
     return Response(status_code=204)
 
 

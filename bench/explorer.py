@@ -72,7 +72,7 @@ def generate_project(ledger: Ledger, slug: str, *, trials: int, points: int, tur
             for turn in range(turns):
                 ig = (turn + 1) * 0.1 + 0.01 * rng.standard_normal(sub.size)
                 batch.extend(zip(sub.tolist(), [turn] * sub.size, ["ig"] * sub.size, ig.tolist(), [None] * sub.size))
-        telemetry.ingest(ledger, slug, trial.exp_id, batch)
+        ledger.ingest_telemetry(slug, trial.exp_id, batch)
 
 
 def serving(db: str) -> AbstractContextManager[str]:
@@ -87,7 +87,6 @@ def bench_json(db: str, slug: str, repeat: int) -> dict[str, Any]:
     from api.app import create_app
     from api.schemas import ExploreArgs
     from api.settings import Settings
-    from lineage.browse.explore import explore
 
     url = f"/api/v1/projects/{slug}/explore?metric=loss&group=specialist"
     with TestClient(create_app(Settings(database_url=db))) as client:
@@ -106,12 +105,12 @@ def bench_json(db: str, slug: str, repeat: int) -> dict[str, Any]:
         exact_times = []
         for _ in range(max(1, repeat // 3)):
             start = time.perf_counter()
-            explore(ledger, slug, exact_query)
+            ledger.explore(slug, exact_query)
             exact_times.append(time.perf_counter() - start)
         sampled_direct = []
         for _ in range(max(1, repeat // 3)):
             start = time.perf_counter()
-            explore(ledger, slug, query)
+            ledger.explore(slug, query)
             sampled_direct.append(time.perf_counter() - start)
     return {"best": min(times), "median": statistics.median(times), "bytes": size,
             "method": body["panels"][0]["downsampling"], "exact_best": min(exact_times),

@@ -2,7 +2,7 @@
 
 Tokens
     ``llt_`` followed by 43 URL-safe characters (256 random bits), made by
-    :func:`create_token` and shown once. The ledger stores only the SHA-256 of the token
+    :meth:`TokenUses.create_token` and shown once. The ledger stores only the SHA-256 of the token
     (a hash of a high-entropy secret needs no salt or slow KDF), looks it up by that
     hash and compares the hashes in constant time. Revoking (:func:`revoke_token`) takes
     effect on the next request: every request verifies against the database, so several
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Callable
 from lineage.errors import InvalidInput, LedgerError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lineage.service import Ledger
+    from lineage.store import Store
 
 __all__ = [
     "LAST_USED_RESOLUTION",
@@ -50,13 +50,9 @@ __all__ = [
     "Role",
     "TokenRecord",
     "Unauthorized",
+    "TokenUses",
     "check_access",
-    "create_token",
     "hash_token",
-    "list_tokens",
-    "revoke_token",
-    "tokens_exist",
-    "verify_token",
 ]
 
 TOKEN_PREFIX = "llt_"
@@ -148,49 +144,6 @@ def _checked_name(name: str) -> str:
     return name
 
 
-def create_token(ledger: "Ledger", *, name: str, role: Role | str) -> tuple[TokenRecord, str]:
-    """Create a token; returns its record and the secret (the only time it exists in clear)."""
-    checked_role = role if isinstance(role, Role) else Role.parse(role)
-    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    with ledger.store.write() as conn:
-        row = ledger.store.insert_token(conn, name=_checked_name(name), role=checked_role.value, token_hash=hash_token(secret))
-    return _record(row), secret  # type: ignore[return-value]
-
-
-def list_tokens(ledger: "Ledger") -> list[TokenRecord]:
-    with ledger.store.read() as conn:
-        return [_record(row) for row in ledger.store.tokens(conn)]  # type: ignore[misc]
-
-
-def revoke_token(ledger: "Ledger", name: str) -> None:
-    """Revoke the token called ``name`` (NotFound if there is none; revoking twice is fine)."""
-    with ledger.store.write() as conn:
-        ledger.store.revoke_token(conn, name)
-
-
-def tokens_exist(ledger: "Ledger") -> bool:
-    """Whether any active token exists (then writes need one)."""
-    return ledger.store.active_token_exists()
-
-
-def verify_token(ledger: "Ledger", token: str, *, now: datetime | None = None) -> TokenRecord | None:
-    """The active token ``token`` is, or None (unknown, revoked, malformed)."""
-    if not token or len(token) > 256:
-        return None
-    wanted = hash_token(token)
-    row = ledger.store.token_by_hash(None, wanted)
-    if row is None or not hmac.compare_digest(row[3], wanted):
-        return None
-    record = _record(row)
-    if record is None or not record.active:
-        return None
-    now = now or datetime.now(timezone.utc)
-    last = _parse(record.last_used_at)
-    if last is None or now - last >= LAST_USED_RESOLUTION:
-        ledger.store.touch_token(record.id, not_since=now - LAST_USED_RESOLUTION)  # type: ignore[arg-type]
-    return record
-
-
 def _parse(stamp: str | None) -> datetime | None:
     if not stamp:
         return None
@@ -223,3 +176,47 @@ def check_access(
         return
     what = "reading" if needed is Role.READER else "writing"
     raise Unauthorized(f"{what} needs a token (Authorization: Bearer ...); create one with `lineage token create`")
+
+
+class TokenUses:
+    """create_token, list_tokens, revoke_token, tokens_exist, verify_token (mixed into Ledger)."""
+
+    store: "Store"
+
+    def create_token(self, *, name: str, role: Role | str) -> tuple[TokenRecord, str]:
+        """Create a token; returns its record and the secret (the only time it exists in clear)."""
+        checked_role = role if isinstance(role, Role) else Role.parse(role)
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        with self.store.write() as conn:
+            row = self.store.insert_token(conn, name=_checked_name(name), role=checked_role.value, token_hash=hash_token(secret))
+        return _record(row), secret  # type: ignore[return-value]
+
+    def list_tokens(self) -> list[TokenRecord]:
+        with self.store.read() as conn:
+            return [_record(row) for row in self.store.tokens(conn)]  # type: ignore[misc]
+
+    def revoke_token(self, name: str) -> None:
+        """Revoke the token called ``name`` (NotFound if there is none; revoking twice is fine)."""
+        with self.store.write() as conn:
+            self.store.revoke_token(conn, name)
+
+    def tokens_exist(self) -> bool:
+        """Whether any active token exists (then writes need one)."""
+        return self.store.active_token_exists()
+
+    def verify_token(self, token: str, *, now: datetime | None = None) -> TokenRecord | None:
+        """The active token ``token`` is, or None (unknown, revoked, malformed)."""
+        if not token or len(token) > 256:
+            return None
+        wanted = hash_token(token)
+        row = self.store.token_by_hash(None, wanted)
+        if row is None or not hmac.compare_digest(row[3], wanted):
+            return None
+        record = _record(row)
+        if record is None or not record.active:
+            return None
+        now = now or datetime.now(timezone.utc)
+        last = _parse(record.last_used_at)
+        if last is None or now - last >= LAST_USED_RESOLUTION:
+            self.store.touch_token(record.id, not_since=now - LAST_USED_RESOLUTION)  # type: ignore[arg-type]
+        return record

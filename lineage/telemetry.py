@@ -23,7 +23,7 @@ Idempotent batches
     other points is a :class:`~lineage.errors.Conflict`. Without a key a batch is
     inserted every time it is sent.
 
-Series (:func:`series`)
+Series (:meth:`TelemetryUses.telemetry_series`)
     Points are grouped into series by ``(name, turn)``, in step order. A series of at
     most ``max_points`` points comes back whole (``method: raw``). A longer one is
     downsampled by **min/max per bucket** (``method: minmax``): its step range
@@ -32,7 +32,7 @@ Series (:func:`series`)
     and last step, the minimum, the maximum, the mean and the number of points, so a
     plot keeps every spike.
 
-Summary (:func:`summarize`)
+Summary (:meth:`TelemetryUses.summarize_telemetry`)
     The trial's clip-scale statistics derived from the not-per-turn series that
     ``trainer_hooks`` logs every step (:data:`SUMMARY_SOURCES`), each logged point
     weighing the same:
@@ -65,7 +65,7 @@ from lineage.errors import Conflict, InvalidInput
 
 if TYPE_CHECKING:  # pragma: no cover
     from lineage.domain import Trial
-    from lineage.service import Ledger
+    from lineage.store import Store
 
 __all__ = [
     "MAX_BATCH_POINTS",
@@ -76,10 +76,7 @@ __all__ = [
     "batch_hash",
     "check_points",
     "rows_from_valid",
-    "ingest",
-    "read_points",
-    "series",
-    "summarize",
+    "TelemetryUses",
 ]
 
 MAX_BATCH_POINTS = 1_000_000
@@ -92,7 +89,7 @@ MAX_ABS_VALUE = 1e150
 #: A name: no control characters (C0 and DEL).
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 _NAME = re.compile(NAME_PATTERN)
-#: Points per series above which :func:`series` downsamples (the default ``max_points``).
+#: Points per series above which :meth:`TelemetryUses.telemetry_series` downsamples (the default ``max_points``).
 DEFAULT_MAX_POINTS = 2_000
 SCOPE = "telemetry"
 
@@ -202,109 +199,6 @@ def batch_hash(rows: Sequence[Row]) -> str:
     return hashlib.sha256(marshal.dumps(list(rows), 2)).hexdigest()
 
 
-def ingest(ledger: "Ledger", project_slug: str, exp_id: str, rows: Sequence[Row], *, key: str | None = None) -> IngestResult:
-    """Insert checked rows (:func:`check_points`) into trial ``exp_id``, all or nothing.
-    With ``key``, idempotently (module doc)."""
-    store = ledger.store
-    if key is not None and (not 0 < len(key) <= 255 or not all("!" <= c <= "~" for c in key)):
-        raise InvalidInput("batch_id", "must be 1-255 printable ASCII characters without spaces")
-    digest = batch_hash(rows) if key is not None else ""
-    with store.write() as conn:
-        project = store.project(conn, project_slug)
-        trial_id = store.trial_row_id(conn, project, exp_id)
-        if key is not None and not store.claim_key(
-            conn, project, SCOPE, key, exp_id=exp_id, body_hash=digest, result={"accepted": len(rows)}
-        ):
-            found = store.find_key(conn, project, SCOPE, key)
-            stored_exp, stored_hash, result = found if found is not None else ("", "", {})
-            if stored_exp != exp_id or stored_hash != digest:
-                raise Conflict(
-                    f"batch {key!r} was already sent with other points"
-                    + (f" (for trial {stored_exp!r})" if stored_exp != exp_id else ""),
-                    field="batch_id",
-                    existing={"exp_id": stored_exp, "points": result.get("accepted"), "sha256": stored_hash},
-                    proposed={"exp_id": exp_id, "points": len(rows), "sha256": digest},
-                )
-            return IngestResult(accepted=int(result.get("accepted", 0)), replayed=True, key=key)
-        store.insert_points(conn, trial_id, rows)
-    return IngestResult(accepted=len(rows), replayed=False, key=key)
-
-
-def series(
-    ledger: "Ledger",
-    project_slug: str,
-    exp_id: str,
-    *,
-    names: Sequence[str] | None = None,
-    step_min: int | None = None,
-    step_max: int | None = None,
-    max_points: int = DEFAULT_MAX_POINTS,
-) -> tuple[list[Series], tuple[int, int]]:
-    """The trial's series (module doc), and ``(points, largest point id)`` of the trial
-    (what an ETag of the telemetry derives from), read in one transaction."""
-    if not isinstance(max_points, int) or not 2 <= max_points <= 100_000:
-        raise InvalidInput("max_points", f"must be an integer from 2 to 100000, got {max_points!r}")
-    if step_min is not None and step_max is not None and step_min > step_max:
-        raise InvalidInput("step_min", f"is larger than step_max ({step_min} > {step_max})")
-    store = ledger.store
-    out: list[Series] = []
-    with store.read() as conn:
-        project = store.project(conn, project_slug)
-        trial_id = store.trial_row_id(conn, project, exp_id)
-        version = store.telemetry_count(conn, trial_id)
-        for name, turn, count, first, last in store.telemetry_series(
-            conn, trial_id, names=names, step_min=step_min, step_max=step_max
-        ):
-            shown_turn = None if turn < 0 else turn
-            if count <= max_points:
-                points = store.telemetry_points(conn, trial_id, name, turn, step_min=step_min, step_max=step_max)
-                out.append(Series(name, shown_turn, count, "raw", step=[int(s) for s, _ in points],
-                                  value=[float(v) for _, v in points]))
-                continue
-            found = Series(name, shown_turn, count, "minmax")
-            for lo, hi, vmin, vmax, mean, n in store.telemetry_buckets(
-                conn, trial_id, name, turn, first=first, last=last, buckets=max_points
-            ):
-                found.step.append(lo)
-                found.step_last.append(hi)
-                found.min.append(vmin)
-                found.max.append(vmax)
-                found.mean.append(mean)
-                found.n.append(n)
-            out.append(found)
-    return out, version
-
-
-def read_points(ledger: "Ledger", project_slug: str, exp_id: str) -> list[dict[str, Any]]:
-    """The trial's points as ``{step, turn, name, value}`` mappings (what the web pages
-    plot). A series longer than :data:`DEFAULT_MAX_POINTS` comes as the mean of each of
-    its min/max buckets, at the bucket's first step."""
-    found, _ = series(ledger, project_slug, exp_id)
-    points: list[dict[str, Any]] = []
-    for one in found:
-        values = one.value if one.method == "raw" else one.mean
-        points.extend({"step": s, "turn": one.turn, "name": one.name, "value": v} for s, v in zip(one.step, values))
-    return points
-
-
-def summarize(ledger: "Ledger", project_slug: str, exp_id: str) -> tuple["Trial", dict[str, float]]:
-    """Derive the trial's clip-scale statistics from its telemetry (module doc) and store
-    them; returns the updated trial and the fields written."""
-    store = ledger.store
-    with store.read() as conn:
-        project = store.project(conn, project_slug)
-        trial_id = store.trial_row_id(conn, project, exp_id)
-        stats = store.telemetry_aggregates(conn, trial_id, sorted(set(SUMMARY_SOURCES.values())))
-    derived = derive_summary(stats)
-    if not derived:
-        raise InvalidInput(
-            "telemetry",
-            f"trial {exp_id!r} has none of the series {', '.join(sorted(set(SUMMARY_SOURCES.values())))} "
-            "(not per turn); nothing to summarize",
-        )
-    return ledger.update_trial(project_slug, exp_id, derived), derived
-
-
 def derive_summary(stats: Mapping[str, tuple[int, float, float, float, float]]) -> dict[str, float]:
     """The rule of the module doc over ``name -> (count, mean, min, max, mean of squares)``."""
     derived: dict[str, float] = {}
@@ -324,3 +218,106 @@ def derive_summary(stats: Mapping[str, tuple[int, float, float, float, float]]) 
         if found is not None:
             derived[f"ig_clip_scale_frac_{side}"] = min(1.0, max(0.0, found[1]))
     return derived
+
+
+class TelemetryUses:
+    """ingest_telemetry, telemetry_series, telemetry_points, summarize_telemetry (mixed into Ledger)."""
+
+    store: "Store"
+
+    def ingest_telemetry(self, project_slug: str, exp_id: str, rows: Sequence[Row], *, key: str | None = None) -> IngestResult:
+        """Insert checked rows (:func:`check_points`) into trial ``exp_id``, all or nothing.
+        With ``key``, idempotently (module doc)."""
+        store = self.store
+        if key is not None and (not 0 < len(key) <= 255 or not all("!" <= c <= "~" for c in key)):
+            raise InvalidInput("batch_id", "must be 1-255 printable ASCII characters without spaces")
+        digest = batch_hash(rows) if key is not None else ""
+        with store.write() as conn:
+            project = store.project(conn, project_slug)
+            trial_id = store.trial_row_id(conn, project, exp_id)
+            if key is not None and not store.claim_key(
+                conn, project, SCOPE, key, exp_id=exp_id, body_hash=digest, result={"accepted": len(rows)}
+            ):
+                found = store.find_key(conn, project, SCOPE, key)
+                stored_exp, stored_hash, result = found if found is not None else ("", "", {})
+                if stored_exp != exp_id or stored_hash != digest:
+                    raise Conflict(
+                        f"batch {key!r} was already sent with other points"
+                        + (f" (for trial {stored_exp!r})" if stored_exp != exp_id else ""),
+                        field="batch_id",
+                        existing={"exp_id": stored_exp, "points": result.get("accepted"), "sha256": stored_hash},
+                        proposed={"exp_id": exp_id, "points": len(rows), "sha256": digest},
+                    )
+                return IngestResult(accepted=int(result.get("accepted", 0)), replayed=True, key=key)
+            store.insert_points(conn, trial_id, rows)
+        return IngestResult(accepted=len(rows), replayed=False, key=key)
+
+    def telemetry_series(self, project_slug: str,
+        exp_id: str,
+        *,
+        names: Sequence[str] | None = None,
+        step_min: int | None = None,
+        step_max: int | None = None,
+        max_points: int = DEFAULT_MAX_POINTS,
+    ) -> tuple[list[Series], tuple[int, int]]:
+        """The trial's series (module doc), and ``(points, largest point id)`` of the trial
+        (what an ETag of the telemetry derives from), read in one transaction."""
+        if not isinstance(max_points, int) or not 2 <= max_points <= 100_000:
+            raise InvalidInput("max_points", f"must be an integer from 2 to 100000, got {max_points!r}")
+        if step_min is not None and step_max is not None and step_min > step_max:
+            raise InvalidInput("step_min", f"is larger than step_max ({step_min} > {step_max})")
+        store = self.store
+        out: list[Series] = []
+        with store.read() as conn:
+            project = store.project(conn, project_slug)
+            trial_id = store.trial_row_id(conn, project, exp_id)
+            version = store.telemetry_count(conn, trial_id)
+            for name, turn, count, first, last in store.telemetry_series(
+                conn, trial_id, names=names, step_min=step_min, step_max=step_max
+            ):
+                shown_turn = None if turn < 0 else turn
+                if count <= max_points:
+                    points = store.telemetry_points(conn, trial_id, name, turn, step_min=step_min, step_max=step_max)
+                    out.append(Series(name, shown_turn, count, "raw", step=[int(s) for s, _ in points],
+                                      value=[float(v) for _, v in points]))
+                    continue
+                found = Series(name, shown_turn, count, "minmax")
+                for lo, hi, vmin, vmax, mean, n in store.telemetry_buckets(
+                    conn, trial_id, name, turn, first=first, last=last, buckets=max_points
+                ):
+                    found.step.append(lo)
+                    found.step_last.append(hi)
+                    found.min.append(vmin)
+                    found.max.append(vmax)
+                    found.mean.append(mean)
+                    found.n.append(n)
+                out.append(found)
+        return out, version
+
+    def telemetry_points(self, project_slug: str, exp_id: str) -> list[dict[str, Any]]:
+        """The trial's points as ``{step, turn, name, value}`` mappings (what the web pages
+        plot). A series longer than :data:`DEFAULT_MAX_POINTS` comes as the mean of each of
+        its min/max buckets, at the bucket's first step."""
+        found, _ = self.telemetry_series(project_slug, exp_id)
+        points: list[dict[str, Any]] = []
+        for one in found:
+            values = one.value if one.method == "raw" else one.mean
+            points.extend({"step": s, "turn": one.turn, "name": one.name, "value": v} for s, v in zip(one.step, values))
+        return points
+
+    def summarize_telemetry(self, project_slug: str, exp_id: str) -> tuple["Trial", dict[str, float]]:
+        """Derive the trial's clip-scale statistics from its telemetry (module doc) and store
+        them; returns the updated trial and the fields written."""
+        store = self.store
+        with store.read() as conn:
+            project = store.project(conn, project_slug)
+            trial_id = store.trial_row_id(conn, project, exp_id)
+            stats = store.telemetry_aggregates(conn, trial_id, sorted(set(SUMMARY_SOURCES.values())))
+        derived = derive_summary(stats)
+        if not derived:
+            raise InvalidInput(
+                "telemetry",
+                f"trial {exp_id!r} has none of the series {', '.join(sorted(set(SUMMARY_SOURCES.values())))} "
+                "(not per turn); nothing to summarize",
+            )
+        return self.update_trial(project_slug, exp_id, derived), derived

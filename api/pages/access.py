@@ -27,7 +27,6 @@ from urllib.parse import urlsplit
 
 from fastapi import Request
 
-from lineage import auth
 
 SESSION_COOKIE = "lineage_session"
 CSRF_COOKIE = "lineage_csrf"
@@ -76,7 +75,7 @@ class Viewer:
 
 def tokens_exist(ledger: Any) -> bool:
     """Whether any active token exists (``lineage.auth``'s rule, the API's)."""
-    return auth.tokens_exist(ledger)
+    return ledger.tokens_exist()
 
 
 def verify(ledger: Any, token: str) -> Principal | None:
@@ -85,7 +84,7 @@ def verify(ledger: Any, token: str) -> Principal | None:
     token may write."""
     if not token:
         return None
-    record = auth.verify_token(ledger, token)
+    record = ledger.verify_token(token)
     if record is None:
         return None
     return Principal(name=record.name, can_write=record.can_write)

@@ -27,7 +27,7 @@ from api.pages.web import seg
 from api.schemas import ExploreArgs
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
-from lineage.browse.explore import CORE_METRIC, GROUP_FIELDS, explore
+from lineage.browse.explore import CORE_METRIC, GROUP_FIELDS
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -104,10 +104,10 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
     ledger = ledger_of(request)
     args = _args(request)
     client = _client_state(request)
-    answer = explore(ledger, slug, args.to_query())
+    answer = ledger.explore(slug, args.to_query())
     if "metric" not in request.query_params and answer["names"]:
         args = args.model_copy(update={"metric": [answer["names"][0]]})
-        answer = explore(ledger, slug, args.to_query())
+        answer = ledger.explore(slug, args.to_query())
     project = ledger.project(slug)
     figures = [_fallback_figure(panel, answer) for panel in answer["panels"]]
     extra_keys = sorted({key for t in ledger.list_trials(slug, limit=50, descending=True) for key in t.extra})

@@ -24,7 +24,6 @@ from typing import Any, Iterable, Mapping, Sequence
 from markupsafe import Markup
 
 from api.pages.charts import Band, HLine, Series, line_chart
-from lineage.telemetry import read_points
 
 #: Default amplitude of the adaptive clip scale (A²TGPO's beta).
 DEFAULT_BETA = 0.3
@@ -111,9 +110,9 @@ def build_view(points: Iterable[Any]) -> TelemetryView:
 
 
 def load(ledger: Any, project_slug: str, exp_id: str) -> TelemetryView:
-    """The telemetry of one trial, read by ``lineage.telemetry.read_points`` (the API's
+    """The telemetry of one trial, read by ``Ledger.telemetry_points`` (the API's
     reader: long series come min/max-bucketed); empty when none was recorded."""
-    return build_view(read_points(ledger, project_slug, exp_id))
+    return build_view(ledger.telemetry_points(project_slug, exp_id))
 
 
 def thin(points: Sequence[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:

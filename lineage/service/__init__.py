@@ -15,6 +15,9 @@ FileUses            :mod:`lineage.loops.importing`              import_file, imp
 AgentUses           :mod:`lineage.agent.uses`                   prompt, knowledge, find_similar, summary, guardrails, hooks
 BrowseUses          :mod:`lineage.browse.uses`                  overview(s), dashboard, trial_context, calibration
 TreeUses            :mod:`lineage.browse.tree`                  tree_window
+ExploreUses         :mod:`lineage.browse.explore`               explore
+TelemetryUses       :mod:`lineage.telemetry`                    ingest_telemetry, telemetry_series/points, summarize_telemetry
+TokenUses           :mod:`lineage.auth`                         create/list/revoke/verify tokens, tokens_exist
 ==================  ==========================================  =====================================
 
 A wing never imports this package (it assembles the wings, not the other way round).
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 from lineage.agent.prompt import check_prompt_template, default_prompt_template, wrap_prompt
 from lineage.agent.uses import AgentUses, KnowledgeData
+from lineage.auth import TokenUses
+from lineage.browse.explore import ExploreUses
 from lineage.browse.models import parse_expected_delta
 from lineage.browse.tree import TreeUses
 from lineage.browse.uses import BrowseUses
@@ -34,6 +39,7 @@ from lineage.service.core import LedgerCore
 from lineage.service.projects import ProjectUses, new_project
 from lineage.service.recording import RecordingUses
 from lineage.service.tables import TRIAL_SORTS, TableUses, TrialsPage, TrialsQuery, decode_cursor, encode_cursor
+from lineage.telemetry import TelemetryUses
 
 __all__ = [
     "ImportReport", "KnowledgeData", "Ledger", "RecordResult", "TRIAL_SORTS", "TrialsPage", "TrialsQuery",
@@ -43,7 +49,8 @@ __all__ = [
 
 
 class Ledger(
-    LedgerCore, ProjectUses, RecordingUses, TableUses, FileUses, AgentUses, BrowseUses, TreeUses,
+    LedgerCore, ProjectUses, RecordingUses, TableUses, FileUses, TelemetryUses, AgentUses, BrowseUses, TreeUses,
+    ExploreUses, TokenUses,
 ):
     """The ledger on one database: every use-case, by mixin (see the module docstring).
     Stateless beyond its engine: safe to run many of, in many processes."""

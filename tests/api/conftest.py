@@ -26,7 +26,6 @@ from sqlalchemy import text
 
 from api.app import create_app
 from api.settings import Settings
-from lineage.auth import create_token
 from lineage.service import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +63,7 @@ def token_of(ledger: Ledger):  # type: ignore[no-untyped-def]
 
     def make(role: str, name: str | None = None) -> str:
         name = name or f"{role}-{len(made)}"
-        made[name] = create_token(ledger, name=name, role=role)[1]
+        made[name] = ledger.create_token(name=name, role=role)[1]
         return made[name]
 
     return make

@@ -14,7 +14,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from api.cli import cli
-from lineage.auth import list_tokens, revoke_token, verify_token
 from lineage.service import Ledger
 from tests.api.conftest import API, LINEAGE, ROOT, assert_problem, bearer, free_port, make_client, new_project
 
@@ -48,7 +47,7 @@ def seeded(client: TestClient) -> TestClient:
 def test_role_matrix(seeded: TestClient, token_of, db_url: str, anonymous_read: bool) -> None:  # type: ignore[no-untyped-def]
     tokens = {role: token_of(role) for role in ("reader", "writer", "admin")}
     revoked = token_of("writer", "old")
-    revoke_token(seeded.app.state.ledger, "old")  # type: ignore[attr-defined]
+    seeded.app.state.ledger.revoke_token("old")  # type: ignore[attr-defined]
     principals = {"anonymous": None, **tokens, "revoked": revoked, "bogus": "llt_" + "x" * 43}
     allowed = {
         "anonymous": {"read"} if anonymous_read else set(),
@@ -108,18 +107,18 @@ def test_tokens_over_http_are_admin_only_and_shown_once(seeded: TestClient, toke
 def test_last_use_is_recorded_at_most_once_a_minute(seeded: TestClient, token_of, engine) -> None:  # type: ignore[no-untyped-def]
     ledger: Ledger = seeded.app.state.ledger  # type: ignore[attr-defined]
     secret = token_of("reader", "r")
-    assert list_tokens(ledger)[0].last_used_at is None
+    assert ledger.list_tokens()[0].last_used_at is None
     seeded.get(f"{API}/projects", headers=bearer(secret))
-    first = list_tokens(ledger)[0].last_used_at
+    first = ledger.list_tokens()[0].last_used_at
     assert first is not None
     seeded.get(f"{API}/projects", headers=bearer(secret))
-    assert list_tokens(ledger)[0].last_used_at == first
+    assert ledger.list_tokens()[0].last_used_at == first
     with engine.begin() as conn:
         conn.execute(text("UPDATE api_tokens SET last_used_at = :t"),
                      {"t": ledger.store.db_time(datetime.now(timezone.utc) - timedelta(minutes=2))})
-    stale = list_tokens(ledger)[0].last_used_at
-    assert verify_token(ledger, secret) is not None
-    assert list_tokens(ledger)[0].last_used_at != stale
+    stale = ledger.list_tokens()[0].last_used_at
+    assert ledger.verify_token(secret) is not None
+    assert ledger.list_tokens()[0].last_used_at != stale
 
 
 def test_tokens_never_reach_a_log(db_url: str, ledger: Ledger, token_of, caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
@@ -151,11 +150,11 @@ def test_cli_tokens_create_list_revoke(db_url: str, ledger: Ledger) -> None:
     secret = made.stdout.strip()
     assert secret.startswith("llt_") and len(secret.splitlines()) == 1
     assert "shown only this once" in made.stderr
-    assert verify_token(ledger, secret).role.value == "writer"  # type: ignore[union-attr]
+    assert ledger.verify_token(secret).role.value == "writer"  # type: ignore[union-attr]
     listed = CliRunner().invoke(cli, ["--db", db_url, "token", "list"], catch_exceptions=False).output
     assert "ci-trainer\twriter\tactive" in listed and secret not in listed
     assert CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "ci-trainer"]).exit_code == 0
-    assert verify_token(ledger, secret) is None
+    assert ledger.verify_token(secret) is None
     missing = CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "nobody"])
     assert missing.exit_code == 2 and "not found" in missing.stderr
 
@@ -186,23 +185,22 @@ def test_a_token_use_never_waits_for_a_busy_sqlite_database(tmp_path) -> None:  
     import sqlite3
     import time
 
-    from lineage.auth import create_token
     from lineage.db import SQLITE_BUSY_TIMEOUT_MS
 
     ledger = Ledger.open(str(tmp_path / "busy.db"))
 
-    secret = create_token(ledger, name="r", role="reader")[1]
+    secret = ledger.create_token(name="r", role="reader")[1]
     blocker = sqlite3.connect(str(tmp_path / "busy.db"), isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another writer holds the database
     try:
         start = time.perf_counter()
-        assert verify_token(ledger, secret) is not None
+        assert ledger.verify_token(secret) is not None
         # not an absolute timing: waiting for the lock would take the whole busy timeout
         assert time.perf_counter() - start < SQLITE_BUSY_TIMEOUT_MS / 1000 / 3
-        assert list_tokens(ledger)[0].last_used_at is None  # skipped, not waited for
+        assert ledger.list_tokens()[0].last_used_at is None  # skipped, not waited for
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    assert verify_token(ledger, secret) is not None
-    assert list_tokens(ledger)[0].last_used_at is not None
+    assert ledger.verify_token(secret) is not None
+    assert ledger.list_tokens()[0].last_used_at is not None
     ledger.close()

@@ -221,8 +221,8 @@ def test_remote_sync_sends_its_token_and_a_refusal_is_one_clear_error(server, tm
     url, db = server
     ledger = Ledger.open(db, upgrade=False)
     try:
-        _record, writer = auth.create_token(ledger, name="loop-agent", role="writer")
-        _record, reader = auth.create_token(ledger, name="viewer", role="reader")
+        _record, writer = ledger.create_token(name="loop-agent", role="writer")
+        _record, reader = ledger.create_token(name="viewer", role="reader")
     finally:
         ledger.close()
     path = tmp_path / "results.tsv"

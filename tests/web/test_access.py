@@ -24,7 +24,7 @@ def tokens(app_client: TestClient, sqlite_ledger: Ledger) -> dict[str, str]:
     """Real tokens in the served ledger: a writer, a reader and an admin, by role."""
     made = {}
     for name, role in (("alice", "writer"), ("bob", "reader"), ("carol", "admin")):
-        _record, secret = auth.create_token(sqlite_ledger, name=name, role=role)
+        _record, secret = sqlite_ledger.create_token(name=name, role=role)
         made[role] = secret
     return made
 
@@ -127,7 +127,7 @@ def test_closed_reading_without_any_token_stays_open(closed_client: TestClient) 
 def test_a_revoked_token_ends_its_session_at_once(app_client: TestClient, tokens: dict[str, str]) -> None:
     login(app_client, tokens["writer"])
     assert post_upload(app_client, "first").status_code == 200
-    auth.revoke_token(app_client.app.state.ledger, "alice")  # type: ignore[attr-defined]
+    app_client.app.state.ledger.revoke_token("alice")  # type: ignore[attr-defined]
     assert "alice" not in app_client.get("/").text
     assert post_upload(app_client, "second").status_code == 403
 
