@@ -62,14 +62,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import (
+from trainer_hooks.ops.masked import masked_mean, masked_var
+from trainer_hooks.ops.segments import (
     SegmentStats,
     compute_dtype,
     dense_index,
     segment_normalize,
     segment_stats,
 )
-from trainer_hooks.losses.aggregation import masked_mean, masked_var
 from trainer_hooks.registry import (
     get_advantage_estimator,
     get_advantage_transform,
@@ -168,7 +168,7 @@ def grpo_advantages(
             False: retrain's GRPO centers only (see module docstring).
         eps: added to the std when normalizing (verl's 1e-6).
         var_eps: the std is ``sqrt(unbiased_var + var_eps)`` (the shared
-            :func:`~trainer_hooks.advantages.segments.segment_normalize`); it keeps the
+            :func:`~trainer_hooks.ops.segments.segment_normalize`); it keeps the
             gradient finite for constant groups and moves the result by < 1e-6 relative
             for any group whose variance exceeds 1e-2.
 

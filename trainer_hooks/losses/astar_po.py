@@ -50,10 +50,11 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import compute_dtype, dense_index, segment_sum
-from trainer_hooks.losses.aggregation import agg_loss, masked_mean, masked_var
+from trainer_hooks.losses.aggregation import agg_loss
+from trainer_hooks.ops.masked import masked_mean, masked_var
+from trainer_hooks.ops.segments import compute_dtype, dense_index, segment_sum
+from trainer_hooks.ops.stats import clip_scale_entries, masked_moments
 from trainer_hooks.registry import register_advantage_estimator, register_policy_loss
-from trainer_hooks.telemetry_stats import clip_scale_entries, masked_moments
 
 __all__ = [
     "WEIGHTING_SCHEMES",
