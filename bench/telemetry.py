@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.api import Server, free_port, percentile  # noqa: E402
-from tests.client.proxy import Fault, FaultyProxy  # noqa: E402
+from tests.trainer_hooks.client.proxy import Fault, FaultyProxy  # noqa: E402
 from trainer_hooks.client import LedgerClient  # noqa: E402
 
 OVERHEAD_TARGET_MS = 1.0

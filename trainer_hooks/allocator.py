@@ -51,7 +51,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import segment_sum
+from trainer_hooks.ops.segments import segment_sum
 
 __all__ = [
     "APPLICATION_MODES",

@@ -74,7 +74,8 @@ _BUILTIN_MODULES: list[str] = [
     "trainer_hooks.advantages.a2tgpo",
     "trainer_hooks.losses.ppo",
     "trainer_hooks.losses.gspo",
-    "trainer_hooks.advantages.retrain",
+    "trainer_hooks.advantages.retrain.estimators",
+    "trainer_hooks.advantages.retrain.uncertainty",
     "trainer_hooks.losses.a3po",
     "trainer_hooks.losses.astar_po",
 ]

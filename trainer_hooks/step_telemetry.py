@@ -6,7 +6,7 @@ Per turn (:func:`turn_telemetry`, each value ``[T+1]``: column ``k`` is turn ``k
 trajectories that have it, the outcome turn of the longest trajectory included):
 ``ig_mean``, ``ig_std`` (raw IG; 0 on a column no trajectory has as an IG turn),
 ``normed_ig_mean``, ``clip_scale_mean/std/min/max``, ``clip_scale_frac_low/high`` (at a
-bound as in :mod:`trainer_hooks.telemetry_stats`), ``turn_adv_mean``, ``turn_adv_std``,
+bound as in :mod:`trainer_hooks.ops.stats`), ``turn_adv_mean``, ``turn_adv_std``,
 ``turn_count``. Logged with ``log_turns`` they are the per-turn series of the trial page;
 the step-level series with the same names (the estimator's telemetry) stay separate
 (``turn`` null), and only those feed the trial's clip-scale summary.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from trainer_hooks.telemetry_stats import BOUND_TOLERANCE, masked_moments, stacked_moments
+from trainer_hooks.ops.stats import BOUND_TOLERANCE, masked_moments, stacked_moments
 
 __all__ = ["step_telemetry", "token_entropy", "turn_telemetry", "turn_token_telemetry"]
 

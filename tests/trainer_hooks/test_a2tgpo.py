@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from trainer_hooks import registry
 from trainer_hooks.advantages import a2tgpo as A
-from trainer_hooks.advantages import segments as S
+from trainer_hooks.ops import segments as S
 
 try:  # tests/trainer_hooks may or may not be a package
     from . import loop_reference as ref

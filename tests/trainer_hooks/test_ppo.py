@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainer_hooks import registry
-from trainer_hooks.advantages.segments import turn_reduce
 from trainer_hooks.losses.aggregation import LOSS_AGG_MODES, agg_loss
 from trainer_hooks.losses.ppo import a2tgpo_policy_loss, clipped_surrogate, ppo_policy_loss
+from trainer_hooks.ops.segments import turn_reduce
 
 try:  # tests/trainer_hooks may or may not be a package
     from . import loop_reference as ref

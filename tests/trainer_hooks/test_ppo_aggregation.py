@@ -9,7 +9,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainer_hooks.losses.aggregation import LOSS_AGG_MODES, agg_loss, masked_mean, masked_var
+from trainer_hooks.losses.aggregation import LOSS_AGG_MODES, agg_loss
+from trainer_hooks.ops.masked import masked_mean, masked_var
 
 try:  # tests/trainer_hooks may or may not be a package
     from . import loop_reference as ref

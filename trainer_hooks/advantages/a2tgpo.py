@@ -62,7 +62,7 @@ Dtypes: bf16/fp16 inputs are computed in float32 and the ``[B, L]`` / ``[B, T]``
 are cast back to the promoted input dtype; float64 stays float64. No Python loop runs
 over trajectories, turns or tokens.
 
-Telemetry (flat ``dict[str, Tensor]``, 0-dim, see :mod:`trainer_hooks.telemetry_stats`):
+Telemetry (flat ``dict[str, Tensor]``, 0-dim, see :mod:`trainer_hooks.ops.stats`):
 ``ig_mean``, ``ig_std`` (raw IG over valid turns), ``normed_ig_mean``, ``normed_ig_std``,
 ``clip_scale_mean/std/min/max``, ``clip_scale_frac_low/high`` (over the valid turns,
 outcome turns included), ``turn_adv_mean``, ``turn_adv_std`` (over the valid turns).
@@ -77,15 +77,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import (
+from trainer_hooks.ops.segments import (
     compute_dtype,
     dense_index,
     discount_matrix,
     reverse_discounted_sum,
     segment_normalize,
 )
+from trainer_hooks.ops.stats import clip_scale_bounds, clip_scale_entries, masked_row_stats
 from trainer_hooks.registry import register_advantage_estimator
-from trainer_hooks.telemetry_stats import clip_scale_bounds, clip_scale_entries, masked_row_stats
 
 __all__ = [
     "INFO_GAIN_NORM_MODES",
@@ -597,7 +597,7 @@ def _normalize_pool(
     ``index_add`` over ``[G, W]`` (each column its own pool: turn-group); ``merge``, the
     ``[W, W]`` "same pool" matrix as 0/1 and as 0/-inf, then pools columns together (joint,
     separate). Same rules as
-    :func:`~trainer_hooks.advantages.segments.segment_normalize`: two-pass variance, biased
+    :func:`~trainer_hooks.ops.segments.segment_normalize`: two-pass variance, biased
     unless ``unbiased``, ``std = sqrt(var + var_eps)``, exactly 0 outside the pool and in
     pools whose members are all equal (min == max, singletons included).
     """

@@ -18,7 +18,7 @@ from trainer_hooks.callbacks.recorder import TrialRecorder
 
 __all__ = ["CONTRACT_NAMES", "VerlHook", "numeric_metrics", "verl_hook"]
 
-#: names of ``trainer_hooks.telemetry_stats``'s contract with the ledger
+#: names of ``trainer_hooks.ops.stats``'s contract with the ledger
 CONTRACT_NAMES = frozenset({
     "clip_scale_mean", "clip_scale_std", "clip_scale_min", "clip_scale_max", "clip_scale_frac_low",
     "clip_scale_frac_high", "ig_mean", "ig_std",

@@ -51,11 +51,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import compute_dtype
-from trainer_hooks.losses.aggregation import agg_loss, masked_mean
+from trainer_hooks.losses.aggregation import agg_loss
 from trainer_hooks.losses.ppo import LOG_RATIO_CLAMP, clipped_surrogate, policy_telemetry
+from trainer_hooks.ops.masked import masked_mean
+from trainer_hooks.ops.segments import compute_dtype
+from trainer_hooks.ops.stats import masked_moments
 from trainer_hooks.registry import register_policy_loss
-from trainer_hooks.telemetry_stats import masked_moments
 
 __all__ = [
     "a3po_policy_loss",

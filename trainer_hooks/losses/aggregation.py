@@ -1,7 +1,9 @@
-"""Reduce a per-token loss matrix to a scalar (verl's ``agg_loss``), plus masked moments.
+"""Reduce a per-token loss matrix to a scalar (verl's ``agg_loss``).
 
 Shapes: ``loss_mat: [B, L]`` float, ``loss_mask: [B, L]`` bool or 0/1 numbers (True / nonzero
-on the tokens that count; it is a selection, not a weight — fold weights into ``loss_mat``). Every function here is differentiable in ``loss_mat``/``x``.
+on the tokens that count; it is a selection, not a weight — fold weights into ``loss_mat``).
+``agg_loss`` is differentiable in ``loss_mat``. (Masked moments live in
+:mod:`trainer_hooks.ops.masked`.)
 
 The four modes follow current verl (``verl/trainer/ppo/core_algos.py::agg_loss`` without
 data-parallel arguments; pass a global ``loss_scale_factor`` yourself when sharding):
@@ -66,29 +68,3 @@ def agg_loss(
         return (seq_sum / (n_tok + 1e-8)).sum() / n_rows
     scale = float(loss_mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
     return seq_sum.sum() / n_rows / scale
-
-
-def masked_sum(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
-    """Sum of ``x`` where ``mask`` (same shape, bool or 0/1); all dims when ``dim`` is None."""
-    kept = torch.where(mask.to(torch.bool), x, torch.zeros_like(x))
-    return kept.sum() if dim is None else kept.sum(dim=dim)
-
-
-def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
-    """Mean of ``x`` where ``mask``; ``0`` where nothing is selected."""
-    n = mask.to(x.dtype).sum() if dim is None else mask.to(x.dtype).sum(dim=dim)
-    return masked_sum(x, mask, dim) / n.clamp_min(1.0)
-
-
-def masked_var(x: Tensor, mask: Tensor, dim: int | None = None, unbiased: bool = True) -> Tensor:
-    """Variance of ``x`` where ``mask`` (two-pass, so no catastrophic cancellation).
-
-    ``unbiased=True`` divides by ``n - 1`` (``torch.std``'s default, as verl's GRPO uses);
-    returns ``0`` where fewer than 2 (unbiased) or 1 (biased) elements are selected.
-    """
-    n = mask.to(x.dtype).sum() if dim is None else mask.to(x.dtype).sum(dim=dim)
-    mean = masked_mean(x, mask, dim)
-    centered = x - (mean if dim is None else mean.unsqueeze(dim))
-    ss = masked_sum(centered * centered, mask, dim)
-    denom = n - 1.0 if unbiased else n
-    return torch.where(denom > 0, ss / denom.clamp_min(1.0), torch.zeros_like(ss))

@@ -50,10 +50,11 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import compute_dtype, dense_index, segment_sum
-from trainer_hooks.losses.aggregation import agg_loss, masked_mean, masked_var
+from trainer_hooks.losses.aggregation import agg_loss
+from trainer_hooks.ops.masked import masked_mean, masked_var
+from trainer_hooks.ops.segments import dense_index, segment_sum, to_compute_dtype
+from trainer_hooks.ops.stats import clip_scale_entries, masked_moments
 from trainer_hooks.registry import register_advantage_estimator, register_policy_loss
-from trainer_hooks.telemetry_stats import clip_scale_entries, masked_moments
 
 __all__ = [
     "WEIGHTING_SCHEMES",
@@ -70,11 +71,6 @@ __all__ = [
 ]
 
 WEIGHTING_SCHEMES = ("normalized_advantage", "shifted_advantage", "exp")
-
-
-def _as_float(x: Tensor) -> Tensor:
-    # float32 for half inputs (exp / log-mean-exp and long sums); float64 kept for gradcheck.
-    return x.to(compute_dtype(x))
 
 
 # ---------------------------------------------------------------------------------------
@@ -96,7 +92,7 @@ def vstar_per_group(rewards: Tensor, group_ids: Tensor, *, beta: float = 0.5) ->
     Returns:
         ``(unique_group_ids [G], vstar [G])``, groups in ascending id order.
     """
-    r = _as_float(rewards)
+    r = to_compute_dtype(rewards)
     index, num_groups = dense_index(group_ids)
     unique_ids = torch.unique(group_ids)
     gmax = r.new_empty(num_groups).scatter_reduce(0, index, r.detach(), "amax", include_self=False)
@@ -135,8 +131,8 @@ def astar_po_advantages(
     Returns:
         ``[B]`` raw (unnormalised) advantages; mostly <= 0 since V* is a soft maximum.
     """
-    r = _as_float(rewards)
-    v = smooth_vstar(r, group_ids, beta=beta) if vstar is None else _as_float(vstar).to(r.device)
+    r = to_compute_dtype(rewards)
+    v = smooth_vstar(r, group_ids, beta=beta) if vstar is None else to_compute_dtype(vstar).to(r.device)
     if v.shape != r.shape:
         raise ValueError(f"vstar {tuple(v.shape)} must match rewards {tuple(r.shape)}")
     return r - v
@@ -250,7 +246,7 @@ def normalize_advantages(
     Returns:
         ``[B]``; exactly 0 when fewer than two valid rows or all valid advantages equal.
     """
-    a = _as_float(advantages)
+    a = to_compute_dtype(advantages)
     valid = torch.ones_like(a, dtype=torch.bool) if valid is None else valid.bool()
     mean = masked_mean(a, valid)
     var = masked_var(a, valid, unbiased=True)
@@ -294,7 +290,7 @@ def advantage_weights(
     Returns:
         ``[B]`` detached weights, 0 on invalid rows.
     """
-    a = _as_float(advantages).detach()
+    a = to_compute_dtype(advantages).detach()
     valid = torch.ones_like(a, dtype=torch.bool) if valid is None else valid.bool()
     if scheme == "exp":
         logits = torch.where(valid, a / (beta + 1e-8), torch.full_like(a, -math.inf))
@@ -323,8 +319,8 @@ def full_vocab_kl(logits: Tensor, ref_logits: Tensor, *, temperature: float = 1.
 
     What TinyZero computes; differentiable in ``logits`` (``ref_logits`` is detached).
     """
-    logp = torch.log_softmax(_as_float(logits) / temperature, dim=-1)
-    logq = torch.log_softmax(_as_float(ref_logits).detach() / temperature, dim=-1)
+    logp = torch.log_softmax(to_compute_dtype(logits) / temperature, dim=-1)
+    logq = torch.log_softmax(to_compute_dtype(ref_logits).detach() / temperature, dim=-1)
     return (logp.exp() * (logp - logq)).sum(-1)
 
 
@@ -335,7 +331,7 @@ def sampled_token_kl(logprobs: Tensor, ref_logprobs: Tensor, *, estimator: str =
     ``low_var_kl``): ``exp(q - p) - (q - p) - 1`` >= 0, its exponent clamped to
     ``[-20, 20]`` so one very unlikely reference token cannot overflow.
     """
-    lp, ref = _as_float(logprobs), _as_float(ref_logprobs).detach()
+    lp, ref = to_compute_dtype(logprobs), to_compute_dtype(ref_logprobs).detach()
     if estimator == "k1":
         return lp - ref
     if estimator in ("k3", "low_var_kl"):
@@ -400,8 +396,8 @@ def astar_po_loss(
         (keys in the module docstring).
     """
     mask = response_mask.bool()
-    lp = _as_float(log_prob)
-    adv = _as_float(advantages)
+    lp = to_compute_dtype(log_prob)
+    adv = to_compute_dtype(advantages)
     if adv.dim() == 2:
         adv = adv[:, 0]
     valid = mask.any(-1)
@@ -420,9 +416,9 @@ def astar_po_loss(
     nll = -lp
     if kl_coef != 0.0:
         if ref_kl is not None:
-            kl = _as_float(ref_kl)
+            kl = to_compute_dtype(ref_kl)
         elif ref_log_prob is not None:
-            ref = torch.where(mask, _as_float(ref_log_prob), torch.zeros_like(lp))
+            ref = torch.where(mask, to_compute_dtype(ref_log_prob), torch.zeros_like(lp))
             kl = sampled_token_kl(lp, ref, estimator=kl_estimator)
         else:
             raise ValueError("kl_coef != 0 needs ref_log_prob=[B, L] or ref_kl=[B, L] (or set kl_coef=0)")
@@ -450,9 +446,9 @@ def astar_po_loss(
         tel |= {"clipfrac_low": zero, "clipfrac_high": zero}
         tel |= clip_scale_entries(one, zero, one, one, zero, zero)
         if vstar is not None:
-            tel["vstar_mean"] = masked_mean(_as_float(vstar), valid)
+            tel["vstar_mean"] = masked_mean(to_compute_dtype(vstar), valid)
         if old_log_prob is not None:
-            log_ratio = lp - torch.where(mask, _as_float(old_log_prob), torch.zeros_like(lp))
+            log_ratio = lp - torch.where(mask, to_compute_dtype(old_log_prob), torch.zeros_like(lp))
             tel["approx_kl"] = masked_mean(-log_ratio, mask)
             ratio = masked_moments(torch.exp(log_ratio), mask, "ratio", empty=1.0)
             tel |= {k: ratio[k] for k in ("ratio_mean", "ratio_min", "ratio_max")}

@@ -37,9 +37,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import compute_dtype
-from trainer_hooks.losses.aggregation import agg_loss, masked_mean
+from trainer_hooks.losses.aggregation import agg_loss
 from trainer_hooks.losses.ppo import clipped_surrogate, policy_telemetry
+from trainer_hooks.ops.masked import masked_mean
+from trainer_hooks.ops.segments import compute_dtype
 from trainer_hooks.registry import register_policy_loss
 
 __all__ = ["GSPO_LOG_RATIO_MAX", "gspo_policy_loss", "gspo_token_policy_loss", "sequence_log_ratio"]

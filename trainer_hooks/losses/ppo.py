@@ -44,7 +44,7 @@ Telemetry (flat ``dict[str, Tensor]``, 0-dim, detached):
     ``clip_scale_mean/std/min/max``, ``clip_scale_frac_low/high`` — over turns when
         ``turn_ids`` is given (one value per turn with masked tokens), else over tokens;
         "at bound" = within ``1e-3 * clip_beta`` of ``1 ± clip_beta``
-        (:mod:`trainer_hooks.telemetry_stats`).
+        (:mod:`trainer_hooks.ops.stats`).
     ``ig_mean``, ``ig_std`` — only when per-turn ``ig`` / ``ig_mask`` are passed.
     ``pg_loss`` — the returned loss, detached.
 
@@ -63,10 +63,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from trainer_hooks.advantages.segments import TurnIndex, compute_dtype, turn_index, turn_reduce
 from trainer_hooks.losses.aggregation import agg_loss
+from trainer_hooks.ops.segments import TurnIndex, compute_dtype, turn_index, turn_reduce
+from trainer_hooks.ops.stats import clip_scale_entries, clip_scale_stats, masked_moments
 from trainer_hooks.registry import register_policy_loss
-from trainer_hooks.telemetry_stats import clip_scale_entries, clip_scale_stats, masked_moments
 
 __all__ = [
     "LOG_RATIO_CLAMP",
@@ -95,7 +95,7 @@ def turn_level_log_ratio(
         log_ratio: ``[B, L]`` clamped token log-ratios ``log pi - log pi_old`` (with grad).
         turn_ids: ``[B, L] int``, ``-1`` outside turns. mask: ``[B, L]`` tokens that count.
         turn_mean: optional precomputed ``[B, K]`` turn means of ``log_ratio`` over ``mask``.
-        index: optional :func:`~trainer_hooks.advantages.segments.turn_index` to reuse.
+        index: optional :func:`~trainer_hooks.ops.segments.turn_index` to reuse.
 
     Returns:
         ``[B, L]``: value ``mean over the turn of log_ratio`` on turn tokens (``log_ratio``

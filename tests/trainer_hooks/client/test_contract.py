@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import free_port, make_client
-from tests.client.conftest import expected_points, fast_client, log_steps, stored_points
+from tests.trainer_hooks.client.conftest import expected_points, fast_client, log_steps, stored_points
 from trainer_hooks.client import Spool
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -2,7 +2,7 @@
 and, every ``every`` steps, makes sure the points so far reached the spool and says so
 on stdout (``spooled <steps>``). The test signals it at a moment of its choosing.
 
-    python -m tests.client.trainer_process URL SPOOL_DIR PROJECT EVERY [plain|recorder]
+    python -m tests.trainer_hooks.client.trainer_process URL SPOOL_DIR PROJECT EVERY [plain|recorder]
 
 ``recorder``: inside a :class:`TrialRecorder` with ``handle_sigterm``, so SIGTERM unwinds
 the loop, labels the trial and flushes before the process exits.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 
-from tests.client.conftest import fast_client, log_steps
+from tests.trainer_hooks.client.conftest import fast_client, log_steps
 from trainer_hooks.callbacks import TrialRecorder
 from trainer_hooks.client import LedgerClient
 

@@ -31,6 +31,7 @@ __all__ = [
     "segment_normalize",
     "segment_stats",
     "segment_sum",
+    "to_compute_dtype",
     "turn_index",
     "turn_reduce",
     "valid_turn_tokens",
@@ -41,6 +42,11 @@ def compute_dtype(x: Tensor) -> torch.dtype:
     """float64 stays float64 (gradcheck, reference comparisons); everything else runs in
     float32 because bf16/fp16 sums over hundreds of tokens lose whole units of mass."""
     return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def to_compute_dtype(x: Tensor) -> Tensor:
+    """``x`` in :func:`compute_dtype` (half precision -> float32; float64 and float32 kept)."""
+    return x.to(compute_dtype(x))
 
 
 def dense_index(group_ids: Tensor) -> tuple[Tensor, int]:

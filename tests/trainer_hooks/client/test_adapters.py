@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.api.conftest import API
-from tests.client.conftest import fast_client
+from tests.trainer_hooks.client.conftest import fast_client
 from trainer_hooks.callbacks import TrialRecorder, verl_hook
 from trainer_hooks.client import EvalBudgetExceeded, TrainBudgetExceeded
 

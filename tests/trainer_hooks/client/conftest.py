@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.api.conftest import serve  # noqa: F401  (the fixture)
-from tests.client.proxy import FaultyProxy
+from tests.trainer_hooks.client.proxy import FaultyProxy
 from trainer_hooks.client import LedgerClient
 
 

@@ -17,8 +17,9 @@ from click.testing import CliRunner
 
 from api.cli import cli
 from tests.api.conftest import ROOT, free_port
-from tests.client.conftest import expected_points, fast_client, log_steps, stored_points, trial_count
-from tests.client.proxy import Fault
+from tests.trainer_hooks.client.conftest import expected_points, fast_client, log_steps, stored_points, trial_count
+from tests.trainer_hooks.client.proxy import Fault
+from trainer_hooks.client.cli import spool
 from trainer_hooks.client.spool import Spool, spool_files
 
 pytestmark = pytest.mark.slow
@@ -31,10 +32,12 @@ PROCESS_TIMEOUT_S = 300
 
 
 def flush_cli(directory: Path, *args: str) -> tuple[int, str, str]:
-    """``lineage spool flush`` in its own process (as a user runs it)."""
-    done = subprocess.run([sys.executable, "-m", "api.cli", "spool", "flush", str(directory), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S)
-    return done.returncode, done.stdout, done.stderr
+    """``lineage spool flush``: the click group the ``lineage.commands`` entry point names,
+    invoked as the ``lineage`` CLI invokes it (exit code, stdout, stderr)."""
+    done = CliRunner().invoke(spool, ["flush", str(directory), *args])
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception
+    return done.exit_code, done.stdout, done.stderr
 
 
 def test_server_down_at_start_loses_nothing(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -127,7 +130,7 @@ def test_sigkilled_trainer_loses_nothing_that_reached_the_spool(serve, tmp_path:
     db = str(tmp_path / "ledger.db")
     server = serve(db)
     spool_dir = tmp_path / "spool"
-    trainer = subprocess.Popen([sys.executable, "-m", "tests.client.trainer_process", server.url, str(spool_dir), "p", "40"],
+    trainer = subprocess.Popen([sys.executable, "-m", "tests.trainer_hooks.client.trainer_process", server.url, str(spool_dir), "p", "40"],
                                cwd=ROOT, stdout=subprocess.PIPE, text=True)
     spooled = 0
     assert trainer.stdout is not None
@@ -151,7 +154,7 @@ def test_sigkilled_trainer_loses_nothing_that_reached_the_spool(serve, tmp_path:
 def test_sigterm_labels_the_trial_and_flushes_before_exiting(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "ledger.db")
     server = serve(db)
-    trainer = subprocess.Popen([sys.executable, "-m", "tests.client.trainer_process", server.url, str(tmp_path / "spool"),
+    trainer = subprocess.Popen([sys.executable, "-m", "tests.trainer_hooks.client.trainer_process", server.url, str(tmp_path / "spool"),
                                 "p", "40", "recorder"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert trainer.stdout is not None
     spooled = 0

@@ -1,0 +1,84 @@
+"""``lineage spool flush DIR``: send the telemetry spools a training job left behind.
+
+A trainer's :class:`~trainer_hooks.client.LedgerClient` keeps every write in a spool file
+per run until the ledger has it. When the trainer ended before the ledger could take
+everything (it was down, the token was revoked, the job was killed), this command
+replays the spools of ``DIR`` in order with the same idempotency keys, so nothing is
+stored twice. It talks HTTP like the trainer (the ``trainer`` extra's httpx), never
+imports torch, and prints one line per spool; a spool the ledger refuses is reported
+on stderr with the reason and the command exits non-zero.
+
+The ``lineage`` command line finds this group through the entry-point group
+``lineage.commands`` (``spool = "trainer_hooks.client.cli:spool"`` in pyproject.toml), so
+the ledger's faces never import trainer code. Importing this module needs only click:
+httpx is imported when a flush runs, and its absence is one line naming the extra.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import click
+
+EXIT_NOT_DELIVERED = 1
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def spool() -> None:
+    """Telemetry spools of training runs (see trainer_hooks.client)."""
+
+
+@spool.command("flush")
+@click.argument("directory", type=click.Path(exists=True, file_okay=True, dir_okay=True, path_type=Path))
+@click.option("--url", default=None, help="The ledger's base URL. Default: the URL the run used.")
+@click.option("--token", envvar="LINEAGE_TOKEN", default=None, help="A writer token ($LINEAGE_TOKEN).")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to keep retrying an unreachable ledger, per spool.")
+def flush(directory: Path, url: str | None, token: str | None, timeout: float) -> None:
+    """Send every spool in DIRECTORY (or the one spool file given) to the ledger."""
+    try:
+        from trainer_hooks.client.delivery import LedgerRejected, Transport, Unavailable, deliver_within
+        from trainer_hooks.client.spool import Spool, spool_files
+    except ImportError as exc:  # httpx missing
+        raise click.ClickException(f"{exc}; install the 'trainer' extra (pip install 'lineage-ledger[trainer]')") from None
+    files = [directory] if directory.is_file() else spool_files(directory)
+    if not files:
+        click.echo(f"no spool files (*.spool) in {directory}", err=True)
+    failed = 0
+    for path in files:
+        try:
+            found = Spool(path)
+            meta = found.meta()
+        except sqlite3.DatabaseError as exc:
+            click.echo(f"error: {path}: not a spool file ({exc})", err=True)
+            failed += 1
+            continue
+        base_url = url or meta.get("base_url")
+        project = meta.get("project")
+        if not base_url or not project:
+            click.echo(f"error: {path}: not a spool of a run (no base_url or project)", err=True)
+            failed += 1
+            continue
+        transport = Transport(base_url, token, project)
+        try:
+            sent = deliver_within(found, transport, timeout)
+            exp_id = found.get("exp_id")
+        except LedgerRejected as exc:
+            click.echo(f"error: {path}: {exc}", err=True)
+            failed += 1
+            continue
+        except Unavailable as exc:
+            ops, points = found.pending()
+            click.echo(f"error: {path}: ledger at {base_url} unreachable for {timeout:g} s ({exc}); "
+                       f"{ops} ops ({points} points) still spooled", err=True)
+            failed += 1
+            continue
+        finally:
+            transport.close()
+            found.close()
+        click.echo(json.dumps({"spool": str(path), "project": project, "exp_id": exp_id,
+                               "points_sent": sent}))
+    if failed:
+        raise SystemExit(EXIT_NOT_DELIVERED)
