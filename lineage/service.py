@@ -34,7 +34,6 @@ from lineage.render import PromptView, render_knowledge, render_prompt
 from lineage import similar as similar_text
 from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
-from lineage.store_search import candidate_rows
 from lineage import guardrails, hooks, progress
 
 #: Fields a project update may change.
@@ -241,7 +240,7 @@ class Ledger:
         min_score: float = similar_text.MIN_SCORE, ranker: Ranker | None = None,
         candidates: int = similar_text.CANDIDATES,
     ) -> list[Similar]:
-        rows = candidate_rows(self.store, conn, project.id, terms, limit=candidates)
+        rows = self.store.candidate_rows(conn, project.id, terms, limit=candidates)
         return similar_text.rank(text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score,
                                  ranker=ranker)
 
@@ -944,11 +943,9 @@ class Ledger:
 
     def remove_hook(self, project_slug: str, hook_id: int) -> None:
         """Remove a webhook with its outbox rows; :class:`NotFound` (field ``hook_id``)."""
-        from lineage.store_outbox import delete_hook
-
         with self.store.write() as conn:
             project = self.store.project(conn, project_slug)
-            if not delete_hook(self.store, conn, project.id, hook_id):
+            if not self.store.delete_hook(conn, project.id, hook_id):
                 raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")
 
     def knowledge_document(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> tuple[Project, str]:

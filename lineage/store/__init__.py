@@ -16,7 +16,10 @@ each module's docstring lists its methods:
 * ``loops.LoopsSql``: results-file loops: next number, branch tip, delta refresh, plot rows;
 * ``tokens.TokensSql``: API tokens and idempotency keys;
 * ``telemetry.TelemetrySql``: telemetry points: insert, series, buckets, aggregates;
-* ``explore.ExploreSql``: the metric explorer's reads.
+* ``explore.ExploreSql``: the metric explorer's reads;
+* ``search.SearchSql``: trial text search: candidates, vocabulary, index compaction;
+* ``outbox.OutboxSql``: webhooks and their delivery outbox;
+* ``progress.ProgressSql``: the progress summary's reads and the guardrail policies.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ from lineage.store.base import TRIAL_COLUMNS, TRIAL_VALUE_COLUMNS, trial_from_ro
 from lineage.store.base import _stamp  # noqa: F401 - lineage.hooks imports it from here
 from lineage.store.explore import ExploreSql
 from lineage.store.loops import LoopsSql
+from lineage.store.outbox import OutboxSql
 from lineage.store.pages import PagesSql
+from lineage.store.progress import ProgressSql
 from lineage.store.projects import ProjectsSql
+from lineage.store.search import SearchSql
 from lineage.store.telemetry import TelemetrySql
 from lineage.store.tokens import TokensSql
 from lineage.store.trials import BULK_BATCH, TrialsSql
@@ -34,5 +40,7 @@ from lineage.store.trials import BULK_BATCH, TrialsSql
 __all__ = ["BULK_BATCH", "TRIAL_COLUMNS", "TRIAL_VALUE_COLUMNS", "Store", "trial_from_row", "utcnow"]
 
 
-class Store(ProjectsSql, TrialsSql, PagesSql, LoopsSql, TokensSql, TelemetrySql, ExploreSql):
+class Store(
+    ProjectsSql, TrialsSql, PagesSql, LoopsSql, TokensSql, TelemetrySql, ExploreSql, SearchSql, OutboxSql, ProgressSql
+):
     """SQL access for one database (one engine): the mixins above over ``StoreBase``."""

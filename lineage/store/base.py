@@ -5,7 +5,7 @@ Every mixin of :class:`lineage.store.Store` builds on :class:`StoreBase`:
 * ``__init__`` (engine, backend, the trial INSERT statement), :meth:`read`, :meth:`write`;
 * driver-level SQL: ``_sql`` (``?`` to the driver's placeholder), ``_execute``,
   ``_trials_where`` / ``_trial_where``, :meth:`peek` (one statement outside a transaction),
-  ``_in`` (a list of placeholders);
+  ``_in`` (a list of placeholders), ``_json_mark`` (the placeholder of a JSON value);
 * times: ``_now`` (the driver's form of now), :meth:`db_time`;
 * ``_filter_sql``: the WHERE clause of the trials table's filters, shared by listing,
   pages and the explorer.
@@ -213,6 +213,10 @@ class StoreBase:
 
     def _in(self, values: Sequence[Any]) -> str:
         return ", ".join("?" * len(values))
+
+    def _json_mark(self) -> str:
+        """The placeholder of a JSON value (``jsonb`` on PostgreSQL, text on SQLite)."""
+        return "?" if self.sqlite else "CAST(? AS jsonb)"
 
     @staticmethod
     def _filter_sql(

@@ -3,7 +3,7 @@
 Methods: ``insert_project``, ``project``, ``projects``, ``update_project``,
 ``locked_project`` (the project locked for a write, with its counters),
 ``advance_counters``, ``project_revision``, ``project_counters``, ``delete_project``
-(uses ``lineage.store_search.trials_deleted``), ``backup_sqlite`` (SQLite's online backup).
+(uses ``SearchSql.trials_deleted``), ``backup_sqlite`` (SQLite's online backup).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from sqlalchemy.exc import IntegrityError
 from lineage.domain import BestPolicy, Project
 from lineage.errors import Conflict, NotFound
 from lineage.store.base import _PROJECT_COLUMNS, _PROJECT_SELECT, StoreBase, _project_from_row, projects, utcnow
-from lineage.store_search import trials_deleted
 
 
 class ProjectsSql(StoreBase):
@@ -103,7 +102,7 @@ class ProjectsSql(StoreBase):
         (``ON DELETE CASCADE`` foreign keys)."""
         trial_count = self._execute(conn, "SELECT count(*) FROM trials WHERE project_id = ?", (project.id,)).fetchone()[0]
         self._execute(conn, "DELETE FROM projects WHERE id = ?", (project.id,))
-        trials_deleted(self, conn, trial_count)
+        self.trials_deleted(conn, trial_count)  # type: ignore[attr-defined]
 
     def backup_sqlite(self, target_path: str) -> None:
         """Online backup of a SQLite database (consistent while writers run)."""

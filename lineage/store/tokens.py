@@ -139,7 +139,7 @@ class TokensSql(StoreBase):
         return cursor.rowcount == 1
 
     def set_key_result(self, conn: Connection, project: Project, scope: str, key: str, result: Mapping[str, Any]) -> None:
-        mark = "?" if self.sqlite else "CAST(? AS jsonb)"
+        mark = self._json_mark()
         self._execute(
             conn, f"UPDATE idempotency_keys SET result = {mark} WHERE project_id = ? AND scope = ? AND key = ?",
             (_json_text(result), project.id, scope, key),

@@ -11,7 +11,7 @@ Methods, by section:
   table) and ``_copy_batches`` (``COPY``).
 
 Every write of a trial's text also adds its words to the search vocabulary
-(``lineage.store_search.remember_terms``, same transaction).
+(``SearchSql.remember_terms``, same transaction).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from lineage.store.base import (
     trials,
     utcnow,
 )
-from lineage.store_search import remember_terms, sqlite_bulk_index, vocabulary
+from lineage.store.search import sqlite_bulk_index, vocabulary
 
 _TRIAL_SELECT = [trials.c[name] for name in TRIAL_COLUMNS]
 #: The columns a chain line of the prompt needs; the others are selected as empty values
@@ -75,7 +75,7 @@ class TrialsSql(StoreBase):
         values[_STATUS_AT] = trial.status.value
         text = search_text(trial.hypothesis, trial.notes)
         self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text))
-        remember_terms(self, conn, vocabulary((text,)))
+        self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
 
@@ -84,7 +84,7 @@ class TrialsSql(StoreBase):
         values = _trial_values(trial)
         values.pop("exp_id")
         values["search_text"] = search_text(trial.hypothesis, trial.notes)
-        remember_terms(self, conn, vocabulary((values["search_text"],)))
+        self.remember_terms(conn, vocabulary((values["search_text"],)))  # type: ignore[attr-defined]
         conn.execute(
             update(trials)
             .where(trials.c.project_id == project.id, trials.c.exp_id == trial.exp_id)
@@ -274,7 +274,7 @@ class TrialsSql(StoreBase):
         count = 0
 
         values_of = attrgetter(*TRIAL_VALUE_COLUMNS)
-        texts: list[str] = []  # for the search vocabulary (lineage.store_search)
+        texts: list[str] = []  # for the search vocabulary (lineage.store.search)
 
         def tuples() -> Iterator[tuple[Any, ...]]:
             nonlocal count
@@ -286,7 +286,7 @@ class TrialsSql(StoreBase):
                 yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text)
 
         writer(conn, tuples())
-        remember_terms(self, conn, vocabulary(texts))
+        self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]
         if not self.sqlite and count >= 10_000:
             # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
             conn.exec_driver_sql("ANALYZE trials")
@@ -294,14 +294,14 @@ class TrialsSql(StoreBase):
 
     def _sqlite_batches(self, conn: Connection, tuples: Iterator[tuple[Any, ...]]) -> None:
         # Rows go to a per-connection TEMP staging table first, then into trials with one
-        # INSERT ... SELECT per batch, so the triggers on trials (lineage.store_search)
+        # INSERT ... SELECT per batch, so the triggers on trials (lineage.store.search)
         # run in one statement per batch instead of one per row: with the search index's
         # insert trigger standing aside (sqlite_bulk_index), a direct executemany still
         # took 3.0 s for 100,000 rows against 1.9 s staged (bench/autoresearch.py rows).
         columns = ", ".join(_BULK_COLUMNS)
         staging = "temp.lineage_bulk_trials"
         stage = f"INSERT INTO {staging} ({columns}) VALUES ({', '.join('?' * len(_BULK_COLUMNS))})"
-        # ORDER BY rowid: trials.id grows with seq (lineage.store_search relies on it)
+        # ORDER BY rowid: trials.id grows with seq (lineage.store.search relies on it)
         move = f"INSERT INTO trials ({columns}) SELECT {columns} FROM {staging} ORDER BY rowid"
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:

@@ -7,7 +7,7 @@ Create Date: 2026-11-23
 ``trials.search_text`` holds the tokens of a trial's hypothesis and notes
 (``lineage.similar.search_text``), written by the store. Existing rows are backfilled
 here. The index lives outside the ORM models (migrations/env.py and the migration test
-skip it through ``lineage.store_search.is_search_object``):
+skip it through ``lineage.store.search.is_search_object``):
 
 * SQLite: the contentless FTS5 table ``trial_search`` (rowid = ``-trials.id``, so newest
   first is its ascending order), kept in step by three triggers (insert, delete, update of
@@ -16,7 +16,7 @@ skip it through ``lineage.store_search.is_search_object``):
 * PostgreSQL: the stored generated column ``trials.search_vector``
   (``to_tsvector('simple', search_text)``) and the GIN index ``ix_trials_search`` on it.
 * Both: the vocabulary table ``trial_search_terms`` (every indexed word of 3 or more
-  characters; prefix terms are expanded through it, see ``lineage.store_search``),
+  characters; prefix terms are expanded through it, see ``lineage.store.search``),
   filled here from the backfilled texts and by the store on every write.
 
 This revision imports nothing from ``lineage``: its DDL and the backfill's tokenizer are

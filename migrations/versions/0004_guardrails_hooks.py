@@ -7,7 +7,7 @@ Create Date: 2026-11-23
 * ``guardrail_policies``: one row per project that has guardrails, with the trips in force.
 * ``webhooks`` and ``hook_deliveries`` (the transactional outbox, see ``lineage.hooks``).
 * ``trial_status_totals``: trials and the sum of ``total_s`` per project and status
-  (``lineage.store_progress`` reads it), kept in step with ``trials`` by triggers (row
+  (``lineage.store.progress`` reads it), kept in step with ``trials`` by triggers (row
   triggers on SQLite, statement triggers with transition tables on PostgreSQL) and
   backfilled here.
 

@@ -8,7 +8,7 @@ from alembic.runtime.migration import MigrationContext
 from lineage import migrate
 from lineage.db import make_engine
 from lineage.models import Base
-from lineage.store_search import include_object
+from lineage.store.search import include_object
 
 
 def test_orm_models_and_migration_head_agree(engine) -> None:  # type: ignore[no-untyped-def]
@@ -120,7 +120,7 @@ def test_the_frozen_tokenizer_of_revision_0003_agrees_with_todays() -> None:
     If this fails, today's tokenizer changed: decide how old rows are re-tokenized (a new
     revision), and leave 0003's copy as it is."""
     from lineage import similar
-    from lineage.store_search import vocabulary
+    from lineage.store.search import vocabulary
 
     frozen = _revision("0003_trial_search")
     samples = [
