@@ -105,7 +105,7 @@ class TrialRow(Base):
     snapshot_path: Mapped[str] = mapped_column(ShortText, default="")
     notes: Mapped[str] = mapped_column(Text, default="")
     #: the tokens of hypothesis and notes (lineage.similar.search_text), written by the
-    #: store; the full-text index on it is not a model (lineage.store_search)
+    #: store; the full-text index on it is not a model (lineage.store.search)
     search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
     ig_clip_scale_mean: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_std: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -185,7 +185,7 @@ class TelemetryPointRow(Base):
 class TrialStatusTotalRow(Base):
     """Trials and the sum of their ``total_s`` per project and status: what the progress
     summary reads instead of aggregating the trials. Kept in step by database triggers on
-    ``trials`` (``lineage.store_progress``), so every write path, bulk imports and
+    ``trials`` (created by migration 0004), so every write path, bulk imports and
     cascading deletes included, updates it in the writer's transaction."""
 
     __tablename__ = "trial_status_totals"

@@ -1,7 +1,7 @@
 """'Was this tried?': past trials ranked by how close their text is to a new idea.
 
 This module owns the text rule (how a trial's text becomes search tokens) and the
-ranking rule; the SQL that finds candidates is ``lineage.store_search`` and the use-case
+ranking rule; the SQL that finds candidates is ``lineage.store.search`` and the use-case
 is ``Ledger.find_similar``. It imports no SQL and no model: an optional embedding ranker
 plugs in through :class:`Ranker`.
 
@@ -17,7 +17,7 @@ Tokens (:func:`tokens`)
     (SQLite FTS5 ``unicode61``, PostgreSQL ``to_tsvector('simple', ...)``), which split
     it into exactly these tokens, so both see the same words.
 
-Candidates (``lineage.store_search.candidate_rows``)
+Candidates (``Store.candidate_rows``, ``lineage.store.search``)
     The query's first :data:`MAX_QUERY_TOKENS` distinct non-stop-word tokens, each a
     prefix term when it has 3 or more characters (``norm`` finds ``normalization``) and
     an exact term otherwise. Tier 1: trials of the project holding every term, newest
@@ -26,7 +26,7 @@ Candidates (``lineage.store_search.candidate_rows``)
     order and term membership decide the set, so both backends return the same
     candidates for the same data. (A prefix term is searched as the OR of the indexed
     words under it, from the vocabulary table, while they are few: the same set, read
-    faster; ``lineage.store_search``.)
+    faster; ``lineage.store.search``.)
 
 Score of a candidate (:class:`FuzzyTokenRanker`), in [0, 1]
     For query tokens Q and a field's tokens D (distinct, stop-words left out), the
@@ -114,7 +114,7 @@ def query_terms(text: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A past trial as the ranker sees it (a row of ``lineage.store_search``)."""
+    """A past trial as the ranker sees it (a row of ``lineage.store.search``)."""
 
     seq: int
     exp_id: str

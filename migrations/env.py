@@ -7,7 +7,7 @@ from alembic import context
 
 from lineage.db import make_engine
 from lineage.models import Base
-from lineage.store_search import include_object
+from lineage.store.search import include_object
 
 config = context.config
 target_metadata = Base.metadata

@@ -23,7 +23,6 @@ from lineage.errors import NotFound
 from lineage.monitor import guardrails, hooks, progress
 from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
-from lineage.store_search import candidate_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +160,7 @@ class AgentUses:
         min_score: float = similar_text.MIN_SCORE, ranker: Ranker | None = None,
         candidates: int = similar_text.CANDIDATES,
     ) -> list[Similar]:
-        rows = candidate_rows(self.store, conn, project.id, terms, limit=candidates)
+        rows = self.store.candidate_rows(conn, project.id, terms, limit=candidates)
         return similar_text.rank(text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score,
                                  ranker=ranker)
 
@@ -213,9 +212,7 @@ class AgentUses:
 
     def remove_hook(self, project_slug: str, hook_id: int) -> None:
         """Remove a webhook with its outbox rows; :class:`NotFound` (field ``hook_id``)."""
-        from lineage.store_outbox import delete_hook
-
         with self.store.write() as conn:
             project = self.store.project(conn, project_slug)
-            if not delete_hook(self.store, conn, project.id, hook_id):
+            if not self.store.delete_hook(conn, project.id, hook_id):
                 raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")

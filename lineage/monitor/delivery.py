@@ -3,7 +3,7 @@
 :func:`deliver_due` sends the deliveries that are due once (``lineage hook deliver``);
 :func:`delivery_loop` repeats it in the background of ``lineage serve`` (started by the
 app's lifespan). Both are safe to run in several processes on one database: each
-delivery is claimed with a lease first (``lineage.store_outbox``), and the HTTP request
+delivery is claimed with a lease first (``lineage.store.outbox``), and the HTTP request
 runs outside any transaction, so a receiver that hangs holds no lock and slows no write.
 
 Retries: attempt ``n`` (1-based) that fails (connection refused, timeout, a status other
@@ -32,9 +32,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 
-from lineage import store_outbox
-
-log = logging.getLogger("lineage.monitor.hooks")
+log = logging.getLogger("lineage.hooks")
 
 SIGNATURE_HEADER = "X-Lineage-Signature"
 TIMESTAMP_HEADER = "X-Lineage-Timestamp"
@@ -133,17 +131,17 @@ def deliver_due(  # type: ignore[no-untyped-def]
     while True:
         started = time.time() if now is None else now
         with store.read() as conn:
-            if not store_outbox.any_due(store, conn, now=started):
+            if not store.any_delivery_due(conn, now=started):
                 return report
         with store.write() as conn:
-            claimed = store_outbox.claim_due(store, conn, now=started, lease_until=started + policy.lease_s,
-                                             token=token, limit=policy.batch)
+            claimed = store.claim_due_deliveries(conn, now=started, lease_until=started + policy.lease_s,
+                                                 token=token, limit=policy.batch)
         if not claimed:
             return report
         for delivery_id, _hook_id, event_id, event_type, body, attempts, url, secret in claimed:
             if stop is not None and stop.is_set():
                 with store.write() as conn:
-                    store_outbox.release(store, conn, token)
+                    store.release_deliveries(conn, token)
                 return report
             error = post(url, body.encode("utf-8"), secret=secret, timeout=policy.timeout_s, headers={
                 "X-Lineage-Event": event_type, "X-Lineage-Event-Id": event_id, "X-Lineage-Delivery": str(delivery_id),
@@ -162,8 +160,8 @@ def deliver_due(  # type: ignore[no-untyped-def]
                 report.errors.append(f"delivery {delivery_id} to {url}: {error}")
                 log.warning("webhook delivery %s (%s) attempt %s: %s", delivery_id, event_type, attempt, error)
             with store.write() as conn:
-                store_outbox.finish(store, conn, delivery_id, token, state=state, attempts=attempt,
-                                    next_attempt_at=next_at, error=error or "")
+                store.finish_delivery(conn, delivery_id, token, state=state, attempts=attempt,
+                                      next_attempt_at=next_at, error=error or "")
         if len(claimed) < policy.batch:
             return report
 

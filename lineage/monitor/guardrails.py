@@ -33,7 +33,6 @@ from typing import Any, Callable, Mapping
 
 from sqlalchemy import Connection
 
-from lineage import store_progress
 from lineage.monitor import hooks
 from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
@@ -133,7 +132,7 @@ def _record_trips(
     }
     new = [name for name in now if name not in old]
     if state != old:
-        store_progress.save_tripped(store, conn, project.id, state)
+        store.save_tripped(conn, project.id, state)
     for name in new:
         value, limit = now[name]
         hooks.enqueue(store, conn, project, "guardrail_tripped", {
@@ -150,20 +149,20 @@ def after_trial(
     """After ``trial`` was recorded (in the writer's transaction): update the trips; the
     names newly tripped. One primary-key look-up when the project has no guardrails; with
     them, a short index walk for a crash streak and the per-status totals for a budget."""
-    row = store_progress.guardrail_policy(store, conn, project.id)
+    row = store.guardrail_policy(conn, project.id)
     if row is None:
         return []
     policy = _policy_of(row)
     streak = crash_streak(store, conn, project.id, trial_count) if trial.status.value in CRASH_STATUSES else 0
     now = tripped_now(policy, crash_streak=streak, trials_since_improvement=trials_since(best, trial_count),
-                      hours=lambda: store_progress.total_seconds(store, conn, project.id) / 3600)
+                      hours=lambda: store.total_seconds(conn, project.id) / 3600)
     return _record_trips(store, conn, project, row, now, exp_id=trial.exp_id, subscribed=subscribed)
 
 
 def reevaluate(store: Store, conn: Connection, project: Project, *, exp_id: str | None = None) -> list[str]:
     """Update the trips from the project's figures read afresh (after a trial update, an
     import or a policy change); the names newly tripped."""
-    row = store_progress.guardrail_policy(store, conn, project.id)
+    row = store.guardrail_policy(conn, project.id)
     if row is None:
         return []
     count = store.project_counters(conn, project)[0]
@@ -171,7 +170,7 @@ def reevaluate(store: Store, conn: Connection, project: Project, *, exp_id: str 
         _policy_of(row),
         crash_streak=crash_streak(store, conn, project.id, count),
         trials_since_improvement=trials_since(store.best_scored(conn, project), count),
-        hours=lambda: store_progress.total_seconds(store, conn, project.id) / 3600,
+        hours=lambda: store.total_seconds(conn, project.id) / 3600,
     )
     return _record_trips(store, conn, project, row, now, exp_id=exp_id)
 
@@ -181,23 +180,23 @@ def set_policy(store: Store, conn: Connection, project: Project, values: Mapping
     and move the project's revision (its prompt shows the guardrails)."""
     policy = check_policy(values)
     if policy.is_empty:
-        store_progress.delete_guardrail_policy(store, conn, project.id)
+        store.delete_guardrail_policy(conn, project.id)
     else:
-        store_progress.save_guardrail_policy(store, conn, project.id, **policy.to_dict())
+        store.save_guardrail_policy(conn, project.id, **policy.to_dict())
         reevaluate(store, conn, project)
-    store_progress.bump_revision(store, conn, project.id)
+    store.bump_revision(conn, project.id)
     return policy
 
 
 def policy(store: Store, conn: Connection, project: Project) -> GuardrailPolicy:
-    row = store_progress.guardrail_policy(store, conn, project.id)
+    row = store.guardrail_policy(conn, project.id)
     return GuardrailPolicy() if row is None else _policy_of(row)
 
 
 def state(store: Store, conn: Connection, project: Project, progress: Progress) -> dict[str, Any] | None:
     """The guardrails as the summary shows them: the policy and each guardrail the
     project's figures trip now, with when the trip began (None: no guardrails)."""
-    row = store_progress.guardrail_policy(store, conn, project.id)
+    row = store.guardrail_policy(conn, project.id)
     if row is None:
         return None
     current = _policy_of(row)

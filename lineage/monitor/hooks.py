@@ -51,7 +51,6 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import Connection
 
-from lineage import store_outbox
 from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
 from lineage.store import Store, _stamp
@@ -138,18 +137,17 @@ def add_hook(
     """Add a hook; returns it with its signing secret (shown this once)."""
     url, chosen, body_format = check_url(url), check_events(events), check_format(body_format)
     secret = new_secret()
-    hook_id = store_outbox.insert_hook(store, conn, project.id, url=url, events=chosen, body_format=body_format,
-                                       secret=secret)
+    hook_id = store.insert_hook(conn, project.id, url=url, events=chosen, body_format=body_format, secret=secret)
     return Hook(hook_id, project.slug, url, chosen, body_format, None), secret
 
 
 def list_hooks(store: Store, conn: Connection, project: Project) -> list[Hook]:
     return [Hook(id_, project.slug, url, tuple(events), fmt, _stamp(created), pending, delivered, failed)
-            for id_, url, events, fmt, created, pending, delivered, failed in store_outbox.hooks(store, conn, project.id)]
+            for id_, url, events, fmt, created, pending, delivered, failed in store.hooks(conn, project.id)]
 
 
 def subscriptions(store: Store, conn: Connection, project: Project) -> list[Subscription]:
-    return store_outbox.subscriptions(store, conn, project.id)
+    return store.subscriptions(conn, project.id)
 
 
 def _trial_brief(trial: Trial) -> dict[str, Any]:
@@ -186,13 +184,13 @@ def enqueue(
 ) -> int:
     """Write ``event_type`` to the outbox for each hook that wants it, in the caller's
     transaction; how many rows were written. ``subscribed``: the hooks, if already read."""
-    hooks = store_outbox.subscriptions(store, conn, project.id) if subscribed is None else subscribed
+    hooks = store.subscriptions(conn, project.id) if subscribed is None else subscribed
     wanted = [(hook_id, fmt) for hook_id, events, fmt in hooks if event_type in events]
     if not wanted:
         return 0
     event_id = str(uuid.uuid4())
     now = datetime.now(timezone.utc).timestamp()
-    store_outbox.insert_deliveries(store, conn, [
+    store.insert_deliveries(conn, [
         (hook_id, project.id, event_id, event_type,
          event_body(event_type, project, data, event_id=event_id, body_format=fmt), now)
         for hook_id, fmt in wanted

@@ -3,7 +3,7 @@
 One implementation, :func:`measure`, called by ``Ledger.summary`` (CLI ``lineage
 summary``, ``GET /api/v1/projects/{p}/summary``, MCP ``get_summary``, the dashboard and
 the prompt wrapper). Its reads are index-only aggregates and short index walks
-(``lineage.store_progress``), so it costs the same on a 100,000-trial project as on a
+(``lineage.store.progress``), so it costs the same on a 100,000-trial project as on a
 small one.
 
 Figures (``Progress.to_dict()``)
@@ -48,7 +48,6 @@ from typing import Any, Mapping
 
 from sqlalchemy import Connection
 
-from lineage import store_progress
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
 from lineage.store import Store
@@ -199,7 +198,7 @@ def crash_streak(store: Store, conn: Connection, project_id: int, trial_count: i
     """Trials after the newest one that did not crash (``trial_count`` trials in all)."""
     if trial_count == 0:
         return 0
-    last_ok = store_progress.last_seq_not_in(store, conn, project_id, CRASH_STATUSES)
+    last_ok = store.last_seq_not_in(conn, project_id, CRASH_STATUSES)
     return trial_count - 1 - (-1 if last_ok is None else last_ok)
 
 
@@ -211,12 +210,12 @@ def trials_since(best: Trial | None, trial_count: int) -> int:
 def measure(store: Store, conn: Connection, project: Project, *, last_n: int = DEFAULT_LAST_N) -> Progress:
     """The project's progress, read in the caller's transaction."""
     last_n = check_last_n(last_n)
-    totals = store_progress.status_totals(store, conn, project.id)
+    totals = store.status_totals(conn, project.id)
     by_status = {status: count for status, (count, _) in totals.items()}
     trials = sum(by_status.values())
-    recent = store_progress.recent_status_counts(store, conn, project.id, last_n) if trials else {}
+    recent = store.recent_status_counts(conn, project.id, last_n) if trials else {}
     best = store.best_scored(conn, project)
-    baseline = (store_progress.first_with_status(store, conn, project.id, FailureLabel.BASELINE.value)
+    baseline = (store.first_with_status(conn, project.id, FailureLabel.BASELINE.value)
                 or store.first_trial(conn, project))
     lower = project.lower_is_better
     improvement = None

@@ -6,9 +6,13 @@ Create Date: 2026-11-23
 
 * ``guardrail_policies``: one row per project that has guardrails, with the trips in force.
 * ``webhooks`` and ``hook_deliveries`` (the transactional outbox, see ``lineage.monitor.hooks``).
-* ``trial_status_totals``: trials and the sum of ``total_s`` per project and status, kept
-  in step with ``trials`` by triggers (``lineage.store_progress``; row triggers on SQLite,
-  statement triggers with transition tables on PostgreSQL) and backfilled here.
+* ``trial_status_totals``: trials and the sum of ``total_s`` per project and status
+  (``lineage.store.progress`` reads it), kept in step with ``trials`` by triggers (row
+  triggers on SQLite, statement triggers with transition tables on PostgreSQL) and
+  backfilled here.
+
+This revision imports nothing from ``lineage``: the triggers' DDL is a frozen copy (an old
+revision must not change when today's code changes).
 """
 from __future__ import annotations
 
@@ -22,6 +26,68 @@ branch_labels = None
 depends_on = None
 
 _JSON = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql')
+
+# -- the per-status totals' triggers and backfill, frozen ------------------------------------
+#
+# SQLite: a row trigger per insert, delete and update of ``status``/``total_s`` (an UPSERT
+# of one small row). PostgreSQL: statement triggers with transition tables, so a COPY of
+# 100,000 rows adds one grouped UPSERT, not 100,000.
+
+SQLITE_TOTALS_DDL: tuple[str, ...] = (
+    """CREATE TRIGGER trial_totals_insert AFTER INSERT ON trials BEGIN
+        INSERT INTO trial_status_totals (project_id, status, trials, seconds)
+        VALUES (new.project_id, new.status, 1, COALESCE(new.total_s, 0))
+        ON CONFLICT (project_id, status) DO UPDATE SET trials = trials + 1, seconds = seconds + excluded.seconds;
+    END""",
+    """CREATE TRIGGER trial_totals_delete AFTER DELETE ON trials BEGIN
+        UPDATE trial_status_totals SET trials = trials - 1, seconds = seconds - COALESCE(old.total_s, 0)
+        WHERE project_id = old.project_id AND status = old.status;
+    END""",
+    """CREATE TRIGGER trial_totals_update AFTER UPDATE OF status, total_s ON trials BEGIN
+        UPDATE trial_status_totals SET trials = trials - 1, seconds = seconds - COALESCE(old.total_s, 0)
+        WHERE project_id = old.project_id AND status = old.status;
+        INSERT INTO trial_status_totals (project_id, status, trials, seconds)
+        VALUES (new.project_id, new.status, 1, COALESCE(new.total_s, 0))
+        ON CONFLICT (project_id, status) DO UPDATE SET trials = trials + 1, seconds = seconds + excluded.seconds;
+    END""",
+)
+SQLITE_TOTALS_DROP: tuple[str, ...] = tuple(
+    f"DROP TRIGGER IF EXISTS trial_totals_{op}" for op in ("insert", "delete", "update")
+)
+POSTGRES_TOTALS_DDL: tuple[str, ...] = (
+    """CREATE FUNCTION lineage_trial_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE trial_status_totals t SET trials = t.trials - o.n, seconds = t.seconds - o.s
+            FROM (SELECT project_id, status, COUNT(*) AS n, COALESCE(SUM(total_s), 0) AS s
+                  FROM old_rows GROUP BY project_id, status) o
+            WHERE t.project_id = o.project_id AND t.status = o.status;
+        END IF;
+        IF TG_OP IN ('UPDATE', 'INSERT') THEN
+            INSERT INTO trial_status_totals (project_id, status, trials, seconds)
+            SELECT project_id, status, COUNT(*), COALESCE(SUM(total_s), 0) FROM new_rows GROUP BY project_id, status
+            ON CONFLICT (project_id, status) DO UPDATE
+            SET trials = trial_status_totals.trials + EXCLUDED.trials,
+                seconds = trial_status_totals.seconds + EXCLUDED.seconds;
+        END IF;
+        RETURN NULL;
+    END $$""",
+    "CREATE TRIGGER trial_totals_insert AFTER INSERT ON trials REFERENCING NEW TABLE AS new_rows "
+    "FOR EACH STATEMENT EXECUTE FUNCTION lineage_trial_totals()",
+    "CREATE TRIGGER trial_totals_update AFTER UPDATE ON trials REFERENCING OLD TABLE AS old_rows "
+    "NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION lineage_trial_totals()",
+    "CREATE TRIGGER trial_totals_delete AFTER DELETE ON trials REFERENCING OLD TABLE AS old_rows "
+    "FOR EACH STATEMENT EXECUTE FUNCTION lineage_trial_totals()",
+)
+POSTGRES_TOTALS_DROP: tuple[str, ...] = (
+    *(f"DROP TRIGGER IF EXISTS trial_totals_{op} ON trials" for op in ("insert", "delete", "update")),
+    "DROP FUNCTION IF EXISTS lineage_trial_totals()",
+)
+#: Fills the totals from the trials already stored (once).
+TOTALS_BACKFILL = (
+    "INSERT INTO trial_status_totals (project_id, status, trials, seconds) "
+    "SELECT project_id, status, COUNT(*), COALESCE(SUM(total_s), 0) FROM trials GROUP BY project_id, status"
+)
 
 
 def upgrade() -> None:
@@ -80,18 +146,14 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['project_id'], ['projects.id'], name=op.f('fk_trial_status_totals_project_id_projects'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('project_id', 'status', name=op.f('pk_trial_status_totals'))
     )
-    from lineage import store_progress
-
-    op.execute(store_progress.TOTALS_BACKFILL)
-    ddl = store_progress.SQLITE_TOTALS_DDL if op.get_bind().dialect.name == 'sqlite' else store_progress.POSTGRES_TOTALS_DDL
+    op.execute(TOTALS_BACKFILL)
+    ddl = SQLITE_TOTALS_DDL if op.get_bind().dialect.name == 'sqlite' else POSTGRES_TOTALS_DDL
     for statement in ddl:
         op.execute(statement)
 
 
 def downgrade() -> None:
-    from lineage import store_progress
-
-    drop = store_progress.SQLITE_TOTALS_DROP if op.get_bind().dialect.name == 'sqlite' else store_progress.POSTGRES_TOTALS_DROP
+    drop = SQLITE_TOTALS_DROP if op.get_bind().dialect.name == 'sqlite' else POSTGRES_TOTALS_DROP
     for statement in drop:
         op.execute(statement)
     op.drop_table('trial_status_totals')

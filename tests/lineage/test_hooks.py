@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from lineage import store_outbox
 from lineage.db import make_engine
 from lineage.errors import InvalidInput, NotFound
 from lineage.monitor.delivery import DeliveryPolicy, deliver_due
@@ -190,8 +189,8 @@ def test_a_lapsed_claim_is_taken_over(project: Ledger) -> None:
         project.record_trial("p", {"status": "crash"})
         now = time.time()
         with project.store.write() as conn:
-            claimed = store_outbox.claim_due(project.store, conn, now=now, lease_until=now + 3600, token="dead",
-                                             limit=10)
+            claimed = project.store.claim_due_deliveries(conn, now=now, lease_until=now + 3600, token="dead",
+                                                         limit=10)
         assert len(claimed) == 1
         assert deliver_due(project, FAST).delivered == 0  # leased to the dead worker
         assert deliver_due(project, FAST, now=now + 3601).delivered == 1

@@ -8,7 +8,7 @@ from alembic.runtime.migration import MigrationContext
 from lineage import migrate
 from lineage.db import make_engine
 from lineage.models import Base
-from lineage.store_search import include_object
+from lineage.store.search import include_object
 
 
 def test_orm_models_and_migration_head_agree(engine) -> None:  # type: ignore[no-untyped-def]
@@ -89,3 +89,48 @@ def test_an_sqlite_upgrade_waits_for_a_lock_held_longer_than_a_write_would(tmp_p
         db_module.SQLITE_BUSY_TIMEOUT_MS = original
         holder.close()
     assert migrate.current_revision(make_engine(str(path))) == migrate.head_revision()
+
+
+def _revision(name: str):  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = migrate.migrations_dir() / "versions" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_frozen_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_revisions_import_nothing_from_lineage() -> None:
+    """An old revision must not change when today's code changes: the revisions carry
+    their own DDL and tokenizer instead of importing them."""
+    import ast
+
+    for path in sorted((migrate.migrations_dir() / "versions").glob("[0-9]*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        assert not [name for name in imported if name == "lineage" or name.startswith("lineage.")], path.name
+
+
+def test_the_frozen_tokenizer_of_revision_0003_agrees_with_todays() -> None:
+    """0003 backfilled ``trials.search_text`` with its own copy of the tokenizer; rows it
+    wrote and rows the store writes today are searched alike only while the two agree.
+    If this fails, today's tokenizer changed: decide how old rows are re-tokenized (a new
+    revision), and leave 0003's copy as it is."""
+    from lineage import similar
+    from lineage.store.search import vocabulary
+
+    frozen = _revision("0003_trial_search")
+    samples = [
+        ("", ""),
+        ("Normalize rewards per turn-group (α=0.3, lr 3e-4)", "<b>Crashed</b> at step 1200; OOM"),
+        ("Ünïcödé ﬁligree Straße ＦＵＬＬ width", "日本語のテキスト and émigré naïve café"),
+        ("x" * 80 + " under_score CamelCase 12345", "tabs\tand\nnewlines  <tag attr='1'>kept</tag>"),
+    ]
+    for hypothesis, notes in samples:
+        assert frozen.tokens(hypothesis) == similar.tokens(hypothesis)
+        assert frozen.search_text(hypothesis, notes) == similar.search_text(hypothesis, notes)
+    texts = [similar.search_text(h, n) for h, n in samples]
+    assert frozen.vocabulary(texts) == vocabulary(texts)

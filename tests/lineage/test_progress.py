@@ -144,10 +144,8 @@ def _grouped(engine) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped
 
 
 def _totals(ledger: Ledger) -> dict[str, tuple[int, float]]:
-    from lineage import store_progress
-
     with ledger.store.read() as conn:
-        return store_progress.status_totals(ledger.store, conn, ledger.project("p").id)
+        return ledger.store.status_totals(conn, ledger.project("p").id)
 
 
 def test_status_totals_follow_every_write_path(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]

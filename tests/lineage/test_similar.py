@@ -1,4 +1,4 @@
-"""'Was this tried?' (lineage.similar, lineage.store_search, Ledger.find_similar) on a real
+"""'Was this tried?' (lineage.similar, lineage.store.search, Ledger.find_similar) on a real
 SQLite file and a real PostgreSQL: what must match, what must not, the same answers on
 both backends, the index kept in step by every write path, and bad queries."""
 
@@ -184,11 +184,11 @@ def test_backends_rank_the_same_data_the_same_way(tmp_path, postgres_url: str) -
 
 
 def test_prefix_terms_find_every_word_under_them(ledger: Ledger) -> None:
-    """A prefix term is searched through the vocabulary (lineage.store_search): as the OR
+    """A prefix term is searched through the vocabulary (lineage.store.search): as the OR
     of its words while they are few, as a prefix when more; both find the same trials,
     also words that only an update or an import brought."""
     from lineage.domain import FailureLabel, Trial
-    from lineage.store_search import MAX_EXPANSION
+    from lineage.store.search import MAX_EXPANSION
 
     ledger.create_project("p")
     many = [f"normx{chr(97 + i % 26)}{i}" for i in range(MAX_EXPANSION + 4)]
@@ -206,12 +206,12 @@ def test_prefix_terms_find_every_word_under_them(ledger: Ledger) -> None:
 
 
 def test_deleting_a_large_project_keeps_the_index_right(ledger: Ledger, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Past lineage.store_search.COMPACT_AFTER_DELETING trials, SQLite's index is merged
+    """Past lineage.store.search.COMPACT_AFTER_DELETING trials, SQLite's index is merged
     in the deleting transaction: the other project's trials stay findable, the deleted
     ones are gone."""
-    import lineage.store_search
+    import lineage.store.search
 
-    monkeypatch.setattr(lineage.store_search, "COMPACT_AFTER_DELETING", 5)
+    monkeypatch.setattr(lineage.store.search, "COMPACT_AFTER_DELETING", 5)
     _load(ledger, "keep")
     _load(ledger, "gone")
     ledger.record_trial("gone", {"status": "discard", "hypothesis": "separately tuned zebra"})

@@ -1,0 +1,271 @@
+"""The store's foundation: engine and transactions, driver-level SQL, rows <-> values.
+
+Every mixin of :class:`lineage.store.Store` builds on :class:`StoreBase`:
+
+* ``__init__`` (engine, backend, the trial INSERT statement), :meth:`read`, :meth:`write`;
+* driver-level SQL: ``_sql`` (``?`` to the driver's placeholder), ``_execute``,
+  ``_trials_where`` / ``_trial_where``, :meth:`peek` (one statement outside a transaction),
+  ``_in`` (a list of placeholders), ``_json_mark`` (the placeholder of a JSON value);
+* times: ``_now`` (the driver's form of now), :meth:`db_time`;
+* ``_filter_sql``: the WHERE clause of the trials table's filters, shared by listing,
+  pages and the explorer.
+
+Module-level: the trial column lists (:data:`TRIAL_VALUE_COLUMNS`, :data:`TRIAL_COLUMNS`),
+JSON text of a mapping (``_json_text``), ISO stamps (``_iso``, ``_stamp``, :func:`utcnow`)
+and the row mappers :func:`trial_from_row` and ``_project_from_row``.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Iterator, Mapping, Sequence
+
+from sqlalchemy import Connection, Engine
+
+from lineage.db import WRITE_OPTION, is_sqlite
+from lineage.domain import (
+    CLIP_SCALE_COLUMNS,
+    FIELDKIT_COLUMNS,
+    BestPolicy,
+    FailureLabel,
+    Project,
+    Trial,
+)
+from lineage.models import ProjectRow, TrialRow
+
+projects = ProjectRow.__table__
+trials = TrialRow.__table__
+
+#: Trial columns stored verbatim from the domain object, in insert order.
+TRIAL_VALUE_COLUMNS: tuple[str, ...] = FIELDKIT_COLUMNS + CLIP_SCALE_COLUMNS
+#: What a trial query selects: the Trial dataclass's field order, so rows map positionally.
+TRIAL_COLUMNS: tuple[str, ...] = (*TRIAL_VALUE_COLUMNS, "extra", "seq", "created_at", "updated_at")
+_COLUMN_LIST = ", ".join(TRIAL_COLUMNS)
+_BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at",
+                                  "search_text")
+
+
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+try:  # the C encoder json.dumps builds per call, built once (about 3x faster per row)
+    from json.encoder import c_encode_basestring, c_make_encoder
+
+    _C_ENCODE = c_make_encoder(
+        None, _JSON_ENCODER.default, c_encode_basestring, None, ":", ",", False, False, True
+    )
+except (ImportError, TypeError):  # pragma: no cover - no C accelerator
+    _C_ENCODE = None
+
+
+def _json_text(value: Mapping[str, Any]) -> str:
+    if not value:
+        return "{}"
+    value = value if type(value) is dict else dict(value)
+    if _C_ENCODE is not None:
+        return "".join(_C_ENCODE(value, 0))
+    return _JSON_ENCODER.encode(value)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(value: datetime | str | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.isoformat()
+
+
+_LABELS = {label.value: label for label in FailureLabel}
+_STATUS_AT = TRIAL_VALUE_COLUMNS.index("status")
+_EXTRA_AT = len(TRIAL_VALUE_COLUMNS)
+
+
+def _stamp(value: datetime | str | None) -> str | None:
+    """ISO 8601 from a driver value: PostgreSQL gives datetimes, SQLite the stored text."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # "YYYY-MM-DD HH:MM:SS.ffffff", always UTC
+        return value.replace(" ", "T", 1) + "+00:00"
+    return _iso(value)
+
+
+def trial_from_row(row: Sequence[Any]) -> Trial:
+    """A Trial from a row selected as ``TRIAL_COLUMNS`` (the Trial's own field order)."""
+    values = list(row)
+    values[_STATUS_AT] = _LABELS[values[_STATUS_AT]]
+    extra = values[_EXTRA_AT]
+    if isinstance(extra, str):
+        values[_EXTRA_AT] = {} if extra == "{}" else json.loads(extra)
+    elif not extra:
+        values[_EXTRA_AT] = {}
+    values[-2] = _stamp(values[-2])
+    values[-1] = _stamp(values[-1])
+    return Trial(*values)
+
+
+_PROJECT_COLUMNS = (
+    "id", "slug", "title", "metric_name", "lower_is_better", "best_policy", "prompt_template",
+    "source_format", "settings", "revision", "next_seq", "created_at", "updated_at",
+)
+_PROJECT_SELECT = f"SELECT {', '.join(_PROJECT_COLUMNS)} FROM projects"
+
+
+def _project_from_row(row: Sequence[Any]) -> Project:
+    """A Project from a row selected as ``_PROJECT_COLUMNS``."""
+    (id_, slug, title, metric_name, lower, policy, template, source, settings, revision, next_seq,
+     created, updated) = row
+    return Project(
+        id=id_,
+        slug=slug,
+        title=title,
+        metric_name=metric_name,
+        lower_is_better=bool(lower),
+        best_policy=BestPolicy(policy),
+        prompt_template=template,
+        source_format=source,
+        settings=json.loads(settings) if isinstance(settings, str) else (settings or {}),
+        revision=revision,
+        trial_count=next_seq,
+        created_at=_stamp(created),
+        updated_at=_stamp(updated),
+    )
+
+
+class StoreBase:
+    """SQL access for one database (one engine): what every mixin of the Store uses."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.sqlite = is_sqlite(engine)
+        self._sql_cache: dict[str, str] = {}
+        placeholder = "?" if self.sqlite else "CAST(? AS jsonb)"
+        columns = _BULK_COLUMNS
+        marks = ["?"] * len(columns)
+        marks[columns.index("extra")] = placeholder
+        self._insert_sql = f"INSERT INTO trials ({', '.join(columns)}) VALUES ({', '.join(marks)})"
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction: all or nothing, writers of one database queue on SQLite."""
+        with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, conn.begin():
+            yield conn
+
+    # -- driver-level SQL for the hot paths -------------------------------------------------
+    #
+    # record_trial and the prompt run a handful of small indexed statements; building them
+    # with SQLAlchemy's expression language costs more than running them. These go to the
+    # driver's cursor inside the same transaction, written once with ``?`` placeholders.
+
+    def _sql(self, sql: str) -> str:
+        cached = self._sql_cache.get(sql)
+        if cached is None:
+            cached = self._sql_cache[sql] = sql if self.sqlite else sql.replace("?", "%s")
+        return cached
+
+    def _execute(self, conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        cursor.execute(self._sql(sql), params)
+        return cursor
+
+    def _trials_where(self, conn: Connection, where: str, params: Sequence[Any]) -> list[Trial]:
+        cursor = self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE {where}", params)
+        return [trial_from_row(row) for row in cursor.fetchall()]
+
+    def _trial_where(self, conn: Connection, where: str, params: Sequence[Any]) -> Trial | None:
+        found = self._trials_where(conn, where, params)
+        return found[0] if found else None
+
+    def _now(self) -> Any:
+        now = utcnow()
+        return now.strftime("%Y-%m-%d %H:%M:%S.%f") if self.sqlite else now
+
+    def db_time(self, value: datetime) -> Any:
+        """``value`` in the form the driver compares with stored times (UTC text on SQLite)."""
+        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f") if self.sqlite else value
+
+    def peek(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """The first row of one read statement run on its own, outside a transaction of
+        ours: SQLite runs it in autocommit, PostgreSQL in its own transaction (ended when
+        the pool takes the connection back). For the per-request checks of the API, where
+        a BEGIN/COMMIT pair through SQLAlchemy costs more than the indexed look-up."""
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            try:
+                cursor.execute(self._sql(sql), params)
+                return cursor.fetchone()
+            finally:
+                cursor.close()
+        finally:
+            raw.close()
+
+    def _in(self, values: Sequence[Any]) -> str:
+        return ", ".join("?" * len(values))
+
+    def _json_mark(self) -> str:
+        """The placeholder of a JSON value (``jsonb`` on PostgreSQL, text on SQLite)."""
+        return "?" if self.sqlite else "CAST(? AS jsonb)"
+
+    @staticmethod
+    def _filter_sql(
+        project: Project,
+        *,
+        status: Sequence[str] | None = None,
+        specialist: str | None = None,
+        domain: str | None = None,
+        parent: str | None = None,
+        metric_min: float | None = None,
+        metric_max: float | None = None,
+        text_query: str | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        timestamp_from: str | None = None,
+        timestamp_to: str | None = None,
+    ) -> tuple[str, list[Any]]:
+        """The WHERE clause (``?`` placeholders) of the trials table's filters.
+
+        ``created_after``/``created_before``: bounds (inclusive, exclusive) on the time the
+        ledger stored the trial, in the driver's form (:meth:`db_time`).
+        ``timestamp_from``/``timestamp_to``: bounds (inclusive, exclusive) on the trial's own
+        ``timestamp`` text, compared as text (ISO 8601 stamps in one format sort by time).
+        """
+        where, params = ["project_id = ?"], [project.id]
+        for clause, bound in (("created_at >= ?", created_after), ("created_at < ?", created_before),
+                              ("timestamp >= ?", timestamp_from), ("timestamp < ?", timestamp_to)):
+            if bound is not None:
+                where.append(clause)
+                params.append(bound)
+        if status:
+            where.append(f"status IN ({', '.join('?' * len(status))})")
+            params.extend(status)
+        for column, value in (("specialist", specialist), ("domain", domain), ("parent_exp", parent)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if metric_min is not None:
+            where.append("core_metric >= ?")
+            params.append(metric_min)
+        if metric_max is not None:
+            where.append("core_metric <= ?")
+            params.append(metric_max)
+        if text_query:
+            escaped = text_query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            pattern = f"%{escaped}%"
+            where.append(
+                "(LOWER(hypothesis) LIKE ? ESCAPE '\\' OR LOWER(notes) LIKE ? ESCAPE '\\' "
+                "OR LOWER(exp_id) LIKE ? ESCAPE '\\')"
+            )
+            params.extend([pattern, pattern, pattern])
+        return " AND ".join(where), params

@@ -1,0 +1,212 @@
+"""The web pages' bounded reads: :class:`PagesSql`, a mixin of :class:`lineage.store.Store`.
+
+Each read is an index range, an index-only aggregate or a LIMITed walk, so a page of a
+100,000-trial project costs about what a page of a small one does.
+
+Methods: ``status_counts``, ``best_per_bin`` (with ``_eligible_sql``), ``metric_window``,
+``trials_by_ids``, ``neighbours``, ``children_window``, ``child_counts``, ``orphans``,
+``page_trials`` (keyset pages), ``count_matching``, ``calibration_rows``. The filters
+are ``StoreBase._filter_sql``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy import Connection
+
+from lineage.domain import FailureLabel, Project, Trial
+from lineage.store.base import _COLUMN_LIST, TRIAL_COLUMNS, StoreBase, trial_from_row
+
+
+class PagesSql(StoreBase):
+    """Reads for the web pages: counts, bins, windows, keyset pages, calibration rows."""
+
+    def status_counts(self, conn: Connection, project: Project) -> dict[str, int]:
+        """Trials per status (an index-only scan of ``project_id, status, ...``)."""
+        cursor = self._execute(conn, "SELECT status, COUNT(*) FROM trials WHERE project_id = ? GROUP BY status", (project.id,))
+        return {status: count for status, count in cursor.fetchall()}
+
+    def _eligible_sql(self, project: Project) -> tuple[str, list[str]]:
+        """``status IN (...)`` or ``status NOT IN (...)``, whichever lists fewer labels."""
+        eligible = sorted(project.best_policy.eligible_statuses())
+        excluded = sorted(label.value for label in FailureLabel if label.value not in eligible)
+        if len(eligible) <= len(excluded):
+            return f"status IN ({self._in(eligible)})", eligible
+        return f"status NOT IN ({self._in(excluded)})", excluded
+
+    def best_per_bin(self, conn: Connection, project: Project, *, width: int) -> list[tuple[int, float]]:
+        """``(bin, metric)``: the best scored eligible metric of each bin of ``width``
+        consecutive seqs, bins ascending; bins without such a trial are absent. The
+        running best of the project is the running min (or max) of these."""
+        best = "MIN" if project.lower_is_better else "MAX"
+        where, labels = self._eligible_sql(project)
+        cursor = self._execute(
+            conn,
+            f"SELECT seq / ?, {best}(core_metric) FROM trials WHERE project_id = ? AND core_metric IS NOT NULL "
+            f"AND {where} GROUP BY 1 ORDER BY 1",
+            (max(1, int(width)), project.id, *labels),
+        )
+        return [(int(b), float(m)) for b, m in cursor.fetchall()]
+
+    def metric_window(
+        self, conn: Connection, project: Project, *, before_seq: int | None, limit: int
+    ) -> list[tuple[int, str, str, float | None, str, float | None]]:
+        """The last ``limit`` trials before ``before_seq`` (of all, when None), oldest first,
+        as light rows ``(seq, exp_id, status, core_metric, specialist, delta_vs_best)``."""
+        where, params = "project_id = ?", [project.id]
+        if before_seq is not None:
+            where += " AND seq < ?"
+            params.append(before_seq)
+        cursor = self._execute(
+            conn,
+            f"SELECT seq, exp_id, status, core_metric, specialist, delta_vs_best FROM trials "
+            f"WHERE {where} ORDER BY seq DESC LIMIT ?",
+            (*params, limit),
+        )
+        rows = cursor.fetchall()
+        rows.reverse()
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+
+    def trials_by_ids(self, conn: Connection, project: Project, exp_ids: Iterable[str]) -> dict[str, Trial]:
+        ids = list(dict.fromkeys(exp_ids))
+        found: dict[str, Trial] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for trial in self._trials_where(conn, f"project_id = ? AND exp_id IN ({self._in(chunk)})", (project.id, *chunk)):
+                found[trial.exp_id] = trial
+        return found
+
+    def neighbours(self, conn: Connection, project: Project, seq: int) -> tuple[str | None, str | None]:
+        """The exp_ids of the trials just before and just after ``seq`` (insertion order)."""
+        before = self._execute(
+            conn, "SELECT exp_id FROM trials WHERE project_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1", (project.id, seq)
+        ).fetchone()
+        after = self._execute(
+            conn, "SELECT exp_id FROM trials WHERE project_id = ? AND seq > ? ORDER BY seq LIMIT 1", (project.id, seq)
+        ).fetchone()
+        return (before[0] if before else None, after[0] if after else None)
+
+    def children_window(
+        self, conn: Connection, project: Project, parents: Sequence[str], *, limit: int, offset: int = 0
+    ) -> dict[str, list[Trial]]:
+        """The first ``limit`` children (after ``offset``) of each parent, in seq order.
+
+        ``""`` as a parent means the top-level trials (no parent). SQLite runs one indexed
+        query per parent (in-process, cheap); PostgreSQL one ``LATERAL ... LIMIT`` query.
+        """
+        out: dict[str, list[Trial]] = {parent: [] for parent in parents}
+        if not parents or limit <= 0:
+            return out
+        if self.sqlite:
+            # "+seq": without it SQLite's planner walks the whole (project_id, seq) index
+            # for the ORDER BY instead of looking the parent up.
+            sql = "project_id = ? AND parent_exp = ? ORDER BY +seq LIMIT ? OFFSET ?"
+            for parent in out:
+                out[parent] = self._trials_where(conn, sql, (project.id, parent, limit, offset))
+            return out
+        columns = ", ".join(f"t.{name}" for name in TRIAL_COLUMNS)
+        cursor = self._execute(
+            conn,
+            f"""SELECT p.parent, {columns} FROM unnest(CAST(? AS text[])) AS p(parent)
+                CROSS JOIN LATERAL (SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? AND parent_exp = p.parent
+                                    ORDER BY seq LIMIT ? OFFSET ?) t""",
+            (list(out), project.id, limit, offset),
+        )
+        for row in cursor.fetchall():
+            out[row[0]].append(trial_from_row(row[1:]))
+        return out
+
+    def child_counts(self, conn: Connection, project: Project, parents: Iterable[str]) -> dict[str, int]:
+        """How many children each of ``parents`` has (absent: none)."""
+        ids = list(dict.fromkeys(parents))
+        counts: dict[str, int] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            cursor = self._execute(
+                conn,
+                f"SELECT parent_exp, COUNT(*) FROM trials WHERE project_id = ? AND parent_exp IN ({self._in(chunk)}) "
+                "GROUP BY parent_exp",
+                (project.id, *chunk),
+            )
+            counts.update({parent: count for parent, count in cursor.fetchall()})
+        return counts
+
+    def orphans(self, conn: Connection, project: Project, *, limit: int) -> list[Trial]:
+        """Trials whose ``parent_exp`` names no trial of the project (roots of their own
+        subtrees in the lineage tree). One index look-up per trial: callers bound it."""
+        return self._trials_where(
+            conn,
+            "project_id = ? AND parent_exp <> '' AND NOT EXISTS (SELECT 1 FROM trials p "
+            "WHERE p.project_id = trials.project_id AND p.exp_id = trials.parent_exp) ORDER BY seq LIMIT ?",
+            (project.id, limit),
+        )
+
+    def page_trials(
+        self,
+        conn: Connection,
+        project: Project,
+        *,
+        sort: str = "seq",
+        descending: bool = False,
+        after: Sequence[Any] | None = None,
+        limit: int = 50,
+        **filters: Any,
+    ) -> list[Trial]:
+        """One page of filtered trials in ``sort`` order, after the keyset ``after``.
+
+        ``sort``: ``seq`` (keyset ``(seq,)``), ``exp_id`` (``(exp_id,)``) or ``metric``
+        (``(phase, core_metric, seq)``: phase 0 walks the scored trials in metric order
+        on the ``project_id, core_metric, seq`` index, phase 1 the unscored ones by seq,
+        so trials without a metric come last in both directions).
+        """
+        where, params = self._filter_sql(project, **filters)
+        direction, cmp = ("DESC", "<") if descending else ("ASC", ">")
+        if sort == "seq":
+            if after is not None:
+                where += f" AND seq {cmp} ?"
+                params.append(after[0])
+            return self._trials_where(conn, f"{where} ORDER BY seq {direction} LIMIT ?", (*params, limit))
+        if sort == "exp_id":
+            if after is not None:
+                where += f" AND exp_id {cmp} ?"
+                params.append(after[0])
+            return self._trials_where(conn, f"{where} ORDER BY exp_id {direction} LIMIT ?", (*params, limit))
+        if sort != "metric":
+            raise ValueError(f"unknown sort {sort!r}")
+        phase = after[0] if after is not None else 0
+        found: list[Trial] = []
+        if phase == 0:
+            scored, scored_params = f"{where} AND core_metric IS NOT NULL", list(params)
+            if after is not None:
+                scored += f" AND (core_metric {cmp} ? OR (core_metric = ? AND seq {cmp} ?))"
+                scored_params += [after[1], after[1], after[2]]
+            found = self._trials_where(
+                conn, f"{scored} ORDER BY core_metric {direction}, seq {direction} LIMIT ?", (*scored_params, limit)
+            )
+        if len(found) < limit:
+            unscored, unscored_params = f"{where} AND core_metric IS NULL", list(params)
+            if phase == 1 and after is not None:
+                unscored += f" AND seq {cmp} ?"
+                unscored_params.append(after[2])
+            found += self._trials_where(
+                conn, f"{unscored} ORDER BY seq {direction} LIMIT ?", (*unscored_params, limit - len(found))
+            )
+        return found
+
+    def count_matching(self, conn: Connection, project: Project, **filters: Any) -> int:
+        where, params = self._filter_sql(project, **filters)
+        return int(self._execute(conn, f"SELECT COUNT(*) FROM trials WHERE {where}", params).fetchone()[0])
+
+    def calibration_rows(
+        self, conn: Connection, project: Project, *, limit: int
+    ) -> list[tuple[str, str, str, float | None, str]]:
+        """The last ``limit`` trials that state an expected delta, newest first, as
+        ``(exp_id, specialist, expected_delta, delta_vs_best, status)``."""
+        cursor = self._execute(
+            conn,
+            "SELECT exp_id, specialist, expected_delta, delta_vs_best, status FROM trials "
+            "WHERE project_id = ? AND expected_delta <> '' ORDER BY seq DESC LIMIT ?",
+            (project.id, limit),
+        )
+        return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]

@@ -1,0 +1,126 @@
+"""Telemetry points: :class:`TelemetrySql`, a mixin of :class:`lineage.store.Store`.
+
+The points trainers send for a trial (``lineage.telemetry``): ``trial_row_id``,
+``insert_points`` (``executemany`` on SQLite, ``COPY`` on PostgreSQL), and the reads of
+the series: ``telemetry_series``, ``telemetry_points``, ``telemetry_buckets``,
+``telemetry_aggregates``, ``telemetry_count`` (with ``_telemetry_where``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from sqlalchemy import Connection
+
+from lineage.domain import Project
+from lineage.errors import NotFound
+from lineage.store.base import StoreBase
+
+
+class TelemetrySql(StoreBase):
+    """Telemetry points in, series out."""
+
+    def trial_row_id(self, conn: Connection, project: Project, exp_id: str) -> int:
+        row = self._execute(conn, "SELECT id FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, exp_id)).fetchone()
+        if row is None:
+            raise NotFound("trial", f"{project.slug}/{exp_id}", field="exp_id")
+        return int(row[0])
+
+    def insert_points(self, conn: Connection, trial_id: int, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Insert ``(step, turn, name, value, wall_time)`` rows of one trial: ``executemany``
+        on SQLite, ``COPY`` on PostgreSQL."""
+        raw = conn.connection.driver_connection
+        if self.sqlite:
+            cursor = raw.cursor()  # type: ignore[union-attr]
+            try:
+                # the trial's id is an integer from the database: a literal spares a tuple per row
+                cursor.executemany(
+                    "INSERT INTO telemetry_points (trial_id, step, turn, name, value, wall_time) "
+                    f"VALUES ({int(trial_id)}, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            finally:
+                cursor.close()
+        else:
+            with raw.cursor() as cursor:  # type: ignore[union-attr]
+                with cursor.copy("COPY telemetry_points (trial_id, step, turn, name, value, wall_time) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row((trial_id, *row))
+        return len(rows)
+
+    @staticmethod
+    def _telemetry_where(
+        trial_id: int, names: Sequence[str] | None, step_min: int | None, step_max: int | None
+    ) -> tuple[str, list[Any]]:
+        where, params = ["trial_id = ?"], [trial_id]
+        if names:
+            where.append(f"name IN ({', '.join('?' * len(names))})")
+            params.extend(names)
+        if step_min is not None:
+            where.append("step >= ?")
+            params.append(step_min)
+        if step_max is not None:
+            where.append("step <= ?")
+            params.append(step_max)
+        return " AND ".join(where), params
+
+    def telemetry_series(
+        self, conn: Connection, trial_id: int, *, names: Sequence[str] | None = None,
+        step_min: int | None = None, step_max: int | None = None,
+    ) -> list[tuple[str, int, int, int, int]]:
+        """``(name, turn, count, first step, last step)`` of each series, by name and turn."""
+        where, params = self._telemetry_where(trial_id, names, step_min, step_max)
+        cursor = self._execute(
+            conn,
+            f"SELECT name, turn, COUNT(*), MIN(step), MAX(step) FROM telemetry_points WHERE {where} "
+            "GROUP BY name, turn ORDER BY name, turn",
+            params,
+        )
+        return [(name, int(turn), int(n), int(lo), int(hi)) for name, turn, n, lo, hi in cursor.fetchall()]
+
+    def telemetry_points(
+        self, conn: Connection, trial_id: int, name: str, turn: int, *, step_min: int | None = None,
+        step_max: int | None = None,
+    ) -> list[tuple[int, float]]:
+        """``(step, value)`` of one series in step order (insertion order among equal steps)."""
+        where, params = self._telemetry_where(trial_id, [name], step_min, step_max)
+        cursor = self._execute(
+            conn, f"SELECT step, value FROM telemetry_points WHERE {where} AND turn = ? ORDER BY step, id", (*params, turn)
+        )
+        return cursor.fetchall()
+
+    def telemetry_buckets(
+        self, conn: Connection, trial_id: int, name: str, turn: int, *, first: int, last: int, buckets: int,
+    ) -> list[tuple[int, int, float, float, float, int]]:
+        """One series cut into at most ``buckets`` equal-width step ranges from ``first`` to
+        ``last`` (each ``ceil((last - first + 1) / buckets)`` steps wide): ``(first step,
+        last step, min, max, mean, count)`` of each non-empty bucket, in order."""
+        width = max(1, -(-(last - first + 1) // max(1, buckets)))
+        where, params = self._telemetry_where(trial_id, [name], first, last)
+        cursor = self._execute(
+            conn,
+            f"SELECT (step - ?) / ? AS bucket, MIN(step), MAX(step), MIN(value), MAX(value), AVG(value), COUNT(*) "
+            f"FROM telemetry_points WHERE {where} AND turn = ? GROUP BY 1 ORDER BY 1",
+            (first, width, *params, turn),
+        )
+        return [(int(lo), int(hi), float(vmin), float(vmax), float(mean), int(n))
+                for _, lo, hi, vmin, vmax, mean, n in cursor.fetchall()]
+
+    def telemetry_aggregates(
+        self, conn: Connection, trial_id: int, names: Sequence[str], *, turn: int = -1
+    ) -> dict[str, tuple[int, float, float, float, float]]:
+        """``name -> (count, mean, min, max, mean of squares)`` over the series ``(name, turn)``."""
+        where, params = self._telemetry_where(trial_id, names, None, None)
+        cursor = self._execute(
+            conn,
+            f"SELECT name, COUNT(*), AVG(value), MIN(value), MAX(value), AVG(value * value) FROM telemetry_points "
+            f"WHERE {where} AND turn = ? GROUP BY name",
+            (*params, turn),
+        )
+        return {name: (int(n), float(mean), float(lo), float(hi), float(sq)) for name, n, mean, lo, hi, sq in cursor.fetchall()}
+
+    def telemetry_count(self, conn: Connection, trial_id: int) -> tuple[int, int]:
+        """``(points, largest point id)`` of the trial: what a telemetry ETag derives from."""
+        row = self._execute(conn, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM telemetry_points WHERE trial_id = ?",
+                            (trial_id,)).fetchone()
+        return int(row[0]), int(row[1])

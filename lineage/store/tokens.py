@@ -1,0 +1,146 @@
+"""API tokens and idempotency keys: :class:`TokensSql`, a mixin of :class:`lineage.store.Store`.
+
+What the HTTP API adds to the ledger's rows: bearer tokens (``lineage.auth``) and the
+idempotency keys of trial creations and telemetry batches. Driver-level SQL like the
+hot paths; the per-request checks read through ``StoreBase.peek``.
+
+Methods: ``insert_token``, ``token_by_hash``, ``tokens``, ``revoke_token``,
+``touch_token``, ``active_token_exists``; ``find_key``, ``claim_key``, ``set_key_result``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from sqlalchemy import Connection
+
+from lineage.domain import Project
+from lineage.errors import Conflict, NotFound
+from lineage.store.base import StoreBase, _json_text, _stamp
+
+
+class TokensSql(StoreBase):
+    """Bearer tokens (stored as hashes) and idempotency keys."""
+
+    _TOKEN_COLUMNS = "id, name, role, token_hash, created_at, last_used_at, revoked_at"
+
+    def _token_row(self, row: Sequence[Any] | None) -> tuple[Any, ...] | None:
+        if row is None:
+            return None
+        id_, name, role, token_hash, created, used, revoked = row
+        return (id_, name, role, token_hash, _stamp(created), _stamp(used), _stamp(revoked))
+
+    def insert_token(self, conn: Connection, *, name: str, role: str, token_hash: str) -> tuple[Any, ...]:
+        """Store a token; a revoked token of the same name gives its name up, an active one
+        is a :class:`Conflict`. Returns the row (see :meth:`token_by_hash`)."""
+        row = self._execute(conn, "SELECT revoked_at FROM api_tokens WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            if row[0] is None:
+                raise Conflict(f"a token named {name!r} already exists; revoke it first or choose another name",
+                               field="name")
+            self._execute(conn, "DELETE FROM api_tokens WHERE name = ?", (name,))
+        self._execute(
+            conn, "INSERT INTO api_tokens (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
+            (name, role, token_hash, self._now()),
+        )
+        return self.token_by_hash(conn, token_hash)  # type: ignore[return-value]
+
+    def token_by_hash(self, conn: Connection | None, token_hash: str) -> tuple[Any, ...] | None:
+        """``(id, name, role, token_hash, created_at, last_used_at, revoked_at)`` or None.
+        ``conn=None``: one statement on its own (:meth:`peek`)."""
+        sql = f"SELECT {self._TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = ?"
+        row = self.peek(sql, (token_hash,)) if conn is None else self._execute(conn, sql, (token_hash,)).fetchone()
+        return self._token_row(row)
+
+    def tokens(self, conn: Connection) -> list[tuple[Any, ...]]:
+        rows = self._execute(conn, f"SELECT {self._TOKEN_COLUMNS} FROM api_tokens ORDER BY name").fetchall()
+        return [self._token_row(row) for row in rows]  # type: ignore[misc]
+
+    def revoke_token(self, conn: Connection, name: str) -> None:
+        cursor = self._execute(
+            conn, "UPDATE api_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", (self._now(), name)
+        )
+        if cursor.rowcount == 0:
+            row = self._execute(conn, "SELECT 1 FROM api_tokens WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise NotFound("token", name, field="name")
+
+    def touch_token(self, token_id: int, *, not_since: datetime) -> bool:
+        """Record a use of the token, unless one was recorded after ``not_since``.
+
+        Best effort, and it never waits for a lock: on SQLite, while another writer holds
+        the database the stamp is skipped (False; the next use records it), so a read
+        with a token never queues behind an import. On PostgreSQL it is its own short
+        transaction on the token's row.
+        """
+        sql = "UPDATE api_tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)"
+        params = (self._now(), token_id, self.db_time(not_since))
+        if not self.sqlite:
+            with self.write() as conn:
+                self._execute(conn, sql, params)
+            return True
+        import sqlite3
+
+        from lineage.db import SQLITE_BUSY_TIMEOUT_MS
+
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute("PRAGMA busy_timeout = 0")
+            try:
+                cursor.execute(sql, params)  # autocommit: the connection has no open transaction
+                return True
+            except sqlite3.OperationalError:  # "database is locked": someone else is writing
+                return False
+            finally:
+                cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+                cursor.close()
+        finally:
+            raw.close()
+
+    def active_token_exists(self, conn: Connection | None = None) -> bool:
+        """Whether an unrevoked token exists (``conn=None``: :meth:`peek`)."""
+        sql = "SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1"
+        return (self.peek(sql) if conn is None else self._execute(conn, sql).fetchone()) is not None
+
+    # idempotency keys
+
+    def find_key(self, conn: Connection, project: Project, scope: str, key: str) -> tuple[str, str, dict[str, Any]] | None:
+        """``(exp_id, body_hash, result)`` stored for ``key``, or None."""
+        row = self._execute(
+            conn, "SELECT exp_id, body_hash, result FROM idempotency_keys WHERE project_id = ? AND scope = ? AND key = ?",
+            (project.id, scope, key),
+        ).fetchone()
+        if row is None:
+            return None
+        result = row[2]
+        if isinstance(result, str):
+            result = json.loads(result)
+        return row[0], row[1], dict(result or {})
+
+    def claim_key(
+        self, conn: Connection, project: Project, scope: str, key: str, *, exp_id: str, body_hash: str,
+        result: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Store ``key``; False when it is already stored (then nothing changes).
+
+        On PostgreSQL a concurrent transaction holding the same key makes this wait for
+        it to end, so exactly one of two racing writers claims the key.
+        """
+        marks = "?, ?, ?, ?, ?, ?, ?" if self.sqlite else "?, ?, ?, ?, ?, CAST(? AS jsonb), ?"
+        cursor = self._execute(
+            conn,
+            f"INSERT INTO idempotency_keys (project_id, scope, key, exp_id, body_hash, result, created_at) "
+            f"VALUES ({marks}) ON CONFLICT (project_id, scope, key) DO NOTHING",
+            (project.id, scope, key, exp_id, body_hash, _json_text(result or {}), self._now()),
+        )
+        return cursor.rowcount == 1
+
+    def set_key_result(self, conn: Connection, project: Project, scope: str, key: str, result: Mapping[str, Any]) -> None:
+        mark = self._json_mark()
+        self._execute(
+            conn, f"UPDATE idempotency_keys SET result = {mark} WHERE project_id = ? AND scope = ? AND key = ?",
+            (_json_text(result), project.id, scope, key),
+        )

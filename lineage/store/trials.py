@@ -1,0 +1,334 @@
+"""Trial rows: :class:`TrialsSql`, a mixin of :class:`lineage.store.Store`.
+
+Methods, by section:
+
+* single rows: ``insert_trial`` (the hot path of ``record_trial``), ``update_trial``,
+  ``trial``, ``find_trial``, ``projects_holding``, ``exp_ids``, ``parents``;
+* lineage queries: ``best_scored``, ``first_trial``, ``chain_rows``, ``top_kept``,
+  ``recent``, ``children``, ``count_trials``;
+* listing and streaming: ``list_trials``, ``stream_trials``, ``trials_select``;
+* bulk insert: ``bulk_insert`` with ``_sqlite_batches`` (executemany through a staging
+  table) and ``_copy_batches`` (``COPY``).
+
+Every write of a trial's text also adds its words to the search vocabulary
+(``SearchSql.remember_terms``, same transaction).
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any, Iterable, Iterator
+
+from sqlalchemy import Connection, func, select, update
+
+from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project, Trial, ordered_best
+from lineage.errors import NotFound
+from lineage.similar import search_text
+from lineage.store.base import (
+    _BULK_COLUMNS,
+    _COLUMN_LIST,
+    _STATUS_AT,
+    TRIAL_COLUMNS,
+    TRIAL_VALUE_COLUMNS,
+    StoreBase,
+    _iso,
+    _json_text,
+    _stamp,
+    projects,
+    trial_from_row,
+    trials,
+    utcnow,
+)
+from lineage.store.search import sqlite_bulk_index, vocabulary
+
+_TRIAL_SELECT = [trials.c[name] for name in TRIAL_COLUMNS]
+#: The columns a chain line of the prompt needs; the others are selected as empty values
+#: so rows still map positionally onto Trial.
+_BRIEF_COLUMNS = frozenset({"exp_id", "specialist", "parent_exp", "hypothesis", "status", "core_metric",
+                            "delta_vs_best", "seq"})
+_BRIEF_COLUMN_LIST = ", ".join(
+    name if name in _BRIEF_COLUMNS
+    else "'{}'" if name == "extra"
+    else "NULL" if name in (*CLIP_SCALE_COLUMNS, "val_bpb", "train_s", "total_s", "created_at", "updated_at")
+    else "''"
+    for name in TRIAL_COLUMNS
+)
+#: Rows per executemany/COPY batch during imports.
+BULK_BATCH = 5_000
+
+
+def _trial_values(trial: Trial) -> dict[str, Any]:
+    values = {name: getattr(trial, name) for name in TRIAL_VALUE_COLUMNS}
+    values["status"] = trial.status.value
+    values["extra"] = dict(trial.extra)
+    return values
+
+
+class TrialsSql(StoreBase):
+    """Trial rows: single rows, lineage queries, listing and streaming, bulk insert."""
+
+    # -- trials: single rows --------------------------------------------------------------
+
+    def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int) -> Trial:
+        now = self._now()
+        values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
+        values[_STATUS_AT] = trial.status.value
+        text = search_text(trial.hypothesis, trial.notes)
+        self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text))
+        self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
+        stamp = _stamp(now)
+        return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
+
+    def update_trial(self, conn: Connection, project: Project, trial: Trial) -> Trial:
+        now = utcnow()
+        values = _trial_values(trial)
+        values.pop("exp_id")
+        values["search_text"] = search_text(trial.hypothesis, trial.notes)
+        self.remember_terms(conn, vocabulary((values["search_text"],)))  # type: ignore[attr-defined]
+        conn.execute(
+            update(trials)
+            .where(trials.c.project_id == project.id, trials.c.exp_id == trial.exp_id)
+            .values(**values, updated_at=now)
+        )
+        conn.execute(
+            update(projects).where(projects.c.id == project.id).values(revision=projects.c.revision + 1, updated_at=now)
+        )
+        return trial.with_changes(updated_at=_iso(now))
+
+    def trial(self, conn: Connection, project: Project, exp_id: str) -> Trial:
+        found = self.find_trial(conn, project, exp_id)
+        if found is None:
+            raise NotFound("trial", f"{project.slug}/{exp_id}", field="exp_id")
+        return found
+
+    def find_trial(self, conn: Connection, project: Project, exp_id: str) -> Trial | None:
+        return self._trial_where(conn, "project_id = ? AND exp_id = ?", (project.id, exp_id))
+
+    def projects_holding(self, conn: Connection, exp_id: str) -> list[str]:
+        """Slugs of the projects that have a trial ``exp_id`` (for error messages)."""
+        rows = conn.execute(
+            select(projects.c.slug).join(trials, trials.c.project_id == projects.c.id).where(trials.c.exp_id == exp_id)
+        ).all()
+        return [r.slug for r in rows]
+
+    def exp_ids(self, conn: Connection, project: Project) -> set[str]:
+        return set(conn.scalars(select(trials.c.exp_id).where(trials.c.project_id == project.id)))
+
+    def parents(self, conn: Connection, project: Project) -> dict[str, str]:
+        rows = conn.execute(
+            select(trials.c.exp_id, trials.c.parent_exp).where(trials.c.project_id == project.id)
+        ).all()
+        return {r.exp_id: r.parent_exp for r in rows}
+
+    # -- lineage queries ------------------------------------------------------------------
+
+    def best_scored(self, conn: Connection, project: Project, *, before_seq: int | None = None) -> Trial | None:
+        """The best scored trial under the project's best policy (ties to the lowest seq).
+
+        Indexed either way, so the cost does not grow with the project: the ``kept``
+        policy reads one index range per eligible status (``project_id, status,
+        core_metric, seq``); the ``fieldkit`` policy, eligible for all but one status,
+        walks ``project_id, core_metric, seq`` and skips the excluded status.
+        """
+        order = "core_metric ASC" if project.lower_is_better else "core_metric DESC"
+        where = "project_id = ? AND core_metric IS NOT NULL"
+        params: list[Any] = [project.id]
+        if before_seq is not None:
+            # "+seq": keep the planner on the metric index (walking seq would scan the project)
+            where += " AND +seq < ?"
+            params.append(before_seq)
+        eligible = project.best_policy.eligible_statuses()
+        if project.best_policy is BestPolicy.FIELDKIT:
+            excluded = [label.value for label in FailureLabel if label.value not in eligible]
+            marks = ", ".join("?" * len(excluded))
+            return self._trial_where(
+                conn, f"{where} AND status NOT IN ({marks}) ORDER BY {order}, seq LIMIT 1", (*params, *excluded)
+            )
+        # one round trip: each status's best from its own index range, glued together
+        per_status = f"SELECT * FROM (SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status = ? ORDER BY {order}, seq LIMIT 1) AS s"
+        statuses = sorted(eligible)
+        sql = " UNION ALL ".join(f"{per_status}{i}" for i in range(len(statuses)))
+        cursor = self._execute(conn, sql, [value for status in statuses for value in (*params, status)])
+        candidates = [trial_from_row(row) for row in cursor.fetchall()]
+        return ordered_best(candidates, lower_is_better=project.lower_is_better)
+
+    def first_trial(self, conn: Connection, project: Project) -> Trial | None:
+        return self._trial_where(conn, "project_id = ? ORDER BY seq LIMIT 1", (project.id,))
+
+    def chain_rows(self, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> dict[str, Trial]:
+        """Every trial reachable from ``exp_id`` by parent pointers, in one recursive query.
+
+        ``brief``: only what a chain line shows (id, parent, specialist, status, metric,
+        delta, hypothesis); the other fields are left empty. Chains can be thousands of
+        trials long, and the prompt renders every one of them.
+
+        ``UNION`` (not ``UNION ALL``) makes the recursion stop on a cycle; the caller puts
+        the rows in chain order (``lineage.service.walk_chain``). Each step must be one
+        index look-up: SQLite's planner does that for a plain join, PostgreSQL's would
+        hash the whole table per step, so there the step is a ``LATERAL ... LIMIT 1``.
+        """
+        if self.sqlite:
+            step = """SELECT t.id, t.exp_id, t.parent_exp FROM chain c JOIN trials t
+                  ON t.project_id = ? AND t.exp_id = c.parent_exp WHERE c.parent_exp <> ''"""
+        else:
+            step = """SELECT p.id, p.exp_id, p.parent_exp FROM chain c CROSS JOIN LATERAL (
+                    SELECT t.id, t.exp_id, t.parent_exp FROM trials t
+                    WHERE t.project_id = ? AND t.exp_id = c.parent_exp LIMIT 1) p
+                  WHERE c.parent_exp <> ''"""
+        sql = f"""WITH RECURSIVE chain(id, exp_id, parent_exp) AS (
+                SELECT id, exp_id, parent_exp FROM trials WHERE project_id = ? AND exp_id = ?
+                UNION
+                {step})
+            SELECT {_BRIEF_COLUMN_LIST if brief else _COLUMN_LIST} FROM trials WHERE id IN (SELECT id FROM chain)"""
+        cursor = self._execute(conn, sql, (project.id, exp_id, project.id))
+        return {trial.exp_id: trial for trial in map(trial_from_row, cursor.fetchall())}
+
+    def top_kept(self, conn: Connection, project: Project, limit: int) -> list[Trial]:
+        """Trials with status ``keep``, in fieldkit's leaderboard order, at most ``limit``.
+
+        fieldkit sorts keeps by metric with a missing metric as +inf and, when higher is
+        better, reverses the (stable) sort: missing metrics come first then. Ties keep
+        insertion order either way.
+        """
+        if limit <= 0:
+            return []
+        base = "project_id = ? AND status = 'keep' AND core_metric IS"
+        unscored = f"{base} NULL ORDER BY seq LIMIT ?"
+        if project.lower_is_better:
+            first = self._trials_where(conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit))
+            if len(first) < limit:
+                first += self._trials_where(conn, unscored, (project.id, limit - len(first)))
+            return first
+        first = self._trials_where(conn, unscored, (project.id, limit))
+        if len(first) < limit:
+            first += self._trials_where(
+                conn, f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?", (project.id, limit - len(first))
+            )
+        return first
+
+    def recent(self, conn: Connection, project: Project, limit: int) -> list[Trial]:
+        """The last ``limit`` trials, oldest first."""
+        if limit <= 0:
+            return []
+        newest_first = self._trials_where(conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit))
+        newest_first.reverse()
+        return newest_first
+
+    def children(self, conn: Connection, project: Project, exp_id: str) -> list[Trial]:
+        return self._trials_where(conn, "project_id = ? AND parent_exp = ? ORDER BY seq", (project.id, exp_id))
+
+    def count_trials(self, conn: Connection, project: Project) -> int:
+        return conn.scalar(select(func.count()).select_from(trials).where(trials.c.project_id == project.id)) or 0
+
+    # -- listing and streaming ------------------------------------------------------------
+
+    def list_trials(
+        self,
+        conn: Connection,
+        project: Project,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+        descending: bool = False,
+        **filters: Any,
+    ) -> list[Trial]:
+        """Trials matching ``filters`` (see :meth:`_filter_sql`) in seq order, after a cursor."""
+        where, params = self._filter_sql(project, **filters)
+        if after_seq is not None:
+            where += " AND seq < ?" if descending else " AND seq > ?"
+            params.append(after_seq)
+        where += " ORDER BY seq DESC" if descending else " ORDER BY seq"
+        if limit is not None:
+            where += " LIMIT ?"
+            params.append(limit)
+        return self._trials_where(conn, where, params)
+
+    def stream_trials(self, conn: Connection, project: Project, *, batch: int = 2_000) -> Iterator[Trial]:
+        """Every trial of the project in insertion order, ``batch`` rows in memory at a time."""
+        sql = self._sql(f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq")
+        raw = conn.connection.driver_connection
+        # a named cursor is PostgreSQL's server-side cursor: rows arrive as they are read
+        cursor = raw.cursor() if self.sqlite else raw.cursor(name="lineage_stream")  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql, (project.id,))
+            while rows := cursor.fetchmany(batch):
+                yield from map(trial_from_row, rows)
+        finally:
+            cursor.close()
+
+    def trials_select(self, project: Project):  # type: ignore[no-untyped-def]
+        """The SELECT of a project's trials in order (for pandas.read_sql)."""
+        return select(*_TRIAL_SELECT).where(trials.c.project_id == project.id).order_by(trials.c.seq)
+
+    # -- bulk insert ----------------------------------------------------------------------
+
+    def bulk_insert(self, conn: Connection, project: Project, rows: Iterable[Trial], *, first_seq: int) -> int:
+        """Insert ``rows`` (already validated) with consecutive seqs from ``first_seq``.
+
+        Batches go through the driver directly: ``executemany`` on SQLite, ``COPY`` on
+        PostgreSQL; a list of dicts through SQLAlchemy Core is several times slower.
+        """
+        now = utcnow()
+        stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f") if self.sqlite else now
+        writer = self._sqlite_batches if self.sqlite else self._copy_batches
+        count = 0
+
+        values_of = attrgetter(*TRIAL_VALUE_COLUMNS)
+        texts: list[str] = []  # for the search vocabulary (lineage.store.search)
+
+        def tuples() -> Iterator[tuple[Any, ...]]:
+            nonlocal count
+            for offset, trial in enumerate(rows):
+                count += 1
+                values = list(values_of(trial))
+                values[_STATUS_AT] = trial.status.value
+                texts.append(text := search_text(trial.hypothesis, trial.notes))
+                yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text)
+
+        writer(conn, tuples())
+        self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]
+        if not self.sqlite and count >= 10_000:
+            # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
+            conn.exec_driver_sql("ANALYZE trials")
+        return count
+
+    def _sqlite_batches(self, conn: Connection, tuples: Iterator[tuple[Any, ...]]) -> None:
+        # Rows go to a per-connection TEMP staging table first, then into trials with one
+        # INSERT ... SELECT per batch, so the triggers on trials (lineage.store.search)
+        # run in one statement per batch instead of one per row: with the search index's
+        # insert trigger standing aside (sqlite_bulk_index), a direct executemany still
+        # took 3.0 s for 100,000 rows against 1.9 s staged (bench/autoresearch.py rows).
+        columns = ", ".join(_BULK_COLUMNS)
+        staging = "temp.lineage_bulk_trials"
+        stage = f"INSERT INTO {staging} ({columns}) VALUES ({', '.join('?' * len(_BULK_COLUMNS))})"
+        # ORDER BY rowid: trials.id grows with seq (lineage.store.search relies on it)
+        move = f"INSERT INTO trials ({columns}) SELECT {columns} FROM {staging} ORDER BY rowid"
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            # untyped columns: values reach trials as given, and trials' affinities apply
+            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS lineage_bulk_trials ({columns})")
+            cursor.execute(f"DELETE FROM {staging}")
+
+            def flush(batch: list[tuple[Any, ...]]) -> None:
+                cursor.executemany(stage, batch)
+                cursor.execute(move)
+                cursor.execute(f"DELETE FROM {staging}")
+                batch.clear()
+
+            batch: list[tuple[Any, ...]] = []
+            with sqlite_bulk_index(cursor):  # the FTS5 index in one statement at the end
+                for row in tuples:
+                    batch.append(row)
+                    if len(batch) >= BULK_BATCH:
+                        flush(batch)
+                if batch:
+                    flush(batch)
+        finally:
+            cursor.close()
+
+    def _copy_batches(self, conn: Connection, tuples: Iterator[tuple[Any, ...]]) -> None:
+        raw = conn.connection.driver_connection
+        with raw.cursor() as cursor:  # type: ignore[union-attr]
+            with cursor.copy(f"COPY trials ({', '.join(_BULK_COLUMNS)}) FROM STDIN") as copy:
+                for row in tuples:
+                    copy.write_row(row)
