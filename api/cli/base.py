@@ -1,7 +1,8 @@
 """What every ``lineage`` command stands on: the root group and what the commands share.
 
 * :data:`cli`, the root group (``--db``, ``--version``) of class :class:`LedgerGroup`,
-  which turns ledger errors into one line on stderr and exit status 2;
+  which turns ledger errors into one line on stderr and exit status 2, and adds the
+  commands of the ``lineage.commands`` entry points when they are asked for;
 * :func:`ledger_of`, the ledger of ``--db`` (a SQLite path or a database URL; default
   ``$LINEAGE_DATABASE_URL`` or ./lineage.db), opened once per command line;
 * the options more than one command takes: :data:`project_option` and the
@@ -28,12 +29,32 @@ from lineage.errors import LedgerError
 
 EXIT_LEDGER_ERROR = 2
 
+#: The entry-point group of commands other packages add to ``lineage``.
+PLUGIN_GROUP = "lineage.commands"
+
 #: Formats whose columns are read from the file (the column-mapping flags apply to them).
 TABLE_FORMATS = ("autoresearch", "generic")
 
 
 class LedgerGroup(click.Group):
-    """Turns ledger errors into one line on stderr and a non-zero exit."""
+    """Turns ledger errors into one line on stderr and a non-zero exit, and finds the
+    commands other installed packages register in the entry-point group
+    ``lineage.commands`` (``name = "module:click_command"``; the trainer's client adds
+    ``spool`` this way, so ``api`` never imports trainer code).
+
+    Plugins are found and imported only when a name is not a built-in command or when
+    the commands are listed (``lineage --help``): ``lineage serve`` and the other
+    built-in commands never read the entry points. A built-in command wins over a plugin
+    of the same name; a plugin that fails to load is one ``warning:`` line on stderr and
+    is left out, and the rest of the CLI works.
+    """
+
+    plugin_group = PLUGIN_GROUP
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plugins: dict[str, Any] | None = None  # name -> EntryPoint, found on first need
+        self._broken: set[str] = set()
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -44,6 +65,42 @@ class LedgerGroup(click.Group):
         except (OSError, UnicodeDecodeError) as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(EXIT_LEDGER_ERROR)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        plugins = (name for name in self.plugins() if name not in self._broken)
+        return sorted({*super().list_commands(ctx), *plugins})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name in self._broken:
+            return command
+        entry = self.plugins().get(cmd_name)
+        return None if entry is None else self._load_plugin(cmd_name, entry)
+
+    def plugins(self) -> dict[str, Any]:
+        """The entry points of :attr:`plugin_group` by name (the first of a repeated name)."""
+        if self._plugins is None:
+            from importlib.metadata import entry_points
+
+            found: dict[str, Any] = {}
+            for entry in entry_points(group=self.plugin_group):
+                found.setdefault(entry.name, entry)
+            self._plugins = found
+        return self._plugins
+
+    def _load_plugin(self, name: str, entry: Any) -> click.Command | None:
+        try:
+            command = entry.load()
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{type(command).__name__} is not a click command")
+        except Exception as exc:  # noqa: BLE001 - any failure of a plugin's import is reported, not raised
+            self._broken.add(name)
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+            click.echo(f"warning: command {name!r} from {entry.value} ({self.plugin_group}) is left out: {reason}",
+                       err=True)
+            return None
+        self.add_command(command, name)
+        return command
 
 
 @click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
