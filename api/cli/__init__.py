@@ -18,13 +18,16 @@ prints one line on stderr and exits with status 2; nothing is half-written.
 The imports go one way: this package imports the command modules, they import
 :mod:`api.cli.base` (the group, the ledger of ``--db``, the shared options and output
 helpers) and nothing else of ``api.cli``.
+
+Other installed packages add commands through the ``lineage.commands`` entry points
+(:class:`api.cli.base.LedgerGroup` finds them when asked for): the trainer's client
+registers ``lineage spool flush`` there, so no module of ``api`` imports trainer code.
 """
 
 from __future__ import annotations
 
 from api.cli import files, loops, memory, projects, serve
 from api.cli.base import cli
-from api.cli_spool import spool
 
 __all__ = ["cli", "main"]
 
@@ -34,7 +37,6 @@ for _command in (
     files.import_cmd, files.export_cmd,
     loops.record, loops.watch, loops.plot,
     memory.similar, memory.summary, memory.guardrail, memory.hook,
-    spool,
 ):
     cli.add_command(_command)
 
