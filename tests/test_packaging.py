@@ -34,7 +34,8 @@ def test_installed_wheel_carries_migrations_and_templates_and_runs_from_another_
     assert "lineage/migrations/script.py.mako" in names
     assert any(n.startswith("lineage/migrations/versions/0001_") for n in names)
     assert "lineage/templates/base.html" in names and "lineage/templates/static/app.css" in names
-    for package in ("lineage/formats/fieldkit.py", "lineage/store/base.py", "api/cli.py", "api/pages/__init__.py",
+    for package in ("lineage/formats/fieldkit.py", "lineage/store/base.py", "api/cli/__init__.py",
+                    "api/cli/__main__.py", "api/routes/__init__.py", "api/pages/__init__.py",
                     "trainer_hooks/registry.py"):
         assert package in names
     assert "lineage/formats/autoresearch/rows.py" in names and "lineage/formats/text.py" in names

@@ -45,3 +45,16 @@ def test_the_server_runs_when_torch_cannot_be_imported(tmp_path) -> None:
         "    assert client.get('/api/v1/projects/p/knowledge').status_code == 200\n"
     )
     _modules_after(code)
+
+
+def test_the_cli_and_its_help_import_no_heavy_library() -> None:
+    # `lineage --help` lists every command, those of installed plugins included
+    # (the lineage.commands entry points): none of them may pull torch in.
+    loaded = _modules_after(
+        "from click.testing import CliRunner\n"
+        "from api.cli import cli\n"
+        "result = CliRunner().invoke(cli, ['--help'])\n"
+        "assert result.exit_code == 0 and 'serve' in result.output, result.output\n"
+    )
+    assert "api.cli.serve" in loaded  # the probe really loaded the CLI
+    assert not {m for m in loaded if m.split(".")[0] in HEAVY}

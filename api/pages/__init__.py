@@ -17,6 +17,12 @@ service settings. Pages (each a rendering of one service read):
 ``/upload``                            TSV upload (writers), errors with line and column
 ``/login``, ``/logout``                a session from a token (see ``api.pages.access``)
 =====================================  ==================================================
+
+One module per page family: ``project`` (index, dashboard, chain, knowledge.md, tree),
+``trial``, ``table`` (trials table and its TSV), ``compare``, ``calibration``, ``upload``
+(upload, login, logout), ``explore``; ``route`` holds what they share (``PageRoute``,
+``error_page``, query parameters), ``web`` the renderer and URL helpers, ``access`` who
+may read and write, ``charts`` and ``telemetry`` the SVG figures.
 """
 
 from __future__ import annotations
@@ -31,11 +37,9 @@ __all__ = ["install_pages"]
 
 def install_pages(app: FastAPI) -> None:
     """Mount the static files and the page routes on ``app``."""
-    from api.pages.views import router
+    from api.pages import calibration, compare, explore, project, table, trial, upload
 
     app.state.pages = Pages()
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
-    app.include_router(router)
-    from api.pages.explore import router as explore_router
-
-    app.include_router(explore_router)
+    for module in (project, trial, table, compare, calibration, upload, explore):
+        app.include_router(module.router)

@@ -80,7 +80,7 @@ def tokens_exist(ledger: Any) -> bool:
 
 def verify(ledger: Any, token: str) -> Principal | None:
     """The principal of ``token``, or None when it is unknown, revoked or malformed.
-    Verification is ``lineage.auth.verify_token`` (the API's); a writer or an admin
+    Verification is ``Ledger.verify_token`` (the API's); a writer or an admin
     token may write."""
     if not token:
         return None
@@ -101,7 +101,7 @@ def viewer(request: Request) -> Viewer:
     ledger = request.app.state.ledger
     settings = request.app.state.settings
     token = request.cookies.get(SESSION_COOKIE, "")
-    exist = tokens_exist(ledger)
+    exist = ledger.tokens_exist()
     principal = verify(ledger, token) if token and exist else None
     found = Viewer(
         principal=principal,

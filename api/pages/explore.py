@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from api.pages import charts
 from api.pages.access import Viewer
-from api.pages.views import PageRoute, Reader, ledger_of, pages
+from api.pages.route import PageRoute, Reader, ledger_of, pages
 from api.pages.web import seg
 from api.schemas import ExploreArgs
 from lineage.domain import FailureLabel

@@ -215,7 +215,6 @@ def test_patch_refuses_a_parent_that_is_missing_or_makes_a_cycle(server, tmp_pat
 
 
 def test_remote_sync_sends_its_token_and_a_refusal_is_one_clear_error(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from lineage import auth
     from lineage.errors import InvalidInput
 
     url, db = server

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from lineage import auth
 from lineage.service import Ledger
 from tests.web.conftest import load_demo, make_client
 

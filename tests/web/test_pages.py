@@ -454,7 +454,7 @@ def test_an_empty_project_renders_every_page(client: TestClient, demo: Ledger) -
 
 
 def test_patch_lines_tell_headers_hunks_and_changed_lines_apart() -> None:
-    from api.pages.views import patch_lines
+    from api.pages.trial import patch_lines
 
     patch = ("diff --git a/q.sql b/q.sql\nindex 1..2 100644\n--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1,2 @@\n"
              "--- old comment\n+++ new comment\n select 1;\ndiff --git a/x b/x\n--- a/x\n")

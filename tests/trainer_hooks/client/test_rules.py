@@ -71,7 +71,7 @@ def test_tensor_values_are_converted() -> None:
 
 def test_spool_flush_and_the_client_import_without_torch() -> None:
     code = ("import sys; sys.modules['torch'] = None\n"  # any import of torch fails
-            "import api.cli, api.cli_spool, trainer_hooks.client, trainer_hooks.callbacks\n"
+            "import api.cli, trainer_hooks.client, trainer_hooks.client.cli, trainer_hooks.callbacks\n"
             "from click.testing import CliRunner\n"
             "result = CliRunner().invoke(api.cli.cli, ['spool', 'flush', '--help'])\n"
             "assert result.exit_code == 0, result.output\n")

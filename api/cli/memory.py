@@ -1,6 +1,7 @@
-"""The agent-memory commands of the ``lineage`` CLI (issue 11): ``similar`` ("was this
-tried?"), and the progress summary and notification hooks. Each calls one use-case of
-``lineage.service``; errors become one line on stderr through ``api.cli.LedgerGroup``."""
+"""The agent's memory from the shell: ``lineage similar`` ("was this tried?"), ``summary``
+(where the loop stands), ``guardrail`` (limits that trip) and ``hook`` (webhooks). Each
+calls one use-case of ``lineage.service``; errors become one line on stderr through
+``api.cli.base.LedgerGroup``."""
 
 from __future__ import annotations
 
@@ -8,11 +9,7 @@ import json
 
 import click
 
-
-def _ledger(ctx: click.Context):  # type: ignore[no-untyped-def]
-    from api.cli import _ledger as open_ledger
-
-    return open_ledger(ctx)
+from api.cli.base import ledger_of
 
 
 # -- similar ---------------------------------------------------------------------------
@@ -27,7 +24,7 @@ def _ledger(ctx: click.Context):  # type: ignore[no-untyped-def]
 def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -> None:
     """Was this tried? The past trials of PROJECT whose hypothesis and notes are closest to
     TEXT, closest first, with a score in [0, 1] and the delta against the best before each."""
-    found = _ledger(ctx).find_similar(project, text, limit)
+    found = ledger_of(ctx).find_similar(project, text, limit)
     if fmt == "json":
         click.echo(json.dumps({"project": project, "q": text, "items": [s.to_dict() for s in found]},
                               indent=2, ensure_ascii=False))
@@ -53,7 +50,7 @@ def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -
 def summary(ctx: click.Context, project: str, last_n: int, fmt: str) -> None:
     """Where PROJECT's loop stands: trials per status, keep rate, best and when it was
     reached, crash streak, time spent, and the trend (improving / plateauing / stuck)."""
-    found = _ledger(ctx).summary(project, last_n=last_n)
+    found = ledger_of(ctx).summary(project, last_n=last_n)
     if fmt == "json":
         click.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
         return
@@ -77,7 +74,7 @@ def guardrail() -> None:
 def guardrail_set(ctx: click.Context, project: str, max_crash_streak: int | None,
                   max_trials_without_improvement: int | None, budget_hours: float | None) -> None:
     """Replace PROJECT's guardrails (a limit left out is off; none at all removes them)."""
-    policy = _ledger(ctx).set_guardrails(project, {
+    policy = ledger_of(ctx).set_guardrails(project, {
         "max_crash_streak": max_crash_streak, "max_trials_without_improvement": max_trials_without_improvement,
         "budget_hours": budget_hours,
     })
@@ -89,8 +86,8 @@ def guardrail_set(ctx: click.Context, project: str, max_crash_streak: int | None
 @click.pass_context
 def guardrail_show(ctx: click.Context, project: str) -> None:
     """PROJECT's guardrails and which of them are tripped (JSON)."""
-    found = _ledger(ctx).summary(project)
-    click.echo(json.dumps(found.guardrails or {"policy": _ledger(ctx).guardrail_policy(project).to_dict(),
+    found = ledger_of(ctx).summary(project)
+    click.echo(json.dumps(found.guardrails or {"policy": ledger_of(ctx).guardrail_policy(project).to_dict(),
                                                 "tripped": []}, indent=2, ensure_ascii=False))
 
 
@@ -109,7 +106,7 @@ def hook() -> None:
 @click.pass_context
 def hook_add(ctx: click.Context, project: str, url: str, events: tuple[str, ...], body_format: str) -> None:
     """Add a webhook to PROJECT; prints its signing secret (shown this once) on stdout."""
-    added, secret = _ledger(ctx).add_hook(project, url, events=events or None, body_format=body_format)
+    added, secret = ledger_of(ctx).add_hook(project, url, events=events or None, body_format=body_format)
     click.echo(secret)
     click.echo(f"added webhook {added.id} -> {added.url} ({', '.join(added.events)}); "
                "the secret above signs its deliveries and is shown only this once", err=True)
@@ -121,7 +118,7 @@ def hook_add(ctx: click.Context, project: str, url: str, events: tuple[str, ...]
 @click.pass_context
 def hook_list(ctx: click.Context, project: str, fmt: str) -> None:
     """PROJECT's webhooks with their deliveries (secrets are never shown again)."""
-    found = _ledger(ctx).hooks(project)
+    found = ledger_of(ctx).hooks(project)
     if fmt == "json":
         click.echo(json.dumps([h.to_dict() for h in found], indent=2))
         return
@@ -136,7 +133,7 @@ def hook_list(ctx: click.Context, project: str, fmt: str) -> None:
 @click.pass_context
 def hook_remove(ctx: click.Context, project: str, hook_id: int) -> None:
     """Remove webhook HOOK_ID of PROJECT (with its undelivered events)."""
-    _ledger(ctx).remove_hook(project, hook_id)
+    ledger_of(ctx).remove_hook(project, hook_id)
     click.echo(f"removed webhook {hook_id}", err=True)
 
 
@@ -146,13 +143,7 @@ def hook_deliver(ctx: click.Context) -> None:
     """Send the due webhook deliveries once (what `lineage serve` does in the background)."""
     from lineage.monitor.delivery import deliver_due
 
-    report = deliver_due(_ledger(ctx))
+    report = deliver_due(ledger_of(ctx))
     for error in report.errors:
         click.echo(error, err=True)
     click.echo(json.dumps(report.to_dict()))
-
-
-def register_memory_commands(group: click.Group) -> None:
-    """Add the summary, guardrail and hook commands to the ``lineage`` group."""
-    for command in (summary, guardrail, hook):
-        group.add_command(command)

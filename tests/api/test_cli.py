@@ -5,9 +5,7 @@ from __future__ import annotations
 import io
 import os
 import random
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,9 +17,8 @@ from click.testing import CliRunner
 from api.cli import cli
 from lineage.formats.fieldkit import write_trials
 from lineage.service import Ledger
+from tests.api.conftest import LINEAGE, free_port
 from tests.sweeps import random_sweep, seed_demo_trials, to_fieldkit_trial
-
-LINEAGE = [sys.executable, "-m", "api.cli"]
 
 
 def run(db: str, *args: str, ok: bool = True):  # type: ignore[no-untyped-def]
@@ -196,12 +193,6 @@ def test_db_upgrade_reports_the_head(tmp_path: Path) -> None:
 
     out = run(str(tmp_path / "new.db"), "db", "upgrade").output
     assert out.strip() == f"schema at {migrate.head_revision()}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.slow

@@ -1,0 +1,46 @@
+"""The ``lineage`` command line: :data:`cli` (the root group) with every command of the
+modules below added to it, and :func:`main`, the console script.
+
+=============  ===============================================================
+module         commands
+=============  ===============================================================
+``serve``      serve, demo, db, backup, token, mcp
+``projects``   project, prompt, knowledge, best, trials
+``files``      import, export
+``loops``      record, watch, plot
+``memory``     similar, summary, guardrail, hook
+=============  ===============================================================
+
+Every command opens the ledger on ``--db`` (a SQLite path or a database URL; default
+``$LINEAGE_DATABASE_URL`` or ./lineage.db) and calls the service layer. A ledger error
+prints one line on stderr and exits with status 2; nothing is half-written.
+
+The imports go one way: this package imports the command modules, they import
+:mod:`api.cli.base` (the group, the ledger of ``--db``, the shared options and output
+helpers) and nothing else of ``api.cli``.
+
+Other installed packages add commands through the ``lineage.commands`` entry points
+(:class:`api.cli.base.LedgerGroup` finds them when asked for): the trainer's client
+registers ``lineage spool flush`` there, so no module of ``api`` imports trainer code.
+"""
+
+from __future__ import annotations
+
+from api.cli import files, loops, memory, projects, serve
+from api.cli.base import cli
+
+__all__ = ["cli", "main"]
+
+for _command in (
+    serve.serve, serve.demo, serve.db_group, serve.backup, serve.token, serve.mcp,
+    projects.project, projects.prompt, projects.knowledge, projects.best, projects.trials,
+    files.import_cmd, files.export_cmd,
+    loops.record, loops.watch, loops.plot,
+    memory.similar, memory.summary, memory.guardrail, memory.hook,
+):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    """The ``lineage`` console script (and ``python -m api.cli``)."""
+    cli(prog_name="lineage")

@@ -1,0 +1,186 @@
+"""Results files in and out: ``lineage import`` (fieldkit, autoresearch or generic, sniffed
+from the first line; atomic) and ``lineage export`` (fieldkit, extended, csv, parquet,
+or the project's own autoresearch/generic file).
+
+The rules (status words, direction, lineage, exp_ids) are in :mod:`lineage.formats`;
+the use-cases in :mod:`lineage.loops` and the ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator
+
+import click
+
+from api.cli.base import TABLE_FORMATS, ColumnFlags, ledger_of, mapping_options, progress_bar, project_option, warn
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@project_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "fieldkit", "autoresearch", "generic"]),
+    default="auto",
+    show_default=True,
+    help="auto: sniff the first line (fieldkit, then autoresearch, then any tab/comma table).",
+)
+@click.option("--lower-is-better/--higher-is-better", default=None,
+              help="Direction, when the project is new (autoresearch/generic: else inferred).")
+@click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default=None)
+@mapping_options
+@click.pass_context
+def import_cmd(
+    ctx: click.Context,
+    file: Path,
+    project: str,
+    fmt: str,
+    lower_is_better: bool | None,
+    best_policy: str | None,
+    columns: ColumnFlags,
+) -> None:
+    """Import FILE (a results.tsv) into PROJECT, atomically; the project is created if new."""
+    from lineage.formats.fieldkit import count_lines
+
+    if fmt == "auto":
+        fmt = sniff_file(file)
+    total_rows = count_lines(file) - 1
+    if fmt in TABLE_FORMATS:
+        with progress_bar("importing", total_rows) as progress:
+            import_table(ctx, file, project, fmt, options=columns.import_options(lower_is_better),
+                                   best_policy=best_policy, git_repo=columns.git_repo, progress=progress)
+        return
+    if columns.columns_given() or columns.git_repo:
+        raise click.UsageError("--id, --metric, --status, --description, --parent, --status-map and --git-repo "
+                               "are for autoresearch/generic files; this one is fieldkit's")
+    ledger = ledger_of(ctx)
+    create_with = {
+        "lower_is_better": True if lower_is_better is None else lower_is_better,
+        "best_policy": best_policy or "kept",
+        "source_format": fmt,
+    }
+    with file.open("r", encoding="utf-8", newline="") as stream, progress_bar("importing", total_rows) as progress:
+        report = ledger.import_file(
+            project, stream, fmt=fmt, source=str(file), progress=progress, create_with=create_with
+        )
+    click.echo(f"imported {report.rows} trials into {project!r}")
+
+
+@click.command("export")
+@project_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Default: stdout.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["fieldkit", "extended", "csv", "parquet", "autoresearch", "generic"]),
+    default="fieldkit",
+    show_default=True,
+    help="fieldkit: results.tsv as fieldkit writes it; extended: plus clip-scale stats and extra; "
+    "autoresearch/generic: the project's own results file (an imported one byte for byte).",
+)
+@click.pass_context
+def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) -> None:
+    """Export PROJECT's trials."""
+    if fmt in ("autoresearch", "generic"):
+        export_table(ctx, project, output, fmt)
+        return
+    ledger = ledger_of(ctx)
+    if fmt in ("csv", "parquet"):
+        if output is None and fmt == "parquet":
+            raise click.UsageError("--format parquet needs -o FILE")
+        frame = ledger.dataframe(project)
+        if fmt == "csv":
+            frame.to_csv(output or sys.stdout, index=False)
+        else:
+            try:
+                frame.to_parquet(output, index=False)
+            except ImportError:
+                raise click.ClickException("parquet export needs pyarrow: pip install 'lineage-ledger[parquet]'")
+        return
+    from lineage.formats.fieldkit import write_trials
+
+    total = ledger.project(project).trial_count  # also: an unknown project fails before any output
+    with _open_out(output) as stream, progress_bar("exporting", total if output is not None else 0) as progress:
+        rows = _counted(ledger.stream_trials(project), progress)
+        count = write_trials(rows, stream, extended=fmt == "extended")
+    if output is not None:
+        click.echo(f"exported {count} trials to {output}", err=True)
+
+
+@contextlib.contextmanager
+def _open_out(output: Path | None) -> Iterator[IO[str]]:
+    if output is None:
+        yield sys.stdout
+        return
+    with output.open("w", encoding="utf-8", newline="") as stream:
+        yield stream
+
+
+def _counted(rows: Iterable[Any], update: Any, every: int = 1000) -> Iterator[Any]:
+    for index, row in enumerate(rows, 1):
+        if update is not None and index % every == 0:
+            update(index)
+        yield row
+
+
+# -- autoresearch / generic tables -----------------------------------------------------------
+
+
+def sniff_file(path: Path) -> str:
+    """The format of ``path`` from its first non-blank line (fieldkit, autoresearch or
+    generic); a file no format claims goes to autoresearch, whose error names the line."""
+    from lineage.formats import detect_format
+
+    with path.open("rb") as fh:
+        head = fh.read(1 << 16)
+    for raw in head.split(b"\n"):
+        line = raw.decode("utf-8", "replace").lstrip("\ufeff")
+        if line.strip():
+            found = detect_format(line)
+            return found.name if found is not None else "autoresearch"
+    return "autoresearch"
+
+
+def import_table(
+    ctx: click.Context,
+    file: Path,
+    project: str,
+    fmt: str,
+    *,
+    options: Any,
+    best_policy: str | None,
+    git_repo: str | None,
+    progress: Any = None,
+) -> None:
+    """``lineage import`` of an autoresearch or generic file."""
+    from lineage.formats.text import check_text
+
+    ledger = ledger_of(ctx)
+    text = check_text(file.read_bytes(), source=str(file))
+    done = ledger.import_results(
+        project, text, fmt=fmt, source=str(file), options=options, best_policy=best_policy,
+        git_repo=git_repo, progress=progress,
+    )
+    warn(done.warnings)
+    direction = "lower" if done.lower_is_better else "higher"
+    click.echo(
+        f"imported {done.rows} trials into {project!r} ({fmt}; metric {done.layout.metric!r}, "
+        f"{direction} is better: {done.direction})"
+    )
+
+
+def export_table(ctx: click.Context, project: str, output: Path | None, fmt: str) -> None:
+    """``lineage export --format autoresearch|generic``."""
+
+    ledger = ledger_of(ctx)
+    ledger.project(project)  # an unknown project fails before any output
+    if output is None:
+        count = ledger.export_results(project, sys.stdout, fmt=fmt)
+        return
+    with output.open("w", encoding="utf-8", newline="") as stream:
+        count = ledger.export_results(project, stream, fmt=fmt)
+    click.echo(f"exported {count} trials to {output}", err=True)

@@ -1,0 +1,118 @@
+"""Reading and shaping projects from the shell: ``lineage project create|list``,
+``prompt`` and ``knowledge`` (fieldkit-compatible text), ``best`` and ``trials``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from api.cli.base import fmt_number, ledger_of, project_option
+
+
+@click.group()
+def project() -> None:
+    """Create, list and show projects."""
+
+
+@project.command("create")
+@click.argument("slug")
+@click.option("--title", default="")
+@click.option("--metric", "metric_name", default="core_metric", show_default=True, help="Name of the metric.")
+@click.option("--lower-is-better/--higher-is-better", default=True, show_default=True)
+@click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default="kept", show_default=True)
+@click.pass_context
+def project_create(
+    ctx: click.Context, slug: str, title: str, metric_name: str, lower_is_better: bool, best_policy: str
+) -> None:
+    """Create project SLUG."""
+    created = ledger_of(ctx).create_project(
+        slug, title=title, metric_name=metric_name, lower_is_better=lower_is_better, best_policy=best_policy
+    )
+    click.echo(f"created project {created.slug!r}")
+
+
+@project.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+def project_list(ctx: click.Context, fmt: str) -> None:
+    """List projects."""
+    items = ledger_of(ctx).projects()
+    if fmt == "json":
+        click.echo(json.dumps([p.to_dict() for p in items], indent=2))
+        return
+    for p in items:
+        direction = "lower" if p.lower_is_better else "higher"
+        click.echo(f"{p.slug}\t{p.trial_count} trials\t{p.metric_name} ({direction} is better)\t{p.title}")
+
+
+# -- reading the ledger ----------------------------------------------------------------
+
+
+@click.command()
+@project_option
+@click.option("--specialist", "-s", required=True, help="The specialist whose session starts.")
+@click.option("--top-k", default=20, show_default=True, type=int)
+@click.option("--recent-n", default=30, show_default=True, type=int)
+@click.option("--last-m", default=10, show_default=True, type=int)
+@click.option("--timestamp", default="", help="Session timestamp shown in the header.")
+@click.pass_context
+def prompt(
+    ctx: click.Context, project: str, specialist: str, top_k: int, recent_n: int, last_m: int, timestamp: str
+) -> None:
+    """Print the session-start prompt (fieldkit-compatible)."""
+    text = ledger_of(ctx).render_prompt(
+        project, specialist=specialist, top_k=top_k, recent_n=recent_n, last_m=last_m, timestamp=timestamp
+    )
+    click.echo(text, nl=False)
+
+
+@click.command()
+@project_option
+@click.option("--recent-n", default=30, show_default=True, type=int)
+@click.option("--last-m", default=10, show_default=True, type=int)
+@click.pass_context
+def knowledge(ctx: click.Context, project: str, recent_n: int, last_m: int) -> None:
+    """Print the KNOWLEDGE.md part of the prompt."""
+    click.echo(ledger_of(ctx).render_knowledge(project, recent_n=recent_n, last_m=last_m), nl=False)
+
+
+@click.command()
+@project_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+def best(ctx: click.Context, project: str, fmt: str) -> None:
+    """Print the project's current best trial."""
+    trial = ledger_of(ctx).best(project)
+    if fmt == "json":
+        click.echo(json.dumps(trial.to_dict() if trial else None, indent=2, ensure_ascii=False))
+    elif trial is None:
+        click.echo("(no trials)")
+    else:
+        click.echo(f"{trial.label}\t{fmt_number(trial.core_metric)}\t{trial.status.value}\t{trial.hypothesis}")
+
+
+@click.command()
+@project_option
+@click.option("--status", multiple=True, help="Only these statuses (repeatable).")
+@click.option("--limit", type=int, default=None, help="At most this many (the most recent).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+def trials(ctx: click.Context, project: str, status: tuple[str, ...], limit: int | None, fmt: str) -> None:
+    """List PROJECT's trials as a table (or JSON)."""
+    rows = ledger_of(ctx).list_trials(project, status=list(status) or None, limit=limit, descending=limit is not None)
+    if limit is not None:
+        rows.reverse()
+    if fmt == "json":
+        click.echo(json.dumps([t.to_dict() for t in rows], indent=2, ensure_ascii=False))
+        return
+    headers = ("exp", "status", "metric", "Δ", "parent", "specialist", "hypothesis")
+    table = [
+        (t.exp_id, t.status.value, fmt_number(t.core_metric), fmt_number(t.delta_vs_best, signed=True), t.parent_exp,
+         t.specialist, t.hypothesis.replace("\n", " ")[:60])
+        for t in rows
+    ]
+    widths = [max([len(h), *(len(r[i]) for r in table)]) for i, h in enumerate(headers)]
+    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    for row in table:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())

@@ -1,0 +1,213 @@
+"""Running the ledger: ``lineage serve`` (the HTTP API and the pages, with the bind check
+that refuses an open ledger on a non-loopback address), ``demo``, ``db`` (schema),
+``backup``, ``token`` (bearer tokens of the HTTP API) and ``mcp`` (the MCP server)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from pathlib import Path
+
+import click
+
+from api.cli.base import ledger_of
+
+EXIT_REFUSED = 2
+
+
+# -- service ---------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind. A non-loopback address needs a token first (lineage token create).")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
+@click.option("--db", "db_option", default=None, help="SQLite file or database URL (overrides the global --db).")
+@click.option("--demo/--no-demo", default=False, help="Load the A²TGPO demo project if it is missing.")
+@click.option("--workers", default=1, show_default=True, type=int, help="Worker processes.")
+@click.option("--log-level", default="info", show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
+              help="Log lines as text or JSON objects (default: $LINEAGE_LOG_FORMAT or text).")
+@click.option("--anonymous-read/--no-anonymous-read", default=None,
+              help="Allow reads without a token (default: $LINEAGE_ANONYMOUS_READ or on).")
+@click.option("--max-body-bytes", type=int, default=None, help="Largest API request body, after gzip decoding.")
+@click.pass_context
+def serve(
+    ctx: click.Context, host: str, port: int, db_option: str | None, demo: bool, workers: int, log_level: str,
+    log_format: str | None, anonymous_read: bool | None, max_body_bytes: int | None,
+) -> None:
+    """Start the HTTP service (upgrades the schema first)."""
+    import os
+
+    import uvicorn
+
+    from api.logs import uvicorn_log_config
+    from lineage.db import ENV_DATABASE_URL, resolve_url
+
+    if db_option:
+        ctx.find_root().obj["db"] = db_option
+    ledger = ledger_of(ctx)
+    refuse_open_bind(ctx, ledger, host)
+    if demo:
+        _load_demo(ledger, quiet=True)
+    os.environ[ENV_DATABASE_URL] = resolve_url(ctx.find_root().obj["db"])
+    for name, value in (("LINEAGE_LOG_FORMAT", log_format), ("LINEAGE_LOG_LEVEL", log_level),
+                        ("LINEAGE_MAX_BODY_BYTES", max_body_bytes),
+                        ("LINEAGE_ANONYMOUS_READ", None if anonymous_read is None else str(anonymous_read).lower())):
+        if value is not None:
+            os.environ[name] = str(value)
+    click.echo(f"lineage: serving {ledger.engine.url.render_as_string(hide_password=True)} on http://{host}:{port}", err=True)
+    fmt = os.environ.get("LINEAGE_LOG_FORMAT", "text")
+    uvicorn.run("api.app:app_from_env", factory=True, host=host, port=port, workers=workers, log_level=log_level,
+                log_config=uvicorn_log_config(fmt if fmt in ("text", "json") else "text", log_level), access_log=False)
+
+
+@click.command()
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """Load the six-trial A²TGPO sweep from the seed into project 'a2tgpo-demo'."""
+    _load_demo(ledger_of(ctx), quiet=False)
+
+
+def _load_demo(ledger, *, quiet: bool) -> None:  # type: ignore[no-untyped-def]
+    from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
+    from lineage.errors import NotFound
+
+    slug = DEMO_PROJECT["slug"]
+    try:
+        ledger.project(slug)
+        if not quiet:
+            click.echo(f"project {slug!r} is already loaded", err=True)
+        return
+    except NotFound:
+        pass
+    ledger.create_project(**DEMO_PROJECT)
+    ledger.import_trials(slug, iter(DEMO_TRIALS))
+    if not quiet:
+        click.echo(f"loaded {len(DEMO_TRIALS)} trials into project {slug!r}")
+
+
+# -- database --------------------------------------------------------------------------
+
+
+@click.group(name="db")
+def db_group() -> None:
+    """Schema management (Alembic)."""
+
+
+@db_group.command("upgrade")
+@click.option("--revision", default="head", show_default=True)
+@click.pass_context
+def db_upgrade(ctx: click.Context, revision: str) -> None:
+    """Bring the schema to REVISION (default: the newest)."""
+    from lineage import migrate
+    from lineage.db import make_engine
+
+    engine = make_engine(ctx.find_root().obj["db"])
+    migrate.upgrade(engine, revision)
+    click.echo(f"schema at {migrate.current_revision(engine)}")
+    engine.dispose()
+
+
+@db_group.command("current")
+@click.pass_context
+def db_current(ctx: click.Context) -> None:
+    """Print the schema revision of the database."""
+    from lineage import migrate
+    from lineage.db import make_engine
+
+    engine = make_engine(ctx.find_root().obj["db"])
+    click.echo(migrate.current_revision(engine) or "(empty)")
+    engine.dispose()
+
+
+@click.command()
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def backup(ctx: click.Context, out: Path) -> None:
+    """Write a consistent copy of the SQLite database to OUT (safe while it is in use)."""
+    ledger_of(ctx).backup(str(out))
+    click.echo(f"backed up to {out}")
+
+
+# -- the HTTP API's side: bind check, tokens, MCP ----------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def refuse_open_bind(ctx: click.Context, ledger, host: str) -> None:  # type: ignore[no-untyped-def]
+    """Exit (one line on stderr, status 2) when ``host`` is not loopback and no token exists:
+    such a server would take writes from anyone who can reach it."""
+
+    if is_loopback(host) or ledger.tokens_exist():
+        return
+    click.echo(
+        f"error: refusing to serve on {host} while the ledger has no tokens (anyone could write); "
+        "create one first: lineage token create --role admin --name NAME",
+        err=True,
+    )
+    ctx.exit(EXIT_REFUSED)
+
+
+@click.group()
+def token() -> None:
+    """Bearer tokens of the HTTP API (stored as hashes; shown once)."""
+
+
+@token.command("create")
+@click.option("--name", required=True, help="A name to list and revoke the token by.")
+@click.option("--role", type=click.Choice(["reader", "writer", "admin"]), required=True)
+@click.pass_context
+def token_create(ctx: click.Context, name: str, role: str) -> None:
+    """Create a token and print it (this once: only its hash is stored)."""
+    record, secret = ledger_of(ctx).create_token(name=name, role=role)
+    click.echo(secret)
+    click.echo(f"created {record.role.value} token {record.name!r}; it is shown only this once", err=True)
+
+
+@token.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+def token_list(ctx: click.Context, fmt: str) -> None:
+    """List tokens (names, roles, last use; never the secrets)."""
+    records = ledger_of(ctx).list_tokens()
+    if fmt == "json":
+        click.echo(json.dumps([r.to_dict() for r in records], indent=2))
+        return
+    for r in records:
+        state = "active" if r.active else f"revoked {r.revoked_at}"
+        click.echo(f"{r.name}\t{r.role.value}\t{state}\tlast used {r.last_used_at or 'never'}")
+
+
+@token.command("revoke")
+@click.argument("name")
+@click.pass_context
+def token_revoke(ctx: click.Context, name: str) -> None:
+    """Revoke token NAME (effective on the next request of every server)."""
+    ledger_of(ctx).revoke_token(name)
+    click.echo(f"revoked token {name!r}", err=True)
+
+
+@click.command()
+@click.option("--db", "db_option", default=None, help="SQLite file or database URL (overrides the global --db).")
+@click.pass_context
+def mcp(ctx: click.Context, db_option: str | None) -> None:
+    """Run the MCP server on stdio (tools: get_prompt, get_knowledge, list_trials,
+    get_trial, record_trial, update_trial, find_similar, get_summary), over the same
+    service as the HTTP API."""
+    if db_option:
+        ctx.find_root().obj["db"] = db_option
+    try:
+        from api.mcp_server import build_server
+    except ImportError as exc:
+        click.echo(f"error: `lineage mcp` needs the MCP SDK ({exc}): pip install 'lineage-ledger[mcp]'", err=True)
+        ctx.exit(EXIT_REFUSED)
+    build_server(ledger_of(ctx)).run("stdio")

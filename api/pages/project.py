@@ -1,0 +1,178 @@
+"""The project pages: the index of projects, a project's dashboard, its chain to the
+best, its KNOWLEDGE.md and its lineage tree (each a rendering of one service read)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from api.pages import charts
+from api.pages.access import Viewer
+from api.pages.charts import Point, status_class
+from api.pages.route import PageRoute, Reader, ledger_of, pages, q_int, q_str
+from api.pages.web import finish, fmt_delta, fmt_metric, project_url, trial_url
+from lineage.domain import FailureLabel, Trial
+from lineage.errors import NotFound
+
+#: Trials the dashboard's metric chart shows at once.
+CHART_WINDOW = 1000
+#: Chains longer than this show their head and tail, the middle folded away.
+CHAIN_HEAD, CHAIN_TAIL = 5, 15
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+
+# -- index ------------------------------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+def index(request: Request, viewer: Viewer = Reader) -> HTMLResponse:
+    rows = []
+    for overview in ledger_of(request).overviews(bins=60):
+        project = overview.project
+        direction = "lower" if project.lower_is_better else "higher"
+        rows.append(
+            {
+                "o": overview,
+                "spark": charts.sparkline(
+                    overview.running_best,
+                    x_max=project.trial_count,
+                    label=f"running best {project.metric_name} of {project.slug} ({direction} is better)",
+                ),
+            }
+        )
+    return pages(request).render(request, "index.html", {"rows": rows})
+
+
+# -- project dashboard ------------------------------------------------------------------------
+
+
+def _point_title(exp_id: str, status: str, metric: float | None, delta: float | None, specialist: str) -> str:
+    parts = [f"exp_{exp_id}", status, f"metric {fmt_metric(metric)}"]
+    if delta is not None:
+        parts.append(f"Δ {fmt_delta(delta)}")
+    if specialist:
+        parts.append(specialist)
+    return " · ".join(parts)
+
+
+def folded_chain(chain: tuple[Trial, ...] | list[Trial]) -> dict[str, Any]:
+    """The chain as a page shows it: ``chain_head``, ``chain_tail`` and how many trials
+    between them are left to the whole-chain page (``chain_hidden``)."""
+    if len(chain) <= CHAIN_HEAD + CHAIN_TAIL + 5:
+        return {"chain_head": list(chain), "chain_hidden": 0, "chain_tail": []}
+    return {"chain_head": list(chain[:CHAIN_HEAD]), "chain_hidden": len(chain) - CHAIN_HEAD - CHAIN_TAIL,
+            "chain_tail": list(chain[-CHAIN_TAIL:])}
+
+
+@router.get("/projects/{slug}", response_class=HTMLResponse)
+def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
+    before = q_int(request, "before", None)
+    board = ledger_of(request).dashboard(slug, window=CHART_WINDOW, before_seq=before)
+    project = board.project
+    points = [
+        Point(
+            x=p.seq,
+            y=p.core_metric,
+            cls=status_class(p.status),
+            title=_point_title(p.exp_id, p.status, p.core_metric, p.delta_vs_best, p.specialist),
+            href=trial_url(slug, p.exp_id),
+        )
+        for p in board.window
+    ]
+    direction = "lower is better" if project.lower_is_better else "higher is better"
+    chart = charts.metric_chart(
+        points,
+        board.window_running_best,
+        label=f"{project.metric_name} per trial ({direction}), running best as a step line",
+        metric_name=project.metric_name,
+        best_x=board.best.seq if board.best is not None else None,
+    )
+    overview = None
+    if board.window and project.trial_count > len(board.window):
+        overview = charts.step_chart(
+            board.running_best,
+            x_max=project.trial_count,
+            label=f"running best {project.metric_name} over all {project.trial_count:,} trials",
+            metric_name=project.metric_name,
+            window=(board.window[0].seq, board.window[-1].seq + 1),
+        )
+    earlier = newer = None
+    if board.window:
+        if board.has_earlier:
+            earlier = project_url(slug, before=board.window[0].seq) + "#chart"
+        if before is not None:
+            target = board.window[-1].seq + 1 + CHART_WINDOW
+            newer = project_url(slug, before=target if target < project.trial_count else None) + "#chart"
+    order = [label.value for label in FailureLabel]
+    counts = sorted(board.status_counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+    bars = charts.bars(
+        [(status, count, status_class(status), project_url(slug, "/trials", status=status)) for status, count in counts],
+        label="trials per failure label",
+    )
+    return pages(request).render(
+        request,
+        "project.html",
+        {
+            "project": project,
+            "board": board,
+            "chart": chart,
+            "overview": overview,
+            "earlier": earlier,
+            "newer": newer,
+            "bars": bars,
+            "counts": counts,
+            **folded_chain(board.chain),
+            "direction": direction,
+            "progress": ledger_of(request).summary(slug),
+        },
+    )
+
+
+@router.get("/projects/{slug}/chain", response_class=HTMLResponse)
+def chain_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
+    """The whole chain from the root to ``to`` (default: the best), every trial linked."""
+    ledger = ledger_of(request)
+    target = q_str(request, "to")
+    chain = ledger.chain(slug, target)
+    best = ledger.best(slug)
+    return pages(request).render(
+        request, "chain.html",
+        {"project": ledger.project(slug), "chain": chain, "best": best, "target": target,
+         "to_best": target is None or (best is not None and target == best.exp_id)},
+    )
+
+
+@router.get("/projects/{slug}/knowledge.md")
+def knowledge(request: Request, slug: str, viewer: Viewer = Reader) -> Response:
+    text = ledger_of(request).render_knowledge(slug)
+    return finish(request, Response(text, media_type="text/markdown; charset=utf-8"))
+
+
+# -- lineage tree -----------------------------------------------------------------------------
+
+
+@router.get("/projects/{slug}/tree", response_class=HTMLResponse)
+def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
+    focus = q_str(request, "focus")
+    if focus and focus.startswith("exp_") and not _exists(request, slug, focus):
+        focus = focus[4:]
+    window = ledger_of(request).tree_window(
+        slug,
+        root=q_str(request, "root"),
+        focus=focus,
+        depth=q_int(request, "depth", 8, minimum=1, maximum=50),  # type: ignore[arg-type]
+        per_node=q_int(request, "per", 25, minimum=1, maximum=500),  # type: ignore[arg-type]
+        offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
+    )
+    return pages(request).render(request, "tree.html", {"project": window.project, "w": window})
+
+
+def _exists(request: Request, slug: str, exp_id: str) -> bool:
+    try:
+        ledger_of(request).trial(slug, exp_id)
+        return True
+    except NotFound:
+        return False

@@ -1,0 +1,102 @@
+"""The trial page: its fields, parent, children and chain, its telemetry plots and
+clip-scale summary, and the code change a ``--git-repo`` import stored."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from api.pages import charts
+from api.pages import telemetry as telemetry_plots
+from api.pages.access import Viewer
+from api.pages.project import folded_chain
+from api.pages.route import PageRoute, Reader, ledger_of, pages
+from lineage.domain import CLIP_SCALE_COLUMNS, FIELDKIT_COLUMNS, Trial
+from lineage.formats.autoresearch import GIT_KEY
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+
+def _chain_figure(slug: str, chain: tuple[Trial, ...], metric_name: str) -> Any:
+    scored = [(i, t.core_metric) for i, t in enumerate(chain) if t.core_metric is not None]
+    if not scored:
+        return None
+    series = [charts.Series(f"{metric_name} along the chain", scored, "s0")]
+    return charts.line_chart(
+        series, label=f"{metric_name} from the root to this trial", x_label="generation (root = 0)",
+        y_label=metric_name, markers=True, height=220, integer_x=True,
+    )
+
+
+@router.get("/projects/{slug}/trials/{exp_id}", response_class=HTMLResponse)
+def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader) -> HTMLResponse:
+    ledger = ledger_of(request)
+    ctx = ledger.trial_context(slug, exp_id)
+    trial = ctx.trial
+    view = telemetry_plots.load(ledger, slug, exp_id)
+    beta = trial.extra.get("clip_scale_beta") if isinstance(trial.extra.get("clip_scale_beta"), (int, float)) else None
+    plots = telemetry_plots.trial_plots(view, beta=beta)
+    clip = None
+    if any(getattr(trial, name) is not None for name in CLIP_SCALE_COLUMNS):
+        clip = charts.clip_scale_figure(
+            mean=trial.ig_clip_scale_mean, std=trial.ig_clip_scale_std, low=trial.ig_clip_scale_min,
+            high=trial.ig_clip_scale_max, frac_low=trial.ig_clip_scale_frac_low, frac_high=trial.ig_clip_scale_frac_high,
+            beta=beta if beta is not None else (view.beta if view.beta is not None else telemetry_plots.DEFAULT_BETA),
+            label=f"clip-scale summary of exp_{exp_id}",
+        )
+    fields = [(name, getattr(trial, name)) for name in FIELDKIT_COLUMNS if name not in ("hypothesis", "notes")]
+    fields += [(name, getattr(trial, name)) for name in CLIP_SCALE_COLUMNS]
+    fields += [("seq", trial.seq), ("created_at", trial.created_at), ("updated_at", trial.updated_at)]
+    code = code_change(trial)
+    extra = {k: v for k, v in trial.extra.items() if code is None or k != GIT_KEY}
+    return pages(request).render(
+        request,
+        "trial.html",
+        {
+            "project": ctx.project,
+            "ctx": ctx,
+            "t": trial,
+            "fields": fields,
+            "extra_json": json.dumps(extra, indent=2, ensure_ascii=False, sort_keys=True) if extra else "",
+            "code": code,
+            "code_lines": patch_lines(code["patch"]) if code else [],
+            "plots": plots,
+            "clip": clip,
+            "chain_figure": _chain_figure(slug, ctx.chain, ctx.project.metric_name),
+            **folded_chain(ctx.chain),
+        },
+    )
+
+
+def code_change(trial: Trial) -> dict[str, Any] | None:
+    """The trial's git details (``extra["_git"]``, stored by ``--git-repo``), or None."""
+    found = trial.extra.get(GIT_KEY)
+    if isinstance(found, dict) and isinstance(found.get("patch"), str):
+        return found
+    return None
+
+
+def patch_lines(patch: str) -> list[tuple[str, str]]:
+    """``(css class, line)`` of a git patch: file headers (``diff --git`` up to the first
+    ``@@``), hunk headers, added and removed lines; a removed ``-- x`` inside a hunk is a
+    removed line, not a header."""
+    out = []
+    in_hunk = False
+    for line in patch.splitlines():
+        if line.startswith("diff "):
+            in_hunk, kind = False, "file"
+        elif line.startswith("@@"):
+            in_hunk, kind = True, "hunk"
+        elif not in_hunk:
+            kind = "file"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = ""
+        out.append((kind, line))
+    return out

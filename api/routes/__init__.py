@@ -1,0 +1,77 @@
+"""The JSON API under ``/api/v1`` (plus ``/ready``): one router per resource, one module each.
+
+Handlers stay a call or two long: the rules are the service's (``lineage.service``,
+``lineage.auth``, ``lineage.telemetry``), responses are built by ``api.present``, and
+errors become problem+json in ``api.problems``. Reads and small writes run inline in
+``async def`` handlers (a thread-pool hop would cost about as much as the call); work
+that grows with the input (file import, telemetry batches and series, summaries,
+project deletion) runs in the thread pool, and while such a write is in flight the
+small writes go there too (``api.deps.WriteLanes``: they may wait for its lock).
+
+=============  =====================================================================
+module         routes
+=============  =====================================================================
+``ops``        ``/ready``
+``projects``   ``/projects``, ``/projects/{p}``
+``trials``     ``/projects/{p}/trials...`` and the TSV table
+``telemetry``  the trainer's: ``/projects/{p}/trials/{exp}/telemetry...``
+``agent``      the agent's: prompt, knowledge, similar, summary, guardrails, hooks
+``tokens``     ``/tokens``
+``explore``    the researcher's explorer: ``/projects/{p}/explore``
+=============  =====================================================================
+
+``install_routes`` includes them in the order of ``ROUTERS``; the OpenAPI document lists
+the paths in that order.
+
+=======  ===============================================  ======  =========================
+method   path (under ``/api/v1``)                         role    what
+=======  ===============================================  ======  =========================
+POST     /projects                                        writer  create a project
+GET      /projects                                        reader  list projects
+GET      /projects/{p}                                    reader  one project (ETag)
+PATCH    /projects/{p}                                    writer  title, metric, direction,
+                                                                  policy, prompt_template
+DELETE   /projects/{p}                                    admin   delete with its trials
+POST     /projects/{p}/trials                             writer  record (201/200/409)
+GET      /projects/{p}/trials                             reader  filter, sort, cursor; TSV
+GET      /projects/{p}/trials/{exp}                       reader  one trial
+PATCH    /projects/{p}/trials/{exp}                       writer  status, metric, notes, ...
+GET      /projects/{p}/trials/{exp}/lineage               reader  chain from the root
+GET      /projects/{p}/trials.tsv                         reader  the whole table as TSV
+POST     /projects/{p}/trials.tsv                         writer  atomic TSV import
+POST     /projects/{p}/trials/{exp}/telemetry             writer  a batch of points
+GET      /projects/{p}/trials/{exp}/telemetry             reader  series (min/max buckets)
+POST     /projects/{p}/trials/{exp}/telemetry/summarize   writer  ig_clip_scale_* from it
+GET      /projects/{p}/explore                            reader  curves of many trials, grouped
+GET      /projects/{p}/prompt                             reader  agent prompt (ETag)
+GET      /projects/{p}/knowledge                          reader  KNOWLEDGE.md / JSON (ETag)
+GET      /projects/{p}/similar?q=TEXT                     reader  "was this tried?"
+POST     /projects/{p}/similar                            reader  the same, q in a JSON body
+GET      /projects/{p}/summary                            reader  progress, trend, guardrails
+GET      /projects/{p}/guardrails                         reader  policy and trips
+PUT      /projects/{p}/guardrails                         writer  set the policy
+GET      /projects/{p}/hooks                              admin   webhooks
+POST     /projects/{p}/hooks                              admin   add (secret shown once)
+DELETE   /projects/{p}/hooks/{id}                         admin   remove
+GET      /tokens                                          admin   list tokens
+POST     /tokens                                          admin   create (secret shown once)
+DELETE   /tokens/{name}                                   admin   revoke
+=======  ===============================================  ======  =========================
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from api.routes import agent, explore, ops, projects, telemetry, tokens, trials
+
+__all__ = ["install_routes"]
+
+#: Inclusion order (the OpenAPI document's path order).
+ROUTERS = (ops.router, projects.router, trials.router, telemetry.router, agent.router, tokens.router, explore.router)
+
+
+def install_routes(app: FastAPI) -> None:
+    """Add every JSON API router to ``app``."""
+    for router in ROUTERS:
+        app.include_router(router)

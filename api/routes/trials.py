@@ -1,0 +1,83 @@
+"""Trials of a project: record (idempotent), list (filters, cursor, TSV), get, update,
+lineage, and the project's whole trial table as TSV (download and atomic upload)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from api import present
+from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
+from api.schemas import (
+    ExportQuery,
+    ImportOut,
+    ImportQuery,
+    LineageOut,
+    RecordOut,
+    TrialCreate,
+    TrialFilters,
+    TrialOut,
+    TrialPage,
+    TrialUpdate,
+)
+
+router = APIRouter(prefix="/api/v1/projects/{project}", tags=["trials"])
+
+_TSV_CONTENT = {"content": {"text/tab-separated-values": {"schema": {"type": "string"}}}}
+
+
+@router.post("/trials", status_code=201, response_model=RecordOut,
+             responses={200: {"model": RecordOut, "description": "already stored (a retry): the stored trial"}})
+async def record_trial(
+    project: ProjectSlug, body: TrialCreate, request: Request, who: Writer, key: IdempotencyKey = None
+) -> Response:
+    """Record a trial. 201 when stored now, 200 when this exp_id or Idempotency-Key already
+    holds the same trial, 409 (with both versions) when it holds another."""
+    result = await who.small_write(who.ledger.record_trial, project, body.model_dump(exclude_unset=True),
+                                   idempotency_key=key, similar_prior=True)
+    return present.recorded(request, project, result)
+
+
+@router.get("/trials", response_model=TrialPage, responses={200: _TSV_CONTENT})
+async def list_trials(
+    project: ProjectSlug, args: Annotated[TrialFilters, Query()], request: Request, who: Reader
+) -> Response:
+    """Filtered trials in a stable order, a page at a time (``next_cursor``); as fieldkit
+    TSV with ``?format=tsv`` or ``Accept: text/tab-separated-values``."""
+    return present.trials(request, who.ledger, project, args)
+
+
+@router.get("/trials.tsv", response_class=Response, responses={200: _TSV_CONTENT})
+def download_tsv(project: ProjectSlug, args: Annotated[ExportQuery, Query()], who: Reader) -> Response:
+    """Every trial of the project as a fieldkit results.tsv (``extended``: plus clip-scale and extra)."""
+    return present.tsv_download(who.ledger, project, args.extended)
+
+
+@router.post("/trials.tsv", status_code=201, response_model=ImportOut,
+             openapi_extra={"requestBody": {"required": True, **_TSV_CONTENT}})
+async def upload_tsv(
+    project: ProjectSlug, args: Annotated[ImportQuery, Query()], request: Request, who: Writer
+) -> Response:
+    """Import a results file atomically: one bad row and nothing is stored; the error
+    names its ``line``, ``column`` and ``field``."""
+    text = present.request_text(await request.body())
+    return await who.long_write(present.import_tsv, who.ledger, project, text, args)
+
+
+@router.get("/trials/{exp_id}", response_model=TrialOut)
+async def get_trial(project: ProjectSlug, exp_id: ExpId, who: Reader) -> dict[str, Any]:
+    return present.trial_json(who.ledger.trial(project, exp_id))
+
+
+@router.patch("/trials/{exp_id}", response_model=TrialOut)
+async def update_trial(project: ProjectSlug, exp_id: ExpId, body: TrialUpdate, who: Writer) -> dict[str, Any]:
+    """Change a stored trial; ``delta_vs_best`` is recomputed by the server."""
+    return present.trial_json(await who.small_write(who.ledger.update_trial, project, exp_id,
+                                                    body.model_dump(exclude_unset=True)))
+
+
+@router.get("/trials/{exp_id}/lineage", response_model=LineageOut)
+async def trial_lineage(project: ProjectSlug, exp_id: ExpId, who: Reader) -> dict[str, Any]:
+    """The trial's chain of parents, root first, the trial last."""
+    return {"exp_id": exp_id, "chain": [present.trial_json(t) for t in who.ledger.chain(project, exp_id)]}
