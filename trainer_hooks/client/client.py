@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import collections
 import logging
+import math
 import os
 import re
 import signal
@@ -163,6 +164,8 @@ class LedgerClient:
         unknown = set(fields) - set(PLAN_FIELDS)
         if unknown:
             raise ValueError(f"plan_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(PLAN_FIELDS)}")
+        if not parent_exp:  # no parent named: the ledger's default rule decides
+            del body["parent_exp"]
         if exp_id is not None:
             body["exp_id"] = exp_id
             self.spool.set("exp_id", exp_id)
@@ -172,14 +175,20 @@ class LedgerClient:
         self._append_op("plan", body)
 
     def finish_trial(self, *, status: str = "auto", core_metric: float | None = None, keep_margin: float = 0.0,
-                     summarize: bool | None = None, **fields: Any) -> None:
+                     summarize: bool | None = None, metric_from: Mapping[str, float] | None = None,
+                     metric_key: str | None = None, **fields: Any) -> None:
         """Finish the trial: the telemetry logged so far is sent first, then (when clip-scale
         telemetry was logged, or ``summarize``) the server derives the ``ig_clip_scale_*``
         summary from it, then the trial gets its status, metric and fields.
 
         ``status="auto"``: the outcome rule (``keep`` when ``core_metric`` beats the current
         best by at least ``keep_margin`` in the project's direction, else ``discard``),
-        decided when the ledger is reachable. Any other value is a failure label."""
+        decided when the ledger is reachable. Any other value is a failure label.
+
+        ``metric_from`` (a run's summary, ``name -> value``) with no ``core_metric``: the
+        core metric is the summary's entry for ``metric_key`` (default: the project's
+        ``metric_name``, read when the ledger is reachable), by
+        :func:`~trainer_hooks.client.outcome.metric_of_summary`."""
         unknown = set(fields) - set(FINISH_FIELDS)
         if unknown:
             raise ValueError(f"finish_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(FINISH_FIELDS)}")
@@ -191,8 +200,12 @@ class LedgerClient:
         # a PATCH replaces ``extra`` whole: the plan's entries are carried over
         extra = {**self._plan_extra, "state": "finished", "telemetry_points": self.points_logged,
                  "nonfinite_dropped": self.nonfinite_dropped, **dict(fields.pop("extra", None) or {})}
-        self._append_op("finish", {"fields": {"status": status, "core_metric": core_metric, "extra": extra, **fields},
-                                   "keep_margin": keep_margin})
+        body: dict[str, Any] = {"fields": {"status": status, "core_metric": core_metric, "extra": extra, **fields},
+                                "keep_margin": keep_margin}
+        if metric_from is not None and core_metric is None:
+            body["metric_from"] = {str(k): float(v) for k, v in metric_from.items() if math.isfinite(float(v))}
+            body["metric_key"] = metric_key
+        self._append_op("finish", body)
 
     @property
     def exp_id(self) -> str | None:

@@ -15,9 +15,10 @@ Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (``POST /projects``; 40
 is fine), ``plan`` (``POST /trials`` with ``Idempotency-Key: <run_id>-plan``; the
 stored ``exp_id`` goes into the spool's meta), ``points`` (``POST .../telemetry`` with
 ``batch_id``), ``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish``
-(``PATCH`` the trial; status ``auto`` is decided once by the outcome rule against the
-project's current best, and the decision is spooled before the PATCH so a replay
-cannot decide differently).
+(``PATCH`` the trial; a core metric taken from the run's summary is picked once, by the
+project's ``metric_name``, and status ``auto`` is decided once by the outcome rule
+against the project's current best; both decisions are spooled before the PATCH so a
+replay cannot decide differently).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from urllib.parse import quote
 
 import httpx
 
-from trainer_hooks.client.outcome import decide_status
+from trainer_hooks.client.outcome import decide_status, metric_of_summary
 from trainer_hooks.client.spool import Op, Spool
 
 __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
@@ -207,11 +208,29 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
     elif op.kind == "finish":
         exp_id = _exp_id(spool, "finish")
         fields = dict(body["fields"])
+        if body.get("metric_from") is not None and fields.get("core_metric") is None:
+            fields["core_metric"], used = _metric_of_summary(spool, transport, body)
+            if used:
+                fields["extra"] = {**(fields.get("extra") or {}), "metric_from_summary": used}
         if fields.get("status") == "auto":
             fields["status"] = spool.get("decided_status") or _decide(spool, transport, fields, body.get("keep_margin", 0.0))
         transport.request("finish", "PATCH", f"{transport.prefix}/trials/{quote(exp_id, safe='')}", json=fields)
     else:
         raise LedgerRejected(0, f"unknown spooled op {op.kind!r} (seq {op.seq})", kind=op.kind)
+
+
+def _metric_of_summary(spool: Spool, transport: Transport, body: dict[str, Any]) -> tuple[float | None, str | None]:
+    """The core metric from the finish's summary (the project's ``metric_name`` unless the
+    run named its key), and the summary entry it came from; stored in the spool before the
+    PATCH that uses it."""
+    stored = spool.get("decided_metric")
+    if stored is not None:
+        value, used = json.loads(stored)
+        return value, used
+    key = body.get("metric_key") or transport.request("finish", "GET", transport.prefix).json()["metric_name"]
+    used, value = metric_of_summary(body["metric_from"], key)
+    spool.set("decided_metric", json.dumps([value, used]))
+    return value, used
 
 
 def _decide(spool: Spool, transport: Transport, fields: dict[str, Any], margin: float) -> str:
