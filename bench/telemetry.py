@@ -60,7 +60,7 @@ def step_telemetry(step: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.
 
 def overhead(url: str, spool: Path, steps: int) -> list[float]:
     """Seconds each step's log + log_turns took in the calling thread."""
-    client = LedgerClient(url, None, "bench", spool_dir=spool, timeout=5.0, close_timeout=0.5)
+    client = LedgerClient(url, None, "bench", spool_dir=spool, timeout=5.0, close_timeout=0.5, system_metrics=False)
     client.ensure_project()
     client.plan_trial(hypothesis="overhead")
     prepared = [step_telemetry(step) for step in range(steps)]
@@ -77,7 +77,7 @@ def overhead(url: str, spool: Path, steps: int) -> list[float]:
 
 def ingest(url: str, spool: Path, points: int, per_step: int = 100) -> float:
     """Points/s from the first log call until the ledger holds every point."""
-    client = LedgerClient(url, None, "bench", spool_dir=spool, close_timeout=300.0)
+    client = LedgerClient(url, None, "bench", spool_dir=spool, close_timeout=300.0, system_metrics=False)
     client.ensure_project()
     client.plan_trial(hypothesis="ingest")
     assert client.flush(timeout=30)

@@ -12,7 +12,10 @@ Where the run goes
     ``$LINEAGE_SPOOL_DIR`` or ``~/.cache/lineage/spool``). ``finish`` waits at most
     ``LINEAGE_CLOSE_TIMEOUT`` seconds (10) for the ledger; what it could not send stays in
     the spool. ``mode="disabled"`` (or ``WANDB_MODE=disabled``) gives a run that records
-    nothing.
+    nothing. System metrics (GPU memory and utilisation, the process's RSS and CPU) are
+    sampled under ``sys/`` as wandb does, every 10 s (``init(system_metrics=)`` or
+    ``LINEAGE_SYSTEM_METRICS``: seconds, or ``0`` for none); the run's peak GPU memory is
+    the trial's ``extra["memory_gb"]``.
 
 Supported calls and what each becomes
     ==================================  ============================================================
@@ -223,7 +226,7 @@ def init(*, project: str | None = None, name: str | None = None, notes: str | No
          resume: Any = None, settings: Any = None, config_exclude_keys: Any = None,
          config_include_keys: Any = None, allow_val_change: bool | None = None, url: str | None = None,
          token: str | None = None, spool_dir: Any = None, metric: str | None = None,
-         trial: Mapping[str, Any] | None = None, **ignored: Any) -> Run:
+         trial: Mapping[str, Any] | None = None, system_metrics: bool | float | None = None, **ignored: Any) -> Run:
     """Start a run: plan its trial (module doc for each argument). Returns the :class:`Run`,
     also ``wandb.run``."""
     for key in sorted(ignored):
@@ -263,7 +266,8 @@ def init(*, project: str | None = None, name: str | None = None, notes: str | No
             base_url = DEFAULT_URL
         client = LedgerClient(base_url, token or os.environ.get("LINEAGE_TOKEN") or None, slug,
                               spool_dir=spool_dir or os.environ.get("LINEAGE_SPOOL") or None,
-                              close_timeout=float(os.environ.get("LINEAGE_CLOSE_TIMEOUT") or 10.0))
+                              close_timeout=float(os.environ.get("LINEAGE_CLOSE_TIMEOUT") or 10.0),
+                              system_metrics=system_metrics)
         client.ensure_project(metric_name=metric_key or "core_metric", title=project or slug)
         hypothesis = fields.pop("hypothesis", None) or notes or name or ""
         client.plan_trial(hypothesis=hypothesis, job_name=name or "",
