@@ -1,5 +1,5 @@
-"""``LedgerClient``: plan a trial, log telemetry, finish it — without a training step ever
-waiting on the network, and without losing what was logged.
+"""``LedgerClient``: plan a trial, log telemetry, raise alerts, finish it — without a training
+step ever waiting on the network, and without losing what was logged.
 
 Path of a point::
 
@@ -61,6 +61,10 @@ FINISH_FIELDS = ("core_metric", "val_bpb", "train_s", "total_s", "notes", "job_n
 #: the status a trial is planned with: until the run finishes it is a run the harness
 #: stopped (never "best"), which is also the truth if the trainer is killed and never finishes
 PLANNED_STATUS = "harness_abort"
+#: the ledger's alert rules (``lineage.alerts``)
+ALERT_LEVELS = ("info", "warn", "error")
+MAX_ALERT_TITLE = 300
+MAX_ALERT_TEXT = 10_000
 #: a run id names the spool file and prefixes idempotency keys (printable ASCII, no spaces)
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
@@ -231,6 +235,22 @@ class LedgerClient:
     def exp_id(self) -> str | None:
         """The trial's exp_id: given to :meth:`plan_trial`, or allocated once the ledger answered."""
         return self.spool.get("exp_id")
+
+    # -- alerts ---------------------------------------------------------------------------
+
+    def alert(self, title: str, text: str = "", *, level: str = "info", step: int | None = None) -> None:
+        """Raise an alert of the trial ("loss is diverging"): spooled at once (it survives a
+        crash right after), sent in order with the telemetry, stored once however often it
+        is retried. ``level``: ``info``, ``warn`` or ``error``; ``step`` defaults to the step
+        last logged. A title is one line of at most 300 characters and a text at most 10,000
+        (longer ones are cut, line breaks in a title become spaces)."""
+        if level not in ALERT_LEVELS:
+            raise ValueError(f"alert level must be one of {', '.join(ALERT_LEVELS)}, got {level!r}")
+        title = " ".join(str(title).split())[:MAX_ALERT_TITLE]
+        if not title:
+            raise ValueError("an alert needs a title")
+        self._append_op("alert", {"title": title, "text": str(text)[:MAX_ALERT_TEXT], "level": level,
+                                  "step": self._last_step if step is None else int(step), "wall_time": time.time()})
 
     # -- telemetry ------------------------------------------------------------------------
 

@@ -322,7 +322,8 @@ class Run:
         if self._finished:
             warn_once(f"finished-alert:{id(self)}", f"run {self.id} is finished: alert() calls are ignored")
             return
-        log.warning("alert (%s) %s: %s", level_name, title, text)
+        if self._client is not None:
+            self._client.alert(str(title), str(text or ""), level=level_name, step=self._step)
 
     # -- finishing -------------------------------------------------------------------------
 

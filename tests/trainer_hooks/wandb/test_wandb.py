@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,15 @@ PROCESS_TIMEOUT_S = 300  # an upper bound for a busy 2-core machine
 
 
 @pytest.fixture(scope="module")
-def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def ledger_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the module's server keeps its database (``lineage.db``)."""
+    return tmp_path_factory.mktemp("wandb-ledger")
+
+
+@pytest.fixture(scope="module")
+def ledger(ledger_dir: Path) -> Iterator[str]:
     """One real server for the module (each test uses projects of its own)."""
-    with serving(tmp_path_factory.mktemp("wandb-ledger")) as url:
+    with serving(ledger_dir) as url:
         yield url
 
 
@@ -304,3 +311,59 @@ def test_a_run_while_the_ledger_is_down_arrives_through_the_spool(ledger: str, t
     assert trial["core_metric"] == pytest.approx(1 / 50)
     curves = series(ledger, "offline-run", trial["exp_id"])
     assert curves["loss"][0] == list(range(50)) and len(curves["lr"][1]) == 50
+
+
+# -- alerts from training code, end to end ------------------------------------------------------
+
+
+def test_alerts_from_a_run_reach_the_trial_and_a_signed_webhook(ledger: str, ledger_dir: Path, spool_dir: Path) -> None:
+    from lineage.service import Ledger
+    from tests.lineage.test_hooks import _verify
+    from tests.lineage.webhook_receiver import Receiver
+
+    make_project(ledger, "alerting")
+    with Receiver("ok") as receiver:
+        admin = Ledger.open(str(ledger_dir / "lineage.db"))  # hooks are an admin's: added on the server's database
+        _, secret = admin.add_hook("alerting", receiver.url, events=["alert"], body_format="slack")
+        admin.close()
+        run = wandb.init(project="alerting", url=ledger, spool_dir=spool_dir)
+        for step in range(5):
+            wandb.log({"loss": 10.0 ** step})
+        wandb.alert(title="loss diverging", text="loss grew 10x per step", level=wandb.AlertLevel.WARN)
+        wandb.alert(title="loss diverging", text="again", level="WARN")  # same title within 60 s: dropped
+        run.alert("giving up", "stopping at step 5", level="error", wait_duration=0)
+        with pytest.raises(ValueError, match="INFO, WARN or ERROR"):
+            run.alert("x", "y", level="fatal")
+        wandb.finish()
+        found = get(ledger, f"/projects/alerting/trials/{run.exp_id}/alerts")["items"]
+        assert [(a["title"], a["level"], a["step"], a["text"]) for a in found] == [
+            ("giving up", "error", 5, "stopping at step 5"), ("loss diverging", "warn", 5, "loss grew 10x per step")]
+        assert all(a["wall_time"] is not None for a in found)
+        deadline = time.monotonic() + 120  # the server's delivery loop polls every few seconds
+        while len(receiver.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        texts = sorted(_verify(secret, r)["text"] for r in receiver.requests)
+    assert len(texts) == 2 and texts[0].startswith(":rotating_light: [alerting] ERROR alert from exp ")
+    assert texts[1].endswith("at step 5: *loss diverging*\n> loss grew 10x per step")
+
+
+def test_an_alert_raised_while_the_ledger_is_down_arrives_with_the_spool(ledger: str, tmp_path: Path) -> None:
+    env = {"LINEAGE_URL": f"http://127.0.0.1:{free_port()}", "LINEAGE_SPOOL": str(tmp_path / "spool"),
+           "LINEAGE_CLOSE_TIMEOUT": "0.2"}
+    path = script(tmp_path, """\
+        import trainer_hooks.wandb as wandb
+        wandb.init(project="alert-offline")
+        wandb.alert(title="before any step", text="raised first", level=wandb.AlertLevel.INFO)
+        wandb.log({"loss": 1.0})
+        wandb.alert(title="NaN loss", text="at step 1", level=wandb.AlertLevel.ERROR)
+        """)
+    done = run_script(path, env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    flushed = CliRunner().invoke(spool, ["flush", str(tmp_path / "spool"), "--url", ledger])
+    assert flushed.exit_code == 0, flushed.output
+    (trial,) = trials(ledger, "alert-offline")
+    found = get(ledger, "/projects/alert-offline/alerts")["items"]
+    assert [(a["exp_id"], a["title"], a["level"], a["step"]) for a in found] == [
+        (trial["exp_id"], "NaN loss", "error", 1), (trial["exp_id"], "before any step", "info", 0)]
+    again = CliRunner().invoke(spool, ["flush", str(tmp_path / "spool"), "--url", ledger])
+    assert again.exit_code == 0 and len(get(ledger, "/projects/alert-offline/alerts")["items"]) == 2
