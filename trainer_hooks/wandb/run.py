@@ -225,7 +225,7 @@ class Run:
         if self._finished:
             warn_once(f"finished:{id(self)}", f"run {self.id} is finished: log() calls are ignored")
             return
-        if not isinstance(data, Mapping):
+        if type(data) is not dict and not isinstance(data, Mapping):
             raise TypeError(f"wandb.log takes a dictionary, got {type(data).__name__}")
         if step is not None:
             step = int(step)
