@@ -161,7 +161,7 @@ def _import_results(
     warnings = list(table.warnings)
     seed_best: float | None = None
     if project is None:
-        lower, how = ar.infer_direction(layout.metric, ar.kept_values(table.rows), options.lower_is_better)
+        lower, how = ar.decide_direction(table, options.lower_is_better, warnings)
         policy = BestPolicy(best_policy or (create_with or {}).get("best_policy") or BestPolicy.KEPT)
     else:
         if options.lower_is_better is not None and options.lower_is_better != project.lower_is_better:
@@ -805,8 +805,7 @@ class RemoteSync(_FileFollower):
         if status == 404:
             fmt = self.fmt or _sniff_text(text)
             table = ar.parse_table(text, source=self.source, fmt=fmt, options=self.options)
-            lower, _how = ar.infer_direction(table.layout.metric, ar.kept_values(table.rows),
-                                              self.options.lower_is_better)
+            lower, _how = ar.decide_direction(table, self.options.lower_is_better, report.warnings)
             query = {"format": fmt, "create": "true", "lower_is_better": str(lower).lower(),
                      "best_policy": BestPolicy(self.best_policy or BestPolicy.KEPT).value}
             status, answer = self._call("POST", f"/projects/{slug}/trials.tsv", data=text, query=query)

@@ -209,3 +209,18 @@ NOT_TABLES: dict[str, tuple[bytes, int, str]] = {
     "no_two_lines_alike": (b"name\tvalue\nsome prose without any structure\nmore prose here\n", 2, "no line after"),
     "empty": (b"", 1, "empty"),
 }
+
+
+# -- issue 19: results files without loss ------------------------------------------------------
+
+
+def score_is_a_time(keeps: int = 27) -> str:
+    """A metric named ``score`` that the loop lowers (a time in microseconds): every kept
+    value is below the one before; discarded attempts in between are slower."""
+    rows = ["commit\tscore\tstatus\tdescription"]
+    value = 5000
+    for i in range(keeps):
+        rows.append(f"{0xa000000 + 2 * i:07x}\t{value}\tkeep\tidea {i}")
+        rows.append(f"{0xa000001 + 2 * i:07x}\t{value + 37}\tdiscard\tslower idea {i}")
+        value -= 50 + i
+    return tsv(*rows)

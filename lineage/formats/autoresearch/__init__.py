@@ -13,8 +13,9 @@ its modules, one job each:
 * :mod:`.layout` -- :class:`ImportOptions`, :class:`Layout`, :func:`default_layout`,
   number formats, the reserved ``extra`` keys;
 * :mod:`.rows` -- :class:`RowParser` (the hot path and the repairs), :func:`split_lines`;
-* :mod:`.infer` -- :func:`infer_layout`, :func:`parse_table`, :func:`infer_direction`
-  and the header helpers;
+* :mod:`.infer` -- :func:`infer_layout`, :func:`parse_table` and the header helpers;
+* :mod:`.direction` -- :func:`infer_direction`, :func:`decide_direction` (the rule and
+  its thresholds);
 * :mod:`.lineage` -- :class:`LineageBuilder` (exp_id, parent, baseline, delta);
 * :mod:`.writer` -- :func:`render_row`, :func:`trial_says`, :class:`Writer`.
 
@@ -58,10 +59,13 @@ What a file becomes (the rules, each written once here)
       ``baseline_exp``. A file that names parents (``--parent COL`` or a ``parent``
       column) is taken at its word: a cell naming an earlier row's exp_id or commit.
     * **delta_vs_best**: metric minus the best eligible metric before the row.
-    * **Direction** (:func:`infer_direction`): the flag; else the metric's name (loss,
-      bpb, perplexity, error... lower; score, sharpe, accuracy, reward... higher) checked
-      against the kept values; when they disagree or neither decides: an error naming the
-      flag to pass.
+    * **Direction** (:mod:`.direction`): the flag always wins; else the kept values when
+      they decide overwhelmingly -- at least 8 moves between consecutive kept values, at
+      least 90% of them one way -- even against the metric's name, with a warning naming
+      the name's suggestion and the count; else the metric's name (loss, bpb, perplexity,
+      error... lower; score, sharpe, accuracy, reward... higher) checked against the kept
+      values (at least 2 moves, two thirds one way); when they disagree or neither
+      decides: an error naming the flag to pass.
 
 Round trip
     The file's header text, trailing text (a summary after the rows), line ends, number
@@ -83,15 +87,21 @@ from typing import Any, Iterable, Iterator, Sequence, TextIO
 
 from lineage.domain import BestPolicy, Trial
 from lineage.errors import InvalidInput
+from lineage.formats.autoresearch.direction import (
+    DECISIVE_MOVES,
+    DECISIVE_SHARE,
+    decide_direction,
+    infer_direction,
+    kept_values,
+    weigh_direction,
+)
 from lineage.formats.autoresearch.infer import (
     SAMPLE_ROWS,
     ParsedTable,
     delimiter_of,
     first_nonblank,
     header_end,
-    infer_direction,
     infer_layout,
-    kept_values,
     looks_like_data,
     parse_table,
 )
@@ -137,6 +147,8 @@ from lineage.formats.text import BOM, check_text
 __all__ = [
     "ADVANCING",
     "CRASH_LIKE",
+    "DECISIVE_MOVES",
+    "DECISIVE_SHARE",
     "GENERIC",
     "GIT_KEY",
     "ID_WIDTH",
@@ -159,6 +171,7 @@ __all__ = [
     "RowParser",
     "Writer",
     "check_text",
+    "decide_direction",
     "default_layout",
     "delimiter_of",
     "direction_of_name",
@@ -187,6 +200,7 @@ __all__ = [
     "split_lines",
     "trial_says",
     "typed_cell",
+    "weigh_direction",
     "write_trials",
 ]
 
@@ -215,9 +229,11 @@ def read_trials(
     text = stream.read() if hasattr(stream, "read") else "".join(stream)  # type: ignore[union-attr]
     options = options or ImportOptions()
     table = parse_table(text, source=source, fmt=fmt, options=options)
-    lower, how = infer_direction(table.layout.metric, kept_values(table.rows), options.lower_is_better)
+    notes: list[str] = []
+    lower, _how = decide_direction(table, options.lower_is_better, notes)
     if warnings is not None:
         warnings.extend(table.warnings)
+        warnings.extend(notes)
     if layout_out is not None:
         layout_out.append(table.layout)
     builder = LineageBuilder(table.layout, lower_is_better=lower, best_policy=BestPolicy(best_policy), source=source)

@@ -1,7 +1,7 @@
 """What a whole results file is: the layout inferred from its header and first rows
 (:func:`infer_layout`: delimiter, header or none, which column is the metric, the status,
-the description...), the file parsed into rows with its warnings (:func:`parse_table`),
-and which way the metric is better (:func:`infer_direction`).
+the description...) and the file parsed into rows with its warnings (:func:`parse_table`).
+Which way the metric is better is :mod:`.direction`'s.
 
 Also the header helpers watch and record share: :func:`first_nonblank`,
 :func:`header_end`, :func:`looks_like_data`, :func:`delimiter_of`.
@@ -18,7 +18,6 @@ from lineage.errors import InvalidInput
 from lineage.formats.autoresearch.layout import GENERIC, NAME, ImportOptions, Layout
 from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, split_cells, split_lines
 from lineage.formats.autoresearch.vocabulary import (
-    ADVANCING,
     COMMIT_COLUMN_NAMES,
     CRASH_LIKE,
     DESCRIPTION_COLUMN_NAMES,
@@ -462,45 +461,3 @@ def _dominant_newline(lines: Sequence[str]) -> str:
     crlf = sum(1 for line in lines[:SAMPLE_ROWS] if line.endswith("\r\n"))
     lf = sum(1 for line in lines[:SAMPLE_ROWS] if line.endswith("\n"))
     return "\r\n" if crlf * 2 > lf else "\n"
-
-
-# --------------------------------------------------------------------------- direction
-
-
-def infer_direction(metric_name: str, kept: Sequence[float], flag: bool | None = None) -> tuple[bool, str]:
-    """``(lower_is_better, how it was decided)``. The flag wins; else the name, checked
-    against the kept values; else the kept values alone. Raises :class:`InvalidInput`
-    (field ``direction``) when name and values disagree or neither decides.
-
-    The kept values decide when they move at least twice and at least two thirds of
-    their moves go one way (a loop keeps improvements, so they fall when lower is better).
-    """
-    if flag is not None:
-        return flag, "from the flag"
-    by_name = direction_of_name(metric_name)
-    down = sum(1 for a, b in zip(kept, kept[1:]) if b < a)
-    up = sum(1 for a, b in zip(kept, kept[1:]) if b > a)
-    by_values: bool | None = None
-    if down + up >= 2 and max(down, up) * 3 >= 2 * (down + up) and down != up:
-        by_values = down > up
-    words = {True: "lower is better", False: "higher is better"}
-    moves = f"{down} of {down + up} moves between kept values go down, {up} go up"
-    if by_name is not None and by_values is not None and by_name != by_values:
-        raise InvalidInput(
-            "direction",
-            f"the metric's name {metric_name!r} says {words[by_name]} but its kept values say "
-            f"{words[by_values]} ({moves}); pass --lower-is-better or --higher-is-better",
-        )
-    if by_name is not None:
-        return by_name, f"from the name {metric_name!r}" + (" and the kept values" if by_values is not None else "")
-    if by_values is not None:
-        return by_values, f"from the kept values ({moves})"
-    raise InvalidInput(
-        "direction",
-        f"cannot tell whether lower or higher {metric_name!r} is better: the name does not say and the kept "
-        f"values do not decide ({moves}); pass --lower-is-better or --higher-is-better",
-    )
-
-
-def kept_values(rows: Iterable[Trial]) -> list[float]:
-    return [t.core_metric for t in rows if t.status in ADVANCING and t.core_metric is not None]
