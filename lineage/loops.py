@@ -199,7 +199,7 @@ def _import_results(
     if project is None:
         create = dict(create_with or {})
         create.update(
-            metric_name=_metric_name(layout.metric),
+            metric_name=_metric_name(layout.metric_name),
             lower_is_better=lower,
             best_policy=policy.value,
             source_format=fmt,
@@ -210,7 +210,7 @@ def _import_results(
     else:
         changes: dict[str, Any] = {"settings": {**dict(project.settings), SETTINGS_KEY: settings_value}}
         if project.metric_name == "core_metric":
-            changes["metric_name"] = _metric_name(layout.metric)
+            changes["metric_name"] = _metric_name(layout.metric_name)
         report = ledger.import_trials(project_slug, iter(trials), progress=progress, locate=lines.__getitem__,
                                       project_changes=changes)
     return LoopImport(

@@ -32,12 +32,39 @@ What a file becomes (the rules, each written once here)
       ``verdict``, ``decision``, ``result``, ``outcome``, ``kept_or_reverted``, ... see
       :data:`STATUS_COLUMN_NAMES`), else as the text column whose words are at least 80%
       status words; the metric is ``--metric`` or the first numeric column that is not an
-      id column (``commit``, ``run``, ``step``...), preferring one whose name says a
-      direction (``val_bpb``, ``score``...) over resource columns (``memory_gb``,
-      ``seconds``...); the description is found by name (``description``, ``idea``,
-      ``hypothesis``...) or is the text column with the longest cells. A column named
-      like a trial field (``timestamp``, ``notes``, ``val_bpb``...) fills that field;
-      every other column is kept per trial in ``extra`` under its own name.
+      id column (``commit``, ``run``, ``step``...) -- numeric meaning at least 80% of its
+      cells are numbers, placeholders or status words (``FAIL``), or, for a column whose
+      name says a direction, at least half are numbers -- preferring one whose name says
+      a direction (``val_bpb``, ``score``...) over resource columns (``memory_gb``,
+      ``seconds``...); a column named like a metric with fewer numbers than that is an
+      error asking for ``--metric``, never a silently different metric; the description
+      is found by name (``description``, ``idea``, ``hypothesis``...) or is the text
+      column with the longest cells. A column named like a trial field (``timestamp``,
+      ``notes``, ``val_bpb``...) fills that field; every other column is kept per trial
+      in ``extra`` under its own name.
+    * **Records and text** (:class:`RowParser`): every record of the loop is a trial. A
+      line with the header's cell count (after the repairs: a missing cell, a tab in the
+      text, two rows on one line) is a record, even when its metric cell is not a number
+      (``FAIL``, ``error: CUDA OOM``, ``see log``): the trial has no metric (never the best),
+      the cell is kept as written in ``extra[<metric column>]`` (exported as it was, shown
+      with the trial) and the lines are named in one warning. It is *not* a record -- and
+      stays text, written back where it was -- when it repeats the header (half its cells
+      or more are column names) or its other cells contradict the columns (no known
+      status word, and the number columns, the commit column and the status cell score
+      below zero: see :meth:`RowParser._is_record`). Lines that are not records (stray
+      program output, a repeated header, blank lines) are kept before the next record,
+      each group in one warning naming each non-blank line; the text after the last
+      record (a summary) is the trailer, named in one warning.
+    * **Long format** (:func:`infer_layout`): a file with a metric-name column
+      (``metric``, ``metric_name``, ``name``, ``key``...) and a value column (``value``...)
+      -- one metric name and its value per row (``resolution_rate  0.177``, ``trend
+      declining``) -- imports every row. The
+      project's metric is **one of those names**: ``--metric NAME``, else the name with
+      the most numeric values (then not a resource such as ``cost_usd``, then the first
+      seen); it is the project's ``metric_name`` and :attr:`Layout.long_metric`. Rows of
+      that name carry the metric; rows of every other name are trials without a metric,
+      their value cell kept as written in ``extra[<value column>]`` and the name in
+      ``extra[<name column>]``; so the best is the best of that one quantity.
     * **Status words** (:data:`STATUS_WORDS`): mapped case-insensitively onto the
       ledger's failure labels (``kept`` -> ``keep``, ``reverted`` -> ``discard``, ``oom`` ->
       ``crash``, ``timeout`` -> ``train_budget_overrun``, ``running`` -> ``harness_abort``...).

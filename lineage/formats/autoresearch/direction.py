@@ -95,10 +95,11 @@ def kept_values(rows: Iterable[Trial]) -> list[float]:
 def decide_direction(
     table: ParsedTable, flag: bool | None = None, warnings: list[str] | None = None
 ) -> tuple[bool, str]:
-    """The direction of a parsed file for a new project: :func:`infer_direction` on its
-    metric and its kept values. The warning of values that overrule the name goes to
+    """The direction of a parsed file for a new project: :func:`infer_direction` on the
+    project's metric name (:attr:`Layout.metric_name`: a long-format file's metric name)
+    and the file's kept values. The warning of values that overrule the name goes to
     ``warnings``."""
-    lower, how, warning = weigh_direction(table.layout.metric, kept_values(table.rows), flag)
+    lower, how, warning = weigh_direction(table.layout.metric_name, kept_values(table.rows), flag)
     if warning is not None and warnings is not None:
         warnings.append(warning)
     return lower, how

@@ -1,6 +1,7 @@
 """What a whole results file is: the layout inferred from its header and first rows
 (:func:`infer_layout`: delimiter, header or none, which column is the metric, the status,
-the description...) and the file parsed into rows with its warnings (:func:`parse_table`).
+the description..., a long-format file's metric name) and the file parsed into rows with
+its warnings (:func:`parse_table`).
 Which way the metric is better is :mod:`.direction`'s.
 
 Also the header helpers watch and record share: :func:`first_nonblank`,
@@ -16,13 +17,16 @@ from typing import Any, Iterable, Sequence
 from lineage.domain import FailureLabel, Trial
 from lineage.errors import InvalidInput
 from lineage.formats.autoresearch.layout import GENERIC, NAME, ImportOptions, Layout
-from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, split_cells, split_lines
+from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, name_lines, split_cells, split_lines
 from lineage.formats.autoresearch.vocabulary import (
     COMMIT_COLUMN_NAMES,
     CRASH_LIKE,
     DESCRIPTION_COLUMN_NAMES,
     HEX,
     ID_COLUMN_NAMES,
+    LONG_NAME_COLUMNS,
+    LONG_NAME_SURE,
+    LONG_VALUE_COLUMNS,
     NUMBER_FIELD_COLUMNS,
     PARENT_COLUMN_NAMES,
     RESOURCE_WORDS,
@@ -97,7 +101,7 @@ def _by_name(columns: Sequence[str], wanted: Iterable[str], exclude: set[int] = 
     return -1
 
 
-def _column_index(columns: Sequence[str], name: str, flag: str) -> int:
+def _find_column(columns: Sequence[str], name: str) -> int:
     if name in columns:
         return list(columns).index(name)
     lowered = [c.lower() for c in columns]
@@ -105,7 +109,52 @@ def _column_index(columns: Sequence[str], name: str, flag: str) -> int:
         return lowered.index(name.lower())
     if name.isdigit() and 1 <= int(name) <= len(columns):
         return int(name) - 1
-    raise InvalidInput(flag, f"no column {name!r}; the columns are {', '.join(columns)}")
+    return -1
+
+
+def _column_index(columns: Sequence[str], name: str, flag: str) -> int:
+    found = _find_column(columns, name)
+    if found < 0:
+        raise InvalidInput(flag, f"no column {name!r}; the columns are {', '.join(columns)}")
+    return found
+
+
+def _long_format(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], used: set[int], numeric: Sequence[bool],
+    options: ImportOptions,
+) -> tuple[int, int, str] | None:
+    """``(name column, value column, the project's metric name)`` of a long-format file
+    (one metric name and its value per row), else None. The name column is named like
+    ``metric``/``name``/``key`` and holds text (a name repeated over rows, unless it is
+    called ``metric``/``metric_name``); the value column is named like ``value`` and holds
+    numbers. The project's metric is ``options.metric`` when it is one of the names, else
+    the name with the most numeric values (then one that is not a resource such as
+    ``cost_usd`` or ``seconds``, then the first seen)."""
+    ln = _by_name(columns, LONG_NAME_COLUMNS, used)
+    if ln < 0 or numeric[ln] or not rows:
+        return None
+    lv = _by_name(columns, LONG_VALUE_COLUMNS, used | {ln})
+    if lv < 0 or not any(parse_number(r[lv]) not in (False, None) for r in rows):
+        return None
+    names = [r[ln].strip() for r in rows]
+    sure = columns[ln].strip().lower().replace(" ", "_").replace("-", "_") in LONG_NAME_SURE
+    if not sure and len(set(names)) == len(names):
+        return None  # each name once: the names of experiments, not of metrics
+    if options.metric and _find_column(columns, options.metric) < 0:
+        wanted = [name for name in dict.fromkeys(names) if name == options.metric.strip()] or [
+            name for name in dict.fromkeys(names) if name.lower() == options.metric.strip().lower()]
+        if not wanted:
+            raise InvalidInput(
+                "metric", f"no column and no {columns[ln]!r} name {options.metric!r}; the columns are "
+                f"{', '.join(columns)}, the names {', '.join(list(dict.fromkeys(names))[:20])}",
+            )
+        return ln, lv, wanted[0]
+    if options.metric and _find_column(columns, options.metric) != lv:
+        return None  # another column named as the metric: a wide table
+    counts = Counter(name for r, name in zip(rows, names) if parse_number(r[lv]) not in (False, None))
+    first = {name: i for i, name in reversed(list(enumerate(names)))}
+    chosen = max(counts, key=lambda name: (counts[name], not set(name_tokens(name)) & RESOURCE_WORDS, -first[name]))
+    return ln, lv, chosen
 
 
 def infer_layout(
@@ -116,7 +165,13 @@ def infer_layout(
     fmt: str,
     delimiter: str,
 ) -> tuple[Layout, list[str]]:
-    """Columns, their roles and formats, from the header and a sample of well-formed rows."""
+    """Columns, their roles and formats, from the header and a sample of well-formed rows.
+
+    The metric is the first column that can hold it -- numeric (at least 80% of its
+    cells numbers, placeholders or status words such as ``FAIL``), or named like a
+    metric (``val_bpb``, ``score``) with at least half of its cells numbers -- preferring
+    a name that says a direction over plain names over resource names (``memory_gb``).
+    """
     notes: list[str] = []
     n = len(header_cells) if header_cells is not None else max((len(r) for r in sample), default=0)
     columns = _header_names(header_cells) if header_cells is not None else [f"col{i + 1}" for i in range(n)]
@@ -126,17 +181,26 @@ def infer_layout(
         return [r[i] for r in rows]
 
     numeric_share: list[float] = []
+    metric_share: list[float] = []  # numbers, placeholders and status words ("FAIL", "oom")
+    real_share: list[float] = []
     hex_col: list[bool] = []
     for i in range(n):
         cells = [c for c in values(i) if c.strip()]
         nums = [c for c in cells if parse_number(c) is not False]
         real = [c for c in nums if parse_number(c) is not None]
         numeric_share.append(len(nums) / len(cells) if cells and real else 0.0)
+        words = sum(1 for c in cells if parse_number(c) is False and normalize_word(c) in STATUS_WORDS)
+        metric_share.append((len(nums) + words) / len(cells) if cells and real else 0.0)
+        real_share.append(len(real) / len(cells) if cells else 0.0)
         hex_col.append(bool(cells) and all(HEX.fullmatch(c.strip()) for c in cells) and any(
             any(ch.isalpha() for ch in c) for c in cells))
 
     def is_numeric(i: int) -> bool:
         return numeric_share[i] >= 0.8
+
+    def metric_like(i: int) -> bool:
+        """Named like a metric, and mostly numbers (its other cells: records without a result)."""
+        return direction_of_name(columns[i]) is not None and real_share[i] >= 0.5
 
     lowered = [c.strip().lower().replace(" ", "_").replace("-", "_") for c in columns]
     # commit column: by name, else hex cells
@@ -189,6 +253,10 @@ def infer_layout(
         pi = _by_name(columns, PARENT_COLUMN_NAMES, used)
     if pi >= 0:
         used.add(pi)
+    # long format: a metric-name column and a value column
+    long = _long_format(columns, rows, used, [is_numeric(j) for j in range(n)], options)
+    if long is not None:
+        used.update(long[:2])
     # description column
     di = -1
     if options.description:
@@ -198,7 +266,8 @@ def infer_layout(
         if di >= 0 and is_numeric(di):
             di = -1
         if di < 0:
-            texts = [j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j]]
+            texts = [j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j]
+                     and not metric_like(j)]
             if texts:
                 di = max(texts, key=lambda j: (sum(len(c) for c in values(j)) / max(1, len(rows)), j))
                 if header_cells is not None and sum(len(c) for c in values(di)) == 0:
@@ -206,12 +275,23 @@ def infer_layout(
     if di >= 0:
         used.add(di)
     # metric column
-    if options.metric:
+    if long is not None:
+        mi = long[1]
+        others = [name for name in dict.fromkeys(r[long[0]].strip() for r in rows) if name != long[2]]
+        notes.append(
+            f"long format: column {columns[long[0]]!r} names each row's metric and {columns[mi]!r} holds its value; "
+            f"the project's metric is {long[2]!r}"
+            + (f"; the rows of {', '.join(map(repr, others[:5]))}{' ...' if len(others) > 5 else ''} are trials "
+               f"without a metric, their value kept in extra[{columns[mi]!r}]" if others else "")
+            + "; choose another with --metric NAME"
+        )
+    elif options.metric:
         mi = _column_index(columns, options.metric, "metric")
     else:
         candidates = [
             j for j in range(n)
-            if j not in used and is_numeric(j) and lowered[j] not in ID_COLUMN_NAMES
+            if j not in used and (is_numeric(j) or metric_share[j] >= 0.8 or metric_like(j))
+            and lowered[j] not in ID_COLUMN_NAMES
         ]
         if not candidates and header_cells is not None and not rows:
             # a header-only file: the first column named like a metric, else the second column
@@ -227,6 +307,14 @@ def infer_layout(
         named = [j for j in candidates if direction_of_name(columns[j]) is not None]
         plain = [j for j in candidates if not (set(name_tokens(columns[j])) & RESOURCE_WORDS)]
         mi = (named or plain or candidates)[0]
+        shadowed = [j for j in range(n) if j not in used and j not in candidates and real_share[j] > 0
+                    and direction_of_name(columns[j]) is not None and lowered[j] not in ID_COLUMN_NAMES]
+        if not named and shadowed:  # never a silently different metric
+            j = shadowed[0]
+            raise InvalidInput(
+                "metric", f"column {columns[j]!r} is named like a metric but only {real_share[j]:.0%} of its cells "
+                f"are numbers, so {columns[mi]!r} would be taken instead; name the metric with --metric COLUMN",
+            )
     if mi == si:
         si = -1
     used.add(mi)
@@ -282,6 +370,8 @@ def infer_layout(
         status_map=dict(options.status_map),
         words=words,
         placeholder=placeholder,
+        long_names=columns[long[0]] if long is not None else None,
+        long_metric=long[2] if long is not None else None,
     )
     return layout, notes
 
@@ -335,6 +425,12 @@ def parse_table(
         warnings.append(
             f"line {trailer_line}: import stops at text that is not a row (a summary?); "
             f"kept for export (in {source})"
+        )
+    if parser.unnumbered:
+        warnings.append(
+            f"{name_lines(parser.unnumbered)}: the {layout.metric!r} cell is not a number; imported as trials without "
+            f"a metric (never the best), the cell kept as written in extra[{layout.extra_key(layout.metric)!r}] "
+            f"(in {source})"
         )
     if parser.unknown_words:
         listed = ", ".join(f"{w!r} ({k} row{'s' if k > 1 else ''})" for w, k in parser.unknown_words.most_common())

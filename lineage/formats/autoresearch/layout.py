@@ -38,6 +38,8 @@ class ImportOptions:
     """The column mapping flags of ``lineage import`` (all optional)."""
 
     id_column: str | None = None
+    #: a column name (or 1-based number); in a long-format file also one of the names in
+    #: its metric-name column (``resolution_rate``)
     metric: str | None = None
     #: a column name; ``"-"``: the file has no status column
     status: str | None = None
@@ -84,6 +86,11 @@ class Layout:
     id_width: int = ID_WIDTH
     #: the usual length of a commit hash in the file (to split two rows glued on one line)
     commit_length: int = 7
+    #: long format: the column naming each row's metric (the ``metric`` column holds the
+    #: values), and the name that is the project's metric; rows of other names are
+    #: trials without a metric, their value cell kept as written in ``extra``
+    long_names: str | None = None
+    long_metric: str | None = None
 
     # derived, not stored
     def __post_init__(self) -> None:
@@ -106,6 +113,11 @@ class Layout:
             if start <= row:
                 first_row, number = start, base
         return str(number + row - first_row).zfill(self.id_width)
+
+    @property
+    def metric_name(self) -> str:
+        """The project's metric: the metric column, or in a long-format file the name."""
+        return self.long_metric if self.long_metric is not None else self.metric
 
     def extra_key(self, column: str) -> str:
         return f"col:{column}" if column in RESERVED_KEYS else column
