@@ -1,7 +1,8 @@
 """Results files without loss (issue 19), without a database: every record is a trial
-(a metric cell that is not a number, a long-format file) and the loop's own kept values
-decide the direction when they are overwhelming. Every case still exports byte for
-byte."""
+(a metric cell that is not a number, a long-format file), headerless files are named on
+line 1 and take their column names from the ``columns`` option, and the loop's own kept
+values decide the direction when they are overwhelming. Every case still exports byte
+for byte."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from lineage.errors import InvalidInput
 from lineage.formats import autoresearch as ar
 from tests.lineage.autoresearch_files import (
     FAIL_RECORDS,
+    HEADERLESS_COLUMNS,
+    HEADERLESS_MODELS,
     ORIGINAL,
     RECORDS,
     RECORDS_METRIC_NAME,
@@ -150,6 +153,70 @@ def test_a_name_column_of_distinct_names_is_a_wide_table() -> None:
     text = tsv("name\tvalue\tstatus", "exp-a\t0.5\tkeep", "exp-b\t0.6\tkeep", "exp-c\t0.55\tdiscard")
     _, layout, _ = read(text, lower_is_better=False)
     assert layout.long_names is None and layout.metric == "value"
+
+
+# -- headerless files ------------------------------------------------------------------------------
+
+
+def test_a_headerless_file_is_named_on_line_1_with_the_fix() -> None:
+    with pytest.raises(InvalidInput) as info:
+        read(HEADERLESS_MODELS)
+    err = info.value
+    assert err.line == 1 and err.field == "direction"
+    assert "line 1 is data, not a header" in err.message and "--columns" in err.message
+    assert "7 columns" in err.message
+
+
+def test_columns_option_names_a_headerless_files_columns_and_export_writes_no_header() -> None:
+    trials, layout, warnings = read(HEADERLESS_MODELS, columns=HEADERLESS_COLUMNS)
+    assert layout.columns == HEADERLESS_COLUMNS.split(",") and not layout.has_header and layout.header_text == ""
+    assert (layout.metric, layout.status, layout.description) == ("tok_s", "status", "description")
+    assert trials[0].extra["model"] == "Qwen3.5-397B" and trials[0].core_metric == 17.0
+    assert not any("no header line" in w for w in warnings)
+    assert write(trials, layout) == HEADERLESS_MODELS
+
+
+def test_a_headerless_file_that_imports_says_why_line_1_is_data() -> None:
+    text = "".join(ORIGINAL.splitlines(keepends=True)[1:])
+    _, layout, warnings = read(text)
+    note = next(w for w in warnings if "no header line" in w)
+    assert note.startswith("line 1: no header line -- the line is data (numbers in columns 2, 3; a commit hash in "
+                           "column 1; the status word 'keep' in column 4)")
+    assert "--columns" in note and "metric 'col2'" in note
+
+
+@pytest.mark.parametrize(
+    ("cells", "evidence"),
+    [
+        (["commit", "val_bpb", "status", "description"], []),
+        (["a1b2c3d", "model", "keep", "baseline"], ["a commit hash in column 1", "the status word 'keep' in column 3"]),
+        (["HEAD", "tiny", "discarded", "x"], ["the status word 'discarded' in column 3"]),
+        (["run", "0.5", "status"], ["numbers in column 2"]),
+        (["commit", "score", "keep", "description"], []),  # a column called "keep" among known names
+    ],
+)
+def test_line_1_is_data_when_it_holds_numbers_a_hash_or_a_verdict(cells: list[str], evidence: list[str]) -> None:
+    assert ar.data_evidence(cells) == evidence
+
+
+def test_columns_option_parsing_and_a_header_that_is_these_names() -> None:
+    assert ar.parse_columns("commit, val_bpb ,status") == ("commit", "val_bpb", "status")
+    assert ar.parse_columns(["a,b", "c"]) == ("a", "b", "c")
+    assert ar.ImportOptions(columns=["a", "b"]).columns == ("a", "b")
+    assert ar.ImportOptions(columns="").columns is None
+    for bad in ("a,,b", "a,b,a"):
+        with pytest.raises(InvalidInput) as info:
+            ar.parse_columns(bad)
+        assert info.value.field == "columns"
+    # a file whose first line is these very names: that line is its header
+    trials, layout, _ = read(ORIGINAL, columns="commit,val_bpb,memory_gb,status,description")
+    assert layout.has_header and len(trials) == 8 and write(trials, layout) == ORIGINAL
+
+
+def test_columns_of_another_width_are_an_error_naming_line_1() -> None:
+    with pytest.raises(InvalidInput) as info:
+        read(HEADERLESS_MODELS, columns="commit,model,tok_s")
+    assert (info.value.field, info.value.line) == ("columns", 1) and "3 names" in info.value.message
 
 
 # -- the metric column ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Results files without loss (issue 19) in the ledger, on SQLite and PostgreSQL: every
 record is a stored trial (a metric cell that is not a number, every row of a long-format
-file), the loop's kept values decide an overwhelming direction, and each file exports
-byte for byte; atomic imports and watch keep working."""
+file), headerless files import with the ``columns`` option, the loop's kept values
+decide an overwhelming direction, and each file exports byte for byte; atomic imports
+and watch keep working."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from lineage.formats import autoresearch as ar
 from lineage.service import Ledger
 from tests.lineage.autoresearch_files import (
     FAIL_RECORDS,
+    HEADERLESS_COLUMNS,
+    HEADERLESS_MODELS,
     RECORDS,
     RECORDS_METRIC_NAME,
     score_is_a_time,
@@ -65,6 +68,17 @@ def test_long_format_project_takes_the_chosen_name_as_its_metric(ledger: Ledger)
     assert best is not None and best.extra["metric"] == "resolution_rate" and best.core_metric == pytest.approx(0.198)
     trend = ledger.trial("loop", "002")
     assert trend.extra == {**trend.extra, "metric": "trend", "value": "rising"} and trend.core_metric is None
+
+
+def test_a_headerless_file_needs_its_columns_and_then_exports_without_a_header(ledger: Ledger) -> None:
+    with pytest.raises(InvalidInput) as info:
+        imported(ledger, HEADERLESS_MODELS)
+    assert info.value.line == 1 and "--columns" in info.value.message
+    with pytest.raises(NotFound):
+        ledger.project("loop")
+    done = imported(ledger, HEADERLESS_MODELS, columns=HEADERLESS_COLUMNS)
+    assert done.layout.has_header is False and ledger.project("loop").metric_name == "tok_s"
+    assert exported(ledger) == HEADERLESS_MODELS
 
 
 def test_the_loops_own_choices_decide_the_direction_with_a_warning(ledger: Ledger) -> None:

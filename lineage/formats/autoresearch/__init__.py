@@ -13,7 +13,8 @@ its modules, one job each:
 * :mod:`.layout` -- :class:`ImportOptions`, :class:`Layout`, :func:`default_layout`,
   number formats, the reserved ``extra`` keys;
 * :mod:`.rows` -- :class:`RowParser` (the hot path and the repairs), :func:`split_lines`;
-* :mod:`.infer` -- :func:`infer_layout`, :func:`parse_table` and the header helpers;
+* :mod:`.header` -- the first line: delimiter, header or data, where the rows begin;
+* :mod:`.infer` -- :func:`infer_layout` (columns and their roles), :func:`parse_table`;
 * :mod:`.direction` -- :func:`infer_direction`, :func:`decide_direction` (the rule and
   its thresholds);
 * :mod:`.lineage` -- :class:`LineageBuilder` (exp_id, parent, baseline, delta);
@@ -65,6 +66,15 @@ What a file becomes (the rules, each written once here)
       that name carry the metric; rows of every other name are trials without a metric,
       their value cell kept as written in ``extra[<value column>]`` and the name in
       ``extra[<name column>]``; so the best is the best of that one quantity.
+    * **Headerless files**: line 1 is data, not a header, when it holds a number, a
+      commit hash, or a loop's verdict word (``keep``, ``discard``, ``crash``...) among no
+      cell that names a known column (see :func:`data_evidence`). Then the columns are
+      named ``col1``, ``col2``... with a warning naming line 1, the evidence and the fix;
+      an error of such a file (no metric, no direction) names line 1 and the fix: the
+      columns option (:attr:`ImportOptions.columns`, ``--columns commit,model,...``)
+      supplies the names, after which the usual inference runs on them. A file whose
+      first line is these very names has it as its header. A headerless file exports
+      without a header line.
     * **Status words** (:data:`STATUS_WORDS`): mapped case-insensitively onto the
       ledger's failure labels (``kept`` -> ``keep``, ``reverted`` -> ``discard``, ``oom`` ->
       ``crash``, ``timeout`` -> ``train_budget_overrun``, ``running`` -> ``harness_abort``...).
@@ -122,16 +132,15 @@ from lineage.formats.autoresearch.direction import (
     kept_values,
     weigh_direction,
 )
-from lineage.formats.autoresearch.infer import (
-    SAMPLE_ROWS,
-    ParsedTable,
+from lineage.formats.autoresearch.header import (
+    data_evidence,
     delimiter_of,
     first_nonblank,
     header_end,
-    infer_layout,
+    headerless_hint,
     looks_like_data,
-    parse_table,
 )
+from lineage.formats.autoresearch.infer import SAMPLE_ROWS, ParsedTable, infer_layout, parse_table
 from lineage.formats.autoresearch.layout import (
     GENERIC,
     GIT_KEY,
@@ -146,6 +155,7 @@ from lineage.formats.autoresearch.layout import (
     Layout,
     default_layout,
     format_number,
+    parse_columns,
 )
 from lineage.formats.autoresearch.lineage import LineageBuilder
 from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, number_formatter, split_cells, split_lines
@@ -198,6 +208,7 @@ __all__ = [
     "RowParser",
     "Writer",
     "check_text",
+    "data_evidence",
     "decide_direction",
     "default_layout",
     "delimiter_of",
@@ -205,6 +216,7 @@ __all__ = [
     "first_nonblank",
     "format_number",
     "header_end",
+    "headerless_hint",
     "infer_direction",
     "infer_layout",
     "kept_values",
@@ -214,6 +226,7 @@ __all__ = [
     "name_tokens",
     "normalize_word",
     "number_formatter",
+    "parse_columns",
     "parse_number",
     "parse_status_map",
     "parse_table",

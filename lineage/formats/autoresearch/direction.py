@@ -1,6 +1,7 @@
 """Which way a results file's metric is better: :func:`infer_direction` (the rule, from a
 metric's name, its kept values and a flag) and :func:`decide_direction` (the rule applied
-to a parsed file, with the warning when the values overrule the name).
+to a parsed file: the metric's name as the project knows it, the headerless hint, the
+warning when the values overrule the name).
 
 The rule, in order:
 
@@ -15,7 +16,8 @@ The rule, in order:
    when they move at least twice and at least two thirds of their moves go one way; a
    name and values that disagree are an error naming the flags;
 4. a name that does not say: the values when they say a direction;
-5. neither: an error naming the flags.
+5. neither: an error naming the flags (and, for a file without a header line, the
+   ``--columns`` option that would give the metric its name).
 
 Only moves between *different* consecutive kept values count; equal neighbours are no
 move.
@@ -27,6 +29,7 @@ from typing import Iterable, Sequence
 
 from lineage.domain import Trial
 from lineage.errors import InvalidInput
+from lineage.formats.autoresearch.header import headerless_hint
 from lineage.formats.autoresearch.infer import ParsedTable
 from lineage.formats.autoresearch.vocabulary import ADVANCING, direction_of_name
 
@@ -98,8 +101,18 @@ def decide_direction(
     """The direction of a parsed file for a new project: :func:`infer_direction` on the
     project's metric name (:attr:`Layout.metric_name`: a long-format file's metric name)
     and the file's kept values. The warning of values that overrule the name goes to
-    ``warnings``."""
-    lower, how, warning = weigh_direction(table.layout.metric_name, kept_values(table.rows), flag)
+    ``warnings``; a file without a header line whose columns got no names (``col3``)
+    gets the ``--columns`` hint in its error, naming the line that is data."""
+    layout = table.layout
+    try:
+        lower, how, warning = weigh_direction(layout.metric_name, kept_values(table.rows), flag)
+    except InvalidInput as exc:
+        auto_named = layout.columns == [f"col{i + 1}" for i in range(len(layout.columns))]
+        if layout.has_header or not auto_named:
+            raise
+        line = table.lines[0] if table.lines else 1
+        hint = headerless_hint(line, len(layout.columns))
+        raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=line) from None
     if warning is not None and warnings is not None:
         warnings.append(warning)
     return lower, how

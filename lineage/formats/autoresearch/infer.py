@@ -1,11 +1,8 @@
-"""What a whole results file is: the layout inferred from its header and first rows
-(:func:`infer_layout`: delimiter, header or none, which column is the metric, the status,
-the description..., a long-format file's metric name) and the file parsed into rows with
-its warnings (:func:`parse_table`).
-Which way the metric is better is :mod:`.direction`'s.
-
-Also the header helpers watch and record share: :func:`first_nonblank`,
-:func:`header_end`, :func:`looks_like_data`, :func:`delimiter_of`.
+"""What a whole results file is: the layout inferred from its header (or the names of
+the columns option) and first rows (:func:`infer_layout`: which column is the metric,
+the status, the description..., a long-format file's metric name), and the file parsed
+into rows with its warnings (:func:`parse_table`). The first line's own rules (header
+or data) are :mod:`.header`'s; the direction is :mod:`.direction`'s.
 """
 
 from __future__ import annotations
@@ -16,6 +13,13 @@ from typing import Any, Iterable, Sequence
 
 from lineage.domain import FailureLabel, Trial
 from lineage.errors import InvalidInput
+from lineage.formats.autoresearch.header import (
+    data_evidence,
+    delimiter_of,
+    first_nonblank,
+    header_end,
+    headerless_hint,
+)
 from lineage.formats.autoresearch.layout import GENERIC, NAME, ImportOptions, Layout
 from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, name_lines, split_cells, split_lines
 from lineage.formats.autoresearch.vocabulary import (
@@ -59,23 +63,6 @@ class ParsedTable:
     unknown_words: Counter[str]
     #: the line of the first trailing non-row line, if any
     trailer_line: int | None = None
-
-
-def delimiter_of(line: str, *, allow_csv: bool) -> str | None:
-    if "\t" in line:
-        return "\t"
-    if "\\t" in line:
-        return "\\t"
-    if allow_csv and "," in line:
-        return ","
-    return None
-
-
-def looks_like_data(cells: Sequence[str]) -> bool:
-    """A first line that is a row, not a header: a number cell, or a commit hash first."""
-    if any(cell.strip() and parse_number(cell) not in (False, None) for cell in cells):
-        return True
-    return bool(cells) and bool(HEX.fullmatch(cells[0].strip())) and any(ch.isdigit() for ch in cells[0])
 
 
 def _header_names(cells: Sequence[str]) -> list[str]:
@@ -164,8 +151,10 @@ def infer_layout(
     options: ImportOptions,
     fmt: str,
     delimiter: str,
+    has_header: bool | None = None,
 ) -> tuple[Layout, list[str]]:
-    """Columns, their roles and formats, from the header and a sample of well-formed rows.
+    """Columns, their roles and formats, from the header (or the names of
+    ``options.columns``: then ``has_header=False``) and a sample of well-formed rows.
 
     The metric is the first column that can hold it -- numeric (at least 80% of its
     cells numbers, placeholders or status words such as ``FAIL``), or named like a
@@ -318,12 +307,6 @@ def infer_layout(
     if mi == si:
         si = -1
     used.add(mi)
-    if header_cells is None:
-        notes.append(
-            f"no header line: columns named {', '.join(columns)}; metric {columns[mi]!r}"
-            + (f", status {columns[si]!r}" if si >= 0 else ", no status column")
-            + (f", description {columns[di]!r}" if di >= 0 else "")
-        )
 
     fields: dict[str, str] = {}
     for j, name in enumerate(lowered):
@@ -358,7 +341,7 @@ def infer_layout(
         metric=columns[mi],
         format=fmt,
         delimiter=delimiter,
-        has_header=header_cells is not None,
+        has_header=header_cells is not None if has_header is None else has_header,
         status=columns[si] if si >= 0 else None,
         description=columns[di] if di >= 0 else None,
         id_column=columns[ii] if ii >= 0 else None,
@@ -443,26 +426,6 @@ def parse_table(
                        unknown_words=parser.unknown_words, trailer_line=trailer_line)
 
 
-def first_nonblank(lines: Sequence[str], start: int = 0) -> tuple[int, str] | None:
-    for i in range(start, len(lines)):
-        body = lines[i].rstrip("\n").rstrip("\r")
-        if body.strip():
-            return i, body
-    return None
-
-
-def header_end(lines: Sequence[str], layout: Layout) -> int:
-    """Index of the first line after the header text (0 for a headerless file)."""
-    if not layout.has_header:
-        return 0
-    consumed = 0
-    for i, line in enumerate(lines):
-        consumed += len(line)
-        if consumed >= len(layout.header_text):
-            return i + 1
-    return len(lines)
-
-
 def _commit_length(lines: Sequence[str], layout: Layout) -> int:
     ci = layout.index(layout.commit)
     if ci < 0:
@@ -502,11 +465,18 @@ def _layout_from_lines(
     cells = split_cells(body_no_bom, delimiter)
     while len(cells) > 1 and not cells[-1].strip():
         cells.pop()  # trailing delimiters after the header
-    headerless = looks_like_data(cells)
+    names = list(options.columns) if options.columns else None
+    if names is not None and [c.strip().lower() for c in cells] == [name.lower() for name in names]:
+        names = None  # the first line is these very names: the header
+        evidence: list[str] = []
+        headerless = False
+    else:
+        evidence = data_evidence(cells)
+        headerless = names is not None or bool(evidence)
     notes: list[str] = []
     if headerless:
         start = 0
-        header_cells = None
+        header_cells = names
     else:
         start = at + 1
         header_cells = cells
@@ -538,13 +508,34 @@ def _layout_from_lines(
     else:
         width = len(header_cells)
     well_formed = [r for r in sample if len(r) == width]
+    if data_lines and not well_formed and names is not None:
+        raise InvalidInput(
+            "columns", f"{len(names)} names, but no line of the file has {len(names)} cells (line {at + 1} has "
+            f"{len(cells)}; in {source})", line=at + 1,
+        )
     if data_lines and not well_formed:
         raise InvalidInput(
             "file",
             f"not a results table: no line after the header has its {width} cells (line {at + 2}...; in {source})",
             line=at + 2 if header_cells is not None else at + 1,
         )
-    layout, inferred = infer_layout(header_cells, well_formed, options=options, fmt=fmt, delimiter=delimiter)
+    try:
+        layout, inferred = infer_layout(header_cells, well_formed, options=options, fmt=fmt, delimiter=delimiter,
+                                        has_header=not headerless)
+    except InvalidInput as exc:
+        if not headerless or names is not None:
+            raise
+        hint = headerless_hint(at + 1, len(cells), evidence)
+        raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=at + 1) from None
+    if headerless and names is None:
+        roles = [f"metric {layout.metric!r}", f"status {layout.status!r}" if layout.status else "no status column"]
+        if layout.description:
+            roles.append(f"description {layout.description!r}")
+        notes.append(
+            f"line {at + 1}: no header line -- the line is data ({'; '.join(evidence)}); columns named "
+            f"{', '.join(layout.columns)} ({', '.join(roles)}); name them with --columns NAME,NAME,... "
+            f"(in {source})"
+        )
     notes.extend(inferred)
     layout.commit_length = _commit_length(lines[start : start + SAMPLE_ROWS], layout)
     if header_cells is not None:

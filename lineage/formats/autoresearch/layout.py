@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
+from lineage.errors import InvalidInput
+
 NAME = "autoresearch"
 GENERIC = "generic"
 
@@ -47,6 +49,29 @@ class ImportOptions:
     parent: str | None = None
     lower_is_better: bool | None = None
     status_map: Mapping[str, str] = field(default_factory=dict)
+    #: the names of the columns of a file without a header line (``--columns a,b,c``):
+    #: its first line is data; given as a tuple, a list or ``"a,b,c"`` (see
+    #: :func:`parse_columns`). A first line that is these very names is the header.
+    columns: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.columns is not None:
+            object.__setattr__(self, "columns", parse_columns(self.columns) or None)
+
+
+def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``"commit,model,score"`` (or a list of names, or of such texts) -> the column names;
+    :class:`InvalidInput` (field ``columns``) for an empty or repeated name."""
+    if not text:
+        return ()
+    items = [text] if isinstance(text, str) else list(text)
+    names = tuple(name.strip() for item in items for name in str(item).split(","))
+    for i, name in enumerate(names):
+        if not name:
+            raise InvalidInput("columns", f"name {i + 1} is empty (give the names as NAME,NAME,...)")
+        if name in names[:i]:
+            raise InvalidInput("columns", f"{name!r} is named twice")
+    return names
 
 
 @dataclass
