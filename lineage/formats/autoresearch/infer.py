@@ -175,12 +175,13 @@ def infer_layout(
     hex_col: list[bool] = []
     for i in range(n):
         cells = [c for c in values(i) if c.strip()]
-        nums = [c for c in cells if parse_number(c) is not False]
-        real = [c for c in nums if parse_number(c) is not None]
-        numeric_share.append(len(nums) / len(cells) if cells and real else 0.0)
-        words = sum(1 for c in cells if parse_number(c) is False and normalize_word(c) in STATUS_WORDS)
-        metric_share.append((len(nums) + words) / len(cells) if cells and real else 0.0)
-        real_share.append(len(real) / len(cells) if cells else 0.0)
+        parsed = [parse_number(c) for c in cells]
+        nums = sum(1 for v in parsed if v is not False)
+        real = sum(1 for v in parsed if v is not False and v is not None)
+        numeric_share.append(nums / len(cells) if cells and real else 0.0)
+        words = sum(1 for c, v in zip(cells, parsed) if v is False and normalize_word(c) in STATUS_WORDS)
+        metric_share.append((nums + words) / len(cells) if cells and real else 0.0)
+        real_share.append(real / len(cells) if cells else 0.0)
         hex_col.append(bool(cells) and all(HEX.fullmatch(c.strip()) for c in cells) and any(
             any(ch.isalpha() for ch in c) for c in cells))
 
