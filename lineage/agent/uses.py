@@ -33,6 +33,15 @@ class KnowledgeData:
     #: oldest first
     recent: tuple[Trial, ...]
 
+    def to_dict(self, project: Project) -> dict[str, Any]:
+        """KNOWLEDGE.md as JSON, as every face answers it (``project`` as read with it)."""
+        return {
+            "project": project.slug, "revision": project.revision, "metric_name": project.metric_name,
+            "lower_is_better": project.lower_is_better,
+            "best": self.best.to_dict() if self.best is not None else None,
+            "chain": [t.to_dict() for t in self.chain], "recent": [t.to_dict() for t in self.recent],
+        }
+
 
 class AgentUses:
     """prompt_view, render_prompt, render_knowledge, prompt_document, knowledge_document,
