@@ -89,9 +89,7 @@ class AgentUses:
         return render_knowledge(view, metric_name=project.metric_name)
 
     def _project_and_view(self, project_slug: str, *, top_k: int, recent_n: int, last_m: int) -> tuple[Project, PromptView]:
-        check_window("top_k", top_k, minimum=0)
-        check_window("recent_n", recent_n, minimum=1)
-        check_window("last_m", last_m, minimum=1)
+        _check_prompt_windows(top_k, recent_n, last_m)
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             return project, self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
@@ -115,9 +113,7 @@ class AgentUses:
         ``templates/prompt_wrapper.md.j2``) with the next exp_id, the metric and its
         direction and how to record a trial (see :func:`wrap_prompt`).
         """
-        check_window("top_k", top_k, minimum=0)
-        check_window("recent_n", recent_n, minimum=1)
-        check_window("last_m", last_m, minimum=1)
+        _check_prompt_windows(top_k, recent_n, last_m)
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             view = self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
@@ -225,3 +221,9 @@ class AgentUses:
             project = self.store.project(conn, project_slug)
             if not self.store.delete_hook(conn, project.id, hook_id):
                 raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")
+
+
+def _check_prompt_windows(top_k: int, recent_n: int, last_m: int) -> None:
+    check_window("top_k", top_k, minimum=0)
+    check_window("recent_n", recent_n, minimum=1)
+    check_window("last_m", last_m, minimum=1)
