@@ -31,7 +31,8 @@ TELEMETRY_KEYS = {
 
 
 def verl_vanilla(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, clip_ratio=0.2, clip_ratio_c=3.0):
-    """verl's compute_policy_loss_vanilla + agg_loss (dp_size 1), written out plainly."""
+    """verl's compute_policy_loss_vanilla + agg_loss (dp_size 1) at b178a3cd, written out
+    plainly (token-sum: verl 0.9.1's extra mode)."""
     mask = response_mask.to(log_prob.dtype)
     negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
     ratio = torch.exp(negative_approx_kl)
@@ -47,12 +48,14 @@ def verl_vanilla(old_log_prob, log_prob, advantages, response_mask, loss_agg_mod
     pg_losses = torch.where(advantages < 0, clip_pg_losses2, clip_pg_losses1)
     if loss_agg_mode == "token-mean":
         loss = (pg_losses * mask).sum() / mask.sum()
-    elif loss_agg_mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
+    elif loss_agg_mode == "token-sum":
+        loss = (pg_losses * mask).sum()
+    elif loss_agg_mode == "seq-mean-token-sum":
         seq_losses = (pg_losses * mask).sum(-1)
         seq_mask = (mask.sum(-1) > 0).float()
         loss = (seq_losses * seq_mask).sum() / seq_mask.sum()
-        if loss_agg_mode == "seq-mean-token-sum-norm":
-            loss = loss / mask.shape[-1]
+    elif loss_agg_mode == "seq-mean-token-sum-norm":
+        loss = (pg_losses * mask).sum(-1).sum() / mask.shape[-1]
     else:
         token_count = mask.sum(-1)
         seq_losses = (pg_losses * mask).sum(-1) / (token_count + 1e-8)

@@ -1,6 +1,7 @@
 """Policy losses (registered in :mod:`trainer_hooks.registry`) and their aggregation.
 
-``aggregation`` ``agg_loss`` (verl's four modes; masked moments are in :mod:`trainer_hooks.ops.masked`).
+``aggregation`` ``agg_loss`` (verl's modes and global-batch arguments; masked moments are in
+                :mod:`trainer_hooks.ops.masked`).
 ``ppo``         ``"ppo"`` / ``"vanilla"`` and ``"a2tgpo"`` (adaptive turn clipping).
 ``gspo``        ``"gspo"`` (sequence level) and ``"gspo_token"``.
 ``a3po``, ``astar_po`` further losses.

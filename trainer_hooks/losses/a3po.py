@@ -48,10 +48,12 @@ than the current one: a version-tracking bug), ``behav_approx_kl`` (token-mean
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import torch
 from torch import Tensor
 
-from trainer_hooks.losses.aggregation import agg_loss
+from trainer_hooks.losses.aggregation import agg_loss, agg_options
 from trainer_hooks.losses.ppo import LOG_RATIO_CLAMP, clipped_surrogate, policy_telemetry
 from trainer_hooks.ops.masked import masked_mean
 from trainer_hooks.ops.segments import compute_dtype
@@ -130,6 +132,7 @@ def decoupled_ppo_loss(
     clip_ratio_c: float | None = None,
     behav_imp_weight_cap: float | None = None,
     loss_scale_factor: float | None = None,
+    global_batch: Mapping[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Decoupled PPO with a given proximal policy (recomputed, or A-3PO's approximation).
 
@@ -159,7 +162,7 @@ def decoupled_ppo_loss(
     if behav_imp_weight_cap is not None:
         capped = mask & (behav_weight > behav_imp_weight_cap)
         behav_weight = torch.where(capped, torch.zeros_like(behav_weight), behav_weight)
-    loss = agg_loss(behav_weight * loss_mat, mask, loss_agg_mode, loss_scale_factor=loss_scale_factor)
+    loss = agg_loss(behav_weight * loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
 
     telemetry = policy_telemetry(
         loss=loss,
@@ -199,6 +202,7 @@ def a3po_policy_loss(
     behav_imp_weight_cap: float | None = None,
     fresh_alpha: float = 0.0,
     loss_scale_factor: float | None = None,
+    global_batch: Mapping[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Decoupled PPO loss with A-3PO's approximate proximal policy.
 
@@ -215,6 +219,8 @@ def a3po_policy_loss(
         behav_imp_weight_cap: drop tokens whose behaviour weight ``w`` exceeds it (None: keep).
         fresh_alpha: alpha for zero staleness (0, see module docstring).
         loss_scale_factor: for ``seq-mean-token-sum-norm``.
+        global_batch: verl's ``global_batch_info`` (``dp_size``, ``batch_num_tokens``,
+            ``global_batch_size``): normalise over the global batch (see :func:`agg_loss`).
 
     Returns:
         ``(loss, telemetry)``: 0-dim loss (float32 for half inputs) and the flat dict.
@@ -239,6 +245,7 @@ def a3po_policy_loss(
         clip_ratio_c=clip_ratio_c,
         behav_imp_weight_cap=behav_imp_weight_cap,
         loss_scale_factor=loss_scale_factor,
+        global_batch=global_batch,
     )
     with torch.no_grad():
         d = staleness(versions, current_version).to(dt)

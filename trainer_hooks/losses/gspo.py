@@ -34,10 +34,12 @@ log-ratio (verl's ``ppo_kl``), ``ratio_mean/min/max`` of the ratio used,
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import torch
 from torch import Tensor
 
-from trainer_hooks.losses.aggregation import agg_loss
+from trainer_hooks.losses.aggregation import agg_loss, agg_options
 from trainer_hooks.losses.ppo import clipped_surrogate, policy_telemetry
 from trainer_hooks.ops.masked import masked_mean
 from trainer_hooks.ops.segments import compute_dtype
@@ -68,6 +70,7 @@ def gspo_token_policy_loss(
     clip_ratio_c: float | None = None,
     clip_scale: Tensor | None = None,
     loss_scale_factor: float | None = None,
+    global_batch: Mapping[str, Any] | None = None,
     clip_beta: float = 0.3,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GSPO-token loss.
@@ -79,6 +82,8 @@ def gspo_token_policy_loss(
         clip_ratio_c: dual-clip constant, ``None`` (default) = off.
         clip_scale: optional ``[B, L]`` per-token multiplier of both clip ranges.
         loss_scale_factor: for ``seq-mean-token-sum-norm``.
+        global_batch: verl's ``global_batch_info`` (``dp_size``, ``batch_num_tokens``,
+            ``global_batch_size``): normalise over the global batch (see :func:`agg_loss`).
         clip_beta: amplitude for the ``clip_scale_frac_*`` telemetry.
 
     Returns:
@@ -94,7 +99,7 @@ def gspo_token_policy_loss(
         ratio, adv, clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
         clip_scale=clip_scale,
     )
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, loss_scale_factor=loss_scale_factor)
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
     telemetry = policy_telemetry(
         loss=loss, ratio=ratio, log_ratio=lp - old, mask=mask, maps=maps, clip_scale=clip_scale, clip_beta=clip_beta
     )
@@ -114,6 +119,7 @@ def gspo_policy_loss(
     clip_ratio_c: float | None = None,
     clip_scale: Tensor | None = None,
     loss_scale_factor: float | None = None,
+    global_batch: Mapping[str, Any] | None = None,
     clip_beta: float = 0.3,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Sequence-level GSPO loss; arguments and defaults as :func:`gspo_token_policy_loss`.
@@ -137,7 +143,7 @@ def gspo_policy_loss(
         clip_scale=seq_scale,
     )
     loss_mat = seq_loss.expand_as(lp)
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, loss_scale_factor=loss_scale_factor)
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
     maps = {k: v.expand_as(mask) for k, v in seq_maps.items()}
     telemetry = policy_telemetry(
         loss=loss, ratio=seq_ratio.expand_as(lp), log_ratio=lp - old, mask=mask, maps=maps,

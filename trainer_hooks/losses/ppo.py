@@ -57,13 +57,13 @@ Dtypes: bf16/fp16 inputs are computed in float32 and the loss is returned in flo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from trainer_hooks.losses.aggregation import agg_loss
+from trainer_hooks.losses.aggregation import agg_loss, agg_options
 from trainer_hooks.ops.segments import TurnIndex, compute_dtype, turn_index, turn_reduce
 from trainer_hooks.ops.stats import clip_scale_entries, clip_scale_stats, masked_moments
 from trainer_hooks.registry import register_policy_loss
@@ -238,6 +238,7 @@ def ppo_policy_loss(
     ratio_level: str = "token",
     turn_ids: Tensor | None = None,
     loss_scale_factor: float | None = None,
+    global_batch: Mapping[str, Any] | None = None,
     clip_beta: float = 0.3,
     ig: Tensor | None = None,
     ig_mask: Tensor | None = None,
@@ -250,7 +251,7 @@ def ppo_policy_loss(
             current policy); gradients flow through ``log_prob`` only.
         advantages: ``[B, L]``.
         response_mask: ``[B, L]`` bool/0-1, the tokens in the loss.
-        loss_agg_mode: one of the four :func:`agg_loss` modes (default ``"token-mean"``).
+        loss_agg_mode: an :func:`agg_loss` mode (default ``"token-mean"``).
         clip_ratio: symmetric clip ``eps`` (default 0.2, verl); ``clip_ratio_low`` /
             ``clip_ratio_high`` override either side (DAPO clip-higher).
         clip_ratio_c: dual-clip constant ``c > 1`` (default 3.0); ``None`` disables.
@@ -259,6 +260,8 @@ def ppo_policy_loss(
         turn_ids: ``[B, L] int`` turn of each token, ``-1`` outside turns; also makes the
             ``clip_scale_*`` telemetry per turn.
         loss_scale_factor: for ``seq-mean-token-sum-norm`` (default ``L``).
+        global_batch: verl's ``global_batch_info`` (``dp_size``, ``batch_num_tokens``,
+            ``global_batch_size``): normalise over the global batch (see :func:`agg_loss`).
         clip_beta: amplitude used to define "at bound" in the telemetry (default 0.3).
         ig, ig_mask: optional per-turn IG ``[B, T]`` and mask, for ``ig_mean`` / ``ig_std``.
         with_telemetry: compute the telemetry dict (default); ``False`` returns ``{}`` and
@@ -304,7 +307,7 @@ def ppo_policy_loss(
         clip_scale=scale,
         with_maps=with_telemetry,
     )
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, loss_scale_factor=loss_scale_factor)
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
     if not with_telemetry:
         return loss, {}
     telemetry = policy_telemetry(
