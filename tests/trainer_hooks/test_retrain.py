@@ -131,6 +131,19 @@ def test_entropy_from_logits_of_uniform_distribution_is_log_vocab():
     torch.testing.assert_close(out, torch.full((2, 3), math.log(8.0)))
 
 
+def test_entropy_of_a_distribution_with_impossible_tokens_is_finite_with_finite_gradient():
+    # logits [0, 0, -inf, -inf]: p = [.5, .5, 0, 0]; retrain sums -p log p over p > 0 only,
+    # so H = log 2 (0 * log 0 counts 0, as torch.special.entr); before: 0 * -inf = NaN.
+    ninf = float("-inf")
+    logits = torch.tensor([[[0.0, 0.0, ninf, ninf], [1.0, ninf, ninf, ninf]]], dtype=torch.float64, requires_grad=True)
+    out = R.entropy_from_logits(logits)
+    torch.testing.assert_close(out, torch.tensor([[math.log(2.0), 0.0]], dtype=torch.float64))
+    out.sum().backward()
+    assert torch.isfinite(logits.grad).all()
+    # the pipeline's shannon_entropy uncertainty takes it as it is
+    torch.testing.assert_close(R.token_uncertainty("shannon_entropy", entropy=out.detach()), out.detach())
+
+
 def test_unknown_uncertainty_kind_is_rejected():
     with pytest.raises(ValueError, match="unknown uncertainty_kind"):
         R.canonical_uncertainty_kind("varentropy_typo")

@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 from trainer_hooks.losses.aggregation import agg_loss, agg_options
+from trainer_hooks.ops.distributions import categorical_kl
 from trainer_hooks.ops.masked import masked_mean, masked_var
 from trainer_hooks.ops.segments import dense_index, segment_sum, to_compute_dtype
 from trainer_hooks.ops.stats import clip_scale_entries, masked_moments
@@ -318,10 +319,11 @@ def full_vocab_kl(logits: Tensor, ref_logits: Tensor, *, temperature: float = 1.
     """Exact per-token ``KL(pi || pi_ref) = sum_v p (log p - log q)``: ``[B, L, V]`` -> ``[B, L]``.
 
     What TinyZero computes; differentiable in ``logits`` (``ref_logits`` is detached).
+    Tokens the policy cannot emit (``-inf`` logits) add 0 instead of NaN.
     """
     logp = torch.log_softmax(to_compute_dtype(logits) / temperature, dim=-1)
     logq = torch.log_softmax(to_compute_dtype(ref_logits).detach() / temperature, dim=-1)
-    return (logp.exp() * (logp - logq)).sum(-1)
+    return categorical_kl(logp, logq)
 
 
 def sampled_token_kl(logprobs: Tensor, ref_logprobs: Tensor, *, estimator: str = "k3") -> Tensor:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from trainer_hooks.ops.distributions import categorical_entropy
 from trainer_hooks.ops.masked import masked_mean
 from trainer_hooks.ops.segments import to_compute_dtype
 from trainer_hooks.registry import register_advantage_transform
@@ -61,11 +62,12 @@ def canonical_uncertainty_kind(kind: str) -> str:
 def entropy_from_logits(logits: Tensor, *, temperature: float = 1.0) -> Tensor:
     """Shannon entropy of the full next-token distribution, ``[B, L, V]`` -> ``[B, L]``.
 
-    Computed in float32 (float64 kept) so bf16 logits do not lose the tail mass.
+    Computed in float32 (float64 kept) so bf16 logits do not lose the tail mass. Tokens
+    with probability 0 (``-inf`` logits) add 0, as retrain's ``p > 0`` filter and
+    ``torch.special.entr`` have it (see :mod:`trainer_hooks.ops.distributions`).
     """
     x = to_compute_dtype(logits) / temperature
-    logp = torch.log_softmax(x, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
+    return categorical_entropy(torch.log_softmax(x, dim=-1))
 
 
 def token_uncertainty(
