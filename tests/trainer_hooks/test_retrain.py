@@ -29,28 +29,56 @@ def t(values, dtype=torch.float64):
 # ---------------------------------------------------------------------------------------
 
 
-def test_grpo_centers_rewards_within_each_group():
-    # group 0: mean 0.5 -> +-0.5; group 5: all 1 -> skipped (0); group 9: singleton -> 0
+def test_retrain_grpo_centers_rewards_within_each_group():
+    # group 0: mean 0.5 -> +-0.5; group 5: all 1 -> skipped (0); group 9: singleton -> r - r = 0
     rewards = t([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.5])
     groups = torch.tensor([0, 0, 0, 0, 5, 5, 9])
-    adv = R.grpo_advantages(rewards, groups)
+    adv = R.retrain_grpo_advantages(rewards, groups)
     torch.testing.assert_close(adv, t([0.5, -0.5, -0.5, 0.5, 0.0, 0.0, 0.0]))
+    torch.testing.assert_close(R.grpo_advantages(rewards, groups, compat="retrain"), adv)
+
+
+def test_grpo_is_verls_by_default_and_a_single_completion_keeps_its_score():
+    # verl: group 0 / (unbiased std sqrt(1/3) + 1e-6); all-equal group 0; a group of one has
+    # mean 0 and std 1 (compute_grpo_outcome_advantage), so A = 0.5 / (1 + 1e-6).
+    rewards = t([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.5])
+    groups = torch.tensor([0, 0, 0, 0, 5, 5, 9])
+    a = 0.5 / (math.sqrt(1.0 / 3.0) + 1e-6)
+    expected = t([a, -a, -a, a, 0.0, 0.0, 0.5 / (1.0 + 1e-6)])
+    torch.testing.assert_close(R.grpo_advantages(rewards, groups), expected)
+    torch.testing.assert_close(R.grpo_advantages(rewards, groups, compat="verl"), expected)
+    # norm_adv_by_std_in_grpo=False: centred, the single completion's score as it is
+    centred = R.grpo_advantages(rewards, groups, normalize_by_std=False)
+    torch.testing.assert_close(centred, t([0.5, -0.5, -0.5, 0.5, 0.0, 0.0, 0.5]))
+    # rollout.n = 1: every advantage is the score (retrain's rule would make them all 0)
+    one_each = R.grpo_advantages(t([0.25, 1.0]), torch.tensor([0, 1]))
+    torch.testing.assert_close(one_each, t([0.25, 1.0]) / (1.0 + 1e-6))
+    assert torch.equal(R.grpo_advantages(t([0.25, 1.0]), torch.tensor([0, 1]), single_completion="zero"), t([0.0, 0.0]))
+
+
+def test_grpo_option_errors_name_the_option():
+    with pytest.raises(ValueError, match="single_completion"):
+        R.grpo_advantages(t([1.0]), torch.tensor([0]), single_completion="mean")
+    with pytest.raises(ValueError, match="compat='areal'"):
+        R.grpo_advantages(t([1.0]), torch.tensor([0]), compat="areal")
+    with pytest.raises(ValueError, match=r"must both be \[B\]"):
+        R.grpo_advantages(t([[1.0, 0.0]]), torch.tensor([0]))
 
 
 def test_grpo_std_normalization_divides_by_unbiased_group_std():
     # [1, 0, 0, 1]: mean 0.5, unbiased var = 4 * 0.25 / 3 = 1/3, std = 0.5773503
     # A = 0.5 / (0.5773503 + 1e-6) = 0.8660239
     rewards = t([1.0, 0.0, 0.0, 1.0])
-    adv = R.grpo_advantages(rewards, torch.zeros(4, dtype=torch.long), normalize_by_std=True)
-    expected = 0.5 / (math.sqrt(1.0 / 3.0 + 1e-8) + 1e-6)  # var_eps 1e-8 inside the sqrt
+    adv = R.retrain_grpo_advantages(rewards, torch.zeros(4, dtype=torch.long), normalize_by_std=True)
+    expected = 0.5 / (math.sqrt(1.0 / 3.0 + 1e-8) + 1e-6)  # retrain's var_eps 1e-8 inside the sqrt
     torch.testing.assert_close(adv, t([expected, -expected, -expected, expected]))
 
 
-def test_grpo_std_default_is_off_and_the_two_settings_differ():
+def test_retrain_grpo_std_default_is_off_and_the_two_settings_differ():
     rewards = t([1.0, 0.0, 0.0, 0.0])
     groups = torch.zeros(4, dtype=torch.long)
-    centered = R.grpo_advantages(rewards, groups)
-    normalized = R.grpo_advantages(rewards, groups, normalize_by_std=True)
+    centered = R.retrain_grpo_advantages(rewards, groups)
+    normalized = R.retrain_grpo_advantages(rewards, groups, normalize_by_std=True)
     # mean 0.25: centered [0.75, -0.25, ...]; std = sqrt((0.5625 + 3 * 0.0625) / 3) = 0.5
     torch.testing.assert_close(centered, t([0.75, -0.25, -0.25, -0.25]))
     torch.testing.assert_close(normalized, t([0.75, -0.25, -0.25, -0.25]) / (math.sqrt(0.25 + 1e-8) + 1e-6))
@@ -59,7 +87,7 @@ def test_grpo_std_default_is_off_and_the_two_settings_differ():
 def test_grpo_accepts_arbitrary_unsorted_group_ids():
     rewards = t([3.0, 1.0, 0.0, 2.0])
     groups = torch.tensor([-7, 100, 100, -7])  # {-7: [3, 2] mean 2.5, 100: [1, 0] mean 0.5}
-    torch.testing.assert_close(R.grpo_advantages(rewards, groups), t([0.5, 0.5, -0.5, -0.5]))
+    torch.testing.assert_close(R.retrain_grpo_advantages(rewards, groups), t([0.5, 0.5, -0.5, -0.5]))
 
 
 def test_grpo_zeroes_constant_groups_exactly_even_with_std_normalization():
@@ -452,8 +480,20 @@ def test_compose_requires_the_inputs_its_stages_need():
         R.compose_advantages(t([1.0, 0.0]), torch.tensor([0, 0]), mask, config={"gtpo_betta": 0.1})
 
 
+def test_compose_grpo_is_retrains_and_verls_is_one_parameter_away():
+    rewards = t([1.0, 0.0, 0.0, 0.0, 0.7])
+    groups = torch.tensor([0, 0, 0, 0, 1])
+    mask = torch.ones(5, 1, dtype=torch.bool)
+    plain = R.compose_advantages(rewards, groups, mask)
+    torch.testing.assert_close(plain.episode_advantages, R.retrain_grpo_advantages(rewards, groups))
+    verl = R.compose_advantages(rewards, groups, mask, config={"advantage_params": {"compat": "verl"}})
+    torch.testing.assert_close(verl.episode_advantages, R.grpo_advantages(rewards, groups))
+    assert verl.episode_advantages[4].item() == pytest.approx(0.7 / (1 + 1e-6))
+
+
 def test_registry_serves_the_builtin_estimators_and_transforms():
     assert registry.get_advantage_estimator("grpo") is R.grpo_advantages
+    assert registry.get_advantage_estimator("retrain_grpo") is R.retrain_grpo_advantages
     assert registry.get_advantage_estimator("maxrl") is R.maxrl_advantages
     assert registry.get_advantage_transform("gtpo") is R.gtpo_weighting
     assert registry.get_advantage_transform("hicra") is R.hicra_amplify

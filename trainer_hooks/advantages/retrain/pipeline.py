@@ -32,9 +32,19 @@ from trainer_hooks.ops.masked import masked_mean, masked_var
 from trainer_hooks.ops.segments import to_compute_dtype
 from trainer_hooks.registry import get_advantage_estimator, get_advantage_transform
 
-__all__ = ["RetrainAdvantageConfig", "RetrainAdvantages", "compose_advantages", "parse_transform_mode"]
+__all__ = [
+    "RETRAIN_ADVANTAGE_MODES",
+    "RetrainAdvantageConfig",
+    "RetrainAdvantages",
+    "compose_advantages",
+    "parse_transform_mode",
+]
 
 _STAGES = ("sepa", "gtpo", "hicra")
+
+#: retrain's ``advantage_mode`` names whose registry entry has another name here (the
+#: registry's ``"grpo"`` is verl's GRPO, which divides by the group std).
+RETRAIN_ADVANTAGE_MODES = {"grpo": "retrain_grpo"}
 
 
 def parse_transform_mode(mode: str) -> frozenset[str]:
@@ -62,10 +72,13 @@ class RetrainAdvantageConfig:
     """Names and knobs of the pipeline (retrain's ``[algorithm]`` / ``[gtpo]`` / ``[hicra]``).
 
     Attributes:
-        advantage_mode: registered estimator (``grpo``, ``maxrl``, ``astar_po``) or a
-            dotted path to ``fn(rewards [B], group_ids [B], **advantage_params) -> [B]``.
+        advantage_mode: retrain's names — ``"grpo"`` is *retrain's* GRPO (mean-centred,
+            the registry's ``"retrain_grpo"``), ``"maxrl"`` — or any other registered
+            estimator (``"astar_po"``; the registry's ``"grpo"``, verl's, is reached here
+            as ``advantage_params={"compat": "verl"}``) or a dotted path to
+            ``fn(rewards [B], group_ids [B], **advantage_params) -> [B]``.
         advantage_params: keyword arguments of the estimator, e.g.
-            ``{"normalize_by_std": True}`` for verl-style GRPO.
+            ``{"normalize_by_std": True}`` to divide retrain's GRPO by the group std.
         transform_mode: see :func:`parse_transform_mode`; ``"none"`` broadcasts A_i.
         uncertainty_kind: ``surprisal`` | ``predictive_variance`` | ``shannon_entropy``.
         gtpo_beta: GTPO strength (0.1). hicra_alpha: HICRA amplification (0.2).
@@ -159,7 +172,7 @@ def compose_advantages(
     if stages & {"sepa", "hicra"} and planning_mask is None:
         raise ValueError(f"transform_mode {cfg.transform_mode!r} needs planning_mask=[B, L] bool")
 
-    estimator = get_advantage_estimator(cfg.advantage_mode)
+    estimator = get_advantage_estimator(RETRAIN_ADVANTAGE_MODES.get(cfg.advantage_mode, cfg.advantage_mode))
     episode = to_compute_dtype(torch.as_tensor(estimator(rewards, group_ids, **dict(cfg.advantage_params))))
     if episode.shape != rewards.shape:
         raise ValueError(f"advantage_mode {cfg.advantage_mode!r} returned shape {tuple(episode.shape)}, expected [B]")
