@@ -147,7 +147,8 @@ def compose(
             advs = maxrl(group_rewards)
         else:
             raise ValueError(advantage_mode)
-        same = all(r == group_rewards[0] for r in group_rewards)
+        # retrain's trainer: uniform = two or more rewards within 1e-6 of the smallest
+        same = len(group_rewards) > 1 and max(group_rewards) - min(group_rewards) <= 1e-6
         for i, a in zip(members, advs):
             episode[i] = a
             informative[i] = not same

@@ -435,19 +435,35 @@ def test_compose_sepa_then_gtpo_flattens_execution_weights():
 
 
 def test_compose_skips_uninformative_groups_and_counts_them():
+    # retrain's rule: a single completion is not uniform (kept), two or more tied are
     rewards = t([1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.7])
     groups = torch.tensor([0, 0, 1, 1, 2, 2, 3])
     mask = torch.ones(7, 2, dtype=torch.bool)
     out = R.compose_advantages(rewards, groups, mask)
-    assert out.informative.tolist() == [False, False, False, False, True, True, False]
-    assert out.loss_mask.sum().item() == 4
+    assert out.informative.tolist() == [False, False, False, False, True, True, True]
+    assert out.loss_mask.sum().item() == 6
     tel = out.telemetry
     assert tel["groups"].item() == 4
-    assert tel["groups_informative"].item() == 1
-    assert tel["groups_skipped_all_correct"].item() == 2  # all-1 group and the 0.7 singleton
+    assert tel["groups_informative"].item() == 2
+    assert tel["groups_skipped_all_correct"].item() == 1  # the all-1 group
     assert tel["groups_skipped_all_wrong"].item() == 1
     assert tel["correct_rate"].item() == pytest.approx(4 / 7)
     assert all(v.dim() == 0 for v in tel.values())
+    # the earlier rule, one argument away: singletons count as uniform too
+    strict = R.compose_advantages(rewards, groups, mask, config={"single_completion_uniform": True})
+    assert strict.informative.tolist() == [False, False, False, False, True, True, False]
+    assert strict.telemetry["groups_skipped_all_correct"].item() == 2  # all-1 group and the 0.7 singleton
+
+
+def test_compose_counts_rewards_tied_within_1e_6_as_uniform():
+    # retrain's _summarize_reward_ties: sorted rewards within 1e-6 of the smallest are one bucket
+    rewards = t([0.3, 0.3 + 5e-7, 0.3 + 1e-6, 1.0, 1.0 + 2e-6])
+    groups = torch.tensor([0, 0, 0, 1, 1])
+    mask = torch.ones(5, 1, dtype=torch.bool)
+    out = R.compose_advantages(rewards, groups, mask)
+    assert out.informative.tolist() == [False, False, False, True, True]
+    exact = R.compose_advantages(rewards, groups, mask, config={"uniform_tolerance": 0.0})
+    assert exact.informative.tolist() == [True, True, True, True, True]
 
 
 def test_compose_can_keep_uninformative_tokens_in_the_loss_mask():

@@ -7,8 +7,9 @@ the names in a :class:`RetrainAdvantageConfig` (estimators and transforms are fe
 
 Telemetry of :func:`compose_advantages` (flat ``dict[str, Tensor]``, 0-dim float):
     ``groups``, ``groups_informative``, ``groups_skipped_all_correct``,
-    ``groups_skipped_all_wrong`` (counts; a group is skipped when all its rewards are
-    equal, "correct" when that common reward is > ``correct_threshold``),
+    ``groups_skipped_all_wrong`` (counts; a group is skipped when it is uniform — rewards
+    tied within ``uniform_tolerance``, two or more completions, retrain's rule — and
+    "correct" when its first reward is > ``correct_threshold``),
     ``correct_rate`` (fraction of completions with reward > ``correct_threshold``),
     ``episode_adv_mean``, ``episode_adv_abs_mean`` (over completions),
     ``token_adv_mean``, ``token_adv_abs_mean`` (over ``loss_mask`` tokens),
@@ -26,7 +27,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor
 
-from trainer_hooks.advantages.retrain.estimators import CORRECT_THRESHOLD, group_reward_stats
+from trainer_hooks.advantages.retrain.estimators import CORRECT_THRESHOLD, group_reward_stats, uniform_groups
 from trainer_hooks.advantages.retrain.uncertainty import token_uncertainty
 from trainer_hooks.ops.masked import masked_mean, masked_var
 from trainer_hooks.ops.segments import to_compute_dtype
@@ -82,8 +83,13 @@ class RetrainAdvantageConfig:
         transform_mode: see :func:`parse_transform_mode`; ``"none"`` broadcasts A_i.
         uncertainty_kind: ``surprisal`` | ``predictive_variance`` | ``shannon_entropy``.
         gtpo_beta: GTPO strength (0.1). hicra_alpha: HICRA amplification (0.2).
-        skip_uninformative: drop all-equal-reward groups from ``loss_mask`` (True), as
-            retrain skips them; False keeps their (zero-advantage) tokens in the loss.
+        skip_uninformative: drop uniform groups from ``loss_mask`` (True), as retrain
+            skips them; False keeps their tokens in the loss.
+        uniform_tolerance: a group is uniform when its rewards tie within this
+            (``max - min <= tol``; retrain's 1e-6, the default). 0: exact ties only.
+        single_completion_uniform: whether a group of one completion counts as uniform
+            (skipped). False (default): retrain keeps it, with advantage ``r - r = 0``
+            under its GRPO; True drops its tokens from the loss mask.
         correct_threshold: reward above which a completion counts as correct (0.5).
     """
 
@@ -94,6 +100,8 @@ class RetrainAdvantageConfig:
     gtpo_beta: float = 0.1
     hicra_alpha: float = 0.2
     skip_uninformative: bool = True
+    uniform_tolerance: float = 1e-6
+    single_completion_uniform: bool = False
     correct_threshold: float = CORRECT_THRESHOLD
 
     @classmethod
@@ -112,7 +120,8 @@ class RetrainAdvantages:
     Attributes:
         token_advantages: ``[B, L]`` float, 0 outside ``response_mask``.
         episode_advantages: ``[B]`` float, the estimator's output.
-        informative: ``[B]`` bool, False for completions of all-equal-reward groups.
+        informative: ``[B]`` bool, False for completions of uniform groups (rewards tied
+            within ``uniform_tolerance``; see :class:`RetrainAdvantageConfig`).
         loss_mask: ``[B, L]`` bool, ``response_mask`` minus skipped groups (pass it to the
             loss so skipped tokens do not dilute a token-mean).
         telemetry: flat ``dict[str, Tensor]`` (keys in the module docstring).
@@ -207,18 +216,21 @@ def compose_advantages(
     if "hicra" in stages:
         token_adv = get_advantage_transform("hicra")(token_adv, planning, alpha=cfg.hicra_alpha)
 
-    informative = stats.informative[index]
+    num_groups = stats.count.numel()
+    skipped = uniform_groups(
+        rewards, index, num_groups, tolerance=cfg.uniform_tolerance, single_is_uniform=cfg.single_completion_uniform
+    )
+    informative = ~skipped[index]
     loss_mask = mask & informative[:, None] if cfg.skip_uninformative else mask
 
     # Group-level counts: the first completion of each group stands for it.
     fdtype = episode.dtype
-    num_groups = stats.count.numel()
     order = torch.arange(index.numel(), device=mask.device)
     first_of_group = torch.zeros(num_groups, dtype=torch.long, device=mask.device)
     first_of_group = first_of_group.scatter_reduce(0, index, order, "amin", include_self=False)
-    skipped = ~stats.informative
     r = to_compute_dtype(rewards).detach()
-    # A skipped group's rewards are all equal: its first member's reward is the group's.
+    # A skipped group's rewards tie: its first member's reward is the group's (retrain's
+    # rewards_G[0]).
     group_correct = r[first_of_group] > cfg.correct_threshold
     telemetry |= {
         "groups": torch.tensor(float(num_groups), dtype=fdtype, device=mask.device),
