@@ -314,6 +314,23 @@ def test_planning_strs_handles_apostrophe_variants_and_custom_length():
     assert out.tolist() == [[True, True, True, False, False]]
 
 
+def test_planning_strs_retrain_window_marks_from_the_window_start_and_misses_split_words():
+    # retrain's identify_planning_tokens (max_window 5): from start 0 the window
+    # "so wait let me" matches at token 3, so tokens 0..3 are marked, "so" included;
+    # "wa" + "it" is "wa it" after its strip-and-join, which no gram matches.
+    tokens = [["so", " wait", " let", " me", " see"], ["wa", "it", " let", " me"]]
+    ours = R.planning_mask_from_token_strs(tokens)
+    assert ours.tolist() == [[False, True, True, True, False], [True, True, True, True, False]]
+    expected = [[True, True, True, True, False], [False, False, False, False, False]]
+    assert R.planning_mask_from_token_strs(tokens, window=5).tolist() == expected
+    assert R.planning_mask_from_token_strs(tokens, compat="retrain").tolist() == expected
+    # the window bounds how far back a match reaches: 7 tokens before the gram, window 5
+    far = [["a", " b", " c", " d", " e", " f", " g", " let", " me", " check"]]
+    assert R.planning_mask_from_token_strs(far, window=5).tolist() == [[False] * 5 + [True] * 5]
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        R.planning_mask_from_token_strs(tokens, window=0)
+
+
 # ---------------------------------------------------------------------------------------
 # SEPA schedule
 # ---------------------------------------------------------------------------------------

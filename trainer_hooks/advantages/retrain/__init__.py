@@ -32,9 +32,10 @@ Where sources disagree, the choice made here (each is a keyword you can flip)
     * SEPA schedule: retrain's trainer config (``steps=500, delay_steps=50,
       correct_rate_gate=0.1``), not its controller's constructor defaults (all 0), which
       make ``gtpo_sepa`` silently equal to ``gtpo``.
-    * Planning tokens: only the tokens that overlap a matched gram are marked. retrain's
-      window scan also marks up to four tokens *before* a gram that share its window,
-      and cannot match a word split over two sub-word tokens; neither is reproduced.
+    * Planning tokens: only the tokens that overlap a matched gram are marked, and a word
+      split over sub-word tokens is found. retrain's window scan also marks up to four
+      tokens *before* a gram that share its window and cannot match a split word:
+      ``planning_mask_from_token_strs(..., window=5)`` (or ``compat="retrain"``) is it.
 
 Modules (every public name is importable from this package)
     ``estimators``  grpo, retrain_grpo, maxrl (episode advantages), the group statistics.
