@@ -400,16 +400,49 @@ def test_sepa_controller_validates_arguments():
         ("gtpo_sepa", {"gtpo", "sepa"}),
         ("hicra+gtpo+sepa", {"gtpo", "hicra", "sepa"}),
         ("hicra", {"hicra"}),
+        ("gtpo_sepa_amp", {"gtpo", "sepa_amp"}),
+        ("gtpo_sepa_amp_c", {"gtpo", "sepa_amp_c"}),
+        ("gtpo_sepa_amp_hicra", {"gtpo", "sepa_amp", "hicra"}),
     ],
 )
 def test_parse_transform_mode(mode, expected):
     assert R.parse_transform_mode(mode) == expected
 
 
-@pytest.mark.parametrize("mode", ["sepa", "gtpo_bogus"])
+@pytest.mark.parametrize("mode", ["sepa", "gtpo_bogus", "gtpo_amp", "sepa_amp", "gtpo_sepa_sepa_amp"])
 def test_parse_transform_mode_rejects_invalid_modes(mode):
     with pytest.raises(ValueError):
         R.parse_transform_mode(mode)
+
+
+def test_sepa_amplification_pushes_execution_uncertainty_away_from_its_mean():
+    # retrain's apply_sepa_amplification: exec tokens (1 + lam) h - lam * mean_exec.
+    # h = [1, 2, 3 | planning 6], lam 0.5, exec mean 2 -> [0.5, 2, 3.5, 6]
+    h = t([[1.0, 2.0, 3.0, 6.0, 9.0]])
+    plan = torch.tensor([[False, False, False, True, False]])
+    mask = torch.tensor([[True, True, True, True, False]])
+    torch.testing.assert_close(R.sepa_amplify(h, plan, mask, lam=0.5), t([[0.5, 2.0, 3.5, 6.0, 0.0]]))
+    # lam 1: 2h - 2 = [0, 2, 4]; clamped variant floors the negative one
+    low = t([[0.2, 2.0, 3.8, 6.0, 0.0]])
+    torch.testing.assert_close(R.sepa_amplify(low, plan, mask, lam=1.0), t([[-1.6, 2.0, 5.6, 6.0, 0.0]]))
+    torch.testing.assert_close(R.sepa_amplify_clamped(low, plan, mask, lam=1.0), t([[0.0, 2.0, 5.6, 6.0, 0.0]]))
+    assert registry.get_advantage_transform("sepa_amp") is R.sepa_amplify
+
+
+@pytest.mark.parametrize("mode, transform", [("gtpo_sepa_amp", "sepa_amp"), ("gtpo_sepa_amp_c", "sepa_amp_c")])
+def test_compose_runs_retrains_sepa_amplification_modes(mode, transform):
+    rewards, groups = t([1.0, 0.0, 0.0, 1.0]), torch.tensor([0, 0, 0, 0])
+    logprobs = -t([[0.1, 2.0, 0.5], [1.0, 0.01, 3.0], [0.2, 0.2, 0.2], [4.0, 0.3, 0.1]])
+    mask = torch.ones(4, 3, dtype=torch.bool)
+    plan = torch.tensor([[True, False, False]] * 4)
+    out = R.compose_advantages(
+        rewards, groups, mask, config={"transform_mode": mode}, logprobs=logprobs, planning_mask=plan, sepa_lambda=0.8
+    )
+    h = R.token_uncertainty("surprisal", logprobs=logprobs)
+    shaped = registry.get_advantage_transform(transform)(h, plan, mask, lam=0.8)
+    expected = R.gtpo_weighting(R.retrain_grpo_advantages(rewards, groups), shaped, mask)
+    torch.testing.assert_close(out.token_advantages, expected)
+    assert out.telemetry["sepa_lambda"].item() == pytest.approx(0.8)
 
 
 def test_compose_maxrl_gtpo_hicra_by_hand():
@@ -575,7 +608,7 @@ def pad(rows, fill, dtype):
 COMPOSE_CASES = st.tuples(
     st.sampled_from(["grpo", "maxrl"]),
     st.booleans(),
-    st.sampled_from(["none", "gtpo", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_hicra", "hicra"]),
+    st.sampled_from(["none", "gtpo", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_hicra", "hicra", "gtpo_sepa_amp", "gtpo_sepa_amp_c"]),
     st.sampled_from(["surprisal", "predictive_variance", "shannon_entropy"]),
     st.sampled_from([0.0, 0.1, 0.7]),
     st.sampled_from([0.0, 0.3, 1.0]),

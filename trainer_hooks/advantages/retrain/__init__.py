@@ -5,13 +5,14 @@ rewards into per-token advantages, and the one function that chains them::
 
     rewards [B] --advantage_mode--> A_i [B]                         grpo (retrain's) | maxrl | astar_po | dotted path
                 --uncertainty_kind--> H(t) [B, L]                   surprisal | predictive_variance | shannon_entropy
-                --sepa--> H_pooled(t)   (execution tokens pulled toward their mean, strength lambda)
+                --sepa--> H_pooled(t)   (execution tokens pulled toward their mean, strength lambda;
+                                         sepa_amp: pushed away from it, sepa_amp_c: and floored at 0)
                 --gtpo--> A_i * w(t),  w(t) = max(0, 1 + beta (H(t)/mean_i(H) - 1))
                 --hicra--> A(t) + alpha |A(t)| planning(t)
 
 ``compose_advantages`` runs that chain from names in a :class:`RetrainAdvantageConfig`;
 estimators and transforms are fetched from :mod:`trainer_hooks.registry` (``"retrain_grpo"``,
-``"maxrl"``; ``"gtpo"``, ``"sepa"``, ``"hicra"``). It also owns strategic-gram
+``"maxrl"``; ``"gtpo"``, ``"sepa"``, ``"sepa_amp"``, ``"sepa_amp_c"``, ``"hicra"``). It also owns strategic-gram
 planning-token detection (on token ids, or on decoded token text) and the SEPA lambda
 schedule (:class:`SEPAController`, the only state here).
 
@@ -39,7 +40,8 @@ Where sources disagree, the choice made here (each is a keyword you can flip)
 
 Modules (every public name is importable from this package)
     ``estimators``  grpo, retrain_grpo, maxrl (episode advantages), the group statistics.
-    ``uncertainty`` token uncertainty, GTPO weighting, HICRA amplification, SEPA pooling.
+    ``uncertainty`` token uncertainty, GTPO weighting, HICRA amplification, SEPA pooling
+                    and amplification.
     ``planning``    strategic grams -> planning-token masks.
     ``sepa``        :class:`SEPAController` (the lambda schedule).
     ``pipeline``    :class:`RetrainAdvantageConfig`, :func:`compose_advantages` (telemetry
@@ -57,6 +59,7 @@ from trainer_hooks.advantages.retrain.estimators import (
 )
 from trainer_hooks.advantages.retrain.pipeline import (
     RETRAIN_ADVANTAGE_MODES,
+    SEPA_STAGES,
     RetrainAdvantageConfig,
     RetrainAdvantages,
     compose_advantages,
@@ -77,6 +80,8 @@ from trainer_hooks.advantages.retrain.uncertainty import (
     entropy_from_logits,
     gtpo_weighting,
     hicra_amplify,
+    sepa_amplify,
+    sepa_amplify_clamped,
     sepa_pool,
     token_uncertainty,
 )
@@ -86,6 +91,7 @@ __all__ = [
     "DEFAULT_STRATEGIC_GRAMS",
     "MAX_UNCERTAINTY",
     "RETRAIN_ADVANTAGE_MODES",
+    "SEPA_STAGES",
     "RetrainAdvantageConfig",
     "RetrainAdvantages",
     "SEPAController",
@@ -103,6 +109,8 @@ __all__ = [
     "planning_mask_from_token_ids",
     "planning_mask_from_token_strs",
     "retrain_grpo_advantages",
+    "sepa_amplify",
+    "sepa_amplify_clamped",
     "sepa_pool",
     "token_uncertainty",
     "uniform_groups",

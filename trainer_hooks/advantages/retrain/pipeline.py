@@ -35,6 +35,7 @@ from trainer_hooks.registry import get_advantage_estimator, get_advantage_transf
 
 __all__ = [
     "RETRAIN_ADVANTAGE_MODES",
+    "SEPA_STAGES",
     "RetrainAdvantageConfig",
     "RetrainAdvantages",
     "compose_advantages",
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 _STAGES = ("sepa", "gtpo", "hicra")
+#: The SEPA variants (one at most): pool toward the mean, or amplify away from it.
+SEPA_STAGES = ("sepa", "sepa_amp", "sepa_amp_c")
 
 #: retrain's ``advantage_mode`` names whose registry entry has another name here (the
 #: registry's ``"grpo"`` is verl's GRPO, which divides by the group std).
@@ -51,21 +54,37 @@ RETRAIN_ADVANTAGE_MODES = {"grpo": "retrain_grpo"}
 def parse_transform_mode(mode: str) -> frozenset[str]:
     """Stages named by a retrain ``transform_mode``.
 
-    ``"none"``, ``"gtpo"``, ``"gtpo_hicra"``, ``"gtpo_sepa"`` (retrain's names) or any
-    ``_``/``+``/``,``-joined subset of ``{gtpo, sepa, hicra}``. The stages always run in
-    the order sepa -> gtpo -> hicra whatever the spelling. ``sepa`` needs ``gtpo`` (it
-    only reshapes the uncertainty GTPO consumes).
+    ``"none"``, ``"gtpo"``, ``"gtpo_hicra"``, ``"gtpo_sepa"``, ``"gtpo_sepa_amp"``,
+    ``"gtpo_sepa_amp_c"`` (retrain's names) or any ``_``/``+``/``,``-joined subset of
+    ``{gtpo, sepa, sepa_amp, sepa_amp_c, hicra}`` with at most one SEPA variant. The
+    stages always run in the order sepa -> gtpo -> hicra whatever the spelling. A SEPA
+    stage needs ``gtpo`` (it only reshapes the uncertainty GTPO consumes).
     """
     text = mode.strip().lower()
     if text in ("", "none"):
         return frozenset()
-    parts = frozenset(p for p in re.split(r"[_+,\s]+", text) if p)
-    unknown = parts - set(_STAGES)
+    words = [p for p in re.split(r"[_+,\s]+", text) if p]
+    parts: set[str] = set()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "sepa" and words[i + 1 : i + 2] == ["amp"]:
+            clamped = words[i + 2 : i + 3] == ["c"]
+            word, i = ("sepa_amp_c", i + 3) if clamped else ("sepa_amp", i + 2)
+        else:
+            i += 1
+        parts.add(word)
+    unknown = parts - set(_STAGES) - set(SEPA_STAGES)
     if unknown:
-        raise ValueError(f"unknown transform stage(s) {sorted(unknown)} in {mode!r}; known: gtpo, sepa, hicra")
-    if "sepa" in parts and "gtpo" not in parts:
-        raise ValueError(f"transform_mode {mode!r}: sepa pools the uncertainty that gtpo consumes; use 'gtpo_sepa'")
-    return parts
+        raise ValueError(
+            f"unknown transform stage(s) {sorted(unknown)} in {mode!r}; known: gtpo, sepa, sepa_amp, sepa_amp_c, hicra"
+        )
+    sepa = parts & set(SEPA_STAGES)
+    if len(sepa) > 1:
+        raise ValueError(f"transform_mode {mode!r} names more than one SEPA variant: {sorted(sepa)}")
+    if sepa and "gtpo" not in parts:
+        raise ValueError(f"transform_mode {mode!r}: sepa reshapes the uncertainty that gtpo consumes; use 'gtpo_sepa'")
+    return frozenset(parts)
 
 
 @dataclass(frozen=True)
@@ -178,7 +197,8 @@ def compose_advantages(
     if mask.dim() != 2 or mask.shape[0] != rewards.shape[0]:
         raise ValueError(f"response_mask must be [B, L] with B={rewards.shape[0]}, got {tuple(mask.shape)}")
     stages = parse_transform_mode(cfg.transform_mode)
-    if stages & {"sepa", "hicra"} and planning_mask is None:
+    sepa_stage = next(iter(stages & set(SEPA_STAGES)), None)
+    if (sepa_stage or "hicra" in stages) and planning_mask is None:
         raise ValueError(f"transform_mode {cfg.transform_mode!r} needs planning_mask=[B, L] bool")
 
     estimator = get_advantage_estimator(RETRAIN_ADVANTAGE_MODES.get(cfg.advantage_mode, cfg.advantage_mode))
@@ -207,8 +227,8 @@ def compose_advantages(
             "uncertainty_plan_var": plan_var,
         }
         uncertainty = raw
-        if "sepa" in stages:
-            uncertainty = get_advantage_transform("sepa")(raw, plan, mask, lam=sepa_lambda)
+        if sepa_stage is not None:
+            uncertainty = get_advantage_transform(sepa_stage)(raw, plan, mask, lam=sepa_lambda)
         telemetry["uncertainty_exec_var_post"] = _masked_mean_var(uncertainty.detach(), exec_tokens)[1]
         token_adv = get_advantage_transform("gtpo")(episode, uncertainty, mask, beta=cfg.gtpo_beta)
     else:
@@ -243,7 +263,7 @@ def compose_advantages(
         "token_adv_mean": masked_mean(token_adv.detach(), loss_mask),
         "token_adv_abs_mean": masked_mean(token_adv.detach().abs(), loss_mask),
         "sepa_lambda": torch.as_tensor(sepa_lambda, dtype=fdtype, device=mask.device).clamp(0.0, 1.0)
-        if "sepa" in stages
+        if sepa_stage is not None
         else torch.zeros((), dtype=fdtype, device=mask.device),
     }
     if planning is not None:
