@@ -379,3 +379,24 @@ def test_without_telemetry_same_loss_and_gradient():
         with_t.backward()
         without.backward()
         assert torch.equal(lp1.grad, lp2.grad)
+
+
+def test_a_per_sequence_advantage_is_an_error_not_a_row_broadcast():
+    # B == L == 4: adv[:, 0] of shape [4] would broadcast against [4, 4] as a row (token j of
+    # every sequence getting sequence j's advantage) without a word
+    b = policy_batch(3, B=4, L=4)
+    for name in ("ppo", "vanilla", "a2tgpo"):
+        with pytest.raises(ValueError, match=r"advantages must be \[B, L\] = \(4, 4\), got \(4,\); a per-sequence"):
+            registry.get_policy_loss(name)(b["old"], b["log_prob"], b["adv"][:, 0], b["mask"])
+    with pytest.raises(ValueError, match=r"clip_scale \(4, 3\) must match log_prob \(4, 4\)"):
+        ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], clip_scale=b["scale"][:, :3])
+    with pytest.raises(ValueError, match=r"old_log_prob must be \[B, L\], got \(4,\)"):
+        ppo_policy_loss(b["old"][:, 0], b["log_prob"], b["adv"], b["mask"])
+
+
+def test_rollout_is_weights_scale_the_token_loss_as_verl():
+    b = policy_batch(4, B=3, L=5)
+    plain, _ = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], "token-sum")
+    half, _ = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], "token-sum",
+                              rollout_is_weights=torch.full((3, 5), 0.5, dtype=F64))
+    assert half.item() == pytest.approx(plain.item() / 2, rel=1e-12)

@@ -557,6 +557,17 @@ def test_compose_grpo_is_retrains_and_verls_is_one_parameter_away():
     assert verl.episode_advantages[4].item() == pytest.approx(0.7 / (1 + 1e-6))
 
 
+def test_token_shapes_are_checked_not_broadcast():
+    square = torch.ones(3, 3, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"hicra_amplify: planning_mask \(3,\) must be|hicra_amplify: token_advantages"):
+        R.hicra_amplify(t([1.0, 2.0, 3.0]), square)
+    with pytest.raises(ValueError, match=r"gtpo_weighting: advantages must be \[B, L\] = \(3, 3\), got \(2,\)"):
+        R.gtpo_weighting(t([1.0, 2.0]), t([[1.0] * 3] * 3), square)
+    with pytest.raises(ValueError, match=r"compose_advantages: logprobs \(3, 2\) must match response_mask \(3, 3\)"):
+        R.compose_advantages(t([1.0, 0.0, 1.0]), torch.tensor([0, 0, 0]), square,
+                             config={"transform_mode": "gtpo"}, logprobs=t([[-1.0] * 2] * 3))
+
+
 def test_registry_serves_the_builtin_estimators_and_transforms():
     assert registry.get_advantage_estimator("grpo") is R.grpo_advantages
     assert registry.get_advantage_estimator("retrain_grpo") is R.retrain_grpo_advantages

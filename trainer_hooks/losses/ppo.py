@@ -65,6 +65,7 @@ from torch import Tensor
 
 from trainer_hooks.losses.aggregation import agg_loss, agg_options
 from trainer_hooks.ops.segments import TurnIndex, compute_dtype, turn_index, turn_reduce
+from trainer_hooks.ops.shapes import check_token_shapes, token_advantages
 from trainer_hooks.ops.stats import clip_scale_entries, clip_scale_stats, masked_moments
 from trainer_hooks.registry import register_policy_loss
 
@@ -243,6 +244,7 @@ def ppo_policy_loss(
     ig: Tensor | None = None,
     ig_mask: Tensor | None = None,
     with_telemetry: bool = True,
+    rollout_is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped policy loss (verl ``vanilla`` + per-token clip scale + turn-level ratio).
 
@@ -266,6 +268,12 @@ def ppo_policy_loss(
         ig, ig_mask: optional per-turn IG ``[B, T]`` and mask, for ``ig_mean`` / ``ig_std``.
         with_telemetry: compute the telemetry dict (default); ``False`` returns ``{}`` and
             skips its cost.
+        rollout_is_weights: optional ``[B, L]`` weights multiplying the per-token loss
+            before aggregation (verl's rollout correction).
+
+    Raises:
+        ValueError: a tensor that is not ``[B, L]`` like ``log_prob`` (a ``[B]``
+            advantage included: it would broadcast as a row when ``B == L``).
 
     Returns:
         ``(loss, telemetry)``: 0-dim loss (float32 for half inputs) and the flat dict.
@@ -274,11 +282,15 @@ def ppo_policy_loss(
         raise ValueError(f"ratio_level must be 'token' or 'turn', got {ratio_level!r}")
     if ratio_level == "turn" and turn_ids is None:
         raise ValueError("ratio_level='turn' needs turn_ids [B, L]")
+    check_token_shapes(
+        "ppo_policy_loss", log_prob=log_prob, old_log_prob=old_log_prob, response_mask=response_mask,
+        clip_scale=clip_scale, turn_ids=turn_ids, rollout_is_weights=rollout_is_weights,
+    )
     low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high
     dt = compute_dtype(log_prob)
     lp = log_prob.to(dt)
-    adv = advantages.to(dt)
+    adv = token_advantages("ppo_policy_loss", advantages, log_prob).to(dt)
     mask = response_mask.to(torch.bool)
     log_ratio = torch.clamp(lp - old_log_prob.to(dt), min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
     scale = None if clip_scale is None else clip_scale.to(dt)
@@ -307,6 +319,8 @@ def ppo_policy_loss(
         clip_scale=scale,
         with_maps=with_telemetry,
     )
+    if rollout_is_weights is not None:
+        loss_mat = loss_mat * rollout_is_weights.to(dt)
     loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
     if not with_telemetry:
         return loss, {}

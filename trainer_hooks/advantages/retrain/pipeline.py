@@ -31,6 +31,7 @@ from trainer_hooks.advantages.retrain.estimators import CORRECT_THRESHOLD, group
 from trainer_hooks.advantages.retrain.uncertainty import token_uncertainty
 from trainer_hooks.ops.masked import masked_mean, masked_var
 from trainer_hooks.ops.segments import to_compute_dtype
+from trainer_hooks.ops.shapes import check_token_shapes
 from trainer_hooks.registry import get_advantage_estimator, get_advantage_transform
 
 __all__ = [
@@ -196,6 +197,9 @@ def compose_advantages(
     mask = response_mask.bool()
     if mask.dim() != 2 or mask.shape[0] != rewards.shape[0]:
         raise ValueError(f"response_mask must be [B, L] with B={rewards.shape[0]}, got {tuple(mask.shape)}")
+    check_token_shapes(
+        "compose_advantages", response_mask=mask, logprobs=logprobs, entropy=entropy, planning_mask=planning_mask
+    )
     stages = parse_transform_mode(cfg.transform_mode)
     sepa_stage = next(iter(stages & set(SEPA_STAGES)), None)
     if (sepa_stage or "hicra" in stages) and planning_mask is None:

@@ -19,6 +19,7 @@ from torch import Tensor
 from trainer_hooks.ops.distributions import categorical_entropy
 from trainer_hooks.ops.masked import masked_mean
 from trainer_hooks.ops.segments import to_compute_dtype
+from trainer_hooks.ops.shapes import check_token_shapes, token_advantages
 from trainer_hooks.registry import register_advantage_transform
 
 __all__ = [
@@ -132,9 +133,9 @@ def gtpo_weighting(
     Returns:
         ``[B, L]`` token advantages, 0 outside ``response_mask``.
     """
+    check_token_shapes("gtpo_weighting", uncertainty=uncertainty, response_mask=response_mask)
     mask = response_mask.bool()
-    adv = to_compute_dtype(advantages)
-    adv = adv[:, None] if adv.dim() == 1 else adv
+    adv = token_advantages("gtpo_weighting", to_compute_dtype(advantages), mask, per_sequence=True)
     h = torch.where(mask, to_compute_dtype(uncertainty).clamp(max=MAX_UNCERTAINTY), torch.zeros_like(adv))
     mean_h = masked_mean(h, mask, dim=-1)
     uniform = mean_h < 1e-7
@@ -162,6 +163,7 @@ def hicra_amplify(
     Returns:
         ``[B, L]``; positions where ``token_advantages`` is 0 stay 0.
     """
+    check_token_shapes("hicra_amplify", token_advantages=token_advantages, planning_mask=planning_mask)
     adv = to_compute_dtype(token_advantages)
     return adv + alpha * adv.abs() * planning_mask.to(adv.dtype)
 
@@ -188,6 +190,7 @@ def sepa_pool(
     Returns:
         ``[B, L]`` pooled uncertainty, 0 outside ``response_mask``.
     """
+    check_token_shapes("sepa_pool", uncertainty=uncertainty, planning_mask=planning_mask, response_mask=response_mask)
     mask = response_mask.bool()
     h = to_compute_dtype(uncertainty).clamp(max=MAX_UNCERTAINTY)
     h = torch.where(mask, h, torch.zeros_like(h))
@@ -222,6 +225,7 @@ def sepa_amplify(
     Returns:
         ``[B, L]``, 0 outside ``response_mask``.
     """
+    check_token_shapes("sepa_amplify", uncertainty=uncertainty, planning_mask=planning_mask, response_mask=response_mask)
     mask = response_mask.bool()
     h = to_compute_dtype(uncertainty).clamp(max=MAX_UNCERTAINTY)
     h = torch.where(mask, h, torch.zeros_like(h))
