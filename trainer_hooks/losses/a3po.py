@@ -139,7 +139,12 @@ REJECTION_LEVELS = ("token", "sequence")
 REJECTION_AGGS = ("mean", "sum", "max")
 
 _DECOUPLED_DEFAULTS: dict[str, Any] = {"behav_weight": "always", "log_ratio_clamp": LOG_RATIO_CLAMP}
-_DECOUPLED_PRESETS: dict[str, dict[str, Any]] = {"areal": {"behav_weight": "with_rejection", "log_ratio_clamp": None}}
+_DECOUPLED_PRESETS: dict[str, dict[str, Any]] = {
+    "areal": {"behav_weight": "with_rejection", "log_ratio_clamp": None},
+    # verl has no decoupled loss; these only pick agg_loss's seq-mean-token-sum-norm
+    "verl": {},
+    "verl-0.9.1": {},
+}
 
 
 def behaviour_weight(
@@ -307,7 +312,7 @@ def decoupled_ppo_loss(
         loss_mat = behav_w * loss_mat
     else:
         behav_w, touched = torch.where(mask, torch.ones_like(prox), zero), torch.zeros_like(mask)
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor, compat))
 
     telemetry = policy_telemetry(
         loss=loss,
@@ -383,8 +388,10 @@ def a3po_policy_loss(
     Returns:
         ``(loss, telemetry)``: 0-dim loss (float32 for half inputs) and the flat dict.
     """
-    fresh = resolve_options("a3po_policy_loss", compat, {"areal": {"fresh_alpha": 1.0}}, {"fresh_alpha": 0.0},
-                            {"fresh_alpha": fresh_alpha})["fresh_alpha"]
+    fresh = resolve_options(
+        "a3po_policy_loss", compat, {"areal": {"fresh_alpha": 1.0}, "verl": {}, "verl-0.9.1": {}},
+        {"fresh_alpha": 0.0}, {"fresh_alpha": fresh_alpha},
+    )["fresh_alpha"]
     dt = compute_dtype(log_prob)
     mask = response_mask.to(torch.bool)
     versions = _versions_like(behaviour_versions, log_prob)

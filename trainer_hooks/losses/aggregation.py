@@ -60,7 +60,9 @@ from trainer_hooks.compat import resolve_options
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum")
 SEQ_SUM_NORMS = ("batch", "rows")
 
-_PRESETS = {"verl": {"seq_sum_norm": "batch"}, "verl-0.9.1": {"seq_sum_norm": "rows"}}
+# retrain and AReaL aggregate with token-mean only (no seq-mean-token-sum-norm): no-ops, so a
+# loss can pass its compat= through.
+_PRESETS = {"verl": {"seq_sum_norm": "batch"}, "verl-0.9.1": {"seq_sum_norm": "rows"}, "retrain": {}, "areal": {}}
 
 
 def agg_loss(
@@ -89,7 +91,7 @@ def agg_loss(
         seq_sum_norm: ``"batch"`` (default, verl b178a3cd) or ``"rows"`` (verl 0.9.1); see
             the module docstring.
         compat: ``"verl"`` or ``"verl-0.9.1"`` selects ``seq_sum_norm`` (see
-            :mod:`trainer_hooks.compat`).
+            :mod:`trainer_hooks.compat`); ``"retrain"`` / ``"areal"`` change nothing here.
 
     Raises:
         ValueError: an unknown mode or ``seq_sum_norm``, mismatched shapes, or
@@ -152,8 +154,11 @@ def _seq_mean(
 _GLOBAL_BATCH_KEYS = ("dp_size", "batch_num_tokens", "global_batch_size", "loss_scale_factor")
 
 
-def agg_options(global_batch: Mapping[str, Any] | None, loss_scale_factor: float | None = None) -> dict[str, Any]:
-    """:func:`agg_loss` keyword arguments from a loss's ``global_batch`` and ``loss_scale_factor``.
+def agg_options(
+    global_batch: Mapping[str, Any] | None, loss_scale_factor: float | None = None, compat: str | None = None
+) -> dict[str, Any]:
+    """:func:`agg_loss` keyword arguments from a loss's ``global_batch``, ``loss_scale_factor``
+    and ``compat`` (passed through: it picks ``seq-mean-token-sum-norm``'s verl version).
 
     ``global_batch`` is verl's ``config.global_batch_info`` dict as the actor fills it
     (``dp_size``, ``batch_num_tokens``, ``global_batch_size``, optionally
@@ -170,4 +175,6 @@ def agg_options(global_batch: Mapping[str, Any] | None, loss_scale_factor: float
         options.update({k: v for k, v in global_batch.items() if v is not None})
     if loss_scale_factor is not None:
         options["loss_scale_factor"] = loss_scale_factor
+    if compat is not None:
+        options["compat"] = compat
     return options

@@ -91,6 +91,7 @@ def gspo_token_policy_loss(
     global_batch: Mapping[str, Any] | None = None,
     clip_beta: float = 0.3,
     rollout_is_weights: Tensor | None = None,
+    compat: str | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GSPO-token loss.
 
@@ -105,6 +106,7 @@ def gspo_token_policy_loss(
             ``global_batch_size``): normalise over the global batch (see :func:`agg_loss`).
         clip_beta: amplitude for the ``clip_scale_frac_*`` telemetry.
         rollout_is_weights: optional ``[B, L]`` per-token weights of the loss (verl's).
+        compat: passed to :func:`agg_loss` (which verl's ``seq-mean-token-sum-norm``).
 
     Returns:
         ``(loss, telemetry)``.
@@ -126,7 +128,7 @@ def gspo_token_policy_loss(
     )
     if rollout_is_weights is not None:
         loss_mat = loss_mat * rollout_is_weights.to(dt)
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor, compat))
     telemetry = policy_telemetry(
         loss=loss, ratio=ratio, log_ratio=lp - old, mask=mask, maps=maps, clip_scale=clip_scale, clip_beta=clip_beta
     )
@@ -174,6 +176,7 @@ def gspo_policy_loss(
         loss_agg_mode if honour else "seq-mean-token-mean",
         clip_ratio_low=clip_ratio if clip_ratio_low is None else clip_ratio_low,
         clip_ratio_high=clip_ratio if clip_ratio_high is None else clip_ratio_high,
+        compat=compat,
         **kwargs,
     )
 
@@ -193,6 +196,7 @@ def gspo_sequence_policy_loss(
     loss_scale_factor: float | None = None,
     global_batch: Mapping[str, Any] | None = None,
     clip_beta: float = 0.3,
+    compat: str | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The paper's sequence-level GSPO loss (registered as ``"gspo_seq"``); arguments and
     defaults as :func:`gspo_token_policy_loss`.
@@ -201,6 +205,8 @@ def gspo_sequence_policy_loss(
     row's advantages, ``s_i`` differentiated through all its tokens) is written on every
     masked token of the row, then aggregated with ``loss_agg_mode``; telemetry fractions
     are over tokens (each token inherits its sequence's clip state).
+
+    ``compat`` is passed to :func:`agg_loss` (which verl's ``seq-mean-token-sum-norm``).
     """
     check_token_shapes(
         "gspo_sequence_policy_loss", old_log_prob=old_log_prob, log_prob=log_prob, response_mask=response_mask,
@@ -221,7 +227,7 @@ def gspo_sequence_policy_loss(
         clip_scale=seq_scale,
     )
     loss_mat = seq_loss.expand_as(lp)
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor, compat))
     maps = {k: v.expand_as(mask) for k, v in seq_maps.items()}
     telemetry = policy_telemetry(
         loss=loss, ratio=seq_ratio.expand_as(lp), log_ratio=lp - old, mask=mask, maps=maps,

@@ -245,6 +245,7 @@ def ppo_policy_loss(
     ig_mask: Tensor | None = None,
     with_telemetry: bool = True,
     rollout_is_weights: Tensor | None = None,
+    compat: str | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped policy loss (verl ``vanilla`` + per-token clip scale + turn-level ratio).
 
@@ -270,6 +271,8 @@ def ppo_policy_loss(
             skips its cost.
         rollout_is_weights: optional ``[B, L]`` weights multiplying the per-token loss
             before aggregation (verl's rollout correction).
+        compat: ``"verl"`` (b178a3cd, the default) or ``"verl-0.9.1"``: which verl's
+            ``seq-mean-token-sum-norm`` (see :func:`agg_loss`); the loss is otherwise the same.
 
     Raises:
         ValueError: a tensor that is not ``[B, L]`` like ``log_prob`` (a ``[B]``
@@ -321,7 +324,7 @@ def ppo_policy_loss(
     )
     if rollout_is_weights is not None:
         loss_mat = loss_mat * rollout_is_weights.to(dt)
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor, compat))
     if not with_telemetry:
         return loss, {}
     telemetry = policy_telemetry(
