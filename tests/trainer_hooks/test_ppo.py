@@ -400,3 +400,15 @@ def test_rollout_is_weights_scale_the_token_loss_as_verl():
     half, _ = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], "token-sum",
                               rollout_is_weights=torch.full((3, 5), 0.5, dtype=F64))
     assert half.item() == pytest.approx(plain.item() / 2, rel=1e-12)
+
+
+def test_basic_telemetry_is_the_full_telemetrys_verl_subset():
+    b = policy_batch(5, B=5, L=7, spread=0.6)
+    loss, full = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"])
+    same, basic = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], with_telemetry="basic")
+    assert set(basic) == {"pg_loss", "clipfrac_low", "clipfrac_high", "clipfrac_dual", "approx_kl"}
+    for key in basic:
+        torch.testing.assert_close(basic[key], full[key], rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(same, loss)
+    with pytest.raises(ValueError, match="with_telemetry must be True, False or 'basic'"):
+        ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], with_telemetry="some")

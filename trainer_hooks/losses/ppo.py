@@ -50,6 +50,9 @@ Telemetry (flat ``dict[str, Tensor]``, 0-dim, detached):
 
 ``with_telemetry=False`` skips all of it (returns ``{}``): the adaptive clip itself costs
 about what the plain clipped loss costs, the statistics add passes over ``[B, L]``.
+``with_telemetry="basic"`` computes only ``pg_loss``, ``clipfrac_low/high/dual`` and
+``approx_kl`` (what verl reports as ``pg_clipfrac``, ``pg_clipfrac_lower``, ``ppo_kl``)
+in two reductions.
 
 Dtypes: bf16/fp16 inputs are computed in float32 and the loss is returned in float32
 (the optimizer's loss scale wants it); float64 stays float64 (gradcheck).
@@ -72,6 +75,7 @@ from trainer_hooks.registry import register_policy_loss
 __all__ = [
     "LOG_RATIO_CLAMP",
     "a2tgpo_policy_loss",
+    "basic_policy_telemetry",
     "clipped_surrogate",
     "policy_telemetry",
     "ppo_policy_loss",
@@ -222,6 +226,25 @@ def policy_telemetry(
         return out
 
 
+def basic_policy_telemetry(
+    loss: Tensor, log_ratio: Tensor, mask: Tensor, maps: dict[str, Tensor]
+) -> dict[str, Tensor]:
+    """``pg_loss``, ``clipfrac_low/high/dual`` and ``approx_kl`` alone (``[B, L]`` inputs):
+    the clip counts in one reduction of the stacked maps, the KL in another."""
+    with torch.no_grad():
+        m = mask.to(torch.bool)
+        n = m.sum().to(log_ratio.dtype).clamp_min(1.0)
+        counts = (torch.stack([maps["clip_low"], maps["clip_high"], maps["dual"]]) & m).sum((1, 2)).to(log_ratio.dtype)
+        fractions = counts / n
+        return {
+            "pg_loss": loss.detach(),
+            "clipfrac_low": fractions[0],
+            "clipfrac_high": fractions[1],
+            "clipfrac_dual": fractions[2],
+            "approx_kl": -torch.where(m, log_ratio.detach(), 0.0).sum() / n,
+        }
+
+
 @register_policy_loss("vanilla")
 @register_policy_loss("ppo")
 def ppo_policy_loss(
@@ -243,7 +266,7 @@ def ppo_policy_loss(
     clip_beta: float = 0.3,
     ig: Tensor | None = None,
     ig_mask: Tensor | None = None,
-    with_telemetry: bool = True,
+    with_telemetry: bool | str = True,
     rollout_is_weights: Tensor | None = None,
     compat: str | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -267,8 +290,8 @@ def ppo_policy_loss(
             ``global_batch_size``): normalise over the global batch (see :func:`agg_loss`).
         clip_beta: amplitude used to define "at bound" in the telemetry (default 0.3).
         ig, ig_mask: optional per-turn IG ``[B, T]`` and mask, for ``ig_mean`` / ``ig_std``.
-        with_telemetry: compute the telemetry dict (default); ``False`` returns ``{}`` and
-            skips its cost.
+        with_telemetry: compute the telemetry dict (default); ``"basic"`` only the clip
+            fractions and ``approx_kl``; ``False`` returns ``{}`` and skips its cost.
         rollout_is_weights: optional ``[B, L]`` weights multiplying the per-token loss
             before aggregation (verl's rollout correction).
         compat: ``"verl"`` (b178a3cd, the default) or ``"verl-0.9.1"``: which verl's
@@ -302,7 +325,9 @@ def ppo_policy_loss(
     # the clip scale (per-turn telemetry).
     turn_scale = turn_count = None
     used = log_ratio
-    pool_scale = with_telemetry and scale is not None and turn_ids is not None
+    if with_telemetry not in (True, False, "basic"):
+        raise ValueError(f"with_telemetry must be True, False or 'basic', got {with_telemetry!r}")
+    pool_scale = with_telemetry is True and scale is not None and turn_ids is not None
     if ratio_level == "turn" or pool_scale:
         index = turn_index(turn_ids, _num_turns(turn_ids), mask)
         columns = ([log_ratio.detach()] if ratio_level == "turn" else []) + ([scale] if pool_scale else [])
@@ -320,13 +345,15 @@ def ppo_policy_loss(
         clip_ratio_high=high,
         clip_ratio_c=clip_ratio_c,
         clip_scale=scale,
-        with_maps=with_telemetry,
+        with_maps=bool(with_telemetry),
     )
     if rollout_is_weights is not None:
         loss_mat = loss_mat * rollout_is_weights.to(dt)
     loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor, compat))
     if not with_telemetry:
         return loss, {}
+    if with_telemetry == "basic":
+        return loss, basic_policy_telemetry(loss, log_ratio, mask, maps)
     telemetry = policy_telemetry(
         loss=loss,
         ratio=ratio,
