@@ -65,12 +65,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from trainer_hooks.advantages.a2tgpo import compute_a2tgpo_advantages
-from trainer_hooks.advantages.retrain import compose_advantages, grpo_advantages
+from trainer_hooks.advantages.retrain import compose_advantages, grpo_dense
 from trainer_hooks.allocator import (
     SmallGainKLAllocator,
     apply_allocation,
@@ -83,6 +84,7 @@ from trainer_hooks.losses.a3po import a3po_policy_loss
 from trainer_hooks.losses.astar_po import astar_po_advantages, astar_po_loss
 from trainer_hooks.losses.gspo import gspo_token_policy_loss
 from trainer_hooks.losses.ppo import a2tgpo_policy_loss, ppo_policy_loss
+from trainer_hooks.ops.segments import dense_index
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -303,20 +305,27 @@ def astar_po_loss_verl(
 # ---------------------------------------------------------------------------------------
 
 
-def _group_ids(index: Any, rows: int, device: torch.device) -> Tensor:
-    """verl's ``index`` (uids: numpy array of str / int, or a tensor) as dense ``[B]`` int64."""
+def _group_ids(index: Any, rows: int, device: torch.device) -> tuple[Tensor, int]:
+    """verl's ``index`` (uids: numpy array of str / int, or a tensor) numbered densely:
+    ``([B] int64 in 0 .. G - 1, G)``, in first-seen order."""
     if index is None:
         raise ValueError("index (verl's per-row uid, the GRPO group) is required")
     if isinstance(index, Tensor):
-        ids = index.to(device=device, dtype=torch.long)
+        ids, groups = dense_index(index.to(device=device, dtype=torch.long).reshape(-1))
     else:
-        # First-seen numbering in a dict: half the time of np.unique's sort of an object array.
-        seen: dict[Any, int] = {}
-        values = index.tolist() if hasattr(index, "tolist") else list(index)
-        ids = torch.tensor([seen.setdefault(u, len(seen)) for u in values], dtype=torch.long, device=device)
+        try:  # verl depends on pandas; its hash factorize is 4x np.unique's sort of strings
+            import pandas as pd
+
+            codes, uniques = pd.factorize(np.asarray(index, dtype=object).reshape(-1), sort=False)
+            ids, groups = torch.from_numpy(codes.astype(np.int64, copy=False)).to(device), len(uniques)
+        except ImportError:
+            seen: dict[Any, int] = {}
+            ids = torch.tensor([seen.setdefault(u, len(seen)) for u in np.asarray(index).reshape(-1).tolist()],
+                               dtype=torch.long, device=device)
+            groups = len(seen)
     if ids.shape != (rows,):
         raise ValueError(f"index must hold one uid per row ({rows}), got shape {tuple(ids.shape)}")
-    return ids
+    return ids, groups
 
 
 def _token_rewards(token_level_rewards: Tensor, response_mask: Tensor, function: str) -> Tensor:
@@ -355,8 +364,8 @@ def grpo_outcome_advantage(
         by_std = bool(_get(config, "norm_adv_by_std_in_grpo", True))
     with torch.no_grad():
         scores = rewards.sum(dim=-1)
-        groups = _group_ids(index, scores.shape[0], scores.device)
-        adv = grpo_advantages(scores, groups, normalize_by_std=by_std, eps=epsilon, compat="verl").to(scores.dtype)
+        ids, groups = _group_ids(index, scores.shape[0], scores.device)
+        adv = grpo_dense(scores, ids, groups, normalize_by_std=by_std, eps=epsilon, compat="verl").to(scores.dtype)
         out = adv.unsqueeze(-1) * response_mask
     return out, out
 
@@ -370,7 +379,7 @@ def retrain_advantage(
     with torch.no_grad():
         scores = rewards.sum(dim=-1)
         out = compose_advantages(
-            scores, _group_ids(index, scores.shape[0], scores.device), mask,
+            scores, _group_ids(index, scores.shape[0], scores.device)[0], mask,
             config=_OPTIONS.get("ledger_retrain") or None, logprobs=kwargs.get("old_log_probs"),
         )
         adv = torch.where(out.loss_mask, out.token_advantages, 0.0).to(rewards.dtype)
@@ -384,7 +393,7 @@ def astar_po_advantage(
     rewards = _token_rewards(token_level_rewards, response_mask, "ledger_astar_po")
     with torch.no_grad():
         scores = rewards.sum(dim=-1)
-        adv = astar_po_advantages(scores, _group_ids(index, scores.shape[0], scores.device),
+        adv = astar_po_advantages(scores, _group_ids(index, scores.shape[0], scores.device)[0],
                                   **_OPTIONS.get("ledger_astar_po_advantage", {}))
         out = adv.to(scores.dtype).unsqueeze(-1) * response_mask
     return out, out
@@ -417,7 +426,7 @@ def a2tgpo_advantage(
         n_ig = (turns - 1).clamp_min(0)
         ig_mask = torch.arange(width, device=rewards.device) < n_ig.unsqueeze(1)
         outcome = per_turn.gather(1, n_ig.unsqueeze(1)).squeeze(1)
-        groups = _group_ids(index, rows, rewards.device)
+        groups = _group_ids(index, rows, rewards.device)[0]
         result = compute_a2tgpo_advantages(
             outcome, groups, torch.where(ig_mask, per_turn[:, :width], 0.0), ig_mask, turn_ids, response_mask,
             **{"with_telemetry": False, **_OPTIONS.get("ledger_a2tgpo_advantage", {})},

@@ -53,6 +53,7 @@ from __future__ import annotations
 from trainer_hooks.advantages.retrain.estimators import (
     CORRECT_THRESHOLD,
     grpo_advantages,
+    grpo_dense,
     maxrl_advantages,
     retrain_grpo_advantages,
     uniform_groups,
@@ -100,6 +101,7 @@ __all__ = [
     "encode_strategic_grams",
     "entropy_from_logits",
     "grpo_advantages",
+    "grpo_dense",
     "gtpo_weighting",
     "hicra_amplify",
     "maxrl_advantages",

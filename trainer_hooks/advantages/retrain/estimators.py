@@ -41,6 +41,7 @@ __all__ = [
     "CORRECT_THRESHOLD",
     "group_reward_stats",
     "grpo_advantages",
+    "grpo_dense",
     "maxrl_advantages",
     "retrain_grpo_advantages",
     "uniform_groups",
@@ -125,6 +126,28 @@ def grpo_advantages(
         ``[B]`` advantages; exactly 0 for every member of a group of two or more equal
         rewards.
     """
+    r = _check_rewards(rewards, group_ids)
+    index, num_groups = dense_index(group_ids)
+    return grpo_dense(
+        r, index, num_groups, normalize_by_std=normalize_by_std, single_completion=single_completion, eps=eps,
+        var_eps=var_eps, compat=compat,
+    )
+
+
+def grpo_dense(
+    rewards: Tensor,
+    index: Tensor,
+    num_groups: int,
+    *,
+    normalize_by_std: bool | None = None,
+    single_completion: str | None = None,
+    eps: float = 1e-6,
+    var_eps: float | None = None,
+    compat: str | None = None,
+) -> Tensor:
+    """:func:`grpo_advantages` on groups already numbered ``0 .. num_groups - 1``
+    (``index: [B]`` int64, e.g. from :func:`~trainer_hooks.ops.segments.dense_index`), for
+    callers that have the dense numbering anyway. Options as :func:`grpo_advantages`."""
     opts = resolve_options(
         "grpo_advantages",
         compat,
@@ -134,18 +157,10 @@ def grpo_advantages(
     )
     if opts["single_completion"] not in SINGLE_COMPLETION_RULES:
         raise ValueError(f"single_completion must be one of {SINGLE_COMPLETION_RULES}, got {opts['single_completion']!r}")
-    r = _check_rewards(rewards, group_ids)
-    index, num_groups = dense_index(group_ids)
-    everyone = torch.ones_like(r, dtype=torch.bool)
-    by_std = bool(opts["normalize_by_std"])
-    adv = segment_normalize(
-        r, index, num_groups, everyone, use_std=by_std, eps=eps, unbiased=True, var_eps=float(opts["var_eps"])
+    return segment_normalize(
+        to_compute_dtype(rewards), index, num_groups, None, use_std=bool(opts["normalize_by_std"]), eps=eps,
+        unbiased=True, var_eps=float(opts["var_eps"]), single=opts["single_completion"],
     )
-    if opts["single_completion"] == "zero":
-        return adv
-    count = r.new_zeros(num_groups).index_add_(0, index, torch.ones_like(r.detach()))
-    single = count.index_select(0, index) == 1
-    return torch.where(single, r / (1.0 + eps) if by_std else r, adv)
 
 
 @register_advantage_estimator("retrain_grpo")
