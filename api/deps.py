@@ -21,6 +21,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.schemas import Text
 from lineage.auth import Role, TokenRecord, Unauthorized, check_access
+from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY
 from lineage.service import Ledger
 
 T = TypeVar("T")
@@ -119,7 +120,7 @@ ProjectSlug = Annotated[Text, Path(description="Project slug")]
 ExpId = Annotated[Text, Path(description="Trial exp_id")]
 IdempotencyKey = Annotated[
     str | None,
-    Header(alias="Idempotency-Key", max_length=255, pattern=r"^[!-~]+$",
+    Header(alias="Idempotency-Key", max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN,
            description="Client's key for this write: a retry with the same key never writes twice"),
 ]
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]

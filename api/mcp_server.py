@@ -74,12 +74,7 @@ def build_server(ledger: Ledger) -> MCPServer:
         and the recent trials as a JSON document."""
         if format == "json":
             found, data = ledger.knowledge_data(project, recent_n=recent_n)
-            return json.dumps({
-                "project": found.slug, "revision": found.revision, "metric_name": found.metric_name,
-                "lower_is_better": found.lower_is_better,
-                "best": data.best.to_dict() if data.best else None,
-                "chain": [t.to_dict() for t in data.chain], "recent": [t.to_dict() for t in data.recent],
-            }, ensure_ascii=False)
+            return json.dumps(data.to_dict(found), ensure_ascii=False)
         return ledger.knowledge_document(project, recent_n=recent_n, last_m=last_m)[1]
 
     @server.tool()
@@ -104,8 +99,7 @@ def build_server(ledger: Ledger) -> MCPServer:
             status=status, specialist=specialist, domain=domain, parent=parent, metric_min=metric_min,
             metric_max=metric_max, text_query=q,
         )
-        return {"items": [t.to_dict() for t in query.page.trials], "next_cursor": query.next_cursor,
-                "total": query.page.total}
+        return query.to_dict()
 
     @server.tool()
     @_ledger_errors
@@ -120,9 +114,7 @@ def build_server(ledger: Ledger) -> MCPServer:
         hypothesis, parent_exp, ...); omit exp_id to get the next number. Same exp_id or
         idempotency_key with the same fields: the stored trial (created=false)."""
         result = ledger.record_trial(project, trial, idempotency_key=idempotency_key, similar_prior=True)
-        return {"trial": result.trial.to_dict(), "created": result.created, "is_new_best": result.is_new_best,
-                "best_before": result.best_before.exp_id if result.best_before else None,
-                "similar_prior": [similar.to_dict() for similar in result.similar_prior]}
+        return result.to_dict()
 
     @server.tool()
     @_ledger_errors

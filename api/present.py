@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import Request
@@ -22,9 +22,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from api import schemas
 from api.problems import problem
-from lineage.domain import TRIAL_FIELD_NAMES, Project, Trial
+from lineage.domain import Project
 from lineage.errors import InvalidInput
-from lineage.formats.fieldkit import write_trials
+from lineage.formats.fieldkit import iter_tsv, write_trials
 from lineage.service import Ledger, RecordResult, default_prompt_template
 
 TSV = "text/tab-separated-values; charset=utf-8"
@@ -40,25 +40,8 @@ def project_json(project: Project) -> dict[str, Any]:
     return out
 
 
-_TRIAL_FIELDS = tuple(name for name in TRIAL_FIELD_NAMES)
-
-
-def trial_json(trial: Trial) -> dict[str, Any]:
-    """``Trial.to_dict()``, without its per-call field introspection (every response has one)."""
-    out = {name: getattr(trial, name) for name in _TRIAL_FIELDS}
-    out["status"] = trial.status.value
-    out["extra"] = dict(trial.extra)
-    return out
-
-
 def record_json(result: RecordResult) -> dict[str, Any]:
-    return {
-        "trial": trial_json(result.trial),
-        "created": result.created,
-        "is_new_best": result.is_new_best,
-        "best_before": result.best_before.exp_id if result.best_before is not None else None,
-        "similar_prior": [similar.to_dict() for similar in result.similar_prior],
-    }
+    return result.to_dict()
 
 
 def trial_url(request: Request, slug: str, exp_id: str) -> str:
@@ -145,12 +128,7 @@ def knowledge(request: Request, ledger: Ledger, slug: str, args: schemas.Knowled
     if args.format == "json":
         project, data = ledger.knowledge_data(slug, recent_n=args.recent_n)
         headers["ETag"] = etag(project.revision, *key)
-        return JSONResponse({
-            "project": project.slug, "revision": project.revision, "metric_name": project.metric_name,
-            "lower_is_better": project.lower_is_better,
-            "best": trial_json(data.best) if data.best is not None else None,
-            "chain": [trial_json(t) for t in data.chain], "recent": [trial_json(t) for t in data.recent],
-        }, headers=headers)
+        return JSONResponse(data.to_dict(project), headers=headers)
     project, text = ledger.knowledge_document(slug, recent_n=args.recent_n, last_m=args.last_m)
     headers["ETag"] = etag(project.revision, *key)
     return Response(text.encode("utf-8"), media_type=MARKDOWN, headers=headers)
@@ -201,9 +179,7 @@ def trials(request: Request, ledger: Ledger, slug: str, args: schemas.TrialFilte
         out = io.StringIO(newline="")
         write_trials(query.page.trials, out, extended=args.extended)
         return Response(out.getvalue().encode("utf-8"), media_type=TSV, headers=headers)
-    body = {"items": [trial_json(t) for t in query.page.trials], "next_cursor": query.next_cursor,
-            "total": query.page.total}
-    return JSONResponse(body, headers=headers)
+    return JSONResponse(query.to_dict(), headers=headers)
 
 
 def _next_url(request: Request, cursor: str) -> str:
@@ -217,33 +193,9 @@ def tsv_download(ledger: Ledger, slug: str, extended: bool) -> StreamingResponse
     """Every trial of the project as one TSV, streamed from one read transaction."""
     ledger.project(slug)  # an unknown project is a 404 before the stream starts
     return StreamingResponse(
-        _tsv_chunks(ledger.stream_trials(slug), extended), media_type=TSV,
+        (chunk.encode("utf-8") for chunk in iter_tsv(ledger.stream_trials(slug), extended=extended)), media_type=TSV,
         headers={"Content-Disposition": f'attachment; filename="{slug}.tsv"'},
     )
-
-
-def _tsv_chunks(rows: Iterable[Trial], extended: bool, batch: int = 2_000) -> Iterator[bytes]:
-    """``write_trials`` over batches: the header once, then each batch's rows."""
-    header_length: int | None = None
-    chunk: list[Trial] = []
-
-    def render(items: list[Trial]) -> bytes:
-        nonlocal header_length
-        out = io.StringIO(newline="")
-        write_trials(items, out, extended=extended)
-        text = out.getvalue()
-        if header_length is None:
-            header_length = text.index("\n") + 1
-            return text.encode("utf-8")
-        return text[header_length:].encode("utf-8")
-
-    for trial in rows:
-        chunk.append(trial)
-        if len(chunk) >= batch:
-            yield render(chunk)
-            chunk = []
-    if chunk or header_length is None:
-        yield render(chunk)
 
 
 # -- telemetry --------------------------------------------------------------------------------

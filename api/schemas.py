@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from typing_extensions import NotRequired, TypedDict
 
 from lineage import telemetry
-from lineage.domain import FailureLabel
+from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY, FailureLabel
 
 
 def _clean_text(value: str) -> str:
@@ -283,7 +283,7 @@ class TelemetryBatchIn(TypedDict):
     same id (or ``Idempotency-Key``) inserts nothing."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
-    batch_id: NotRequired[Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[!-~]+$")] | None]
+    batch_id: NotRequired[Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN)] | None]
     points: Annotated[list[TelemetryPointIn], Field(max_length=telemetry.MAX_BATCH_POINTS)]
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "TokenRecord",
     "Unauthorized",
     "TokenUses",
+    "allowed",
     "check_access",
     "hash_token",
 ]
@@ -154,6 +155,19 @@ def _parse(stamp: str | None) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
+def allowed(role: Role | None, needed: Role, *, anonymous_read: bool, tokens_exist: Callable[[], bool]) -> bool:
+    """The access rule (module doc): may a caller with ``role`` (None: no token) do what
+    needs ``needed``? ``tokens_exist`` is called only when the answer depends on it. The
+    API (:func:`check_access`) and the pages both ask this."""
+    if role is not None:
+        return role.covers(needed)
+    if needed is Role.ADMIN:
+        return False
+    if needed is Role.READER and anonymous_read:
+        return True
+    return not tokens_exist()
+
+
 def check_access(
     principal: TokenRecord | None,
     needed: Role,
@@ -164,16 +178,13 @@ def check_access(
     """Raise :class:`Unauthorized` or :class:`Forbidden` unless the rules (module doc)
     let ``principal`` (None: no token presented) do what needs role ``needed``.
     ``tokens_exist`` is called only when the answer depends on it."""
-    if principal is not None:
-        if not principal.role.covers(needed):
-            raise Forbidden(f"token {principal.name!r} has role {principal.role.value!r}; this needs {needed.value!r}")
+    if allowed(principal.role if principal is not None else None, needed, anonymous_read=anonymous_read,
+               tokens_exist=tokens_exist):
         return
+    if principal is not None:
+        raise Forbidden(f"token {principal.name!r} has role {principal.role.value!r}; this needs {needed.value!r}")
     if needed is Role.ADMIN:
         raise Unauthorized("this needs an admin token (Authorization: Bearer ...)")
-    if needed is Role.READER and anonymous_read:
-        return
-    if not tokens_exist():
-        return
     what = "reading" if needed is Role.READER else "writing"
     raise Unauthorized(f"{what} needs a token (Authorization: Bearer ...); create one with `lineage token create`")
 

@@ -61,6 +61,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from lineage.domain import check_idempotency_key
 from lineage.errors import Conflict, InvalidInput
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -229,8 +230,8 @@ class TelemetryUses:
         """Insert checked rows (:func:`check_points`) into trial ``exp_id``, all or nothing.
         With ``key``, idempotently (module doc)."""
         store = self.store
-        if key is not None and (not 0 < len(key) <= 255 or not all("!" <= c <= "~" for c in key)):
-            raise InvalidInput("batch_id", "must be 1-255 printable ASCII characters without spaces")
+        if key is not None:
+            check_idempotency_key(key, field_name="batch_id")
         digest = batch_hash(rows) if key is not None else ""
         with store.write() as conn:
             project = store.project(conn, project_slug)

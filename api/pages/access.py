@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 from fastapi import Request
 
+from lineage.auth import Role, allowed
+
 
 SESSION_COOKIE = "lineage_session"
 CSRF_COOKIE = "lineage_csrf"
@@ -50,7 +52,11 @@ class Principal:
     """A verified token: its display name and whether it may write."""
 
     name: str
-    can_write: bool
+    role: Role
+
+    @property
+    def can_write(self) -> bool:
+        return self.role.covers(Role.WRITER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +67,17 @@ class Viewer:
     tokens_exist: bool
     anonymous_read: bool
 
+    def _may(self, needed: Role) -> bool:
+        role = self.principal.role if self.principal is not None else None
+        return allowed(role, needed, anonymous_read=self.anonymous_read, tokens_exist=lambda: self.tokens_exist)
+
     @property
     def can_write(self) -> bool:
-        return not self.tokens_exist or (self.principal is not None and self.principal.can_write)
+        return self._may(Role.WRITER)
 
     @property
     def can_read(self) -> bool:
-        return self.anonymous_read or not self.tokens_exist or self.principal is not None
+        return self._may(Role.READER)
 
 
 # -- lineage.auth ----------------------------------------------------------------------------
@@ -87,7 +97,7 @@ def verify(ledger: Any, token: str) -> Principal | None:
     record = ledger.verify_token(token)
     if record is None:
         return None
-    return Principal(name=record.name, can_write=record.can_write)
+    return Principal(name=record.name, role=record.role)
 
 
 # -- per request ------------------------------------------------------------------------------

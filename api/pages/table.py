@@ -3,11 +3,7 @@ and the same view as a fieldkit TSV download (``format=tsv``)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import io
-import json
-from typing import Any, Iterator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
@@ -15,27 +11,12 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from api.pages.access import Viewer
 from api.pages.route import PageRoute, Reader, ledger_of, pages, q_float, q_int, q_str
 from api.pages.web import finish, project_url, with_query
-from lineage.domain import FailureLabel, Trial
+from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
-from lineage.service import TRIAL_SORTS
+from lineage.formats.fieldkit import iter_tsv
+from lineage.service import TRIAL_SORTS, decode_cursor, encode_cursor
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
-
-
-def encode_cursor(after: tuple[Any, ...]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(list(after)).encode()).decode().rstrip("=")
-
-
-def decode_cursor(raw: str | None) -> tuple[Any, ...] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidInput("after", "is not a page cursor of this table") from None
-    if not isinstance(value, list) or not value or len(value) > 3:
-        raise InvalidInput("after", "is not a page cursor of this table")
-    return tuple(value)
 
 
 def _filters(request: Request) -> dict[str, Any]:
@@ -67,32 +48,6 @@ def _filter_params(filters: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tsv_chunks(rows: Iterator[Trial], *, extended: bool, batch: int = 2_000) -> Iterator[str]:
-    """The TSV as fieldkit writes it, a batch of rows at a time (header first)."""
-    from lineage.formats.fieldkit import write_trials
-
-    buffer = io.StringIO(newline="")
-    write_trials([], buffer, extended=extended)
-    header = buffer.getvalue()
-    yield header
-    pending: list[Trial] = []
-    for trial in rows:
-        pending.append(trial)
-        if len(pending) >= batch:
-            yield _rows_text(pending, extended, len(header))
-            pending = []
-    if pending:
-        yield _rows_text(pending, extended, len(header))
-
-
-def _rows_text(rows: list[Trial], extended: bool, header_length: int) -> str:
-    from lineage.formats.fieldkit import write_trials
-
-    buffer = io.StringIO(newline="")
-    write_trials(rows, buffer, extended=extended)
-    return buffer.getvalue()[header_length:]
-
-
 @router.get("/projects/{slug}/trials", response_class=HTMLResponse)
 def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Response:
     ledger = ledger_of(request)
@@ -113,13 +68,14 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
         rows = ledger.iter_trials_page(slug, sort=sort, descending=descending, **filters)
         filename = f"{slug}-trials{'-extended' if extended else ''}.tsv"
         response = StreamingResponse(
-            _tsv_chunks(rows, extended=extended),
+            iter_tsv(rows, extended=extended),
             media_type="text/tab-separated-values; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )
         return finish(request, response)
     limit = q_int(request, "limit", 50, minimum=1, maximum=1000)
-    after = decode_cursor(q_str(request, "after"))
+    raw_after = q_str(request, "after")
+    after = decode_cursor(raw_after, sort=sort, descending=descending, field="after") if raw_after else None
     page = ledger.trials_page(slug, sort=sort, descending=descending, after=after, limit=limit, **filters)  # type: ignore[arg-type]
     params = _filter_params(filters)
     view = {**params, "sort": sort if sort != "seq" else None, "order": order if order != ("desc" if sort == "seq" else "asc") else None,
@@ -136,7 +92,7 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
             "order": order,
             "limit": limit,
             "statuses": [label.value for label in FailureLabel],
-            "next_url": with_query(base, {**view, "after": encode_cursor(page.next_after)}) if page.next_after else None,
+            "next_url": with_query(base, {**view, "after": encode_cursor(sort, descending, page.next_after)}) if page.next_after else None,
             "first_url": with_query(base, view) if after is not None else None,
             "tsv_url": with_query(base, {**view, "limit": None, "format": "tsv"}),
             "tsv_extended_url": with_query(base, {**view, "limit": None, "format": "tsv", "columns": "extended"}),

@@ -67,17 +67,17 @@ async def upload_tsv(
 
 @router.get("/trials/{exp_id}", response_model=TrialOut)
 async def get_trial(project: ProjectSlug, exp_id: ExpId, who: Reader) -> dict[str, Any]:
-    return present.trial_json(who.ledger.trial(project, exp_id))
+    return who.ledger.trial(project, exp_id).to_dict()
 
 
 @router.patch("/trials/{exp_id}", response_model=TrialOut)
 async def update_trial(project: ProjectSlug, exp_id: ExpId, body: TrialUpdate, who: Writer) -> dict[str, Any]:
     """Change a stored trial; ``delta_vs_best`` is recomputed by the server."""
-    return present.trial_json(await who.small_write(who.ledger.update_trial, project, exp_id,
-                                                    body.model_dump(exclude_unset=True)))
+    updated = await who.small_write(who.ledger.update_trial, project, exp_id, body.model_dump(exclude_unset=True))
+    return updated.to_dict()
 
 
 @router.get("/trials/{exp_id}/lineage", response_model=LineageOut)
 async def trial_lineage(project: ProjectSlug, exp_id: ExpId, who: Reader) -> dict[str, Any]:
     """The trial's chain of parents, root first, the trial last."""
-    return {"exp_id": exp_id, "chain": [present.trial_json(t) for t in who.ledger.chain(project, exp_id)]}
+    return {"exp_id": exp_id, "chain": [t.to_dict() for t in who.ledger.chain(project, exp_id)]}

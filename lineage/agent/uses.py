@@ -39,6 +39,15 @@ class KnowledgeData:
     #: oldest first
     recent: tuple[Trial, ...]
 
+    def to_dict(self, project: Project) -> dict[str, Any]:
+        """KNOWLEDGE.md as JSON, as every face answers it (``project`` as read with it)."""
+        return {
+            "project": project.slug, "revision": project.revision, "metric_name": project.metric_name,
+            "lower_is_better": project.lower_is_better,
+            "best": self.best.to_dict() if self.best is not None else None,
+            "chain": [t.to_dict() for t in self.chain], "recent": [t.to_dict() for t in self.recent],
+        }
+
 
 class AgentUses:
     """prompt_view, render_prompt, render_knowledge, prompt_document, knowledge_document,
@@ -86,9 +95,7 @@ class AgentUses:
         return render_knowledge(view, metric_name=project.metric_name)
 
     def _project_and_view(self, project_slug: str, *, top_k: int, recent_n: int, last_m: int) -> tuple[Project, PromptView]:
-        check_window("top_k", top_k, minimum=0)
-        check_window("recent_n", recent_n, minimum=1)
-        check_window("last_m", last_m, minimum=1)
+        _check_prompt_windows(top_k, recent_n, last_m)
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             return project, self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
@@ -112,9 +119,7 @@ class AgentUses:
         ``templates/prompt_wrapper.md.j2``) with the next exp_id, the metric and its
         direction and how to record a trial (see :func:`wrap_prompt`).
         """
-        check_window("top_k", top_k, minimum=0)
-        check_window("recent_n", recent_n, minimum=1)
-        check_window("last_m", last_m, minimum=1)
+        _check_prompt_windows(top_k, recent_n, last_m)
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             view = self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
@@ -223,3 +228,9 @@ class AgentUses:
             project = self.store.project(conn, project_slug)
             if not self.store.delete_hook(conn, project.id, hook_id):
                 raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")
+
+
+def _check_prompt_windows(top_k: int, recent_n: int, last_m: int) -> None:
+    check_window("top_k", top_k, minimum=0)
+    check_window("recent_n", recent_n, minimum=1)
+    check_window("last_m", last_m, minimum=1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from lineage.domain import BestPolicy, FailureLabel, Project, RunningBest, Trial
 
@@ -129,3 +129,25 @@ class Calibration:
     unobserved: int
     considered: int
     limit: int
+
+
+def calibration_summary(points: Sequence[CalibrationPoint]) -> dict[str, Any]:
+    """How well stated expectations predicted observed deltas over ``points``: count,
+    means, mean error and absolute error, sign agreement and (from 3 points) the
+    Pearson correlation. The calibration page shows it per specialist and overall."""
+    n = len(points)
+    expected = [p.expected for p in points]
+    observed = [p.observed for p in points]
+    mean_e, mean_o = sum(expected) / n, sum(observed) / n
+    errors = [o - e for e, o in zip(expected, observed)]
+    agree = sum(1 for e, o in zip(expected, observed) if (e > 0) == (o > 0) and e != 0 and o != 0)
+    corr = None
+    if n >= 3:
+        se = math.sqrt(sum((e - mean_e) ** 2 for e in expected))
+        so = math.sqrt(sum((o - mean_o) ** 2 for o in observed))
+        if se > 0 and so > 0:
+            corr = sum((e - mean_e) * (o - mean_o) for e, o in zip(expected, observed)) / (se * so)
+    return {
+        "n": n, "mean_expected": mean_e, "mean_observed": mean_o, "mean_error": sum(errors) / n,
+        "mae": sum(abs(x) for x in errors) / n, "sign_agreement": agree / n, "corr": corr,
+    }

@@ -135,7 +135,7 @@ class FileUses:
         warnings = list(table.warnings)
         seed_best: float | None = None
         if project is None:
-            lower, how = ar.infer_direction(layout.metric, ar.kept_values(table.rows), options.lower_is_better)
+            lower, how = ar.decide_direction(table, options.lower_is_better, warnings)
             policy = BestPolicy(best_policy or (create_with or {}).get("best_policy") or BestPolicy.KEPT)
         else:
             if options.lower_is_better is not None and options.lower_is_better != project.lower_is_better:
@@ -172,7 +172,7 @@ class FileUses:
         if project is None:
             create = dict(create_with or {})
             create.update(
-                metric_name=results_metric_name(layout.metric),
+                metric_name=results_metric_name(layout.metric_name),
                 lower_is_better=lower,
                 best_policy=policy.value,
                 source_format=fmt,
@@ -183,7 +183,7 @@ class FileUses:
         else:
             changes: dict[str, Any] = {"settings": {**dict(project.settings), SETTINGS_KEY: settings_value}}
             if project.metric_name == "core_metric":
-                changes["metric_name"] = results_metric_name(layout.metric)
+                changes["metric_name"] = results_metric_name(layout.metric_name)
             report = self.import_trials(project_slug, iter(trials), progress=progress, locate=lines.__getitem__,
                                           project_changes=changes)
         return LoopImport(

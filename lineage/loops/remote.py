@@ -94,8 +94,7 @@ class RemoteSync(FileFollower):
         if status == 404:
             fmt = self.fmt or sniff_results_text(text)
             table = ar.parse_table(text, source=self.source, fmt=fmt, options=self.options)
-            lower, _how = ar.infer_direction(table.layout.metric, ar.kept_values(table.rows),
-                                              self.options.lower_is_better)
+            lower, _how = ar.decide_direction(table, self.options.lower_is_better, report.warnings)
             query = {"format": fmt, "create": "true", "lower_is_better": str(lower).lower(),
                      "best_policy": BestPolicy(self.best_policy or BestPolicy.KEPT).value}
             status, answer = self._call("POST", f"/projects/{slug}/trials.tsv", data=text, query=query)

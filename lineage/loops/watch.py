@@ -152,7 +152,7 @@ class ResultsSync(FileFollower):
             self.layout.segments = [[0, self.ledger.next_exp_number(self.slug)]]
         self._save_layout()
         if self.project.metric_name == "core_metric":
-            self.project = self.ledger.update_project(self.slug, {"metric_name": results_metric_name(self.layout.metric)})
+            self.project = self.ledger.update_project(self.slug, {"metric_name": results_metric_name(self.layout.metric_name)})
 
     def _append(self, text: str, report: SyncReport) -> None:
         assert self.parser is not None and self.builder is not None

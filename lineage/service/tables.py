@@ -40,6 +40,11 @@ class TrialsQuery:
     #: the opaque cursor of the next page, None on the last one
     next_cursor: str | None
 
+    def to_dict(self) -> dict[str, Any]:
+        """A page of the listing as JSON, as the API and MCP answer it."""
+        return {"items": [t.to_dict() for t in self.page.trials], "next_cursor": self.next_cursor,
+                "total": self.page.total}
+
 
 class TableUses:
     """import_trials, stream_trials, dataframe, backup, trials_page, iter_trials_page, trials_query."""
@@ -251,9 +256,13 @@ def encode_cursor(sort: str, descending: bool, after: Sequence[Any]) -> str:
     return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
 
 
-def decode_cursor(cursor: str, *, sort: str, descending: bool) -> tuple[Any, ...]:
-    """The keyset in ``cursor``; :class:`InvalidInput` (field ``cursor``) for a cursor
-    this server did not make, or one made for another sort order."""
+def decode_cursor(cursor: str, *, sort: str, descending: bool, field: str = "cursor") -> tuple[Any, ...]:
+    """The keyset in ``cursor``; :class:`InvalidInput` (named ``field``) for a cursor
+    this server did not make, or one made for another sort order.
+
+    Also reads the trials page's older cursors (the bare keyset list, before the page
+    took this codec), so a bookmarked "next page" link keeps working; they carry no
+    order, so they are checked against ``sort``'s keyset shape only."""
     import base64
     import binascii
     import json
@@ -261,17 +270,20 @@ def decode_cursor(cursor: str, *, sort: str, descending: bool) -> tuple[Any, ...
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         data = json.loads(raw)
-        made_sort, made_desc, after = data["s"], data["d"], data["a"]
+        if isinstance(data, list):  # the page's older form
+            made_sort, made_desc, after = sort, descending, data
+        else:
+            made_sort, made_desc, after = data["s"], data["d"], data["a"]
     except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
-        raise InvalidInput("cursor", "is not a cursor of this listing; start again without it") from None
+        raise InvalidInput(field, "is not a cursor of this listing; start again without it") from None
     if made_sort != sort or made_desc != descending:
         order = "descending" if made_desc else "ascending"
-        raise InvalidInput("cursor", f"was made for sort={made_sort!r} ({order}); ask with the same order")
+        raise InvalidInput(field, f"was made for sort={made_sort!r} ({order}); ask with the same order")
     shapes = {"seq": (int,), "exp_id": (str,), "metric": (int, (float, int, type(None)), int)}
     shape = shapes[sort]
     if (not isinstance(after, list) or len(after) != len(shape)
             or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(after, shape))
             or not all(-(2**63) <= v < 2**63 for v in after if isinstance(v, int))
             or not all(math.isfinite(v) for v in after if isinstance(v, float))):
-        raise InvalidInput("cursor", "is not a cursor of this listing; start again without it")
+        raise InvalidInput(field, "is not a cursor of this listing; start again without it")
     return tuple(after)

@@ -209,3 +209,77 @@ NOT_TABLES: dict[str, tuple[bytes, int, str]] = {
     "no_two_lines_alike": (b"name\tvalue\nsome prose without any structure\nmore prose here\n", 2, "no line after"),
     "empty": (b"", 1, "empty"),
 }
+
+
+# -- issue 19: results files without loss ------------------------------------------------------
+
+#: commit, cycle and a metric cell that is not a number on records the loop wrote itself.
+FAIL_RECORDS = tsv(
+    "commit\tcycle\tval_bpb\tmemory_gb\tstatus\tdescription",
+    "a1b2c3d\t1\t0.997900\t44.0\tkeep\tbaseline",
+    "b2c3d4e\t2\tFAIL\tNA\tdiscard\tdouble width (compile error)",
+    "c3d4e5f\t3\t0.993200\t44.2\tkeep\tincrease LR to 0.04",
+    "d4e5f6a\t4\tNA\tNA\tcrash\tflash attention variant",
+    "e5f6a7b\t5\terror: CUDA OOM\t0.0\tcrash\tbatch 2x",
+    "f6a7b8c\t6\t0.990100\t44.1\tkeep\tadd warmup",
+    "a7b8c9d\t7\t-\t44.1\tdiscard\tweight decay 0.2",
+)
+
+
+def long_format(cycles: int = 24) -> str:
+    """One metric name and its value per row: two numeric metrics and a word per cycle."""
+    rows = ["cycle\tmetric\tvalue\tnotes"]
+    for c in range(1, cycles + 1):
+        rows.append(f"{c}\tresolution_rate\t{0.150 + c * 0.002 - (0.004 if c % 5 == 0 else 0):.3f}\tcycle {c}")
+        if c % 2:
+            rows.append(f"{c}\tcost_usd\t{1.25 * c:.2f}\t")
+        rows.append(f"{c}\ttrend\t{'declining' if c % 5 == 0 else 'rising' if c % 3 else 'flat'}\t")
+    return tsv(*rows)
+
+
+#: A headerless file whose first line is data (a model column, numbers, a status word).
+HEADERLESS_MODELS = tsv(
+    "HEAD\tQwen3.5-397B\t397.0\t17.0\t3.30\tkeep\tC/METAL E2E baseline",
+    "HEAD\tQwen3.5-397B\t397.0\t17.6\t3.10\tkeep\tfused rmsnorm",
+    "HEAD\tQwen3.5-397B\t397.0\t17.2\t3.40\tdiscard\tsmaller tiles",
+    "HEAD\tQwen3.5-397B\t397.0\t18.4\t2.95\tkeep\tasync copy",
+)
+HEADERLESS_COLUMNS = "commit,model,params_b,tok_s,latency_s,status,description"
+
+
+def score_is_a_time(keeps: int = 27) -> str:
+    """A metric named ``score`` that the loop lowers (a time in microseconds): every kept
+    value is below the one before; discarded attempts in between are slower."""
+    rows = ["commit\tscore\tstatus\tdescription"]
+    value = 5000
+    for i in range(keeps):
+        rows.append(f"{0xa000000 + 2 * i:07x}\t{value}\tkeep\tidea {i}")
+        rows.append(f"{0xa000001 + 2 * i:07x}\t{value + 37}\tdiscard\tslower idea {i}")
+        value -= 50 + i
+    return tsv(*rows)
+
+
+RECORDS: dict[str, Case] = {
+    "fail_records": Case(FAIL_RECORDS, "val_bpb", True, 7, warns=("lines 3, 6: the 'val_bpb' cell is not a number",),
+                         best="005"),
+    "stray_output": Case(
+        ORIGINAL.replace("e5f6a7b", "Traceback (most recent call last):\n  File \"train.py\", line 3\ne5f6a7b")
+        .replace("b8c9d0e\t0.987600", "step 500 | loss 3.21\nb8c9d0e\tFAIL")
+        + "best so far: 0.9901 (e5f6a7b)\n",
+        "val_bpb", True, 8, warns=("lines 6, 7: not a row", "line 11: not a row", "line 13: import stops",
+                                   "line 12: the 'val_bpb' cell"), best="004",
+    ),
+    "long_format": Case(long_format(), "value", False, 24 + 12 + 24, best="058"),
+    "headerless_named": Case(HEADERLESS_MODELS, "tok_s", False, 4, options={"columns": HEADERLESS_COLUMNS},
+                             best="003"),
+    "score_is_a_time": Case(score_is_a_time(), "score", True, 54,
+                            warns=("name 'score' says higher is better, but 26 of 26 moves",), best="052"),
+    # one non-numeric cell must not hand the metric to memory_gb
+    "named_metric_one_word": Case(
+        tsv("commit\tval_bpb\tmemory_gb\tstatus\tdescription", "a1b2c3d\t0.997900\t44.0\tkeep\tbaseline",
+            "b2c3d4e\tsee log\t44.0\tdiscard\tbroken run", "c3d4e5f\t0.993200\t44.2\tkeep\tlr 0.04"),
+        "val_bpb", True, 3, warns=("line 3: the 'val_bpb' cell is not a number",), best="002",
+    ),
+}
+#: the project's metric of a long-format case (a name in its metric column)
+RECORDS_METRIC_NAME = {"long_format": "resolution_rate"}

@@ -13,8 +13,10 @@ its modules, one job each:
 * :mod:`.layout` -- :class:`ImportOptions`, :class:`Layout`, :func:`default_layout`,
   number formats, the reserved ``extra`` keys;
 * :mod:`.rows` -- :class:`RowParser` (the hot path and the repairs), :func:`split_lines`;
-* :mod:`.infer` -- :func:`infer_layout`, :func:`parse_table`, :func:`infer_direction`
-  and the header helpers;
+* :mod:`.header` -- the first line: delimiter, header or data, where the rows begin;
+* :mod:`.infer` -- :func:`infer_layout` (columns and their roles), :func:`parse_table`;
+* :mod:`.direction` -- :func:`infer_direction`, :func:`decide_direction` (the rule and
+  its thresholds);
 * :mod:`.lineage` -- :class:`LineageBuilder` (exp_id, parent, baseline, delta);
 * :mod:`.writer` -- :func:`render_row`, :func:`trial_says`, :class:`Writer`.
 
@@ -31,12 +33,48 @@ What a file becomes (the rules, each written once here)
       ``verdict``, ``decision``, ``result``, ``outcome``, ``kept_or_reverted``, ... see
       :data:`STATUS_COLUMN_NAMES`), else as the text column whose words are at least 80%
       status words; the metric is ``--metric`` or the first numeric column that is not an
-      id column (``commit``, ``run``, ``step``...), preferring one whose name says a
-      direction (``val_bpb``, ``score``...) over resource columns (``memory_gb``,
-      ``seconds``...); the description is found by name (``description``, ``idea``,
-      ``hypothesis``...) or is the text column with the longest cells. A column named
-      like a trial field (``timestamp``, ``notes``, ``val_bpb``...) fills that field;
-      every other column is kept per trial in ``extra`` under its own name.
+      id column (``commit``, ``run``, ``step``...) -- numeric meaning at least 80% of its
+      cells are numbers, placeholders or status words (``FAIL``), or, for a column whose
+      name says a direction, at least half are numbers -- preferring one whose name says
+      a direction (``val_bpb``, ``score``...) over resource columns (``memory_gb``,
+      ``seconds``...); a column named like a metric with fewer numbers than that is an
+      error asking for ``--metric``, never a silently different metric; the description
+      is found by name (``description``, ``idea``, ``hypothesis``...) or is the text
+      column with the longest cells. A column named like a trial field (``timestamp``,
+      ``notes``, ``val_bpb``...) fills that field; every other column is kept per trial
+      in ``extra`` under its own name.
+    * **Records and text** (:class:`RowParser`): every record of the loop is a trial. A
+      line with the header's cell count (after the repairs: a missing cell, a tab in the
+      text, two rows on one line) is a record, even when its metric cell is not a number
+      (``FAIL``, ``error: CUDA OOM``, ``see log``): the trial has no metric (never the best),
+      the cell is kept as written in ``extra[<metric column>]`` (exported as it was, shown
+      with the trial) and the lines are named in one warning. It is *not* a record -- and
+      stays text, written back where it was -- when it repeats the header (half its cells
+      or more are column names) or its other cells contradict the columns (no known
+      status word, and the number columns, the commit column and the status cell score
+      below zero: see :meth:`RowParser._is_record`). Lines that are not records (stray
+      program output, a repeated header, blank lines) are kept before the next record,
+      each group in one warning naming each non-blank line; the text after the last
+      record (a summary) is the trailer, named in one warning.
+    * **Long format** (:func:`infer_layout`): a file with a metric-name column
+      (``metric``, ``metric_name``, ``name``, ``key``...) and a value column (``value``...)
+      -- one metric name and its value per row (``resolution_rate  0.177``, ``trend
+      declining``) -- imports every row. The
+      project's metric is **one of those names**: ``--metric NAME``, else the name with
+      the most numeric values (then not a resource such as ``cost_usd``, then the first
+      seen); it is the project's ``metric_name`` and :attr:`Layout.long_metric`. Rows of
+      that name carry the metric; rows of every other name are trials without a metric,
+      their value cell kept as written in ``extra[<value column>]`` and the name in
+      ``extra[<name column>]``; so the best is the best of that one quantity.
+    * **Headerless files**: line 1 is data, not a header, when it holds a number, a
+      commit hash, or a loop's verdict word (``keep``, ``discard``, ``crash``...) among no
+      cell that names a known column (see :func:`data_evidence`). Then the columns are
+      named ``col1``, ``col2``... with a warning naming line 1, the evidence and the fix;
+      an error of such a file (no metric, no direction) names line 1 and the fix: the
+      columns option (:attr:`ImportOptions.columns`, ``--columns commit,model,...``)
+      supplies the names, after which the usual inference runs on them. A file whose
+      first line is these very names has it as its header. A headerless file exports
+      without a header line.
     * **Status words** (:data:`STATUS_WORDS`): mapped case-insensitively onto the
       ledger's failure labels (``kept`` -> ``keep``, ``reverted`` -> ``discard``, ``oom`` ->
       ``crash``, ``timeout`` -> ``train_budget_overrun``, ``running`` -> ``harness_abort``...).
@@ -58,10 +96,13 @@ What a file becomes (the rules, each written once here)
       ``baseline_exp``. A file that names parents (``--parent COL`` or a ``parent``
       column) is taken at its word: a cell naming an earlier row's exp_id or commit.
     * **delta_vs_best**: metric minus the best eligible metric before the row.
-    * **Direction** (:func:`infer_direction`): the flag; else the metric's name (loss,
-      bpb, perplexity, error... lower; score, sharpe, accuracy, reward... higher) checked
-      against the kept values; when they disagree or neither decides: an error naming the
-      flag to pass.
+    * **Direction** (:mod:`.direction`): the flag always wins; else the kept values when
+      they decide overwhelmingly -- at least 8 moves between consecutive kept values, at
+      least 90% of them one way -- even against the metric's name, with a warning naming
+      the name's suggestion and the count; else the metric's name (loss, bpb, perplexity,
+      error... lower; score, sharpe, accuracy, reward... higher) checked against the kept
+      values (at least 2 moves, two thirds one way); when they disagree or neither
+      decides: an error naming the flag to pass.
 
 Round trip
     The file's header text, trailing text (a summary after the rows), line ends, number
@@ -83,18 +124,23 @@ from typing import Any, Iterable, Iterator, Sequence, TextIO
 
 from lineage.domain import BestPolicy, Trial
 from lineage.errors import InvalidInput
-from lineage.formats.autoresearch.infer import (
-    SAMPLE_ROWS,
-    ParsedTable,
+from lineage.formats.autoresearch.direction import (
+    DECISIVE_MOVES,
+    DECISIVE_SHARE,
+    decide_direction,
+    infer_direction,
+    kept_values,
+    weigh_direction,
+)
+from lineage.formats.autoresearch.header import (
+    data_evidence,
     delimiter_of,
     first_nonblank,
     header_end,
-    infer_direction,
-    infer_layout,
-    kept_values,
+    headerless_hint,
     looks_like_data,
-    parse_table,
 )
+from lineage.formats.autoresearch.infer import SAMPLE_ROWS, ParsedTable, infer_layout, parse_table
 from lineage.formats.autoresearch.layout import (
     GENERIC,
     GIT_KEY,
@@ -109,6 +155,7 @@ from lineage.formats.autoresearch.layout import (
     Layout,
     default_layout,
     format_number,
+    parse_columns,
 )
 from lineage.formats.autoresearch.lineage import LineageBuilder
 from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, number_formatter, split_cells, split_lines
@@ -137,6 +184,8 @@ from lineage.formats.text import BOM, check_text
 __all__ = [
     "ADVANCING",
     "CRASH_LIKE",
+    "DECISIVE_MOVES",
+    "DECISIVE_SHARE",
     "GENERIC",
     "GIT_KEY",
     "ID_WIDTH",
@@ -159,12 +208,15 @@ __all__ = [
     "RowParser",
     "Writer",
     "check_text",
+    "data_evidence",
+    "decide_direction",
     "default_layout",
     "delimiter_of",
     "direction_of_name",
     "first_nonblank",
     "format_number",
     "header_end",
+    "headerless_hint",
     "infer_direction",
     "infer_layout",
     "kept_values",
@@ -174,6 +226,7 @@ __all__ = [
     "name_tokens",
     "normalize_word",
     "number_formatter",
+    "parse_columns",
     "parse_number",
     "parse_status_map",
     "parse_table",
@@ -187,6 +240,7 @@ __all__ = [
     "split_lines",
     "trial_says",
     "typed_cell",
+    "weigh_direction",
     "write_trials",
 ]
 
@@ -215,9 +269,11 @@ def read_trials(
     text = stream.read() if hasattr(stream, "read") else "".join(stream)  # type: ignore[union-attr]
     options = options or ImportOptions()
     table = parse_table(text, source=source, fmt=fmt, options=options)
-    lower, how = infer_direction(table.layout.metric, kept_values(table.rows), options.lower_is_better)
+    notes: list[str] = []
+    lower, _how = decide_direction(table, options.lower_is_better, notes)
     if warnings is not None:
         warnings.extend(table.warnings)
+        warnings.extend(notes)
     if layout_out is not None:
         layout_out.append(table.layout)
     builder = LineageBuilder(table.layout, lower_is_better=lower, best_policy=BestPolicy(best_policy), source=source)

@@ -1,10 +1,8 @@
-"""What a whole results file is: the layout inferred from its header and first rows
-(:func:`infer_layout`: delimiter, header or none, which column is the metric, the status,
-the description...), the file parsed into rows with its warnings (:func:`parse_table`),
-and which way the metric is better (:func:`infer_direction`).
-
-Also the header helpers watch and record share: :func:`first_nonblank`,
-:func:`header_end`, :func:`looks_like_data`, :func:`delimiter_of`.
+"""What a whole results file is: the layout inferred from its header (or the names of
+the columns option) and first rows (:func:`infer_layout`: which column is the metric,
+the status, the description..., a long-format file's metric name), and the file parsed
+into rows with its warnings (:func:`parse_table`). The first line's own rules (header
+or data) are :mod:`.header`'s; the direction is :mod:`.direction`'s.
 """
 
 from __future__ import annotations
@@ -15,15 +13,24 @@ from typing import Any, Iterable, Sequence
 
 from lineage.domain import FailureLabel, Trial
 from lineage.errors import InvalidInput
+from lineage.formats.autoresearch.header import (
+    data_evidence,
+    delimiter_of,
+    first_nonblank,
+    header_end,
+    headerless_hint,
+)
 from lineage.formats.autoresearch.layout import GENERIC, NAME, ImportOptions, Layout
-from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, split_cells, split_lines
+from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, name_lines, split_cells, split_lines
 from lineage.formats.autoresearch.vocabulary import (
-    ADVANCING,
     COMMIT_COLUMN_NAMES,
     CRASH_LIKE,
     DESCRIPTION_COLUMN_NAMES,
     HEX,
     ID_COLUMN_NAMES,
+    LONG_NAME_COLUMNS,
+    LONG_NAME_SURE,
+    LONG_VALUE_COLUMNS,
     NUMBER_FIELD_COLUMNS,
     PARENT_COLUMN_NAMES,
     RESOURCE_WORDS,
@@ -58,23 +65,6 @@ class ParsedTable:
     trailer_line: int | None = None
 
 
-def delimiter_of(line: str, *, allow_csv: bool) -> str | None:
-    if "\t" in line:
-        return "\t"
-    if "\\t" in line:
-        return "\\t"
-    if allow_csv and "," in line:
-        return ","
-    return None
-
-
-def looks_like_data(cells: Sequence[str]) -> bool:
-    """A first line that is a row, not a header: a number cell, or a commit hash first."""
-    if any(cell.strip() and parse_number(cell) not in (False, None) for cell in cells):
-        return True
-    return bool(cells) and bool(HEX.fullmatch(cells[0].strip())) and any(ch.isdigit() for ch in cells[0])
-
-
 def _header_names(cells: Sequence[str]) -> list[str]:
     names: list[str] = []
     seen: set[str] = set()
@@ -98,7 +88,7 @@ def _by_name(columns: Sequence[str], wanted: Iterable[str], exclude: set[int] = 
     return -1
 
 
-def _column_index(columns: Sequence[str], name: str, flag: str) -> int:
+def _find_column(columns: Sequence[str], name: str) -> int:
     if name in columns:
         return list(columns).index(name)
     lowered = [c.lower() for c in columns]
@@ -106,7 +96,52 @@ def _column_index(columns: Sequence[str], name: str, flag: str) -> int:
         return lowered.index(name.lower())
     if name.isdigit() and 1 <= int(name) <= len(columns):
         return int(name) - 1
-    raise InvalidInput(flag, f"no column {name!r}; the columns are {', '.join(columns)}")
+    return -1
+
+
+def _column_index(columns: Sequence[str], name: str, flag: str) -> int:
+    found = _find_column(columns, name)
+    if found < 0:
+        raise InvalidInput(flag, f"no column {name!r}; the columns are {', '.join(columns)}")
+    return found
+
+
+def _long_format(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], used: set[int], numeric: Sequence[bool],
+    options: ImportOptions,
+) -> tuple[int, int, str] | None:
+    """``(name column, value column, the project's metric name)`` of a long-format file
+    (one metric name and its value per row), else None. The name column is named like
+    ``metric``/``name``/``key`` and holds text (a name repeated over rows, unless it is
+    called ``metric``/``metric_name``); the value column is named like ``value`` and holds
+    numbers. The project's metric is ``options.metric`` when it is one of the names, else
+    the name with the most numeric values (then one that is not a resource such as
+    ``cost_usd`` or ``seconds``, then the first seen)."""
+    ln = _by_name(columns, LONG_NAME_COLUMNS, used)
+    if ln < 0 or numeric[ln] or not rows:
+        return None
+    lv = _by_name(columns, LONG_VALUE_COLUMNS, used | {ln})
+    if lv < 0 or not any(parse_number(r[lv]) not in (False, None) for r in rows):
+        return None
+    names = [r[ln].strip() for r in rows]
+    sure = columns[ln].strip().lower().replace(" ", "_").replace("-", "_") in LONG_NAME_SURE
+    if not sure and len(set(names)) == len(names):
+        return None  # each name once: the names of experiments, not of metrics
+    if options.metric and _find_column(columns, options.metric) < 0:
+        wanted = [name for name in dict.fromkeys(names) if name == options.metric.strip()] or [
+            name for name in dict.fromkeys(names) if name.lower() == options.metric.strip().lower()]
+        if not wanted:
+            raise InvalidInput(
+                "metric", f"no column and no {columns[ln]!r} name {options.metric!r}; the columns are "
+                f"{', '.join(columns)}, the names {', '.join(list(dict.fromkeys(names))[:20])}",
+            )
+        return ln, lv, wanted[0]
+    if options.metric and _find_column(columns, options.metric) != lv:
+        return None  # another column named as the metric: a wide table
+    counts = Counter(name for r, name in zip(rows, names) if parse_number(r[lv]) not in (False, None))
+    first = {name: i for i, name in reversed(list(enumerate(names)))}
+    chosen = max(counts, key=lambda name: (counts[name], not set(name_tokens(name)) & RESOURCE_WORDS, -first[name]))
+    return ln, lv, chosen
 
 
 def infer_layout(
@@ -116,8 +151,16 @@ def infer_layout(
     options: ImportOptions,
     fmt: str,
     delimiter: str,
+    has_header: bool | None = None,
 ) -> tuple[Layout, list[str]]:
-    """Columns, their roles and formats, from the header and a sample of well-formed rows."""
+    """Columns, their roles and formats, from the header (or the names of
+    ``options.columns``: then ``has_header=False``) and a sample of well-formed rows.
+
+    The metric is the first column that can hold it -- numeric (at least 80% of its
+    cells numbers, placeholders or status words such as ``FAIL``), or named like a
+    metric (``val_bpb``, ``score``) with at least half of its cells numbers -- preferring
+    a name that says a direction over plain names over resource names (``memory_gb``).
+    """
     notes: list[str] = []
     n = len(header_cells) if header_cells is not None else max((len(r) for r in sample), default=0)
     columns = _header_names(header_cells) if header_cells is not None else [f"col{i + 1}" for i in range(n)]
@@ -127,17 +170,27 @@ def infer_layout(
         return [r[i] for r in rows]
 
     numeric_share: list[float] = []
+    metric_share: list[float] = []  # numbers, placeholders and status words ("FAIL", "oom")
+    real_share: list[float] = []
     hex_col: list[bool] = []
     for i in range(n):
         cells = [c for c in values(i) if c.strip()]
-        nums = [c for c in cells if parse_number(c) is not False]
-        real = [c for c in nums if parse_number(c) is not None]
-        numeric_share.append(len(nums) / len(cells) if cells and real else 0.0)
+        parsed = [parse_number(c) for c in cells]
+        nums = sum(1 for v in parsed if v is not False)
+        real = sum(1 for v in parsed if v is not False and v is not None)
+        numeric_share.append(nums / len(cells) if cells and real else 0.0)
+        words = sum(1 for c, v in zip(cells, parsed) if v is False and normalize_word(c) in STATUS_WORDS)
+        metric_share.append((nums + words) / len(cells) if cells and real else 0.0)
+        real_share.append(real / len(cells) if cells else 0.0)
         hex_col.append(bool(cells) and all(HEX.fullmatch(c.strip()) for c in cells) and any(
             any(ch.isalpha() for ch in c) for c in cells))
 
     def is_numeric(i: int) -> bool:
         return numeric_share[i] >= 0.8
+
+    def metric_like(i: int) -> bool:
+        """Named like a metric, and mostly numbers (its other cells: records without a result)."""
+        return direction_of_name(columns[i]) is not None and real_share[i] >= 0.5
 
     lowered = [c.strip().lower().replace(" ", "_").replace("-", "_") for c in columns]
     # commit column: by name, else hex cells
@@ -190,6 +243,10 @@ def infer_layout(
         pi = _by_name(columns, PARENT_COLUMN_NAMES, used)
     if pi >= 0:
         used.add(pi)
+    # long format: a metric-name column and a value column
+    long = _long_format(columns, rows, used, [is_numeric(j) for j in range(n)], options)
+    if long is not None:
+        used.update(long[:2])
     # description column
     di = -1
     if options.description:
@@ -199,7 +256,8 @@ def infer_layout(
         if di >= 0 and is_numeric(di):
             di = -1
         if di < 0:
-            texts = [j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j]]
+            texts = [j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j]
+                     and not metric_like(j)]
             if texts:
                 di = max(texts, key=lambda j: (sum(len(c) for c in values(j)) / max(1, len(rows)), j))
                 if header_cells is not None and sum(len(c) for c in values(di)) == 0:
@@ -207,12 +265,23 @@ def infer_layout(
     if di >= 0:
         used.add(di)
     # metric column
-    if options.metric:
+    if long is not None:
+        mi = long[1]
+        others = [name for name in dict.fromkeys(r[long[0]].strip() for r in rows) if name != long[2]]
+        notes.append(
+            f"long format: column {columns[long[0]]!r} names each row's metric and {columns[mi]!r} holds its value; "
+            f"the project's metric is {long[2]!r}"
+            + (f"; the rows of {', '.join(map(repr, others[:5]))}{' ...' if len(others) > 5 else ''} are trials "
+               f"without a metric, their value kept in extra[{columns[mi]!r}]" if others else "")
+            + "; choose another with --metric NAME"
+        )
+    elif options.metric:
         mi = _column_index(columns, options.metric, "metric")
     else:
         candidates = [
             j for j in range(n)
-            if j not in used and is_numeric(j) and lowered[j] not in ID_COLUMN_NAMES
+            if j not in used and (is_numeric(j) or metric_share[j] >= 0.8 or metric_like(j))
+            and lowered[j] not in ID_COLUMN_NAMES
         ]
         if not candidates and header_cells is not None and not rows:
             # a header-only file: the first column named like a metric, else the second column
@@ -228,15 +297,17 @@ def infer_layout(
         named = [j for j in candidates if direction_of_name(columns[j]) is not None]
         plain = [j for j in candidates if not (set(name_tokens(columns[j])) & RESOURCE_WORDS)]
         mi = (named or plain or candidates)[0]
+        shadowed = [j for j in range(n) if j not in used and j not in candidates and real_share[j] > 0
+                    and direction_of_name(columns[j]) is not None and lowered[j] not in ID_COLUMN_NAMES]
+        if not named and shadowed:  # never a silently different metric
+            j = shadowed[0]
+            raise InvalidInput(
+                "metric", f"column {columns[j]!r} is named like a metric but only {real_share[j]:.0%} of its cells "
+                f"are numbers, so {columns[mi]!r} would be taken instead; name the metric with --metric COLUMN",
+            )
     if mi == si:
         si = -1
     used.add(mi)
-    if header_cells is None:
-        notes.append(
-            f"no header line: columns named {', '.join(columns)}; metric {columns[mi]!r}"
-            + (f", status {columns[si]!r}" if si >= 0 else ", no status column")
-            + (f", description {columns[di]!r}" if di >= 0 else "")
-        )
 
     fields: dict[str, str] = {}
     for j, name in enumerate(lowered):
@@ -271,7 +342,7 @@ def infer_layout(
         metric=columns[mi],
         format=fmt,
         delimiter=delimiter,
-        has_header=header_cells is not None,
+        has_header=header_cells is not None if has_header is None else has_header,
         status=columns[si] if si >= 0 else None,
         description=columns[di] if di >= 0 else None,
         id_column=columns[ii] if ii >= 0 else None,
@@ -283,6 +354,8 @@ def infer_layout(
         status_map=dict(options.status_map),
         words=words,
         placeholder=placeholder,
+        long_names=columns[long[0]] if long is not None else None,
+        long_metric=long[2] if long is not None else None,
     )
     return layout, notes
 
@@ -337,6 +410,12 @@ def parse_table(
             f"line {trailer_line}: import stops at text that is not a row (a summary?); "
             f"kept for export (in {source})"
         )
+    if parser.unnumbered:
+        warnings.append(
+            f"{name_lines(parser.unnumbered)}: the {layout.metric!r} cell is not a number; imported as trials without "
+            f"a metric (never the best), the cell kept as written in extra[{layout.extra_key(layout.metric)!r}] "
+            f"(in {source})"
+        )
     if parser.unknown_words:
         listed = ", ".join(f"{w!r} ({k} row{'s' if k > 1 else ''})" for w, k in parser.unknown_words.most_common())
         warnings.append(
@@ -346,26 +425,6 @@ def parse_table(
     layout.trailer = trailer
     return ParsedTable(layout=layout, rows=parser.rows, lines=parser.lines, warnings=warnings,
                        unknown_words=parser.unknown_words, trailer_line=trailer_line)
-
-
-def first_nonblank(lines: Sequence[str], start: int = 0) -> tuple[int, str] | None:
-    for i in range(start, len(lines)):
-        body = lines[i].rstrip("\n").rstrip("\r")
-        if body.strip():
-            return i, body
-    return None
-
-
-def header_end(lines: Sequence[str], layout: Layout) -> int:
-    """Index of the first line after the header text (0 for a headerless file)."""
-    if not layout.has_header:
-        return 0
-    consumed = 0
-    for i, line in enumerate(lines):
-        consumed += len(line)
-        if consumed >= len(layout.header_text):
-            return i + 1
-    return len(lines)
 
 
 def _commit_length(lines: Sequence[str], layout: Layout) -> int:
@@ -407,11 +466,18 @@ def _layout_from_lines(
     cells = split_cells(body_no_bom, delimiter)
     while len(cells) > 1 and not cells[-1].strip():
         cells.pop()  # trailing delimiters after the header
-    headerless = looks_like_data(cells)
+    names = list(options.columns) if options.columns else None
+    if names is not None and [c.strip().lower() for c in cells] == [name.lower() for name in names]:
+        names = None  # the first line is these very names: the header
+        evidence: list[str] = []
+        headerless = False
+    else:
+        evidence = data_evidence(cells)
+        headerless = names is not None or bool(evidence)
     notes: list[str] = []
     if headerless:
         start = 0
-        header_cells = None
+        header_cells = names
     else:
         start = at + 1
         header_cells = cells
@@ -443,13 +509,34 @@ def _layout_from_lines(
     else:
         width = len(header_cells)
     well_formed = [r for r in sample if len(r) == width]
+    if data_lines and not well_formed and names is not None:
+        raise InvalidInput(
+            "columns", f"{len(names)} names, but no line of the file has {len(names)} cells (line {at + 1} has "
+            f"{len(cells)}; in {source})", line=at + 1,
+        )
     if data_lines and not well_formed:
         raise InvalidInput(
             "file",
             f"not a results table: no line after the header has its {width} cells (line {at + 2}...; in {source})",
             line=at + 2 if header_cells is not None else at + 1,
         )
-    layout, inferred = infer_layout(header_cells, well_formed, options=options, fmt=fmt, delimiter=delimiter)
+    try:
+        layout, inferred = infer_layout(header_cells, well_formed, options=options, fmt=fmt, delimiter=delimiter,
+                                        has_header=not headerless)
+    except InvalidInput as exc:
+        if not headerless or names is not None:
+            raise
+        hint = headerless_hint(at + 1, len(cells), evidence)
+        raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=at + 1) from None
+    if headerless and names is None:
+        roles = [f"metric {layout.metric!r}", f"status {layout.status!r}" if layout.status else "no status column"]
+        if layout.description:
+            roles.append(f"description {layout.description!r}")
+        notes.append(
+            f"line {at + 1}: no header line -- the line is data ({'; '.join(evidence)}); columns named "
+            f"{', '.join(layout.columns)} ({', '.join(roles)}); name them with --columns NAME,NAME,... "
+            f"(in {source})"
+        )
     notes.extend(inferred)
     layout.commit_length = _commit_length(lines[start : start + SAMPLE_ROWS], layout)
     if header_cells is not None:
@@ -462,45 +549,3 @@ def _dominant_newline(lines: Sequence[str]) -> str:
     crlf = sum(1 for line in lines[:SAMPLE_ROWS] if line.endswith("\r\n"))
     lf = sum(1 for line in lines[:SAMPLE_ROWS] if line.endswith("\n"))
     return "\r\n" if crlf * 2 > lf else "\n"
-
-
-# --------------------------------------------------------------------------- direction
-
-
-def infer_direction(metric_name: str, kept: Sequence[float], flag: bool | None = None) -> tuple[bool, str]:
-    """``(lower_is_better, how it was decided)``. The flag wins; else the name, checked
-    against the kept values; else the kept values alone. Raises :class:`InvalidInput`
-    (field ``direction``) when name and values disagree or neither decides.
-
-    The kept values decide when they move at least twice and at least two thirds of
-    their moves go one way (a loop keeps improvements, so they fall when lower is better).
-    """
-    if flag is not None:
-        return flag, "from the flag"
-    by_name = direction_of_name(metric_name)
-    down = sum(1 for a, b in zip(kept, kept[1:]) if b < a)
-    up = sum(1 for a, b in zip(kept, kept[1:]) if b > a)
-    by_values: bool | None = None
-    if down + up >= 2 and max(down, up) * 3 >= 2 * (down + up) and down != up:
-        by_values = down > up
-    words = {True: "lower is better", False: "higher is better"}
-    moves = f"{down} of {down + up} moves between kept values go down, {up} go up"
-    if by_name is not None and by_values is not None and by_name != by_values:
-        raise InvalidInput(
-            "direction",
-            f"the metric's name {metric_name!r} says {words[by_name]} but its kept values say "
-            f"{words[by_values]} ({moves}); pass --lower-is-better or --higher-is-better",
-        )
-    if by_name is not None:
-        return by_name, f"from the name {metric_name!r}" + (" and the kept values" if by_values is not None else "")
-    if by_values is not None:
-        return by_values, f"from the kept values ({moves})"
-    raise InvalidInput(
-        "direction",
-        f"cannot tell whether lower or higher {metric_name!r} is better: the name does not say and the kept "
-        f"values do not decide ({moves}); pass --lower-is-better or --higher-is-better",
-    )
-
-
-def kept_values(rows: Iterable[Trial]) -> list[float]:
-    return [t.core_metric for t in rows if t.status in ADVANCING and t.core_metric is not None]

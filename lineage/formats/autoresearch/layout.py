@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
+from lineage.errors import InvalidInput
+
 NAME = "autoresearch"
 GENERIC = "generic"
 
@@ -38,6 +40,8 @@ class ImportOptions:
     """The column mapping flags of ``lineage import`` (all optional)."""
 
     id_column: str | None = None
+    #: a column name (or 1-based number); in a long-format file also one of the names in
+    #: its metric-name column (``resolution_rate``)
     metric: str | None = None
     #: a column name; ``"-"``: the file has no status column
     status: str | None = None
@@ -45,6 +49,29 @@ class ImportOptions:
     parent: str | None = None
     lower_is_better: bool | None = None
     status_map: Mapping[str, str] = field(default_factory=dict)
+    #: the names of the columns of a file without a header line (``--columns a,b,c``):
+    #: its first line is data; given as a tuple, a list or ``"a,b,c"`` (see
+    #: :func:`parse_columns`). A first line that is these very names is the header.
+    columns: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.columns is not None:
+            object.__setattr__(self, "columns", parse_columns(self.columns) or None)
+
+
+def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``"commit,model,score"`` (or a list of names, or of such texts) -> the column names;
+    :class:`InvalidInput` (field ``columns``) for an empty or repeated name."""
+    if not text:
+        return ()
+    items = [text] if isinstance(text, str) else list(text)
+    names = tuple(name.strip() for item in items for name in str(item).split(","))
+    for i, name in enumerate(names):
+        if not name:
+            raise InvalidInput("columns", f"name {i + 1} is empty (give the names as NAME,NAME,...)")
+        if name in names[:i]:
+            raise InvalidInput("columns", f"{name!r} is named twice")
+    return names
 
 
 @dataclass
@@ -84,6 +111,11 @@ class Layout:
     id_width: int = ID_WIDTH
     #: the usual length of a commit hash in the file (to split two rows glued on one line)
     commit_length: int = 7
+    #: long format: the column naming each row's metric (the ``metric`` column holds the
+    #: values), and the name that is the project's metric; rows of other names are
+    #: trials without a metric, their value cell kept as written in ``extra``
+    long_names: str | None = None
+    long_metric: str | None = None
 
     # derived, not stored
     def __post_init__(self) -> None:
@@ -106,6 +138,11 @@ class Layout:
             if start <= row:
                 first_row, number = start, base
         return str(number + row - first_row).zfill(self.id_width)
+
+    @property
+    def metric_name(self) -> str:
+        """The project's metric: the metric column, or in a long-format file the name."""
+        return self.long_metric if self.long_metric is not None else self.metric
 
     def extra_key(self, column: str) -> str:
         return f"col:{column}" if column in RESERVED_KEYS else column

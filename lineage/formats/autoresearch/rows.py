@@ -96,8 +96,16 @@ class RowParser:
       two rows on one line (``2n`` cells, or ``2n - 1`` with the second commit glued to
       the first description): split into two trials; a literal ``\\t`` instead of tabs:
       split on it. Each repaired row gives one warning naming its line.
-    * a line that is not a row (a repeated header, a comment, a summary): kept as text
-      before the next row, with a warning; the lines after the last row are the trailer.
+    * a line of the header's width whose metric cell is not a number (``FAIL``, ``error``,
+      ``see log``): still a record -- a trial without a metric (never the best), the cell
+      kept as written in ``extra[<metric column>]`` -- unless it repeats the header or its
+      other cells contradict the columns (an empty or numeric status cell, words in the
+      number columns, no hash in the commit column; see :meth:`_is_record`).
+    * a line that is not a record (a repeated header, stray program output, a summary):
+      kept as text before the next row, named in a warning; the lines after the last row
+      are the trailer.
+    * a long-format file (:attr:`Layout.long_names`): a row of another metric's name is a
+      trial without a metric, its value cell kept as written in ``extra``.
     * NUL bytes or a line over :data:`MAX_LINE_CHARS`: :class:`InvalidInput` naming the line.
     """
 
@@ -119,6 +127,10 @@ class RowParser:
             (i, layout.extra_key(name), name in numeric) for i, name in enumerate(layout.columns) if i not in skip
         ]
         self.status_key = layout.extra_key(layout.status) if layout.status else None
+        self.metric_key = layout.extra_key(layout.metric)
+        #: long format: the index of the metric-name column and the project's metric name
+        self.li = layout.index(layout.long_names) if layout.long_metric is not None else -1
+        self.long_metric = layout.long_metric
         self.metric_is_val_bpb = layout.metric == "val_bpb"
         self.metric_text = number_formatter(layout.formats.get(layout.metric))
         self.number_text = {i: number_formatter(layout.formats.get(layout.columns[i])) for i, _, numeric in
@@ -135,6 +147,9 @@ class RowParser:
         self.unknown_words: Counter[str] = Counter()
         self.prefix: list[str] = []  # raw lines (blank or stray) waiting for the next row
         self.prefix_line: int | None = None  # line of the first stray (non-blank) line in prefix
+        self.stray: list[int] = []  # lines of the stray (non-blank) lines in prefix
+        #: lines of the records whose metric cell is not a number (trials without a metric)
+        self.unnumbered: list[int] = []
         self.line = first_line - 1  # the last physical line consumed
         self.first_row = first_row
         self.commit_length = layout.commit_length
@@ -144,7 +159,7 @@ class RowParser:
     def feed(self, lines: Iterable[str]) -> None:
         """Consume physical lines, each with its line end (the last may have none)."""
         n, delimiter, mi, si, di = self.n, self.delimiter, self.mi, self.si, self.di
-        fast = delimiter != "," and not self.field_specs
+        fast = delimiter != "," and not self.field_specs and self.li < 0
         val_bpb = self.metric_is_val_bpb
         extra_specs, status_key = self.extra_specs, self.status_key
         text_specs = [(i, key) for i, key, numeric in extra_specs if not numeric]
@@ -265,8 +280,9 @@ class RowParser:
                 return
         repaired = self._repair(body, cells)
         if repaired is None:
-            if self.prefix_line is None or not any(p.strip() for p in self.prefix):
+            if self.prefix_line is None:
                 self.prefix_line = self.line
+            self.stray.append(self.line)
             self.prefix.append(text)
             return
         self._emit(repaired, text)
@@ -277,14 +293,17 @@ class RowParser:
             raw = "".join(self.prefix) + text
             if self.prefix_line is not None:
                 self.warnings.append(
-                    f"line {self.prefix_line}: not a row of the table; kept as text before line {self.line} "
+                    f"{name_lines(self.stray)}: not a row of the table; kept as text before line {self.line} "
                     f"(in {self.source})"
                 )
             self.prefix.clear()
             self.prefix_line = None
+            self.stray.clear()
         if made[0][1]:
             self.warnings.append(f"line {self.line}: {made[0][1]} (in {self.source})")
         for part, (trial, _) in enumerate(made):
+            if trial.core_metric is None and self.metric_key in trial.extra and self._own_metric(trial):
+                self.unnumbered.append(self.line)
             trial.extra[ROW_KEY] = self.first_row + len(self.rows)  # type: ignore[index]
             trial.extra[LINE_KEY] = raw  # type: ignore[index]
             if part:
@@ -313,13 +332,22 @@ class RowParser:
             label, known = self._label(word)
         else:
             word, label, known = "", FailureLabel.KEEP, True
-        metric = metric_value(cells[self.mi], label)
-        if metric is False:
-            return None
+        cell = cells[self.mi]
+        kept: str | None = None  # the metric cell as written, for a trial without a metric
+        if self.li >= 0 and cells[self.li].strip() != self.long_metric:
+            metric, kept = None, cell  # another metric's row of a long-format file
+        else:
+            metric = metric_value(cell, label)
+            if metric is False:
+                if not self._is_record(cells, known):
+                    return None
+                metric, kept = None, cell
         extra: dict[str, Any] = {}
         for i, key, numeric in self.extra_specs:
             cell = cells[i]
             extra[key] = typed_cell(cell) if numeric else cell
+        if kept is not None:
+            extra[self.metric_key] = kept
         if si >= 0 and word != label.value:
             extra[self.status_key] = word  # type: ignore[index]
         fields: dict[str, Any] = {}
@@ -343,6 +371,36 @@ class RowParser:
             self.unknown_words[word.strip() or "(empty)"] += 1
         return Trial("", hypothesis=cells[self.di] if self.di >= 0 else "", status=label, core_metric=metric,
                      extra=extra, **fields)
+
+    def _is_record(self, cells: list[str], known: bool) -> bool:
+        """Whether ``cells`` (exactly n; the metric cell not a number) are a record of the
+        loop: not a repeat of the header (half its cells or more are the column names),
+        and a known status word in the status column, or else other cells that do not
+        contradict the columns (numbers under number columns, a hash under the commit,
+        a word under the status)."""
+        same = sum(1 for cell, name in zip(cells, self.layout.columns) if cell.strip().lower() == name.lower())
+        if same * 2 >= self.n:
+            return False
+        if self.si >= 0 and known:
+            return True
+        score = 0
+        if self.si >= 0:
+            word = cells[self.si]
+            if not word.strip() or parse_number(word) is not False:
+                score -= 2
+        for i, _, numeric in self.extra_specs:
+            if numeric:
+                score += 1 if parse_number(cells[i]) is not False else -1
+        if self.ci >= 0:
+            score += 1 if HEX.fullmatch(cells[self.ci].strip()) else -1
+        return score >= 0
+
+    def _own_metric(self, trial: Trial) -> bool:
+        """Whether ``trial`` is a row of the project's metric (not another long-format name)."""
+        if self.li < 0:
+            return True
+        name = trial.extra.get(self.layout.extra_key(self.layout.columns[self.li]))
+        return isinstance(name, str) and name.strip() == self.long_metric
 
     def _fit(self, cells: list[str]) -> int:
         """How well cells (exactly n) fit the columns: higher is better; < 0: not a row."""
@@ -428,6 +486,14 @@ class RowParser:
         if a is None or b is None:
             return None
         return [(a, f"two rows on one line ({c} cells, the header has {n}); split into two trials"), (b, None)]
+
+
+def name_lines(lines: Sequence[int], most: int = 10) -> str:
+    """``line 5`` / ``lines 5, 9, 12`` / ``lines 5, 9, ... (and 40 more)``."""
+    if len(lines) == 1:
+        return f"line {lines[0]}"
+    shown = ", ".join(str(line) for line in lines[:most])
+    return f"lines {shown}" + (f" (and {len(lines) - most} more)" if len(lines) > most else "")
 
 
 def _insertions(c: int, k: int) -> list[list[int]]:

@@ -127,6 +127,18 @@ RESOURCE_WORDS = frozenset(
      "duration", "params", "parameters", "tokens", "steps", "epochs", "lr", "batch", "size", "bytes", "flops_total",
      "cost_usd", "usd", "seed"}
 )
+#: Long format: a column naming each row's metric, and the column holding its value.
+LONG_NAME_COLUMNS = ("metric", "metric_name", "name", "key", "measure", "variable", "quantity", "stat",
+                     "statistic", "kpi")
+LONG_VALUE_COLUMNS = ("value", "metric_value", "val", "reading", "amount", "measurement")
+#: Names of a long format's name column that say so without a repeated name.
+LONG_NAME_SURE = frozenset({"metric", "metric_name"})
+#: Words that record a loop's verdict and never name a column: one in line 1 says line 1
+#: is data, not a header.
+VERDICT_WORDS = frozenset(
+    {*(label.value for label in FailureLabel if label is not FailureLabel.BASELINE), "discarded", "crashed",
+     "revert", "reverted", "reverting", "accepted", "rejected", "improved", "regressed", "keeper", "oom"}
+)
 #: Columns that fill a trial field of the same name (text fields, then number fields).
 TEXT_FIELD_COLUMNS = {
     "timestamp": MAX_SHORT_TEXT, "specialist": MAX_SHORT_TEXT, "domain": MAX_SHORT_TEXT,

@@ -42,7 +42,11 @@ def render_cells(trial: Trial, layout: Layout, *, parent_value: str | None = Non
         key = layout.extra_key(name)
         if name == layout.metric:
             if trial.core_metric is None:
-                cell = layout.placeholder if trial.status in CRASH_LIKE else ""
+                written = extra.get(key)  # a record's metric cell that is not a number
+                if isinstance(written, str):
+                    cell = written
+                else:
+                    cell = layout.placeholder if trial.status in CRASH_LIKE else ""
             else:
                 cell = format_number(trial.core_metric, layout.formats.get(name))
         elif name == layout.status:
@@ -62,6 +66,8 @@ def render_cells(trial: Trial, layout: Layout, *, parent_value: str | None = Non
             cell = format_number(value, layout.formats.get(name)) if not isinstance(value, str) else value
         elif name == layout.parent and key not in extra:
             cell = parent_value if parent_value is not None else trial.parent_exp
+        elif name == layout.long_names and key not in extra:  # recorded elsewhere: the project's metric
+            cell = layout.long_metric or ""
         else:
             cell = format_number(extra.get(key), layout.formats.get(name))
         cells.append(_clean(cell, layout))
@@ -171,7 +177,8 @@ class Writer:
 
     def _reparse(self, line: str) -> list[Trial] | None:
         parser = self.parser
-        for kept in (parser.rows, parser.lines, parser.texts, parser.prefix, parser.warnings):
+        for kept in (parser.rows, parser.lines, parser.texts, parser.prefix, parser.warnings, parser.stray,
+                     parser.unnumbered):
             kept.clear()
         parser.prefix_line = None
         try:
