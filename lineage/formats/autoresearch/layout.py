@@ -5,7 +5,7 @@
 segments: what export needs to write the file back and watch needs to read more of it;
 stored in ``project.settings["results_file"]``), :func:`default_layout` (karpathy's own
 header), :func:`format_number` (a number in a column's format) and the keys of
-``Trial.extra`` the format reserves (``_line``, ``_row``, ``_part``, ``_git``).
+``Trial.extra`` the format reserves (``_line``, ``_row``, ``_part``, ``_git``, ``_span``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ ROW_KEY = "_row"
 PART_KEY = "_part"
 #: commit details (``--git-repo``)
 GIT_KEY = "_git"
-RESERVED_KEYS = frozenset({LINE_KEY, ROW_KEY, PART_KEY, GIT_KEY})
+#: 2 for a record broken over two physical lines (a line end inside a cell)
+SPAN_KEY = "_span"
+RESERVED_KEYS = frozenset({LINE_KEY, ROW_KEY, PART_KEY, GIT_KEY, SPAN_KEY})
 #: The key of the layout in ``Project.settings``.
 SETTINGS_KEY = "results_file"
 #: Width of row-number exp_ids (fieldkit's).
