@@ -159,6 +159,7 @@ from lineage.formats.autoresearch.infer import SAMPLE_ROWS, ParsedTable, infer_l
 from lineage.formats.autoresearch.layout import (
     GENERIC,
     GIT_KEY,
+    DIRECTIONS,
     ID_WIDTH,
     LINE_KEY,
     NAME,
@@ -170,6 +171,7 @@ from lineage.formats.autoresearch.layout import (
     ImportOptions,
     Layout,
     default_layout,
+    direction_flag,
     format_number,
     parse_columns,
 )
@@ -206,6 +208,7 @@ __all__ = [
     "CRASH_LIKE",
     "DECISIVE_MOVES",
     "DECISIVE_SHARE",
+    "DIRECTIONS",
     "GENERIC",
     "GIT_KEY",
     "ID_WIDTH",
@@ -233,6 +236,7 @@ __all__ = [
     "decide_direction",
     "default_layout",
     "delimiter_of",
+    "direction_flag",
     "direction_of_name",
     "first_nonblank",
     "format_number",

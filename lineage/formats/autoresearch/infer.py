@@ -65,6 +65,8 @@ class ParsedTable:
     unknown_words: Counter[str]
     #: the line of the first trailing non-row line, if any
     trailer_line: int | None = None
+    #: every non-blank line that is not a record (stray output, a summary), 1-based
+    text_lines: tuple[int, ...] = ()
 
 
 def _header_names(cells: Sequence[str]) -> list[str]:
@@ -446,7 +448,8 @@ def parse_table(
         )
     layout.trailer = trailer
     return ParsedTable(layout=layout, rows=parser.rows, lines=parser.lines, warnings=warnings,
-                       unknown_words=parser.unknown_words, trailer_line=trailer_line)
+                       unknown_words=parser.unknown_words, trailer_line=trailer_line,
+                       text_lines=(*parser.text_lines, *parser.stray))
 
 
 def _commit_length(lines: Sequence[str], layout: Layout) -> int:

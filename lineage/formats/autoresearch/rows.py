@@ -154,6 +154,9 @@ class RowParser:
         self.stray: list[int] = []  # lines of the stray (non-blank) lines in prefix
         #: lines of the records whose metric cell is not a number (trials without a metric)
         self.unnumbered: list[int] = []
+        #: the stray (non-blank, not a record) lines already followed by a record; the
+        #: trailer's are still in ``stray``
+        self.text_lines: list[int] = []
         self.line = first_line - 1  # the last physical line consumed
         self.first_row = first_row
         self.commit_length = layout.commit_length
@@ -332,6 +335,7 @@ class RowParser:
                 )
             self.prefix.clear()
             self.prefix_line = None
+            self.text_lines.extend(self.stray)
             self.stray.clear()
         if made[0][1]:
             self.warnings.append(f"line {self.line}: {made[0][1]} (in {self.source})")

@@ -182,7 +182,7 @@ class Writer:
     def _reparse(self, line: str) -> list[Trial] | None:
         parser = self.parser
         for kept in (parser.rows, parser.lines, parser.texts, parser.prefix, parser.warnings, parser.stray,
-                     parser.unnumbered):
+                     parser.unnumbered, parser.text_lines):
             kept.clear()
         parser.prefix_line = None
         try:
