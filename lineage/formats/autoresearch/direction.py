@@ -1,7 +1,7 @@
 """Which way a results file's metric is better: :func:`infer_direction` (the rule, from a
 metric's name, its kept values and a flag) and :func:`decide_direction` (the rule applied
 to a parsed file: the metric's name as the project knows it, the headerless hint, the
-warning when the values overrule the name).
+warning when the values overrule the name; its error names the metric's header cell).
 
 The rule, in order:
 
@@ -118,19 +118,22 @@ def decide_direction(
     """The direction of a parsed file for a new project: :func:`infer_direction` on the
     project's metric name (:attr:`Layout.metric_name`: a long-format file's metric name)
     and the file's kept values. The warning of values that overrule the name goes to
-    ``warnings``; a file without a header line whose columns got no names (``col3``)
-    gets the ``--columns`` hint in its error, naming the line that is data."""
+    ``warnings``; an error names the metric's header cell (line and column), and a file
+    without a header line whose columns got no names (``col3``) gets the ``--columns``
+    hint in its error, naming the line that is data."""
     layout = table.layout
     try:
         lower, how, warning = weigh_direction(layout.metric_name, kept_values(table.rows), flag,
                                               chosen=layout.status is not None)
     except InvalidInput as exc:
         auto_named = layout.columns == [f"col{i + 1}" for i in range(len(layout.columns))]
-        if layout.has_header or not auto_named:
-            raise
-        line = table.lines[0] if table.lines else 1
-        hint = headerless_hint(line, len(layout.columns))
-        raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=line) from None
+        first_row = table.lines[0] if table.lines else 1
+        if layout.has_header or not auto_named:  # the metric's cell of the header line (or of line 1)
+            header_line = layout.header_text.count("\n") + (0 if layout.header_text.endswith("\n") else 1)
+            raise InvalidInput(exc.field, exc.reason, line=header_line if layout.has_header else first_row,
+                               column=layout.index(layout.metric) + 1) from None
+        hint = headerless_hint(first_row, len(layout.columns))
+        raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=first_row) from None
     if warning is not None and warnings is not None:
         warnings.append(warning)
     return lower, how
