@@ -123,10 +123,41 @@ def db_current(ctx: click.Context) -> None:
 
 @click.command()
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace OUT when it exists.")
 @click.pass_context
-def backup(ctx: click.Context, out: Path) -> None:
-    """Write a consistent copy of the SQLite database to OUT (safe while it is in use)."""
-    ledger_of(ctx).backup(str(out))
+def backup(ctx: click.Context, out: Path, force: bool) -> None:
+    """Write a consistent copy of the SQLite database to OUT (safe while it is in use).
+
+    An existing OUT is left alone unless --force is given. The copy is written next to
+    OUT under a temporary name and put in place at the end, so OUT is never half written,
+    and without --force a file that appears at OUT meanwhile is not replaced either."""
+    import os
+    import tempfile
+
+    if out.exists() and not force:
+        click.echo(f"error: {out} exists; pass --force to replace it", err=True)
+        ctx.exit(EXIT_REFUSED)
+    ledger = ledger_of(ctx)
+    handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent or None)
+    os.close(handle)
+    try:
+        ledger.backup(temporary)
+        if force:
+            os.replace(temporary, out)
+        else:
+            try:
+                os.link(temporary, out)  # atomic, and never over an existing file
+            except FileExistsError:
+                click.echo(f"error: {out} exists; pass --force to replace it", err=True)
+                ctx.exit(EXIT_REFUSED)
+            except OSError:  # a file system without hard links: replace unless it is there now
+                if out.exists():
+                    click.echo(f"error: {out} exists; pass --force to replace it", err=True)
+                    ctx.exit(EXIT_REFUSED)
+                os.replace(temporary, out)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
     click.echo(f"backed up to {out}")
 
 
