@@ -71,7 +71,7 @@ def demo(ctx: click.Context) -> None:
 
 def _load_demo(ledger, *, quiet: bool) -> None:  # type: ignore[no-untyped-def]
     from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
-    from lineage.errors import NotFound
+    from lineage.errors import Conflict, NotFound
 
     slug = DEMO_PROJECT["slug"]
     try:
@@ -81,7 +81,10 @@ def _load_demo(ledger, *, quiet: bool) -> None:  # type: ignore[no-untyped-def]
         return
     except NotFound:
         pass
-    ledger.create_project(**DEMO_PROJECT)
+    try:
+        ledger.create_project(**DEMO_PROJECT)
+    except Conflict:  # another `serve --demo` started at the same time loads it
+        return
     ledger.import_trials(slug, iter(DEMO_TRIALS))
     if not quiet:
         click.echo(f"loaded {len(DEMO_TRIALS)} trials into project {slug!r}")

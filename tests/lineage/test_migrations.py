@@ -27,18 +27,20 @@ def test_upgrade_on_an_up_to_date_database_changes_nothing(engine) -> None:  # t
     assert migrate.current_revision(engine) == migrate.head_revision()
 
 
-def test_processes_opening_a_fresh_sqlite_file_at_once_all_upgrade_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # `lineage watch` and `lineage serve` started together on a new ./lineage.db; the
-    # processes start upgrading at the same instant (before the fix, most runs had one fail
-    # with "database is locked"). The instant is a barrier, not a clock: each process says
-    # it is ready (imports done, engine made) and waits for the others, however slow the
-    # machine is; each then waits for the lock as long as an upgrade needs.
+def test_processes_opening_a_fresh_database_at_once_all_upgrade_it(fresh_db_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # `lineage watch` and `lineage serve` started together on a new ./lineage.db, or two
+    # servers on a new PostgreSQL database; the processes start upgrading at the same
+    # instant (before the fix, most SQLite runs had one fail with "database is locked" and
+    # every PostgreSQL run one with UniqueViolation on alembic_version). The instant is a
+    # barrier, not a clock: each process says it is ready (imports done, engine made) and
+    # waits for the others, however slow the machine is; each then waits for the lock as
+    # long as an upgrade needs.
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    db, gate, processes = tmp_path / "fresh.db", tmp_path / "gate", 3
+    db, gate, processes = fresh_db_url, tmp_path / "gate", 3
     gate.mkdir()
     code = ("import os, sys, time; from lineage import migrate; from lineage.db import make_engine; "
             f"engine = make_engine({str(db)!r}); gate = {str(gate)!r}; "
@@ -49,7 +51,11 @@ def test_processes_opening_a_fresh_sqlite_file_at_once_all_upgrade_it(tmp_path) 
     errors = [proc.communicate(timeout=600)[1].decode()[-500:] for proc in procs]
     assert [proc.returncode for proc in procs] == [0] * processes, errors
     assert len(list(gate.iterdir())) == processes
-    assert migrate.current_revision(make_engine(str(db))) == migrate.head_revision()
+    engine = make_engine(str(db))
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [(migrate.head_revision(),)]
+    engine.dispose()
 
 
 def test_an_sqlite_upgrade_waits_for_a_lock_held_longer_than_a_write_would(tmp_path) -> None:  # type: ignore[no-untyped-def]
