@@ -140,3 +140,22 @@ def test_the_frozen_tokenizer_of_revision_0003_agrees_with_todays() -> None:
         assert frozen.search_text(hypothesis, notes) == similar.search_text(hypothesis, notes)
     texts = [similar.search_text(h, n) for h, n in samples]
     assert frozen.vocabulary(texts) == vocabulary(texts)
+
+
+def test_revision_0005_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> None:
+    """trials.extra becomes JSON text on PostgreSQL (jsonb changed numbers and key order);
+    rows stored before keep their values."""
+    from lineage.service import Ledger
+
+    engine = make_engine(fresh_db_url)
+    migrate.upgrade(engine, "0004")
+    ledger = Ledger(engine)
+    ledger.create_project("p")
+    ledger.record_trial("p", {"exp_id": "000", "status": "keep", "core_metric": 1.0,
+                              "extra": {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}})
+    migrate.upgrade(engine)
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    assert ledger.trial("p", "000").extra == {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}
+    ledger.record_trial("p", {"exp_id": "001", "status": "keep", "core_metric": 1.0, "extra": {"z": 1e23, "y": -0.0}})
+    assert repr(ledger.trial("p", "001").extra) == "{'z': 1e+23, 'y': -0.0}"
+    engine.dispose()
