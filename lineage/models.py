@@ -143,6 +143,18 @@ class ApiTokenRow(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class LedgerSettingRow(Base):
+    """A setting of the whole ledger (``lineage.auth``: ``anonymous_writes``), with who
+    changed it last and when (the change is also logged)."""
+
+    __tablename__ = "ledger_settings"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(String(100))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_by: Mapped[str] = mapped_column(String(200))
+
+
 class IdempotencyKeyRow(Base):
     """A client's idempotency key, stored in the transaction of the write it guards.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
@@ -158,4 +159,23 @@ def test_revision_0005_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> No
     assert ledger.trial("p", "000").extra == {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}
     ledger.record_trial("p", {"exp_id": "001", "status": "keep", "core_metric": 1.0, "extra": {"z": 1e23, "y": -0.0}})
     assert repr(ledger.trial("p", "001").extra) == "{'z': 1e+23, 'y': -0.0}"
+    engine.dispose()
+
+
+@pytest.mark.parametrize("had_token", [True, False])
+def test_revision_0006_closes_anonymous_writes_of_a_ledger_that_had_a_token(fresh_db_url: str, had_token: bool) -> None:
+    from sqlalchemy import text
+
+    from lineage.service import Ledger
+
+    engine = make_engine(fresh_db_url)
+    migrate.upgrade(engine, "0005")
+    if had_token:  # a token revoked before the upgrade: the ledger was open again until now
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO api_tokens (name, role, token_hash, created_at, revoked_at) "
+                              "VALUES ('old', 'admin', 'h', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+    migrate.upgrade(engine)
+    state = Ledger(engine).access_state()
+    assert state.anonymous_writes.value == ("closed" if had_token else "until-first-token")
+    assert state.anonymous_writes_open is (not had_token)
     engine.dispose()
