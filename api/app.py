@@ -31,10 +31,11 @@ The experiment lineage ledger's JSON API.
 * **Errors** are RFC 9457 `application/problem+json` naming the `field` (and `line`,
   `column` for files); every response carries `X-Request-ID`.
 * **Auth**: `Authorization: Bearer <token>` (`lineage token create --role reader|writer|admin`).
-  Reads may be anonymous (`LINEAGE_ANONYMOUS_READ`, default on); writes need a writer
-  token once any token exists (a ledger without tokens is open: `lineage serve` refuses a
-  non-loopback address in that state); token management and project deletion need an
-  admin token.
+  Reads may be anonymous (`LINEAGE_ANONYMOUS_READ`, default on). Writes need a writer
+  token from the ledger's first token on, also after the last is revoked, until an admin
+  re-opens anonymous writes (`PUT /access`); a server on a non-loopback address never
+  takes an anonymous write. Token management, `/access`, webhooks and project deletion
+  need an admin token; the last admin token cannot be revoked over HTTP.
 * **Idempotency**: a trial creation with an existing `exp_id` or `Idempotency-Key` and the
   same body returns the stored trial (200), with another body 409 with both versions;
   telemetry batches are idempotent by `batch_id` / `Idempotency-Key`.

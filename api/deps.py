@@ -97,11 +97,13 @@ def _require(role: Role):  # type: ignore[no-untyped-def]
     async def dependency(request: Request) -> Access:
         principal = principal_of(request)
         ledger = request.app.state.ledger
+        settings = request.app.state.settings
         check_access(
             principal,
             role,
-            anonymous_read=request.app.state.settings.anonymous_read,
-            tokens_exist=ledger.tokens_exist,
+            anonymous_read=settings.anonymous_read,
+            exposed=settings.exposed,
+            ledger_open=ledger.anonymous_writes_open,
         )
         return Access(ledger, principal, request.app.state.write_lanes)
 

@@ -446,6 +446,23 @@ class TokenCreated(TokenOut):
     token: str = Field(description="The secret: shown this once, stored only as a hash")
 
 
+class AccessOut(BaseModel):
+    """Whether the ledger takes writes without a token (``lineage.auth``'s module doc)."""
+
+    anonymous_writes: Literal["until-first-token", "closed", "open"] = Field(
+        description="until-first-token: a ledger that never had a token (open while it has none); closed from the "
+                    "first token on; open: re-opened by an admin")
+    anonymous_writes_open: bool = Field(description="Whether a write without a token is taken now (on a server "
+                                                    "that listens on loopback only; never on another address)")
+    active_tokens: bool
+    changed_at: str | None
+    changed_by: str | None
+
+
+class AccessUpdate(Strict):
+    anonymous_writes: Literal["open", "closed"]
+
+
 class ReadyOut(BaseModel):
     status: str
     schema_revision: str

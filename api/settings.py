@@ -15,11 +15,21 @@ class Settings(BaseSettings):
     database_url: str | None = None
     #: Upgrade the schema when the app starts.
     upgrade_on_start: bool = True
-    #: Reading without a token (``LINEAGE_ANONYMOUS_READ``). Writes always need a token
-    #: once any token exists; see ``lineage.auth``.
+    #: Reading without a token (``LINEAGE_ANONYMOUS_READ``). Writes need a token once the
+    #: ledger had one; see ``lineage.auth``.
     anonymous_read: bool = True
+    #: The address the server listens on (``LINEAGE_BIND_HOST``; ``lineage serve`` sets it
+    #: from ``--host``). Not loopback: no anonymous write for the server's whole life.
+    bind_host: str | None = None
     #: ``text`` (one line per record) or ``json`` (one JSON object per line).
     log_format: Literal["text", "json"] = "text"
     log_level: str = "info"
     #: Largest request body of the JSON API in bytes, after gzip decoding (413 above).
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+
+    @property
+    def exposed(self) -> bool:
+        """Whether the server listens on a non-loopback address (``lineage.auth.allowed``)."""
+        from lineage.auth import is_loopback
+
+        return self.bind_host is not None and not is_loopback(self.bind_host)

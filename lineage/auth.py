@@ -17,35 +17,57 @@ Last use
     :data:`LAST_USED_RESOLUTION` per token, so reads stay reads; the stamp never waits
     for a lock (``Store.touch_token``).
 
-Access (:func:`check_access`)
+Access (:func:`allowed`, the one rule; :func:`check_access` raises by it)
     * a request that presents a token must present a valid one (401 otherwise), whose
       role covers what the endpoint needs (403 otherwise);
-    * reading without a token is allowed when the server allows anonymous reads
-      (``LINEAGE_ANONYMOUS_READ``, default on) or when the ledger has no tokens;
-    * writing without a token is allowed only while the ledger has no tokens at all:
-      ``lineage serve`` refuses to listen on a non-loopback address in that state, so
-      an open ledger is reachable from this machine only;
-    * admin endpoints (token management, project deletion) always need an admin token.
+    * admin endpoints (token management, the access setting, project deletion, webhooks)
+      always need an admin token;
+    * without a token, a caller may write only while the ledger takes anonymous writes
+      (:attr:`AccessState.anonymous_writes_open`) **and** the server listens on loopback
+      only (``exposed`` False): a server bound to another address never takes an
+      anonymous write, whatever happens to the tokens while it runs;
+    * without a token, a caller may read when the server allows anonymous reads
+      (``LINEAGE_ANONYMOUS_READ``, default on), or when it could write.
+
+Anonymous writes (the ``anonymous_writes`` setting of the ledger, :class:`AnonymousWrites`)
+    A ledger that never had a token takes anonymous writes while it has no active token
+    (``until-first-token``: ``lineage serve`` refuses a non-loopback address in that
+    state). Creating the first token closes them (``closed``, stored with the token),
+    and they stay closed when tokens are revoked -- also the last one, so a "revoke the
+    old, create the new" rotation opens no window. Only an explicit change
+    (:meth:`TokenUses.set_anonymous_writes`: ``lineage token anonymous-writes open`` or an
+    admin's ``PUT /api/v1/access``) opens them again; the change is stored with who made
+    it and logged (logger ``lineage.audit``).
+
+Last admin
+    Revoking the last active admin token is refused (:class:`~lineage.errors.Conflict`)
+    unless the caller says so explicitly (``last_admin=True``; ``lineage token revoke
+    --last-admin``): nobody could manage tokens over HTTP afterwards.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Callable
 
-from lineage.errors import InvalidInput, LedgerError
+from lineage.errors import Conflict, InvalidInput, LedgerError
 
 if TYPE_CHECKING:  # pragma: no cover
     from lineage.store import Store
 
 __all__ = [
+    "ANONYMOUS_WRITES",
     "LAST_USED_RESOLUTION",
     "TOKEN_PREFIX",
+    "AccessState",
+    "AnonymousWrites",
     "Forbidden",
     "Role",
     "TokenRecord",
@@ -54,7 +76,12 @@ __all__ = [
     "allowed",
     "check_access",
     "hash_token",
+    "is_loopback",
 ]
+
+audit_log = logging.getLogger("lineage.audit")
+#: The name of the ledger setting that says whether anonymous writes are open.
+ANONYMOUS_WRITES = "anonymous_writes"
 
 TOKEN_PREFIX = "llt_"
 #: A token's last use is written at most this often.
@@ -155,17 +182,61 @@ def _parse(stamp: str | None) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-def allowed(role: Role | None, needed: Role, *, anonymous_read: bool, tokens_exist: Callable[[], bool]) -> bool:
+class AnonymousWrites(str, Enum):
+    """The ``anonymous_writes`` setting (module doc)."""
+
+    #: not set: a ledger that never had a token; open while it has no active token
+    UNTIL_FIRST_TOKEN = "until-first-token"
+    CLOSED = "closed"
+    OPEN = "open"
+
+
+@dataclass(frozen=True, slots=True)
+class AccessState:
+    """What the ledger says about callers without a token."""
+
+    anonymous_writes: AnonymousWrites
+    active_tokens: bool
+    changed_at: str | None = None
+    changed_by: str | None = None
+
+    @property
+    def anonymous_writes_open(self) -> bool:
+        """Whether the ledger takes writes without a token (on a loopback-only server)."""
+        if self.anonymous_writes is AnonymousWrites.UNTIL_FIRST_TOKEN:
+            return not self.active_tokens
+        return self.anonymous_writes is AnonymousWrites.OPEN
+
+    def to_dict(self) -> dict[str, object]:
+        return {"anonymous_writes": self.anonymous_writes.value, "anonymous_writes_open": self.anonymous_writes_open,
+                "active_tokens": self.active_tokens, "changed_at": self.changed_at, "changed_by": self.changed_by}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed(
+    role: Role | None, needed: Role, *, anonymous_read: bool, exposed: bool, ledger_open: Callable[[], bool]
+) -> bool:
     """The access rule (module doc): may a caller with ``role`` (None: no token) do what
-    needs ``needed``? ``tokens_exist`` is called only when the answer depends on it. The
-    API (:func:`check_access`) and the pages both ask this."""
+    needs ``needed``? ``exposed``: the server listens on a non-loopback address.
+    ``ledger_open`` says whether the ledger takes anonymous writes
+    (:attr:`AccessState.anonymous_writes_open`); it is called only when the answer depends
+    on it. The API (:func:`check_access`) and the pages both ask this."""
     if role is not None:
         return role.covers(needed)
     if needed is Role.ADMIN:
         return False
     if needed is Role.READER and anonymous_read:
         return True
-    return not tokens_exist()
+    return not exposed and ledger_open()
 
 
 def check_access(
@@ -173,13 +244,13 @@ def check_access(
     needed: Role,
     *,
     anonymous_read: bool,
-    tokens_exist: Callable[[], bool],
+    exposed: bool,
+    ledger_open: Callable[[], bool],
 ) -> None:
-    """Raise :class:`Unauthorized` or :class:`Forbidden` unless the rules (module doc)
-    let ``principal`` (None: no token presented) do what needs role ``needed``.
-    ``tokens_exist`` is called only when the answer depends on it."""
+    """Raise :class:`Unauthorized` or :class:`Forbidden` unless :func:`allowed` lets
+    ``principal`` (None: no token presented) do what needs role ``needed``."""
     if allowed(principal.role if principal is not None else None, needed, anonymous_read=anonymous_read,
-               tokens_exist=tokens_exist):
+               exposed=exposed, ledger_open=ledger_open):
         return
     if principal is not None:
         raise Forbidden(f"token {principal.name!r} has role {principal.role.value!r}; this needs {needed.value!r}")
@@ -190,30 +261,78 @@ def check_access(
 
 
 class TokenUses:
-    """create_token, list_tokens, revoke_token, tokens_exist, verify_token (mixed into Ledger)."""
+    """create_token, list_tokens, revoke_token, tokens_exist, verify_token, access_state,
+    anonymous_writes_open, anonymous_access, set_anonymous_writes (mixed into Ledger)."""
 
     store: "Store"
 
     def create_token(self, *, name: str, role: Role | str) -> tuple[TokenRecord, str]:
-        """Create a token; returns its record and the secret (the only time it exists in clear)."""
+        """Create a token; returns its record and the secret (the only time it exists in clear).
+        The ledger's first token closes anonymous writes (module doc), in the same transaction."""
         checked_role = role if isinstance(role, Role) else Role.parse(role)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self.store.write() as conn:
             row = self.store.insert_token(conn, name=_checked_name(name), role=checked_role.value, token_hash=hash_token(secret))
+            if self.store.set_setting(conn, ANONYMOUS_WRITES, AnonymousWrites.CLOSED.value,
+                                      by=f"first token {name!r}", only_if_absent=True):
+                audit_log.warning("anonymous writes closed: the ledger's first token %r was created", name)
         return _record(row), secret  # type: ignore[return-value]
 
     def list_tokens(self) -> list[TokenRecord]:
         with self.store.read() as conn:
             return [_record(row) for row in self.store.tokens(conn)]  # type: ignore[misc]
 
-    def revoke_token(self, name: str) -> None:
-        """Revoke the token called ``name`` (NotFound if there is none; revoking twice is fine)."""
+    def revoke_token(self, name: str, *, last_admin: bool = False) -> None:
+        """Revoke the token called ``name`` (NotFound if there is none; revoking twice is
+        fine). The last active admin token only with ``last_admin=True`` (else Conflict)."""
         with self.store.write() as conn:
+            found = self.store.token_role(conn, name)
+            if found is not None and found == (Role.ADMIN.value, True) and not last_admin:
+                if self.store.active_admins(conn) == [name]:
+                    raise Conflict(f"token {name!r} is the last active admin token; create another admin token "
+                                   "first, or revoke it explicitly (lineage token revoke --last-admin)", field="name")
             self.store.revoke_token(conn, name)
+        if found is not None and found[1]:
+            audit_log.info("token %r (%s) revoked", name, found[0])
 
     def tokens_exist(self) -> bool:
-        """Whether any active token exists (then writes need one)."""
+        """Whether any active token exists."""
         return self.store.active_token_exists()
+
+    def access_state(self) -> AccessState:
+        """The ``anonymous_writes`` setting, whether active tokens exist, and the last change."""
+        with self.store.read() as conn:
+            setting = self.store.setting(conn, ANONYMOUS_WRITES)
+            active = self.store.active_token_exists(conn)
+        if setting is None:
+            return AccessState(AnonymousWrites.UNTIL_FIRST_TOKEN, active)
+        value, changed_at, changed_by = setting
+        return AccessState(AnonymousWrites(value), active, changed_at, changed_by)
+
+    def anonymous_writes_open(self) -> bool:
+        """Whether the ledger takes writes without a token (one query; the per-request check)."""
+        return self.anonymous_access()[0]
+
+    def anonymous_access(self) -> tuple[bool, bool]:
+        """``(anonymous_writes_open, tokens_exist)`` in one query (what a page asks)."""
+        value, active = self.store.access_state(ANONYMOUS_WRITES)
+        if value is None:
+            return not active, active
+        return value == AnonymousWrites.OPEN.value, active
+
+    def set_anonymous_writes(self, value: AnonymousWrites | str, *, by: str) -> AccessState:
+        """Open or close anonymous writes explicitly (``open``/``closed``); stored with
+        ``by`` (who asked: a token's name, ``cli``) and logged."""
+        try:
+            wanted = AnonymousWrites(value)
+        except ValueError:
+            wanted = None
+        if wanted not in (AnonymousWrites.OPEN, AnonymousWrites.CLOSED):
+            raise InvalidInput("anonymous_writes", f"must be 'open' or 'closed', got {value!r}")
+        with self.store.write() as conn:
+            self.store.set_setting(conn, ANONYMOUS_WRITES, wanted.value, by=by)
+        audit_log.warning("anonymous writes set to %s by %s", wanted.value, by)
+        return self.access_state()
 
     def verify_token(self, token: str, *, now: datetime | None = None) -> TokenRecord | None:
         """The active token ``token`` is, or None (unknown, revoked, malformed)."""

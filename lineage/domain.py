@@ -7,6 +7,7 @@ face (HTTP, CLI, MCP, pages) share these definitions, so a rule is written once.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -336,6 +337,32 @@ class Project:
         out["best_policy"] = self.best_policy.value
         out["settings"] = dict(self.settings)
         return out
+
+
+#: Longest metric name of a project.
+MAX_METRIC_NAME = 100
+#: Characters a metric name may not hold: control characters (tabs and every line break
+#: among them), U+2028/U+2029 and ``|``. The name is one table cell and one line of the
+#: prompt; the same class is the OpenAPI pattern (ECMA 262 and Python read it alike).
+METRIC_NAME_FORBIDDEN = "\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029|"
+METRIC_NAME_PATTERN = f"^[^{METRIC_NAME_FORBIDDEN}]{{1,{MAX_METRIC_NAME}}}$"
+_METRIC_NAME = re.compile(METRIC_NAME_PATTERN)
+_METRIC_NAME_BAD = re.compile(f"[{METRIC_NAME_FORBIDDEN}]")
+
+
+def check_metric_name(value: object) -> str:
+    """``value`` if it is a metric name (:data:`METRIC_NAME_PATTERN`), else InvalidInput."""
+    if not isinstance(value, str) or not _METRIC_NAME.fullmatch(value):
+        raise InvalidInput("metric_name", f"must be 1-{MAX_METRIC_NAME} characters without tabs, line breaks, "
+                           "other control characters or '|'")
+    return value
+
+
+def clean_metric_name(name: str) -> str:
+    """A metric name made from a file's column header: ``|`` becomes ``/``, tabs, line
+    breaks and other control characters a space; at most MAX_METRIC_NAME characters."""
+    cleaned = _METRIC_NAME_BAD.sub(lambda m: "/" if m.group() == "|" else " ", name).strip()
+    return (cleaned or "metric")[:MAX_METRIC_NAME]
 
 
 def validate_slug(slug: str) -> str:

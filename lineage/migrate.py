@@ -44,16 +44,28 @@ SQLITE_UPGRADE_BUSY_TIMEOUT_MS = 600_000
 #: Attempts of an SQLite upgrade that hits SQLITE_BUSY where SQLite calls no busy handler
 #: (another connection recovering or checkpointing the WAL at that instant).
 SQLITE_UPGRADE_ATTEMPTS = 5
+#: The key of PostgreSQL's advisory lock that upgrades of one database queue on
+#: (advisory locks are scoped to the database; the number is "lineage" in ASCII).
+POSTGRES_UPGRADE_LOCK = 0x6C696E65616765
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision``; a no-op (one query) when it is already there.
 
-    Several processes may open a fresh SQLite file at once (``lineage watch`` and
-    ``lineage serve``): each upgrade is one write transaction from its first statement
-    (BEGIN IMMEDIATE), so they queue on the lock -- waiting up to
-    SQLITE_UPGRADE_BUSY_TIMEOUT_MS -- and the later ones find the schema at head, instead
-    of one failing "database is locked" when both upgrade a read into a write."""
+    Safe when several processes upgrade one database at once (two ``lineage serve`` of a
+    team's first ``docker compose up``, ``lineage watch`` next to ``lineage serve``):
+    each upgrade is one transaction that first takes the database's upgrade lock and then
+    reads the revision again under it, so the later ones wait for the first and find the
+    schema at head instead of creating ``alembic_version`` a second time.
+
+    * PostgreSQL: the lock is a transaction-level advisory lock
+      (:data:`POSTGRES_UPGRADE_LOCK`, scoped to the database), released at commit or
+      rollback -- also when the process dies; the DDL is transactional, so a failed
+      upgrade leaves nothing behind.
+    * SQLite: the transaction is a write from its first statement (BEGIN IMMEDIATE), so
+      the upgrades queue on the database lock -- waiting up to
+      SQLITE_UPGRADE_BUSY_TIMEOUT_MS -- instead of one failing "database is locked" when
+      both upgrade a read into a write."""
     if revision == "head" and current_revision(engine) == head_revision():
         return
     if not is_sqlite(engine):
@@ -77,6 +89,11 @@ def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_m
             raw.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")  # type: ignore[union-attr]
         try:
             with conn.execution_options(**{WRITE_OPTION: True}).begin():
+                if not is_sqlite(engine):  # SQLite: BEGIN IMMEDIATE above is the lock
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({POSTGRES_UPGRADE_LOCK})")
+                # under the lock: another process may have upgraded while this one waited
+                if revision == "head" and MigrationContext.configure(conn).get_current_revision() == head_revision():
+                    return
                 config.attributes["connection"] = conn
                 command.upgrade(config, revision)
         finally:

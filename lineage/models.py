@@ -45,6 +45,9 @@ NAMING_CONVENTION = {
 }
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
+#: JSON kept as the text written, on both backends (``json`` on PostgreSQL): ``jsonb`` would
+#: turn ``1e+23`` into an integer, ``-0.0`` into ``0.0`` and reorder keys (migration 0005).
+JSONText = JSON()
 ShortText = String(512)
 
 
@@ -113,7 +116,8 @@ class TrialRow(Base):
     ig_clip_scale_max: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_frac_low: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_frac_high: Mapped[float | None] = mapped_column(Float, nullable=True)
-    extra: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    #: the client's JSON object, kept as written (JSONText)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSONText, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
@@ -137,6 +141,18 @@ class ApiTokenRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class LedgerSettingRow(Base):
+    """A setting of the whole ledger (``lineage.auth``: ``anonymous_writes``), with who
+    changed it last and when (the change is also logged)."""
+
+    __tablename__ = "ledger_settings"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(String(100))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_by: Mapped[str] = mapped_column(String(200))
 
 
 class IdempotencyKeyRow(Base):

@@ -101,6 +101,25 @@ def db_url(engine) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def fresh_db_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """The URL of a new, empty database of ``backend`` (no schema): a file in tmp_path, or
+    a PostgreSQL database created for this test and dropped after it."""
+    if backend == "sqlite":
+        yield str(tmp_path / "fresh.db")
+        return
+    name = f"lineage_fresh_{uuid.uuid4().hex[:12]}"
+    admin = _admin_engine()
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
 def sqlite_ledger(tmp_path: Path) -> Iterator[Ledger]:
     """A ledger on a fresh SQLite file of its own (for tests about files and processes)."""
     ledger = Ledger.open(str(tmp_path / "own.db"))

@@ -4,13 +4,13 @@ that refuses an open ledger on a non-loopback address), ``demo``, ``db`` (schema
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from pathlib import Path
 
 import click
 
 from api.cli.base import ledger_of
+from lineage.auth import is_loopback
 
 EXIT_REFUSED = 2
 
@@ -51,6 +51,7 @@ def serve(
     if demo:
         _load_demo(ledger, quiet=True)
     os.environ[ENV_DATABASE_URL] = resolve_url(ctx.find_root().obj["db"])
+    os.environ["LINEAGE_BIND_HOST"] = host  # not loopback: no anonymous write while it runs (lineage.auth)
     for name, value in (("LINEAGE_LOG_FORMAT", log_format), ("LINEAGE_LOG_LEVEL", log_level),
                         ("LINEAGE_MAX_BODY_BYTES", max_body_bytes),
                         ("LINEAGE_ANONYMOUS_READ", None if anonymous_read is None else str(anonymous_read).lower())):
@@ -71,7 +72,7 @@ def demo(ctx: click.Context) -> None:
 
 def _load_demo(ledger, *, quiet: bool) -> None:  # type: ignore[no-untyped-def]
     from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
-    from lineage.errors import NotFound
+    from lineage.errors import Conflict, NotFound
 
     slug = DEMO_PROJECT["slug"]
     try:
@@ -81,7 +82,10 @@ def _load_demo(ledger, *, quiet: bool) -> None:  # type: ignore[no-untyped-def]
         return
     except NotFound:
         pass
-    ledger.create_project(**DEMO_PROJECT)
+    try:
+        ledger.create_project(**DEMO_PROJECT)
+    except Conflict:  # another `serve --demo` started at the same time loads it
+        return
     ledger.import_trials(slug, iter(DEMO_TRIALS))
     if not quiet:
         click.echo(f"loaded {len(DEMO_TRIALS)} trials into project {slug!r}")
@@ -123,29 +127,51 @@ def db_current(ctx: click.Context) -> None:
 
 @click.command()
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace OUT when it exists.")
 @click.pass_context
-def backup(ctx: click.Context, out: Path) -> None:
-    """Write a consistent copy of the SQLite database to OUT (safe while it is in use)."""
-    ledger_of(ctx).backup(str(out))
+def backup(ctx: click.Context, out: Path, force: bool) -> None:
+    """Write a consistent copy of the SQLite database to OUT (safe while it is in use).
+
+    An existing OUT is left alone unless --force is given. The copy is written next to
+    OUT under a temporary name and put in place at the end, so OUT is never half written,
+    and without --force a file that appears at OUT meanwhile is not replaced either."""
+    import os
+    import tempfile
+
+    if out.exists() and not force:
+        click.echo(f"error: {out} exists; pass --force to replace it", err=True)
+        ctx.exit(EXIT_REFUSED)
+    ledger = ledger_of(ctx)
+    handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent or None)
+    os.close(handle)
+    try:
+        ledger.backup(temporary)
+        if force:
+            os.replace(temporary, out)
+        else:
+            try:
+                os.link(temporary, out)  # atomic, and never over an existing file
+            except FileExistsError:
+                click.echo(f"error: {out} exists; pass --force to replace it", err=True)
+                ctx.exit(EXIT_REFUSED)
+            except OSError:  # a file system without hard links: replace unless it is there now
+                if out.exists():
+                    click.echo(f"error: {out} exists; pass --force to replace it", err=True)
+                    ctx.exit(EXIT_REFUSED)
+                os.replace(temporary, out)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
     click.echo(f"backed up to {out}")
 
 
 # -- the HTTP API's side: bind check, tokens, MCP ----------------------------------------
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def refuse_open_bind(ctx: click.Context, ledger, host: str) -> None:  # type: ignore[no-untyped-def]
     """Exit (one line on stderr, status 2) when ``host`` is not loopback and no token exists:
-    such a server would take writes from anyone who can reach it."""
+    nobody could use such a server but anonymously. Past the start, ``lineage.auth.allowed``
+    refuses every anonymous write of a server on a non-loopback address (LINEAGE_BIND_HOST)."""
 
     if is_loopback(host) or ledger.tokens_exist():
         return
@@ -189,11 +215,37 @@ def token_list(ctx: click.Context, fmt: str) -> None:
 
 @token.command("revoke")
 @click.argument("name")
+@click.option("--last-admin", is_flag=True,
+              help="Allow revoking the last active admin token (nobody can manage tokens over HTTP after).")
 @click.pass_context
-def token_revoke(ctx: click.Context, name: str) -> None:
-    """Revoke token NAME (effective on the next request of every server)."""
-    ledger_of(ctx).revoke_token(name)
+def token_revoke(ctx: click.Context, name: str, last_admin: bool) -> None:
+    """Revoke token NAME (effective on the next request of every server). Anonymous
+    writes stay closed, also when it was the last token."""
+    ledger_of(ctx).revoke_token(name, last_admin=last_admin)
     click.echo(f"revoked token {name!r}", err=True)
+
+
+@token.command("anonymous-writes")
+@click.argument("setting", required=False, type=click.Choice(["open", "closed"]))
+@click.pass_context
+def token_anonymous_writes(ctx: click.Context, setting: str | None) -> None:
+    """Show whether the ledger takes writes without a token, or set it (open, closed).
+
+    Closed from the first token on; only this (or an admin's PUT /api/v1/access) opens
+    them again. A server on a non-loopback address never takes an anonymous write."""
+    import getpass
+
+    ledger = ledger_of(ctx)
+    if setting is not None:
+        try:
+            who = getpass.getuser()
+        except Exception:  # noqa: BLE001 - no user name in this environment
+            who = "?"
+        state = ledger.set_anonymous_writes(setting, by=f"cli ({who})")
+        click.echo(f"anonymous writes set to {setting}", err=True)
+    else:
+        state = ledger.access_state()
+    click.echo(json.dumps(state.to_dict()))
 
 
 @click.command()

@@ -3,9 +3,10 @@
 Rules (the same as the JSON API's):
 
 * Reading follows ``settings.anonymous_read`` (default: open). When it is off, a page
-  asks for a login -- unless the ledger has no tokens at all, in which case nobody could
-  log in and the pages stay open, as the API does.
-* Writing (the TSV upload) needs a writer token, unless the ledger has no tokens at all.
+  asks for a login -- unless the ledger takes anonymous writes (a ledger that never had
+  a token, on a loopback-only server), as the API does.
+* Writing (the TSV upload) needs a writer token, unless the ledger takes anonymous
+  writes. Both are :func:`lineage.auth.allowed`, the API's rule.
 * Logging in takes a token once and keeps it in an ``HttpOnly``, ``SameSite=Strict``
   cookie; every request verifies it again, so a revoked token stops working at once and
   several server processes need no shared session secret.
@@ -66,10 +67,15 @@ class Viewer:
     principal: Principal | None
     tokens_exist: bool
     anonymous_read: bool
+    #: the ledger takes anonymous writes (``lineage.auth.AccessState.anonymous_writes_open``)
+    ledger_open: bool = False
+    #: the server listens on a non-loopback address
+    exposed: bool = False
 
     def _may(self, needed: Role) -> bool:
         role = self.principal.role if self.principal is not None else None
-        return allowed(role, needed, anonymous_read=self.anonymous_read, tokens_exist=lambda: self.tokens_exist)
+        return allowed(role, needed, anonymous_read=self.anonymous_read, exposed=self.exposed,
+                       ledger_open=lambda: self.ledger_open)
 
     @property
     def can_write(self) -> bool:
@@ -111,12 +117,14 @@ def viewer(request: Request) -> Viewer:
     ledger = request.app.state.ledger
     settings = request.app.state.settings
     token = request.cookies.get(SESSION_COOKIE, "")
-    exist = ledger.tokens_exist()
+    ledger_open, exist = ledger.anonymous_access()
     principal = verify(ledger, token) if token and exist else None
     found = Viewer(
         principal=principal,
         tokens_exist=exist,
         anonymous_read=bool(getattr(settings, "anonymous_read", True)),
+        ledger_open=ledger_open,
+        exposed=bool(getattr(settings, "exposed", False)),
     )
     request.state.viewer = found
     return found

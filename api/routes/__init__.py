@@ -16,7 +16,7 @@ module         routes
 ``trials``     ``/projects/{p}/trials...`` and the TSV table
 ``telemetry``  the trainer's: ``/projects/{p}/trials/{exp}/telemetry...``
 ``agent``      the agent's: prompt, knowledge, similar, summary, guardrails, hooks
-``tokens``     ``/tokens``
+``tokens``     ``/tokens``, ``/access``
 ``explore``    the researcher's explorer: ``/projects/{p}/explore``
 ``alerts``     alerts from training code: ``/projects/{p}/alerts``, ``.../trials/{exp}/alerts``
 =============  =====================================================================
@@ -59,7 +59,9 @@ POST     /projects/{p}/hooks                              admin   add (secret sh
 DELETE   /projects/{p}/hooks/{id}                         admin   remove
 GET      /tokens                                          admin   list tokens
 POST     /tokens                                          admin   create (secret shown once)
-DELETE   /tokens/{name}                                   admin   revoke
+DELETE   /tokens/{name}                                   admin   revoke (not the last admin)
+GET      /access                                          admin   anonymous writes: state
+PUT      /access                                          admin   open or close them
 =======  ===============================================  ======  =========================
 """
 
@@ -72,8 +74,8 @@ from api.routes import agent, alerts, explore, ops, projects, telemetry, tokens,
 __all__ = ["install_routes"]
 
 #: Inclusion order (the OpenAPI document's path order).
-ROUTERS = (ops.router, projects.router, trials.router, telemetry.router, agent.router, tokens.router, explore.router,
-           alerts.router)
+ROUTERS = (ops.router, projects.router, trials.router, telemetry.router, agent.router, tokens.router,
+           tokens.access_router, explore.router, alerts.router)
 
 
 def install_routes(app: FastAPI) -> None:

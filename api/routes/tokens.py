@@ -1,5 +1,5 @@
-"""Token management over HTTP under ``/api/v1/tokens`` (admin only; ``lineage token``
-does the same locally)."""
+"""Token management over HTTP under ``/api/v1/tokens``, and the ledger's anonymous-writes
+setting under ``/api/v1/access`` (admin only; ``lineage token`` does the same locally)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
 from api.deps import Admin
-from api.schemas import Text, TokenCreate, TokenCreated, TokenOut
+from api.schemas import AccessOut, AccessUpdate, Text, TokenCreate, TokenCreated, TokenOut
 
 router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
+access_router = APIRouter(prefix="/api/v1/access", tags=["tokens"])
 
 
 @router.get("", response_model=list[TokenOut])
@@ -28,5 +29,22 @@ async def create_token(body: TokenCreate, who: Admin) -> JSONResponse:
 
 @router.delete("/{name}", status_code=204, response_class=Response)
 async def revoke_token(name: Text, who: Admin) -> Response:
+    """Revoke a token; the last active admin token is a 409 (``lineage token revoke
+    --last-admin`` does it locally). Anonymous writes stay closed."""
     await who.small_write(who.ledger.revoke_token, name)
     return Response(status_code=204)
+
+
+@access_router.get("", response_model=AccessOut)
+async def get_access(who: Admin) -> dict[str, Any]:
+    """Whether the ledger takes writes without a token, and who changed that last."""
+    return who.ledger.access_state().to_dict()
+
+
+@access_router.put("", response_model=AccessOut)
+async def put_access(body: AccessUpdate, who: Admin) -> dict[str, Any]:
+    """Open or close anonymous writes (stored with this token's name, and logged). Open
+    takes effect on servers that listen on loopback only."""
+    by = f"token {who.principal.name!r}" if who.principal is not None else "?"
+    state = await who.small_write(who.ledger.set_anonymous_writes, body.anonymous_writes, by=by)
+    return state.to_dict()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from lineage.agent.render import _text as _inline  # the renderer's folding and fence rule
+from lineage.agent.render import inline_text
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
 
@@ -97,6 +97,13 @@ def wrap_prompt(
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
+    Every variable is inserted as one line's worth of text: each text in it (the title,
+    the metric name, the specialist, the best trial's fields, ...) has been through
+    ``render.inline_text``, the folding trial text gets in the prompt itself, so no value
+    can add a heading, a list item, a table row or a code fence; only the template's own
+    text (and ``prompt``, ``curl_example``, ``progress``, which the ledger builds of
+    folded parts) has line breaks.
+
     The template sees: ``prompt`` (the lineage prompt, verbatim), ``project`` (slug,
     title, metric_name, lower_is_better, direction ``"lower"``/``"higher"``,
     best_policy, revision, trial_count), ``specialist``, ``timestamp``, ``next_exp_id``,
@@ -110,13 +117,15 @@ def wrap_prompt(
     import json
     from urllib.parse import quote
 
-    root = (base_url or "$LINEAGE_URL").rstrip("/")
+    root = inline_text((base_url or "$LINEAGE_URL").rstrip("/"))
     record_url = f"{root}/api/v1/projects/{quote(project.slug, safe='')}/trials"
+    metric_name, specialist, timestamp = inline_text(project.metric_name), inline_text(specialist), inline_text(timestamp)
+    next_exp_id = inline_text(next_exp_id)
     example: dict[str, Any] = {"exp_id": next_exp_id}
     if best is not None:
-        example["parent_exp"] = best.exp_id
+        example["parent_exp"] = inline_text(best.exp_id)
     example.update(specialist=specialist, hypothesis="<what you changed and why>",
-                   expected_delta="<e.g. -0.002 on " + project.metric_name + ">", status="keep", core_metric=None,
+                   expected_delta="<e.g. -0.002 on " + metric_name + ">", status="keep", core_metric=None,
                    notes="")
     body = json.dumps(example, indent=2, ensure_ascii=False)
     curl_example = (
@@ -129,22 +138,23 @@ def wrap_prompt(
     )
     context = {
         "prompt": prompt,
-        "project": {
-            "slug": project.slug, "title": project.title, "metric_name": project.metric_name,
+        "project": _inline({
+            "slug": project.slug, "title": project.title, "metric_name": metric_name,
             "lower_is_better": project.lower_is_better, "direction": "lower" if project.lower_is_better else "higher",
             "best_policy": project.best_policy.value, "revision": project.revision, "trial_count": project.trial_count,
-        },
+        }),
         "specialist": specialist,
         "timestamp": timestamp,
         "next_exp_id": next_exp_id,
-        "best": best.to_dict() if best is not None else None,
+        "best": _inline(best.to_dict()) if best is not None else None,
         "statuses": [label.value for label in FailureLabel],
         "base_url": root,
         "record_url": record_url,
         "curl_example": curl_example,
-        "progress": summary.short_text() if summary is not None else "",
+        "progress": _inline_lines(summary.short_text()) if summary is not None else "",
         "trend": summary.trend if summary is not None else None,
-        "guardrails_tripped": [t["message"] for t in ((summary.guardrails or {}).get("tripped", ()) if summary else ())],
+        "guardrails_tripped": _inline([t["message"] for t in ((summary.guardrails or {}).get("tripped", ())
+                                                              if summary else ())]),
         "alerts": [alert_line(alert) for alert in alerts],
     }
     text = source if source is not None else (project.prompt_template or default_prompt_template())
@@ -160,6 +170,24 @@ def alert_line(alert: "Alert") -> str:
     folded to one line and fence-safe (the renderer's rule), title and text truncated."""
     step = f" at step {alert.step}" if alert.step is not None else ""
     when = f" ({alert.created_at[:16].replace('T', ' ')} UTC)" if alert.created_at else ""
-    text = f": {_inline(alert.text, 200)}" if alert.text.strip() else ""
-    return (f"- ALERT ({alert.level}) from exp {_inline(alert.exp_id, 40)}{step}{when}: "
-            f"**{_inline(alert.title, 120)}**{text}")
+    text = f": {inline_text(alert.text, 200)}" if alert.text.strip() else ""
+    return (f"- ALERT ({alert.level}) from exp {inline_text(alert.exp_id, 40)}{step}{when}: "
+            f"**{inline_text(alert.title, 120)}**{text}")
+
+
+def _inline(value: Any) -> Any:
+    """``value`` with every text in it (keys too) through :func:`inline_text`: a template
+    may put any variable anywhere, so none may bring a line break or a code fence."""
+    if isinstance(value, str):
+        return inline_text(value)
+    if isinstance(value, dict):
+        return {inline_text(k) if isinstance(k, str) else k: _inline(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_inline(v) for v in value]
+    return value
+
+
+def _inline_lines(text: str) -> str:
+    """A text of several lines made by the ledger (the progress summary): each line
+    through :func:`inline_text`, so a value inside one cannot start another."""
+    return "\n".join(inline_text(line) for line in text.split("\n"))

@@ -16,7 +16,8 @@ Structure safety
     fieldkit interpolates trial text verbatim, so a newline in a hypothesis can forge a
     ``## SYSTEM`` heading that the next agent obeys, and a ``|`` shifts table columns.
     Every interpolated text field (trial text, the specialist and timestamp arguments,
-    the metric name) goes through these steps, in this order:
+    the metric name) goes through these steps, in this order (and so does every value
+    the prompt wrapper inserts, through :func:`inline_text`):
 
     1. **fold**: each run of line breaks and tabs (``\\r\\n``, ``\\r``, ``\\n``, ``\\v``, ``\\f``,
        ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028``, ``\\u2029``, ``\\t``) becomes one space.
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 
 from lineage.domain import FailureLabel, Trial
 
-__all__ = ["EMPTY_PROMPT", "KNOWLEDGE_HEADING", "PromptView", "render_knowledge", "render_prompt"]
+__all__ = ["EMPTY_PROMPT", "KNOWLEDGE_HEADING", "PromptView", "inline_text", "render_knowledge", "render_prompt"]
 
 #: The whole prompt of a project without trials (fieldkit's wording).
 EMPTY_PROMPT = "# Session start — empty lineage\n"
@@ -224,6 +225,14 @@ def _text(value: str, width: int | None = None) -> str:
     if width is not None:
         folded = _truncate(folded, width)
     return _neutralise_fences(folded)
+
+
+def inline_text(value: str, width: int | None = None) -> str:
+    """``value`` made safe to insert into a line of Markdown, by the steps of the module
+    doc (fold, then neutralise backtick fences; cut to ``width`` when given): what every
+    text the prompt wrapper (``lineage.agent.prompt``) inserts goes through, as trial text
+    does here."""
+    return _text(value, width)
 
 
 def _cell(value: str, width: int | None = None) -> str:

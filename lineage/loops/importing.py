@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import IO, Any, Callable, Iterator, Mapping, Sequence
 
-from lineage.domain import BestPolicy, ImportReport, Project, RunningBest, Trial
+from lineage.domain import BestPolicy, ImportReport, Project, RunningBest, Trial, clean_metric_name
 from lineage.errors import InvalidInput, NotFound
 from lineage.formats import autoresearch as ar
 from lineage.formats import AUTO, get_format, sniff_text
@@ -322,8 +322,8 @@ def layout_of(project: Project) -> Layout | None:
 
 
 def results_metric_name(name: str) -> str:
-    cleaned = "".join(" " if ch in "\t\r\n" else "/" if ch == "|" else ch for ch in name).strip()
-    return (cleaned or "metric")[:100]
+    """The project's metric name from a file's column header (``domain.clean_metric_name``)."""
+    return clean_metric_name(name)
 
 
 def read_results_text(path: str | os.PathLike[str], *, source: str) -> str:

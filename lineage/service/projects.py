@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from lineage.agent.prompt import check_prompt_template
-from lineage.domain import BestPolicy, Project, validate_slug
+from lineage.domain import BestPolicy, Project, check_metric_name, validate_slug
 from lineage.errors import InvalidInput
 from lineage.store import Store
 
@@ -100,9 +100,7 @@ def _checked_policy(value: BestPolicy | str) -> BestPolicy:
 
 
 def _checked_metric_name(value: str) -> str:
-    if not value or len(value) > 100 or any(c in value for c in "\t\r\n|"):
-        raise InvalidInput("metric_name", "must be 1-100 characters without tabs, newlines or '|'")
-    return value
+    return check_metric_name(value)
 
 
 

@@ -95,7 +95,7 @@ class RecordingUses:
         theirs = {name: getattr(proposed, name) for name in IDEMPOTENT_FIELDS}
         if _same_body(mine, theirs):
             return RecordResult(existing, False, None, False)
-        differing = sorted(name for name in IDEMPOTENT_FIELDS if not _same_value(mine[name], theirs[name]))
+        differing = sorted(name for name in IDEMPOTENT_FIELDS if not _same_field(name, mine[name], theirs[name]))
         raise Conflict(
             f"trial {existing.exp_id!r} already exists in project {project.slug!r} with different "
             f"{', '.join(differing)}",
@@ -204,8 +204,28 @@ def _same_value(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _same_field(name: str, a: Any, b: Any) -> bool:
+    return _same_extra(a, b) if name == "extra" else _same_value(a, b)
+
+
+def _same_extra(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two ``extra`` objects are the same JSON: the same text with the keys sorted.
+    Stricter than Python's ``==`` where JSON is (``true`` is not ``1``, ``1.0`` is not
+    ``1``, ``-0.0`` is not ``0.0``), as the Idempotency-Key's body hash is; both backends
+    give back the text they were given (``models.JSONText``), so an identical retry matches."""
+    if a == {} or b == {}:
+        return a == b
+    return _canonical_json(a) == _canonical_json(b)
+
+
+def _canonical_json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _same_body(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return all(_same_value(a[k], b[k]) for k in a)
+    return all(_same_field(k, a[k], b[k]) for k in a)
 
 
 def _trial_body_hash(proposed: Trial, exp_id: str | None) -> str:

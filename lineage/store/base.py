@@ -142,7 +142,7 @@ class StoreBase:
         self.engine = engine
         self.sqlite = is_sqlite(engine)
         self._sql_cache: dict[str, str] = {}
-        placeholder = "?" if self.sqlite else "CAST(? AS jsonb)"
+        placeholder = "?" if self.sqlite else "CAST(? AS json)"  # extra: the text as written (models.JSONText)
         columns = _BULK_COLUMNS
         marks = ["?"] * len(columns)
         marks[columns.index("extra")] = placeholder

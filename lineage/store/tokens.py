@@ -5,7 +5,9 @@ idempotency keys of trial creations and telemetry batches. Driver-level SQL like
 hot paths; the per-request checks read through ``StoreBase.peek``.
 
 Methods: ``insert_token``, ``token_by_hash``, ``tokens``, ``revoke_token``,
-``touch_token``, ``active_token_exists``; ``find_key``, ``claim_key``, ``set_key_result``.
+``touch_token``, ``active_token_exists``, ``token_role``, ``active_admins``; the ledger's
+settings (``lineage.auth``'s anonymous writes): ``setting``, ``set_setting``,
+``access_state``; ``find_key``, ``claim_key``, ``set_key_result``.
 """
 
 from __future__ import annotations
@@ -104,6 +106,44 @@ class TokensSql(StoreBase):
         """Whether an unrevoked token exists (``conn=None``: :meth:`peek`)."""
         sql = "SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1"
         return (self.peek(sql) if conn is None else self._execute(conn, sql).fetchone()) is not None
+
+    def token_role(self, conn: Connection, name: str) -> tuple[str, bool] | None:
+        """``(role, active)`` of the token called ``name``, or None."""
+        row = self._execute(conn, "SELECT role, revoked_at FROM api_tokens WHERE name = ?", (name,)).fetchone()
+        return None if row is None else (row[0], row[1] is None)
+
+    def active_admins(self, conn: Connection) -> list[str]:
+        """Names of the active admin tokens. On PostgreSQL their rows stay locked until the
+        transaction ends, so two revocations of the last two admins cannot both pass a
+        check (SQLite's write transactions run one at a time anyway)."""
+        lock = "" if self.sqlite else " FOR UPDATE"
+        sql = f"SELECT name FROM api_tokens WHERE role = 'admin' AND revoked_at IS NULL ORDER BY name{lock}"
+        return [row[0] for row in self._execute(conn, sql).fetchall()]
+
+    # the ledger's settings
+
+    def setting(self, conn: Connection, name: str) -> tuple[str, str | None, str] | None:
+        """``(value, updated_at, updated_by)`` of the setting ``name``, or None."""
+        row = self._execute(conn, "SELECT value, updated_at, updated_by FROM ledger_settings WHERE name = ?",
+                            (name,)).fetchone()
+        return None if row is None else (row[0], _stamp(row[1]), row[2])
+
+    def set_setting(self, conn: Connection, name: str, value: str, *, by: str, only_if_absent: bool = False) -> bool:
+        """Store the setting (``only_if_absent``: unless it is set already); whether it changed."""
+        action = "NOTHING" if only_if_absent else (
+            "UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by")
+        cursor = self._execute(
+            conn, f"INSERT INTO ledger_settings (name, value, updated_at, updated_by) VALUES (?, ?, ?, ?) "
+                  f"ON CONFLICT (name) DO {action}", (name, value, self._now(), by[:200]),
+        )
+        return cursor.rowcount == 1
+
+    def access_state(self, name: str) -> tuple[str | None, bool]:
+        """The setting ``name``'s value (None: unset) and whether an active token exists, in
+        one statement on its own (:meth:`peek`): what a request without a token is checked by."""
+        row = self.peek("SELECT (SELECT value FROM ledger_settings WHERE name = ?), "
+                        "(SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1)", (name,))
+        return row[0], row[1] is not None
 
     # idempotency keys
 

@@ -3,7 +3,8 @@ and real ``lineage serve`` processes on free loopback ports.
 
 The backends' databases are shared by every test of an xdist worker (tests/conftest.py
 empties projects and trials); tokens live in their own table, so these fixtures empty
-it before and after each test: a token left behind would close the other tests' ledgers.
+it (and the ledger settings: a first token closes anonymous writes for good) before and
+after each test: a token left behind would close the other tests' ledgers.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ API = "/api/v1"
 
 
 def _clear_tokens(engine) -> None:  # type: ignore[no-untyped-def]
+    """No tokens, and the ledger back to "never had a token" (lineage.auth)."""
     with engine.begin() as conn:
         conn.execute(text("DELETE FROM api_tokens"))
+        conn.execute(text("DELETE FROM ledger_settings"))
 
 
 @pytest.fixture

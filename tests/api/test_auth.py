@@ -204,3 +204,120 @@ def test_a_token_use_never_waits_for_a_busy_sqlite_database(tmp_path) -> None:  
     assert ledger.verify_token(secret) is not None
     assert ledger.list_tokens()[0].last_used_at is not None
     ledger.close()
+
+
+# -- anonymous writes stay closed once the ledger had a token (lineage.auth) -------------------
+
+
+def _anonymous_write(client: TestClient, n: int) -> int:
+    return client.post(f"{P}/trials", json={"status": "discard", "exp_id": f"anon{n}"}).status_code
+
+
+def test_revoking_the_last_token_does_not_reopen_anonymous_writes(seeded: TestClient, token_of) -> None:  # type: ignore[no-untyped-def]
+    """The issue's window: a "revoke old, create new" rotation on a running server."""
+    ledger: Ledger = seeded.app.state.ledger  # type: ignore[attr-defined]
+    assert _anonymous_write(seeded, 0) == 201  # a ledger that never had a token
+    old = token_of("admin", "old")
+    assert _anonymous_write(seeded, 1) == 401
+    ledger.revoke_token("old", last_admin=True)
+    assert not ledger.tokens_exist()
+    for n, (kind, method, path, body) in enumerate(_requests(2)):
+        response = seeded.request(method, path, json=body)
+        if kind == "read":
+            assert response.status_code == 200, path
+        else:
+            assert_problem(response, 401)
+    new = token_of("admin", "new")
+    assert seeded.post(f"{P}/trials", json={"status": "discard"}, headers=bearer(new)).status_code == 201
+    assert_problem(seeded.post(f"{P}/trials", json={"status": "discard"}, headers=bearer(old)), 401)
+    state = seeded.get(f"{API}/access", headers=bearer(new)).json()
+    assert state["anonymous_writes"] == "closed" and not state["anonymous_writes_open"]
+    assert state["changed_by"] == "first token 'old'"
+
+
+def test_an_admin_reopens_anonymous_writes_explicitly_and_it_is_logged(  # type: ignore[no-untyped-def]
+    seeded: TestClient, token_of, caplog: pytest.LogCaptureFixture
+) -> None:
+    admin = bearer(token_of("admin", "root"))
+    assert _anonymous_write(seeded, 0) == 401
+    caplog.set_level(logging.INFO, logger="lineage.audit")
+    assert_problem(seeded.put(f"{API}/access", json={"anonymous_writes": "open"}), 401)
+    assert_problem(seeded.put(f"{API}/access", json={"anonymous_writes": "open"}, headers=bearer(token_of("writer"))),
+                   403)
+    assert_problem(seeded.put(f"{API}/access", json={"anonymous_writes": "maybe"}, headers=admin), 422,
+                   "anonymous_writes")
+    opened = seeded.put(f"{API}/access", json={"anonymous_writes": "open"}, headers=admin)
+    assert opened.status_code == 200, opened.text
+    assert opened.json()["anonymous_writes"] == "open" and opened.json()["changed_by"] == "token 'root'"
+    assert opened.json()["changed_at"]
+    assert "anonymous writes set to open by token 'root'" in caplog.text
+    assert _anonymous_write(seeded, 1) == 201  # with tokens active: open means open
+    closed = seeded.put(f"{API}/access", json={"anonymous_writes": "closed"}, headers=admin)
+    assert closed.json()["anonymous_writes_open"] is False
+    assert _anonymous_write(seeded, 2) == 401
+
+
+def test_the_last_admin_token_is_revoked_only_explicitly(seeded: TestClient, token_of, db_url: str) -> None:  # type: ignore[no-untyped-def]
+    root = bearer(token_of("admin", "root"))
+    token_of("writer", "w")
+    assert_problem(seeded.delete(f"{API}/tokens/root", headers=root), 409, "name")
+    assert seeded.delete(f"{API}/tokens/w", headers=root).status_code == 204  # not an admin: fine
+    refused = CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "root"])
+    assert refused.exit_code == 2 and "--last-admin" in refused.stderr
+    token_of("admin", "second")
+    assert seeded.delete(f"{API}/tokens/root", headers=root).status_code == 204  # another admin remains
+    done = CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "second", "--last-admin"])
+    assert done.exit_code == 0, done.stderr
+    ledger: Ledger = seeded.app.state.ledger  # type: ignore[attr-defined]
+    assert not ledger.tokens_exist() and _anonymous_write(seeded, 0) == 401
+
+
+def test_the_cli_shows_and_sets_anonymous_writes(db_url: str, ledger: Ledger) -> None:
+    import json
+
+    def run(*args: str) -> dict:
+        result = CliRunner().invoke(cli, ["--db", db_url, "token", "anonymous-writes", *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    assert run() == {"anonymous_writes": "until-first-token", "anonymous_writes_open": True, "active_tokens": False,
+                     "changed_at": None, "changed_by": None}
+    ledger.create_token(name="t", role="reader")
+    assert run()["anonymous_writes"] == "closed" and ledger.anonymous_writes_open() is False
+    opened = run("open")
+    assert opened["anonymous_writes_open"] is True and opened["changed_by"].startswith("cli (")
+    assert run("closed")["anonymous_writes_open"] is False
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "myhost.example"])
+def test_a_server_on_a_public_address_never_takes_an_anonymous_write(ledger: Ledger, db_url: str, host: str) -> None:
+    ledger.create_project("p")
+    assert ledger.anonymous_writes_open()  # the ledger alone would take it
+    with make_client(db_url, bind_host=host) as client:
+        assert_problem(client.post(f"{P}/trials", json={"status": "discard"}), 401)
+        assert client.get(f"{P}/trials").status_code == 200
+    with make_client(db_url, bind_host=host, anonymous_read=False) as client:
+        assert_problem(client.get(f"{P}/trials"), 401)
+    with make_client(db_url, bind_host="127.0.0.1") as client:
+        assert client.post(f"{P}/trials", json={"status": "discard"}).status_code == 201
+
+
+@pytest.mark.slow
+def test_a_public_server_stays_closed_when_its_last_token_goes(serve, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The issue's scenario on a real server bound to 0.0.0.0: the last token revoked,
+    even anonymous writes re-opened on the ledger: no anonymous write is taken."""
+    import httpx
+
+    db = str(tmp_path / "public.db")
+    ledger = Ledger.open(db)
+    secret = ledger.create_token(name="root", role="admin")[1]
+    server = serve(db, "--host", "0.0.0.0")
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        assert http.post(f"{API}/projects", json={"slug": "p"}, headers=bearer(secret)).status_code == 201
+        ledger.revoke_token("root", last_admin=True)
+        assert http.post(f"{API}/projects", json={"slug": "q"}).status_code == 401
+        assert http.post(f"{P}/trials", json={"status": "discard"}).status_code == 401
+        ledger.set_anonymous_writes("open", by="test")
+        assert http.post(f"{P}/trials", json={"status": "discard"}).status_code == 401
+        assert http.get(f"{P}/trials").status_code == 200
+    ledger.close()

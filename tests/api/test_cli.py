@@ -181,6 +181,24 @@ def test_backup_is_a_working_copy_of_the_database(tmp_path: Path) -> None:
     copy.close()
 
 
+def test_backup_refuses_to_overwrite_a_file_without_force(tmp_path: Path) -> None:
+    db = str(tmp_path / "live.db")
+    run(db, "demo")
+    out = tmp_path / "copy.db"
+    out.write_bytes(b"precious")
+    result = run(db, "backup", str(out), ok=False)
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {out} exists; pass --force to replace it\n"
+    assert out.read_bytes() == b"precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "live.db"]  # no partial file left
+
+    run(db, "backup", "--force", str(out))
+    copy = Ledger.open(str(out), upgrade=False)
+    assert [t.exp_id for t in copy.chain("a2tgpo-demo")] == ["000", "001", "003", "004"]
+    copy.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "live.db"]
+
+
 def test_backup_on_postgresql_points_to_pg_dump(ledger: Ledger, backend: str, db_url: str, tmp_path: Path) -> None:
     if backend != "postgres":
         pytest.skip("the SQLite case is test_backup_is_a_working_copy_of_the_database")

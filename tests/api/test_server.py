@@ -43,6 +43,48 @@ def _parse(output: str) -> tuple[dict[str, str], list[str]]:
     return acks, fails
 
 
+def test_three_servers_starting_at_once_on_a_fresh_database_all_come_up(fresh_db_url: str, tmp_path: Path) -> None:
+    """A team's first `docker compose up` of several instances: every `lineage serve`
+    upgrades the new database on start (and loads the demo); all come up, ready, and the
+    schema is at head once (before the fix, PostgreSQL's second upgrade died with
+    UniqueViolation on alembic_version)."""
+    import threading
+
+    from lineage import migrate
+    from lineage.db import make_engine
+    from tests.api.conftest import Server
+
+    servers = [Server(db=fresh_db_url, port=free_port(), log=tmp_path / f"server-{i}.log", args=("--demo",))
+               for i in range(3)]
+    failures: list[str] = []
+
+    def start(server: Server) -> None:
+        try:
+            server.start()
+        except AssertionError as exc:
+            failures.append(str(exc))
+
+    threads = [threading.Thread(target=start, args=(server,)) for server in servers]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        for server in servers:
+            ready = httpx.get(f"{server.url}/ready", timeout=HTTP_TIMEOUT_S)
+            assert ready.status_code == 200 and ready.json()["schema_revision"] == migrate.head_revision()
+            projects = httpx.get(f"{server.url}{API}/projects", timeout=HTTP_TIMEOUT_S).json()
+            assert [p["slug"] for p in projects] == ["a2tgpo-demo"]
+    finally:
+        for server in servers:
+            server.stop()
+    engine = make_engine(fresh_db_url)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [(migrate.head_revision(),)]
+    engine.dispose()
+
+
 def test_end_to_end_over_real_http(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "e2e.db")
     server = serve(db, "--log-format", "json")

@@ -215,3 +215,71 @@ def test_tsv_listing_is_the_same_rows_in_fieldkit_format(client: TestClient, led
     assert as_tsv.text == expected.getvalue()
     assert as_tsv.headers["x-next-cursor"] == as_json.json()["next_cursor"]
     assert 'rel="next"' in as_tsv.headers["link"]
+
+
+#: ``extra`` as a client sends it, numbers in the forms that jsonb used to change: floats
+#: from 1e16 up (Python writes them in exponent form), exponent forms of every spelling,
+#: -0.0, 1.0 next to 1, integers past 2**53 and past a float's range, denormals, nesting,
+#: and keys in an order jsonb would sort.
+EXTRA_EDGES = (
+    '{"zeta": 1e16, "alpha": 1e+23, "E": 1E23, "neg": -1.5e+300, "tiny": 5e-324, "small": 1e-7,'
+    ' "negzero": -0.0, "zero": 0.0, "one_float": 1.0, "one_int": 1, "flag": true, "nothing": null,'
+    ' "big": 123456789012345678901234567890, "past_2_53": 9007199254740993, "neg_big": -340282366920938463463374607431768211457,'
+    ' "precise": 0.30000000000000004, "max": 1.7976931348623157e308,'
+    ' "nested": {"b": [1e16, 2.5e-8, {"y": 1.0, "x": 1}], "a": {"deep": [[-0.0]]}}, "": "empty key"}'
+)
+
+
+def _exact(value):  # type: ignore[no-untyped-def]
+    """A JSON value with every number's type and sign and every key's position kept, so
+    two values compare equal only when they are the same JSON."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def test_extra_round_trips_exactly_and_a_retry_is_200(client: TestClient, backend: str) -> None:
+    import json
+
+    new_project(client)
+    body = '{"exp_id": "000", "status": "baseline", "core_metric": 1.0, "extra": ' + EXTRA_EDGES + "}"
+    sent = json.loads(EXTRA_EDGES)
+    created = client.post(f"{API}/projects/p/trials", content=body, headers={"Content-Type": "application/json"})
+    assert created.status_code == 201, created.text
+    posted = created.json()["trial"]["extra"]
+    got = client.get(f"{API}/projects/p/trials/000").json()["extra"]
+    assert _exact(posted) == _exact(sent)
+    assert _exact(got) == _exact(sent)  # before the fix, jsonb gave 10**23, 0.0 and sorted keys
+    assert list(got) == list(sent) and list(got["nested"]) == ["b", "a"]
+    assert type(got["alpha"]) is float and type(got["big"]) is int and str(got["negzero"]) == "-0.0"
+    listed = client.get(f"{API}/projects/p/trials").json()["items"][0]["extra"]
+    assert _exact(listed) == _exact(sent)
+
+    retry = client.post(f"{API}/projects/p/trials", content=body, headers={"Content-Type": "application/json"})
+    assert retry.status_code == 200, retry.text  # before the fix: 409 "different extra" on PostgreSQL
+    assert _exact(retry.json()["trial"]["extra"]) == _exact(sent)
+
+    # JSON's distinctions count: 1 is not 1.0, -0.0 is not 0.0, true is not 1
+    for key, other in (("one_float", 1), ("one_int", 1.0), ("negzero", 0.0), ("flag", 1), ("alpha", 10**23)):
+        changed = {**sent, key: other}
+        conflict = client.post(f"{API}/projects/p/trials", json={"exp_id": "000", "status": "baseline",
+                                                                 "core_metric": 1.0, "extra": changed})
+        assert_problem(conflict, 409, "extra")
+    # a PATCH keeps the text too
+    patched = client.patch(f"{API}/projects/p/trials/000", content='{"extra": {"b": 1e+16, "a": -0.0}}',
+                           headers={"Content-Type": "application/json"})
+    assert patched.status_code == 200
+    assert _exact(patched.json()["extra"]) == _exact(client.get(f"{API}/projects/p/trials/000").json()["extra"])
+    assert _exact(client.get(f"{API}/projects/p/trials/000").json()["extra"]) == '{"b": 1e+16, "a": -0.0}'
+
+
+def test_extra_keeps_its_values_through_the_ledger(ledger: Ledger) -> None:
+    import json
+
+    ledger.create_project("p")
+    extra = json.loads(EXTRA_EDGES)
+    first = ledger.record_trial("p", {"exp_id": "x", "status": "keep", "core_metric": 1.0, "extra": extra})
+    assert first.created
+    assert _exact(ledger.trial("p", "x").extra) == _exact(extra)
+    again = ledger.record_trial("p", {"exp_id": "x", "status": "keep", "core_metric": 1.0, "extra": json.loads(EXTRA_EDGES)})
+    assert not again.created

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
@@ -27,18 +28,20 @@ def test_upgrade_on_an_up_to_date_database_changes_nothing(engine) -> None:  # t
     assert migrate.current_revision(engine) == migrate.head_revision()
 
 
-def test_processes_opening_a_fresh_sqlite_file_at_once_all_upgrade_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # `lineage watch` and `lineage serve` started together on a new ./lineage.db; the
-    # processes start upgrading at the same instant (before the fix, most runs had one fail
-    # with "database is locked"). The instant is a barrier, not a clock: each process says
-    # it is ready (imports done, engine made) and waits for the others, however slow the
-    # machine is; each then waits for the lock as long as an upgrade needs.
+def test_processes_opening_a_fresh_database_at_once_all_upgrade_it(fresh_db_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # `lineage watch` and `lineage serve` started together on a new ./lineage.db, or two
+    # servers on a new PostgreSQL database; the processes start upgrading at the same
+    # instant (before the fix, most SQLite runs had one fail with "database is locked" and
+    # every PostgreSQL run one with UniqueViolation on alembic_version). The instant is a
+    # barrier, not a clock: each process says it is ready (imports done, engine made) and
+    # waits for the others, however slow the machine is; each then waits for the lock as
+    # long as an upgrade needs.
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    db, gate, processes = tmp_path / "fresh.db", tmp_path / "gate", 3
+    db, gate, processes = fresh_db_url, tmp_path / "gate", 3
     gate.mkdir()
     code = ("import os, sys, time; from lineage import migrate; from lineage.db import make_engine; "
             f"engine = make_engine({str(db)!r}); gate = {str(gate)!r}; "
@@ -49,7 +52,11 @@ def test_processes_opening_a_fresh_sqlite_file_at_once_all_upgrade_it(tmp_path) 
     errors = [proc.communicate(timeout=600)[1].decode()[-500:] for proc in procs]
     assert [proc.returncode for proc in procs] == [0] * processes, errors
     assert len(list(gate.iterdir())) == processes
-    assert migrate.current_revision(make_engine(str(db))) == migrate.head_revision()
+    engine = make_engine(str(db))
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [(migrate.head_revision(),)]
+    engine.dispose()
 
 
 def test_an_sqlite_upgrade_waits_for_a_lock_held_longer_than_a_write_would(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -134,3 +141,41 @@ def test_the_frozen_tokenizer_of_revision_0003_agrees_with_todays() -> None:
         assert frozen.search_text(hypothesis, notes) == similar.search_text(hypothesis, notes)
     texts = [similar.search_text(h, n) for h, n in samples]
     assert frozen.vocabulary(texts) == vocabulary(texts)
+
+
+def test_revision_0005_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> None:
+    """trials.extra becomes JSON text on PostgreSQL (jsonb changed numbers and key order);
+    rows stored before keep their values."""
+    from lineage.service import Ledger
+
+    engine = make_engine(fresh_db_url)
+    migrate.upgrade(engine, "0004")
+    ledger = Ledger(engine)
+    ledger.create_project("p")
+    ledger.record_trial("p", {"exp_id": "000", "status": "keep", "core_metric": 1.0,
+                              "extra": {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}})
+    migrate.upgrade(engine)
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    assert ledger.trial("p", "000").extra == {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}
+    ledger.record_trial("p", {"exp_id": "001", "status": "keep", "core_metric": 1.0, "extra": {"z": 1e23, "y": -0.0}})
+    assert repr(ledger.trial("p", "001").extra) == "{'z': 1e+23, 'y': -0.0}"
+    engine.dispose()
+
+
+@pytest.mark.parametrize("had_token", [True, False])
+def test_revision_0006_closes_anonymous_writes_of_a_ledger_that_had_a_token(fresh_db_url: str, had_token: bool) -> None:
+    from sqlalchemy import text
+
+    from lineage.service import Ledger
+
+    engine = make_engine(fresh_db_url)
+    migrate.upgrade(engine, "0005")
+    if had_token:  # a token revoked before the upgrade: the ledger was open again until now
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO api_tokens (name, role, token_hash, created_at, revoked_at) "
+                              "VALUES ('old', 'admin', 'h', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+    migrate.upgrade(engine)
+    state = Ledger(engine).access_state()
+    assert state.anonymous_writes.value == ("closed" if had_token else "until-first-token")
+    assert state.anonymous_writes_open is (not had_token)
+    engine.dispose()

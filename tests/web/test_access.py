@@ -136,3 +136,23 @@ def test_the_pages_accept_the_same_tokens_as_the_api(closed_client: TestClient, 
     assert client.get("/api/v1/projects", headers={"Authorization": f"Bearer {tokens['reader']}"}).status_code == 200
     assert login(client, tokens["reader"]).status_code == 303
     assert client.get("/projects/a2tgpo-demo").status_code == 200
+
+
+def test_after_the_last_token_is_revoked_an_anonymous_upload_is_still_refused(
+    app_client: TestClient, sqlite_ledger: Ledger
+) -> None:
+    sqlite_ledger.create_token(name="only", role="writer")
+    sqlite_ledger.revoke_token("only")
+    assert not sqlite_ledger.tokens_exist()
+    form = app_client.get("/upload").text
+    assert "disabled" in form
+    assert post_upload(app_client).status_code == 403
+    sqlite_ledger.set_anonymous_writes("open", by="test")  # an explicit re-opening
+    assert post_upload(app_client).status_code == 200
+
+
+def test_a_page_server_on_a_public_address_takes_no_anonymous_upload(sqlite_ledger: Ledger) -> None:
+    load_demo(sqlite_ledger)
+    with make_client(str(sqlite_ledger.engine.url.database), bind_host="0.0.0.0") as client:
+        assert client.get("/").status_code == 200
+        assert post_upload(client).status_code == 403
