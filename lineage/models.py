@@ -46,7 +46,7 @@ NAMING_CONVENTION = {
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 #: JSON kept as the text written, on both backends (``json`` on PostgreSQL): ``jsonb`` would
-#: turn ``1e+23`` into an integer, ``-0.0`` into ``0.0`` and reorder keys (migration 0005).
+#: turn ``1e+23`` into an integer, ``-0.0`` into ``0.0`` and reorder keys (migration 0006).
 JSONText = JSON()
 ShortText = String(512)
 

@@ -143,13 +143,13 @@ def test_the_frozen_tokenizer_of_revision_0003_agrees_with_todays() -> None:
     assert frozen.vocabulary(texts) == vocabulary(texts)
 
 
-def test_revision_0005_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> None:
+def test_revision_0006_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> None:
     """trials.extra becomes JSON text on PostgreSQL (jsonb changed numbers and key order);
     rows stored before keep their values."""
     from lineage.service import Ledger
 
     engine = make_engine(fresh_db_url)
-    migrate.upgrade(engine, "0004")
+    migrate.upgrade(engine, "0005")
     ledger = Ledger(engine)
     ledger.create_project("p")
     ledger.record_trial("p", {"exp_id": "000", "status": "keep", "core_metric": 1.0,
@@ -163,13 +163,13 @@ def test_revision_0005_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> No
 
 
 @pytest.mark.parametrize("had_token", [True, False])
-def test_revision_0006_closes_anonymous_writes_of_a_ledger_that_had_a_token(fresh_db_url: str, had_token: bool) -> None:
+def test_revision_0007_closes_anonymous_writes_of_a_ledger_that_had_a_token(fresh_db_url: str, had_token: bool) -> None:
     from sqlalchemy import text
 
     from lineage.service import Ledger
 
     engine = make_engine(fresh_db_url)
-    migrate.upgrade(engine, "0005")
+    migrate.upgrade(engine, "0006")
     if had_token:  # a token revoked before the upgrade: the ledger was open again until now
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO api_tokens (name, role, token_hash, created_at, revoked_at) "

@@ -1,7 +1,7 @@
 """trials.extra as JSON text on PostgreSQL (``json``, not ``jsonb``)
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-11-25
 
 ``jsonb`` stores numbers as ``numeric`` and objects with their keys sorted: a float written
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = '0005'
-down_revision = '0004'
+revision = '0006'
+down_revision = '0005'
 branch_labels = None
 depends_on = None
 

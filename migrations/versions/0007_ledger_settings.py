@@ -1,7 +1,7 @@
 """ledger_settings: settings of the whole ledger; anonymous writes closed once a token existed
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-25
 
 ``anonymous_writes`` (``lineage.auth``): ``closed`` from the first token on, until an admin
@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from alembic import op
 import sqlalchemy as sa
 
-revision = '0006'
-down_revision = '0005'
+revision = '0007'
+down_revision = '0006'
 branch_labels = None
 depends_on = None
 
@@ -32,7 +32,7 @@ def upgrade() -> None:
     had_token = op.get_bind().execute(sa.text("SELECT 1 FROM api_tokens LIMIT 1")).first() is not None
     if had_token:
         op.bulk_insert(settings, [{"name": "anonymous_writes", "value": "closed",
-                                   "updated_at": datetime.now(timezone.utc), "updated_by": "migration 0006"}])
+                                   "updated_at": datetime.now(timezone.utc), "updated_by": "migration 0007"}])
 
 
 def downgrade() -> None:
