@@ -69,6 +69,7 @@ def record(
     if fmt == "json":
         click.echo(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False))
         return
+    warn(outcome.warnings)
     trial = outcome.trial
     parts = [f"exp_{trial.exp_id}", trial.status.value, f"{outcome.metric_name}={fmt_number(trial.core_metric)}",
              f"Δ={fmt_number(trial.delta_vs_best, signed=True)}"]
