@@ -190,7 +190,7 @@ def check_access(
 
 
 class TokenUses:
-    """create_token, list_tokens, revoke_token, tokens_exist, verify_token (mixed into Ledger)."""
+    """create_token, list_tokens, revoke_token, tokens_exist, principal, verify_token (mixed into Ledger)."""
 
     store: "Store"
 
@@ -214,6 +214,21 @@ class TokenUses:
     def tokens_exist(self) -> bool:
         """Whether any active token exists (then writes need one)."""
         return self.store.active_token_exists()
+
+    def principal(self, authorization: str | None) -> TokenRecord | None:
+        """The token an ``Authorization`` header value presents (None without a header);
+        :class:`Unauthorized` for one that is not ``Bearer <token>`` or names no active token.
+        Every face that takes the header (the JSON API, MCP over HTTP) reads it here."""
+        if authorization is None:
+            return None
+        scheme, _, credentials = authorization.strip().partition(" ")
+        credentials = credentials.strip()
+        if scheme.lower() != "bearer" or not credentials:
+            raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+        record = self.verify_token(credentials)
+        if record is None:
+            raise Unauthorized("the bearer token is unknown or revoked")
+        return record
 
     def verify_token(self, token: str, *, now: datetime | None = None) -> TokenRecord | None:
         """The active token ``token`` is, or None (unknown, revoked, malformed)."""

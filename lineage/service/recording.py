@@ -95,7 +95,7 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
         elif own is not None and own != sent:
             raise InvalidInput(name, f"{name}={own!r} conflicts with core_metric={sent!r}; {name} is this "
                                      "project's metric, so send it once, as core_metric")
-    if name == "val_bpb" and body.get("core_metric") is not None and body.get("val_bpb") is None:
+    if name == "val_bpb" and _number(body.get("core_metric")) and body.get("val_bpb") is None:
         body["val_bpb"] = body["core_metric"]
 
     raw = body.get("status", current.status if current is not None else FailureLabel.DISCARD)
