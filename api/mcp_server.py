@@ -162,8 +162,8 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPSe
 
         return register
 
-    def prompt_text(project: str, specialist: str = "", *, face: str = "mcp") -> str:
-        return ledger.prompt_document(project, specialist=specialist, wrap=True, base_url=None)[1]
+    def prompt_text(project: str, specialist: str = "") -> str:
+        return ledger.prompt_document(project, specialist=specialist, wrap=True, base_url=None, face="mcp")[1]
 
     # -- projects ------------------------------------------------------------------------------
 
@@ -213,13 +213,14 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPSe
         ctx: Context, project: ProjectArg, specialist: SpecialistArg = "", top_k: TopKArg = 20,
         recent_n: RecentArg = 30, last_m: LastArg = 10, timestamp: TimestampArg = "",
         raw: Annotated[bool, Field(description="true: the lineage block alone, without how to record.")] = False,
+        format: FormatArg = "auto",
     ) -> str:
         """The session-start prompt of a project (Markdown): the current best and its commit,
         the chain of kept changes to it, recent trials, where the loop stands, and how to
         record this session's trial. Read it first and follow it."""
         return ledger.prompt_document(
             project, specialist=specialist, top_k=top_k, recent_n=recent_n, last_m=last_m, timestamp=timestamp,
-            wrap=not raw, base_url=None,
+            wrap=not raw, base_url=None, face="mcp", style=format,
         )[1]
 
     @server.prompt(name="session_start", description="The session-start prompt of a project: the lineage so far "

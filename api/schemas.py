@@ -362,7 +362,11 @@ class SummaryOut(BaseModel):
 
 
 class PromptQuery(Strict):
-    specialist: Text
+    specialist: Text = Field("", description="Who starts the session (optional; loops without specialists omit it)")
+    format: Literal["auto", "fieldkit", "loop"] = Field(
+        "auto", description="fieldkit: fieldkit's exact text; loop: the loop's own sections (commits, the file's "
+                            "columns, diff sizes); auto: fieldkit for a project not fed by a results file when a "
+                            "specialist is given, else loop")
     top_k: int = Field(20, ge=0, le=100_000)
     recent_n: int = Field(30, ge=1, le=100_000)
     last_m: int = Field(10, ge=1, le=100_000)

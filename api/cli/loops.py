@@ -136,6 +136,8 @@ def watch(
         warn(report.warnings)
         if report.inserted:
             click.echo(f"added {len(report.inserted)}: {_ids(report.inserted)}")
+        if report.linked:
+            click.echo(f"linked {len(report.linked)} (already recorded through the API): {_ids(report.linked)}")
         if report.updated:
             click.echo(f"updated {len(report.updated)}: {_ids(report.updated)}")
 

@@ -4,8 +4,8 @@ Methods, by section:
 
 * single rows: ``insert_trial`` (the hot path of ``record_trial``), ``update_trial``,
   ``trial``, ``find_trial``, ``projects_holding``, ``exp_ids``, ``parents``;
-* lineage queries: ``best_scored``, ``first_trial``, ``chain_rows``, ``top_kept``,
-  ``recent``, ``children``, ``count_trials``;
+* lineage queries: ``best_scored``, ``first_trial``, ``chain_rows``, ``trials_of``,
+  ``top_kept``, ``recent``, ``children``, ``count_trials``;
 * listing and streaming: ``list_trials``, ``stream_trials``, ``trials_select``;
 * bulk insert: ``bulk_insert`` with ``_sqlite_batches`` (executemany through a staging
   table) and ``_copy_batches`` (``COPY``).
@@ -183,7 +183,17 @@ class TrialsSql(StoreBase):
         cursor = self._execute(conn, sql, (project.id, exp_id, project.id))
         return {trial.exp_id: trial for trial in map(trial_from_row, cursor.fetchall())}
 
-    def top_kept(self, conn: Connection, project: Project, limit: int) -> list[Trial]:
+    def trials_of(self, conn: Connection, project: Project, exp_ids: Iterable[str]) -> dict[str, Trial]:
+        """The trials of ``exp_ids`` by exp_id (missing ones left out), ``extra`` without
+        the patch text of ``_git`` (``lean_columns``): the chain lines of a loop's prompt."""
+        wanted = sorted(set(exp_ids))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        found = self._trials_where(conn, f"project_id = ? AND exp_id IN ({marks})", (project.id, *wanted), lean=True)
+        return {trial.exp_id: trial for trial in found}
+
+    def top_kept(self, conn: Connection, project: Project, limit: int, *, lean: bool = False) -> list[Trial]:
         """Trials with status ``keep``, in fieldkit's leaderboard order, at most ``limit``.
 
         fieldkit sorts keeps by metric with a missing metric as +inf and, when higher is
@@ -195,22 +205,25 @@ class TrialsSql(StoreBase):
         base = "project_id = ? AND status = 'keep' AND core_metric IS"
         unscored = f"{base} NULL ORDER BY seq LIMIT ?"
         if project.lower_is_better:
-            first = self._trials_where(conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit))
+            first = self._trials_where(conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit),
+                                       lean=lean)
             if len(first) < limit:
-                first += self._trials_where(conn, unscored, (project.id, limit - len(first)))
+                first += self._trials_where(conn, unscored, (project.id, limit - len(first)), lean=lean)
             return first
-        first = self._trials_where(conn, unscored, (project.id, limit))
+        first = self._trials_where(conn, unscored, (project.id, limit), lean=lean)
         if len(first) < limit:
             first += self._trials_where(
-                conn, f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?", (project.id, limit - len(first))
+                conn, f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?", (project.id, limit - len(first)),
+                lean=lean,
             )
         return first
 
-    def recent(self, conn: Connection, project: Project, limit: int) -> list[Trial]:
-        """The last ``limit`` trials, oldest first."""
+    def recent(self, conn: Connection, project: Project, limit: int, *, lean: bool = False) -> list[Trial]:
+        """The last ``limit`` trials, oldest first (``lean``: ``extra`` without ``_git.patch``)."""
         if limit <= 0:
             return []
-        newest_first = self._trials_where(conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit))
+        newest_first = self._trials_where(conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit),
+                                          lean=lean)
         newest_first.reverse()
         return newest_first
 
