@@ -83,10 +83,10 @@ FormatArg = Annotated[Literal["auto", "fieldkit", "loop"], Field(
 TrialArg = Annotated[dict[str, Any], WithJsonSchema(record_schema())]
 ChangesArg = Annotated[dict[str, Any], WithJsonSchema(changes_schema())]
 FieldsArg = Annotated[list[str] | None, WithJsonSchema({
-    "type": ["array", "null"], "items": {"type": "string", "enum": list(TRIAL_FIELD_NAMES)},
+    "type": "array", "items": {"type": "string", "enum": list(TRIAL_FIELD_NAMES)},
     "description": f"The trial fields to return; default: {', '.join(DEFAULT_LIST_FIELDS)}."})]
 StatusesArg = Annotated[list[str] | None, WithJsonSchema({
-    "type": ["array", "null"], "items": {"type": "string", "enum": [label.value for label in FailureLabel]},
+    "type": "array", "items": {"type": "string", "enum": [label.value for label in FailureLabel]},
     "description": "Only trials with any of these statuses."})]
 
 

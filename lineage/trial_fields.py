@@ -44,21 +44,23 @@ class FieldSpec:
     maximum: float | None = None
 
     def json_schema(self) -> dict[str, Any]:
-        """This field's JSON Schema (with its description)."""
+        """This field's JSON Schema (with its description), in the portable dialect: one
+        ``type`` per schema, ``anyOf`` for a nullable number."""
         if self.kind == "text":
-            schema: dict[str, Any] = {"type": ["string", "null"], "maxLength": self.max_length}
+            schema: dict[str, Any] = {"type": "string"}
+            if self.max_length is not None:
+                schema["maxLength"] = self.max_length
         elif self.kind == "number":
-            schema = {"type": ["number", "null"]}
+            number: dict[str, Any] = {"type": "number"}
             if self.minimum is not None:
-                schema["minimum"] = self.minimum
+                number["minimum"] = self.minimum
             if self.maximum is not None:
-                schema["maximum"] = self.maximum
+                number["maximum"] = self.maximum
+            schema = {"anyOf": [number, {"type": "null"}]}
         elif self.kind == "status":
             schema = {"type": "string", "enum": [label.value for label in FailureLabel]}
         else:
             schema = {"type": "object", "additionalProperties": True}
-        if schema.get("maxLength") is None:
-            schema.pop("maxLength", None)
         schema["description"] = self.description
         return schema
 

@@ -165,11 +165,12 @@ def render_loop_prompt(view: LoopView, *, specialist: str = "", timestamp: str =
         lines.append(f"You are specialist **{safe_text(specialist)}**.")
     commit = _value(best, view.columns.commit)
     at = f", commit `{safe_text(commit)}`" if commit else ""
-    lines.append(f"Project `{safe_text(project.slug)}`: {view.trial_count} trials; {metric}, {direction} is better. "
+    count = f"{view.trial_count} trial{'' if view.trial_count == 1 else 's'}"
+    lines.append(f"Project `{safe_text(project.slug)}`: {count}; {metric}, {direction} is better. "
                  f"Current best: **exp_{safe_text(best.exp_id)}** ({metric}={fmt_metric(best.core_metric)}{at}).")
+    against = "" if best.delta_vs_best is None else f" (Δ={fmt_delta(best.delta_vs_best)} against the best before it)"
     lines += ["", "## Current best", f"- **exp_id**: {safe_text(best.exp_id)}",
-              f"- **{metric}**: {fmt_metric(best.core_metric)} (Δ={fmt_delta(best.delta_vs_best)} against the best "
-              "before it)"]
+              f"- **{metric}**: {fmt_metric(best.core_metric)}{against}"]
     if commit:
         lines.append(f"- **commit**: `{safe_text(commit)}`")
     if best.specialist:
@@ -194,7 +195,8 @@ def render_loop_prompt(view: LoopView, *, specialist: str = "", timestamp: str =
 
 def _chain(view: LoopView, metric: str) -> list[str]:
     table = _Table(view, view.chain)
-    lines = [f"## Kept changes to the best (root → best, {len(view.chain) + view.chain_hidden} trials)", "", "```"]
+    links = len(view.chain) + view.chain_hidden
+    lines = [f"## Kept changes to the best (root → best, {links} trial{'' if links == 1 else 's'})", "", "```"]
     for i, trial in enumerate(view.chain):
         prefix = "" if i == 0 else " └─ "
         tags = ", ".join([_word(view, trial), f"{metric}={fmt_metric(trial.core_metric)}",

@@ -128,7 +128,7 @@ def wrap_prompt(
     best_commit = best_commit if isinstance(best_commit, str) and best_commit else None
     example: dict[str, Any] = {"status": "keep", "core_metric": None, "hypothesis": "<what you changed and why>"}
     if layout is None:
-        example = {"exp_id": next_exp_id, **({"specialist": specialist} if specialist else {}), **example,
+        example = {**({"specialist": specialist} if specialist else {}), **example,
                    "expected_delta": f"<e.g. -0.002 on {project.metric_name}>", "notes": ""}
     if best_commit is not None or layout is not None and layout.commit:
         example["extra"] = {commit_column: "<the trial's commit>"}

@@ -90,7 +90,7 @@ def test_an_agent_starts_from_a_blank_database_over_stdio(tmp_path: Path) -> Non
     assert trial_schema["required"] == ["status"] and trial_schema["additionalProperties"] is False
     assert trial_schema["properties"]["status"]["enum"] == [label.value for label in FailureLabel]
     assert all(field.get("description") for field in trial_schema["properties"].values())
-    assert trial_schema["properties"]["core_metric"]["type"] == ["number", "null"]
+    assert trial_schema["properties"]["core_metric"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
     assert "delta_vs_best" not in trial_schema["properties"]
 
     assert out["empty"] == {"projects": []}

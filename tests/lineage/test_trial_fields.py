@@ -30,7 +30,9 @@ def test_the_schemas_hold_types_the_status_enum_and_what_is_required() -> None:
     props = record["properties"]
     assert props["status"]["enum"] == [label.value for label in FailureLabel]
     assert props["hypothesis"]["maxLength"] == 65_536 and props["exp_id"]["maxLength"] == 512
-    assert props["ig_clip_scale_frac_low"]["maximum"] == 1 and props["train_s"]["minimum"] == 0
+    assert props["ig_clip_scale_frac_low"]["anyOf"][0]["maximum"] == 1 and props["train_s"]["anyOf"][0]["minimum"] == 0
+    # the portable dialect: one type per schema (clients map tools onto single-type dialects)
+    assert all(not isinstance(p.get("type"), list) for p in props.values())
     assert "keep:" in props["status"]["description"] and "crash:" in props["status"]["description"]
     assert "seq" not in props and "delta_vs_best" not in props
     changes = changes_schema()
