@@ -16,8 +16,9 @@ each change ("simplicity criterion"). So this prompt shows, for each trial:
 * its specialist, only when some trial shown has one -- no invented labels;
 * its description under the file's own name for that column (``hypothesis`` otherwise).
 
-Sections: the header, the current best, the chain of kept changes to it (root, then the
-last :data:`CHAIN_SHOWN` links), the top kept trials, the recent trials once (the newest
+Sections: the header, the current best, the chain of kept changes to it (its last
+:data:`CHAIN_SHOWN` links: a chain can be thousands long, and walking it whole would cost
+more than the rest of the prompt), the top kept trials, the recent trials once (the newest
 ``last_m`` with their whole text and notes), and the status words this loop uses.
 
 Pure: no database, no clock. Every interpolated text goes through the same folding and
@@ -37,7 +38,7 @@ from lineage.trial_fields import STATUS_MEANINGS
 
 __all__ = ["CHAIN_SHOWN", "LoopColumns", "LoopView", "diff_size", "loop_columns", "loop_statuses", "render_loop_prompt"]
 
-#: Chain links shown after the root (the newest ones); the rest are counted.
+#: Chain links shown, the newest ones (the best last); the prompt says when there are more.
 CHAIN_SHOWN = 30
 #: Widths of descriptions, as in fieldkit's prompt.
 _BEST_WIDTH = 200
@@ -69,15 +70,15 @@ class LoopColumns:
 class LoopView:
     """The trials a loop's prompt shows, already selected (``Ledger.prompt_document``).
 
-    ``chain`` runs root first, the best last: the root and the last :data:`CHAIN_SHOWN`
-    links, ``chain_hidden`` links left out between them. ``recent`` is oldest first; its
+    ``chain`` runs root first, the best last: the last :data:`CHAIN_SHOWN` links of the
+    chain to the best; ``earlier``: the chain goes on before them. ``recent`` is oldest first; its
     last ``full`` trials are shown with their whole text. ``statuses``: the labels of
     this loop, in :class:`FailureLabel` order."""
 
     project: Project
     best: Trial | None
     chain: tuple[Trial, ...]
-    chain_hidden: int
+    earlier: bool
     top_kept: tuple[Trial, ...]
     recent: tuple[Trial, ...]
     full: int
@@ -195,15 +196,17 @@ def render_loop_prompt(view: LoopView, *, specialist: str = "", timestamp: str =
 
 def _chain(view: LoopView, metric: str) -> list[str]:
     table = _Table(view, view.chain)
-    links = len(view.chain) + view.chain_hidden
-    lines = [f"## Kept changes to the best (root → best, {links} trial{'' if links == 1 else 's'})", "", "```"]
+    heading = (f"## Kept changes to the best (the last {len(view.chain)}, oldest first)" if view.earlier
+               else "## Kept changes to the best (root → best)")
+    lines = [heading, "", "```"]
+    if view.earlier:
+        lines.append("⋮  earlier kept changes (the whole chain: get_knowledge, or GET .../trials/ID/lineage)")
     for i, trial in enumerate(view.chain):
-        prefix = "" if i == 0 else " └─ "
+        prefix = "" if i == 0 and not view.earlier else " └─ "
+        first = i == 0 and not view.earlier
         tags = ", ".join([_word(view, trial), f"{metric}={fmt_metric(trial.core_metric)}",
-                          *([f"Δ={fmt_delta(trial.delta_vs_best)}"] if i else []), *table.tags(trial)])
+                          *([] if first else [f"Δ={fmt_delta(trial.delta_vs_best)}"]), *table.tags(trial)])
         lines.append(f"{prefix}exp_{safe_text(trial.exp_id)} [{tags}] {safe_text(trial.hypothesis, _TABLE_WIDTH)}")
-        if i == 0 and view.chain_hidden:
-            lines.append(f" ⋮  {view.chain_hidden} earlier kept changes")
     lines[-1] += " ← BEST"
     return [*lines, "```", ""]
 

@@ -25,7 +25,7 @@ from lineage.agent.loop_render import (
 )
 from lineage.agent.prompt import PROMPT_FACES, wrap_prompt
 from lineage.agent.render import PromptView, render_knowledge, render_prompt
-from lineage.chain import chain_to, current_best
+from lineage.chain import chain_to, current_best, walk_chain
 from lineage.domain import Project, Trial, check_window, next_exp_id
 from lineage.errors import InvalidInput, NotFound
 from lineage.loops.importing import layout_of
@@ -172,16 +172,15 @@ class AgentUses:
         columns = loop_columns(layout)
         best = current_best(self.store, conn, project)
         if best is None:
-            return LoopView(project, None, (), 0, (), (), 0, columns, (), project.trial_count)
-        brief = chain_to(self.store, conn, project, best.exp_id, brief=True)
-        shown = brief[:1] + brief[1:][-CHAIN_SHOWN:]
-        full = self.store.trials_of(conn, project, (t.exp_id for t in shown))
-        chain = tuple(full.get(t.exp_id, t) for t in shown)
+            return LoopView(project, None, (), False, (), (), 0, columns, (), project.trial_count)
+        tail = walk_chain(best.exp_id, self.store.chain_tail(conn, project, best.exp_id, CHAIN_SHOWN + 1))
+        chain = tuple(tail[-CHAIN_SHOWN:])
+        earlier = len(tail) > CHAIN_SHOWN  # more links before these (not counted: the walk stops here)
         recent = self.store.recent(conn, project, recent_n, lean=True)
         top = self.store.top_kept(conn, project, top_k, lean=True)
         seen = [t.status.value for t in (*chain, *recent, *top)]
         return LoopView(
-            project=project, best=chain[-1] if chain else best, chain=chain, chain_hidden=len(brief) - len(shown),
+            project=project, best=chain[-1] if chain else best, chain=chain, earlier=earlier,
             top_kept=tuple(top), recent=tuple(recent), full=min(last_m, len(recent)), columns=columns,
             statuses=loop_statuses(seen, columns), trial_count=project.trial_count,
         )

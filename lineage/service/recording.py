@@ -251,7 +251,7 @@ class RecordingUses:
                 elsewhere = self.store.projects_holding(conn, ref)
                 hint = f" (it is a trial of project {', '.join(map(repr, elsewhere))})" if elsewhere else ""
                 raise InvalidInput(name, f"trial {ref!r} is not in project {project.slug!r}{hint}")
-        if trial.parent_exp and (not new or self.store.children(conn, project, trial.exp_id)):
+        if trial.parent_exp and (not new or self.store.has_children(conn, project, trial.exp_id)):
             ancestors = self.store.chain_rows(conn, project, trial.parent_exp)
             if trial.exp_id in ancestors:
                 raise InvalidInput(

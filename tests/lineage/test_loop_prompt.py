@@ -81,8 +81,10 @@ def test_a_long_chain_shows_the_root_and_the_newest_links(ledger: Ledger) -> Non
     ledger.import_trials("c", iter([t.with_changes(status=FailureLabel.KEEP) for t in trials]))
     text = ledger.prompt_document("c", wrap=False)[1]
     chain = text[text.index("## Kept changes"):text.index("## Top")]
-    assert "(root → best, 50 trials)" in chain and " ⋮  19 earlier kept changes" in chain
-    assert chain.count("exp_") == 31 and "exp_000 " in chain and "exp_049 " in chain and "exp_010 " not in chain
+    assert "(the last 30, oldest first)" in chain and "⋮  earlier kept changes" in chain
+    assert chain.count("exp_") == 30 and "exp_020 " in chain and "exp_049 " in chain and "exp_019 " not in chain
+    short = ledger.prompt_document("c", wrap=False, top_k=0)[1]
+    assert short.count("← BEST") == 1
 
 
 def test_trial_text_cannot_forge_structure(ledger: Ledger) -> None:
