@@ -45,6 +45,7 @@ except ImportError:  # mcp 1.x calls the same server FastMCP
     from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[no-redef]
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
+from lineage.alerts import ALERT_LEVELS
 from lineage.auth import Role, Unauthorized, check_access
 from lineage.domain import TRIAL_FIELD_NAMES, FailureLabel
 from lineage.errors import LedgerError, NotFound
@@ -349,6 +350,24 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPSe
         was reached, trials since the last new best, crash streak, time spent, the trend
         (improving / plateauing / stuck) and any tripped guardrail."""
         return ledger.summary(project, last_n=last).to_dict()
+
+    @tool(Role.READER)
+    def list_alerts(
+        ctx: Context, project: ProjectArg,
+        exp_id: Annotated[str | None, Field(description="Only this trial's alerts.")] = None,
+        level: Annotated[list[str] | None, WithJsonSchema({
+            "type": "array", "items": {"type": "string", "enum": list(ALERT_LEVELS)},
+            "description": "Only alerts of these levels."})] = None,
+        limit: Annotated[int, Field(ge=1, le=1000, description="Alerts per page.")] = 20,
+        before_id: Annotated[int | None, Field(description="next_before_id of the previous page.")] = None,
+    ) -> dict[str, Any]:
+        """Alerts that the project's training code raised ("loss is diverging"), newest
+        first: id, exp_id, level (info / warn / error), title, text, step, when. Pass
+        next_before_id back as before_id for older ones. Check it with the summary before
+        starting a trial."""
+        items, next_before_id = ledger.alerts_page(project, exp_id=exp_id, levels=level, before_id=before_id,
+                                                   limit=limit)
+        return {"items": [alert.to_dict() for alert in items], "next_before_id": next_before_id}
 
     return server
 

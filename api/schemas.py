@@ -505,7 +505,7 @@ class ProgressOut(BaseModel):
 
 class HookCreate(Strict):
     url: Text = Field(max_length=2000, description="http:// or https:// URL receiving the events")
-    events: list[Literal["new_best", "guardrail_tripped", "trial_crashed"]] | None = Field(
+    events: list[Literal["new_best", "guardrail_tripped", "trial_crashed", "alert"]] | None = Field(
         None, min_length=1, description="Default: all")
     format: Literal["json", "slack"] = "json"
 

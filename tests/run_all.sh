@@ -21,10 +21,13 @@ ensure_venv() {
     log "creating .venv"
     python3 -m venv .venv
   fi
-  log "installing lineage-ledger[test,postgres,trainer]"
+  log "installing lineage-ledger[test,postgres,trainer,upstream] and the upstream trainers (--no-deps)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,postgres,trainer]' 2>&1 \
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,postgres,trainer,upstream]' 2>&1 \
     | grep -v -e '^WARNING: Location' -e '^ *$' || true
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
+    verl==0.9.1 retrain==0.3.2 areal==1.0.4 tensordict==0.10.0 pyvers==0.1.0 2>&1 \
+    | grep -v -e '^WARNING: Location' -e '^ *$' -e 'requires' -e 'incompatible' -e 'dependency resolver' || true
   .venv/bin/python -c 'import lineage, api, trainer_hooks, torch, fieldkit' \
     || { log "installation is incomplete"; exit 1; }
 }

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from trainer_hooks.ops.distributions import categorical_entropy
 from trainer_hooks.ops.stats import BOUND_TOLERANCE, masked_moments, stacked_moments
 
 __all__ = ["step_telemetry", "token_entropy", "turn_telemetry", "turn_token_telemetry"]
@@ -73,10 +74,10 @@ def turn_telemetry(turn_clip_scale: Tensor, turn_advantages: Tensor, turn_valid:
 
 
 def token_entropy(logits: Tensor) -> Tensor:
-    """Entropy of each position's next-token distribution: ``logits [B, L, V]`` -> ``[B, L]``."""
+    """Entropy of each position's next-token distribution: ``logits [B, L, V]`` -> ``[B, L]``
+    (``-inf`` logits add 0)."""
     with torch.no_grad():
-        logp = torch.log_softmax(logits.detach().float(), dim=-1)
-        return -(logp.exp() * logp).sum(-1)
+        return categorical_entropy(torch.log_softmax(logits.detach().float(), dim=-1))
 
 
 def step_telemetry(advantages: Tensor, response_mask: Tensor, *, log_ratio: Tensor | None = None,

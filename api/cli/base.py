@@ -11,7 +11,7 @@
 * the output helpers: :func:`progress_bar`, :func:`fmt_number` (the one number format of
   the CLI's tables and lines) and :func:`warn`.
 
-The command modules (``serve``, ``projects``, ``files``, ``loops``, ``memory``) import
+The command modules (``serve``, ``projects``, ``files``, ``loops``, ``memory``, ``alerts``) import
 this module and nothing else of ``api.cli``; ``api.cli`` adds their commands to :data:`cli`.
 """
 

@@ -2,7 +2,8 @@
 
 Owns: the session-start prompt (:meth:`AgentUses.prompt_view`, ``render_prompt``,
 ``prompt_document``: fieldkit's text or the loop's own, :mod:`lineage.agent.loop_render`,
-with the wrapper of :mod:`lineage.agent.prompt`), KNOWLEDGE.md as
+with the wrapper of :mod:`lineage.agent.prompt`, which lists the newest alerts of the
+training code, :mod:`lineage.alerts`), KNOWLEDGE.md as
 text and as data, "was this tried?" (:meth:`AgentUses.find_similar`; the text and ranking
 rules are :mod:`lineage.similar`'s), the progress summary, guardrail policies and webhooks
 (the rules are :mod:`lineage.monitor`'s).
@@ -25,6 +26,7 @@ from lineage.agent.loop_render import (
 )
 from lineage.agent.prompt import PROMPT_FACES, wrap_prompt
 from lineage.agent.render import PromptView, render_knowledge, render_prompt
+from lineage.alerts import recent_alerts
 from lineage.chain import chain_to, current_best, walk_chain
 from lineage.domain import Project, Trial, check_window, next_exp_id
 from lineage.errors import InvalidInput, NotFound
@@ -32,6 +34,10 @@ from lineage.loops.importing import layout_of
 from lineage.monitor import guardrails, hooks, progress
 from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
+
+
+#: alerts of the training code the wrapped prompt lists (the newest)
+PROMPT_ALERTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +108,7 @@ class AgentUses:
         return render_knowledge(view, metric_name=project.metric_name)
 
     def _project_and_view(self, project_slug: str, *, top_k: int, recent_n: int, last_m: int) -> tuple[Project, PromptView]:
-        check_window("top_k", top_k, minimum=0)
-        check_window("recent_n", recent_n, minimum=1)
-        check_window("last_m", last_m, minimum=1)
+        _check_prompt_windows(top_k, recent_n, last_m)
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             return project, self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
@@ -138,9 +142,7 @@ class AgentUses:
         asking (``mcp``: the record_trial tool; ``http``: a POST with an Idempotency-Key;
         ``cli``: ``lineage record``) (see :func:`wrap_prompt`).
         """
-        check_window("top_k", top_k, minimum=0)
-        check_window("recent_n", recent_n, minimum=1)
-        check_window("last_m", last_m, minimum=1)
+        _check_prompt_windows(top_k, recent_n, last_m)
         if style not in PROMPT_STYLES:
             raise InvalidInput("format", f"must be one of {', '.join(PROMPT_STYLES)}, got {style!r}")
         if face not in PROMPT_FACES:
@@ -161,10 +163,11 @@ class AgentUses:
                 return project, text
             next_number = self.store.project_counters(conn, project)[1]
             summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N)
+            alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
         return project, wrap_prompt(
             project, text, specialist=specialist, timestamp=timestamp, best=best, base_url=base_url,
-            next_exp_id=next_exp_id(next_number - 1 if next_number else None), summary=summary, face=face,
-            layout=layout,
+            next_exp_id=next_exp_id(next_number - 1 if next_number else None), summary=summary, alerts=alerts,
+            face=face, layout=layout,
         )
 
     def _loop_view(self, conn: Connection, project: Project, layout: Any, *, top_k: int, recent_n: int,
@@ -279,3 +282,9 @@ class AgentUses:
             project = self.store.project(conn, project_slug)
             if not self.store.delete_hook(conn, project.id, hook_id):
                 raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")
+
+
+def _check_prompt_windows(top_k: int, recent_n: int, last_m: int) -> None:
+    check_window("top_k", top_k, minimum=0)
+    check_window("recent_n", recent_n, minimum=1)
+    check_window("last_m", last_m, minimum=1)

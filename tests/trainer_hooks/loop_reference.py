@@ -84,8 +84,10 @@ def make_ragged_batch(
 # ---------------------------------------------------------------------------------------
 
 
-def agg_loss(loss_mat, mask, mode, loss_scale_factor=None):
-    """verl's four modes; fully masked rows are left out of every sequence mean."""
+def agg_loss(loss_mat, mask, mode, loss_scale_factor=None, seq_sum_norm="batch"):
+    """verl's modes; fully masked rows are left out of every sequence mean.
+    ``seq-mean-token-sum-norm``: "batch" sums the row sums (verl b178a3cd), "rows" averages
+    them (verl 0.9.1); both divide by the constant."""
     sums, counts = [], []
     for row_loss, row_mask in zip(loss_mat, mask):
         s, n = 0.0, 0
@@ -98,6 +100,10 @@ def agg_loss(loss_mat, mask, mode, loss_scale_factor=None):
     if mode == "token-mean":
         total = sum(counts)
         return sum(sums) / total if total else 0.0
+    if mode == "token-sum":
+        return sum(sums)
+    if mode == "seq-mean-token-sum-norm" and seq_sum_norm == "batch":
+        return sum(sums) / (len(mask[0]) if loss_scale_factor is None else loss_scale_factor)
     rows = [(s, n) for s, n in zip(sums, counts) if n > 0]
     if not rows:
         return 0.0

@@ -78,6 +78,17 @@ def sepa(h: list[float], planning: list[bool], lam: float) -> list[float]:
     return [e if p else lam * m + (1.0 - lam) * e for e, p in zip(h, planning)]
 
 
+def sepa_amp(h: list[float], planning: list[bool], lam: float, clamp: bool = False) -> list[float]:
+    lam = max(0.0, min(1.0, lam))
+    h = [min(e, MAX_UNCERTAINTY) for e in h]
+    exec_vals = [e for e, p in zip(h, planning) if not p]
+    if not exec_vals:
+        return list(h)
+    m = mean(exec_vals)
+    out = [e if p else (1.0 + lam) * e - lam * m for e, p in zip(h, planning)]
+    return [e if p else max(0.0, e) for e, p in zip(out, planning)] if clamp else out
+
+
 def planning_from_ids(ids: list[int], grams: list[list[int]]) -> list[bool]:
     mask = [False] * len(ids)
     for start in range(len(ids)):
@@ -147,7 +158,8 @@ def compose(
             advs = maxrl(group_rewards)
         else:
             raise ValueError(advantage_mode)
-        same = all(r == group_rewards[0] for r in group_rewards)
+        # retrain's trainer: uniform = two or more rewards within 1e-6 of the smallest
+        same = len(group_rewards) > 1 and max(group_rewards) - min(group_rewards) <= 1e-6
         for i, a in zip(members, advs):
             episode[i] = a
             informative[i] = not same
@@ -157,7 +169,9 @@ def compose(
     for i in range(len(rewards)):
         if "gtpo" in stages:
             h = uncertainty(uncertainty_kind, logprobs[i], entropy[i] if entropy else None)
-            if "sepa" in stages:
+            if "amp" in stages:
+                h = sepa_amp(h, planning[i], sepa_lambda, clamp="c" in stages)
+            elif "sepa" in stages:
                 h = sepa(h, planning[i], sepa_lambda)
             advs = gtpo(episode[i], h, gtpo_beta)
         else:

@@ -173,6 +173,75 @@ def test_behaviour_weight_cap_drops_tokens_from_the_numerator():
     assert tel["behav_capped_frac"].item() == 0.5
 
 
+# AReaL @ 4aef98d8, ppo_actor_loss_fn: without rejection sampling the loss is plain PPO
+# against the proximal policy (no behaviour weight); with it, pg_loss *= behave_imp_weight,
+# where action="clamp" clamps the weight into [lower or 0, upper] and action="mask" zeroes
+# the token (its count stays in the denominator: loss_mask_count is taken before).
+# One token: behav -1, prox -0.5, theta -0.4, A = 1: r = e^0.1 = 1.105171 (inside the
+# clip), w = e^0.5 = 1.648721.
+AREAL_TOKEN = dict(old=t([[-1.0]]), new=t([[-0.4]]), adv=t([[1.0]]), prox=t([[-0.5]]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({}, -math.exp(0.5) * math.exp(0.1)),  # ours: w always in the objective
+        ({"compat": "areal"}, -math.exp(0.1)),  # AReaL: no rejection sampling, no w
+        ({"behav_weight": "with_rejection"}, -math.exp(0.1)),
+        ({"compat": "areal", "rejection": "clamp", "rejection_upper": 1.5}, -1.5 * math.exp(0.1)),
+        ({"compat": "areal", "rejection": "clamp", "rejection_upper": 2.0}, -math.exp(0.5) * math.exp(0.1)),
+        ({"compat": "areal", "rejection": "clamp", "rejection_upper": 5.0, "rejection_lower": 1.7},
+         -1.7 * math.exp(0.1)),
+        ({"compat": "areal", "rejection": "mask", "rejection_upper": 1.5}, 0.0),
+        ({"compat": "areal", "behav_imp_weight_cap": 1.5}, 0.0),
+    ],
+)
+def test_areal_behaviour_weight_only_with_rejection_sampling_and_clamp_action(kwargs, expected):
+    a = AREAL_TOKEN
+    loss, tel = P.decoupled_ppo_loss(
+        a["old"], a["new"], a["adv"], torch.ones(1, 1, dtype=torch.bool), proximal_log_prob=a["prox"], **kwargs
+    )
+    assert loss.item() == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
+
+def test_areal_sequence_level_rejection_uses_the_rows_geometric_mean_weight():
+    # Row: behav [-1, -1], prox [-0.5, -1.1] -> log w [0.5, -0.1], mean 0.2: both tokens take
+    # w = e^0.2 = 1.221403 (in bounds for upper 1.5, agg mean); with agg "max" the row's
+    # metric is e^0.5 > 1.5, so "clamp" clamps e^0.2 into [0, 1.5] (unchanged) and "mask"
+    # drops the row.
+    old, prox = t([[-1.0, -1.0]]), t([[-0.5, -1.1]])
+    new, adv, mask = prox.clone(), t([[1.0, 2.0]]), torch.ones(1, 2, dtype=torch.bool)  # r = 1
+
+    def loss(**kw):
+        return P.decoupled_ppo_loss(old, new, adv, mask, proximal_log_prob=prox, compat="areal",
+                                    rejection_level="sequence", rejection_upper=1.5, **kw)[0].item()
+
+    assert loss(rejection="mask") == pytest.approx(-math.exp(0.2) * 3 / 2)
+    assert loss(rejection="clamp", rejection_agg="max") == pytest.approx(-math.exp(0.2) * 3 / 2)
+    assert loss(rejection="mask", rejection_agg="max") == 0.0
+    with pytest.raises(ValueError, match="rejection_agg"):
+        loss(rejection="mask", rejection_agg="median")
+    with pytest.raises(ValueError, match="behav_imp_weight_cap or rejection"):
+        loss(rejection="mask", behav_imp_weight_cap=2.0)
+
+
+def test_areal_preset_of_a3po_uses_alpha_1_for_fresh_data():
+    # d = 0: AReaL's loglinear approximation takes the behaviour policy as proximal (alpha 1)
+    old, new = t([[-1.0]]), t([[-0.8]])
+    kw = dict(behaviour_versions=torch.tensor([5]), current_version=5)
+    _, ours = P.a3po_policy_loss(old, new, t([[1.0]]), torch.ones(1, 1, dtype=torch.bool), **kw)
+    _, areal = P.a3po_policy_loss(old, new, t([[1.0]]), torch.ones(1, 1, dtype=torch.bool), compat="areal", **kw)
+    assert ours["a3po_alpha_mean"].item() == 0.0 and areal["a3po_alpha_mean"].item() == 1.0
+    assert areal["ratio_mean"].item() == pytest.approx(math.exp(0.2))
+
+
+def test_a_per_token_loss_refuses_a_mismatched_advantage():
+    mask = torch.ones(3, 3, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"advantages must be \[B, L\] = \(3, 3\), got \(2, 3\)"):
+        P.decoupled_ppo_loss(t([[0.0] * 3] * 3), t([[0.0] * 3] * 3), t([[1.0] * 3] * 2), mask,
+                             proximal_log_prob=t([[0.0] * 3] * 3))
+
+
 def test_one_step_staleness_is_standard_ppo():
     # d = 1 everywhere: alpha 1, prox = behaviour, w = 1 -> verl's vanilla PPO loss
     torch.manual_seed(1)

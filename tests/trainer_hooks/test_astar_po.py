@@ -203,6 +203,16 @@ def test_full_vocab_kl_by_hand():
     assert A.full_vocab_kl(t([[[1.0, -2.0, 0.5]]]), t([[[1.0, -2.0, 0.5]]])).abs().max() < 1e-12
 
 
+def test_full_vocab_kl_ignores_tokens_the_policy_cannot_emit():
+    # p = [.5, .5, 0] (a -inf logit), q uniform over 3: KL = .5 ln(1.5) * 2 = ln 1.5, not NaN
+    ninf = float("-inf")
+    logits = torch.tensor([[[0.0, 0.0, ninf]]], dtype=torch.float64, requires_grad=True)
+    kl = A.full_vocab_kl(logits, torch.zeros(1, 1, 3, dtype=torch.float64))
+    torch.testing.assert_close(kl, torch.tensor([[math.log(1.5)]], dtype=torch.float64))
+    kl.sum().backward()
+    assert torch.isfinite(logits.grad).all()
+
+
 def test_sampled_token_kl_estimators_by_hand():
     lp, ref = t([[-1.0, -2.0]]), t([[-1.5, -1.5]])
     torch.testing.assert_close(A.sampled_token_kl(lp, ref, estimator="k1"), t([[0.5, -0.5]]))

@@ -1,5 +1,5 @@
-"""GSPO (sequence) and GSPO-token: verl parity, hand-worked numbers, equivalence of the two
-with sequence-constant advantages, loop reference, gradcheck, dtypes."""
+"""GSPO (sequence), GSPO-token and verl's "gspo": verl parity, hand-worked numbers,
+equivalence of the two with sequence-constant advantages, loop reference, gradcheck, dtypes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from trainer_hooks import registry
 from trainer_hooks.losses.aggregation import LOSS_AGG_MODES
-from trainer_hooks.losses.gspo import gspo_policy_loss, gspo_token_policy_loss
+from trainer_hooks.losses.gspo import gspo_policy_loss, gspo_sequence_policy_loss, gspo_token_policy_loss
 
 try:  # tests/trainer_hooks may or may not be a package
     from . import loop_reference as ref
@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the rootdir layout
 
 HYPOTHESIS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 F64 = torch.float64
-LOSSES = {"gspo": gspo_policy_loss, "gspo_token": gspo_token_policy_loss}
+LOSSES = {"gspo_seq": gspo_sequence_policy_loss, "gspo_token": gspo_token_policy_loss}
 
 
 def verl_gspo(old_log_prob, log_prob, advantages, response_mask, clip_ratio_low, clip_ratio_high):
@@ -121,7 +121,7 @@ def test_log_ratio_clamped_at_10_like_verl():
 def test_sequence_and_token_variants_agree_for_sequence_advantages(mode):
     old, lp, adv, mask = batch(1, seq_constant_adv=True)
     lp1, lp2 = lp.clone().requires_grad_(True), lp.clone().requires_grad_(True)
-    seq, _ = gspo_policy_loss(old, lp1, adv, mask, mode)
+    seq, _ = gspo_sequence_policy_loss(old, lp1, adv, mask, mode)
     tok, _ = gspo_token_policy_loss(old, lp2, adv, mask, mode)
     torch.testing.assert_close(seq, tok, rtol=1e-13, atol=1e-15)
     seq.backward()
@@ -161,7 +161,7 @@ def test_matches_loop_reference(seed, B, L, name, mode, dual, use_scale, dtype):
     conv = lambda x: None if x is None else x.to(dtype)  # noqa: E731
     loss, _ = LOSSES[name](conv(old), conv(lp), conv(adv), mask, mode, clip_ratio_c=dual, clip_scale=conv(scale))
     as_list = lambda x: None if x is None else x.to(dtype).double().tolist()  # noqa: E731
-    reference = ref.gspo_seq_loss if name == "gspo" else ref.gspo_token_loss
+    reference = ref.gspo_seq_loss if name == "gspo_seq" else ref.gspo_token_loss
     expected = reference(as_list(old), as_list(lp), as_list(adv), mask.tolist(), mode=mode, clip_ratio_c=dual,
                          clip_scale=as_list(scale))
     tol = dict(rel=1e-6, abs=1e-6) if dtype == torch.float64 else dict(rel=1e-4, abs=1e-4)
@@ -191,8 +191,51 @@ def test_bf16_inputs_and_fully_masked_rows(name):
     assert empty.item() == 0.0 and all(torch.isfinite(v) for v in tel.values())
 
 
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_verls_gspo_aggregates_seq_mean_token_mean_whatever_the_mode(mode):
+    # verl b178a3cd's compute_policy_loss_gspo passes loss_agg_mode="seq-mean-token-mean" to
+    # agg_loss, and takes its bounds from the actor config (clip_ratio 0.2 by default)
+    old, lp, adv, mask = batch(5, spread=0.3)
+    lp1, lp2 = lp.clone().requires_grad_(True), lp.clone().requires_grad_(True)
+    loss, _ = gspo_policy_loss(old, lp1, adv, mask, mode)
+    vloss, _, _ = verl_gspo(old, lp2, adv, mask, 0.2, 0.2)
+    torch.testing.assert_close(loss, vloss, rtol=1e-14, atol=1e-15)
+    loss.backward()
+    vloss.backward()
+    torch.testing.assert_close(lp1.grad, lp2.grad, rtol=1e-14, atol=1e-15)
+    # verl 0.9.1 uses the mode it is given
+    for kwargs in ({"honor_loss_agg_mode": True}, {"compat": "verl-0.9.1"}):
+        honoured, _ = gspo_policy_loss(old, lp, adv, mask, mode, clip_ratio_low=3e-4, clip_ratio_high=4e-4, **kwargs)
+        same = gspo_token_policy_loss(old, lp, adv, mask, mode, compat=kwargs.get("compat"))[0]
+        torch.testing.assert_close(honoured, same)
+
+
+def test_rollout_correction_weights_multiply_the_token_loss():
+    old, lp, adv, mask = batch(6)
+    plain, _ = gspo_token_policy_loss(old, lp, adv, mask, "token-sum")
+    doubled, _ = gspo_token_policy_loss(old, lp, adv, mask, "token-sum", rollout_is_weights=torch.full_like(lp, 2.0))
+    assert doubled.item() == pytest.approx(2 * plain.item(), rel=1e-12)
+    weights = torch.ones_like(lp)
+    weights[0] = 0.0  # row 0 out: the rest's token sum (each row's ratio is its own)
+    rest, _ = gspo_token_policy_loss(old[1:], lp[1:], adv[1:], mask[1:], "token-sum")
+    assert gspo_token_policy_loss(old, lp, adv, mask, "token-sum", rollout_is_weights=weights)[0].item() == (
+        pytest.approx(rest.item(), rel=1e-12)
+    )
+
+
+def test_a_per_sequence_advantage_is_an_error_not_a_broadcast():
+    # B == L: a [B] advantage would broadcast as a row, silently
+    old, lp, adv, mask = batch(7, B=4, L=4)
+    for fn in (gspo_policy_loss, gspo_token_policy_loss, gspo_sequence_policy_loss):
+        with pytest.raises(ValueError, match=r"advantages must be \[B, L\] = \(4, 4\), got \(4,\); a per-sequence"):
+            fn(old, lp, adv[:, 0], mask)
+    with pytest.raises(ValueError, match=r"log_prob \(4, 3\) must match old_log_prob \(4, 4\)"):
+        gspo_token_policy_loss(old, lp[:, :3], adv, mask)
+
+
 def test_registered_and_telemetry_keys():
     assert registry.get_policy_loss("gspo") is gspo_policy_loss
+    assert registry.get_policy_loss("gspo_seq") is gspo_sequence_policy_loss
     assert registry.get_policy_loss("gspo_token") is gspo_token_policy_loss
     old, lp, adv, mask = batch(4)
     _, tel = gspo_token_policy_loss(old, lp, adv, mask)

@@ -31,7 +31,8 @@ TELEMETRY_KEYS = {
 
 
 def verl_vanilla(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, clip_ratio=0.2, clip_ratio_c=3.0):
-    """verl's compute_policy_loss_vanilla + agg_loss (dp_size 1), written out plainly."""
+    """verl's compute_policy_loss_vanilla + agg_loss (dp_size 1) at b178a3cd, written out
+    plainly (token-sum: verl 0.9.1's extra mode)."""
     mask = response_mask.to(log_prob.dtype)
     negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
     ratio = torch.exp(negative_approx_kl)
@@ -47,12 +48,14 @@ def verl_vanilla(old_log_prob, log_prob, advantages, response_mask, loss_agg_mod
     pg_losses = torch.where(advantages < 0, clip_pg_losses2, clip_pg_losses1)
     if loss_agg_mode == "token-mean":
         loss = (pg_losses * mask).sum() / mask.sum()
-    elif loss_agg_mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
+    elif loss_agg_mode == "token-sum":
+        loss = (pg_losses * mask).sum()
+    elif loss_agg_mode == "seq-mean-token-sum":
         seq_losses = (pg_losses * mask).sum(-1)
         seq_mask = (mask.sum(-1) > 0).float()
         loss = (seq_losses * seq_mask).sum() / seq_mask.sum()
-        if loss_agg_mode == "seq-mean-token-sum-norm":
-            loss = loss / mask.shape[-1]
+    elif loss_agg_mode == "seq-mean-token-sum-norm":
+        loss = (pg_losses * mask).sum(-1).sum() / mask.shape[-1]
     else:
         token_count = mask.sum(-1)
         seq_losses = (pg_losses * mask).sum(-1) / (token_count + 1e-8)
@@ -376,3 +379,36 @@ def test_without_telemetry_same_loss_and_gradient():
         with_t.backward()
         without.backward()
         assert torch.equal(lp1.grad, lp2.grad)
+
+
+def test_a_per_sequence_advantage_is_an_error_not_a_row_broadcast():
+    # B == L == 4: adv[:, 0] of shape [4] would broadcast against [4, 4] as a row (token j of
+    # every sequence getting sequence j's advantage) without a word
+    b = policy_batch(3, B=4, L=4)
+    for name in ("ppo", "vanilla", "a2tgpo"):
+        with pytest.raises(ValueError, match=r"advantages must be \[B, L\] = \(4, 4\), got \(4,\); a per-sequence"):
+            registry.get_policy_loss(name)(b["old"], b["log_prob"], b["adv"][:, 0], b["mask"])
+    with pytest.raises(ValueError, match=r"clip_scale \(4, 3\) must match log_prob \(4, 4\)"):
+        ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], clip_scale=b["scale"][:, :3])
+    with pytest.raises(ValueError, match=r"old_log_prob must be \[B, L\], got \(4,\)"):
+        ppo_policy_loss(b["old"][:, 0], b["log_prob"], b["adv"], b["mask"])
+
+
+def test_rollout_is_weights_scale_the_token_loss_as_verl():
+    b = policy_batch(4, B=3, L=5)
+    plain, _ = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], "token-sum")
+    half, _ = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], "token-sum",
+                              rollout_is_weights=torch.full((3, 5), 0.5, dtype=F64))
+    assert half.item() == pytest.approx(plain.item() / 2, rel=1e-12)
+
+
+def test_basic_telemetry_is_the_full_telemetrys_verl_subset():
+    b = policy_batch(5, B=5, L=7, spread=0.6)
+    loss, full = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"])
+    same, basic = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], with_telemetry="basic")
+    assert set(basic) == {"pg_loss", "clipfrac_low", "clipfrac_high", "clipfrac_dual", "approx_kl"}
+    for key in basic:
+        torch.testing.assert_close(basic[key], full[key], rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(same, loss)
+    with pytest.raises(ValueError, match="with_telemetry must be True, False or 'basic'"):
+        ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], with_telemetry="some")

@@ -29,28 +29,56 @@ def t(values, dtype=torch.float64):
 # ---------------------------------------------------------------------------------------
 
 
-def test_grpo_centers_rewards_within_each_group():
-    # group 0: mean 0.5 -> +-0.5; group 5: all 1 -> skipped (0); group 9: singleton -> 0
+def test_retrain_grpo_centers_rewards_within_each_group():
+    # group 0: mean 0.5 -> +-0.5; group 5: all 1 -> skipped (0); group 9: singleton -> r - r = 0
     rewards = t([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.5])
     groups = torch.tensor([0, 0, 0, 0, 5, 5, 9])
-    adv = R.grpo_advantages(rewards, groups)
+    adv = R.retrain_grpo_advantages(rewards, groups)
     torch.testing.assert_close(adv, t([0.5, -0.5, -0.5, 0.5, 0.0, 0.0, 0.0]))
+    torch.testing.assert_close(R.grpo_advantages(rewards, groups, compat="retrain"), adv)
+
+
+def test_grpo_is_verls_by_default_and_a_single_completion_keeps_its_score():
+    # verl: group 0 / (unbiased std sqrt(1/3) + 1e-6); all-equal group 0; a group of one has
+    # mean 0 and std 1 (compute_grpo_outcome_advantage), so A = 0.5 / (1 + 1e-6).
+    rewards = t([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.5])
+    groups = torch.tensor([0, 0, 0, 0, 5, 5, 9])
+    a = 0.5 / (math.sqrt(1.0 / 3.0) + 1e-6)
+    expected = t([a, -a, -a, a, 0.0, 0.0, 0.5 / (1.0 + 1e-6)])
+    torch.testing.assert_close(R.grpo_advantages(rewards, groups), expected)
+    torch.testing.assert_close(R.grpo_advantages(rewards, groups, compat="verl"), expected)
+    # norm_adv_by_std_in_grpo=False: centred, the single completion's score as it is
+    centred = R.grpo_advantages(rewards, groups, normalize_by_std=False)
+    torch.testing.assert_close(centred, t([0.5, -0.5, -0.5, 0.5, 0.0, 0.0, 0.5]))
+    # rollout.n = 1: every advantage is the score (retrain's rule would make them all 0)
+    one_each = R.grpo_advantages(t([0.25, 1.0]), torch.tensor([0, 1]))
+    torch.testing.assert_close(one_each, t([0.25, 1.0]) / (1.0 + 1e-6))
+    assert torch.equal(R.grpo_advantages(t([0.25, 1.0]), torch.tensor([0, 1]), single_completion="zero"), t([0.0, 0.0]))
+
+
+def test_grpo_option_errors_name_the_option():
+    with pytest.raises(ValueError, match="single_completion"):
+        R.grpo_advantages(t([1.0]), torch.tensor([0]), single_completion="mean")
+    with pytest.raises(ValueError, match="compat='areal'"):
+        R.grpo_advantages(t([1.0]), torch.tensor([0]), compat="areal")
+    with pytest.raises(ValueError, match=r"must both be \[B\]"):
+        R.grpo_advantages(t([[1.0, 0.0]]), torch.tensor([0]))
 
 
 def test_grpo_std_normalization_divides_by_unbiased_group_std():
     # [1, 0, 0, 1]: mean 0.5, unbiased var = 4 * 0.25 / 3 = 1/3, std = 0.5773503
     # A = 0.5 / (0.5773503 + 1e-6) = 0.8660239
     rewards = t([1.0, 0.0, 0.0, 1.0])
-    adv = R.grpo_advantages(rewards, torch.zeros(4, dtype=torch.long), normalize_by_std=True)
-    expected = 0.5 / (math.sqrt(1.0 / 3.0 + 1e-8) + 1e-6)  # var_eps 1e-8 inside the sqrt
+    adv = R.retrain_grpo_advantages(rewards, torch.zeros(4, dtype=torch.long), normalize_by_std=True)
+    expected = 0.5 / (math.sqrt(1.0 / 3.0 + 1e-8) + 1e-6)  # retrain's var_eps 1e-8 inside the sqrt
     torch.testing.assert_close(adv, t([expected, -expected, -expected, expected]))
 
 
-def test_grpo_std_default_is_off_and_the_two_settings_differ():
+def test_retrain_grpo_std_default_is_off_and_the_two_settings_differ():
     rewards = t([1.0, 0.0, 0.0, 0.0])
     groups = torch.zeros(4, dtype=torch.long)
-    centered = R.grpo_advantages(rewards, groups)
-    normalized = R.grpo_advantages(rewards, groups, normalize_by_std=True)
+    centered = R.retrain_grpo_advantages(rewards, groups)
+    normalized = R.retrain_grpo_advantages(rewards, groups, normalize_by_std=True)
     # mean 0.25: centered [0.75, -0.25, ...]; std = sqrt((0.5625 + 3 * 0.0625) / 3) = 0.5
     torch.testing.assert_close(centered, t([0.75, -0.25, -0.25, -0.25]))
     torch.testing.assert_close(normalized, t([0.75, -0.25, -0.25, -0.25]) / (math.sqrt(0.25 + 1e-8) + 1e-6))
@@ -59,7 +87,7 @@ def test_grpo_std_default_is_off_and_the_two_settings_differ():
 def test_grpo_accepts_arbitrary_unsorted_group_ids():
     rewards = t([3.0, 1.0, 0.0, 2.0])
     groups = torch.tensor([-7, 100, 100, -7])  # {-7: [3, 2] mean 2.5, 100: [1, 0] mean 0.5}
-    torch.testing.assert_close(R.grpo_advantages(rewards, groups), t([0.5, 0.5, -0.5, -0.5]))
+    torch.testing.assert_close(R.retrain_grpo_advantages(rewards, groups), t([0.5, 0.5, -0.5, -0.5]))
 
 
 def test_grpo_zeroes_constant_groups_exactly_even_with_std_normalization():
@@ -129,6 +157,19 @@ def test_entropy_from_logits_of_uniform_distribution_is_log_vocab():
     out = R.entropy_from_logits(logits)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, torch.full((2, 3), math.log(8.0)))
+
+
+def test_entropy_of_a_distribution_with_impossible_tokens_is_finite_with_finite_gradient():
+    # logits [0, 0, -inf, -inf]: p = [.5, .5, 0, 0]; retrain sums -p log p over p > 0 only,
+    # so H = log 2 (0 * log 0 counts 0, as torch.special.entr); before: 0 * -inf = NaN.
+    ninf = float("-inf")
+    logits = torch.tensor([[[0.0, 0.0, ninf, ninf], [1.0, ninf, ninf, ninf]]], dtype=torch.float64, requires_grad=True)
+    out = R.entropy_from_logits(logits)
+    torch.testing.assert_close(out, torch.tensor([[math.log(2.0), 0.0]], dtype=torch.float64))
+    out.sum().backward()
+    assert torch.isfinite(logits.grad).all()
+    # the pipeline's shannon_entropy uncertainty takes it as it is
+    torch.testing.assert_close(R.token_uncertainty("shannon_entropy", entropy=out.detach()), out.detach())
 
 
 def test_unknown_uncertainty_kind_is_rejected():
@@ -273,6 +314,23 @@ def test_planning_strs_handles_apostrophe_variants_and_custom_length():
     assert out.tolist() == [[True, True, True, False, False]]
 
 
+def test_planning_strs_retrain_window_marks_from_the_window_start_and_misses_split_words():
+    # retrain's identify_planning_tokens (max_window 5): from start 0 the window
+    # "so wait let me" matches at token 3, so tokens 0..3 are marked, "so" included;
+    # "wa" + "it" is "wa it" after its strip-and-join, which no gram matches.
+    tokens = [["so", " wait", " let", " me", " see"], ["wa", "it", " let", " me"]]
+    ours = R.planning_mask_from_token_strs(tokens)
+    assert ours.tolist() == [[False, True, True, True, False], [True, True, True, True, False]]
+    expected = [[True, True, True, True, False], [False, False, False, False, False]]
+    assert R.planning_mask_from_token_strs(tokens, window=5).tolist() == expected
+    assert R.planning_mask_from_token_strs(tokens, compat="retrain").tolist() == expected
+    # the window bounds how far back a match reaches: 7 tokens before the gram, window 5
+    far = [["a", " b", " c", " d", " e", " f", " g", " let", " me", " check"]]
+    assert R.planning_mask_from_token_strs(far, window=5).tolist() == [[False] * 5 + [True] * 5]
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        R.planning_mask_from_token_strs(tokens, window=0)
+
+
 # ---------------------------------------------------------------------------------------
 # SEPA schedule
 # ---------------------------------------------------------------------------------------
@@ -342,16 +400,49 @@ def test_sepa_controller_validates_arguments():
         ("gtpo_sepa", {"gtpo", "sepa"}),
         ("hicra+gtpo+sepa", {"gtpo", "hicra", "sepa"}),
         ("hicra", {"hicra"}),
+        ("gtpo_sepa_amp", {"gtpo", "sepa_amp"}),
+        ("gtpo_sepa_amp_c", {"gtpo", "sepa_amp_c"}),
+        ("gtpo_sepa_amp_hicra", {"gtpo", "sepa_amp", "hicra"}),
     ],
 )
 def test_parse_transform_mode(mode, expected):
     assert R.parse_transform_mode(mode) == expected
 
 
-@pytest.mark.parametrize("mode", ["sepa", "gtpo_bogus"])
+@pytest.mark.parametrize("mode", ["sepa", "gtpo_bogus", "gtpo_amp", "sepa_amp", "gtpo_sepa_sepa_amp"])
 def test_parse_transform_mode_rejects_invalid_modes(mode):
     with pytest.raises(ValueError):
         R.parse_transform_mode(mode)
+
+
+def test_sepa_amplification_pushes_execution_uncertainty_away_from_its_mean():
+    # retrain's apply_sepa_amplification: exec tokens (1 + lam) h - lam * mean_exec.
+    # h = [1, 2, 3 | planning 6], lam 0.5, exec mean 2 -> [0.5, 2, 3.5, 6]
+    h = t([[1.0, 2.0, 3.0, 6.0, 9.0]])
+    plan = torch.tensor([[False, False, False, True, False]])
+    mask = torch.tensor([[True, True, True, True, False]])
+    torch.testing.assert_close(R.sepa_amplify(h, plan, mask, lam=0.5), t([[0.5, 2.0, 3.5, 6.0, 0.0]]))
+    # lam 1: 2h - 2 = [0, 2, 4]; clamped variant floors the negative one
+    low = t([[0.2, 2.0, 3.8, 6.0, 0.0]])
+    torch.testing.assert_close(R.sepa_amplify(low, plan, mask, lam=1.0), t([[-1.6, 2.0, 5.6, 6.0, 0.0]]))
+    torch.testing.assert_close(R.sepa_amplify_clamped(low, plan, mask, lam=1.0), t([[0.0, 2.0, 5.6, 6.0, 0.0]]))
+    assert registry.get_advantage_transform("sepa_amp") is R.sepa_amplify
+
+
+@pytest.mark.parametrize("mode, transform", [("gtpo_sepa_amp", "sepa_amp"), ("gtpo_sepa_amp_c", "sepa_amp_c")])
+def test_compose_runs_retrains_sepa_amplification_modes(mode, transform):
+    rewards, groups = t([1.0, 0.0, 0.0, 1.0]), torch.tensor([0, 0, 0, 0])
+    logprobs = -t([[0.1, 2.0, 0.5], [1.0, 0.01, 3.0], [0.2, 0.2, 0.2], [4.0, 0.3, 0.1]])
+    mask = torch.ones(4, 3, dtype=torch.bool)
+    plan = torch.tensor([[True, False, False]] * 4)
+    out = R.compose_advantages(
+        rewards, groups, mask, config={"transform_mode": mode}, logprobs=logprobs, planning_mask=plan, sepa_lambda=0.8
+    )
+    h = R.token_uncertainty("surprisal", logprobs=logprobs)
+    shaped = registry.get_advantage_transform(transform)(h, plan, mask, lam=0.8)
+    expected = R.gtpo_weighting(R.retrain_grpo_advantages(rewards, groups), shaped, mask)
+    torch.testing.assert_close(out.token_advantages, expected)
+    assert out.telemetry["sepa_lambda"].item() == pytest.approx(0.8)
 
 
 def test_compose_maxrl_gtpo_hicra_by_hand():
@@ -394,19 +485,35 @@ def test_compose_sepa_then_gtpo_flattens_execution_weights():
 
 
 def test_compose_skips_uninformative_groups_and_counts_them():
+    # retrain's rule: a single completion is not uniform (kept), two or more tied are
     rewards = t([1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.7])
     groups = torch.tensor([0, 0, 1, 1, 2, 2, 3])
     mask = torch.ones(7, 2, dtype=torch.bool)
     out = R.compose_advantages(rewards, groups, mask)
-    assert out.informative.tolist() == [False, False, False, False, True, True, False]
-    assert out.loss_mask.sum().item() == 4
+    assert out.informative.tolist() == [False, False, False, False, True, True, True]
+    assert out.loss_mask.sum().item() == 6
     tel = out.telemetry
     assert tel["groups"].item() == 4
-    assert tel["groups_informative"].item() == 1
-    assert tel["groups_skipped_all_correct"].item() == 2  # all-1 group and the 0.7 singleton
+    assert tel["groups_informative"].item() == 2
+    assert tel["groups_skipped_all_correct"].item() == 1  # the all-1 group
     assert tel["groups_skipped_all_wrong"].item() == 1
     assert tel["correct_rate"].item() == pytest.approx(4 / 7)
     assert all(v.dim() == 0 for v in tel.values())
+    # the earlier rule, one argument away: singletons count as uniform too
+    strict = R.compose_advantages(rewards, groups, mask, config={"single_completion_uniform": True})
+    assert strict.informative.tolist() == [False, False, False, False, True, True, False]
+    assert strict.telemetry["groups_skipped_all_correct"].item() == 2  # all-1 group and the 0.7 singleton
+
+
+def test_compose_counts_rewards_tied_within_1e_6_as_uniform():
+    # retrain's _summarize_reward_ties: sorted rewards within 1e-6 of the smallest are one bucket
+    rewards = t([0.3, 0.3 + 5e-7, 0.3 + 1e-6, 1.0, 1.0 + 2e-6])
+    groups = torch.tensor([0, 0, 0, 1, 1])
+    mask = torch.ones(5, 1, dtype=torch.bool)
+    out = R.compose_advantages(rewards, groups, mask)
+    assert out.informative.tolist() == [False, False, False, True, True]
+    exact = R.compose_advantages(rewards, groups, mask, config={"uniform_tolerance": 0.0})
+    assert exact.informative.tolist() == [True, True, True, True, True]
 
 
 def test_compose_can_keep_uninformative_tokens_in_the_loss_mask():
@@ -439,8 +546,31 @@ def test_compose_requires_the_inputs_its_stages_need():
         R.compose_advantages(t([1.0, 0.0]), torch.tensor([0, 0]), mask, config={"gtpo_betta": 0.1})
 
 
+def test_compose_grpo_is_retrains_and_verls_is_one_parameter_away():
+    rewards = t([1.0, 0.0, 0.0, 0.0, 0.7])
+    groups = torch.tensor([0, 0, 0, 0, 1])
+    mask = torch.ones(5, 1, dtype=torch.bool)
+    plain = R.compose_advantages(rewards, groups, mask)
+    torch.testing.assert_close(plain.episode_advantages, R.retrain_grpo_advantages(rewards, groups))
+    verl = R.compose_advantages(rewards, groups, mask, config={"advantage_params": {"compat": "verl"}})
+    torch.testing.assert_close(verl.episode_advantages, R.grpo_advantages(rewards, groups))
+    assert verl.episode_advantages[4].item() == pytest.approx(0.7 / (1 + 1e-6))
+
+
+def test_token_shapes_are_checked_not_broadcast():
+    square = torch.ones(3, 3, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"hicra_amplify: token_advantages must be \[B, L\], got \(3,\)"):
+        R.hicra_amplify(t([1.0, 2.0, 3.0]), square)
+    with pytest.raises(ValueError, match=r"gtpo_weighting: advantages must be \[B, L\] = \(3, 3\), got \(2,\)"):
+        R.gtpo_weighting(t([1.0, 2.0]), t([[1.0] * 3] * 3), square)
+    with pytest.raises(ValueError, match=r"compose_advantages: logprobs \(3, 2\) must match response_mask \(3, 3\)"):
+        R.compose_advantages(t([1.0, 0.0, 1.0]), torch.tensor([0, 0, 0]), square,
+                             config={"transform_mode": "gtpo"}, logprobs=t([[-1.0] * 2] * 3))
+
+
 def test_registry_serves_the_builtin_estimators_and_transforms():
     assert registry.get_advantage_estimator("grpo") is R.grpo_advantages
+    assert registry.get_advantage_estimator("retrain_grpo") is R.retrain_grpo_advantages
     assert registry.get_advantage_estimator("maxrl") is R.maxrl_advantages
     assert registry.get_advantage_transform("gtpo") is R.gtpo_weighting
     assert registry.get_advantage_transform("hicra") is R.hicra_amplify
@@ -489,7 +619,7 @@ def pad(rows, fill, dtype):
 COMPOSE_CASES = st.tuples(
     st.sampled_from(["grpo", "maxrl"]),
     st.booleans(),
-    st.sampled_from(["none", "gtpo", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_hicra", "hicra"]),
+    st.sampled_from(["none", "gtpo", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_hicra", "hicra", "gtpo_sepa_amp", "gtpo_sepa_amp_c"]),
     st.sampled_from(["surprisal", "predictive_variance", "shannon_entropy"]),
     st.sampled_from([0.0, 0.1, 0.7]),
     st.sampled_from([0.0, 0.3, 1.0]),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -67,3 +69,8 @@ def test_turn_token_telemetry_means_per_turn() -> None:
     torch.testing.assert_close(out["approx_kl"], torch.tensor([-0.2, 0.2, 0.0]))
     torch.testing.assert_close(out["ratio_mean"][1], torch.tensor(-0.2).exp())
     torch.testing.assert_close(out["entropy_mean"][0], torch.tensor(0.2))
+
+
+def test_token_entropy_of_masked_vocabulary_entries_is_finite():
+    logits = torch.tensor([[[0.0, 0.0, float("-inf")]]])
+    torch.testing.assert_close(token_entropy(logits), torch.tensor([[math.log(2.0)]]))

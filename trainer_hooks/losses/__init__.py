@@ -1,8 +1,9 @@
 """Policy losses (registered in :mod:`trainer_hooks.registry`) and their aggregation.
 
-``aggregation`` ``agg_loss`` (verl's four modes; masked moments are in :mod:`trainer_hooks.ops.masked`).
+``aggregation`` ``agg_loss`` (verl's modes and global-batch arguments; masked moments are in
+                :mod:`trainer_hooks.ops.masked`).
 ``ppo``         ``"ppo"`` / ``"vanilla"`` and ``"a2tgpo"`` (adaptive turn clipping).
-``gspo``        ``"gspo"`` (sequence level) and ``"gspo_token"``.
+``gspo``        ``"gspo"`` (verl's), ``"gspo_token"`` and ``"gspo_seq"`` (the paper's two).
 ``a3po``, ``astar_po`` further losses.
 
 Every loss is ``fn(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, **kw)

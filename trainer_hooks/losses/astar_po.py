@@ -50,7 +50,8 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from trainer_hooks.losses.aggregation import agg_loss
+from trainer_hooks.losses.aggregation import agg_loss, agg_options
+from trainer_hooks.ops.distributions import categorical_kl
 from trainer_hooks.ops.masked import masked_mean, masked_var
 from trainer_hooks.ops.segments import dense_index, segment_sum, to_compute_dtype
 from trainer_hooks.ops.stats import clip_scale_entries, masked_moments
@@ -318,10 +319,11 @@ def full_vocab_kl(logits: Tensor, ref_logits: Tensor, *, temperature: float = 1.
     """Exact per-token ``KL(pi || pi_ref) = sum_v p (log p - log q)``: ``[B, L, V]`` -> ``[B, L]``.
 
     What TinyZero computes; differentiable in ``logits`` (``ref_logits`` is detached).
+    Tokens the policy cannot emit (``-inf`` logits) add 0 instead of NaN.
     """
     logp = torch.log_softmax(to_compute_dtype(logits) / temperature, dim=-1)
     logq = torch.log_softmax(to_compute_dtype(ref_logits).detach() / temperature, dim=-1)
-    return (logp.exp() * (logp - logq)).sum(-1)
+    return categorical_kl(logp, logq)
 
 
 def sampled_token_kl(logprobs: Tensor, ref_logprobs: Tensor, *, estimator: str = "k3") -> Tensor:
@@ -366,6 +368,7 @@ def astar_po_loss(
     kl_estimator: str = "k3",
     weight_kl: bool = True,
     loss_scale_factor: float | None = None,
+    global_batch: Mapping[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Weighted-SFT A*-PO loss with KL to the reference policy.
 
@@ -390,6 +393,8 @@ def astar_po_loss(
         kl_estimator: ``k3`` (default) or ``k1``, used when only ``ref_log_prob`` is given.
         weight_kl: multiply the KL by the example weight too (True, TinyZero's code).
         loss_scale_factor: for ``seq-mean-token-sum-norm``.
+        global_batch: verl's ``global_batch_info`` (``dp_size``, ``batch_num_tokens``,
+            ``global_batch_size``): normalise over the global batch (see :func:`agg_loss`).
 
     Returns:
         ``(loss, telemetry)``: 0-dim loss (float32 for half inputs) and the flat dict
@@ -427,7 +432,7 @@ def astar_po_loss(
         kl = torch.zeros_like(nll)
     w = weights[:, None]
     loss_mat = w * (nll + kl_coef * kl) if weight_kl else w * nll + kl_coef * kl
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, loss_scale_factor=loss_scale_factor)
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor))
 
     with torch.no_grad():
         normed = normalize_advantages(adv, valid, adv_clip=adv_clip)

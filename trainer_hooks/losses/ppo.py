@@ -50,6 +50,9 @@ Telemetry (flat ``dict[str, Tensor]``, 0-dim, detached):
 
 ``with_telemetry=False`` skips all of it (returns ``{}``): the adaptive clip itself costs
 about what the plain clipped loss costs, the statistics add passes over ``[B, L]``.
+``with_telemetry="basic"`` computes only ``pg_loss``, ``clipfrac_low/high/dual`` and
+``approx_kl`` (what verl reports as ``pg_clipfrac``, ``pg_clipfrac_lower``, ``ppo_kl``)
+in two reductions.
 
 Dtypes: bf16/fp16 inputs are computed in float32 and the loss is returned in float32
 (the optimizer's loss scale wants it); float64 stays float64 (gradcheck).
@@ -57,20 +60,22 @@ Dtypes: bf16/fp16 inputs are computed in float32 and the loss is returned in flo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from trainer_hooks.losses.aggregation import agg_loss
+from trainer_hooks.losses.aggregation import agg_loss, agg_options
 from trainer_hooks.ops.segments import TurnIndex, compute_dtype, turn_index, turn_reduce
+from trainer_hooks.ops.shapes import check_token_shapes, token_advantages
 from trainer_hooks.ops.stats import clip_scale_entries, clip_scale_stats, masked_moments
 from trainer_hooks.registry import register_policy_loss
 
 __all__ = [
     "LOG_RATIO_CLAMP",
     "a2tgpo_policy_loss",
+    "basic_policy_telemetry",
     "clipped_surrogate",
     "policy_telemetry",
     "ppo_policy_loss",
@@ -221,6 +226,25 @@ def policy_telemetry(
         return out
 
 
+def basic_policy_telemetry(
+    loss: Tensor, log_ratio: Tensor, mask: Tensor, maps: dict[str, Tensor]
+) -> dict[str, Tensor]:
+    """``pg_loss``, ``clipfrac_low/high/dual`` and ``approx_kl`` alone (``[B, L]`` inputs):
+    the clip counts in one reduction of the stacked maps, the KL in another."""
+    with torch.no_grad():
+        m = mask.to(torch.bool)
+        n = m.sum().to(log_ratio.dtype).clamp_min(1.0)
+        counts = (torch.stack([maps["clip_low"], maps["clip_high"], maps["dual"]]) & m).sum((1, 2)).to(log_ratio.dtype)
+        fractions = counts / n
+        return {
+            "pg_loss": loss.detach(),
+            "clipfrac_low": fractions[0],
+            "clipfrac_high": fractions[1],
+            "clipfrac_dual": fractions[2],
+            "approx_kl": -torch.where(m, log_ratio.detach(), 0.0).sum() / n,
+        }
+
+
 @register_policy_loss("vanilla")
 @register_policy_loss("ppo")
 def ppo_policy_loss(
@@ -238,10 +262,13 @@ def ppo_policy_loss(
     ratio_level: str = "token",
     turn_ids: Tensor | None = None,
     loss_scale_factor: float | None = None,
+    global_batch: Mapping[str, Any] | None = None,
     clip_beta: float = 0.3,
     ig: Tensor | None = None,
     ig_mask: Tensor | None = None,
-    with_telemetry: bool = True,
+    with_telemetry: bool | str = True,
+    rollout_is_weights: Tensor | None = None,
+    compat: str | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped policy loss (verl ``vanilla`` + per-token clip scale + turn-level ratio).
 
@@ -250,7 +277,7 @@ def ppo_policy_loss(
             current policy); gradients flow through ``log_prob`` only.
         advantages: ``[B, L]``.
         response_mask: ``[B, L]`` bool/0-1, the tokens in the loss.
-        loss_agg_mode: one of the four :func:`agg_loss` modes (default ``"token-mean"``).
+        loss_agg_mode: an :func:`agg_loss` mode (default ``"token-mean"``).
         clip_ratio: symmetric clip ``eps`` (default 0.2, verl); ``clip_ratio_low`` /
             ``clip_ratio_high`` override either side (DAPO clip-higher).
         clip_ratio_c: dual-clip constant ``c > 1`` (default 3.0); ``None`` disables.
@@ -259,10 +286,20 @@ def ppo_policy_loss(
         turn_ids: ``[B, L] int`` turn of each token, ``-1`` outside turns; also makes the
             ``clip_scale_*`` telemetry per turn.
         loss_scale_factor: for ``seq-mean-token-sum-norm`` (default ``L``).
+        global_batch: verl's ``global_batch_info`` (``dp_size``, ``batch_num_tokens``,
+            ``global_batch_size``): normalise over the global batch (see :func:`agg_loss`).
         clip_beta: amplitude used to define "at bound" in the telemetry (default 0.3).
         ig, ig_mask: optional per-turn IG ``[B, T]`` and mask, for ``ig_mean`` / ``ig_std``.
-        with_telemetry: compute the telemetry dict (default); ``False`` returns ``{}`` and
-            skips its cost.
+        with_telemetry: compute the telemetry dict (default); ``"basic"`` only the clip
+            fractions and ``approx_kl``; ``False`` returns ``{}`` and skips its cost.
+        rollout_is_weights: optional ``[B, L]`` weights multiplying the per-token loss
+            before aggregation (verl's rollout correction).
+        compat: ``"verl"`` (b178a3cd, the default) or ``"verl-0.9.1"``: which verl's
+            ``seq-mean-token-sum-norm`` (see :func:`agg_loss`); the loss is otherwise the same.
+
+    Raises:
+        ValueError: a tensor that is not ``[B, L]`` like ``log_prob`` (a ``[B]``
+            advantage included: it would broadcast as a row when ``B == L``).
 
     Returns:
         ``(loss, telemetry)``: 0-dim loss (float32 for half inputs) and the flat dict.
@@ -271,11 +308,15 @@ def ppo_policy_loss(
         raise ValueError(f"ratio_level must be 'token' or 'turn', got {ratio_level!r}")
     if ratio_level == "turn" and turn_ids is None:
         raise ValueError("ratio_level='turn' needs turn_ids [B, L]")
+    check_token_shapes(
+        "ppo_policy_loss", log_prob=log_prob, old_log_prob=old_log_prob, response_mask=response_mask,
+        clip_scale=clip_scale, turn_ids=turn_ids, rollout_is_weights=rollout_is_weights,
+    )
     low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high
     dt = compute_dtype(log_prob)
     lp = log_prob.to(dt)
-    adv = advantages.to(dt)
+    adv = token_advantages("ppo_policy_loss", advantages, log_prob).to(dt)
     mask = response_mask.to(torch.bool)
     log_ratio = torch.clamp(lp - old_log_prob.to(dt), min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
     scale = None if clip_scale is None else clip_scale.to(dt)
@@ -284,7 +325,9 @@ def ppo_policy_loss(
     # the clip scale (per-turn telemetry).
     turn_scale = turn_count = None
     used = log_ratio
-    pool_scale = with_telemetry and scale is not None and turn_ids is not None
+    if with_telemetry not in (True, False, "basic"):
+        raise ValueError(f"with_telemetry must be True, False or 'basic', got {with_telemetry!r}")
+    pool_scale = with_telemetry is True and scale is not None and turn_ids is not None
     if ratio_level == "turn" or pool_scale:
         index = turn_index(turn_ids, _num_turns(turn_ids), mask)
         columns = ([log_ratio.detach()] if ratio_level == "turn" else []) + ([scale] if pool_scale else [])
@@ -302,11 +345,15 @@ def ppo_policy_loss(
         clip_ratio_high=high,
         clip_ratio_c=clip_ratio_c,
         clip_scale=scale,
-        with_maps=with_telemetry,
+        with_maps=bool(with_telemetry),
     )
-    loss = agg_loss(loss_mat, mask, loss_agg_mode, loss_scale_factor=loss_scale_factor)
+    if rollout_is_weights is not None:
+        loss_mat = loss_mat * rollout_is_weights.to(dt)
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor, compat))
     if not with_telemetry:
         return loss, {}
+    if with_telemetry == "basic":
+        return loss, basic_policy_telemetry(loss, log_ratio, mask, maps)
     telemetry = policy_telemetry(
         loss=loss,
         ratio=ratio,

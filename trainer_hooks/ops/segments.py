@@ -112,18 +112,24 @@ class _Moments(NamedTuple):
     slot: Tensor  # [N] int64, the segment of each element, S where masked out
 
 
-def _segment_moments(values: Tensor, index: Tensor, num_segments: int, mask: Tensor, unbiased: bool) -> _Moments:
+def _segment_moments(
+    values: Tensor, index: Tensor, num_segments: int, mask: Tensor | None, unbiased: bool
+) -> _Moments:
     """Two-pass segment moments in about fifteen 1-D ops.
 
     Masked-out elements are zeroed (garbage, even inf/nan, stays out) and sent to one
     extra slot ``num_segments`` rather than masked out of every reduction; that slot
-    holds only zeros, so it is never informative. A segment is informative iff its min
-    is below its max (exact, unlike a variance threshold).
+    holds only zeros, so it is never informative. ``mask=None``: every element takes part
+    (two ops fewer). A segment is informative iff its min is below its max (exact, unlike
+    a variance threshold).
     """
     S = num_segments
-    mask = mask.to(torch.bool)
-    slot = torch.where(mask, index, S)
-    x = torch.where(mask, values, 0.0)
+    if mask is None:
+        slot, x = index, values
+    else:
+        mask = mask.to(torch.bool)
+        slot = torch.where(mask, index, S)
+        x = torch.where(mask, values, 0.0)
     # index_add, not bincount: bincount sizes its output from the data (a device sync on CUDA).
     count = x.new_zeros(S + 1).index_add_(0, slot, torch.ones_like(x))
     n1 = count.clamp_min(1.0)
@@ -141,35 +147,47 @@ def segment_normalize(
     values: Tensor,
     index: Tensor,
     num_segments: int,
-    mask: Tensor,
+    mask: Tensor | None,
     *,
     use_std: bool = True,
     eps: float = 1e-6,
     unbiased: bool = False,
     var_eps: float = 1e-8,
+    single: str = "zero",
 ) -> Tensor:
     """GRPO-style normalization within segments: ``(x - mean_s) / (std_s + eps)``.
 
     Args:
         values: ``[N]`` float.
         index: ``[N] int64`` segment of each element, in ``[0, num_segments)``.
-        mask: ``[N] bool``; only these elements enter the statistics.
+        mask: ``[N] bool``; only these elements enter the statistics (None: all).
         use_std: divide by the segment std (else center only).
         eps: added to the std (IGPO / verl ``epsilon``, default ``1e-6``).
         unbiased, var_eps: see :class:`SegmentStats`.
+        single: a one-element segment gives ``"zero"`` (default: it is not informative)
+            or ``"score"`` (verl's GRPO: mean 0 and std 1, i.e. ``x / (1 + eps)``, or
+            ``x`` when centering only).
 
     Returns:
         ``[N]``: normalized values; exactly ``0`` outside ``mask`` and for every element of
-        a non-informative segment (all members equal, singletons included) — centering
-        such a segment leaves only rounding residue, which the std division would blow up.
+        a non-informative segment (all members equal; singletons too unless
+        ``single="score"``) — centering such a segment leaves only rounding residue, which
+        the std division would blow up.
     """
     m = _segment_moments(values, index, num_segments, mask, unbiased)
-    if not use_std:
-        return torch.where(m.informative.index_select(0, m.slot), m.centered, 0.0)
+    if single not in ("zero", "score"):
+        raise ValueError(f"single must be 'zero' or 'score', got {single!r}")
     # Dividing by +inf zeroes the non-informative segments (and the masked-out slot) with
     # one gather, and their gradient with it.
-    denom = torch.where(m.informative, torch.sqrt(m.var + var_eps) + eps, float("inf"))
-    return m.centered / denom.index_select(0, m.slot)
+    scale = torch.sqrt(m.var + var_eps) + eps if use_std else torch.ones_like(m.var)
+    denom = torch.where(m.informative, scale, float("inf"))
+    numer = m.centered
+    if single == "score":
+        alone = m.count == 1
+        denom = torch.where(alone, 1.0 + eps if use_std else 1.0, denom)
+        x = values if mask is None else torch.where(mask.to(torch.bool), values, 0.0)
+        numer = torch.where(alone.index_select(0, m.slot), x, numer)
+    return numer / denom.index_select(0, m.slot)
 
 
 def valid_turn_tokens(turn_ids: Tensor, num_turns: int, mask: Tensor | None = None) -> Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from lineage.domain import MAX_LONG_TEXT, MAX_SHORT_TEXT, BestPolicy, FailureLabel, Trial
+from lineage.domain import MAX_LONG_TEXT, MAX_SHORT_TEXT, BestPolicy, RunningBest, Trial
 from lineage.errors import InvalidInput
 from lineage.formats.autoresearch.layout import Layout
 from lineage.formats.autoresearch.vocabulary import ADVANCING
@@ -31,7 +31,7 @@ class LineageBuilder:
     ) -> None:
         self.layout = layout
         self.lower = lower_is_better
-        self.eligible = frozenset(FailureLabel(v) for v in best_policy.eligible_statuses())
+        self.policy = best_policy
         self.source = source
         self.tip: str | None = None
         self.baseline: str | None = None
@@ -100,16 +100,15 @@ class LineageBuilder:
 
     def deltas(self, trials: Iterable[Trial]) -> None:
         """Set ``delta_vs_best``: metric minus the best eligible metric before the row."""
-        best, lower, eligible = self.best, self.lower, self.eligible
+        running = RunningBest(self.policy, self.lower, self.best)
+        see = running.see
         for trial in trials:
             metric = trial.core_metric
-            if metric is None:
-                continue
-            if best is not None:
-                trial.delta_vs_best = metric - best
-            if trial.status in eligible and (best is None or (metric < best if lower else metric > best)):
-                best = metric
-        self.best = best
+            if metric is not None:
+                delta = see(trial.status, metric)
+                if delta is not None:  # the first scored row keeps what it had
+                    trial.delta_vs_best = delta
+        self.best = running.best
 
     def check(self, trials: Sequence[Trial], lines: Sequence[int]) -> None:
         """Length limits the parser does not check (a description over 64 KiB)."""

@@ -3,15 +3,16 @@
 Owns the pieces of retrain (github.com/teilomillet/retrain) that turn per-completion
 rewards into per-token advantages, and the one function that chains them::
 
-    rewards [B] --advantage_mode--> A_i [B]                         grpo | maxrl | astar_po | dotted path
+    rewards [B] --advantage_mode--> A_i [B]                         grpo (retrain's) | maxrl | astar_po | dotted path
                 --uncertainty_kind--> H(t) [B, L]                   surprisal | predictive_variance | shannon_entropy
-                --sepa--> H_pooled(t)   (execution tokens pulled toward their mean, strength lambda)
+                --sepa--> H_pooled(t)   (execution tokens pulled toward their mean, strength lambda;
+                                         sepa_amp: pushed away from it, sepa_amp_c: and floored at 0)
                 --gtpo--> A_i * w(t),  w(t) = max(0, 1 + beta (H(t)/mean_i(H) - 1))
                 --hicra--> A(t) + alpha |A(t)| planning(t)
 
 ``compose_advantages`` runs that chain from names in a :class:`RetrainAdvantageConfig`;
-estimators and transforms are fetched from :mod:`trainer_hooks.registry` (``"grpo"``,
-``"maxrl"``; ``"gtpo"``, ``"sepa"``, ``"hicra"``). It also owns strategic-gram
+estimators and transforms are fetched from :mod:`trainer_hooks.registry` (``"retrain_grpo"``,
+``"maxrl"``; ``"gtpo"``, ``"sepa"``, ``"sepa_amp"``, ``"sepa_amp_c"``, ``"hicra"``). It also owns strategic-gram
 planning-token detection (on token ids, or on decoded token text) and the SEPA lambda
 schedule (:class:`SEPAController`, the only state here).
 
@@ -24,22 +25,23 @@ Batch layout
     stays float64.
 
 Where sources disagree, the choice made here (each is a keyword you can flip)
-    * GRPO std normalisation: ``normalize_by_std=False``. retrain's GRPO is pure mean
-      centering (``A_i = r_i - mean(r)``, "No normalization"); verl / the DeepSeekMath
-      paper divide by the group std (unbiased, ``+1e-6``). Off by default because this
-      module implements retrain, and because dividing by a tiny std blows up
-      near-uniform groups (the Dr. GRPO objection). When on, the std is the shared
-      ``segment_normalize``'s ``sqrt(var + var_eps)`` (``var_eps=1e-8``; 0 is verl-exact).
+    * GRPO: the pipeline's ``advantage_mode="grpo"`` is retrain's (pure mean centring,
+      ``A_i = r_i - mean(r)``, "No normalization"; a single completion gets 0), the
+      registry's ``"retrain_grpo"``. The registry's ``"grpo"`` is verl's / the DeepSeekMath
+      paper's (divided by the unbiased group std ``+1e-6``; a single completion keeps its
+      score): :func:`grpo_advantages`, whose ``compat=`` picks either.
     * SEPA schedule: retrain's trainer config (``steps=500, delay_steps=50,
       correct_rate_gate=0.1``), not its controller's constructor defaults (all 0), which
       make ``gtpo_sepa`` silently equal to ``gtpo``.
-    * Planning tokens: only the tokens that overlap a matched gram are marked. retrain's
-      window scan also marks up to four tokens *before* a gram that share its window,
-      and cannot match a word split over two sub-word tokens; neither is reproduced.
+    * Planning tokens: only the tokens that overlap a matched gram are marked, and a word
+      split over sub-word tokens is found. retrain's window scan also marks up to four
+      tokens *before* a gram that share its window and cannot match a split word:
+      ``planning_mask_from_token_strs(..., window=5)`` (or ``compat="retrain"``) is it.
 
 Modules (every public name is importable from this package)
-    ``estimators``  grpo, maxrl (episode advantages), the group reward statistics.
-    ``uncertainty`` token uncertainty, GTPO weighting, HICRA amplification, SEPA pooling.
+    ``estimators``  grpo, retrain_grpo, maxrl (episode advantages), the group statistics.
+    ``uncertainty`` token uncertainty, GTPO weighting, HICRA amplification, SEPA pooling
+                    and amplification.
     ``planning``    strategic grams -> planning-token masks.
     ``sepa``        :class:`SEPAController` (the lambda schedule).
     ``pipeline``    :class:`RetrainAdvantageConfig`, :func:`compose_advantages` (telemetry
@@ -48,8 +50,17 @@ Modules (every public name is importable from this package)
 
 from __future__ import annotations
 
-from trainer_hooks.advantages.retrain.estimators import CORRECT_THRESHOLD, grpo_advantages, maxrl_advantages
+from trainer_hooks.advantages.retrain.estimators import (
+    CORRECT_THRESHOLD,
+    grpo_advantages,
+    grpo_dense,
+    maxrl_advantages,
+    retrain_grpo_advantages,
+    uniform_groups,
+)
 from trainer_hooks.advantages.retrain.pipeline import (
+    RETRAIN_ADVANTAGE_MODES,
+    SEPA_STAGES,
     RetrainAdvantageConfig,
     RetrainAdvantages,
     compose_advantages,
@@ -70,6 +81,8 @@ from trainer_hooks.advantages.retrain.uncertainty import (
     entropy_from_logits,
     gtpo_weighting,
     hicra_amplify,
+    sepa_amplify,
+    sepa_amplify_clamped,
     sepa_pool,
     token_uncertainty,
 )
@@ -78,6 +91,8 @@ __all__ = [
     "CORRECT_THRESHOLD",
     "DEFAULT_STRATEGIC_GRAMS",
     "MAX_UNCERTAINTY",
+    "RETRAIN_ADVANTAGE_MODES",
+    "SEPA_STAGES",
     "RetrainAdvantageConfig",
     "RetrainAdvantages",
     "SEPAController",
@@ -86,6 +101,7 @@ __all__ = [
     "encode_strategic_grams",
     "entropy_from_logits",
     "grpo_advantages",
+    "grpo_dense",
     "gtpo_weighting",
     "hicra_amplify",
     "maxrl_advantages",
@@ -94,6 +110,10 @@ __all__ = [
     "parse_transform_mode",
     "planning_mask_from_token_ids",
     "planning_mask_from_token_strs",
+    "retrain_grpo_advantages",
+    "sepa_amplify",
+    "sepa_amplify_clamped",
     "sepa_pool",
     "token_uncertainty",
+    "uniform_groups",
 ]

@@ -7,8 +7,9 @@ the names in a :class:`RetrainAdvantageConfig` (estimators and transforms are fe
 
 Telemetry of :func:`compose_advantages` (flat ``dict[str, Tensor]``, 0-dim float):
     ``groups``, ``groups_informative``, ``groups_skipped_all_correct``,
-    ``groups_skipped_all_wrong`` (counts; a group is skipped when all its rewards are
-    equal, "correct" when that common reward is > ``correct_threshold``),
+    ``groups_skipped_all_wrong`` (counts; a group is skipped when it is uniform — rewards
+    tied within ``uniform_tolerance``, two or more completions, retrain's rule — and
+    "correct" when its first reward is > ``correct_threshold``),
     ``correct_rate`` (fraction of completions with reward > ``correct_threshold``),
     ``episode_adv_mean``, ``episode_adv_abs_mean`` (over completions),
     ``token_adv_mean``, ``token_adv_abs_mean`` (over ``loss_mask`` tokens),
@@ -26,35 +27,65 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor
 
-from trainer_hooks.advantages.retrain.estimators import CORRECT_THRESHOLD, group_reward_stats
+from trainer_hooks.advantages.retrain.estimators import CORRECT_THRESHOLD, group_reward_stats, uniform_groups
 from trainer_hooks.advantages.retrain.uncertainty import token_uncertainty
 from trainer_hooks.ops.masked import masked_mean, masked_var
 from trainer_hooks.ops.segments import to_compute_dtype
+from trainer_hooks.ops.shapes import check_token_shapes
 from trainer_hooks.registry import get_advantage_estimator, get_advantage_transform
 
-__all__ = ["RetrainAdvantageConfig", "RetrainAdvantages", "compose_advantages", "parse_transform_mode"]
+__all__ = [
+    "RETRAIN_ADVANTAGE_MODES",
+    "SEPA_STAGES",
+    "RetrainAdvantageConfig",
+    "RetrainAdvantages",
+    "compose_advantages",
+    "parse_transform_mode",
+]
 
 _STAGES = ("sepa", "gtpo", "hicra")
+#: The SEPA variants (one at most): pool toward the mean, or amplify away from it.
+SEPA_STAGES = ("sepa", "sepa_amp", "sepa_amp_c")
+
+#: retrain's ``advantage_mode`` names whose registry entry has another name here (the
+#: registry's ``"grpo"`` is verl's GRPO, which divides by the group std).
+RETRAIN_ADVANTAGE_MODES = {"grpo": "retrain_grpo"}
 
 
 def parse_transform_mode(mode: str) -> frozenset[str]:
     """Stages named by a retrain ``transform_mode``.
 
-    ``"none"``, ``"gtpo"``, ``"gtpo_hicra"``, ``"gtpo_sepa"`` (retrain's names) or any
-    ``_``/``+``/``,``-joined subset of ``{gtpo, sepa, hicra}``. The stages always run in
-    the order sepa -> gtpo -> hicra whatever the spelling. ``sepa`` needs ``gtpo`` (it
-    only reshapes the uncertainty GTPO consumes).
+    ``"none"``, ``"gtpo"``, ``"gtpo_hicra"``, ``"gtpo_sepa"``, ``"gtpo_sepa_amp"``,
+    ``"gtpo_sepa_amp_c"`` (retrain's names) or any ``_``/``+``/``,``-joined subset of
+    ``{gtpo, sepa, sepa_amp, sepa_amp_c, hicra}`` with at most one SEPA variant. The
+    stages always run in the order sepa -> gtpo -> hicra whatever the spelling. A SEPA
+    stage needs ``gtpo`` (it only reshapes the uncertainty GTPO consumes).
     """
     text = mode.strip().lower()
     if text in ("", "none"):
         return frozenset()
-    parts = frozenset(p for p in re.split(r"[_+,\s]+", text) if p)
-    unknown = parts - set(_STAGES)
+    words = [p for p in re.split(r"[_+,\s]+", text) if p]
+    parts: set[str] = set()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "sepa" and words[i + 1 : i + 2] == ["amp"]:
+            clamped = words[i + 2 : i + 3] == ["c"]
+            word, i = ("sepa_amp_c", i + 3) if clamped else ("sepa_amp", i + 2)
+        else:
+            i += 1
+        parts.add(word)
+    unknown = parts - set(_STAGES) - set(SEPA_STAGES)
     if unknown:
-        raise ValueError(f"unknown transform stage(s) {sorted(unknown)} in {mode!r}; known: gtpo, sepa, hicra")
-    if "sepa" in parts and "gtpo" not in parts:
-        raise ValueError(f"transform_mode {mode!r}: sepa pools the uncertainty that gtpo consumes; use 'gtpo_sepa'")
-    return parts
+        raise ValueError(
+            f"unknown transform stage(s) {sorted(unknown)} in {mode!r}; known: gtpo, sepa, sepa_amp, sepa_amp_c, hicra"
+        )
+    sepa = parts & set(SEPA_STAGES)
+    if len(sepa) > 1:
+        raise ValueError(f"transform_mode {mode!r} names more than one SEPA variant: {sorted(sepa)}")
+    if sepa and "gtpo" not in parts:
+        raise ValueError(f"transform_mode {mode!r}: sepa reshapes the uncertainty that gtpo consumes; use 'gtpo_sepa'")
+    return frozenset(parts)
 
 
 @dataclass(frozen=True)
@@ -62,15 +93,23 @@ class RetrainAdvantageConfig:
     """Names and knobs of the pipeline (retrain's ``[algorithm]`` / ``[gtpo]`` / ``[hicra]``).
 
     Attributes:
-        advantage_mode: registered estimator (``grpo``, ``maxrl``, ``astar_po``) or a
-            dotted path to ``fn(rewards [B], group_ids [B], **advantage_params) -> [B]``.
+        advantage_mode: retrain's names — ``"grpo"`` is *retrain's* GRPO (mean-centred,
+            the registry's ``"retrain_grpo"``), ``"maxrl"`` — or any other registered
+            estimator (``"astar_po"``; the registry's ``"grpo"``, verl's, is reached here
+            as ``advantage_params={"compat": "verl"}``) or a dotted path to
+            ``fn(rewards [B], group_ids [B], **advantage_params) -> [B]``.
         advantage_params: keyword arguments of the estimator, e.g.
-            ``{"normalize_by_std": True}`` for verl-style GRPO.
+            ``{"normalize_by_std": True}`` to divide retrain's GRPO by the group std.
         transform_mode: see :func:`parse_transform_mode`; ``"none"`` broadcasts A_i.
         uncertainty_kind: ``surprisal`` | ``predictive_variance`` | ``shannon_entropy``.
         gtpo_beta: GTPO strength (0.1). hicra_alpha: HICRA amplification (0.2).
-        skip_uninformative: drop all-equal-reward groups from ``loss_mask`` (True), as
-            retrain skips them; False keeps their (zero-advantage) tokens in the loss.
+        skip_uninformative: drop uniform groups from ``loss_mask`` (True), as retrain
+            skips them; False keeps their tokens in the loss.
+        uniform_tolerance: a group is uniform when its rewards tie within this
+            (``max - min <= tol``; retrain's 1e-6, the default). 0: exact ties only.
+        single_completion_uniform: whether a group of one completion counts as uniform
+            (skipped). False (default): retrain keeps it, with advantage ``r - r = 0``
+            under its GRPO; True drops its tokens from the loss mask.
         correct_threshold: reward above which a completion counts as correct (0.5).
     """
 
@@ -81,6 +120,8 @@ class RetrainAdvantageConfig:
     gtpo_beta: float = 0.1
     hicra_alpha: float = 0.2
     skip_uninformative: bool = True
+    uniform_tolerance: float = 1e-6
+    single_completion_uniform: bool = False
     correct_threshold: float = CORRECT_THRESHOLD
 
     @classmethod
@@ -99,7 +140,8 @@ class RetrainAdvantages:
     Attributes:
         token_advantages: ``[B, L]`` float, 0 outside ``response_mask``.
         episode_advantages: ``[B]`` float, the estimator's output.
-        informative: ``[B]`` bool, False for completions of all-equal-reward groups.
+        informative: ``[B]`` bool, False for completions of uniform groups (rewards tied
+            within ``uniform_tolerance``; see :class:`RetrainAdvantageConfig`).
         loss_mask: ``[B, L]`` bool, ``response_mask`` minus skipped groups (pass it to the
             loss so skipped tokens do not dilute a token-mean).
         telemetry: flat ``dict[str, Tensor]`` (keys in the module docstring).
@@ -155,11 +197,15 @@ def compose_advantages(
     mask = response_mask.bool()
     if mask.dim() != 2 or mask.shape[0] != rewards.shape[0]:
         raise ValueError(f"response_mask must be [B, L] with B={rewards.shape[0]}, got {tuple(mask.shape)}")
+    check_token_shapes(
+        "compose_advantages", response_mask=mask, logprobs=logprobs, entropy=entropy, planning_mask=planning_mask
+    )
     stages = parse_transform_mode(cfg.transform_mode)
-    if stages & {"sepa", "hicra"} and planning_mask is None:
+    sepa_stage = next(iter(stages & set(SEPA_STAGES)), None)
+    if (sepa_stage or "hicra" in stages) and planning_mask is None:
         raise ValueError(f"transform_mode {cfg.transform_mode!r} needs planning_mask=[B, L] bool")
 
-    estimator = get_advantage_estimator(cfg.advantage_mode)
+    estimator = get_advantage_estimator(RETRAIN_ADVANTAGE_MODES.get(cfg.advantage_mode, cfg.advantage_mode))
     episode = to_compute_dtype(torch.as_tensor(estimator(rewards, group_ids, **dict(cfg.advantage_params))))
     if episode.shape != rewards.shape:
         raise ValueError(f"advantage_mode {cfg.advantage_mode!r} returned shape {tuple(episode.shape)}, expected [B]")
@@ -185,8 +231,8 @@ def compose_advantages(
             "uncertainty_plan_var": plan_var,
         }
         uncertainty = raw
-        if "sepa" in stages:
-            uncertainty = get_advantage_transform("sepa")(raw, plan, mask, lam=sepa_lambda)
+        if sepa_stage is not None:
+            uncertainty = get_advantage_transform(sepa_stage)(raw, plan, mask, lam=sepa_lambda)
         telemetry["uncertainty_exec_var_post"] = _masked_mean_var(uncertainty.detach(), exec_tokens)[1]
         token_adv = get_advantage_transform("gtpo")(episode, uncertainty, mask, beta=cfg.gtpo_beta)
     else:
@@ -194,18 +240,21 @@ def compose_advantages(
     if "hicra" in stages:
         token_adv = get_advantage_transform("hicra")(token_adv, planning, alpha=cfg.hicra_alpha)
 
-    informative = stats.informative[index]
+    num_groups = stats.count.numel()
+    skipped = uniform_groups(
+        rewards, index, num_groups, tolerance=cfg.uniform_tolerance, single_is_uniform=cfg.single_completion_uniform
+    )
+    informative = ~skipped[index]
     loss_mask = mask & informative[:, None] if cfg.skip_uninformative else mask
 
     # Group-level counts: the first completion of each group stands for it.
     fdtype = episode.dtype
-    num_groups = stats.count.numel()
     order = torch.arange(index.numel(), device=mask.device)
     first_of_group = torch.zeros(num_groups, dtype=torch.long, device=mask.device)
     first_of_group = first_of_group.scatter_reduce(0, index, order, "amin", include_self=False)
-    skipped = ~stats.informative
     r = to_compute_dtype(rewards).detach()
-    # A skipped group's rewards are all equal: its first member's reward is the group's.
+    # A skipped group's rewards tie: its first member's reward is the group's (retrain's
+    # rewards_G[0]).
     group_correct = r[first_of_group] > cfg.correct_threshold
     telemetry |= {
         "groups": torch.tensor(float(num_groups), dtype=fdtype, device=mask.device),
@@ -218,7 +267,7 @@ def compose_advantages(
         "token_adv_mean": masked_mean(token_adv.detach(), loss_mask),
         "token_adv_abs_mean": masked_mean(token_adv.detach().abs(), loss_mask),
         "sepa_lambda": torch.as_tensor(sepa_lambda, dtype=fdtype, device=mask.device).clamp(0.0, 1.0)
-        if "sepa" in stages
+        if sepa_stage is not None
         else torch.zeros((), dtype=fdtype, device=mask.device),
     }
     if planning is not None:

@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from trainer_hooks.compat import resolve_options
+
 __all__ = [
     "DEFAULT_STRATEGIC_GRAMS",
     "encode_strategic_grams",
@@ -230,25 +232,42 @@ def planning_mask_from_token_strs(
     *,
     length: int | None = None,
     device: torch.device | str | None = None,
+    window: int | None = None,
+    compat: str | None = None,
 ) -> Tensor:
     """Planning tokens by matching grams in the decoded text of each completion.
 
-    Each completion's fragments are concatenated (sub-word markers read as spaces, see
-    :func:`normalize_gram_text`), grams are matched case-insensitively as whole words with
-    any run of whitespace between their words (regex ``\\bwait\\s+let\\s+me\\b``), and
-    every token overlapping a match is marked, so grams split over sub-word tokens are
-    found. The whole batch is matched at once on a code-point tensor; the only host work
-    is joining the strings and classifying the batch's distinct non-ASCII characters.
+    Default (``window=None``): each completion's fragments are concatenated (sub-word
+    markers read as spaces, see :func:`normalize_gram_text`), grams are matched
+    case-insensitively as whole words with any run of whitespace between their words
+    (regex ``\\bwait\\s+let\\s+me\\b``), and every token overlapping a match is marked,
+    so grams split over sub-word tokens are found. The whole batch is matched at once on a
+    code-point tensor; the only host work is joining the strings and classifying the
+    batch's distinct non-ASCII characters.
+
+    ``window=5`` (or ``compat="retrain"``): retrain's ``identify_planning_tokens`` exactly
+    (see :func:`_retrain_window_mask`): fragments are stripped and joined with one space,
+    and from each start token a window of up to ``max(window, words of the longest
+    gram)`` tokens grows until ``\\bgram\\b`` matches; every token from the window start
+    through the end of the match is marked — up to four tokens *before* the gram — and a
+    word split over two fragments is never found.
 
     Args:
         token_strs: per completion, its response token strings (ragged).
         grams: phrases; None / "" give the 18 defaults (JSON or comma strings accepted).
         length: ``L`` of the output (default: longest completion).
+        window: retrain's ``max_window`` (None: the default matching above).
+        compat: ``"retrain"`` sets ``window=5``.
 
     Returns:
         ``[B, L]`` bool, completion b's token j at ``[b, j]``.
     """
+    window = resolve_options(
+        "planning_mask_from_token_strs", compat, {"retrain": {"window": 5}}, {"window": None}, {"window": window}
+    )["window"]
     gram_list = parse_strategic_grams(grams)
+    if window is not None:
+        return _retrain_window_mask(token_strs, gram_list, window, length, device)
     num_seqs = len(token_strs)
     seq_lens = torch.tensor(list(map(len, token_strs)), dtype=torch.long)
     width = int(seq_lens.max()) if length is None and num_seqs else (length or 0)
@@ -301,6 +320,81 @@ def planning_mask_from_token_strs(
     covered = _cover(first_tok, last_tok, num_tokens)
 
     pos_of_tok = torch.arange(num_tokens) - torch.repeat_interleave(torch.cumsum(seq_lens, 0) - seq_lens, seq_lens)
+    inside = pos_of_tok < width
+    out[seq_of_tok[inside], pos_of_tok[inside]] = covered[inside]
+    return out.to(device) if device is not None else out
+
+
+def _clean_fragment(fragment: str) -> str:
+    # retrain's _clean_token_fragment: SentencePiece / byte-level BPE space markers -> " ", strip.
+    return fragment.replace("\u2581", " ").replace("\u0120", " ").strip()
+
+
+def _retrain_window_mask(
+    token_strs: Sequence[Sequence[str]],
+    grams: Sequence[str],
+    window: int,
+    length: int | None,
+    device: torch.device | str | None,
+) -> Tensor:
+    """retrain 0.3.2's ``identify_planning_tokens``, without its per-window regex loop.
+
+    retrain: for each start token ``s``, append the cleaned fragments ``s, s+1, ..., e``
+    (joined by one space, empty ones skipped) while ``e < s + W``
+    (``W = max(window, words of the longest gram)``), and at the first ``e`` where some
+    ``\\bgram\\b`` (case-insensitive) matches the window text, mark ``s..e``.
+
+    The window text is a substring of the completion's whole joined text, and its ends
+    sit on token starts / ends, which are spaces or the text's ends in the whole text, so
+    ``\\b`` reads the same in both: a window matches iff an occurrence of a gram in the whole
+    text lies inside it. So each gram is searched once per completion (overlapping
+    occurrences included), and the first ``e`` for start ``s`` is the least last-token
+    of the occurrences whose first token is ``>= s`` (a suffix minimum over occurrences
+    sorted by first token), kept when ``e - s < W``.
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    patterns = [re.compile(r"(?=(\b" + re.escape(g) + r"\b))", re.IGNORECASE) for g in grams]
+    span = max([window, *(len(g.split()) for g in grams)])
+    num_seqs = len(token_strs)
+    width = max(map(len, token_strs), default=0) if length is None else length
+    firsts: list[int] = []
+    lasts: list[int] = []
+    offset = 0
+    for tokens in token_strs:
+        cleaned = [_clean_fragment(t) for t in tokens]
+        owner: list[int] = []  # token of each character of the joined text (-1: a joining space)
+        for j, piece in enumerate(cleaned):
+            if piece:
+                if owner:
+                    owner.append(-1)
+                owner.extend([j] * len(piece))
+        text = " ".join(piece for piece in cleaned if piece)
+        occurrences: list[tuple[int, int]] = []
+        for pattern in patterns:
+            for found in pattern.finditer(text):
+                start, stop = found.span(1)
+                inside = [t for t in owner[start:stop] if t >= 0]
+                if inside:
+                    occurrences.append((inside[0], inside[-1]))
+        if occurrences:
+            occurrences.sort()
+            first = torch.tensor([o[0] for o in occurrences], dtype=torch.long)
+            last = torch.tensor([o[1] for o in occurrences], dtype=torch.long)
+            suffix_min = last.flip(0).cummin(0).values.flip(0)
+            starts = torch.arange(len(tokens), dtype=torch.long)
+            pick = torch.searchsorted(first, starts)  # first occurrence starting at or after s
+            has = pick < first.numel()
+            end = suffix_min[pick.clamp(max=first.numel() - 1)]
+            keep = has & (end - starts < span)
+            firsts.extend((starts[keep] + offset).tolist())
+            lasts.extend((end[keep] + offset).tolist())
+        offset += len(tokens)
+    seq_lens = torch.tensor(list(map(len, token_strs)), dtype=torch.long)
+    covered = _cover(torch.tensor(firsts, dtype=torch.long), torch.tensor(lasts, dtype=torch.long), offset)
+    out = torch.zeros(num_seqs, width, dtype=torch.bool)
+    seq_of_tok = torch.repeat_interleave(torch.arange(num_seqs), seq_lens)
+    pos_of_tok = torch.arange(offset) - torch.repeat_interleave(torch.cumsum(seq_lens, 0) - seq_lens, seq_lens)
     inside = pos_of_tok < width
     out[seq_of_tok[inside], pos_of_tok[inside]] = covered[inside]
     return out.to(device) if device is not None else out

@@ -3,8 +3,9 @@
 ``token_uncertainty`` turns sampled-token log-probs (or a full-distribution entropy) into
 ``H(t) [B, L]``; ``sepa_pool`` pulls execution-token uncertainty toward its per-completion
 mean; ``gtpo_weighting`` scales each token's advantage by its relative uncertainty;
-``hicra_amplify`` amplifies planning tokens. The three transforms are registered as
-``"sepa"``, ``"gtpo"`` and ``"hicra"``.
+``hicra_amplify`` amplifies planning tokens; ``sepa_amplify`` pushes execution-token
+uncertainty away from its mean instead (retrain's ``gtpo_sepa_amp``). The transforms are
+registered as ``"sepa"``, ``"sepa_amp"``, ``"sepa_amp_c"``, ``"gtpo"`` and ``"hicra"``.
 
 Shapes: ``[B, L]`` float tensors with a ``response_mask: [B, L]`` bool; outputs are 0
 outside the mask. Half precision runs in float32; float64 stays float64.
@@ -15,8 +16,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from trainer_hooks.ops.distributions import categorical_entropy
 from trainer_hooks.ops.masked import masked_mean
 from trainer_hooks.ops.segments import to_compute_dtype
+from trainer_hooks.ops.shapes import check_token_shapes, token_advantages
 from trainer_hooks.registry import register_advantage_transform
 
 __all__ = [
@@ -25,6 +28,8 @@ __all__ = [
     "entropy_from_logits",
     "gtpo_weighting",
     "hicra_amplify",
+    "sepa_amplify",
+    "sepa_amplify_clamped",
     "sepa_pool",
     "token_uncertainty",
 ]
@@ -61,11 +66,12 @@ def canonical_uncertainty_kind(kind: str) -> str:
 def entropy_from_logits(logits: Tensor, *, temperature: float = 1.0) -> Tensor:
     """Shannon entropy of the full next-token distribution, ``[B, L, V]`` -> ``[B, L]``.
 
-    Computed in float32 (float64 kept) so bf16 logits do not lose the tail mass.
+    Computed in float32 (float64 kept) so bf16 logits do not lose the tail mass. Tokens
+    with probability 0 (``-inf`` logits) add 0, as retrain's ``p > 0`` filter and
+    ``torch.special.entr`` have it (see :mod:`trainer_hooks.ops.distributions`).
     """
     x = to_compute_dtype(logits) / temperature
-    logp = torch.log_softmax(x, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
+    return categorical_entropy(torch.log_softmax(x, dim=-1))
 
 
 def token_uncertainty(
@@ -127,9 +133,9 @@ def gtpo_weighting(
     Returns:
         ``[B, L]`` token advantages, 0 outside ``response_mask``.
     """
+    check_token_shapes("gtpo_weighting", uncertainty=uncertainty, response_mask=response_mask)
     mask = response_mask.bool()
-    adv = to_compute_dtype(advantages)
-    adv = adv[:, None] if adv.dim() == 1 else adv
+    adv = token_advantages("gtpo_weighting", to_compute_dtype(advantages), mask, per_sequence=True)
     h = torch.where(mask, to_compute_dtype(uncertainty).clamp(max=MAX_UNCERTAINTY), torch.zeros_like(adv))
     mean_h = masked_mean(h, mask, dim=-1)
     uniform = mean_h < 1e-7
@@ -157,6 +163,7 @@ def hicra_amplify(
     Returns:
         ``[B, L]``; positions where ``token_advantages`` is 0 stay 0.
     """
+    check_token_shapes("hicra_amplify", token_advantages=token_advantages, planning_mask=planning_mask)
     adv = to_compute_dtype(token_advantages)
     return adv + alpha * adv.abs() * planning_mask.to(adv.dtype)
 
@@ -183,6 +190,7 @@ def sepa_pool(
     Returns:
         ``[B, L]`` pooled uncertainty, 0 outside ``response_mask``.
     """
+    check_token_shapes("sepa_pool", uncertainty=uncertainty, planning_mask=planning_mask, response_mask=response_mask)
     mask = response_mask.bool()
     h = to_compute_dtype(uncertainty).clamp(max=MAX_UNCERTAINTY)
     h = torch.where(mask, h, torch.zeros_like(h))
@@ -191,3 +199,48 @@ def sepa_pool(
     mean_exec = masked_mean(h, execution, dim=-1)
     pooled = lam_t * mean_exec[:, None] + (1.0 - lam_t) * h
     return torch.where(execution, pooled, h)
+
+
+@register_advantage_transform("sepa_amp")
+def sepa_amplify(
+    uncertainty: Tensor,
+    planning_mask: Tensor,
+    response_mask: Tensor,
+    *,
+    lam: float | Tensor = 0.0,
+    clamp_at_zero: bool = False,
+) -> Tensor:
+    """SEPA amplification: push execution-token uncertainty *away* from its mean.
+
+    retrain's ``apply_sepa_amplification`` (transform mode ``gtpo_sepa_amp``):
+    ``H'(t) = (1 + lam) H(t) - lam * mean_i(H_exec)`` on execution tokens, planning tokens
+    keep ``H(t)``; with ``clamp_at_zero`` (``gtpo_sepa_amp_c``,
+    ``apply_sepa_amplification_clamped``, registered as ``"sepa_amp_c"``) the result is
+    floored at 0. ``lam`` is clamped to ``[0, 1]``.
+
+    Args:
+        uncertainty: ``[B, L]``; planning_mask, response_mask: ``[B, L]`` bool.
+        lam: amplification strength (float or 0-dim tensor).
+
+    Returns:
+        ``[B, L]``, 0 outside ``response_mask``.
+    """
+    check_token_shapes("sepa_amplify", uncertainty=uncertainty, planning_mask=planning_mask, response_mask=response_mask)
+    mask = response_mask.bool()
+    h = to_compute_dtype(uncertainty).clamp(max=MAX_UNCERTAINTY)
+    h = torch.where(mask, h, torch.zeros_like(h))
+    lam_t = torch.as_tensor(lam, dtype=h.dtype, device=h.device).clamp(0.0, 1.0)
+    execution = mask & ~planning_mask.bool()
+    mean_exec = masked_mean(h, execution, dim=-1)
+    pushed = (1.0 + lam_t) * h - lam_t * mean_exec[:, None]
+    if clamp_at_zero:
+        pushed = pushed.clamp_min(0.0)
+    return torch.where(execution, pushed, h)
+
+
+@register_advantage_transform("sepa_amp_c")
+def sepa_amplify_clamped(
+    uncertainty: Tensor, planning_mask: Tensor, response_mask: Tensor, *, lam: float | Tensor = 0.0
+) -> Tensor:
+    """:func:`sepa_amplify` floored at 0 (retrain's ``gtpo_sepa_amp_c``)."""
+    return sepa_amplify(uncertainty, planning_mask, response_mask, lam=lam, clamp_at_zero=True)
