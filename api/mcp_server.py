@@ -48,7 +48,7 @@ except ImportError:  # mcp 1.x calls the same server FastMCP
 from lineage.alerts import ALERT_LEVELS
 from lineage.auth import Role, Unauthorized, check_access
 from lineage.domain import TRIAL_FIELD_NAMES, FailureLabel
-from lineage.errors import LedgerError, NotFound
+from lineage.errors import InvalidInput, LedgerError, NotFound
 from lineage.service import Ledger
 from lineage.trial_fields import DEFAULT_LIST_FIELDS, changes_schema, check_fields, record_schema, select_fields
 
@@ -69,14 +69,21 @@ PROMPT_RESOURCE = "lineage://projects/{project}/prompt"
 
 # -- parameters, described once ----------------------------------------------------------------
 
+
+def _bounded(low: int, high: int, description: str) -> Any:
+    """A whole-number parameter whose range the schema states and the ledger checks, so a
+    value out of range is the ledger's tool error naming the parameter, like any bad input."""
+    return Field(description=description, json_schema_extra={"minimum": low, "maximum": high})
+
+
 ProjectArg = Annotated[str, Field(description="The project's slug (list_projects names them).")]
 ExpIdArg = Annotated[str, Field(description="The trial's exp_id, e.g. 004.")]
 SpecialistArg = Annotated[str, Field(
     description="Who starts the session (an agent or role), shown in the prompt; leave empty in loops without "
                 "specialists.")]
-TopKArg = Annotated[int, Field(ge=0, le=100_000, description="Kept trials in the leaderboard.")]
-RecentArg = Annotated[int, Field(ge=1, le=100_000, description="Trials in the recent-activity table.")]
-LastArg = Annotated[int, Field(ge=1, le=100_000, description="Latest trials shown in full.")]
+TopKArg = Annotated[int, _bounded(0, 100_000, "Kept trials in the leaderboard.")]
+RecentArg = Annotated[int, _bounded(1, 100_000, "Trials in the recent-activity table.")]
+LastArg = Annotated[int, _bounded(1, 100_000, "Latest trials shown in full.")]
 TimestampArg = Annotated[str, Field(description="The session's time, shown in the prompt's heading (optional).")]
 FormatArg = Annotated[Literal["auto", "fieldkit", "loop"], Field(
     description="auto: fieldkit's exact text for a fieldkit-style project given a specialist, else the loop's own "
@@ -268,13 +275,15 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPSe
         q: Annotated[str | None, Field(description="Text in the hypothesis, notes or exp_id.")] = None,
         sort: Annotated[Literal["seq", "metric", "exp_id"], Field(description="Order by.")] = "seq",
         order: Annotated[Literal["asc", "desc"], Field(description="asc or desc.")] = "asc",
-        limit: Annotated[int, Field(ge=1, le=1000, description="Trials per page.")] = 50,
+        limit: Annotated[int, _bounded(1, 1000, "Trials per page.")] = 50,
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
     ) -> dict[str, Any]:
         """A page of a project's trials, filtered and sorted, with the fields asked for
         (default: exp_id, status, core_metric, delta_vs_best, parent_exp, hypothesis, notes).
         Pass next_cursor back as cursor for the next page."""
         names = check_fields(fields)
+        if limit > 1000:
+            raise InvalidInput("limit", f"must be an integer from 1 to 1000, got {limit!r}")
         if status:
             for word in status:
                 FailureLabel.parse(word)
@@ -333,7 +342,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPSe
     def find_similar(
         ctx: Context, project: ProjectArg,
         text: Annotated[str, Field(description="The idea to look for, in words (at most 2,000 characters).")],
-        limit: Annotated[int, Field(ge=1, le=50, description="Trials to return.")] = 5,
+        limit: Annotated[int, _bounded(1, 50, "Trials to return.")] = 5,
     ) -> dict[str, Any]:
         """Was this tried? The past trials whose hypothesis and notes are closest to the text,
         closest first: exp_id, status, core_metric, delta_vs_best and a score in [0, 1]. ML
@@ -344,7 +353,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPSe
     @tool(Role.READER)
     def get_summary(
         ctx: Context, project: ProjectArg,
-        last: Annotated[int, Field(ge=1, le=100_000, description="The window of the recent keep rate and trend.")] = 20,
+        last: Annotated[int, _bounded(1, 100_000, "The window of the recent keep rate and trend.")] = 20,
     ) -> dict[str, Any]:
         """Where a project's loop stands: trials per status, keep rate, the best and when it
         was reached, trials since the last new best, crash streak, time spent, the trend
@@ -358,7 +367,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPSe
         level: Annotated[list[str] | None, WithJsonSchema({
             "type": "array", "items": {"type": "string", "enum": list(ALERT_LEVELS)},
             "description": "Only alerts of these levels."})] = None,
-        limit: Annotated[int, Field(ge=1, le=1000, description="Alerts per page.")] = 20,
+        limit: Annotated[int, _bounded(1, 1000, "Alerts per page.")] = 20,
         before_id: Annotated[int | None, Field(description="next_before_id of the previous page.")] = None,
     ) -> dict[str, Any]:
         """Alerts that the project's training code raised ("loss is diverging"), newest

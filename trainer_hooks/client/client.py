@@ -188,8 +188,6 @@ class LedgerClient:
         unknown = set(fields) - set(PLAN_FIELDS)
         if unknown:
             raise ValueError(f"plan_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(PLAN_FIELDS)}")
-        if not parent_exp:  # no parent named: the ledger's default rule decides
-            del body["parent_exp"]
         if exp_id is not None:
             body["exp_id"] = exp_id
             self.spool.set("exp_id", exp_id)
