@@ -1,7 +1,8 @@
 """The FastAPI application factory: one engine per app, nothing else held in memory.
 
 ``create_app(settings)`` builds the JSON API (``/api/v1``, documented at ``/docs``),
-``/health`` and ``/ready``, and the researchers' pages. Middleware, outermost first:
+``/health`` and ``/ready``, MCP over Streamable HTTP at ``/mcp`` (``api.mcp_server``;
+with the ``mcp`` extra), and the researchers' pages. Middleware, outermost first:
 request ids and the access log, then the body guard (size limit, gzip) of ``/api/``.
 Errors are problem+json (``api.problems``).
 """
@@ -60,7 +61,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from lineage.monitor.delivery import delivery_enabled, delivery_loop
 
         delivery = asyncio.create_task(delivery_loop(ledger)) if delivery_enabled() else None
-        yield
+        async with contextlib.AsyncExitStack() as stack:
+            if mcp is not None:  # MCP over Streamable HTTP, a fresh server per lifespan
+                await stack.enter_async_context(mcp.running())
+            yield
         if delivery is not None:
             delivery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -83,8 +87,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok"}
 
     install_routes(app)
+    mcp = _install_mcp(app, ledger, settings)
     install_pages(app)
     return app
+
+
+def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings):  # type: ignore[no-untyped-def]
+    """MCP at ``/mcp`` (Streamable HTTP, ``api.mcp_server.McpEndpoint``), with the JSON
+    API's tokens and roles; None when the MCP SDK is not installed (the ``mcp`` extra)."""
+    try:
+        from api.mcp_server import McpEndpoint
+    except ImportError:
+        return None
+    endpoint = McpEndpoint(ledger, anonymous_read=settings.anonymous_read)
+    app.router.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    return endpoint
 
 
 def app_from_env() -> FastAPI:

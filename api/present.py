@@ -115,7 +115,7 @@ def prompt(request: Request, ledger: Ledger, slug: str, args: schemas.PromptQuer
             return not_modified(tag)
     project, text = ledger.prompt_document(
         slug, specialist=args.specialist, top_k=args.top_k, recent_n=args.recent_n, last_m=args.last_m,
-        timestamp=args.timestamp, wrap=not args.raw, base_url=root,
+        timestamp=args.timestamp, wrap=not args.raw, base_url=root, face="http", style=args.format,
     )
     return Response(text.encode("utf-8"), media_type=MARKDOWN,
                     headers={"ETag": etag(project.revision, *key), "Cache-Control": "no-cache"})

@@ -106,7 +106,13 @@ class ProjectOut(BaseModel):
 
 class TrialCreate(Strict):
     """A trial to record. ``exp_id`` omitted: the next number is allocated.
-    ``delta_vs_best`` is computed by the server; a value sent here is ignored."""
+    ``delta_vs_best`` is computed by the server; a value sent here is ignored.
+    ``parent_exp`` omitted: the current best becomes the parent (``parent_defaulted`` in
+    the answer); ``""`` or ``null``: a root. Other keys go to the ledger, which reads the
+    project's metric under its own name (``val_bpb``, ``score``) as ``core_metric`` and
+    refuses any other key with a 422 naming it (``lineage.service.recording.prepare_record``)."""
+
+    model_config = ConfigDict(extra="allow")
 
     exp_id: Text | None = None
     timestamp: Text | None = ""
@@ -223,6 +229,9 @@ class RecordOut(BaseModel):
     created: bool
     is_new_best: bool
     best_before: str | None = Field(description="exp_id of the best before this trial")
+    parent_defaulted: bool = Field(False, description="parent_exp was left out: the current best became the parent")
+    warnings: list[str] = Field(default_factory=list,
+                                description="What the ledger read differently from the body, in words")
     similar_prior: list[SimilarOut] = Field(
         default_factory=list, description="Earlier trials close to this one (new trials only), closest first")
 
@@ -353,7 +362,11 @@ class SummaryOut(BaseModel):
 
 
 class PromptQuery(Strict):
-    specialist: Text
+    specialist: Text = Field("", description="Who starts the session (optional; loops without specialists omit it)")
+    format: Literal["auto", "fieldkit", "loop"] = Field(
+        "auto", description="fieldkit: fieldkit's exact text; loop: the loop's own sections (commits, the file's "
+                            "columns, diff sizes); auto: fieldkit for a project not fed by a results file when a "
+                            "specialist is given, else loop")
     top_k: int = Field(20, ge=0, le=100_000)
     recent_n: int = Field(30, ge=1, le=100_000)
     last_m: int = Field(10, ge=1, le=100_000)

@@ -261,7 +261,7 @@ def check_access(
 
 
 class TokenUses:
-    """create_token, list_tokens, revoke_token, tokens_exist, verify_token, access_state,
+    """create_token, list_tokens, revoke_token, tokens_exist, principal, verify_token, access_state,
     anonymous_writes_open, anonymous_access, set_anonymous_writes (mixed into Ledger)."""
 
     store: "Store"
@@ -333,6 +333,21 @@ class TokenUses:
             self.store.set_setting(conn, ANONYMOUS_WRITES, wanted.value, by=by)
         audit_log.warning("anonymous writes set to %s by %s", wanted.value, by)
         return self.access_state()
+
+    def principal(self, authorization: str | None) -> TokenRecord | None:
+        """The token an ``Authorization`` header value presents (None without a header);
+        :class:`Unauthorized` for one that is not ``Bearer <token>`` or names no active token.
+        Every face that takes the header (the JSON API, MCP over HTTP) reads it here."""
+        if authorization is None:
+            return None
+        scheme, _, credentials = authorization.strip().partition(" ")
+        credentials = credentials.strip()
+        if scheme.lower() != "bearer" or not credentials:
+            raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+        record = self.verify_token(credentials)
+        if record is None:
+            raise Unauthorized("the bearer token is unknown or revoked")
+        return record
 
     def verify_token(self, token: str, *, now: datetime | None = None) -> TokenRecord | None:
         """The active token ``token`` is, or None (unknown, revoked, malformed)."""

@@ -46,6 +46,30 @@ class FailureLabel(str, Enum):
             raise InvalidInput(field_name, f"unknown status {raw!r}; known: {known}") from None
 
 
+#: Labels of trials that did not produce a result: a metric of 0 on one is "no result".
+NO_RESULT_LABELS: frozenset[FailureLabel] = frozenset(
+    {
+        FailureLabel.CRASH,
+        FailureLabel.PREFLIGHT_CRASH,
+        FailureLabel.TRAIN_BUDGET_OVERRUN,
+        FailureLabel.EVAL_BUDGET_OVERRUN,
+        FailureLabel.HARNESS_ABORT,
+        FailureLabel.SIZE_BLOCKED,
+        FailureLabel.DISQUALIFIED,
+    }
+)
+#: Metric values that mean "no result" on any trial (the sentinels loops write).
+NO_RESULT_NUMBERS: frozenset[float] = frozenset({-999.0, -9999.0})
+
+
+def is_no_result(value: float, label: FailureLabel | None) -> bool:
+    """Whether a reported metric ``value`` means "no result": a sentinel
+    (:data:`NO_RESULT_NUMBERS`) on any trial, or ``0`` on a trial of a label in
+    :data:`NO_RESULT_LABELS` (a crash reported the autoresearch way). The one rule of
+    every writer: file imports, ``lineage watch``, ``lineage record``, the HTTP API, MCP."""
+    return value in NO_RESULT_NUMBERS or (value == 0.0 and label in NO_RESULT_LABELS)
+
+
 class BestPolicy(str, Enum):
     """Which trials may be "the best" of a project.
 
@@ -411,6 +435,10 @@ class RecordResult:
     is_new_best: bool
     #: earlier trials close to this one (lineage.similar.PRIOR_THRESHOLD); new trials only
     similar_prior: "tuple[Similar, ...]" = ()
+    #: the writer left ``parent_exp`` out and the ledger made the current best the parent
+    parent_defaulted: bool = False
+    #: what the recording rules did to the body (lineage.service.recording.prepare_record)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON every face answers a recording with."""
@@ -419,6 +447,8 @@ class RecordResult:
             "created": self.created,
             "is_new_best": self.is_new_best,
             "best_before": self.best_before.exp_id if self.best_before is not None else None,
+            "parent_defaulted": self.parent_defaulted,
+            "warnings": list(self.warnings),
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
         }
 

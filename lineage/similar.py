@@ -17,10 +17,24 @@ Tokens (:func:`tokens`)
     (SQLite FTS5 ``unicode61``, PostgreSQL ``to_tsvector('simple', ...)``), which split
     it into exactly these tokens, so both see the same words.
 
+ML vocabulary (:data:`SPELLINGS`, :func:`concepts`)
+    Equivalent spellings of common ML terms are one *concept*: ``lr``, ``learning rate``
+    and ``learning-rate`` are the concept ``lr``; ``bs``/``batch size``, ``wd``/``weight
+    decay``, ``ln``/``layer norm``/``LayerNorm``, ... (the table is :data:`SPELLINGS`).
+    Identifiers are split first (``MATRIX_LR`` -> ``matrix lr``, ``warmupSteps`` ->
+    ``warmup steps``, ``LayerNorm`` -> ``layer norm``), then the longest spelling at each
+    position becomes its concept. Scores compare the concepts of the query with those of
+    each candidate's texts (both computed at query time). The stored index is not
+    changed: retrieval expands each concept of the query into all its spellings (each
+    spelling's tokens as an exact phrase), so trials written before this table, and the
+    index of every existing database, need no rebuild, and both backends search the same
+    expanded query.
+
 Candidates (``Store.candidate_rows``, ``lineage.store.search``)
-    The query's first :data:`MAX_QUERY_TOKENS` distinct non-stop-word tokens, each a
-    prefix term when it has 3 or more characters (``norm`` finds ``normalization``) and
-    an exact term otherwise. Tier 1: trials of the project holding every term, newest
+    The query's first :data:`MAX_QUERY_TOKENS` distinct non-stop-word concepts: a concept
+    of :data:`SPELLINGS` is the OR of its spellings (a spelling of several tokens as an
+    exact phrase); a word is a prefix term when it has 3 or more characters (``norm``
+    finds ``normalization``, ``warmup`` finds ``warmupsteps``) and an exact term otherwise. Tier 1: trials of the project holding every term, newest
     first, at most :data:`CANDIDATES`; tier 2 (only while tier 1 found fewer): trials
     holding any term, newest first, up to :data:`CANDIDATES` in all. Only ``seq``
     order and term membership decide the set, so both backends return the same
@@ -29,7 +43,7 @@ Candidates (``Store.candidate_rows``, ``lineage.store.search``)
     faster; ``lineage.store.search``.)
 
 Score of a candidate (:class:`FuzzyTokenRanker`), in [0, 1]
-    For query tokens Q and a field's tokens D (distinct, stop-words left out), the
+    For the query's concepts Q and a field's concepts D (distinct, stop-words left out), the
     closeness of tokens q and d is 1 when equal; else 0 when either is all digits
     (``300`` is not ``3000``); else 0.9 when one is a prefix of the other and the shorter
     has 3 or more characters; else ``rapidfuzz.fuzz.ratio(q, d) / 100`` when both have 4
@@ -56,8 +70,8 @@ from rapidfuzz import fuzz
 
 __all__ = [
     "CANDIDATES", "PRIOR_CANDIDATES", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
-    "STOP_WORDS", "Candidate", "FuzzyTokenRanker", "Ranker", "Similar", "query_terms", "rank", "search_text",
-    "tokens",
+    "SPELLINGS", "STOP_WORDS", "Candidate", "FuzzyTokenRanker", "Ranker", "Similar", "concepts", "query_terms", "rank",
+    "search_text", "tokens",
 ]
 
 #: Longest query text accepted, in characters (a longer one is bad input).
@@ -82,8 +96,47 @@ STOP_WORDS = frozenset(
     when which while will with without would you your""".split()
 )
 
+#: Equivalent spellings of ML terms: a concept (one token, as it is searched and scored)
+#: and its other spellings, as people write them (split into tokens like any text). The
+#: longest spelling wins (``embedding dim`` is ``dmodel``, ``embedding`` is ``emb``).
+SPELLINGS: dict[str, tuple[str, ...]] = {
+    "lr": ("learning rate", "learning rates", "learningrate", "lrate", "step size"),
+    "bs": ("batch size", "batch sizes", "batchsize", "bsz", "microbatch size"),
+    "wd": ("weight decay", "weightdecay", "l2 penalty", "decoupled weight decay"),
+    "ln": ("layer norm", "layernorm", "layer normalization", "layer normalisation", "layer norms"),
+    "bn": ("batch norm", "batchnorm", "batch normalization", "batch normalisation"),
+    "rmsnorm": ("rms norm", "rms normalization", "rms normalisation", "root mean square norm"),
+    "attn": ("attention", "attentions", "self attention", "self attn"),
+    "ffn": ("mlp", "feed forward", "feedforward", "feed forward network", "ff layer"),
+    "emb": ("embedding", "embeddings", "embed", "embeds"),
+    "dmodel": ("d model", "model dim", "model dimension", "hidden size", "hidden dim", "hidden dimension",
+               "embedding dim", "embedding dimension", "n embd", "width"),
+    "nlayers": ("n layer", "n layers", "nlayer", "num layers", "number of layers", "layer count", "depth"),
+    "nheads": ("n head", "n heads", "nhead", "num heads", "number of heads", "head count"),
+    "seqlen": ("seq len", "sequence length", "context length", "ctx len", "context window", "block size"),
+    "gradclip": ("grad clip", "gradient clipping", "gradient clip", "grad clipping", "clip grad", "clip grad norm",
+                 "grad norm clipping", "gradient norm clipping"),
+    "warmup": ("warm up", "warmup steps", "warm up steps", "lr warmup"),
+    "dropout": ("drop out",),
+    "ema": ("exponential moving average",),
+    "ckpt": ("checkpoint", "checkpoints"),
+    "init": ("initialization", "initialisation", "initialize", "initialise", "initialized", "initialised"),
+    "params": ("parameters", "param count", "parameter count", "param"),
+    "optim": ("optimizer", "optimiser", "optimizers", "optimisers"),
+    "hparams": ("hyperparameters", "hyperparameter", "hyper parameters", "hparam"),
+    "moe": ("mixture of experts",),
+    "rope": ("rotary embedding", "rotary embeddings", "rotary position embedding", "rotary positional embedding",
+             "rotary positional embeddings"),
+    "vocab": ("vocabulary", "vocab size", "vocabulary size"),
+    "bpe": ("byte pair encoding", "byte level bpe"),
+    "relu2": ("relu squared", "squared relu", "relu 2"),
+    "softcap": ("logit softcap", "logit soft cap", "soft cap", "softcapping", "logit softcapping"),
+}
+
 _TAG = re.compile(r"<[^<>]{0,200}>")
 _WORD = re.compile(r"[^\W_]+")
+# camelCase and ACRONYMWords: where an identifier's words meet (before case folding)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def tokens(text: str) -> list[str]:
@@ -97,19 +150,76 @@ def tokens(text: str) -> list[str]:
     return [word[:MAX_TOKEN_CHARS] for word in _WORD.findall(text)]
 
 
+class _Spellings:
+    """:data:`SPELLINGS` as look-up tables (built once per table)."""
+
+    def __init__(self, table: dict[str, tuple[str, ...]]) -> None:
+        self.table = table
+        #: a spelling's tokens -> its concept
+        self.concept: dict[tuple[str, ...], str] = {}
+        #: a concept -> every spelling's tokens (the concept's own first)
+        self.forms: dict[str, tuple[tuple[str, ...], ...]] = {}
+        for concept, spellings in table.items():
+            forms = [(concept,), *(tuple(tokens(spelling)) for spelling in spellings)]
+            for form in forms:
+                self.concept.setdefault(form, concept)
+            self.forms[concept] = tuple(dict.fromkeys(forms))
+        self.longest = max((len(form) for form in self.concept), default=1)
+
+
+_SPELLINGS: _Spellings | None = None
+
+
+def _spellings() -> _Spellings:
+    global _SPELLINGS
+    if _SPELLINGS is None or _SPELLINGS.table is not SPELLINGS:
+        _SPELLINGS = _Spellings(SPELLINGS)
+    return _SPELLINGS
+
+
+def concepts(text: str) -> list[str]:
+    """The concepts of ``text`` in order (module doc, "ML vocabulary"): identifiers split,
+    then the longest spelling of :data:`SPELLINGS` at each position as its concept, every
+    other token as itself; stop-words included."""
+    if not text:
+        return []
+    words = tokens(_CAMEL.sub(" ", text))
+    table = _spellings()
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        for length in range(min(table.longest, len(words) - i), 0, -1):
+            concept = table.concept.get(tuple(words[i:i + length]))
+            if concept is not None:
+                out.append(concept)
+                i += length
+                break
+        else:
+            out.append(words[i])
+            i += 1
+    return out
+
+
 def search_text(hypothesis: str, notes: str) -> str:
     """What the store writes to ``trials.search_text``: the tokens of both, space-joined."""
     return " ".join(tokens(hypothesis) + tokens(notes))
 
 
 def content_tokens(text: str) -> list[str]:
-    """Distinct tokens of ``text`` that are not stop-words, in first-seen order."""
-    return list(dict.fromkeys(word for word in tokens(text) if word not in STOP_WORDS))
+    """Distinct concepts of ``text`` that are not stop-words, in first-seen order."""
+    return list(dict.fromkeys(word for word in concepts(text) if word not in STOP_WORDS))
 
 
-def query_terms(text: str) -> list[str]:
-    """The retrieval terms of a query: at most MAX_QUERY_TOKENS distinct content tokens."""
-    return content_tokens(text)[:MAX_QUERY_TOKENS]
+#: A retrieval term: a token (a prefix term from 3 characters), or the alternatives of a
+#: concept of :data:`SPELLINGS`, each the tokens of one spelling (an exact phrase).
+Term = "str | tuple[tuple[str, ...], ...]"
+
+
+def query_terms(text: str) -> list[Any]:
+    """The retrieval terms of a query: its first MAX_QUERY_TOKENS distinct content
+    concepts, a concept of :data:`SPELLINGS` as the alternatives of its spellings."""
+    forms = _spellings().forms
+    return [forms.get(concept, concept) for concept in content_tokens(text)[:MAX_QUERY_TOKENS]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +378,7 @@ def rank(
     ]
 
 
-def checked_query(text: Any, *, field: str = "text") -> list[str]:
+def checked_query(text: Any, *, field: str = "text") -> list[Any]:
     """The retrieval terms of a query typed by someone, or :class:`InvalidInput` naming
     ``field``: not text, empty, longer than MAX_QUERY_CHARS, or no words once markup,
     punctuation and stop-words are left out."""

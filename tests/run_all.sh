@@ -5,7 +5,9 @@
 #   extras (torch pinned to the CPU build, see pyproject.toml);
 # - a PostgreSQL server on 127.0.0.1:5432 when none answers there (installed with apt-get
 #   if missing, with trust auth on loopback for the tests);
-# - Debian's chromium for the browser tests when /usr/bin/chromium is missing.
+# - Debian's chromium for the browser tests when /usr/bin/chromium is missing;
+# - the official MCP Inspector CLI, pinned, for the MCP end-to-end test
+#   (tests/api/test_mcp_inspector.py), with npm into ~/.cache/lineage-tests.
 # Extra arguments go to pytest (e.g. `bash tests/run_all.sh -k tsv`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,8 +72,23 @@ ensure_chromium() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
 }
 
+# keep in step with INSPECTOR_VERSION in tests/api/test_mcp_inspector.py
+INSPECTOR_VERSION=2.12.0
+ensure_inspector() {
+  local dir="${LINEAGE_INSPECTOR_DIR:-$HOME/.cache/lineage-tests/mcp-inspector-$INSPECTOR_VERSION}"
+  if [ -x "$dir/node_modules/.bin/mcp-inspector" ]; then return 0; fi
+  if ! command -v npm >/dev/null 2>&1; then
+    log "npm is missing: the MCP Inspector test will skip"; return 0
+  fi
+  log "installing @modelcontextprotocol/inspector@$INSPECTOR_VERSION into $dir"
+  npm install --prefix "$dir" --no-audit --no-fund --ignore-scripts \
+    "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >/dev/null 2>&1 \
+    || log "npm could not fetch the MCP Inspector: its test will skip"
+}
+
 ensure_venv
 ensure_postgres
+ensure_inspector
 if [ -n "${LINEAGE_NEEDS_CHROMIUM:-}" ] || ls tests/web 2>/dev/null | grep -q '^test_'; then ensure_chromium; fi
 
 log "running the test suite"

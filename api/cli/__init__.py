@@ -10,6 +10,7 @@ module         commands
 ``loops``      record, watch, plot
 ``memory``     similar, summary, guardrail, hook
 ``alerts``     alerts
+``skill``      skill (the agent skill: SKILL.md and an AGENTS.md snippet)
 =============  ===============================================================
 
 Every command opens the ledger on ``--db`` (a SQLite path or a database URL; default
@@ -27,7 +28,7 @@ registers ``lineage spool flush`` there, so no module of ``api`` imports trainer
 
 from __future__ import annotations
 
-from api.cli import alerts, files, loops, memory, projects, serve
+from api.cli import alerts, files, loops, memory, projects, serve, skill
 from api.cli.base import cli
 
 __all__ = ["cli", "main"]
@@ -38,7 +39,7 @@ for _command in (
     files.import_cmd, files.export_cmd,
     loops.record, loops.watch, loops.plot,
     memory.similar, memory.summary, memory.guardrail, memory.hook,
-    alerts.alerts,
+    alerts.alerts, skill.skill,
 ):
     cli.add_command(_command)
 

@@ -69,6 +69,7 @@ def record(
     if fmt == "json":
         click.echo(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False))
         return
+    warn(outcome.warnings)
     trial = outcome.trial
     parts = [f"exp_{trial.exp_id}", trial.status.value, f"{outcome.metric_name}={fmt_number(trial.core_metric)}",
              f"Δ={fmt_number(trial.delta_vs_best, signed=True)}"]
@@ -129,6 +130,8 @@ def watch(
         warn(report.warnings)
         if report.inserted:
             click.echo(f"added {len(report.inserted)}: {_ids(report.inserted)}")
+        if report.linked:
+            click.echo(f"linked {len(report.linked)} (already recorded through the API): {_ids(report.linked)}")
         if report.updated:
             click.echo(f"updated {len(report.updated)}: {_ids(report.updated)}")
 

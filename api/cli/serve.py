@@ -252,9 +252,11 @@ def token_anonymous_writes(ctx: click.Context, setting: str | None) -> None:
 @click.option("--db", "db_option", default=None, help="SQLite file or database URL (overrides the global --db).")
 @click.pass_context
 def mcp(ctx: click.Context, db_option: str | None) -> None:
-    """Run the MCP server on stdio (tools: get_prompt, get_knowledge, list_trials,
-    get_trial, record_trial, update_trial, find_similar, get_summary), over the same
-    service as the HTTP API."""
+    """Run the MCP server on stdio (tools: list_projects, create_project, get_prompt,
+    get_knowledge, list_trials, get_trial, record_trial, update_trial, find_similar,
+    get_summary; the prompt session_start; the resource lineage://projects/{project}/prompt),
+    over the same service as the HTTP API. `lineage serve` also serves MCP, over
+    Streamable HTTP at /mcp, with the API's tokens."""
     if db_option:
         ctx.find_root().obj["db"] = db_option
     try:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 #: Longest prompt template a project may hold, in characters.
 MAX_PROMPT_TEMPLATE = 65_536
+#: Who asks for a prompt: its recording instructions follow (``wrap_prompt``'s ``face``).
+PROMPT_FACES = ("http", "mcp", "cli")
 #: Where the default prompt wrapper lives (in ``lineage.templates``).
 DEFAULT_PROMPT_TEMPLATE_FILE = "prompt_wrapper.md.j2"
 
@@ -94,6 +96,8 @@ def wrap_prompt(
     source: str | None = None,
     summary: "progress.Progress | None" = None,
     alerts: "Sequence[Alert]" = (),
+    face: str = "http",
+    layout: Any = None,
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
@@ -107,26 +111,40 @@ def wrap_prompt(
     The template sees: ``prompt`` (the lineage prompt, verbatim), ``project`` (slug,
     title, metric_name, lower_is_better, direction ``"lower"``/``"higher"``,
     best_policy, revision, trial_count), ``specialist``, ``timestamp``, ``next_exp_id``,
-    ``best`` (the best trial's fields, or None), ``statuses`` (the labels),
-    ``base_url``, ``record_url`` (where to POST a trial) and ``curl_example`` (a
-    complete, shell-safe command that records a trial); ``progress`` (the short form of
-    the progress summary, ``lineage.progress.Progress.short_text``; "" without
-    ``summary``), ``trend`` and ``guardrails_tripped`` (a message per tripped guardrail);
-    ``alerts``: a line per alert of the training code (newest first, :func:`alert_line`).
+    ``best`` (the best trial's fields, or None) and ``best_commit``, ``statuses`` (the
+    status words this loop uses) and ``all_statuses`` (every label), ``face`` (who asks:
+    ``mcp``, ``http`` or ``cli``), ``results_file`` (a project fed by a watched results
+    file: its ``columns``, ``delimiter`` name, ``metric``, ``status``, ``description`` and
+    ``commit`` columns; else None), ``record_command`` (a ``lineage record --append-tsv``
+    line for such a project), ``mcp_example`` (record_trial's arguments as JSON),
+    ``base_url``, ``record_url`` (where to POST a trial) and ``curl_example`` (a complete,
+    shell-safe command that records a trial); ``progress`` (the short form of the progress
+    summary, ``lineage.progress.Progress.short_text``; "" without ``summary``), ``trend``
+    and ``guardrails_tripped`` (a message per tripped guardrail); ``alerts``: a line per
+    alert of the training code (newest first, :func:`alert_line`).
+
+    The examples leave ``parent_exp`` out (the ledger forks from the current best) and
+    carry the commit in ``extra`` where the project's trials have one, so that ``lineage
+    watch`` links the file's row to a trial recorded through the API.
     """
     import json
+    import shlex
     from urllib.parse import quote
 
     root = inline_text((base_url or "$LINEAGE_URL").rstrip("/"))
     record_url = f"{root}/api/v1/projects/{quote(project.slug, safe='')}/trials"
     metric_name, specialist, timestamp = inline_text(project.metric_name), inline_text(specialist), inline_text(timestamp)
     next_exp_id = inline_text(next_exp_id)
-    example: dict[str, Any] = {"exp_id": next_exp_id}
-    if best is not None:
-        example["parent_exp"] = inline_text(best.exp_id)
-    example.update(specialist=specialist, hypothesis="<what you changed and why>",
-                   expected_delta="<e.g. -0.002 on " + metric_name + ">", status="keep", core_metric=None,
-                   notes="")
+    commit_column = (layout.commit if layout is not None else None) or "commit"
+    commit_key = layout.extra_key(commit_column) if layout is not None else commit_column
+    best_commit = best.extra.get(commit_key) if best is not None else None
+    best_commit = inline_text(best_commit) if isinstance(best_commit, str) and best_commit else None
+    example: dict[str, Any] = {"status": "keep", "core_metric": None, "hypothesis": "<what you changed and why>"}
+    if layout is None:
+        example = {**({"specialist": specialist} if specialist else {}), **example,
+                   "expected_delta": f"<e.g. -0.002 on {metric_name}>", "notes": ""}
+    if best_commit is not None or layout is not None and layout.commit:
+        example["extra"] = {commit_column: "<the trial's commit>"}
     body = json.dumps(example, indent=2, ensure_ascii=False)
     curl_example = (
         f'curl -sS -X POST "{record_url}" \\\n'
@@ -136,6 +154,30 @@ def wrap_prompt(
         "  --data-binary @- <<'JSON'\n"
         f"{body}\nJSON"
     )
+    mcp_example = json.dumps({"project": project.slug, "trial": example, "idempotency_key": "<a fresh uuid>"},
+                             indent=2, ensure_ascii=False)
+    results_file = None
+    record_command = ""
+    words = dict(layout.words) if layout is not None else {}
+    if layout is not None:
+        results_file = {
+            "columns": list(layout.columns), "delimiter": "comma" if layout.delimiter == "," else "tab",
+            "metric": layout.metric, "status": layout.status, "description": layout.description,
+            "commit": layout.commit,
+        }
+        name = "results.csv" if layout.delimiter == "," else "results.tsv"
+        parts = ["lineage", "record", "-p", project.slug, "--metric", "<" + metric_name + ">",
+                 "--status", words.get("keep", "keep"), "-d", '"<what you changed>"']
+        if layout.commit:
+            parts += ["--commit", "<commit>"]
+        memory = next((c for c in layout.columns if "mem" in c.lower()), None)
+        if memory:
+            parts += ["--memory-gb", "<" + memory + ">"]
+        parts += ["--append-tsv", name]
+        record_command = " ".join(part if part[:1] in '<"' else shlex.quote(part) for part in parts)
+    used = (summary.by_status if summary is not None else {}) or {}
+    labels = [label.value for label in FailureLabel
+              if label.value in used or label.value in words or label.value in ("keep", "discard", "crash")]
     context = {
         "prompt": prompt,
         "project": _inline({
@@ -147,7 +189,13 @@ def wrap_prompt(
         "timestamp": timestamp,
         "next_exp_id": next_exp_id,
         "best": _inline(best.to_dict()) if best is not None else None,
-        "statuses": [label.value for label in FailureLabel],
+        "best_commit": best_commit,
+        "statuses": _inline([words.get(label, label) for label in labels]),
+        "all_statuses": [label.value for label in FailureLabel],
+        "face": face,
+        "results_file": _inline(results_file),
+        "record_command": inline_text(record_command),
+        "mcp_example": mcp_example,
         "base_url": root,
         "record_url": record_url,
         "curl_example": curl_example,

@@ -49,7 +49,8 @@ from dataclasses import dataclass
 
 from lineage.domain import FailureLabel, Trial
 
-__all__ = ["EMPTY_PROMPT", "KNOWLEDGE_HEADING", "PromptView", "inline_text", "render_knowledge", "render_prompt"]
+__all__ = ["EMPTY_PROMPT", "KNOWLEDGE_HEADING", "PromptView", "fmt_delta", "fmt_metric", "inline_text",
+           "render_knowledge", "render_prompt", "safe_cell", "safe_text"]
 
 #: The whole prompt of a project without trials (fieldkit's wording).
 EMPTY_PROMPT = "# Session start — empty lineage\n"
@@ -277,3 +278,11 @@ def _escape_pipes(value: str) -> str:
         out.append(piece + "\\" * backslashes + "\\|")
     out.append(pieces[-1])
     return "".join(out)
+
+
+# The structure-safety steps and number formats, for the loop's own prompt
+# (lineage.agent.loop_render), which must be as safe as this one.
+safe_text = _text
+safe_cell = _cell
+fmt_metric = _fmt_metric
+fmt_delta = _fmt_delta

@@ -1,8 +1,9 @@
 """AgentUses: what an agent reads and is told, and the loop's health it acts on.
 
 Owns: the session-start prompt (:meth:`AgentUses.prompt_view`, ``render_prompt``,
-``prompt_document`` with the wrapper of :mod:`lineage.agent.prompt`, which lists the
-newest alerts of the training code, :mod:`lineage.alerts`), KNOWLEDGE.md as
+``prompt_document``: fieldkit's text or the loop's own, :mod:`lineage.agent.loop_render`,
+with the wrapper of :mod:`lineage.agent.prompt`, which lists the newest alerts of the
+training code, :mod:`lineage.alerts`), KNOWLEDGE.md as
 text and as data, "was this tried?" (:meth:`AgentUses.find_similar`; the text and ranking
 rules are :mod:`lineage.similar`'s), the progress summary, guardrail policies and webhooks
 (the rules are :mod:`lineage.monitor`'s).
@@ -16,12 +17,20 @@ from typing import Any, Iterable, Mapping, Sequence
 from sqlalchemy import Connection
 
 from lineage import similar as similar_text
-from lineage.agent.prompt import wrap_prompt
+from lineage.agent.loop_render import (
+    CHAIN_SHOWN,
+    LoopView,
+    loop_columns,
+    loop_statuses,
+    render_loop_prompt,
+)
+from lineage.agent.prompt import PROMPT_FACES, wrap_prompt
 from lineage.agent.render import PromptView, render_knowledge, render_prompt
 from lineage.alerts import recent_alerts
-from lineage.chain import chain_to, current_best
+from lineage.chain import chain_to, current_best, walk_chain
 from lineage.domain import Project, Trial, check_window, next_exp_id
-from lineage.errors import NotFound
+from lineage.errors import InvalidInput, NotFound
+from lineage.loops.importing import layout_of
 from lineage.monitor import guardrails, hooks, progress
 from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
@@ -47,6 +56,10 @@ class KnowledgeData:
             "best": self.best.to_dict() if self.best is not None else None,
             "chain": [t.to_dict() for t in self.chain], "recent": [t.to_dict() for t in self.recent],
         }
+
+
+#: How the prompt is written (``prompt_document``'s ``style``; ``format`` on the faces).
+PROMPT_STYLES = ("auto", "fieldkit", "loop")
 
 
 class AgentUses:
@@ -104,34 +117,75 @@ class AgentUses:
         self,
         project_slug: str,
         *,
-        specialist: str,
+        specialist: str = "",
         top_k: int = 20,
         recent_n: int = 30,
         last_m: int = 10,
         timestamp: str = "",
         wrap: bool = True,
         base_url: str | None = None,
+        face: str = "http",
+        style: str = "auto",
     ) -> tuple[Project, str]:
         """The project (as read with the trials) and its session-start prompt.
 
-        ``wrap=False``: exactly :meth:`render_prompt`'s text (``lineage prompt``'s bytes).
-        ``wrap=True``: that text inside the project's ``prompt_template`` (default:
-        ``templates/prompt_wrapper.md.j2``) with the next exp_id, the metric and its
-        direction and how to record a trial (see :func:`wrap_prompt`).
+        ``style``: ``fieldkit`` is :meth:`render_prompt`'s text, byte-identical to
+        fieldkit's (``lineage prompt``'s bytes); ``loop`` is the loop's own sections
+        (``lineage.agent.loop_render``: commits, the file's columns, diff sizes, the loop's
+        status words, no empty columns); ``auto`` (default) is ``fieldkit`` for a project
+        not fed by a results file when a ``specialist`` is given, else ``loop``.
+
+        ``wrap=False``: that text alone. ``wrap=True``: inside the project's
+        ``prompt_template`` (default: ``templates/prompt_wrapper.md.j2``) with the next
+        exp_id, the metric and its direction and how to record a trial, as fits how the
+        project is fed (a watched results file: append the row) and ``face``, the face
+        asking (``mcp``: the record_trial tool; ``http``: a POST with an Idempotency-Key;
+        ``cli``: ``lineage record``) (see :func:`wrap_prompt`).
         """
         _check_prompt_windows(top_k, recent_n, last_m)
+        if style not in PROMPT_STYLES:
+            raise InvalidInput("format", f"must be one of {', '.join(PROMPT_STYLES)}, got {style!r}")
+        if face not in PROMPT_FACES:
+            raise InvalidInput("face", f"must be one of {', '.join(PROMPT_FACES)}, got {face!r}")
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
-            view = self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
-            next_number = self.store.project_counters(conn, project)[1] if wrap else 0
-            summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N) if wrap else None
-            alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS) if wrap else []
-        text = render_prompt(view, specialist=specialist, timestamp=timestamp, metric_name=project.metric_name)
-        if not wrap:
-            return project, text
+            layout = layout_of(project)
+            fieldkit = style == "fieldkit" or (style == "auto" and layout is None and bool(specialist))
+            if fieldkit:
+                view = self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
+                best = view.best
+                text = render_prompt(view, specialist=specialist, timestamp=timestamp, metric_name=project.metric_name)
+            else:
+                loop = self._loop_view(conn, project, layout, top_k=top_k, recent_n=recent_n, last_m=last_m)
+                best = loop.best
+                text = render_loop_prompt(loop, specialist=specialist, timestamp=timestamp)
+            if not wrap:
+                return project, text
+            next_number = self.store.project_counters(conn, project)[1]
+            summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N)
+            alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
         return project, wrap_prompt(
-            project, text, specialist=specialist, timestamp=timestamp, best=view.best, base_url=base_url,
+            project, text, specialist=specialist, timestamp=timestamp, best=best, base_url=base_url,
             next_exp_id=next_exp_id(next_number - 1 if next_number else None), summary=summary, alerts=alerts,
+            face=face, layout=layout,
+        )
+
+    def _loop_view(self, conn: Connection, project: Project, layout: Any, *, top_k: int, recent_n: int,
+                   last_m: int) -> LoopView:
+        columns = loop_columns(layout)
+        best = current_best(self.store, conn, project)
+        if best is None:
+            return LoopView(project, None, (), False, (), (), 0, columns, (), project.trial_count)
+        tail = walk_chain(best.exp_id, self.store.chain_tail(conn, project, best.exp_id, CHAIN_SHOWN + 1))
+        chain = tuple(tail[-CHAIN_SHOWN:])
+        earlier = len(tail) > CHAIN_SHOWN  # more links before these (not counted: the walk stops here)
+        recent = self.store.recent(conn, project, recent_n, lean=True)
+        top = self.store.top_kept(conn, project, top_k, lean=True)
+        seen = [t.status.value for t in (*chain, *recent, *top)]
+        return LoopView(
+            project=project, best=chain[-1] if chain else best, chain=chain, earlier=earlier,
+            top_kept=tuple(top), recent=tuple(recent), full=min(last_m, len(recent)), columns=columns,
+            statuses=loop_statuses(seen, columns), trial_count=project.trial_count,
         )
 
     def knowledge_document(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> tuple[Project, str]:

@@ -21,12 +21,15 @@ class SyncReport:
     inserted: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: rows found already recorded through the API (same commit, or same description and
+    #: metric): their trials now hold the rows, no copy was added
+    linked: list[str] = field(default_factory=list)
     #: rows in the file after this sync
     rows: int = 0
 
     @property
     def changed(self) -> bool:
-        return bool(self.inserted or self.updated)
+        return bool(self.inserted or self.updated or self.linked)
 
 
 @dataclass(slots=True)

@@ -35,6 +35,8 @@ class RecordOutcome:
     line: str | None
     #: earlier trials close to this one (lineage.similar; Similar objects)
     similar_prior: tuple[Any, ...] = ()
+    #: what the recording rules said about the trial (lineage.service.recording.prepare_record)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +53,7 @@ class RecordOutcome:
             "created": self.created,
             "line": self.line,
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
+            "warnings": list(self.warnings),
         }
 
 
@@ -77,7 +80,9 @@ def record_result(
     lower_is_better: bool | None = None,
 ) -> RecordOutcome:
     """Record one trial of a loop: status word mapped like the file's, parent = the branch
-    tip (the last kept trial), ``delta_vs_best`` from the service. With ``append_to``,
+    tip (the last kept trial: the results file's own lineage rule, which ``lineage watch``
+    re-reads, so the two agree; in a loop whose keeps improve it is the current best, the
+    parent every other writer defaults to), ``delta_vs_best`` from the service. With ``append_to``,
     the file is synced first and the trial's line is appended in the file's own format.
 
     A missing project is created: from ``append_to`` when that file exists (imported
@@ -181,6 +186,7 @@ def record_result(
     return RecordOutcome(
         trial=result.trial, created=result.created, best_before=result.best_before, is_new_best=result.is_new_best,
         metric_name=project.metric_name, word=word, line=line, similar_prior=result.similar_prior,
+        warnings=result.warnings,
     )
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -40,7 +41,13 @@ class ResultsSync(FileFollower):
       ``running`` -> ``keep``), and the parents and deltas that depend on it;
     * when the file holds fewer rows than the ledger has from it (truncated), warns,
       deletes nothing, and gives rows from the first one that differs fresh exp_ids;
-    * never adds a row twice: a restart or a replay of the same text changes nothing.
+    * never adds a row twice: a restart or a replay of the same text changes nothing;
+    * links a row whose exp_id is held by a trial recorded through the API (HTTP, MCP)
+      that is the same trial (:func:`same_trial`: the same commit, or the same
+      description and metric): that trial takes the row (its text, columns, status and
+      parent; what the API stored besides stays), so a loop that records a trial over
+      the API and also appends its row, as ``program.md`` says, gets one trial. A row
+      whose exp_id is held by another trial gets a fresh exp_id, as before.
     """
 
     def __init__(
@@ -63,6 +70,7 @@ class ResultsSync(FileFollower):
         self.builder: LineageBuilder | None = None
         self.file_rows = 0  # rows of the file seen by the last sync
         self._warned_truncation = False
+        self._linkable: set[str] = set()  # exp_ids of API trials that rows of the file are
 
     # -- state ---------------------------------------------------------------------------
 
@@ -164,7 +172,7 @@ class ResultsSync(FileFollower):
         self.builder.name(trials, first_row=before, lines=self.parser.lines[before:])
         assert self.known is not None
         if any((k := self.known.get(t.exp_id)) is not None and k.line is None for t in trials):
-            self._full(text, report)  # an id held by a trial not from the file: rebase there
+            self._full(text, report)  # an id held by a trial not from the file: link or rebase there
             return
         self.done_text = text
         self.file_rows = len(self.parser.rows)
@@ -208,6 +216,9 @@ class ResultsSync(FileFollower):
         for index, trial in enumerate(trials):
             known = self.known.get(trial.exp_id)
             if known is not None and known.line is None:
+                if trial.exp_id in self._linkable or self._links(trial):
+                    self._linkable.add(trial.exp_id)
+                    continue
                 report.warnings.append(
                     f"{self.source}: row {index + 1} would be exp_{trial.exp_id}, which was recorded without this "
                     "file; it and the rows after it get the next free exp_ids"
@@ -283,10 +294,12 @@ class ResultsSync(FileFollower):
             report.warnings.extend(link_git(trials, self.layout, self.git_repo, known_commits=self._commits()))  # type: ignore[arg-type]
         first_seq: int | None = None
         for trial, (_, text) in zip(trials, rows):
+            linking = trial.exp_id in self._linkable
             stored = self._update_one(trial)
             if stored is not None and stored.seq is not None:
                 first_seq = stored.seq if first_seq is None else min(first_seq, stored.seq)
-            report.updated.append(trial.exp_id)
+            (report.linked if linking else report.updated).append(trial.exp_id)
+            self._linkable.discard(trial.exp_id)
             self._remember(trial, text)
         if first_seq is not None:
             self.ledger.refresh_deltas(self.slug, after_seq=first_seq)
@@ -295,6 +308,8 @@ class ResultsSync(FileFollower):
         current = self._find(trial.exp_id)
         if current is None:
             return None
+        if trial.exp_id in self._linkable:
+            return self.ledger.update_trial(self.slug, trial.exp_id, self._link_changes(current, trial))
         extra = dict(trial.extra)
         if GIT_KEY not in extra and GIT_KEY in current.extra:
             commit_key = self.layout.extra_key(self.layout.commit) if self.layout and self.layout.commit else None
@@ -305,6 +320,24 @@ class ResultsSync(FileFollower):
         if changes["parent_exp"] and self._find(changes["parent_exp"]) is None:
             changes["parent_exp"] = ""
         return self.ledger.update_trial(self.slug, trial.exp_id, changes)
+
+    def _links(self, row: Trial) -> bool:
+        """Whether the trial holding ``row``'s exp_id (recorded through the API) is the row's."""
+        current = self._find(row.exp_id)
+        return current is not None and same_trial(current, row, self.layout)
+
+    def _link_changes(self, current: Trial, row: Trial) -> dict[str, Any]:
+        """What a linked trial takes from its row: the row's columns, status, metric and
+        parent; the API's other fields and ``extra`` entries stay."""
+        changes: dict[str, Any] = {"status": row.status, "core_metric": row.core_metric, "hypothesis": row.hypothesis,
+                                   "val_bpb": row.val_bpb if row.val_bpb is not None else current.val_bpb,
+                                   "extra": {**current.extra, **row.extra}}
+        for name in _ROW_FIELDS:
+            value = getattr(row, name)
+            if name not in changes and value not in ("", None):
+                changes[name] = value
+        changes["parent_exp"] = row.parent_exp if row.parent_exp and self._find(row.parent_exp) else current.parent_exp
+        return changes
 
     def _find(self, exp_id: str) -> Trial | None:
         try:
@@ -332,6 +365,24 @@ class ResultsSync(FileFollower):
             self._save_layout()
 
     # -- following the file ----------------------------------------------------------------
+
+
+def same_trial(recorded: Trial, row: Trial, layout: Any) -> bool:
+    """Whether ``recorded`` (a trial recorded through the API) is the trial of ``row`` (a
+    row of the results file): the same commit (one hash a prefix of the other, 7 or more
+    characters), or else the same description and the same metric (both none, or equal to
+    1e-9)."""
+    column = (layout.commit if layout is not None else None) or "commit"
+    key = layout.extra_key(column) if layout is not None else column
+    mine, theirs = recorded.extra.get(key, recorded.extra.get("commit")), row.extra.get(key)
+    if isinstance(mine, str) and isinstance(theirs, str) and min(len(mine.strip()), len(theirs.strip())) >= 7:
+        a, b = mine.strip().lower(), theirs.strip().lower()
+        return a.startswith(b) or b.startswith(a)
+    if recorded.hypothesis.strip() != row.hypothesis.strip() or not row.hypothesis.strip():
+        return False
+    if recorded.core_metric is None or row.core_metric is None:
+        return recorded.core_metric is None and row.core_metric is None
+    return math.isclose(recorded.core_metric, row.core_metric, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def record_fields(trial: Trial) -> dict[str, Any]:

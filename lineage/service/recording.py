@@ -1,19 +1,24 @@
 """RecordingUses: recording and changing one trial, idempotently and in one transaction.
 
-Owns: :meth:`RecordingUses.record_trial` (next exp_id, references and cycle checks,
-``delta_vs_best`` from the best before, idempotent replay by exp_id or Idempotency-Key,
-the outbox events and guardrail trips of a new trial), :meth:`RecordingUses.update_trial`,
-and what counts as "the same body" on a replay.
+Owns: :func:`prepare_record` (the recording rules every writer shares: a parent left
+out, a failure's "no result" metric, a keep without a metric, the metric under its own
+name), :meth:`RecordingUses.record_trial` (next exp_id, the parent default, references
+and cycle checks, ``delta_vs_best`` from the best before, idempotent replay by exp_id or
+Idempotency-Key, the outbox events and guardrail trips of a new trial),
+:meth:`RecordingUses.update_trial`, and what counts as "the same body" on a replay.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from sqlalchemy import Connection
 
 from lineage.domain import (
+    FLOAT_COLUMNS,
+    TRIAL_FIELD_NAMES,
     WRITABLE_FIELDS,
     FailureLabel,
     Project,
@@ -21,6 +26,7 @@ from lineage.domain import (
     Trial,
     beats_best,
     check_idempotency_key,
+    is_no_result,
     metric_delta,
     next_exp_id,
     trial_from_mapping,
@@ -32,6 +38,88 @@ from lineage.store import Store
 
 #: Fields compared when a create is retried with the same exp_id (server-computed ones excluded).
 IDEMPOTENT_FIELDS = tuple(name for name in WRITABLE_FIELDS if name not in ("delta_vs_best",))
+#: Where the metric a writer sent is kept, verbatim, when it means "no result".
+REPORTED_METRIC_KEY = "_reported_metric"
+_ADVANCING = (FailureLabel.KEEP, FailureLabel.BASELINE)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRecord:
+    """A writer's trial body after the recording rules (:func:`prepare_record`)."""
+
+    #: the body to store (``delta_vs_best`` dropped; ``parent_exp`` absent when omitted)
+    body: dict[str, Any]
+    #: the writer left ``parent_exp`` out of a creation: the ledger fills in the current best
+    parent_omitted: bool
+    #: what the rules did to the body, in words, for the writer's answer
+    warnings: tuple[str, ...]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Trial | None = None) -> PreparedRecord:
+    """The recording rules every writer of single trials shares (HTTP, MCP, ``lineage
+    record``, the trainer's client, batches), applied to a body before it is stored.
+
+    1. **The metric under its own name.** A body that carries the project's metric under
+       its name (``val_bpb``, ``score``): read as ``core_metric``, with a warning; refused
+       (:class:`InvalidInput` naming that key) when it is not a number or differs from
+       the ``core_metric`` sent. In a project whose metric is ``val_bpb`` (also a trial
+       field), ``val_bpb`` and ``core_metric`` are one value.
+    2. **No result.** A metric that means "no result" (:func:`lineage.domain.is_no_result`:
+       ``0`` on a failure status, ``-999``/``-9999`` on any) is stored as none, never a
+       delta and never the best; the value sent stays in ``extra["_reported_metric"]``.
+    3. **A keep or baseline without a metric** is accepted, with a warning.
+    4. **The parent.** ``parent_exp`` left out of a creation: ``parent_omitted`` (the
+       ledger fills in the current best and says so); ``""`` or ``null``: a root.
+
+    ``delta_vs_best`` is dropped (the ledger computes it). ``current``: the stored trial
+    of an update (``fields`` are changes to it): its status and metric count where the
+    changes leave them out, and no parent is defaulted.
+    """
+    body = {name: value for name, value in fields.items() if name != "delta_vs_best"}
+    warnings: list[str] = []
+    name = project.metric_name
+    if name and name != "core_metric" and name in body and (name in FLOAT_COLUMNS or name not in TRIAL_FIELD_NAMES):
+        own = body[name]
+        if own is not None and not _number(own):
+            raise InvalidInput(name, f"is this project's metric and must be a number, got {own!r}")
+        if name not in FLOAT_COLUMNS:
+            del body[name]
+        sent = body.get("core_metric")
+        if sent is None and own is not None:
+            body["core_metric"] = own
+            warnings.append(f"{name} is this project's metric: read as core_metric={own!r} (send it as core_metric)")
+        elif own is not None and own != sent:
+            raise InvalidInput(name, f"{name}={own!r} conflicts with core_metric={sent!r}; {name} is this "
+                                     "project's metric, so send it once, as core_metric")
+    if name == "val_bpb" and _number(body.get("core_metric")) and body.get("val_bpb") is None:
+        body["val_bpb"] = body["core_metric"]
+
+    raw = body.get("status", current.status if current is not None else FailureLabel.DISCARD)
+    label = raw if isinstance(raw, FailureLabel) else FailureLabel.parse(str(raw))
+    metric = body["core_metric"] if "core_metric" in body else (current.core_metric if current else None)
+    touched = current is None or "status" in body or "core_metric" in body
+    if touched and _number(metric) and is_no_result(float(metric), label):
+        extra = body.get("extra", current.extra if current is not None else {})
+        if extra is None:
+            extra = {}
+        if isinstance(extra, Mapping):
+            body["extra"] = {**extra, REPORTED_METRIC_KEY: metric}
+            body["core_metric"] = None
+            if name == "val_bpb" and body.get("val_bpb", current.val_bpb if current else None) == metric:
+                body["val_bpb"] = None
+            warnings.append(f"core_metric={metric!r} on a {label.value} means no result: stored without a metric "
+                            f"(the value sent is kept in extra.{REPORTED_METRIC_KEY})")
+            metric = None
+    if touched and label in _ADVANCING and metric is None:
+        warnings.append(f"a {label.value} without a metric can never be the best; send core_metric "
+                        f"(this project's metric: {name})")
+
+    parent_omitted = current is None and "parent_exp" not in body
+    return PreparedRecord(body, parent_omitted, tuple(warnings))
 
 
 class RecordingUses:
@@ -60,13 +148,16 @@ class RecordingUses:
         close to the new trial's (``RecordResult.similar_prior``), in the same
         transaction, so they are exactly the trials recorded before it.
         """
-        body = {k: v for k, v in fields.items() if k != "delta_vs_best"}
-        proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
-        key_hash = _trial_body_hash(proposed, body.get("exp_id")) if idempotency_key is not None else ""
         with self.store.write() as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
+            prepared = prepare_record(project, fields)
+            body = prepared.body
+            proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
+            key_hash = (_trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
+                        if idempotency_key is not None else "")
             if idempotency_key is not None:
-                keyed = self._keyed_replay(conn, project, check_idempotency_key(idempotency_key), key_hash, proposed, body)
+                keyed = self._keyed_replay(conn, project, check_idempotency_key(idempotency_key), key_hash, proposed,
+                                           body, prepared)
                 if keyed is not None:
                     return keyed
             if not body.get("exp_id"):
@@ -75,11 +166,16 @@ class RecordingUses:
             else:
                 existing = self.store.find_trial(conn, project, proposed.exp_id)
                 if existing is not None:
-                    replayed = self._replayed(conn, project, existing, proposed)
+                    replayed = self._replayed(conn, project, existing, proposed, prepared)
                     self._remember_key(conn, project, idempotency_key, key_hash, existing.exp_id)
                     return replayed
-            self._check_references(conn, project, proposed)
             best_before = self.store.best_scored(conn, project)
+            defaulted = None
+            if prepared.parent_omitted and next_seq:
+                defaulted = best_before or self.store.first_trial(conn, project)
+                if defaulted is not None:
+                    proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
+            self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True)
             delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
             prior = self._similar_prior(conn, project, proposed) if similar_prior and next_seq else ()
             stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq)
@@ -88,14 +184,22 @@ class RecordingUses:
             self._remember_key(conn, project, idempotency_key, key_hash, stored.exp_id)
             is_new_best = beats_best(project, stored, best_before)
             self._after_record(conn, project, stored, best_before, is_new_best, trial_count=next_seq + 1)
-            return RecordResult(stored, True, best_before, is_new_best, prior)
+            warnings = prepared.warnings
+            if defaulted is not None:
+                warnings = (f"parent_exp left out: the parent is the current best, exp_{defaulted.exp_id} "
+                            "(send \"parent_exp\": \"\" to record a root)", *warnings)
+            return RecordResult(stored, True, best_before, is_new_best, prior, parent_defaulted=defaulted is not None,
+                                warnings=warnings)
 
-    def _replayed(self, conn: Connection, project: Project, existing: Trial, proposed: Trial) -> RecordResult:
-        mine = {name: getattr(existing, name) for name in IDEMPOTENT_FIELDS}
-        theirs = {name: getattr(proposed, name) for name in IDEMPOTENT_FIELDS}
+    def _replayed(
+        self, conn: Connection, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord,
+    ) -> RecordResult:
+        names = [name for name in IDEMPOTENT_FIELDS if not (prepared.parent_omitted and name == "parent_exp")]
+        mine = {name: getattr(existing, name) for name in names}
+        theirs = {name: getattr(proposed, name) for name in names}
         if _same_body(mine, theirs):
-            return RecordResult(existing, False, None, False)
-        differing = sorted(name for name in IDEMPOTENT_FIELDS if not _same_field(name, mine[name], theirs[name]))
+            return _replay_result(existing, prepared)
+        differing = sorted(name for name in names if not _same_field(name, mine[name], theirs[name]))
         raise Conflict(
             f"trial {existing.exp_id!r} already exists in project {project.slug!r} with different "
             f"{', '.join(differing)}",
@@ -107,16 +211,18 @@ class RecordingUses:
     # -- "was this tried?" (lineage.similar: the text and ranking rules) ------------------
 
     def update_trial(self, project_slug: str, exp_id: str, changes: Mapping[str, Any]) -> Trial:
-        """Change fields of a stored trial; ``delta_vs_best`` is recomputed, never taken."""
-        unknown = set(changes) - set(WRITABLE_FIELDS)
-        if unknown:
-            raise InvalidInput(sorted(unknown)[0], "is not a trial field")
+        """Change fields of a stored trial; ``delta_vs_best`` is recomputed, never taken.
+        The recording rules (:func:`prepare_record`) apply to the changes."""
         if "exp_id" in changes and changes["exp_id"] != exp_id:
             raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
         with self.store.write() as conn:
             project, _, _ = self.store.locked_project(conn, project_slug)
             current = self.store.trial(conn, project, exp_id)
-            values = {k: v for k, v in changes.items() if k not in ("delta_vs_best", "exp_id")}
+            prepared = prepare_record(project, changes, current=current)
+            unknown = set(prepared.body) - set(WRITABLE_FIELDS)
+            if unknown:
+                raise InvalidInput(sorted(unknown)[0], "is not a trial field")
+            values = {k: v for k, v in prepared.body.items() if k not in ("delta_vs_best", "exp_id")}
             if "status" in values and not isinstance(values["status"], FailureLabel):
                 values["status"] = FailureLabel.parse(str(values["status"]))
             for name in ("parent_exp", "baseline_exp", "notes", "hypothesis", "expected_delta"):
@@ -131,16 +237,21 @@ class RecordingUses:
             guardrails.reevaluate(self.store, conn, project, exp_id=exp_id)
             return stored
 
-    def _check_references(self, conn: Connection, project: Project, trial: Trial) -> None:
+    def _check_references(
+        self, conn: Connection, project: Project, trial: Trial, *, known_parent: bool = False, new: bool = False,
+    ) -> None:
+        """The parent and baseline are trials of the project, and the parent makes no cycle.
+        ``known_parent``: the parent was just read (the default one). ``new``: ``trial`` is
+        being created, so only a stored trial naming it as parent can close a cycle."""
         for name in ("parent_exp", "baseline_exp"):
             ref = getattr(trial, name)
-            if not ref or ref == trial.exp_id and name == "baseline_exp":
+            if not ref or ref == trial.exp_id and name == "baseline_exp" or name == "parent_exp" and known_parent:
                 continue
             if self.store.find_trial(conn, project, ref) is None:
                 elsewhere = self.store.projects_holding(conn, ref)
                 hint = f" (it is a trial of project {', '.join(map(repr, elsewhere))})" if elsewhere else ""
                 raise InvalidInput(name, f"trial {ref!r} is not in project {project.slug!r}{hint}")
-        if trial.parent_exp:
+        if trial.parent_exp and (not new or self.store.has_children(conn, project, trial.exp_id)):
             ancestors = self.store.chain_rows(conn, project, trial.parent_exp)
             if trial.exp_id in ancestors:
                 raise InvalidInput(
@@ -157,7 +268,8 @@ class RecordingUses:
     # wrapped prompt, KNOWLEDGE.md as data, and the trials listing with opaque cursors.
 
     def _keyed_replay(
-        self, conn: Connection, project: Project, key: str, key_hash: str, proposed: Trial, body: Mapping[str, Any]
+        self, conn: Connection, project: Project, key: str, key_hash: str, proposed: Trial, body: Mapping[str, Any],
+        prepared: PreparedRecord,
     ) -> RecordResult | None:
         """The stored result of an earlier creation with ``key``; None when the key is new."""
         found = self.store.find_key(conn, project, "trial", key)
@@ -168,7 +280,7 @@ class RecordingUses:
         if existing is None:  # trials are never deleted alone; treat the key as new
             return None
         if stored_hash == key_hash:
-            return RecordResult(existing, False, None, False)
+            return _replay_result(existing, prepared)
         described = proposed.to_dict()
         described["exp_id"] = body.get("exp_id") or None
         for name in ("seq", "created_at", "updated_at", "delta_vs_best"):
@@ -194,6 +306,12 @@ class RecordingUses:
                            subscribed=subscribed)
         guardrails.after_trial(self.store, conn, project, stored, best=stored if is_new_best else best_before,
                                trial_count=trial_count, subscribed=subscribed)
+
+
+def _replay_result(existing: Trial, prepared: PreparedRecord) -> RecordResult:
+    """The answer to a retry: the stored trial, with what the rules said about the body."""
+    return RecordResult(existing, False, None, False, parent_defaulted=prepared.parent_omitted and bool(existing.parent_exp),
+                        warnings=prepared.warnings)
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -228,13 +346,16 @@ def _same_body(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(_same_field(k, a[k], b[k]) for k in a)
 
 
-def _trial_body_hash(proposed: Trial, exp_id: str | None) -> str:
+def _trial_body_hash(proposed: Trial, exp_id: str | None, parent_omitted: bool = False) -> str:
     """SHA-256 of what a creation asks for: the fields compared on a replay, with every
-    omitted field at its default, so two requests for the same trial hash alike."""
+    omitted field at its default, so two requests for the same trial hash alike (a parent
+    left out hashes apart from a root: the ledger chose the first's)."""
     import hashlib
     import json
 
-    values = [exp_id or ""]
+    values: list[Any] = [exp_id or ""]
+    if parent_omitted:
+        values.append({"parent_exp": "omitted"})
     for name in IDEMPOTENT_FIELDS:
         if name == "exp_id":
             continue

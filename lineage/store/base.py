@@ -43,6 +43,9 @@ TRIAL_VALUE_COLUMNS: tuple[str, ...] = FIELDKIT_COLUMNS + CLIP_SCALE_COLUMNS
 #: What a trial query selects: the Trial dataclass's field order, so rows map positionally.
 TRIAL_COLUMNS: tuple[str, ...] = (*TRIAL_VALUE_COLUMNS, "extra", "seq", "created_at", "updated_at")
 _COLUMN_LIST = ", ".join(TRIAL_COLUMNS)
+#: The columns with ``extra`` less the patch text of ``_git`` (up to 64 KB a trial): what
+#: the prompt reads, per backend (``StoreBase.lean_columns``).
+_LEAN_EXTRA = {"sqlite": "json_remove(extra, '$._git.patch')", "postgresql": "extra #- '{_git,patch}'"}
 _BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at",
                                   "search_text")
 
@@ -178,8 +181,15 @@ class StoreBase:
         cursor.execute(self._sql(sql), params)
         return cursor
 
-    def _trials_where(self, conn: Connection, where: str, params: Sequence[Any]) -> list[Trial]:
-        cursor = self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE {where}", params)
+    @property
+    def lean_columns(self) -> str:
+        """The trial columns with ``extra`` less ``_git.patch`` (see :data:`_LEAN_EXTRA`)."""
+        extra = _LEAN_EXTRA["sqlite" if self.sqlite else "postgresql"]
+        return ", ".join(extra if name == "extra" else name for name in TRIAL_COLUMNS)
+
+    def _trials_where(self, conn: Connection, where: str, params: Sequence[Any], *, lean: bool = False) -> list[Trial]:
+        columns = self.lean_columns if lean else _COLUMN_LIST
+        cursor = self._execute(conn, f"SELECT {columns} FROM trials WHERE {where}", params)
         return [trial_from_row(row) for row in cursor.fetchall()]
 
     def _trial_where(self, conn: Connection, where: str, params: Sequence[Any]) -> Trial | None:

@@ -111,31 +111,45 @@ def vocabulary(search_texts: Iterable[str]) -> set[str]:
 
 @dataclass(frozen=True, slots=True)
 class _Syntax:
-    """How a backend's full-text query language writes a word, a prefix and OR."""
+    """How a backend's full-text query language writes a word, a prefix, a phrase, OR and AND."""
 
     word: str  # a format with {term}
     prefix: str
     or_: str
     and_: str
+    follows: str  # between the words of a phrase (FTS5: inside one quoted string)
 
 
-_FTS5 = _Syntax(word='"{term}"', prefix='"{term}"*', or_=" OR ", and_=" AND ")
-_TSQUERY = _Syntax(word="'{term}'", prefix="'{term}':*", or_=" | ", and_=" & ")
+_FTS5 = _Syntax(word='"{term}"', prefix='"{term}"*', or_=" OR ", and_=" AND ", follows=" ")
+_TSQUERY = _Syntax(word="'{term}'", prefix="'{term}':*", or_=" | ", and_=" & ", follows="' <-> '")
 
 
-def _match(syntax: _Syntax, terms: Sequence[str], every: bool, expanded: dict[str, list[str]]) -> str:
+def _phrase(syntax: _Syntax, words: Sequence[str]) -> str:
+    return syntax.word.format(term=syntax.follows.join(words))
+
+
+def _match(syntax: _Syntax, terms: Sequence[Any], every: bool, expanded: dict[str, list[str]]) -> str:
     """The query text: the terms joined by AND (``every``) or OR; a term of ``expanded``
-    as the OR of its words, or as a prefix when they are more than MAX_EXPANSION. Terms
-    are runs of letters and digits (lineage.similar.tokens): quoting is enough."""
-    parts = []
-    for term in terms:
+    as the OR of its words, or as a prefix when they are more than MAX_EXPANSION; a
+    concept's spellings (a tuple, ``lineage.similar.query_terms``) as the OR of their
+    phrases, its one-word spellings as prefix terms like any word. Terms are runs of
+    letters and digits (lineage.similar.tokens): quoting is enough."""
+    def word(term: str) -> str:
         words = expanded.get(term)
         if words is None:
-            parts.append(syntax.word.format(term=term))
-        elif len(words) > MAX_EXPANSION:
-            parts.append(syntax.prefix.format(term=term))
-        else:  # no word under it: the prefix matches nothing, and neither does the term
-            parts.append("(" + syntax.or_.join(syntax.word.format(term=word) for word in words or [term]) + ")")
+            return syntax.word.format(term=term)
+        if len(words) > MAX_EXPANSION:
+            return syntax.prefix.format(term=term)
+        # no word under it: the prefix matches nothing, and neither does the term
+        return "(" + syntax.or_.join(syntax.word.format(term=found) for found in words or [term]) + ")"
+
+    parts = []
+    for term in terms:
+        if isinstance(term, str):
+            parts.append(word(term))
+        else:  # a concept: its one-word spellings as prefix terms, the others as phrases
+            parts.append("(" + syntax.or_.join(word(words[0]) if len(words) == 1 else _phrase(syntax, words)
+                                               for words in term) + ")")
     return (syntax.and_ if every else syntax.or_).join(parts)
 
 
@@ -164,9 +178,11 @@ class SearchSql(StoreBase):
             self._execute(conn, f"INSERT INTO {TERMS_TABLE}(term) SELECT unnest(?::text[]) ON CONFLICT DO NOTHING",
                           (listed,))
 
-    def _expansions(self, conn: Connection, terms: Sequence[str]) -> dict[str, list[str]]:
+    def _expansions(self, conn: Connection, terms: Sequence[Any]) -> dict[str, list[str]]:
         """For each prefix term, the vocabulary's words under it (at most MAX_EXPANSION + 1)."""
-        prefixes = [term for term in terms if len(term) >= MIN_PREFIX_CHARS]
+        singles = [term if isinstance(term, str) else None for term in terms]
+        singles += [words[0] for term in terms if not isinstance(term, str) for words in term if len(words) == 1]
+        prefixes = list(dict.fromkeys(t for t in singles if t is not None and len(t) >= MIN_PREFIX_CHARS))
         if not prefixes:
             return {}
         if self.sqlite:
@@ -180,7 +196,7 @@ class SearchSql(StoreBase):
         words = [row[0] for row in self._execute(conn, sql, params).fetchall()]
         return {prefix: [word for word in words if word.startswith(prefix)] for prefix in prefixes}
 
-    def _tier(self, conn: Connection, project_id: int, terms: Sequence[str], expanded: dict[str, list[str]], *,
+    def _tier(self, conn: Connection, project_id: int, terms: Sequence[Any], expanded: dict[str, list[str]], *,
               every: bool, before_seq: int | None, limit: int) -> list[CandidateRow]:
         if self.sqlite:
             sql = (f"SELECT {_COLUMNS} FROM {SEARCH_TABLE} s JOIN trials t ON t.id = -s.rowid "
@@ -199,11 +215,12 @@ class SearchSql(StoreBase):
         return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
 
     def candidate_rows(
-        self, conn: Connection, project_id: int, terms: Sequence[str], *, limit: int, before_seq: int | None = None,
+        self, conn: Connection, project_id: int, terms: Sequence[Any], *, limit: int, before_seq: int | None = None,
     ) -> list[CandidateRow]:
-        """At most ``limit`` trials of the project holding the query ``terms``: first those
-        holding every term, newest first, then (while fewer than ``limit``) those holding any
-        term that is not all digits (every term, when all are), newest first.
+        """At most ``limit`` trials of the project holding the query ``terms`` (words, or a
+        concept's spellings: ``lineage.similar.query_terms``): first those holding every
+        term, newest first, then (while fewer than ``limit``) those holding any term that
+        is not all digits (every term, when all are), newest first.
 
         ``before_seq``: only trials recorded before that seq.
         """
@@ -213,7 +230,7 @@ class SearchSql(StoreBase):
         found = self._tier(conn, project_id, terms, expanded, every=True, before_seq=before_seq, limit=limit)
         if len(found) >= limit or len(terms) == 1:
             return found
-        wide = [term for term in terms if not term.isdigit()] or list(terms)
+        wide = [term for term in terms if not isinstance(term, str) or not term.isdigit()] or list(terms)
         seen = {row[0] for row in found}
         for row in self._tier(conn, project_id, wide, expanded, every=False, before_seq=before_seq, limit=limit):
             if row[0] not in seen and len(found) < limit:

@@ -4,8 +4,8 @@ Methods, by section:
 
 * single rows: ``insert_trial`` (the hot path of ``record_trial``), ``update_trial``,
   ``trial``, ``find_trial``, ``projects_holding``, ``exp_ids``, ``parents``;
-* lineage queries: ``best_scored``, ``first_trial``, ``chain_rows``, ``top_kept``,
-  ``recent``, ``children``, ``count_trials``;
+* lineage queries: ``best_scored``, ``first_trial``, ``chain_rows``, ``chain_tail``,
+  ``trials_of``, ``top_kept``, ``recent``, ``children``, ``has_children``, ``count_trials``;
 * listing and streaming: ``list_trials``, ``stream_trials``, ``trials_select``;
 * bulk insert: ``bulk_insert`` with ``_sqlite_batches`` (executemany through a staging
   table) and ``_copy_batches`` (``COPY``).
@@ -183,7 +183,45 @@ class TrialsSql(StoreBase):
         cursor = self._execute(conn, sql, (project.id, exp_id, project.id))
         return {trial.exp_id: trial for trial in map(trial_from_row, cursor.fetchall())}
 
-    def top_kept(self, conn: Connection, project: Project, limit: int) -> list[Trial]:
+    def chain_tail(self, conn: Connection, project: Project, exp_id: str, depth: int) -> dict[str, Trial]:
+        """The trials of the ``depth`` newest links of the chain ending at ``exp_id`` (it
+        included), by exp_id, ``extra`` without ``_git.patch``: what a loop's prompt shows
+        of a chain that may be thousands of trials long, in ``depth`` index look-ups (the
+        recursion stops at ``depth``, so a cycle cannot loop; ``lineage.chain.walk_chain``
+        orders them). Steps as in :meth:`chain_rows`."""
+        if self.sqlite:
+            step = """SELECT t.id, t.exp_id, t.parent_exp, c.depth + 1 FROM chain c JOIN trials t
+                  ON t.project_id = ? AND t.exp_id = c.parent_exp WHERE c.parent_exp <> '' AND c.depth < ?"""
+        else:
+            step = """SELECT p.id, p.exp_id, p.parent_exp, c.depth + 1 FROM chain c CROSS JOIN LATERAL (
+                    SELECT t.id, t.exp_id, t.parent_exp FROM trials t
+                    WHERE t.project_id = ? AND t.exp_id = c.parent_exp LIMIT 1) p
+                  WHERE c.parent_exp <> '' AND c.depth < ?"""
+        sql = f"""WITH RECURSIVE chain(id, exp_id, parent_exp, depth) AS (
+                SELECT id, exp_id, parent_exp, 1 FROM trials WHERE project_id = ? AND exp_id = ?
+                UNION
+                {step})
+            SELECT {self.lean_columns} FROM trials WHERE id IN (SELECT id FROM chain)"""
+        cursor = self._execute(conn, sql, (project.id, exp_id, project.id, depth))
+        return {trial.exp_id: trial for trial in map(trial_from_row, cursor.fetchall())}
+
+    def has_children(self, conn: Connection, project: Project, exp_id: str) -> bool:
+        """Whether a trial of the project names ``exp_id`` as its parent (one index look-up)."""
+        found = self._execute(conn, "SELECT 1 FROM trials WHERE project_id = ? AND parent_exp = ? LIMIT 1",
+                              (project.id, exp_id)).fetchone()
+        return found is not None
+
+    def trials_of(self, conn: Connection, project: Project, exp_ids: Iterable[str]) -> dict[str, Trial]:
+        """The trials of ``exp_ids`` by exp_id (missing ones left out), ``extra`` without
+        the patch text of ``_git`` (``lean_columns``): the chain lines of a loop's prompt."""
+        wanted = sorted(set(exp_ids))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        found = self._trials_where(conn, f"project_id = ? AND exp_id IN ({marks})", (project.id, *wanted), lean=True)
+        return {trial.exp_id: trial for trial in found}
+
+    def top_kept(self, conn: Connection, project: Project, limit: int, *, lean: bool = False) -> list[Trial]:
         """Trials with status ``keep``, in fieldkit's leaderboard order, at most ``limit``.
 
         fieldkit sorts keeps by metric with a missing metric as +inf and, when higher is
@@ -195,22 +233,25 @@ class TrialsSql(StoreBase):
         base = "project_id = ? AND status = 'keep' AND core_metric IS"
         unscored = f"{base} NULL ORDER BY seq LIMIT ?"
         if project.lower_is_better:
-            first = self._trials_where(conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit))
+            first = self._trials_where(conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit),
+                                       lean=lean)
             if len(first) < limit:
-                first += self._trials_where(conn, unscored, (project.id, limit - len(first)))
+                first += self._trials_where(conn, unscored, (project.id, limit - len(first)), lean=lean)
             return first
-        first = self._trials_where(conn, unscored, (project.id, limit))
+        first = self._trials_where(conn, unscored, (project.id, limit), lean=lean)
         if len(first) < limit:
             first += self._trials_where(
-                conn, f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?", (project.id, limit - len(first))
+                conn, f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?", (project.id, limit - len(first)),
+                lean=lean,
             )
         return first
 
-    def recent(self, conn: Connection, project: Project, limit: int) -> list[Trial]:
-        """The last ``limit`` trials, oldest first."""
+    def recent(self, conn: Connection, project: Project, limit: int, *, lean: bool = False) -> list[Trial]:
+        """The last ``limit`` trials, oldest first (``lean``: ``extra`` without ``_git.patch``)."""
         if limit <= 0:
             return []
-        newest_first = self._trials_where(conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit))
+        newest_first = self._trials_where(conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit),
+                                          lean=lean)
         newest_first.reverse()
         return newest_first
 

@@ -92,7 +92,9 @@ def test_wrapped_prompt_says_how_to_record_and_follows_the_project_template(clie
     assert custom == f"NEXT=006 {direction}\n{raw}"
     sandboxed = client.patch(P, json={"prompt_template": "{{ ''.__class__.__mro__ }}"})
     assert_problem(sandboxed, 422, "prompt_template")
-    assert_problem(client.get(f"{P}/prompt"), 422, "specialist")
+    unnamed = client.get(f"{P}/prompt", params={"raw": "1"})  # the dashboard's "Raw prompt" button
+    assert unnamed.status_code == 200 and "You are specialist" not in unnamed.text
+    assert_problem(client.get(f"{P}/prompt", params={"format": "mine"}), 422, "format")
     assert_problem(client.get(f"{API}/projects/nope/prompt", params={"specialist": "s"}), 404, "project")
 
 

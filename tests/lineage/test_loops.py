@@ -112,7 +112,7 @@ def test_crash_zero_is_never_the_best_in_cli_prompt_and_pages(ledger: Ledger, db
     best = json.loads(run(db_url, "best", "--project", "loop", "--format", "json").output)
     assert best["exp_id"] == "007" and best["core_metric"] == 0.9876
     prompt = run(db_url, "prompt", "--project", "loop", "--specialist", "agent").output
-    assert "Current best: **exp_007** (val_bpb=0.987600)" in prompt
+    assert "Current best: **exp_007** (val_bpb=0.987600, commit" in prompt
     assert "0.000000" not in prompt
     dashboard = ledger.dashboard("loop")
     assert dashboard.best.exp_id == "007"  # type: ignore[union-attr]

@@ -204,7 +204,7 @@ def test_crash_rows_are_never_the_best_over_http_and_in_the_pages(server, tmp_pa
     crash = httpx.get(f"{url}/api/v1/projects/crashy/trials/003").json()
     assert crash["status"] == "crash" and crash["core_metric"] is None
     prompt = httpx.get(f"{url}/api/v1/projects/crashy/prompt", params={"specialist": "agent"}).text
-    assert "Current best: **exp_007** (val_bpb=0.987600)" in prompt and "0.000000" not in prompt
+    assert "Current best: **exp_007** (val_bpb=0.987600, commit `b8c9d0e`)" in prompt and "0.000000" not in prompt
     page = httpx.get(f"{url}/projects/crashy").text
     best_line = page[page.index('class="best-line"'):][:400]
     assert "exp_007" in best_line and "0.9876" in best_line

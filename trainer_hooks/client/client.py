@@ -173,19 +173,21 @@ class LedgerClient:
         self._append_op("project", {"slug": self.project, "title": title, "metric_name": metric_name,
                                     "lower_is_better": lower_is_better})
 
-    def plan_trial(self, *, hypothesis: str = "", expected_delta: str = "", parent_exp: str = "",
+    def plan_trial(self, *, hypothesis: str = "", expected_delta: str = "", parent_exp: str | None = None,
                    baseline_exp: str = "", specialist: str = "", domain: str = "", exp_id: str | None = None,
                    **fields: Any) -> None:
         """Record the trial this run is (status ``harness_abort`` until :meth:`finish_trial`).
-        ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered)."""
-        body: dict[str, Any] = {"hypothesis": hypothesis, "expected_delta": expected_delta, "parent_exp": parent_exp,
+        ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
+        ``parent_exp`` None: left out, so the ledger makes the current best the parent;
+        ``""``: a root."""
+        body: dict[str, Any] = {"hypothesis": hypothesis, "expected_delta": expected_delta,
                                 "baseline_exp": baseline_exp, "specialist": specialist, "domain": domain,
                                 "status": PLANNED_STATUS, **fields}
+        if parent_exp is not None:
+            body["parent_exp"] = parent_exp
         unknown = set(fields) - set(PLAN_FIELDS)
         if unknown:
             raise ValueError(f"plan_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(PLAN_FIELDS)}")
-        if not parent_exp:  # no parent named: the ledger's default rule decides
-            del body["parent_exp"]
         if exp_id is not None:
             body["exp_id"] = exp_id
             self.spool.set("exp_id", exp_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from lineage.domain import MAX_LONG_TEXT, MAX_SHORT_TEXT, FailureLabel
+from lineage.domain import MAX_LONG_TEXT, MAX_SHORT_TEXT, NO_RESULT_LABELS, NO_RESULT_NUMBERS, FailureLabel, is_no_result
 from lineage.errors import InvalidInput
 
 
@@ -70,18 +70,9 @@ STATUS_WORDS: dict[str, FailureLabel] = {
     **_words(FailureLabel.BASELINE, "base", "reference", "ref", "initial", "init", "original"),
 }
 
-#: Labels of rows that did not produce a result: their ``0`` metric is "no result".
-CRASH_LIKE = frozenset(
-    {
-        FailureLabel.CRASH,
-        FailureLabel.PREFLIGHT_CRASH,
-        FailureLabel.TRAIN_BUDGET_OVERRUN,
-        FailureLabel.EVAL_BUDGET_OVERRUN,
-        FailureLabel.HARNESS_ABORT,
-        FailureLabel.SIZE_BLOCKED,
-        FailureLabel.DISQUALIFIED,
-    }
-)
+#: Labels of rows that did not produce a result: their ``0`` metric is "no result"
+#: (the rule is ``lineage.domain.is_no_result``, shared with every other writer).
+CRASH_LIKE = NO_RESULT_LABELS
 #: Labels that advance the loop's branch (a later row's parent).
 ADVANCING = frozenset({FailureLabel.KEEP, FailureLabel.BASELINE})
 #: A word not in :data:`STATUS_WORDS` becomes this label.
@@ -91,7 +82,7 @@ UNKNOWN_LABEL = FailureLabel.DISCARD
 PLACEHOLDERS = frozenset({"", "-", "--", "—", "–", "n/a", "na", "nan", "-nan", "none", "null", "?", "inf", "-inf",
                           "+inf", "infinity", "-infinity", "x", "missing"})
 #: Numbers that mean "no result" on any row.
-PLACEHOLDER_NUMBERS = frozenset({-999.0, -9999.0})
+PLACEHOLDER_NUMBERS = NO_RESULT_NUMBERS
 
 STATUS_COLUMN_NAMES = (
     "status", "verdict", "decision", "result", "outcome", "kept_or_reverted", "keep_or_discard", "kept_or_discarded",
@@ -288,7 +279,7 @@ def metric_value(cell: str, label: FailureLabel | None) -> float | None | bool:
     value = parse_number(cell)
     if value is None or value is False:
         return value
-    if value in PLACEHOLDER_NUMBERS or (value == 0.0 and label in CRASH_LIKE):
+    if is_no_result(value, label):
         return None
     return value
 

@@ -91,3 +91,27 @@ def test_a_full_memory_buffer_spills_to_the_spool_not_to_the_floor(tmp_path: Pat
     assert 400 - 100 <= spooled <= 400  # at most one buffer's worth only in memory
     report = client.close(timeout=0)
     assert report.pending_points == 400 and report.points_logged == 400
+
+
+def test_a_plan_without_a_parent_forks_from_the_current_best(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The client leaves ``parent_exp`` out; the ledger's rule makes the best the parent."""
+    db = str(tmp_path / "ledger.db")
+    server = serve(db)
+    first = fast_client(server.url, tmp_path / "spool")
+    first.ensure_project()
+    first.plan_trial(hypothesis="baseline run")
+    first.finish_trial(status="baseline", core_metric=1.0)
+    assert first.close().delivered
+    second = fast_client(server.url, tmp_path / "spool")
+    second.plan_trial(hypothesis="second run")
+    second.finish_trial(core_metric=0.9)
+    assert second.close().delivered
+    rows = dict(_parents(db))
+    assert rows == {"000": "", "001": "000"}
+
+
+def _parents(db: str) -> list[tuple[str, str]]:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT exp_id, parent_exp FROM trials ORDER BY seq").fetchall()

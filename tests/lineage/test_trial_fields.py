@@ -1,0 +1,48 @@
+"""The field table (``lineage.trial_fields``) is the trial: same names, same order, the
+writable ones recordable, and the schemas generated from it say what the ledger checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from lineage.domain import TRIAL_FIELD_NAMES, WRITABLE_FIELDS, FailureLabel
+from lineage.errors import InvalidInput
+from lineage.trial_fields import (
+    DEFAULT_LIST_FIELDS,
+    STATUS_MEANINGS,
+    TRIAL_FIELDS,
+    changes_schema,
+    check_fields,
+    record_schema,
+)
+
+
+def test_the_table_is_the_trial() -> None:
+    assert tuple(spec.name for spec in TRIAL_FIELDS) == TRIAL_FIELD_NAMES
+    assert {spec.name for spec in TRIAL_FIELDS if spec.recordable} == set(WRITABLE_FIELDS) - {"delta_vs_best"}
+    assert all(spec.description.strip() for spec in TRIAL_FIELDS)
+    assert list(STATUS_MEANINGS) == [label.value for label in FailureLabel]
+
+
+def test_the_schemas_hold_types_the_status_enum_and_what_is_required() -> None:
+    record = record_schema()
+    assert record["required"] == ["status"] and record["additionalProperties"] is False
+    props = record["properties"]
+    assert props["status"]["enum"] == [label.value for label in FailureLabel]
+    assert props["hypothesis"]["maxLength"] == 65_536 and props["exp_id"]["maxLength"] == 512
+    assert props["ig_clip_scale_frac_low"]["anyOf"][0]["maximum"] == 1 and props["train_s"]["anyOf"][0]["minimum"] == 0
+    # the portable dialect: one type per schema (clients map tools onto single-type dialects)
+    assert all(not isinstance(p.get("type"), list) for p in props.values())
+    assert "keep:" in props["status"]["description"] and "crash:" in props["status"]["description"]
+    assert "seq" not in props and "delta_vs_best" not in props
+    changes = changes_schema()
+    assert "exp_id" not in changes["properties"] and "status" in changes["properties"]
+    assert changes["minProperties"] == 1
+
+
+def test_field_selection() -> None:
+    assert check_fields(None) == DEFAULT_LIST_FIELDS
+    assert check_fields(["exp_id", "extra", "exp_id"]) == ("exp_id", "extra")
+    with pytest.raises(InvalidInput) as bad:
+        check_fields(["exp_id", "lr"])
+    assert bad.value.field == "fields" and "'lr'" in bad.value.message
