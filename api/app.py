@@ -99,7 +99,7 @@ def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings):  # type: ign
         from api.mcp_server import McpEndpoint
     except ImportError:
         return None
-    endpoint = McpEndpoint(ledger, anonymous_read=settings.anonymous_read)
+    endpoint = McpEndpoint(ledger, anonymous_read=settings.anonymous_read, exposed=settings.exposed)
     app.router.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     return endpoint
 

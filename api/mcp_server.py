@@ -129,9 +129,10 @@ def _headers(ctx: Any) -> Any:
 class _Access:
     """The access check of a tool call (module doc): none over stdio."""
 
-    def __init__(self, ledger: Ledger, anonymous_read: bool | None) -> None:
+    def __init__(self, ledger: Ledger, anonymous_read: bool | None, exposed: bool = False) -> None:
         self.ledger = ledger
         self.anonymous_read = anonymous_read
+        self.exposed = exposed
 
     def check(self, ctx: Any, role: Role) -> None:
         if self.anonymous_read is None:  # stdio: the caller's own database
@@ -140,18 +141,20 @@ class _Access:
         header = headers.get("authorization") if headers is not None else None
         principal = self.ledger.principal(header)
         try:
-            check_access(principal, role, anonymous_read=self.anonymous_read, tokens_exist=self.ledger.tokens_exist)
+            check_access(principal, role, anonymous_read=self.anonymous_read, exposed=self.exposed,
+                         ledger_open=self.ledger.anonymous_writes_open)
         except Unauthorized as exc:
             raise Unauthorized(f"{exc.message}. Over MCP, send the header 'Authorization: Bearer <token>' "
                                f"with a {role.value} token (e.g. in the client's MCP server config)") from None
 
 
-def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPServer:
+def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed: bool = False) -> MCPServer:
     """The MCP server over ``ledger``. ``anonymous_read`` None: stdio, no access checks;
-    True/False: HTTP, each call checked as the JSON API checks a request."""
+    True/False: HTTP, each call checked as the JSON API checks a request (``exposed``: the
+    server listens on a non-loopback address, as the API's setting)."""
     # log_level: the SDK configures the root logger; the server's own logging stays as it is
     server = MCPServer(name="lineage-ledger", instructions=INSTRUCTIONS, log_level="WARNING")
-    access = _Access(ledger, anonymous_read)
+    access = _Access(ledger, anonymous_read, exposed)
 
     def tool(role: Role) -> Callable[[F], F]:
         """Register ``fn`` as a tool: dedented description, access check, ledger errors."""
@@ -381,14 +384,14 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None) -> MCPSe
     return server
 
 
-def http_app(ledger: Ledger, *, anonymous_read: bool) -> tuple[MCPServer, Any]:
+def http_app(ledger: Ledger, *, anonymous_read: bool, exposed: bool = False) -> tuple[MCPServer, Any]:
     """The server for ``lineage serve`` and its Starlette app: Streamable HTTP at ``/mcp``,
     stateless (any server process answers any request; several workers share nothing but
     the database) with JSON answers. The app's routes go into the FastAPI app; its session
     manager must run for the app's lifetime (``server.session_manager.run()``). Hosts are
     not restricted (DNS-rebinding protection off): like the JSON API, the server is
     reached by name from other machines, and tokens guard it."""
-    server = build_server(ledger, anonymous_read=anonymous_read)
+    server = build_server(ledger, anonymous_read=anonymous_read, exposed=exposed)
     try:
         from mcp.server.transport_security import TransportSecuritySettings
 
@@ -409,14 +412,15 @@ class McpEndpoint:
     lifespan of the app (:meth:`running`; an SDK session manager runs only once), 503
     outside one."""
 
-    def __init__(self, ledger: Ledger, *, anonymous_read: bool) -> None:
+    def __init__(self, ledger: Ledger, *, anonymous_read: bool, exposed: bool = False) -> None:
         self.ledger = ledger
         self.anonymous_read = anonymous_read
+        self.exposed = exposed
         self.app: Any = None
 
     @contextlib.asynccontextmanager
     async def running(self):  # type: ignore[no-untyped-def]
-        server, app = http_app(self.ledger, anonymous_read=self.anonymous_read)
+        server, app = http_app(self.ledger, anonymous_read=self.anonymous_read, exposed=self.exposed)
         async with server.session_manager.run():
             self.app = app
             try:

@@ -45,7 +45,13 @@ TRIAL_COLUMNS: tuple[str, ...] = (*TRIAL_VALUE_COLUMNS, "extra", "seq", "created
 _COLUMN_LIST = ", ".join(TRIAL_COLUMNS)
 #: The columns with ``extra`` less the patch text of ``_git`` (up to 64 KB a trial): what
 #: the prompt reads, per backend (``StoreBase.lean_columns``).
-_LEAN_EXTRA = {"sqlite": "json_remove(extra, '$._git.patch')", "postgresql": "extra #- '{_git,patch}'"}
+_LEAN_EXTRA = {
+    "sqlite": "json_remove(extra, '$._git.patch')",
+    # extra is json (kept as written, migration 0006); only a row that holds a patch goes
+    # through jsonb to lose it, so every other row keeps its text exactly
+    "postgresql": "CASE WHEN extra::jsonb #> '{_git,patch}' IS NULL THEN extra "
+                  "ELSE (extra::jsonb #- '{_git,patch}')::json END AS extra",
+}
 _BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at",
                                   "search_text")
 
