@@ -35,6 +35,7 @@ from transformers import TrainerCallback
 
 from trainer_hooks.callbacks.recorder import TrialRecorder
 from trainer_hooks.callbacks.verl import numeric_metrics
+from trainer_hooks.client.outcome import TrialOutcome
 
 __all__ = ["LedgerCallback"]
 
@@ -49,6 +50,11 @@ class LedgerCallback(TrainerCallback):
         self.metric_key = metric_key
         self.metric: float | None = None
         self.finished = False
+
+    @property
+    def outcome(self) -> TrialOutcome | None:
+        """The ledger's answer once the run finished (:attr:`TrialRecorder.outcome`)."""
+        return self.recorder.outcome
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.recorder.start()

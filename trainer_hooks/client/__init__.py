@@ -4,7 +4,7 @@ HTTP only, and imports neither torch (tensors are accepted, not required) nor ``
 * :class:`LedgerClient` — plan a trial, log telemetry, finish it (``client``);
 * the durable per-run spool and its replay (``spool``, ``delivery``;
   ``lineage spool flush DIR`` replays spools from the command line, ``cli``);
-* the outcome rule and the failure labels (``outcome``).
+* the outcome rule, the failure labels and the ledger's answer to a finish (``outcome``).
 
 The names below load on first use: ``lineage`` loads the ``spool`` command
 (:mod:`trainer_hooks.client.cli`) through an entry point in every install, and that must
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         FAILURE_LABELS,
         EvalBudgetExceeded,
         TrainBudgetExceeded,
+        TrialOutcome,
         decide_status,
         failure_label,
     )
@@ -37,6 +38,7 @@ _HOME = {
     "FAILURE_LABELS": "outcome",
     "EvalBudgetExceeded": "outcome",
     "TrainBudgetExceeded": "outcome",
+    "TrialOutcome": "outcome",
     "decide_status": "outcome",
     "failure_label": "outcome",
     "Spool": "spool",
@@ -50,6 +52,7 @@ __all__ = [
     "LedgerRejected",
     "Spool",
     "TrainBudgetExceeded",
+    "TrialOutcome",
     "Unavailable",
     "decide_status",
     "default_spool_dir",
