@@ -140,4 +140,16 @@ def build_server(ledger: Ledger) -> MCPServer:
         guardrail. Check it before starting a trial."""
         return ledger.summary(project, last_n=last).to_dict()
 
+    @server.tool()
+    @_ledger_errors
+    def list_alerts(project: str, exp_id: str | None = None, level: list[str] | None = None, limit: int = 20,
+                    before_id: int | None = None) -> dict[str, Any]:
+        """Alerts that PROJECT's training code raised ("loss is diverging"), newest first:
+        id, exp_id, level (info / warn / error), title, text, step, when. EXP_ID: one
+        trial's; LEVEL: only these levels; pass next_before_id back as BEFORE_ID for older
+        ones. Check it with the summary before starting a trial."""
+        items, next_before_id = ledger.alerts_page(project, exp_id=exp_id, levels=level, before_id=before_id,
+                                                   limit=limit)
+        return {"items": [alert.to_dict() for alert in items], "next_before_id": next_before_id}
+
     return server

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
@@ -24,7 +25,9 @@ from api import schemas
 from api.problems import problem
 from lineage.domain import Project
 from lineage.errors import InvalidInput
+from lineage.formats.autoresearch import ImportOptions
 from lineage.formats.fieldkit import iter_tsv, write_trials
+from lineage.formats.text import check_text
 from lineage.service import Ledger, RecordResult, default_prompt_template
 
 TSV = "text/tab-separated-values; charset=utf-8"
@@ -255,25 +258,37 @@ def readiness(request: Request, ledger: Ledger) -> Response:
 
 
 def request_text(data: bytes) -> str:
-    """The body of a TSV upload as text; not UTF-8, empty or holding NUL: 422 with the line."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InvalidInput("body", f"is not UTF-8 text (byte {exc.start})", line=line, column=column) from None
+    """The body of a results-file upload as text, by the files' one rule
+    (:func:`~lineage.formats.text.check_text`: a byte-order mark stays, for a byte-for-byte
+    export); not UTF-8 or holding NUL: 422 naming ``body``, the line and the column; empty:
+    422 too."""
+    text = check_text(data, source="request body", field="body")
     if not text.strip():
-        raise InvalidInput("body", "is empty; send the TSV as the request body", line=1, column=1)
-    if "\x00" in text:
-        line = text[: text.index("\x00")].count("\n") + 1
-        raise InvalidInput("body", "holds a NUL character", line=line)
+        raise InvalidInput("body", "is empty; send the results file as the request body", line=1, column=1)
     return text
 
 
+def import_options(args: schemas.ImportQuery) -> ImportOptions:
+    """The query's options as the core reads every face's (``ImportOptions.from_text``);
+    ``direction`` and the older ``lower_is_better`` must agree."""
+    options = ImportOptions.from_text(
+        id_column=args.id, metric=args.metric, status=args.status, description=args.description, parent=args.parent,
+        direction=args.direction, status_map=args.status_map, columns=args.columns,
+    )
+    if args.lower_is_better is not None:
+        if options.lower_is_better is not None and options.lower_is_better != args.lower_is_better:
+            raise InvalidInput("direction", f"direction={args.direction} contradicts lower_is_better="
+                                            f"{str(args.lower_is_better).lower()}")
+        options = replace(options, lower_is_better=args.lower_is_better)
+    return options
+
+
 def import_tsv(ledger: Ledger, slug: str, text: str, args: schemas.ImportQuery) -> JSONResponse:
-    """Import atomically (``Ledger.import_file``); 201 with the count."""
-    create_with = ({"lower_is_better": args.lower_is_better, "best_policy": args.best_policy,
-                    "source_format": args.format} if args.create else None)
-    report = ledger.import_file(slug, io.StringIO(text, newline=""), fmt=args.format, source="request body",
-                                create_with=create_with)
-    return JSONResponse({"project": report.project, "rows": report.rows}, status_code=201)
+    """Import atomically through the one entrance (``Ledger.import_file``): 201 with what
+    was stored and decided; a preview: 200, nothing stored."""
+    report = ledger.import_file(
+        slug, io.StringIO(text, newline=""), fmt=args.format, source="request body",
+        create_with={} if args.create else None, options=import_options(args), best_policy=args.best_policy,
+        preview=args.preview,
+    )
+    return JSONResponse(report.to_dict(), status_code=201 if report.committed else 200)

@@ -381,15 +381,44 @@ class KnowledgeOut(BaseModel):
 
 
 class ImportQuery(Strict):
-    format: Literal["fieldkit", "autoresearch", "generic"] = "fieldkit"
+    """The options of ``lineage import``, by the same names: the one import
+    (``Ledger.import_file``) reads them for every face. Column options apply to
+    autoresearch/generic files (a fieldkit file's columns are fixed)."""
+
+    format: Literal["auto", "fieldkit", "autoresearch", "generic"] = Field(
+        "auto", description="auto: the first non-blank line decides (fieldkit, autoresearch, any tab/comma table)")
     create: bool = Field(False, description="Create the project when it does not exist")
-    lower_is_better: bool = True
+    direction: Literal["infer", "lower", "higher"] | None = Field(
+        None, description="Which way the metric is better, for a new project; infer (the default): from the file "
+        "(its metric's name and kept values; fieldkit: lower)")
+    lower_is_better: bool | None = Field(
+        None, description="The older spelling of direction=lower|higher; must agree with direction when both are given")
     best_policy: BestPolicyName = "kept"
+    metric: Text | None = Field(None, description="The metric column (a name or a 1-based number); in a long-format "
+                                "file, one of the names in its metric-name column")
+    status: Text | None = Field(None, description="The status column; '-': the file has none")
+    description: Text | None = Field(None, description="The description column")
+    id: Text | None = Field(None, description="The column holding the exp_ids (default: row numbers 000, 001, ...)")
+    parent: Text | None = Field(None, description="A column naming each row's parent (its commit or id)")
+    status_map: list[Text] = Field(default_factory=list, description="More status words, WORD=LABEL,... (repeatable)")
+    columns: Text | None = Field(None, description="NAME,NAME,...: the column names of a file without a header line")
+    preview: bool = Field(False, description="Check and decide everything, store nothing (200, committed: false)")
 
 
 class ImportOut(BaseModel):
+    """What an import stored (or, for a preview, would) and decided."""
+
     project: str
     rows: int
+    committed: bool = True
+    created: bool = False
+    format: str = ""
+    metric: str | None = None
+    metric_name: str | None = None
+    lower_is_better: bool | None = None
+    direction: str = Field("", description="How the direction was decided")
+    warnings: list[str] = Field(default_factory=list)
+    text_lines: list[int] = Field(default_factory=list, description="1-based lines kept as text (not records)")
 
 
 class ExportQuery(Strict):
@@ -492,7 +521,7 @@ class ProgressOut(BaseModel):
 
 class HookCreate(Strict):
     url: Text = Field(max_length=2000, description="http:// or https:// URL receiving the events")
-    events: list[Literal["new_best", "guardrail_tripped", "trial_crashed"]] | None = Field(
+    events: list[Literal["new_best", "guardrail_tripped", "trial_crashed", "alert"]] | None = Field(
         None, min_length=1, description="Default: all")
     format: Literal["json", "slack"] = "json"
 

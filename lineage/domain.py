@@ -398,8 +398,42 @@ class RecordResult:
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    """What an import stored: the project, the rows, and what the reader warned about."""
+    """What an import stored -- or, for a preview, would store -- and what it decided:
+    the format read (``auto`` resolved), the file's metric column and the project's
+    metric name, the direction and how it was decided, the warnings, and the physical
+    lines kept as text (not records). Every face shows it from :meth:`to_dict`."""
 
     project: str
     rows: int
     warnings: tuple[str, ...] = ()
+    #: the format the file was read as (``fieldkit``, ``autoresearch``, ``generic``)
+    format: str = ""
+    #: the file's metric column (``core_metric`` for fieldkit)
+    metric: str | None = None
+    #: the project's metric (a long-format file's: one of the names in its name column)
+    metric_name: str | None = None
+    lower_is_better: bool | None = None
+    #: how the direction was decided ("from the name 'val_bpb' and the kept values")
+    direction: str = ""
+    #: 1-based physical lines kept as text: stray output, a trailing summary (not blank lines)
+    text_lines: tuple[int, ...] = ()
+    #: the project was created by this import
+    created: bool = False
+    #: False for a preview: everything checked, nothing stored
+    committed: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON every face answers an import with."""
+        return {
+            "project": self.project,
+            "rows": self.rows,
+            "committed": self.committed,
+            "created": self.created,
+            "format": self.format,
+            "metric": self.metric,
+            "metric_name": self.metric_name,
+            "lower_is_better": self.lower_is_better,
+            "direction": self.direction,
+            "warnings": list(self.warnings),
+            "text_lines": list(self.text_lines),
+        }

@@ -257,3 +257,28 @@ class HookDeliveryRow(Base):
     last_error: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+# -- alerts from training code (lineage.alerts) ------------------------------------------------
+
+
+class TrialAlertRow(Base):
+    """An alert a trial's training code raised ("this run is diverging"): ``level`` is
+    ``info``, ``warn`` or ``error``; ``step`` and ``wall_time`` (the sender's clock,
+    seconds since the epoch) say when, if the sender knew. Written with its webhook
+    events in one transaction (``lineage.alerts``)."""
+
+    __tablename__ = "trial_alerts"
+    __table_args__ = (Index(None, "project_id", "id"), Index(None, "trial_id", "id"))
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    trial_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), ForeignKey("trials.id", ondelete="CASCADE")
+    )
+    level: Mapped[str] = mapped_column(String(10))
+    title: Mapped[str] = mapped_column(String(300))
+    text: Mapped[str] = mapped_column(Text, default="")
+    step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    wall_time: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

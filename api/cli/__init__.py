@@ -9,6 +9,7 @@ module         commands
 ``files``      import, export
 ``loops``      record, watch, plot
 ``memory``     similar, summary, guardrail, hook
+``alerts``     alerts
 =============  ===============================================================
 
 Every command opens the ledger on ``--db`` (a SQLite path or a database URL; default
@@ -26,7 +27,7 @@ registers ``lineage spool flush`` there, so no module of ``api`` imports trainer
 
 from __future__ import annotations
 
-from api.cli import files, loops, memory, projects, serve
+from api.cli import alerts, files, loops, memory, projects, serve
 from api.cli.base import cli
 
 __all__ = ["cli", "main"]
@@ -37,6 +38,7 @@ for _command in (
     files.import_cmd, files.export_cmd,
     loops.record, loops.watch, loops.plot,
     memory.similar, memory.summary, memory.guardrail, memory.hook,
+    alerts.alerts,
 ):
     cli.add_command(_command)
 

@@ -11,7 +11,7 @@
 * the output helpers: :func:`progress_bar`, :func:`fmt_number` (the one number format of
   the CLI's tables and lines) and :func:`warn`.
 
-The command modules (``serve``, ``projects``, ``files``, ``loops``, ``memory``) import
+The command modules (``serve``, ``projects``, ``files``, ``loops``, ``memory``, ``alerts``) import
 this module and nothing else of ``api.cli``; ``api.cli`` adds their commands to :data:`cli`.
 """
 
@@ -145,25 +145,27 @@ class ColumnFlags:
     description_column: str | None = None
     parent_column: str | None = None
     status_map: tuple[str, ...] = ()
+    column_names: str | None = None
     git_repo: str | None = None
 
     def columns_given(self) -> bool:
         """Whether any flag that reads the file's columns was given (not ``--git-repo``)."""
         return any((self.id_column, self.metric_column, self.status_column, self.description_column,
-                    self.parent_column, self.status_map))
+                    self.parent_column, self.status_map, self.column_names))
 
     def import_options(self, lower_is_better: bool | None) -> Any:
-        from lineage.formats.autoresearch import ImportOptions, parse_status_map
+        """The flags as the core's :class:`~lineage.formats.autoresearch.ImportOptions`,
+        read by the same rule as the HTTP import's and the upload page's."""
+        from dataclasses import replace
 
-        return ImportOptions(
-            id_column=self.id_column,
-            metric=self.metric_column,
-            status=self.status_column,
-            description=self.description_column,
-            parent=self.parent_column,
-            lower_is_better=lower_is_better,
-            status_map=parse_status_map(list(self.status_map)),
+        from lineage.formats.autoresearch import ImportOptions
+
+        options = ImportOptions.from_text(
+            id_column=self.id_column, metric=self.metric_column, status=self.status_column,
+            description=self.description_column, parent=self.parent_column, status_map=list(self.status_map),
+            columns=self.column_names,
         )
+        return replace(options, lower_is_better=lower_is_better)
 
 
 def mapping_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -185,6 +187,9 @@ def mapping_options(command: Callable[..., Any]) -> Callable[..., Any]:
                           "the last keep before the row."),
         click.option("--status-map", "status_map", multiple=True, metavar="WORD=LABEL,...",
                      help="autoresearch/generic: more status words, e.g. oom=crash,flaky=discard (repeatable)."),
+        click.option("--columns", "column_names", default=None, metavar="NAME,NAME,...",
+                     help="autoresearch/generic: the column names of a file without a header line (its first line "
+                          "is data); the usual inference then runs on them."),
         click.option("--git-repo", type=click.Path(exists=True, file_okay=False), default=None,
                      help="autoresearch/generic: store subject, author time, diffstat and patch of each trial's "
                           "commit."),

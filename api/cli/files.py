@@ -1,5 +1,6 @@
 """Results files in and out: ``lineage import`` (fieldkit, autoresearch or generic, sniffed
-from the first line; atomic) and ``lineage export`` (fieldkit, extended, csv, parquet,
+from the first line; atomic; through ``Ledger.import_file``, the one entrance the HTTP
+import and the upload page share) and ``lineage export`` (fieldkit, extended, csv, parquet,
 or the project's own autoresearch/generic file).
 
 The rules (status words, direction, lineage, exp_ids) are in :mod:`lineage.formats`;
@@ -9,13 +10,14 @@ the use-cases in :mod:`lineage.loops` and the ledger.
 from __future__ import annotations
 
 import contextlib
+import io
 import sys
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 import click
 
-from api.cli.base import TABLE_FORMATS, ColumnFlags, ledger_of, mapping_options, progress_bar, project_option, warn
+from api.cli.base import ColumnFlags, ledger_of, mapping_options, progress_bar, project_option, warn
 
 
 @click.command("import")
@@ -30,9 +32,10 @@ from api.cli.base import TABLE_FORMATS, ColumnFlags, ledger_of, mapping_options,
     help="auto: sniff the first line (fieldkit, then autoresearch, then any tab/comma table).",
 )
 @click.option("--lower-is-better/--higher-is-better", default=None,
-              help="Direction, when the project is new (autoresearch/generic: else inferred).")
+              help="Direction, when the project is new (autoresearch/generic: else inferred; fieldkit: else lower).")
 @click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default=None)
 @mapping_options
+@click.option("--preview", is_flag=True, help="Check the file and show what would be imported; store nothing.")
 @click.pass_context
 def import_cmd(
     ctx: click.Context,
@@ -42,32 +45,30 @@ def import_cmd(
     lower_is_better: bool | None,
     best_policy: str | None,
     columns: ColumnFlags,
+    preview: bool,
 ) -> None:
     """Import FILE (a results.tsv) into PROJECT, atomically; the project is created if new."""
-    from lineage.formats.fieldkit import count_lines
+    from lineage.formats.text import check_text
 
-    if fmt == "auto":
-        fmt = sniff_file(file)
-    total_rows = count_lines(file) - 1
-    if fmt in TABLE_FORMATS:
-        with progress_bar("importing", total_rows) as progress:
-            import_table(ctx, file, project, fmt, options=columns.import_options(lower_is_better),
-                                   best_policy=best_policy, git_repo=columns.git_repo, progress=progress)
-        return
-    if columns.columns_given() or columns.git_repo:
-        raise click.UsageError("--id, --metric, --status, --description, --parent, --status-map and --git-repo "
-                               "are for autoresearch/generic files; this one is fieldkit's")
     ledger = ledger_of(ctx)
-    create_with = {
-        "lower_is_better": True if lower_is_better is None else lower_is_better,
-        "best_policy": best_policy or "kept",
-        "source_format": fmt,
-    }
-    with file.open("r", encoding="utf-8", newline="") as stream, progress_bar("importing", total_rows) as progress:
+    text = check_text(file.read_bytes(), source=str(file))
+    with progress_bar("importing", text.count("\n") - 1) as progress:
         report = ledger.import_file(
-            project, stream, fmt=fmt, source=str(file), progress=progress, create_with=create_with
+            project, io.StringIO(text, newline=""), fmt=fmt, source=str(file), progress=progress, create_with={},
+            options=columns.import_options(lower_is_better), best_policy=best_policy, git_repo=columns.git_repo,
+            preview=preview,
         )
-    click.echo(f"imported {report.rows} trials into {project!r}")
+    warn(report.warnings)
+    click.echo(import_summary(report))
+
+
+def import_summary(report: Any) -> str:
+    """One line: what an import stored (or would) and decided."""
+    direction = "lower" if report.lower_is_better else "higher"
+    done = "imported" if report.committed else "would import (preview; nothing stored)"
+    text = f"; {len(report.text_lines)} lines kept as text" if report.text_lines else ""
+    return (f"{done} {report.rows} trials into {report.project!r} ({report.format}; metric {report.metric!r}, "
+            f"{direction} is better: {report.direction}{text})")
 
 
 @click.command("export")
@@ -128,49 +129,6 @@ def _counted(rows: Iterable[Any], update: Any, every: int = 1000) -> Iterator[An
 
 
 # -- autoresearch / generic tables -----------------------------------------------------------
-
-
-def sniff_file(path: Path) -> str:
-    """The format of ``path`` from its first non-blank line (fieldkit, autoresearch or
-    generic); a file no format claims goes to autoresearch, whose error names the line."""
-    from lineage.formats import detect_format
-
-    with path.open("rb") as fh:
-        head = fh.read(1 << 16)
-    for raw in head.split(b"\n"):
-        line = raw.decode("utf-8", "replace").lstrip("\ufeff")
-        if line.strip():
-            found = detect_format(line)
-            return found.name if found is not None else "autoresearch"
-    return "autoresearch"
-
-
-def import_table(
-    ctx: click.Context,
-    file: Path,
-    project: str,
-    fmt: str,
-    *,
-    options: Any,
-    best_policy: str | None,
-    git_repo: str | None,
-    progress: Any = None,
-) -> None:
-    """``lineage import`` of an autoresearch or generic file."""
-    from lineage.formats.text import check_text
-
-    ledger = ledger_of(ctx)
-    text = check_text(file.read_bytes(), source=str(file))
-    done = ledger.import_results(
-        project, text, fmt=fmt, source=str(file), options=options, best_policy=best_policy,
-        git_repo=git_repo, progress=progress,
-    )
-    warn(done.warnings)
-    direction = "lower" if done.lower_is_better else "higher"
-    click.echo(
-        f"imported {done.rows} trials into {project!r} ({fmt}; metric {done.layout.metric!r}, "
-        f"{direction} is better: {done.direction})"
-    )
 
 
 def export_table(ctx: click.Context, project: str, output: Path | None, fmt: str) -> None:

@@ -117,12 +117,6 @@ def watch(
     options = columns.import_options(lower_is_better)
     sync: Any
     if server:
-        if columns.columns_given():
-            raise click.UsageError(
-                "--id, --metric, --status, --description, --parent and --status-map cannot go to a server "
-                "(its file upload infers the columns); import the file with them into the server's database "
-                "first, then watch with --server"
-            )
         sync = RemoteSync(server, token, project, file, fmt=None if fmt == "auto" else fmt, options=options,
                           best_policy=best_policy, git_repo=columns.git_repo)
     else:

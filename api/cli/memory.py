@@ -100,7 +100,7 @@ def hook() -> None:
 @click.option("--project", "-p", required=True, help="Project slug.")
 @click.option("--url", required=True, help="An http:// or https:// URL that receives the events.")
 @click.option("--events", multiple=True, metavar="EVENT[,EVENT]",
-              help="new_best, guardrail_tripped, trial_crashed (repeatable or comma-separated; default: all).")
+              help="new_best, guardrail_tripped, trial_crashed, alert (repeatable or comma-separated; default: all).")
 @click.option("--format", "body_format", type=click.Choice(["json", "slack"]), default="json", show_default=True,
               help="json: the event with a 'text' line; slack: {'text': ...} alone.")
 @click.pass_context

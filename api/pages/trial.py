@@ -1,5 +1,6 @@
-"""The trial page: its fields, parent, children and chain, its telemetry plots and
-clip-scale summary, and the code change a ``--git-repo`` import stored."""
+"""The trial page: its fields, parent, children and chain, the alerts its training code
+raised, its telemetry plots and clip-scale summary, and the code change a ``--git-repo``
+import stored."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from lineage.domain import CLIP_SCALE_COLUMNS, FIELDKIT_COLUMNS, Trial
 from lineage.formats.autoresearch import GIT_KEY
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+#: alerts the page lists (the newest; the API has the rest)
+ALERTS_SHOWN = 50
 
 
 def _chain_figure(slug: str, chain: tuple[Trial, ...], metric_name: str) -> Any:
@@ -51,6 +55,7 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
     fields += [(name, getattr(trial, name)) for name in CLIP_SCALE_COLUMNS]
     fields += [("seq", trial.seq), ("created_at", trial.created_at), ("updated_at", trial.updated_at)]
     code = code_change(trial)
+    alerts, older_alerts = ledger.alerts_page(slug, exp_id=exp_id, limit=ALERTS_SHOWN)
     extra = {k: v for k, v in trial.extra.items() if code is None or k != GIT_KEY}
     return pages(request).render(
         request,
@@ -66,6 +71,8 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             "plots": plots,
             "clip": clip,
             "chain_figure": _chain_figure(slug, ctx.chain, ctx.project.metric_name),
+            "alerts": alerts,
+            "older_alerts": older_alerts,
             **folded_chain(ctx.chain),
         },
     )

@@ -18,6 +18,7 @@ module         routes
 ``agent``      the agent's: prompt, knowledge, similar, summary, guardrails, hooks
 ``tokens``     ``/tokens``
 ``explore``    the researcher's explorer: ``/projects/{p}/explore``
+``alerts``     alerts from training code: ``/projects/{p}/alerts``, ``.../trials/{exp}/alerts``
 =============  =====================================================================
 
 ``install_routes`` includes them in the order of ``ROUTERS``; the OpenAPI document lists
@@ -43,6 +44,9 @@ POST     /projects/{p}/trials/{exp}/telemetry             writer  a batch of poi
 GET      /projects/{p}/trials/{exp}/telemetry             reader  series (min/max buckets)
 POST     /projects/{p}/trials/{exp}/telemetry/summarize   writer  ig_clip_scale_* from it
 GET      /projects/{p}/explore                            reader  curves of many trials, grouped
+POST     /projects/{p}/trials/{exp}/alerts                writer  raise an alert (idempotent)
+GET      /projects/{p}/trials/{exp}/alerts                reader  the trial's alerts
+GET      /projects/{p}/alerts                             reader  the project's alerts
 GET      /projects/{p}/prompt                             reader  agent prompt (ETag)
 GET      /projects/{p}/knowledge                          reader  KNOWLEDGE.md / JSON (ETag)
 GET      /projects/{p}/similar?q=TEXT                     reader  "was this tried?"
@@ -63,12 +67,13 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from api.routes import agent, explore, ops, projects, telemetry, tokens, trials
+from api.routes import agent, alerts, explore, ops, projects, telemetry, tokens, trials
 
 __all__ = ["install_routes"]
 
 #: Inclusion order (the OpenAPI document's path order).
-ROUTERS = (ops.router, projects.router, trials.router, telemetry.router, agent.router, tokens.router, explore.router)
+ROUTERS = (ops.router, projects.router, trials.router, telemetry.router, agent.router, tokens.router, explore.router,
+           alerts.router)
 
 
 def install_routes(app: FastAPI) -> None:

@@ -55,12 +55,15 @@ def download_tsv(project: ProjectSlug, args: Annotated[ExportQuery, Query()], wh
 
 
 @router.post("/trials.tsv", status_code=201, response_model=ImportOut,
+             responses={200: {"model": ImportOut, "description": "a preview: checked and decided, nothing stored"}},
              openapi_extra={"requestBody": {"required": True, **_TSV_CONTENT}})
 async def upload_tsv(
     project: ProjectSlug, args: Annotated[ImportQuery, Query()], request: Request, who: Writer
 ) -> Response:
-    """Import a results file atomically: one bad row and nothing is stored; the error
-    names its ``line``, ``column`` and ``field``."""
+    """Import a results file atomically, with every option of ``lineage import`` (format
+    ``auto`` by default): one bad row and nothing is stored; the error names its
+    ``line``, ``column`` and ``field``. The answer says what was decided: the format,
+    the metric, the direction and why, the warnings and the lines kept as text."""
     text = present.request_text(await request.body())
     return await who.long_write(present.import_tsv, who.ledger, project, text, args)
 

@@ -7,12 +7,14 @@ wrapper (``templates/prompt_wrapper.md.j2``), :func:`check_prompt_template` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
+from lineage.agent.render import _text as _inline  # the renderer's folding and fence rule
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from lineage.alerts import Alert
     from lineage.monitor import progress
 
 #: Longest prompt template a project may hold, in characters.
@@ -91,6 +93,7 @@ def wrap_prompt(
     base_url: str | None,
     source: str | None = None,
     summary: "progress.Progress | None" = None,
+    alerts: "Sequence[Alert]" = (),
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
@@ -101,7 +104,8 @@ def wrap_prompt(
     ``base_url``, ``record_url`` (where to POST a trial) and ``curl_example`` (a
     complete, shell-safe command that records a trial); ``progress`` (the short form of
     the progress summary, ``lineage.progress.Progress.short_text``; "" without
-    ``summary``), ``trend`` and ``guardrails_tripped`` (a message per tripped guardrail).
+    ``summary``), ``trend`` and ``guardrails_tripped`` (a message per tripped guardrail);
+    ``alerts``: a line per alert of the training code (newest first, :func:`alert_line`).
     """
     import json
     from urllib.parse import quote
@@ -141,6 +145,7 @@ def wrap_prompt(
         "progress": summary.short_text() if summary is not None else "",
         "trend": summary.trend if summary is not None else None,
         "guardrails_tripped": [t["message"] for t in ((summary.guardrails or {}).get("tripped", ()) if summary else ())],
+        "alerts": [alert_line(alert) for alert in alerts],
     }
     text = source if source is not None else (project.prompt_template or default_prompt_template())
     try:
@@ -148,3 +153,13 @@ def wrap_prompt(
     except Exception as exc:  # a user's template: any failure is theirs to fix
         raise InvalidInput("prompt_template", f"fails to render: {type(exc).__name__}: {exc}") from None
 
+
+
+def alert_line(alert: "Alert") -> str:
+    """One alert as a line of the prompt: level, trial, step, time, title and text, each
+    folded to one line and fence-safe (the renderer's rule), title and text truncated."""
+    step = f" at step {alert.step}" if alert.step is not None else ""
+    when = f" ({alert.created_at[:16].replace('T', ' ')} UTC)" if alert.created_at else ""
+    text = f": {_inline(alert.text, 200)}" if alert.text.strip() else ""
+    return (f"- ALERT ({alert.level}) from exp {_inline(alert.exp_id, 40)}{step}{when}: "
+            f"**{_inline(alert.title, 120)}**{text}")

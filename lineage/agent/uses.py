@@ -1,7 +1,8 @@
 """AgentUses: what an agent reads and is told, and the loop's health it acts on.
 
 Owns: the session-start prompt (:meth:`AgentUses.prompt_view`, ``render_prompt``,
-``prompt_document`` with the wrapper of :mod:`lineage.agent.prompt`), KNOWLEDGE.md as
+``prompt_document`` with the wrapper of :mod:`lineage.agent.prompt`, which lists the
+newest alerts of the training code, :mod:`lineage.alerts`), KNOWLEDGE.md as
 text and as data, "was this tried?" (:meth:`AgentUses.find_similar`; the text and ranking
 rules are :mod:`lineage.similar`'s), the progress summary, guardrail policies and webhooks
 (the rules are :mod:`lineage.monitor`'s).
@@ -17,12 +18,17 @@ from sqlalchemy import Connection
 from lineage import similar as similar_text
 from lineage.agent.prompt import wrap_prompt
 from lineage.agent.render import PromptView, render_knowledge, render_prompt
+from lineage.alerts import recent_alerts
 from lineage.chain import chain_to, current_best
 from lineage.domain import Project, Trial, check_window, next_exp_id
 from lineage.errors import NotFound
 from lineage.monitor import guardrails, hooks, progress
 from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
+
+
+#: alerts of the training code the wrapped prompt lists (the newest)
+PROMPT_ALERTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +125,13 @@ class AgentUses:
             view = self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
             next_number = self.store.project_counters(conn, project)[1] if wrap else 0
             summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N) if wrap else None
+            alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS) if wrap else []
         text = render_prompt(view, specialist=specialist, timestamp=timestamp, metric_name=project.metric_name)
         if not wrap:
             return project, text
         return project, wrap_prompt(
             project, text, specialist=specialist, timestamp=timestamp, best=view.best, base_url=base_url,
-            next_exp_id=next_exp_id(next_number - 1 if next_number else None), summary=summary,
+            next_exp_id=next_exp_id(next_number - 1 if next_number else None), summary=summary, alerts=alerts,
         )
 
     def knowledge_document(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> tuple[Project, str]:

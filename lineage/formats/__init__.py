@@ -10,7 +10,10 @@ Registered here, in this order: ``fieldkit`` (:mod:`lineage.formats.fieldkit`), 
 ``autoresearch`` and ``generic`` (:mod:`lineage.formats.autoresearch`: results tables whose
 columns are inferred per file; importing those needs the project, so the ledger's one
 import entrance, ``lineage.loops.importing.FileUses.import_file``, handles them). :func:`detect_format` tries the
-registered ``sniff`` functions in registration order, so the most specific come first.
+registered ``sniff`` functions in registration order, so the most specific come first;
+:func:`sniff_text` is ``--format auto``, the one rule every face uses: the first
+non-blank line decides, and a file no format claims is read as ``autoresearch`` (whose
+error names the line).
 
 Streams are text, UTF-8, opened with ``newline=""`` (see
 :func:`lineage.formats.fieldkit.open_results`).
@@ -25,7 +28,10 @@ from lineage.domain import Trial
 from lineage.errors import InvalidInput
 from lineage.formats import fieldkit as _fieldkit
 
-__all__ = ["FORMATS", "Format", "detect_format", "format_names", "get_format", "register"]
+__all__ = ["AUTO", "FORMATS", "Format", "detect_format", "format_names", "get_format", "register", "sniff_text"]
+
+#: The format name that asks for :func:`sniff_text`.
+AUTO = "auto"
 
 Reader = Callable[..., Iterator[Trial]]
 Writer = Callable[..., int]
@@ -123,3 +129,22 @@ register(
         extensions=(".tsv", ".csv"),
     )
 )
+
+
+def sniff_text(text: str) -> str:
+    """The format ``--format auto`` reads ``text`` as: the first registered format whose
+    ``sniff`` accepts the first non-blank line (a byte-order mark skipped); a file that
+    no format claims -- or that has no line -- is ``autoresearch``'s, whose error names
+    the line."""
+    from lineage.formats.text import BOM
+
+    start = 0
+    while True:
+        end = text.find("\n", start)
+        line = (text[start:] if end < 0 else text[start:end]).lstrip(BOM)
+        if line.strip():
+            found = detect_format(line)
+            return found.name if found is not None else _autoresearch.NAME
+        if end < 0:
+            return _autoresearch.NAME
+        start = end + 1

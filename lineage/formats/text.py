@@ -1,10 +1,15 @@
 """Bytes -> text of a results file: the one rule every entrance uses (the CLI's import,
-watch and record read files through it; the HTTP import and the upload page are to).
+watch and record, the HTTP import and the upload page all read bytes through it).
 
 A results file is UTF-8 text without NUL bytes. :func:`check_text` gives the text as
-written -- a byte-order mark included (:data:`BOM`): a format that round-trips its file
-keeps it in the header text, and each reader skips it itself -- or one
-:class:`~lineage.errors.InvalidInput` naming the line (1-based) of the first bad byte.
+written, or one :class:`~lineage.errors.InvalidInput` naming the caller's field (``file``
+for a file, ``body`` for an HTTP request body), the line and the column (1-based; the
+column counts characters) of the first bad byte.
+
+A byte-order mark (:data:`BOM`) stays in the text, for every face alike: a format that
+round-trips its file (``autoresearch``, ``generic``) keeps it in the header text, so the
+export writes it back and the file comes back byte for byte; fieldkit's reader skips
+it, like every sniffer (fieldkit's export is fieldkit's own bytes, which have none).
 """
 
 from __future__ import annotations
@@ -17,16 +22,23 @@ __all__ = ["BOM", "check_text"]
 BOM = "\ufeff"
 
 
-def check_text(data: bytes, *, source: str) -> str:
-    """``data`` as text, or one clear error naming the line: NUL bytes, not UTF-8."""
+def check_text(data: bytes, *, source: str, field: str = "file") -> str:
+    """``data`` as text, or one clear error naming ``field``, the line and the column:
+    NUL bytes, not UTF-8."""
     nul = data.find(b"\x00")
     if nul >= 0:
-        line = data.count(b"\n", 0, nul) + 1
-        raise InvalidInput("file", f"NUL bytes: a binary file, not a results table (in {source})", line=line)
+        raise InvalidInput(field, f"NUL bytes: a binary file, not a results table (in {source})",
+                           line=data.count(b"\n", 0, nul) + 1, column=_column(data, nul))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
         raise InvalidInput(
-            "file", f"not UTF-8 text ({exc.reason} at byte {exc.start}): not a results table (in {source})", line=line
+            field, f"not UTF-8 text ({exc.reason} at byte {exc.start}): not a results table (in {source})",
+            line=data.count(b"\n", 0, exc.start) + 1, column=_column(data, exc.start),
         ) from None
+
+
+def _column(data: bytes, at: int) -> int:
+    """The 1-based column, in characters, of byte ``at`` on its line."""
+    start = data.rfind(b"\n", 0, at) + 1
+    return len(data[start:at].decode("utf-8", "replace")) + 1

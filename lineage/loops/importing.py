@@ -2,8 +2,10 @@
 
 Owns the ONE entrance for importing a results file, whatever the face (CLI, HTTP, the
 upload page, ``watch``, ``record``) and the format: :meth:`FileUses.import_file` (a
-stream, every option) and :meth:`FileUses.import_results` (a file's text, with the
-inferred layout and direction in its answer). The file's layout (columns, header text,
+stream, every option, ``auto`` sniffing, a preview; it answers an
+:class:`~lineage.domain.ImportReport` with what was decided) and
+:meth:`FileUses.import_results` (a file's text, with the inferred layout and direction
+in its answer). The file's layout (columns, header text,
 trailer, number formats, words, row -> exp_id segments) lives in
 ``project.settings["results_file"]`` (:func:`layout_of`, :meth:`FileUses.save_results_layout`),
 so export, watch and record write the file's own format. Import parses the whole file,
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
 from dataclasses import dataclass, replace
 from typing import IO, Any, Callable, Iterator, Mapping, Sequence
@@ -23,7 +26,7 @@ from typing import IO, Any, Callable, Iterator, Mapping, Sequence
 from lineage.domain import BestPolicy, ImportReport, Project, RunningBest, Trial
 from lineage.errors import InvalidInput, NotFound
 from lineage.formats import autoresearch as ar
-from lineage.formats import get_format
+from lineage.formats import AUTO, get_format, sniff_text
 from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
 from lineage.formats.text import check_text
 from lineage.loops.git import link_git
@@ -35,7 +38,7 @@ TABLE_FORMATS = (ar.NAME, ar.GENERIC)
 
 @dataclass(frozen=True, slots=True)
 class LoopImport:
-    """What importing a results file did."""
+    """What importing a results file did (or, for a preview, would do)."""
 
     project: str
     rows: int
@@ -45,6 +48,18 @@ class LoopImport:
     direction: str
     warnings: tuple[str, ...]
     created: bool
+    #: 1-based physical lines kept as text (stray output, a summary)
+    text_lines: tuple[int, ...] = ()
+    committed: bool = True
+
+    def report(self) -> ImportReport:
+        """The answer every face shows (:class:`~lineage.domain.ImportReport`)."""
+        return ImportReport(
+            project=self.project, rows=self.rows, warnings=self.warnings, format=self.layout.format,
+            metric=self.layout.metric, metric_name=results_metric_name(self.layout.metric_name),
+            lower_is_better=self.lower_is_better, direction=self.direction, text_lines=self.text_lines,
+            created=self.created, committed=self.committed,
+        )
 
 
 class FileUses:
@@ -58,39 +73,88 @@ class FileUses:
         project_slug: str,
         stream: IO[str],
         *,
-        fmt: str = "fieldkit",
+        fmt: str = AUTO,
         source: str = "<stream>",
         progress: Callable[[int], None] | None = None,
         create_with: Mapping[str, Any] | None = None,
         options: ImportOptions | None = None,
         best_policy: BestPolicy | str | None = None,
         git_repo: str | os.PathLike[str] | None = None,
+        preview: bool = False,
     ) -> ImportReport:
-        """Import a results file atomically; every error names its line and column.
+        """Import a results file atomically -- every face's one entrance -- and answer
+        what was stored and decided (:class:`~lineage.domain.ImportReport`); every error
+        names its line and column. ``preview``: check and decide everything, store nothing.
 
-        A format whose columns are inferred (:data:`TABLE_FORMATS`) goes through
-        :meth:`import_results` with every option; ``create_with``'s ``lower_is_better``
-        and ``best_policy`` are the direction and policy flags when ``options`` and
-        ``best_policy`` leave them open.
+        ``fmt``: ``auto`` (:func:`~lineage.formats.sniff_text`, the first non-blank line
+        decides), ``fieldkit``, or a format whose columns are inferred
+        (:data:`TABLE_FORMATS`), which goes through :meth:`import_results` with every
+        option. ``create_with`` (``None``: the project must exist) creates a missing
+        project; its ``lower_is_better`` and ``best_policy`` are the direction and policy
+        flags when ``options`` and ``best_policy`` leave them open. A fieldkit file has
+        fixed columns: the column options are refused, and a new project's direction is
+        the flag's, else lower is better (the file does not say).
         """
+        if fmt == AUTO:
+            text = stream.read()
+            fmt = sniff_text(text)
+            stream = io.StringIO(text, newline="")
+        get_format(fmt)  # an unknown name: InvalidInput naming the field "format"
+        create = dict(create_with or {})
+        lower = create.pop("lower_is_better", None)
+        create_policy = create.pop("best_policy", None)
+        policy = best_policy or create_policy
+        create.pop("source_format", None)
+        options = options or ImportOptions()
+        if options.lower_is_better is None and lower is not None:
+            options = replace(options, lower_is_better=lower)
+        if create_with is None:
+            self.project(project_slug)  # type: ignore[attr-defined]  # NotFound: nothing is created
         if fmt in TABLE_FORMATS:
-            create = dict(create_with or {})
-            lower = create.pop("lower_is_better", None)
-            policy = create.pop("best_policy", None)
-            create.pop("source_format", None)
-            options = options or ImportOptions()
-            if options.lower_is_better is None and lower is not None:
-                options = replace(options, lower_is_better=lower)
             done = self.import_results(
-                project_slug, stream.read(), fmt=fmt, source=source, options=options,
-                best_policy=best_policy or policy, git_repo=git_repo, progress=progress, create_with=create,
+                project_slug, stream.read(), fmt=fmt, source=source, options=options, best_policy=policy,
+                git_repo=git_repo, progress=progress, create_with=create, preview=preview,
             )
-            return ImportReport(project=done.project, rows=done.rows, warnings=done.warnings)
+            return done.report()
+        flags = [name for name, given in (
+            ("metric", options.metric), ("status", options.status), ("description", options.description),
+            ("id", options.id_column), ("parent", options.parent), ("status_map", options.status_map),
+            ("columns", options.columns), ("git_repo", git_repo)) if given]
+        if flags:
+            raise InvalidInput(flags[0], f"the column options ({', '.join(flags)}) are for autoresearch and generic "
+                                         f"files; this one is read as {fmt}, whose columns are fixed")
+        project = self._existing(project_slug, options.lower_is_better)
+        if project is not None:
+            lower_is_better, how, metric_name = project.lower_is_better, "the project's", project.metric_name
+        elif options.lower_is_better is not None:
+            lower_is_better, how, metric_name = options.lower_is_better, "from the flag", "core_metric"
+        else:
+            lower_is_better, how = True, f"{fmt}'s default: a {fmt} file does not say; pass a direction to choose"
+            metric_name = "core_metric"
         lines: list[int] = []
         rows = get_format(fmt).read_trials(stream, source=source, row_lines=lines)
-        return self.import_trials(  # type: ignore[attr-defined]
-            project_slug, rows, progress=progress, locate=lines.__getitem__, create_with=create_with
+        create_new = {**create, "lower_is_better": lower_is_better,
+                      "best_policy": BestPolicy(policy or BestPolicy.KEPT).value, "source_format": fmt}
+        stored = self.import_trials(  # type: ignore[attr-defined]
+            project_slug, rows, progress=progress, locate=lines.__getitem__,
+            create_with=create_new if create_with is not None else None, preview=preview,
         )
+        return replace(stored, format=fmt, metric="core_metric", metric_name=metric_name,
+                       lower_is_better=lower_is_better, direction=how, created=project is None)
+
+    def _existing(self, project_slug: str, flag: bool | None) -> Project | None:
+        """The project if it exists; a direction flag must agree with its direction."""
+        try:
+            project: Project = self.project(project_slug)  # type: ignore[attr-defined]
+        except NotFound:
+            return None
+        if flag is not None and flag != project.lower_is_better:
+            words = {True: "lower", False: "higher"}
+            raise InvalidInput(
+                "direction",
+                f"project {project.slug!r} has {words[project.lower_is_better]} is better; the flag says {words[flag]}",
+            )
+        return project
 
     def import_results(
         self,
@@ -104,13 +168,15 @@ class FileUses:
         git_repo: str | os.PathLike[str] | None = None,
         progress: Callable[[int], None] | None = None,
         create_with: Mapping[str, Any] | None = None,
+        preview: bool = False,
     ) -> LoopImport:
         """Import a results file's ``text`` into ``project_slug`` atomically (created if new,
-        with the file's metric name, the direction and the layout)."""
+        with the file's metric name, the direction and the layout); ``preview``: all of it,
+        rolled back."""
         with _gc_paused():
             return self._import_results(
                 project_slug, text, fmt=fmt, source=source, options=options, best_policy=best_policy,
-                git_repo=git_repo, progress=progress, create_with=create_with,
+                git_repo=git_repo, progress=progress, create_with=create_with, preview=preview,
             )
 
     def _import_results(
@@ -125,11 +191,9 @@ class FileUses:
         git_repo: str | os.PathLike[str] | None,
         progress: Callable[[int], None] | None,
         create_with: Mapping[str, Any] | None,
+        preview: bool,
     ) -> LoopImport:
-        try:
-            project: Project | None = self.project(project_slug)
-        except NotFound:
-            project = None
+        project = self._existing(project_slug, options.lower_is_better)
         table = ar.parse_table(text, source=source, fmt=fmt, options=options)
         layout = table.layout
         warnings = list(table.warnings)
@@ -138,13 +202,6 @@ class FileUses:
             lower, how = ar.decide_direction(table, options.lower_is_better, warnings)
             policy = BestPolicy(best_policy or (create_with or {}).get("best_policy") or BestPolicy.KEPT)
         else:
-            if options.lower_is_better is not None and options.lower_is_better != project.lower_is_better:
-                words = {True: "lower", False: "higher"}
-                raise InvalidInput(
-                    "direction",
-                    f"project {project.slug!r} has {words[project.lower_is_better]} is better; the flag says "
-                    f"{words[options.lower_is_better]}",
-                )
             if layout_of(project) is not None and project.trial_count:
                 raise InvalidInput(
                     "project",
@@ -179,16 +236,17 @@ class FileUses:
                 settings={**dict(create.get("settings") or {}), SETTINGS_KEY: settings_value},
             )
             report = self.import_trials(project_slug, iter(trials), progress=progress, locate=lines.__getitem__,
-                                          create_with=create)
+                                          create_with=create, preview=preview)
         else:
             changes: dict[str, Any] = {"settings": {**dict(project.settings), SETTINGS_KEY: settings_value}}
             if project.metric_name == "core_metric":
                 changes["metric_name"] = results_metric_name(layout.metric_name)
             report = self.import_trials(project_slug, iter(trials), progress=progress, locate=lines.__getitem__,
-                                          project_changes=changes)
+                                          project_changes=changes, preview=preview)
         return LoopImport(
             project=report.project, rows=report.rows, layout=layout, lower_is_better=lower, direction=how,
-            warnings=tuple(warnings), created=project is None,
+            warnings=tuple(warnings), created=project is None, text_lines=table.text_lines,
+            committed=report.committed,
         )
 
     def export_results(self, project_slug: str, stream: IO[str], *, fmt: str = ar.NAME) -> int:
@@ -275,13 +333,10 @@ def read_results_text(path: str | os.PathLike[str], *, source: str) -> str:
 
 
 def sniff_results_text(text: str) -> str:
-    from lineage.formats import detect_format
-
-    first = ar.first_nonblank(ar.split_lines(text))
-    found = detect_format(first[1] if first else "")
-    if found is None or found.name not in (ar.NAME, ar.GENERIC):
-        return ar.NAME
-    return found.name
+    """The table format of a loop's file (:func:`~lineage.formats.sniff_text`; a
+    fieldkit header reads as ``autoresearch``): what watch and record follow."""
+    fmt = sniff_text(text)
+    return fmt if fmt in TABLE_FORMATS else ar.NAME
 
 
 def header_length(text: str) -> int:

@@ -21,8 +21,8 @@ class RemoteSync(FileFollower):
     the API allows them.
 
     * a project that does not exist is created by uploading the file
-      (``POST .../trials.tsv?format=...&create=true``, the direction inferred here), so
-      the server stores the layout as a local import would;
+      (``POST .../trials.tsv?format=...&create=true`` with the column options, the
+      direction inferred here), so the server stores the layout as a local import would;
     * each row is sent as ``POST .../trials`` with its exp_id: the server stores a new
       one (201), recognises a replay (200: a restart adds nothing twice), or answers 409
       for a row rewritten in place, which is then ``PATCH``ed (status, metric,
@@ -95,7 +95,8 @@ class RemoteSync(FileFollower):
             fmt = self.fmt or sniff_results_text(text)
             table = ar.parse_table(text, source=self.source, fmt=fmt, options=self.options)
             lower, _how = ar.decide_direction(table, self.options.lower_is_better, report.warnings)
-            query = {"format": fmt, "create": "true", "lower_is_better": str(lower).lower(),
+            query = {**self.options.to_text(), "format": fmt, "create": "true",
+                     "direction": "lower" if lower else "higher",
                      "best_policy": BestPolicy(self.best_policy or BestPolicy.KEPT).value}
             status, answer = self._call("POST", f"/projects/{slug}/trials.tsv", data=text, query=query)
             if status != 201:

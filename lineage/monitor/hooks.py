@@ -10,27 +10,31 @@ Event types
 ``new_best``           a recorded trial became the project's best
 ``trial_crashed``      a recorded trial's status is ``crash`` or ``preflight_crash``
 ``guardrail_tripped``  a guardrail went from clear to tripped (``lineage.monitor.guardrails``)
+``alert``              a trial's training code raised an alert (``lineage.alerts``)
 
 ``new_best`` and ``trial_crashed`` come from recording one trial (CLI, HTTP, MCP); a bulk
 import emits neither (it would flood a channel) but re-evaluates the guardrails, and a
-trial update re-evaluates them too.
+trial update re-evaluates them too. A hook made without naming its events hears all of
+them; one made before ``alert`` existed keeps the list it was made with.
 
 Payload (``body_format = "json"``, the default), ``Content-Type: application/json``::
 
     {
       "version": 1,
       "id": "<uuid4: the event id, the same for every hook>",
-      "type": "new_best" | "trial_crashed" | "guardrail_tripped",
+      "type": "new_best" | "trial_crashed" | "guardrail_tripped" | "alert",
       "project": "<slug>",
       "occurred_at": "<ISO 8601, UTC>",
       "trial": {"exp_id", "status", "core_metric", "delta_vs_best", "specialist",
                 "parent_exp", "seq", "hypothesis" (first 500 characters)} | {"exp_id"} | null,
       "best_before": {"exp_id", "core_metric"} | null,        # new_best only
       "guardrail": {"name", "value", "limit", "message"},     # guardrail_tripped only
+      "alert": {"id", "exp_id", "level", "title", "text", "step", "wall_time", "created_at"},  # alert only
       "text": "<one line for people; Slack's incoming webhooks show it>"
     }
 
-``body_format = "slack"`` sends ``{"text": ...}`` alone (a Slack-compatible body).
+``body_format = "slack"`` sends ``{"text": ...}`` alone (a Slack-compatible body); an
+alert's text is Slack mrkdwn: a level mark, the title in bold, the text quoted.
 
 Headers: ``X-Lineage-Event`` (type), ``X-Lineage-Event-Id``, ``X-Lineage-Delivery`` (the
 outbox row: the same on retries), ``X-Lineage-Timestamp`` (seconds since the epoch, at
@@ -55,7 +59,7 @@ from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
 from lineage.store import Store, _stamp
 
-EVENT_TYPES: tuple[str, ...] = ("new_best", "guardrail_tripped", "trial_crashed")
+EVENT_TYPES: tuple[str, ...] = ("new_best", "guardrail_tripped", "trial_crashed", "alert")
 BODY_FORMATS: tuple[str, ...] = ("json", "slack")
 MAX_URL = 2000
 #: Characters of a hypothesis an event carries.
@@ -165,6 +169,8 @@ def _text(event_type: str, project: Project, data: Mapping[str, Any]) -> str:
                 f"{trial.get('core_metric')}{was}")
     if event_type == "trial_crashed":
         return f"[{project.slug}] trial exp {trial.get('exp_id')} crashed ({trial.get('status')})"
+    if event_type == "alert":
+        return _alert_text(project, data["alert"])
     return f"[{project.slug}] guardrail {data['guardrail']['name']} tripped: {data['guardrail']['message']}"
 
 
@@ -213,3 +219,28 @@ def trial_events(
                 subscribed=subscribed)
     if trial.status.value in CRASH_STATUSES:
         enqueue(store, conn, project, "trial_crashed", {"trial": _trial_brief(trial)}, subscribed=subscribed)
+
+
+#: Slack's mark for each alert level
+_ALERT_MARKS = {"info": ":information_source:", "warn": ":warning:", "error": ":rotating_light:"}
+#: characters of an alert's text a chat message carries
+ALERT_TEXT_CHARS = 1000
+
+
+def _alert_text(project: Project, alert: Mapping[str, Any]) -> str:
+    """An alert for people (Slack mrkdwn): mark, project and trial, the title in bold, the
+    text quoted below; ``&``, ``<`` and ``>`` escaped as Slack asks."""
+    def escape(text: str) -> str:
+        return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+    level = str(alert.get("level") or "info")
+    step = f" at step {alert['step']}" if alert.get("step") is not None else ""
+    head = (f"{_ALERT_MARKS.get(level, '')} [{project.slug}] {level.upper()} alert from exp {alert.get('exp_id')}"
+            f"{step}: *{escape(str(alert.get('title') or ''))}*")
+    text = escape(str(alert.get("text") or ""))[:ALERT_TEXT_CHARS]
+    return head + ("\n" + "\n".join(f"> {line}" for line in text.splitlines()) if text.strip() else "")
+
+
+def alert_event(store: Store, conn: Connection, project: Project, trial: Trial, alert: Mapping[str, Any]) -> int:
+    """The ``alert`` event of a stored alert, in its transaction; how many hooks get it."""
+    return enqueue(store, conn, project, "alert", {"trial": _trial_brief(trial), "alert": dict(alert)})

@@ -18,6 +18,7 @@ TreeUses            :mod:`lineage.browse.tree`                  tree_window
 ExploreUses         :mod:`lineage.browse.explore`               explore
 TelemetryUses       :mod:`lineage.telemetry`                    ingest_telemetry, telemetry_series/points, summarize_telemetry
 TokenUses           :mod:`lineage.auth`                         create/list/revoke/verify tokens, tokens_exist
+AlertUses           :mod:`lineage.alerts`                       record_alert, alerts, alerts_page
 ==================  ==========================================  =====================================
 
 A wing never imports this package (it assembles the wings, not the other way round).
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from lineage.agent.prompt import check_prompt_template, default_prompt_template, wrap_prompt
 from lineage.agent.uses import AgentUses, KnowledgeData
+from lineage.alerts import AlertUses
 from lineage.auth import TokenUses
 from lineage.browse.explore import ExploreUses
 from lineage.browse.models import parse_expected_delta
@@ -50,7 +52,7 @@ __all__ = [
 
 class Ledger(
     LedgerCore, ProjectUses, RecordingUses, TableUses, FileUses, TelemetryUses, AgentUses, BrowseUses, TreeUses,
-    ExploreUses, TokenUses,
+    ExploreUses, TokenUses, AlertUses,
 ):
     """The ledger on one database: every use-case, by mixin (see the module docstring).
     Stateless beyond its engine: safe to run many of, in many processes."""

@@ -46,6 +46,14 @@ class TrialsQuery:
                 "total": self.page.total}
 
 
+class _RolledBack(Exception):
+    """Leaves a preview's write transaction, which rolls it back, with its report."""
+
+    def __init__(self, report: ImportReport) -> None:
+        super().__init__("preview")
+        self.report = report
+
+
 class TableUses:
     """import_trials, stream_trials, dataframe, backup, trials_page, iter_trials_page, trials_query."""
 
@@ -60,6 +68,7 @@ class TableUses:
         locate: Callable[[int], int | None] | None = None,
         create_with: Mapping[str, Any] | None = None,
         project_changes: Mapping[str, Any] | None = None,
+        preview: bool = False,
     ) -> ImportReport:
         """Insert parsed rows atomically: one bad row and nothing is stored.
 
@@ -70,7 +79,25 @@ class TableUses:
         the same transaction (a failed import leaves no empty project behind).
         ``project_changes``: columns of the project to set in the same transaction
         (``settings``, ``metric_name``; used by the results-file formats).
+        ``preview``: do all of it, then roll the transaction back (``committed=False``).
         """
+        try:
+            return self._import_trials(project_slug, rows, progress=progress, locate=locate, create_with=create_with,
+                                       project_changes=project_changes, preview=preview)
+        except _RolledBack as done:
+            return done.report
+
+    def _import_trials(
+        self,
+        project_slug: str,
+        rows: Iterable[Trial],
+        *,
+        progress: ProgressCallback | None,
+        locate: Callable[[int], int | None] | None,
+        create_with: Mapping[str, Any] | None,
+        project_changes: Mapping[str, Any] | None,
+        preview: bool,
+    ) -> ImportReport:
         with self.store.write() as conn:
             try:
                 project, first_seq, _ = self.store.locked_project(conn, project_slug)
@@ -117,6 +144,8 @@ class TableUses:
                 self.store.update_project(conn, project, dict(project_changes))
             if progress is not None:
                 progress(count)
+            if preview:
+                raise _RolledBack(ImportReport(project=project.slug, rows=count, committed=False))
         return ImportReport(project=project.slug, rows=count)
 
     def stream_trials(self, project_slug: str) -> Iterator[Trial]:

@@ -19,12 +19,14 @@ each module's docstring lists its methods:
 * ``explore.ExploreSql``: the metric explorer's reads;
 * ``search.SearchSql``: trial text search: candidates, vocabulary, index compaction;
 * ``outbox.OutboxSql``: webhooks and their delivery outbox;
-* ``progress.ProgressSql``: the progress summary's reads and the guardrail policies.
+* ``progress.ProgressSql``: the progress summary's reads and the guardrail policies;
+* ``alerts.AlertsSql``: alerts of trials.
 """
 
 from __future__ import annotations
 
 from lineage.store.base import TRIAL_COLUMNS, TRIAL_VALUE_COLUMNS, trial_from_row, utcnow
+from lineage.store.alerts import AlertsSql
 from lineage.store.base import _stamp  # noqa: F401 - lineage.monitor.hooks imports it from here
 from lineage.store.explore import ExploreSql
 from lineage.store.loops import LoopsSql
@@ -41,6 +43,7 @@ __all__ = ["BULK_BATCH", "TRIAL_COLUMNS", "TRIAL_VALUE_COLUMNS", "Store", "trial
 
 
 class Store(
-    ProjectsSql, TrialsSql, PagesSql, LoopsSql, TokensSql, TelemetrySql, ExploreSql, SearchSql, OutboxSql, ProgressSql
+    ProjectsSql, TrialsSql, PagesSql, LoopsSql, TokensSql, TelemetrySql, ExploreSql, SearchSql, OutboxSql, ProgressSql,
+    AlertsSql,
 ):
     """SQL access for one database (one engine): the mixins above over ``StoreBase``."""

@@ -29,7 +29,10 @@ def test_upload_then_download_round_trips_byte_for_byte(client: TestClient, db_u
     assert_problem(client.post(f"{P}/trials.tsv", content=text.encode()), 404, "project")
     made = client.post(f"{P}/trials.tsv", params={"create": "true", "lower_is_better": "false"}, content=text.encode(),
                        headers={"content-type": "text/tab-separated-values"})
-    assert made.status_code == 201 and made.json() == {"project": "p", "rows": 30}
+    assert made.status_code == 201
+    assert made.json() == {"project": "p", "rows": 30, "committed": True, "created": True, "format": "fieldkit",
+                           "metric": "core_metric", "metric_name": "core_metric", "lower_is_better": False,
+                           "direction": "from the flag", "warnings": [], "text_lines": []}
     down = client.get(f"{P}/trials.tsv")
     assert down.status_code == 200 and down.headers["content-type"].startswith("text/tab-separated-values")
     # README, known differences: SQLite stores -0.0 as 0.0

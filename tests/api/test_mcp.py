@@ -88,8 +88,8 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         return out
 
     out = anyio.run(_session_run, db, steps)
-    assert out["tools"] == ["find_similar", "get_knowledge", "get_prompt", "get_summary", "get_trial", "list_trials", "record_trial",
-                            "update_trial"]
+    assert out["tools"] == ["find_similar", "get_knowledge", "get_prompt", "get_summary", "get_trial", "list_alerts",
+                            "list_trials", "record_trial", "update_trial"]
     assert out["raw"] == expected_prompt
     assert out["wrapped"].startswith(expected_head) and "Next exp_id: `006`" in out["wrapped"]
     assert out["knowledge"] == expected_knowledge

@@ -122,7 +122,10 @@ def test_a_line_of_the_tables_width_is_a_record_unless_it_is_not(line: str, reco
 
 def test_a_long_format_file_imports_every_row_and_one_name_is_the_metric() -> None:
     text = long_format()
-    trials, layout, warnings = read(text)
+    with pytest.raises(InvalidInput) as info:  # no status column: its values are no choices of the loop
+        read(text)
+    assert info.value.field == "direction" and "no status column" in info.value.message
+    trials, layout, warnings = read(text, lower_is_better=False)
     assert (layout.metric, layout.long_names, layout.long_metric) == ("value", "metric", "resolution_rate")
     words = [t for t in trials if t.extra["metric"] == "trend"]
     assert len(words) == 24 and all(t.core_metric is None for t in words)
@@ -145,7 +148,7 @@ def test_metric_flag_chooses_another_name_of_a_long_format_file() -> None:
         read(long_format(), metric="accuracy")
     assert info.value.field == "metric" and "resolution_rate" in info.value.message
     # --metric naming the value column keeps the long format
-    _, layout, _ = read(long_format(), metric="value")
+    _, layout, _ = read(long_format(), metric="value", lower_is_better=False)
     assert layout.long_metric == "resolution_rate"
 
 
@@ -277,3 +280,80 @@ def test_decide_direction_puts_the_warning_with_the_files_warnings() -> None:
     notes: list[str] = []
     assert ar.decide_direction(table, None, notes)[0] is True and len(notes) == 1
     assert ar.decide_direction(table, False, notes) == (False, "from the flag") and len(notes) == 1
+
+
+def test_a_file_without_a_status_column_decides_the_direction_by_name_or_overwhelming_values() -> None:
+    zigzag = ["iteration\tj_index\tnote"] + [f"{i}\t{v}\tfeature set {i}" for i, v in
+                                              enumerate([0.80, 0.79, 0.81, 0.80, 0.82, 0.81, 0.80, 0.83, 0.82, 0.81])]
+    with pytest.raises(InvalidInput) as info:  # 6 of 9 moves down: chance, not a loop's choice
+        read(tsv(*zigzag))
+    assert info.value.field == "direction" and "no status column" in info.value.message
+    rising = ["iteration\tj_index\tnote"] + [f"{i}\t{0.5 + i / 100:.2f}\tstep {i}" for i in range(10)]
+    _, _, _ = read(tsv(*rising))  # 9 of 9 up: overwhelming even without choices
+    trials, layout, _ = read(tsv(*zigzag).replace("j_index", "accuracy"))  # the name decides, unchecked
+    assert layout.metric == "accuracy" and len(trials) == 10
+
+
+# -- which column is the metric ------------------------------------------------------------------
+
+
+def test_a_rate_says_higher_and_is_no_resource() -> None:
+    for name in ("tok_per_sec", "tok_sec", "tg_tok_s", "generations_per_s", "samples/sec"):
+        assert ar.is_rate(name) and ar.direction_of_name(name) is False and not ar.is_resource(name)
+    for name in ("time_s", "train_s", "wall_sec", "budget_sec"):
+        assert not ar.is_rate(name) and ar.is_resource(name)
+    text = tsv("commit\ttok_per_sec\tvram_gb\tcache_hit\tstatus\tdescription",
+               "a1b2c3d\t2.10\t0.0\t0.1\tkeep\tbase", "b2c3d4e\t2.40\t0.0\t0.2\tkeep\tprefetch")
+    assert read(text)[1].metric == "tok_per_sec"
+
+
+def test_id_and_time_columns_and_true_false_cells_are_never_the_metric() -> None:
+    assert all(ar.is_id_column(n) for n in ("ts", "candidate_id", "created_at", "exp_id", "timestamp"))
+    text = tsv("ts\tcandidate_id\tflag\tloss\tstatus\tdescription",
+               "1771000000\t0001\tTrue\t0.9\tkeep\ta", "1771000330\t0002\tFalse\t0.8\tkeep\tb",
+               "1771000660\t0003\t3\t0.7\tkeep\tc", "1771000990\t0004\t-\t0.6\tkeep\td")
+    assert read(text)[1].metric == "loss"
+    assert ar.name_tokens("val_map50_95")[-1] == "map" and ar.direction_of_name("val_map50_95") is False
+
+
+def test_a_table_that_records_no_status_commit_or_description_is_no_loops() -> None:
+    text = tsv("starttime\tseconds\tctime\tdtime", "Mon 10:00\t1768212000\t80\t5000", "Mon 10:01\t1768212001\t81\t5037")
+    with pytest.raises(InvalidInput) as info:
+        read(text)
+    assert info.value.field == "file" and info.value.line == 1 and "not the results table of a loop" in info.value.message
+    trials, layout, _ = read(text, metric="dtime", lower_is_better=True)  # a flag says it is one
+    assert layout.metric == "dtime" and len(trials) == 2
+
+
+# -- lines that are records after all ---------------------------------------------------------------
+
+
+def test_cells_without_a_column_are_kept_and_the_row_is_a_trial() -> None:
+    text = tsv("commit\ttrain_loss\tvram_mb\tstatus\tdescription", "baseline\t4.10\t18110\tkeep\tdefault",
+               "v1_ode\t1.70\t21950\t1520s\tkeep\tODE, stage B",  # a duration inserted before the status
+               "v2_ode\t1.65\t21950\tkeep\tODE only\tsee notes")  # a tab inside the text: the description
+    trials, layout, warnings = read(text)
+    assert [t.status.value for t in trials] == ["keep", "keep", "keep"]
+    assert trials[1].extra["col4"] == "1520s" and trials[1].hypothesis == "ODE, stage B"
+    assert trials[2].hypothesis == "ODE only\tsee notes"
+    assert any("line 3: 6 cells, the header has 5; cell 4 has no column" in w for w in warnings)
+    assert write(trials, layout) == text
+    text = tsv("when\thypothesis\tscore\tstatus", "d1\tadd widget 1\t88\tKEEP", "d2\tprobe B0\t58\tKEEP\t100\t51")
+    trials, layout, _ = read(text)  # two unnamed cells after the status, the last column
+    assert len(trials) == 2 and (trials[1].extra["col5"], trials[1].extra["col6"]) == ("100", "51")
+    assert write(trials, layout) == text
+
+
+def test_a_record_broken_over_two_lines_is_one_trial() -> None:
+    text = tsv("date\tversion\tscore\tstatus\tnotes", "2026-05-01\tv1.0", "v\t0.5\tkeep\tfirst",
+               "2026-05-02\tv1.1\t0.6\tkeep\tsecond", "2026-05-03\tv2.0", "v\t0.7\tkeep\tthird")
+    trials, layout, warnings = read(text)
+    assert len(trials) == 3 and trials[0].extra["version"] == "v1.0\nv" and trials[2].core_metric == 0.7
+    assert any("one record broken over lines 2-3" in w for w in warnings)
+    assert write(trials, layout) == text
+
+
+def test_a_status_word_may_hold_a_comma() -> None:
+    assert ar.parse_status_map("best(a:1%,b:2%)=keep,回滚=discard") == {"best(a:1%,b:2%)": "keep", "回滚": "discard"}
+    with pytest.raises(InvalidInput):
+        ar.parse_status_map("keep=keep,oops")

@@ -61,7 +61,7 @@ def test_a_failed_record_is_a_trial_without_a_metric_and_never_the_best(ledger: 
 
 
 def test_long_format_project_takes_the_chosen_name_as_its_metric(ledger: Ledger) -> None:
-    imported(ledger, RECORDS["long_format"].text)
+    imported(ledger, RECORDS["long_format"].text, lower_is_better=False)
     project = ledger.project("loop")
     assert project.metric_name == "resolution_rate" and project.lower_is_better is False
     best = ledger.best("loop")

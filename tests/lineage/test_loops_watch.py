@@ -18,7 +18,7 @@ import pytest
 from lineage import loops
 from lineage.domain import FailureLabel
 from lineage.service import Ledger
-from tests.lineage.autoresearch_files import ORIGINAL
+from tests.lineage.autoresearch_files import HEADERLESS_COLUMNS, HEADERLESS_MODELS, ORIGINAL
 from tests.servers import cpu_seconds
 
 pytest.importorskip("watchfiles")
@@ -177,8 +177,19 @@ def test_cli_watch_server_once(server, tmp_path: Path) -> None:  # type: ignore[
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output + result.stderr
     assert "added 8" in result.output
-    refused = CliRunner().invoke(cli, [*args, "--metric", "val_bpb"])
-    assert refused.exit_code == 2 and "cannot go to a server" in refused.output + refused.stderr
+    # the column options go to the server's import with the file (its HTTP import takes them all)
+    headerless = tmp_path / "headerless.tsv"
+    headerless.write_text(HEADERLESS_MODELS, encoding="utf-8")
+    named = CliRunner().invoke(cli, ["--db", str(tmp_path / "unused.db"), "watch", str(headerless), "--project", "named",
+                                     "--server", url, "--once", "--columns", HEADERLESS_COLUMNS])
+    assert named.exit_code == 0, named.output + named.stderr
+    ledger = Ledger.open(_db, upgrade=False)
+    try:
+        project = ledger.project("named")
+        assert project.metric_name == "tok_s" and project.trial_count == 4 and project.lower_is_better is False
+        assert ledger.results_layout("named").has_header is False  # type: ignore[union-attr]
+    finally:
+        ledger.close()
 
 
 def test_crash_rows_are_never_the_best_over_http_and_in_the_pages(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

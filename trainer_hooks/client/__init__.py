@@ -1,7 +1,8 @@
 """The ledger's telemetry client: runs inside a training job, talks to the ledger over
 HTTP only, and imports neither torch (tensors are accepted, not required) nor ``lineage``.
 
-* :class:`LedgerClient` — plan a trial, log telemetry, finish it (``client``);
+* :class:`LedgerClient` — plan a trial, log telemetry, raise alerts, finish it (``client``);
+* the system metrics sampler it runs (``sysmetrics``);
 * the durable per-run spool and its replay (``spool``, ``delivery``;
   ``lineage spool flush DIR`` replays spools from the command line, ``cli``);
 * the outcome rule, the failure labels and the ledger's answer to a finish (``outcome``).

@@ -1,5 +1,5 @@
-"""``LedgerClient``: plan a trial, log telemetry, finish it — without a training step ever
-waiting on the network, and without losing what was logged.
+"""``LedgerClient``: plan a trial, log telemetry, raise alerts, finish it — without a training
+step ever waiting on the network, and without losing what was logged.
 
 Path of a point::
 
@@ -27,6 +27,13 @@ ledger becomes unreachable (or answers 5xx) and one when delivery resumes, with 
 count of points and writes held in the spool meanwhile; the outcome of the trial
 (:attr:`LedgerClient.outcome`: the status stored, ``delta_vs_best``, new best or not)
 once the ledger answered the finish.
+
+System metrics (:mod:`trainer_hooks.client.sysmetrics`): once a trial is planned, a
+sampler thread logs GPU memory and utilisation, the process's RSS and CPU and the
+machine's under ``sys/`` every ``system_metrics`` seconds (10 by default; off with
+``system_metrics=False`` or ``LINEAGE_SYSTEM_METRICS=0``), at the step last logged. Its
+points go through the same spool; at :meth:`LedgerClient.finish_trial` it stops, and the
+run's peak GPU memory becomes the trial's ``extra["memory_gb"]`` (GB of 2**30 bytes).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import atexit
 import collections
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -50,6 +58,7 @@ from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, T
 from trainer_hooks.client.outcome import TrialOutcome
 from trainer_hooks.client.points import Row, encode_rows, step_rows, turn_rows
 from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
+from trainer_hooks.client.sysmetrics import SystemSampler, sampler_settings
 
 __all__ = ["ClientReport", "LedgerClient", "default_spool_dir"]
 
@@ -62,6 +71,10 @@ FINISH_FIELDS = ("core_metric", "val_bpb", "train_s", "total_s", "notes", "job_n
 #: the status a trial is planned with: until the run finishes it is a run the harness
 #: stopped (never "best"), which is also the truth if the trainer is killed and never finishes
 PLANNED_STATUS = "harness_abort"
+#: the ledger's alert rules (``lineage.alerts``)
+ALERT_LEVELS = ("info", "warn", "error")
+MAX_ALERT_TITLE = 300
+MAX_ALERT_TEXT = 10_000
 #: a run id names the spool file and prefixes idempotency keys (printable ASCII, no spaces)
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
@@ -113,6 +126,8 @@ class LedgerClient:
         durable: fsync every spool commit (``synchronous=FULL``); False: survive a process
             kill but not a power cut.
         gzip_level: of telemetry bodies; ``"auto"``: none on loopback, 1 over a network.
+        system_metrics: the sampler's interval in seconds, True (10 s), False (none);
+            None: ``LINEAGE_SYSTEM_METRICS`` (module doc).
         keep_spool: keep the spool file at :meth:`close` even when everything was delivered.
     """
 
@@ -120,7 +135,8 @@ class LedgerClient:
                  run_id: str | None = None, timeout: float = 10.0, max_batch_points: int = 50_000,
                  max_buffer_points: int = 200_000, spool_interval: float = 0.2, close_timeout: float = 10.0,
                  backoff: tuple[float, float] = (0.05, 5.0), handle_sigterm: bool = False, durable: bool = True,
-                 gzip_level: int | None | str = "auto", keep_spool: bool = False) -> None:
+                 gzip_level: int | None | str = "auto", system_metrics: bool | float | None = None,
+                 keep_spool: bool = False) -> None:
         self.project = project
         self.run_id = run_id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         if not _RUN_ID.match(self.run_id):
@@ -146,6 +162,12 @@ class LedgerClient:
         self._logged_clip_scale = False
         self._plan_extra: dict[str, Any] = {"run_id": self.run_id}
         self._buffer: collections.deque[list[Row]] = collections.deque()
+        #: rows of other threads (the system metrics sampler), spooled with the buffer
+        self._side: collections.deque[list[Row]] = collections.deque()
+        self._last_step = 0
+        self.system_points = 0
+        self._system_interval = sampler_settings(system_metrics)
+        self.sampler: SystemSampler | None = None
         # written by one side each (the logging thread / the spool lock holder): no lock on log()
         self._appended = 0
         self._drained = 0
@@ -179,15 +201,15 @@ class LedgerClient:
                    **fields: Any) -> None:
         """Record the trial this run is (status ``harness_abort`` until :meth:`finish_trial`).
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
-        ``parent_exp`` None: not sent, the ledger's default parent applies; ``""``: no parent."""
+        ``parent_exp`` None or ``""``: not sent, the ledger's default parent applies."""
         body: dict[str, Any] = {"hypothesis": hypothesis, "expected_delta": expected_delta,
                                 "baseline_exp": baseline_exp, "specialist": specialist, "domain": domain,
                                 "status": PLANNED_STATUS, **fields}
-        if parent_exp is not None:
-            body["parent_exp"] = parent_exp
         unknown = set(fields) - set(PLAN_FIELDS)
         if unknown:
             raise ValueError(f"plan_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(PLAN_FIELDS)}")
+        if parent_exp:  # no parent named: the ledger's default rule decides
+            body["parent_exp"] = parent_exp
         if exp_id is not None:
             body["exp_id"] = exp_id
             self.spool.set("exp_id", exp_id)
@@ -195,29 +217,43 @@ class LedgerClient:
         body["extra"] = {"run_id": self.run_id, "state": "running", **dict(body.get("extra") or {})}
         self._plan_extra = body["extra"]
         self._append_op("plan", body)
+        if self._system_interval is not None and self.sampler is None:
+            self.sampler = SystemSampler(self._log_system, interval=self._system_interval)
+            self.sampler.start()
 
     def finish_trial(self, *, status: str = "auto", core_metric: float | None = None, keep_margin: float = 0.0,
-                     summarize: bool | None = None, **fields: Any) -> None:
+                     summarize: bool | None = None, metric_from: Mapping[str, float] | None = None,
+                     metric_key: str | None = None, **fields: Any) -> None:
         """Finish the trial: the telemetry logged so far is sent first, then (when clip-scale
         telemetry was logged, or ``summarize``) the server derives the ``ig_clip_scale_*``
         summary from it, then the trial gets its status, metric and fields.
 
         ``status="auto"``: the outcome rule (``keep`` when ``core_metric`` beats the current
         best by at least ``keep_margin`` in the project's direction, else ``discard``),
-        decided when the ledger is reachable. Any other value is a failure label."""
+        decided when the ledger is reachable. Any other value is a failure label.
+
+        ``metric_from`` (a run's summary, ``name -> value``) with no ``core_metric``: the
+        core metric is the summary's entry for ``metric_key`` (default: the project's
+        ``metric_name``, read when the ledger is reachable), by
+        :func:`~trainer_hooks.client.outcome.metric_of_summary`."""
         unknown = set(fields) - set(FINISH_FIELDS)
         if unknown:
             raise ValueError(f"finish_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(FINISH_FIELDS)}")
         if keep_margin < 0:
             raise ValueError(f"keep_margin must be >= 0, got {keep_margin!r}")
+        memory = self._stop_sampler()
         self._spool_buffer()
         if summarize if summarize is not None else self._logged_clip_scale:
             self._append_op("summarize", {})
         # a PATCH replaces ``extra`` whole: the plan's entries are carried over
         extra = {**self._plan_extra, "state": "finished", "telemetry_points": self.points_logged,
-                 "nonfinite_dropped": self.nonfinite_dropped, **dict(fields.pop("extra", None) or {})}
-        self._append_op("finish", {"fields": {"status": status, "core_metric": core_metric, "extra": extra, **fields},
-                                   "keep_margin": keep_margin})
+                 "nonfinite_dropped": self.nonfinite_dropped, **memory, **dict(fields.pop("extra", None) or {})}
+        body: dict[str, Any] = {"fields": {"status": status, "core_metric": core_metric, "extra": extra, **fields},
+                                "keep_margin": keep_margin}
+        if metric_from is not None and core_metric is None:
+            body["metric_from"] = {str(k): float(v) for k, v in metric_from.items() if math.isfinite(float(v))}
+            body["metric_key"] = metric_key
+        self._append_op("finish", body)
 
     @property
     def exp_id(self) -> str | None:
@@ -235,12 +271,29 @@ class LedgerClient:
             self._outcome = TrialOutcome.from_dict(json.loads(found)) if found else None
         return self._outcome
 
+    # -- alerts ---------------------------------------------------------------------------
+
+    def alert(self, title: str, text: str = "", *, level: str = "info", step: int | None = None) -> None:
+        """Raise an alert of the trial ("loss is diverging"): spooled at once (it survives a
+        crash right after), sent in order with the telemetry, stored once however often it
+        is retried. ``level``: ``info``, ``warn`` or ``error``; ``step`` defaults to the step
+        last logged. A title is one line of at most 300 characters and a text at most 10,000
+        (longer ones are cut, line breaks in a title become spaces)."""
+        if level not in ALERT_LEVELS:
+            raise ValueError(f"alert level must be one of {', '.join(ALERT_LEVELS)}, got {level!r}")
+        title = " ".join(str(title).split())[:MAX_ALERT_TITLE]
+        if not title:
+            raise ValueError("an alert needs a title")
+        self._append_op("alert", {"title": title, "text": str(text)[:MAX_ALERT_TEXT], "level": level,
+                                  "step": self._last_step if step is None else int(step), "wall_time": time.time()})
+
     # -- telemetry ------------------------------------------------------------------------
 
     def log(self, step: int, metrics: Mapping[str, Any], *, turn: int | None = None) -> None:
         """Log ``name -> value`` (numbers or 0-dim tensors) at ``step`` (for ``turn``)."""
         rows, dropped = step_rows(step, metrics, turn, time.time())
         self._push(rows, dropped)
+        self._last_step = step
         if turn is None and "clip_scale_mean" in metrics:
             self._logged_clip_scale = True
 
@@ -248,6 +301,7 @@ class LedgerClient:
         """Log per-turn series: ``name -> [T]`` values (list or 1-D tensor), turn ``t`` each."""
         rows, dropped = turn_rows(step, per_turn, time.time())
         self._push(rows, dropped)
+        self._last_step = step
 
     def _push(self, rows: list[Row], dropped: int) -> None:
         if self._closed:
@@ -263,6 +317,26 @@ class LedgerClient:
             self._spool_buffer()  # the disk is behind: spool here rather than drop or grow
         elif buffered >= self.max_batch_points:
             self._spool_wake.set()
+
+    def _log_system(self, values: Mapping[str, float]) -> None:
+        """The sampler's thread: one sample at the step last logged."""
+        rows, _ = step_rows(self._last_step, values, None, time.time())
+        if rows and not self._closed:
+            self._side.append(rows)
+            self.system_points += len(rows)
+
+    def _stop_sampler(self) -> dict[str, float]:
+        """Stop the sampler; ``{"memory_gb": peak}`` when the run used a GPU, else ``{}``."""
+        sampler, self.sampler = self.sampler, None
+        if sampler is None:
+            return {}
+        sampler.stop()
+        try:
+            sampler.sample()  # the peak up to now
+        except Exception:  # never take the trainer down for a figure
+            log.debug("ledger: final system sample failed", exc_info=True)
+        peak = sampler.peak_gpu_gb
+        return {} if peak is None else {"memory_gb": round(peak, 3)}
 
     # -- flushing -------------------------------------------------------------------------
 
@@ -290,6 +364,7 @@ class LedgerClient:
         if self._report is not None:
             return self._report
         if not self._closed:
+            self._stop_sampler()
             self._closed = True
             atexit.unregister(self.close)
             self._spool_buffer()
@@ -346,7 +421,11 @@ class LedgerClient:
             chunks: list[tuple[str, int]] = []
             pending: list[Row] = []
             taken: list[list[Row]] = []
+            side: list[list[Row]] = []
             try:
+                while self._side:
+                    side.append(self._side.popleft())
+                    pending.extend(side[-1])
                 while self._buffer:
                     rows = self._buffer.popleft()
                     taken.append(rows)
@@ -359,6 +438,7 @@ class LedgerClient:
                 self.spool.append_points(chunks)
             except BaseException:  # a full disk, a SIGTERM's SystemExit: the rows go back, in order
                 self._buffer.extendleft(reversed(taken))
+                self._side.extendleft(reversed(side))
                 raise
             self._drained += sum(len(rows) for rows in taken)
         if chunks:

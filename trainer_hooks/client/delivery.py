@@ -15,18 +15,22 @@ Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``G
 project, ``POST /projects`` only on a 404, so an existing project costs no ``409
 Conflict``; a 409 from a run that created it in between is fine), ``plan`` (``POST
 /trials`` with ``Idempotency-Key: <run_id>-plan``; the stored ``exp_id`` goes into the
-spool's meta), ``points`` (``POST .../telemetry`` with ``batch_id``), ``summarize`` (a
-422 "no clip-scale telemetry" is skipped), ``finish`` (``PATCH`` the trial; status
-``auto`` is decided once by the outcome rule against the project's current best, and
-the decision is spooled before the PATCH so a replay cannot decide differently; the
-ledger's answer, with whether the trial is the best now, goes into the spool's
-``outcome`` meta as a :class:`~trainer_hooks.client.outcome.TrialOutcome`).
+spool's meta), ``points`` (``POST .../telemetry`` with ``batch_id``), ``alert`` (``POST
+.../alerts`` with ``Idempotency-Key: <run_id>-alert-<seq>``; an alert the ledger finds
+malformed, a 422, is logged and skipped rather than stopping the run's telemetry),
+``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish`` (``PATCH`` the
+trial; a core metric taken from the run's summary is picked once, by the project's
+``metric_name``, and status ``auto`` is decided once by the outcome rule against the
+project's current best; both decisions are spooled before the PATCH so a replay cannot
+decide differently; the ledger's answer, with whether the trial is the best now, goes
+into the spool's ``outcome`` meta as a :class:`~trainer_hooks.client.outcome.TrialOutcome`).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import random
 import time
 from typing import Any, Callable
@@ -34,10 +38,12 @@ from urllib.parse import quote
 
 import httpx
 
-from trainer_hooks.client.outcome import TrialOutcome, decide_status
+from trainer_hooks.client.outcome import TrialOutcome, decide_status, metric_of_summary
 from trainer_hooks.client.spool import Op, Spool
 
 __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
+
+log = logging.getLogger("trainer_hooks.client")
 
 API = "/api/v1"
 #: 4xx that mean "try again later", not "never"
@@ -143,8 +149,8 @@ def deliver(spool: Spool, transport: Transport, *, max_points: int = 50_000,
         if op is None:
             return sent_points
         try:
-            if op.kind == "points" and not spool.get("exp_id"):
-                op = _plan_logged_later(spool, op, final())  # points logged before plan_trial: plan first
+            if op.kind in ("points", "alert") and not spool.get("exp_id"):
+                op = _plan_logged_later(spool, op, final())  # logged before plan_trial: plan first
             if op.kind == "points":
                 key, ops = spool.group(op, max_points=max_points, run_id=run_id)
                 count = _send_points(spool, transport, key, ops)
@@ -205,6 +211,12 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
         made = transport.request("plan", "POST", f"{transport.prefix}/trials", json=body,
                                  headers={"Idempotency-Key": f"{run_id}-plan"})
         spool.set("exp_id", made.json()["trial"]["exp_id"])
+    elif op.kind == "alert":
+        exp_id = _exp_id(spool, "alert")
+        sent = transport.request("alert", "POST", f"{transport.prefix}/trials/{quote(exp_id, safe='')}/alerts",
+                                 json=body, headers={"Idempotency-Key": f"{run_id}-alert-{op.seq}"}, ok_statuses=(422,))
+        if sent.status_code == 422:
+            log.warning("ledger refused an alert (%s); it is skipped", _detail(sent))
     elif op.kind == "summarize":
         exp_id = _exp_id(spool, "summarize")
         transport.request("summarize", "POST", f"{transport.prefix}/trials/{quote(exp_id, safe='')}/telemetry/summarize",
@@ -212,6 +224,10 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
     elif op.kind == "finish":
         exp_id = _exp_id(spool, "finish")
         fields = dict(body["fields"])
+        if body.get("metric_from") is not None and fields.get("core_metric") is None:
+            fields["core_metric"], used = _metric_of_summary(spool, transport, body)
+            if used:
+                fields["extra"] = {**(fields.get("extra") or {}), "metric_from_summary": used}
         if fields.get("status") == "auto":
             fields["status"] = spool.get("decided_status") or _decide(spool, transport, fields, body.get("keep_margin", 0.0))
         stored = transport.request("finish", "PATCH", f"{transport.prefix}/trials/{quote(exp_id, safe='')}",
@@ -223,6 +239,20 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
         spool.set("outcome", json.dumps(outcome.to_dict()))
     else:
         raise LedgerRejected(0, f"unknown spooled op {op.kind!r} (seq {op.seq})", kind=op.kind)
+
+
+def _metric_of_summary(spool: Spool, transport: Transport, body: dict[str, Any]) -> tuple[float | None, str | None]:
+    """The core metric from the finish's summary (the project's ``metric_name`` unless the
+    run named its key), and the summary entry it came from; stored in the spool before the
+    PATCH that uses it."""
+    stored = spool.get("decided_metric")
+    if stored is not None:
+        value, used = json.loads(stored)
+        return value, used
+    key = body.get("metric_key") or transport.request("finish", "GET", transport.prefix).json()["metric_name"]
+    used, value = metric_of_summary(body["metric_from"], key)
+    spool.set("decided_metric", json.dumps([value, used]))
+    return value, used
 
 
 def _decide(spool: Spool, transport: Transport, fields: dict[str, Any], margin: float) -> str:

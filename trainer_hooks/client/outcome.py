@@ -7,6 +7,9 @@ stopped it (:func:`failure_label`): the strings are the ledger's failure labels
 (``lineage.domain.FailureLabel``; a contract test keeps the two equal, this package
 does not import ``lineage``). ``delta_vs_best`` is the server's to compute.
 
+A run that reports a summary (``name -> value``, as wandb-style scripts do) rather than one
+number has its core metric read from it (:func:`metric_of_summary`).
+
 :class:`TrialOutcome` is what the ledger answered when the run finished: the status it
 stored, its ``delta_vs_best``, and whether the trial is the project's best now.
 """
@@ -25,6 +28,7 @@ __all__ = [
     "beats_best",
     "decide_status",
     "failure_label",
+    "metric_of_summary",
 ]
 
 #: The shared vocabulary of trial statuses (value for value ``lineage.domain.FailureLabel``).
@@ -111,3 +115,20 @@ def failure_label(exc: BaseException) -> str:
             or "out of memory" in str(exc).lower():
         return "size_blocked"
     return "crash"
+
+
+def metric_of_summary(summary: Mapping[str, float], key: str) -> tuple[str | None, float | None]:
+    """``(the summary entry used, its value)`` for the metric ``key``: ``summary[key]``;
+    else the one entry whose last ``/``-separated segment is ``key`` (``val/loss`` for
+    ``loss``); else ``(None, None)`` (no such entry, or several). A non-finite value
+    counts as no value."""
+    if key in summary:
+        found: str | None = key
+    else:
+        suffix = "/" + key
+        matches = [name for name in summary if name.endswith(suffix)]
+        found = matches[0] if len(matches) == 1 else None
+    if found is None:
+        return None, None
+    value = float(summary[found])
+    return (found, value) if math.isfinite(value) else (found, None)

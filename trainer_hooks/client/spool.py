@@ -14,7 +14,7 @@ Tables
     ``meta(key, value)``: the run (``run_id``, ``base_url``, ``project``), the trial's
     ``exp_id`` once known, and the last rejection (``rejected``: why the ledger refused).
     ``ops(seq, kind, body, points, group_key, sent)``: one write each, in ``seq`` order.
-    ``kind`` is ``project`` | ``plan`` | ``points`` | ``summarize`` | ``finish``; ``body``
+    ``kind`` is ``project`` | ``plan`` | ``points`` | ``alert`` | ``summarize`` | ``finish``; ``body``
     is JSON (for ``points`` the comma-joined point objects without brackets, so a batch
     is built by concatenation).
 

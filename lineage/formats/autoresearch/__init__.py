@@ -33,22 +33,35 @@ What a file becomes (the rules, each written once here)
       ``verdict``, ``decision``, ``result``, ``outcome``, ``kept_or_reverted``, ... see
       :data:`STATUS_COLUMN_NAMES`), else as the text column whose words are at least 80%
       status words; the metric is ``--metric`` or the first numeric column that is not an
-      id column (``commit``, ``run``, ``step``...) -- numeric meaning at least 80% of its
-      cells are numbers, placeholders or status words (``FAIL``), or, for a column whose
-      name says a direction, at least half are numbers -- preferring one whose name says
-      a direction (``val_bpb``, ``score``...) over resource columns (``memory_gb``,
-      ``seconds``...); a column named like a metric with fewer numbers than that is an
+      id or time column (``commit``, ``run``, ``step``, a name ending in ``_id``, ``_at``,
+      ``ts``...: :func:`is_id_column`) -- numeric meaning at least 80% of its cells are
+      numbers, placeholders or words of a failed run (``FAIL``, ``oom``: not ``True`` or
+      ``keep``), or, for a column whose name says a direction, at least half are numbers
+      -- preferring one whose name says a direction (``val_bpb``, ``score``..., and a
+      rate such as ``tok_sec`` or ``generations_per_s``: :func:`is_rate`, higher) over
+      plain names over resource columns (``memory_gb``, ``seconds``...); a column named
+      like a metric with fewer numbers than that is an
       error asking for ``--metric``, never a silently different metric; the description
       is found by name (``description``, ``idea``, ``hypothesis``...) or is the text
       column with the longest cells. A column named like a trial field (``timestamp``,
       ``notes``, ``val_bpb``...) fills that field; every other column is kept per trial
       in ``extra`` under its own name.
+    * **A loop's table**: a file is a loop's results table only when a column records
+      a status, a commit or a description (by name, or a status or commit column by its
+      cells). Any other table -- a data dump, a key/value list, a benchmark's
+      per-request log -- is refused naming its header line, unless a column flag
+      (``--metric``, ``--status``, ``--description``, ``--id``, ``--parent``) says it is one.
     * **Records and text** (:class:`RowParser`): every record of the loop is a trial. A
       line with the header's cell count (after the repairs: a missing cell, a tab in the
       text, two rows on one line) is a record, even when its metric cell is not a number
       (``FAIL``, ``error: CUDA OOM``, ``see log``): the trial has no metric (never the best),
       the cell is kept as written in ``extra[<metric column>]`` (exported as it was, shown
-      with the trial) and the lines are named in one warning. It is *not* a record -- and
+      with the trial) and the lines are named in one warning. A line with one or two
+      cells more than the header whose other cells fit (a known status word under the
+      status column) is a record with cells that have no column -- at the end, or
+      inserted before the status -- kept in ``extra`` as ``col<N>``; two short lines
+      whose cells join to the header's are one record broken by a line end inside a
+      cell. It is *not* a record -- and
       stays text, written back where it was -- when it repeats the header (half its cells
       or more are column names) or its other cells contradict the columns (no known
       status word, and the number columns, the commit column and the status cell score
@@ -100,9 +113,11 @@ What a file becomes (the rules, each written once here)
       they decide overwhelmingly -- at least 8 moves between consecutive kept values, at
       least 90% of them one way -- even against the metric's name, with a warning naming
       the name's suggestion and the count; else the metric's name (loss, bpb, perplexity,
-      error... lower; score, sharpe, accuracy, reward... higher) checked against the kept
-      values (at least 2 moves, two thirds one way); when they disagree or neither
-      decides: an error naming the flag to pass.
+      error... lower; score, sharpe, accuracy, reward, a rate... higher) checked against
+      the kept values (at least 2 moves, two thirds one way); a name that says nothing:
+      the kept values at two thirds; when they disagree or neither decides: an error
+      naming the flag to pass. A file without a status column records no choices: its
+      values decide only overwhelmingly, else the name, else the flag.
 
 Round trip
     The file's header text, trailing text (a summary after the rows), line ends, number
@@ -144,6 +159,7 @@ from lineage.formats.autoresearch.infer import SAMPLE_ROWS, ParsedTable, infer_l
 from lineage.formats.autoresearch.layout import (
     GENERIC,
     GIT_KEY,
+    DIRECTIONS,
     ID_WIDTH,
     LINE_KEY,
     NAME,
@@ -151,9 +167,11 @@ from lineage.formats.autoresearch.layout import (
     RESERVED_KEYS,
     ROW_KEY,
     SETTINGS_KEY,
+    SPAN_KEY,
     ImportOptions,
     Layout,
     default_layout,
+    direction_flag,
     format_number,
     parse_columns,
 )
@@ -170,6 +188,10 @@ from lineage.formats.autoresearch.vocabulary import (
     STATUS_WORDS,
     UNKNOWN_LABEL,
     direction_of_name,
+    is_id_column,
+    is_number,
+    is_rate,
+    is_resource,
     map_status,
     metric_value,
     name_tokens,
@@ -186,6 +208,7 @@ __all__ = [
     "CRASH_LIKE",
     "DECISIVE_MOVES",
     "DECISIVE_SHARE",
+    "DIRECTIONS",
     "GENERIC",
     "GIT_KEY",
     "ID_WIDTH",
@@ -199,6 +222,7 @@ __all__ = [
     "ROW_KEY",
     "SAMPLE_ROWS",
     "SETTINGS_KEY",
+    "SPAN_KEY",
     "STATUS_WORDS",
     "UNKNOWN_LABEL",
     "ImportOptions",
@@ -212,6 +236,7 @@ __all__ = [
     "decide_direction",
     "default_layout",
     "delimiter_of",
+    "direction_flag",
     "direction_of_name",
     "first_nonblank",
     "format_number",
@@ -219,6 +244,10 @@ __all__ = [
     "headerless_hint",
     "infer_direction",
     "infer_layout",
+    "is_id_column",
+    "is_number",
+    "is_rate",
+    "is_resource",
     "kept_values",
     "looks_like_data",
     "map_status",

@@ -1,7 +1,7 @@
 """Which way a results file's metric is better: :func:`infer_direction` (the rule, from a
 metric's name, its kept values and a flag) and :func:`decide_direction` (the rule applied
 to a parsed file: the metric's name as the project knows it, the headerless hint, the
-warning when the values overrule the name).
+warning when the values overrule the name; its error names the metric's header cell).
 
 The rule, in order:
 
@@ -20,7 +20,11 @@ The rule, in order:
    ``--columns`` option that would give the metric its name).
 
 Only moves between *different* consecutive kept values count; equal neighbours are no
-move.
+move. The kept values are the loop's choices only in a file that records them: in a file
+without a status column every row counts as kept (each a measurement that can be the
+best), but nothing was chosen, so its values decide only overwhelmingly (rule 2); rules 3
+and 4 do not apply -- the name decides unchecked, else the flag (two thirds of a few
+moves of measurements that zig-zag is chance, not a loop's choice).
 """
 
 from __future__ import annotations
@@ -50,9 +54,11 @@ def infer_direction(metric_name: str, kept: Sequence[float], flag: bool | None =
 
 
 def weigh_direction(
-    metric_name: str, kept: Sequence[float], flag: bool | None = None
+    metric_name: str, kept: Sequence[float], flag: bool | None = None, *, chosen: bool = True
 ) -> tuple[bool, str, str | None]:
-    """:func:`infer_direction` and, when the kept values overrule the name, the warning."""
+    """:func:`infer_direction` and, when the kept values overrule the name, the warning.
+    ``chosen=False``: the file records no keep decisions (no status column), so the values
+    decide only overwhelmingly (rule 2)."""
     if flag is not None:
         return flag, "from the flag", None
     by_name = direction_of_name(metric_name)
@@ -70,6 +76,17 @@ def weigh_direction(
                 "considers improvements); pass --lower-is-better or --higher-is-better to choose"
             )
             return decided, f"from the kept values ({moves}), against the name {metric_name!r}", warning
+        if not chosen:
+            return decided, f"from the values ({moves}; no status column)", None
+    if not chosen:
+        if by_name is not None:
+            return by_name, f"from the name {metric_name!r} (no status column: no kept values to weigh)", None
+        raise InvalidInput(
+            "direction",
+            f"cannot tell whether lower or higher {metric_name!r} is better: the name does not say, and the file has "
+            f"no status column, so its values are no choices of the loop and do not decide overwhelmingly ({moves}); "
+            "pass --lower-is-better or --higher-is-better",
+        )
     by_values: bool | None = None
     if total >= 2 and max(down, up) * 3 >= 2 * total and down != up:
         by_values = down > up
@@ -101,18 +118,22 @@ def decide_direction(
     """The direction of a parsed file for a new project: :func:`infer_direction` on the
     project's metric name (:attr:`Layout.metric_name`: a long-format file's metric name)
     and the file's kept values. The warning of values that overrule the name goes to
-    ``warnings``; a file without a header line whose columns got no names (``col3``)
-    gets the ``--columns`` hint in its error, naming the line that is data."""
+    ``warnings``; an error names the metric's header cell (line and column), and a file
+    without a header line whose columns got no names (``col3``) gets the ``--columns``
+    hint in its error, naming the line that is data."""
     layout = table.layout
     try:
-        lower, how, warning = weigh_direction(layout.metric_name, kept_values(table.rows), flag)
+        lower, how, warning = weigh_direction(layout.metric_name, kept_values(table.rows), flag,
+                                              chosen=layout.status is not None)
     except InvalidInput as exc:
         auto_named = layout.columns == [f"col{i + 1}" for i in range(len(layout.columns))]
-        if layout.has_header or not auto_named:
-            raise
-        line = table.lines[0] if table.lines else 1
-        hint = headerless_hint(line, len(layout.columns))
-        raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=line) from None
+        first_row = table.lines[0] if table.lines else 1
+        if layout.has_header or not auto_named:  # the metric's cell of the header line (or of line 1)
+            header_line = layout.header_text.count("\n") + (0 if layout.header_text.endswith("\n") else 1)
+            raise InvalidInput(exc.field, exc.reason, line=header_line if layout.has_header else first_row,
+                               column=layout.index(layout.metric) + 1) from None
+        hint = headerless_hint(first_row, len(layout.columns))
+        raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=first_row) from None
     if warning is not None and warnings is not None:
         warnings.append(warning)
     return lower, how

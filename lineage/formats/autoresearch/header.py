@@ -17,8 +17,8 @@ from lineage.formats.autoresearch.vocabulary import (
     STATUS_COLUMN_NAMES,
     VERDICT_WORDS,
     direction_of_name,
+    is_number,
     normalize_word,
-    parse_number,
 )
 
 _COLUMN_NAMES = frozenset({*COMMIT_COLUMN_NAMES, *DESCRIPTION_COLUMN_NAMES, *ID_COLUMN_NAMES, *STATUS_COLUMN_NAMES})
@@ -36,7 +36,7 @@ def delimiter_of(line: str, *, allow_csv: bool) -> str | None:
 
 def looks_like_data(cells: Sequence[str]) -> bool:
     """A first line that is a row, not a header: a number cell, or a commit hash first."""
-    if any(cell.strip() and parse_number(cell) not in (False, None) for cell in cells):
+    if any(cell.strip() and is_number(cell) for cell in cells):
         return True
     return bool(cells) and bool(HEX.fullmatch(cells[0].strip())) and any(ch.isdigit() for ch in cells[0])
 
@@ -45,7 +45,7 @@ def data_evidence(cells: Sequence[str]) -> list[str]:
     """Why a first line is data, not a header (empty: it reads as a header): numbers where
     a header has names, a commit hash, a loop's verdict word (``keep``, ``discard``...)."""
     evidence: list[str] = []
-    numbers = [i + 1 for i, cell in enumerate(cells) if cell.strip() and parse_number(cell) not in (False, None)]
+    numbers = [i + 1 for i, cell in enumerate(cells) if cell.strip() and is_number(cell)]
     if numbers:
         evidence.append(f"numbers in column{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}")
     hashes = [

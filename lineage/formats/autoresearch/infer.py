@@ -27,18 +27,20 @@ from lineage.formats.autoresearch.vocabulary import (
     CRASH_LIKE,
     DESCRIPTION_COLUMN_NAMES,
     HEX,
-    ID_COLUMN_NAMES,
     LONG_NAME_COLUMNS,
     LONG_NAME_SURE,
     LONG_VALUE_COLUMNS,
+    NOT_MEASURED_WORDS,
     NUMBER_FIELD_COLUMNS,
     PARENT_COLUMN_NAMES,
-    RESOURCE_WORDS,
     STATUS_COLUMN_NAMES,
     STATUS_WORDS,
     TEXT_FIELD_COLUMNS,
     UNKNOWN_LABEL,
     direction_of_name,
+    is_id_column,
+    is_number,
+    is_resource,
     map_status,
     metric_value,
     name_tokens,
@@ -63,6 +65,8 @@ class ParsedTable:
     unknown_words: Counter[str]
     #: the line of the first trailing non-row line, if any
     trailer_line: int | None = None
+    #: every non-blank line that is not a record (stray output, a summary), 1-based
+    text_lines: tuple[int, ...] = ()
 
 
 def _header_names(cells: Sequence[str]) -> list[str]:
@@ -121,7 +125,10 @@ def _long_format(
     if ln < 0 or numeric[ln] or not rows:
         return None
     lv = _by_name(columns, LONG_VALUE_COLUMNS, used | {ln})
-    if lv < 0 or not any(parse_number(r[lv]) not in (False, None) for r in rows):
+    if lv < 0:  # a value column named in more words: ``actual_value``, not ``predicted_value``
+        lv = next((j for j, col in enumerate(columns) if j not in used and j != ln
+                   and "value" in name_tokens(col)[1:] and not set(name_tokens(col)) & NOT_MEASURED_WORDS), -1)
+    if lv < 0 or not any(is_number(r[lv]) for r in rows):
         return None
     names = [r[ln].strip() for r in rows]
     sure = columns[ln].strip().lower().replace(" ", "_").replace("-", "_") in LONG_NAME_SURE
@@ -138,9 +145,9 @@ def _long_format(
         return ln, lv, wanted[0]
     if options.metric and _find_column(columns, options.metric) != lv:
         return None  # another column named as the metric: a wide table
-    counts = Counter(name for r, name in zip(rows, names) if parse_number(r[lv]) not in (False, None))
+    counts = Counter(name for r, name in zip(rows, names) if is_number(r[lv]))
     first = {name: i for i, name in reversed(list(enumerate(names)))}
-    chosen = max(counts, key=lambda name: (counts[name], not set(name_tokens(name)) & RESOURCE_WORDS, -first[name]))
+    chosen = max(counts, key=lambda name: (counts[name], not is_resource(name), -first[name]))
     return ln, lv, chosen
 
 
@@ -157,9 +164,17 @@ def infer_layout(
     ``options.columns``: then ``has_header=False``) and a sample of well-formed rows.
 
     The metric is the first column that can hold it -- numeric (at least 80% of its
-    cells numbers, placeholders or status words such as ``FAIL``), or named like a
-    metric (``val_bpb``, ``score``) with at least half of its cells numbers -- preferring
-    a name that says a direction over plain names over resource names (``memory_gb``).
+    cells numbers, placeholders or words of a failed run such as ``FAIL``, ``oom``,
+    ``diverged``: :data:`CRASH_LIKE` labels, not ``True``/``keep``), or named like a
+    metric (``val_bpb``, ``score``) with at least half of its cells numbers -- and not an
+    id or time column (:func:`is_id_column`: ``candidate_id``, ``ts``), preferring a name
+    that says a direction (a rate such as ``tok_sec`` says higher) over plain names over
+    resource names (``memory_gb``).
+
+    A table is a loop's only when a column records a status, a commit or a description
+    (found by name, or a status or commit column by its cells); any other table (a data
+    dump, a key/value list, a benchmark's per-request log) is refused unless a column
+    flag (metric, status, description, id, parent) says otherwise.
     """
     notes: list[str] = []
     n = len(header_cells) if header_cells is not None else max((len(r) for r in sample), default=0)
@@ -179,7 +194,7 @@ def infer_layout(
         nums = sum(1 for v in parsed if v is not False)
         real = sum(1 for v in parsed if v is not False and v is not None)
         numeric_share.append(nums / len(cells) if cells and real else 0.0)
-        words = sum(1 for c, v in zip(cells, parsed) if v is False and normalize_word(c) in STATUS_WORDS)
+        words = sum(1 for c, v in zip(cells, parsed) if v is False and STATUS_WORDS.get(normalize_word(c)) in CRASH_LIKE)
         metric_share.append((nums + words) / len(cells) if cells and real else 0.0)
         real_share.append(real / len(cells) if cells else 0.0)
         hex_col.append(bool(cells) and all(HEX.fullmatch(c.strip()) for c in cells) and any(
@@ -249,12 +264,14 @@ def infer_layout(
         used.update(long[:2])
     # description column
     di = -1
+    described = False  # a description column found by its name
     if options.description:
         di = _column_index(columns, options.description, "description")
     else:
         di = _by_name(columns, DESCRIPTION_COLUMN_NAMES, used)
         if di >= 0 and is_numeric(di):
             di = -1
+        described = di >= 0
         if di < 0:
             texts = [j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j]
                      and not metric_like(j)]
@@ -264,6 +281,13 @@ def infer_layout(
                     di = -1
     if di >= 0:
         used.add(di)
+    flagged = any((options.metric, options.status, options.description, options.id_column, options.parent))
+    if si < 0 and ci < 0 and not described and not flagged:
+        raise InvalidInput(
+            "file",
+            "not the results table of a loop: no column records a status, a commit or a description (the columns "
+            f"are {', '.join(columns)}); to import it anyway, name its metric with --metric COLUMN",
+        )
     # metric column
     if long is not None:
         mi = long[1]
@@ -281,13 +305,13 @@ def infer_layout(
         candidates = [
             j for j in range(n)
             if j not in used and (is_numeric(j) or metric_share[j] >= 0.8 or metric_like(j))
-            and lowered[j] not in ID_COLUMN_NAMES
+            and not is_id_column(columns[j])
         ]
         if not candidates and header_cells is not None and not rows:
             # a header-only file: the first column named like a metric, else the second column
-            candidates = [j for j in range(n) if j not in used and lowered[j] not in ID_COLUMN_NAMES]
+            candidates = [j for j in range(n) if j not in used and not is_id_column(columns[j])]
             named = [j for j in candidates if direction_of_name(columns[j]) is not None]
-            candidates = named or [j for j in candidates if not (set(name_tokens(columns[j])) & RESOURCE_WORDS)] or candidates
+            candidates = named or [j for j in candidates if not is_resource(columns[j])] or candidates
         if not candidates:
             raise InvalidInput(
                 "metric",
@@ -295,10 +319,10 @@ def infer_layout(
                 f"(the columns are {', '.join(columns)})",
             )
         named = [j for j in candidates if direction_of_name(columns[j]) is not None]
-        plain = [j for j in candidates if not (set(name_tokens(columns[j])) & RESOURCE_WORDS)]
+        plain = [j for j in candidates if not is_resource(columns[j])]
         mi = (named or plain or candidates)[0]
         shadowed = [j for j in range(n) if j not in used and j not in candidates and real_share[j] > 0
-                    and direction_of_name(columns[j]) is not None and lowered[j] not in ID_COLUMN_NAMES]
+                    and direction_of_name(columns[j]) is not None and not is_id_column(columns[j])]
         if not named and shadowed:  # never a silently different metric
             j = shadowed[0]
             raise InvalidInput(
@@ -368,7 +392,7 @@ def _number_format(cells: Iterable[str]) -> list[Any]:
         if text.endswith("%"):
             suffix = "%"
             text = text[:-1]
-        if parse_number(text) in (False, None):
+        if not is_number(text):
             continue
         if "e" in text.lower():
             decimals[None] += 1
@@ -424,7 +448,8 @@ def parse_table(
         )
     layout.trailer = trailer
     return ParsedTable(layout=layout, rows=parser.rows, lines=parser.lines, warnings=warnings,
-                       unknown_words=parser.unknown_words, trailer_line=trailer_line)
+                       unknown_words=parser.unknown_words, trailer_line=trailer_line,
+                       text_lines=(*parser.text_lines, *parser.stray))
 
 
 def _commit_length(lines: Sequence[str], layout: Layout) -> int:
@@ -500,6 +525,9 @@ def _layout_from_lines(
         width = len(header_cells) if header_cells is not None else len(cells)
         if len(row) > width and not any(row[width:]):
             row = row[:width]
+        if sample and len(row) < width and len(sample[-1]) < width and len(sample[-1]) + len(row) - 1 == width:
+            before = sample.pop()  # one record broken over two lines (see RowParser._split_record)
+            row = before[:-1] + [before[-1] + "\n" + row[0]] + row[1:]
         sample.append(row)
         if len(sample) >= SAMPLE_ROWS:
             break
@@ -525,6 +553,8 @@ def _layout_from_lines(
                                         has_header=not headerless)
     except InvalidInput as exc:
         if not headerless or names is not None:
+            if exc.line is None:  # about the columns: the header's line (the first data line of a headerless file)
+                raise InvalidInput(exc.field, f"{exc.reason} (in {source})", line=at + 1) from None
             raise
         hint = headerless_hint(at + 1, len(cells), evidence)
         raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=at + 1) from None

@@ -5,7 +5,7 @@
 segments: what export needs to write the file back and watch needs to read more of it;
 stored in ``project.settings["results_file"]``), :func:`default_layout` (karpathy's own
 header), :func:`format_number` (a number in a column's format) and the keys of
-``Trial.extra`` the format reserves (``_line``, ``_row``, ``_part``, ``_git``).
+``Trial.extra`` the format reserves (``_line``, ``_row``, ``_part``, ``_git``, ``_span``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ ROW_KEY = "_row"
 PART_KEY = "_part"
 #: commit details (``--git-repo``)
 GIT_KEY = "_git"
-RESERVED_KEYS = frozenset({LINE_KEY, ROW_KEY, PART_KEY, GIT_KEY})
+#: 2 for a record broken over two physical lines (a line end inside a cell)
+SPAN_KEY = "_span"
+RESERVED_KEYS = frozenset({LINE_KEY, ROW_KEY, PART_KEY, GIT_KEY, SPAN_KEY})
 #: The key of the layout in ``Project.settings``.
 SETTINGS_KEY = "results_file"
 #: Width of row-number exp_ids (fieldkit's).
@@ -57,6 +59,66 @@ class ImportOptions:
     def __post_init__(self) -> None:
         if self.columns is not None:
             object.__setattr__(self, "columns", parse_columns(self.columns) or None)
+
+    @classmethod
+    def from_text(
+        cls,
+        *,
+        id_column: str | None = None,
+        metric: str | None = None,
+        status: str | None = None,
+        description: str | None = None,
+        parent: str | None = None,
+        direction: str | None = None,
+        status_map: str | Sequence[str] | None = None,
+        columns: str | Sequence[str] | None = None,
+    ) -> "ImportOptions":
+        """The options as every face receives them, as text (the command line, a query
+        string, a form): a blank value is not given; ``direction`` is one of
+        :data:`DIRECTIONS` (``lower``, ``higher``, ``infer``); ``status_map`` is
+        ``WORD=LABEL,...`` (or several such); ``columns`` is ``NAME,NAME,...``. A bad value
+        is an :class:`InvalidInput` naming its field."""
+        from lineage.formats.autoresearch.vocabulary import parse_status_map
+
+        def given(value: str | None) -> str | None:
+            return value.strip() if value is not None and value.strip() else None
+
+        maps = [status_map] if isinstance(status_map, str) else list(status_map or ())
+        names = [columns] if isinstance(columns, str) else list(columns or ())
+        return cls(
+            id_column=given(id_column), metric=given(metric), status=given(status), description=given(description),
+            parent=given(parent), lower_is_better=direction_flag(direction),
+            status_map=parse_status_map([m for m in maps if m.strip()]),
+            columns=[c for c in names if c.strip()] or None,
+        )
+
+
+    def to_text(self) -> dict[str, str]:
+        """The given options as :meth:`from_text` reads them (keys: ``id``, ``metric``,
+        ``status``, ``description``, ``parent``, ``direction``, ``status_map``,
+        ``columns``): the query of an HTTP import of the same file."""
+        words = {True: "lower", False: "higher"}
+        out = {"id": self.id_column, "metric": self.metric, "status": self.status, "description": self.description,
+               "parent": self.parent,
+               "direction": words[self.lower_is_better] if self.lower_is_better is not None else None,
+               "status_map": ",".join(f"{word}={label}" for word, label in self.status_map.items()) or None,
+               "columns": ",".join(self.columns) if self.columns else None}
+        return {key: value for key, value in out.items() if value}
+
+
+#: The directions a face offers, and the flag each is: ``infer`` lets the file decide.
+DIRECTIONS: dict[str, bool | None] = {"infer": None, "lower": True, "higher": False}
+
+
+def direction_flag(word: str | None) -> bool | None:
+    """``lower`` -> True, ``higher`` -> False, ``infer`` (or nothing) -> None; anything
+    else is an :class:`InvalidInput` naming the field ``direction``."""
+    if word is None or not word.strip():
+        return None
+    key = word.strip().lower()
+    if key not in DIRECTIONS:
+        raise InvalidInput("direction", f"must be one of {', '.join(DIRECTIONS)}, got {word!r}")
+    return DIRECTIONS[key]
 
 
 def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from lineage.domain import TRIAL_FIELD_NAMES, FailureLabel, Trial
 from lineage.errors import InvalidInput
-from lineage.formats.autoresearch.layout import LINE_KEY, PART_KEY, ROW_KEY, Layout, format_number
+from lineage.formats.autoresearch.layout import LINE_KEY, PART_KEY, ROW_KEY, SPAN_KEY, Layout, format_number
 from lineage.formats.autoresearch.vocabulary import (
     CRASH_LIKE,
     HEX,
@@ -92,10 +92,14 @@ class RowParser:
     * CRLF, blank lines, trailing tabs, a BOM: kept in the row's text; nothing to repair.
     * a row with one or two cells too few: the empty cells go where the row's cells fit
       the columns best (numbers under number columns, a status word under the status);
-      a row with cells too many: joined into the description (a tab inside the text);
+      a row with cells too many: joined into the description (a tab inside the text),
+      or -- one or two cells -- cells without a column, kept as ``col<N>`` (see
+      :meth:`_extra_cells`);
       two rows on one line (``2n`` cells, or ``2n - 1`` with the second commit glued to
-      the first description): split into two trials; a literal ``\\t`` instead of tabs:
-      split on it. Each repaired row gives one warning naming its line.
+      the first description): split into two trials; one record broken over two lines
+      (a line end inside a cell: two short lines whose cells join to the header's, see
+      :meth:`_split_record`): one trial; a literal ``\\t`` instead of tabs: split on it.
+      Each repaired row gives one warning naming its line.
     * a line of the header's width whose metric cell is not a number (``FAIL``, ``error``,
       ``see log``): still a record -- a trial without a metric (never the best), the cell
       kept as written in ``extra[<metric column>]`` -- unless it repeats the header or its
@@ -150,6 +154,9 @@ class RowParser:
         self.stray: list[int] = []  # lines of the stray (non-blank) lines in prefix
         #: lines of the records whose metric cell is not a number (trials without a metric)
         self.unnumbered: list[int] = []
+        #: the stray (non-blank, not a record) lines already followed by a record; the
+        #: trailer's are still in ``stray``
+        self.text_lines: list[int] = []
         self.line = first_line - 1  # the last physical line consumed
         self.first_row = first_row
         self.commit_length = layout.commit_length
@@ -278,6 +285,11 @@ class RowParser:
             if trial is not None:
                 self._emit([(trial, None)], text)
                 return
+        if len(cells) < self.n and self.stray and self.stray[-1] == self.line - 1:
+            joined = self._split_record(cells)
+            if joined is not None:
+                self._emit(joined, text)
+                return
         repaired = self._repair(body, cells)
         if repaired is None:
             if self.prefix_line is None:
@@ -286,6 +298,31 @@ class RowParser:
             self.prefix.append(text)
             return
         self._emit(repaired, text)
+
+    def _split_record(self, cells: list[str]) -> list[tuple[Trial, str | None]] | None:
+        """The record that the stray line just before this one and this line make
+        together -- one record broken in two by a line end inside a cell -- when their
+        cells join to exactly the header's (the last cell of the first continues in the
+        first cell of the second) and fit the columns (a known status word under the
+        status column). The stray line is then part of the record, not text."""
+        previous = self.prefix[-1]
+        body = previous[:-1] if previous.endswith("\n") else previous
+        body = body[:-1] if body.endswith("\r") else body
+        before = split_cells(body, self.delimiter)
+        if len(before) + len(cells) - 1 != self.n:
+            return None
+        joined = before[:-1] + [before[-1] + "\n" + cells[0]] + cells[1:]
+        if self._fit(joined) < 0 or (self.si >= 0 and not self._label(joined[self.si])[1]):
+            return None
+        trial = self._row(joined)
+        if trial is None:
+            return None
+        self.stray.pop()
+        self.prefix_line = self.stray[0] if self.stray else None
+        trial.extra[SPAN_KEY] = 2  # type: ignore[index]
+        where = self.layout.columns[len(before) - 1]
+        return [(trial, f"one record broken over lines {self.line - 1}-{self.line} by a line end inside "
+                        f"{where!r}; read as one trial")]
 
     def _emit(self, made: list[tuple[Trial, str | None]], text: str) -> None:
         raw = text
@@ -298,6 +335,7 @@ class RowParser:
                 )
             self.prefix.clear()
             self.prefix_line = None
+            self.text_lines.extend(self.stray)
             self.stray.clear()
         if made[0][1]:
             self.warnings.append(f"line {self.line}: {made[0][1]} (in {self.source})")
@@ -438,15 +476,7 @@ class RowParser:
             merged = self._merged(cells)
             if merged is not None:
                 return merged
-            if self.di >= 0:
-                extra = c - n
-                joined = cells[: self.di] + [delim.join(cells[self.di : self.di + extra + 1])] + cells[self.di + extra + 1 :]
-                if self._fit(joined) >= 0:
-                    trial = self._row(joined)
-                    if trial is not None:
-                        return [(trial, f"{c} cells, the header has {n}; joined cells {self.di + 1}-{self.di + extra + 1} "
-                                        f"into {self.layout.description!r} (a tab inside the text?)")]
-            return None
+            return self._extra_cells(cells)
         if 2 <= c < n and n - c <= 2:
             best: tuple[int, list[str], list[int]] | None = None
             for positions in _insertions(c, n - c):
@@ -463,6 +493,52 @@ class RowParser:
                     missing = ", ".join(repr(self.layout.columns[p]) for p in best[2])
                     return [(trial, f"{c} cells, the header has {n}; {missing} filled empty")]
         return None
+
+    def _extra_cells(self, cells: list[str]) -> list[tuple[Trial, str | None]] | None:
+        """A row with ``k`` cells more than the header: the extra cells are either tabs
+        inside the description text (joined into it), or -- for ``k <= 2`` -- cells
+        without a column (a duration inserted before the status, two unnamed cells at the
+        end), kept in ``extra`` under ``col<N>`` (``N``: the cell's 1-based place on the
+        line) and written back as they were. The reading whose cells fit the columns best
+        wins (:meth:`_fit`); cells without a column need a known status word under the
+        status column (or, in a file without one, sit at the end of the line); ties go to
+        the description, then to the latest places."""
+        n, c, di, si = self.n, len(cells), self.di, self.si
+        k = c - n
+        best: tuple[int, int, list[str], list[int]] | None = None  # (fit, preference, cells, places)
+        if di >= 0:
+            joined = cells[:di] + [self.delimiter.join(cells[di : di + k + 1])] + cells[di + k + 1 :]
+            score = self._fit(joined)
+            if score >= 0:
+                best = (score, 2, joined, [])
+        if k <= 2:
+            for places in _insertions(n, k):
+                if si < 0 and places != list(range(n, c)):
+                    continue
+                kept = [cell for i, cell in enumerate(cells) if i not in places]
+                if si >= 0 and not self._label(kept[si])[1]:
+                    continue
+                score = self._fit(kept)
+                if score >= 0 and (best is None or (score, 1) > best[:2] or (score, 1) == best[:2]):
+                    best = (score, 1, kept, places)
+        if best is None:
+            return None
+        _score, _preference, fitted, places = best
+        trial = self._row(fitted)
+        if trial is None:
+            return None
+        if not places:
+            return [(trial, f"{c} cells, the header has {n}; joined cells {di + 1}-{di + k + 1} "
+                            f"into {self.layout.description!r} (a tab inside the text?)")]
+        names = []
+        for place in places:
+            key = f"col{place + 1}"
+            while key in self.layout.columns or key in trial.extra:
+                key += "_"
+            trial.extra[key] = cells[place]  # type: ignore[index]
+            names.append(key)
+        which = f"cells {', '.join(str(p + 1) for p in places)} have" if k > 1 else f"cell {places[0] + 1} has"
+        return [(trial, f"{c} cells, the header has {n}; {which} no column: kept as {', '.join(names)}")]
 
     def _merged(self, cells: list[str]) -> list[tuple[Trial, str | None]] | None:
         n, c = self.n, len(cells)

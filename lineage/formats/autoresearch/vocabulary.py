@@ -121,16 +121,37 @@ HIGHER_WORDS = frozenset(
      "flops", "qps", "iou", "dice", "psnr", "ssim", "top1", "top5", "hit", "hits", "mrr", "coverage", "solved",
      "correct", "tokens_per_sec", "tok_s", "samples_per_sec"}
 )
-#: Resource columns: numeric, but rarely the metric.
+#: Resource columns: numeric, but rarely the metric (a rate such as ``tok_sec`` is not one:
+#: see :func:`is_rate`).
 RESOURCE_WORDS = frozenset(
     {"memory", "mem", "gb", "mb", "vram", "gpu", "seconds", "secs", "sec", "s", "minutes", "min", "hours", "time",
      "duration", "params", "parameters", "tokens", "steps", "epochs", "lr", "batch", "size", "bytes", "flops_total",
      "cost_usd", "usd", "seed"}
 )
+#: Units of time: after ``per`` they make a name a rate; so do :data:`SECOND_UNITS` right
+#: after a counted thing.
+TIME_UNITS = frozenset({"s", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes", "hr", "hrs",
+                        "hour", "hours", "day", "days"})
+SECOND_UNITS = frozenset({"s", "sec", "secs", "second", "seconds"})
+#: Things a loop counts per unit of time (``tok_sec``, ``samples_s``, ``generations_per_s``).
+COUNTED_WORDS = frozenset(
+    {"tok", "toks", "token", "tokens", "sample", "samples", "img", "imgs", "image", "images", "it", "iter", "iters",
+     "iteration", "iterations", "step", "steps", "gen", "gens", "generation", "generations", "req", "reqs",
+     "request", "requests", "query", "queries", "op", "ops", "frame", "frames", "item", "items", "example",
+     "examples", "seq", "seqs", "sequence", "sequences", "word", "words", "char", "chars", "event", "events",
+     "episode", "episodes", "game", "games", "call", "calls", "tx", "msg", "msgs",
+     "message", "messages", "row", "rows", "record", "records", "pixel", "pixels"}
+)
+#: The last word of a column that identifies or times a row (``candidate_id``,
+#: ``created_at``, ``ts``, ``run_date``): never the metric.
+ID_SUFFIXES = frozenset({"id", "ids", "ts", "at", "timestamp", "datetime", "date"})
 #: Long format: a column naming each row's metric, and the column holding its value.
 LONG_NAME_COLUMNS = ("metric", "metric_name", "name", "key", "measure", "variable", "quantity", "stat",
                      "statistic", "kpi")
 LONG_VALUE_COLUMNS = ("value", "metric_value", "val", "reading", "amount", "measurement")
+#: A value column's other words that say it is not the measured value (``predicted_value``).
+NOT_MEASURED_WORDS = frozenset({"predicted", "prediction", "expected", "target", "goal", "threshold", "prior",
+                                "baseline", "forecast", "estimated", "estimate", "min", "max"})
 #: Names of a long format's name column that say so without a repeated name.
 LONG_NAME_SURE = frozenset({"metric", "metric_name"})
 #: Words that record a loop's verdict and never name a column: one in line 1 says line 1
@@ -149,6 +170,7 @@ NUMBER_FIELD_COLUMNS = ("val_bpb", "train_s", "total_s")
 
 HEX = re.compile(r"[0-9a-fA-F]{7,40}")
 _WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z])(?=[A-Z])")
+_LETTERS_THEN_DIGITS = re.compile(r"([a-z]{2,})[0-9]+")
 
 
 def normalize_word(word: str) -> str:
@@ -156,10 +178,42 @@ def normalize_word(word: str) -> str:
 
 
 def name_tokens(name: str) -> list[str]:
-    """``val_bpb`` -> ``["val", "bpb"]``; ``winRate`` -> ``["win", "rate"]``; also the whole name."""
+    """``val_bpb`` -> ``["val", "bpb"]``; ``winRate`` -> ``["win", "rate"]``; also the whole
+    name, and the letters of a word that ends in digits (``val_map50`` -> ``map50``, ``map``)."""
     tokens = [t.lower() for t in _WORD_SPLIT.split(name) if t]
     whole = name.strip().lower().replace(" ", "_")
-    return [whole, *tokens]
+    stems = [m.group(1) for t in tokens if (m := _LETTERS_THEN_DIGITS.fullmatch(t))]
+    return [whole, *tokens, *stems]
+
+
+def is_rate(name: str) -> bool:
+    """A count per unit of time -- ``tok_per_sec``, ``tok_sec``, ``tg_tok_s``,
+    ``generations_per_s``, ``samples/sec`` -- a throughput: higher is better, and not a
+    resource although its unit (``sec``) is one. A time unit after ``per``, or right after
+    a counted thing (:data:`COUNTED_WORDS`, :data:`SECOND_UNITS`); ``time_s``, ``train_s``, ``wall_sec`` are
+    durations, not rates."""
+    tokens = [t.lower() for t in _WORD_SPLIT.split(name) if t]
+    for before, unit in zip(tokens, tokens[1:]):
+        if (before == "per" and unit in TIME_UNITS) or (before in COUNTED_WORDS and unit in SECOND_UNITS):
+            return True
+    return False
+
+
+def is_resource(name: str) -> bool:
+    """A column of what a run cost (``memory_gb``, ``seconds``, ``params``): numeric, but
+    rarely the metric. A rate is not a resource."""
+    return bool(set(name_tokens(name)) & RESOURCE_WORDS) and not is_rate(name)
+
+
+def is_id_column(name: str) -> bool:
+    """A column that identifies or times a row -- :data:`ID_COLUMN_NAMES`, or a name whose
+    last word is one of :data:`ID_SUFFIXES` (``candidate_id``, ``created_at``, ``ts``) --
+    never the metric, whatever its cells."""
+    lowered = name.strip().lower().replace(" ", "_").replace("-", "_")
+    if lowered in ID_COLUMN_NAMES:
+        return True
+    tokens = [t.lower() for t in _WORD_SPLIT.split(name) if t]
+    return bool(tokens) and tokens[-1] in ID_SUFFIXES
 
 
 def map_status(word: str, extra_map: Mapping[str, str] | None = None) -> tuple[FailureLabel, bool]:
@@ -177,19 +231,29 @@ def map_status(word: str, extra_map: Mapping[str, str] | None = None) -> tuple[F
 
 
 def parse_status_map(text: str | Sequence[str] | None) -> dict[str, str]:
-    """``"oom=crash,flaky=discard"`` (or a list of such) -> normalised ``{word: label}``."""
+    """``"oom=crash,flaky=discard"`` (or a list of such) -> normalised ``{word: label}``.
+    A word may hold a comma: a piece without ``=`` belongs to the next pair's word
+    (``best(a:1%,b:2%)=keep``); the label is after the last ``=``."""
     if not text:
         return {}
     items = [text] if isinstance(text, str) else list(text)
     out: dict[str, str] = {}
     for item in items:
-        for pair in item.split(","):
+        pending = ""  # a piece without "=": the start of a word that holds a comma
+        for piece in item.split(","):
+            pair = f"{pending},{piece}" if pending else piece
+            if "=" not in pair:
+                pending = pair
+                continue
+            pending = ""
             if not pair.strip():
                 continue
-            word, sep, label = pair.partition("=")
-            if not sep or not word.strip():
+            word, _sep, label = pair.rpartition("=")
+            if not word.strip():
                 raise InvalidInput("status_map", f"{pair.strip()!r} is not WORD=LABEL")
             out[normalize_word(word)] = FailureLabel.parse(label.strip(), field_name="status_map").value
+        if pending.strip():
+            raise InvalidInput("status_map", f"{pending.strip()!r} is not WORD=LABEL")
     return out
 
 
@@ -211,6 +275,12 @@ def parse_number(cell: str) -> float | None | bool:
     if value - value != 0.0:  # NaN or infinite
         return None
     return value
+
+
+def is_number(cell: str) -> bool:
+    """Whether ``cell`` is a number (``0`` included), not a placeholder or a word."""
+    value = parse_number(cell)
+    return value is not False and value is not None
 
 
 def metric_value(cell: str, label: FailureLabel | None) -> float | None | bool:
@@ -239,7 +309,10 @@ def typed_cell(cell: str) -> Any:
 
 
 def direction_of_name(name: str) -> bool | None:
-    """True (lower is better), False (higher), None: the name does not say."""
+    """True (lower is better), False (higher), None: the name does not say. A rate
+    (:func:`is_rate`) is a throughput: higher."""
+    if is_rate(name):
+        return False
     tokens = set(name_tokens(name))
     lower = bool(tokens & LOWER_WORDS)
     higher = bool(tokens & HIGHER_WORDS)

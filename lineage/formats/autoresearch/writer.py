@@ -17,11 +17,12 @@ from lineage.formats.autoresearch.layout import (
     PART_KEY,
     RESERVED_KEYS,
     ROW_KEY,
+    SPAN_KEY,
     Layout,
     default_layout,
     format_number,
 )
-from lineage.formats.autoresearch.rows import RowParser
+from lineage.formats.autoresearch.rows import RowParser, split_lines
 from lineage.formats.autoresearch.vocabulary import CRASH_LIKE
 
 def _clean(text: str, layout: Layout) -> str:
@@ -115,10 +116,13 @@ def trial_says(trial: Trial, parsed: Trial, layout: Layout) -> bool:
     return True
 
 
-def _row_text(raw: str) -> str:
-    """The row's own physical line in a stored ``_line`` (after blank or stray lines)."""
+def _row_text(raw: str, span: int = 1) -> str:
+    """The row's own physical line(s) in a stored ``_line`` (after blank or stray lines):
+    the last ``span`` lines (2 for a record broken over two lines)."""
     end = len(raw) - 1 if raw.endswith("\n") else len(raw)
-    start = raw.rfind("\n", 0, end) + 1
+    for _ in range(span):
+        start = raw.rfind("\n", 0, end) + 1
+        end = start - 1
     return raw[start:]
 
 
@@ -163,7 +167,7 @@ class Writer:
     def _flush(self) -> None:
         group, self.pending = self.pending, []
         raw = group[0].extra[LINE_KEY]
-        line = _row_text(raw)
+        line = _row_text(raw, int(group[0].extra.get(SPAN_KEY, 1) or 1))
         prefix = raw[: len(raw) - len(line)]
         rows = self._reparse(line)
         parts = [t.extra.get(PART_KEY, 0) for t in group]
@@ -178,11 +182,11 @@ class Writer:
     def _reparse(self, line: str) -> list[Trial] | None:
         parser = self.parser
         for kept in (parser.rows, parser.lines, parser.texts, parser.prefix, parser.warnings, parser.stray,
-                     parser.unnumbered):
+                     parser.unnumbered, parser.text_lines):
             kept.clear()
         parser.prefix_line = None
         try:
-            parser.feed([line])
+            parser.feed(split_lines(line))
         except InvalidInput:
             return None
         rows = list(parser.rows)

@@ -57,8 +57,10 @@ def trial_count(db: Any) -> int:
 
 
 def fast_client(url: str, spool_dir: Path, project: str = "p", token: str | None = None, **kwargs: Any) -> LedgerClient:
-    """A client with short intervals and backoff (tests wait on it, not on the defaults)."""
-    options = {"spool_interval": 0.02, "backoff": (0.02, 0.2), "close_timeout": 120.0, "timeout": 30.0, **kwargs}
+    """A client with short intervals and backoff (tests wait on it, not on the defaults), and
+    no system metrics sampler unless asked (the tests count every point)."""
+    options = {"spool_interval": 0.02, "backoff": (0.02, 0.2), "close_timeout": 120.0, "timeout": 30.0,
+               "system_metrics": False, **kwargs}
     return LedgerClient(url, token, project, spool_dir=spool_dir, **options)
 
 

@@ -1,5 +1,5 @@
 """The client's payloads against the OpenAPI schema the ledger serves: the bodies a run
-spools (project, plan, telemetry batches, finish) are valid requests of the endpoints they
+spools (project, plan, telemetry batches, alerts, finish) are valid requests of the endpoints they
 go to, so the two sides cannot drift apart. And the order rules of the spool: points
 logged before ``plan_trial`` go after it; points with no trial at all are refused with a
 clear error and kept."""
@@ -34,6 +34,7 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
                       extra={"config": {"lr": 0.1}})
     log_steps(client, range(20))
     client.log(20, {"clip_scale_mean": 1.0, "quote\"d ünï": -1e-300})
+    client.alert("loss diverging\nat step 20", "NaN in the loss", level="warn")
     client.finish_trial(core_metric=0.5, train_s=1.0, total_s=2.0, notes="n", keep_margin=0.1)
     client.close(timeout=0)
     validators = {
@@ -41,6 +42,7 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
         "plan": request_schema(openapi, "/api/v1/projects/{project}/trials", "post"),
         "points": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}/telemetry", "post"),
         "finish": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}", "patch"),
+        "alert": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}/alerts", "post"),
     }
     seen = set()
     for op in Spool(tmp_path / "spool" / "contract.spool").ops():
