@@ -259,6 +259,67 @@ def test_turn_ratio_gradient_equals_plain_mean_when_advantage_is_constant_per_tu
     torch.testing.assert_close(lp1.grad, lp2.grad, rtol=1e-10, atol=1e-13)
 
 
+def autograd_surrogate(ratio, adv, scale, clip_ratio_c):
+    """The clipped loss written out with autograd through every op (what the derivative
+    taken in the forward pass must equal away from ties)."""
+    clamped = torch.clamp(ratio, 1 - 0.2 * scale, 1 + 0.28 * scale)
+    clip1 = torch.maximum(-adv * ratio, -adv * clamped)
+    if clip_ratio_c is None:
+        return clip1
+    return torch.where(adv < 0, torch.minimum(-adv * clip_ratio_c, clip1), clip1)
+
+
+@pytest.mark.parametrize("clip_ratio_c", [None, 3.0])
+@pytest.mark.parametrize("into", ["ratio", "log_ratio"])
+def test_the_surrogates_derivative_equals_autograd_through_the_formula(clip_ratio_c, into):
+    g = torch.Generator().manual_seed(7)
+    log_ratio = 1.5 * torch.randn(16, 24, generator=g, dtype=F64)  # ratios far outside the bounds too
+    adv = torch.randn(16, 24, generator=g, dtype=F64)
+    scale = 1 + 0.3 * torch.tanh(torch.randn(16, 24, generator=g, dtype=F64))
+    upstream = torch.randn(16, 24, generator=g, dtype=F64)
+    x1, x2 = log_ratio.clone().requires_grad_(True), log_ratio.clone().requires_grad_(True)
+    a1, a2 = adv.clone().requires_grad_(True), adv.clone().requires_grad_(True)
+    if into == "ratio":
+        ours, maps = clipped_surrogate(torch.exp(x1), a1, clip_ratio_low=0.2, clip_ratio_high=0.28,
+                                       clip_ratio_c=clip_ratio_c, clip_scale=scale)
+    else:  # the ratio's value given, the gradient into the log-ratio (the turn-level ratio's route)
+        ours, maps = clipped_surrogate(torch.exp(x1.detach()), a1, clip_ratio_low=0.2, clip_ratio_high=0.28,
+                                       clip_ratio_c=clip_ratio_c, clip_scale=scale, log_ratio=x1)
+    theirs = autograd_surrogate(torch.exp(x2), a2, scale, clip_ratio_c)
+    assert torch.equal(ours, theirs)
+    assert maps["clip_low"].any() and maps["clip_high"].any() and (maps["dual"].any() or clip_ratio_c is None)
+    (ours * upstream).sum().backward()
+    (theirs * upstream).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-14, atol=1e-15)
+    torch.testing.assert_close(a1.grad, a2.grad, rtol=1e-14, atol=1e-15)
+
+
+def test_the_surrogate_passes_gradcheck_away_from_its_kinks():
+    g = torch.Generator().manual_seed(3)
+    ratio = torch.exp(torch.randn(6, 7, generator=g, dtype=F64)).requires_grad_(True)
+    adv = torch.randn(6, 7, generator=g, dtype=F64).requires_grad_(True)
+
+    def loss(r, a):
+        return clipped_surrogate(r, a, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0, with_maps=False)[0]
+
+    assert torch.autograd.gradcheck(loss, (ratio, adv), eps=1e-7, atol=1e-6)
+
+
+def test_turn_reduce_pools_a_list_of_columns_as_their_stack():
+    turn_ids = torch.tensor([[0, 0, 1, -1, 1], [-1, 2, 2, 0, 3]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    a = torch.arange(10, dtype=F64).view(2, 5)
+    b = a * a
+    pooled, count = turn_reduce([a, b], turn_ids, 4, mask)
+    stacked, count2 = turn_reduce(torch.stack([a, b], -1), turn_ids, 4, mask)
+    assert torch.equal(pooled, stacked) and torch.equal(count, count2)
+    assert count.tolist() == [[2, 1, 0, 0], [1, 0, 2, 1]]
+    assert pooled[..., 0].tolist() == [[0.5, 2.0, 0.0, 0.0], [8.0, 0.0, 6.5, 9.0]]
+    assert pooled[..., 1].tolist() == [[0.5, 4.0, 0.0, 0.0], [64.0, 0.0, 42.5, 81.0]]
+    alone, _ = turn_reduce(a, turn_ids, 4, mask, reduce="sum")
+    assert alone.tolist() == [[1.0, 2.0, 0.0, 0.0], [8.0, 0.0, 13.0, 9.0]]
+
+
 def test_turn_level_needs_turn_ids():
     old, lp, adv, mask = hand_inputs()
     with pytest.raises(ValueError, match="turn_ids"):

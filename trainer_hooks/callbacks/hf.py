@@ -1,13 +1,25 @@
-"""A Hugging Face ``transformers.TrainerCallback`` that records the run as a trial.
+"""A Hugging Face ``transformers.TrainerCallback`` that records the run as a trial: for
+``transformers.Trainer`` and for the trainers built on it, TRL's ``GRPOTrainer`` among them.
 
 Importing this module needs transformers (the ``test`` extra, or a trainer's own
 environment); nothing else in ``trainer_hooks`` imports it.
 
 * ``on_train_begin``: plans the trial (:class:`~trainer_hooks.callbacks.TrialRecorder`);
-* ``on_log``: every numeric entry of the Trainer's logs at ``state.global_step``;
-* ``on_evaluate``: keeps ``metrics[metric_key]`` as the core metric (the last evaluation
-  wins);
+* ``on_log``: every numeric entry of the Trainer's logs at ``state.global_step`` (entries
+  that are not numbers, or are ``None``, are skipped);
+* ``metric_key``: the core metric is the last value of that key the Trainer logged or
+  evaluated (``on_log`` and ``on_evaluate``);
 * ``on_train_end``: finishes the trial by the outcome rule.
+
+TRL's ``GRPOTrainer`` logs through the same ``on_log``, once per logging step: ``reward``
+and ``reward_std`` (the generation batch's mean reward and its standard deviation, and
+``rewards/<function>/mean`` per reward function), ``kl`` (the mean per-token KL to the
+reference model, only when ``beta != 0``), ``clip_ratio/low_mean``,
+``clip_ratio/high_mean``, ``clip_ratio/region_mean`` (the fraction of tokens whose ratio
+was clipped), ``entropy``, ``completions/mean_length`` and the Trainer's ``loss``,
+``grad_norm`` and ``learning_rate``; each is stored under that name. For a GRPO run the
+core metric is a reward (the project is higher-is-better): ``metric_key="eval_reward"``
+with an ``eval_dataset``, or ``"reward"``, the mean reward of the last training batch logged.
 
 A Trainer that raises never reaches ``on_train_end``: wrap ``trainer.train()`` in the
 recorder's ``with`` block (or call :meth:`LedgerCallback.fail`) to label the failure.
@@ -15,19 +27,23 @@ recorder's ``with`` block (or call :meth:`LedgerCallback.fail`) to label the fai
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import numbers
+from typing import Any, Mapping
 
 from transformers import TrainerCallback
 
 from trainer_hooks.callbacks.recorder import TrialRecorder
 from trainer_hooks.callbacks.verl import numeric_metrics
+from trainer_hooks.client.outcome import TrialOutcome
 
 __all__ = ["LedgerCallback"]
 
 
 class LedgerCallback(TrainerCallback):
-    """Records a ``transformers.Trainer`` run (module doc). ``metric_key``: the evaluation
-    metric that is the trial's core_metric (default ``eval_loss``)."""
+    """Records a ``transformers.Trainer`` (or TRL trainer) run (module doc). ``metric_key``:
+    the logged or evaluated metric that is the trial's core_metric (default ``eval_loss``;
+    ``"eval_reward"`` or ``"reward"`` for TRL's ``GRPOTrainer``)."""
 
     def __init__(self, recorder: TrialRecorder, *, metric_key: str = "eval_loss") -> None:
         self.recorder = recorder
@@ -35,17 +51,28 @@ class LedgerCallback(TrainerCallback):
         self.metric: float | None = None
         self.finished = False
 
+    @property
+    def outcome(self) -> TrialOutcome | None:
+        """The ledger's answer once the run finished (:attr:`TrialRecorder.outcome`)."""
+        return self.recorder.outcome
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.recorder.start()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if logs:
             self.recorder.log(int(state.global_step), numeric_metrics(logs))
+            self._keep_metric(logs)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None,
                     **kwargs: Any) -> None:
-        if metrics and self.metric_key in metrics:
-            self.metric = float(metrics[self.metric_key])
+        if metrics:
+            self._keep_metric(metrics)
+
+    def _keep_metric(self, values: Mapping[str, Any]) -> None:
+        value = values.get(self.metric_key)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
+            self.metric = float(value)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not self.finished:

@@ -10,6 +10,10 @@ in the notes. The exception is never swallowed. Timings: ``train_s`` from enter 
 :meth:`TrialRecorder.training_done` (or to :meth:`TrialRecorder.result`), ``total_s``
 from enter to exit.
 
+After the block the recorder holds the ledger's answer, :attr:`TrialRecorder.outcome`
+(the status it stored, ``delta_vs_best``, ``exp_id``, ``is_new_best``), when the ledger
+took the finish before the client closed (else None: the finish waits in the spool).
+
 ::
 
     with TrialRecorder(LedgerClient(url, token, "my-project"), hypothesis="...") as run:
@@ -17,6 +21,7 @@ from enter to exit.
             ...
             run.log(step, telemetry)
         run.result(core_metric=evaluate(model))
+    print(run.outcome)  # TrialOutcome(exp_id='007', status='keep', delta_vs_best=-0.15, is_new_best=True, ...)
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import traceback
 from typing import Any, Mapping
 
 from trainer_hooks.client.client import LedgerClient
-from trainer_hooks.client.outcome import failure_label
+from trainer_hooks.client.outcome import TrialOutcome, failure_label
 
 __all__ = ["TrialRecorder", "exception_summary"]
 
@@ -50,7 +55,8 @@ class TrialRecorder:
         eval_budget_s: seconds the evaluation may take (``result(eval_s=...)``); more is
             ``eval_budget_overrun``.
         close: close the client on exit (flushing for at most its ``close_timeout``).
-        plan: trial fields for :meth:`LedgerClient.plan_trial` (hypothesis, parent_exp, ...).
+        plan: trial fields for :meth:`LedgerClient.plan_trial` (hypothesis, parent_exp, ...;
+            without ``parent_exp`` the ledger's default parent applies).
     """
 
     def __init__(self, client: LedgerClient, *, keep_margin: float = 0.0, eval_budget_s: float | None = None,
@@ -83,6 +89,11 @@ class TrialRecorder:
     @property
     def exp_id(self) -> str | None:
         return self.client.exp_id
+
+    @property
+    def outcome(self) -> TrialOutcome | None:
+        """The ledger's answer to the finish (module doc); None before it answered."""
+        return self.client.outcome
 
     def log(self, step: int, metrics: Mapping[str, Any], *, turn: int | None = None) -> None:
         self.client.log(step, metrics, turn=turn)

@@ -5,7 +5,7 @@ HTTP only, and imports neither torch (tensors are accepted, not required) nor ``
 * the system metrics sampler it runs (``sysmetrics``);
 * the durable per-run spool and its replay (``spool``, ``delivery``;
   ``lineage spool flush DIR`` replays spools from the command line, ``cli``);
-* the outcome rule and the failure labels (``outcome``).
+* the outcome rule, the failure labels and the ledger's answer to a finish (``outcome``).
 
 The names below load on first use: ``lineage`` loads the ``spool`` command
 (:mod:`trainer_hooks.client.cli`) through an entry point in every install, and that must
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         FAILURE_LABELS,
         EvalBudgetExceeded,
         TrainBudgetExceeded,
+        TrialOutcome,
         decide_status,
         failure_label,
     )
@@ -38,6 +39,7 @@ _HOME = {
     "FAILURE_LABELS": "outcome",
     "EvalBudgetExceeded": "outcome",
     "TrainBudgetExceeded": "outcome",
+    "TrialOutcome": "outcome",
     "decide_status": "outcome",
     "failure_label": "outcome",
     "Spool": "spool",
@@ -51,6 +53,7 @@ __all__ = [
     "LedgerRejected",
     "Spool",
     "TrainBudgetExceeded",
+    "TrialOutcome",
     "Unavailable",
     "decide_status",
     "default_spool_dir",

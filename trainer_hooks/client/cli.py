@@ -5,8 +5,11 @@ per run until the ledger has it. When the trainer ended before the ledger could 
 everything (it was down, the token was revoked, the job was killed), this command
 replays the spools of ``DIR`` in order with the same idempotency keys, so nothing is
 stored twice. It talks HTTP like the trainer (the ``trainer`` extra's httpx), never
-imports torch, and prints one line per spool; a spool the ledger refuses is reported
-on stderr with the reason and the command exits non-zero.
+imports torch, and prints one JSON line per spool (with the trial's outcome when the
+ledger took its finish); a spool the ledger refuses is reported on stderr with the
+reason and the command exits non-zero. A spool it delivered whole is deleted (the
+retention rule of :mod:`trainer_hooks.client.spool`; ``--keep`` keeps it, and so does
+a trainer still running on it); one that is not delivered stays.
 
 The ``lineage`` command line finds this group through the entry-point group
 ``lineage.commands`` (``spool = "trainer_hooks.client.cli:spool"`` in pyproject.toml), so
@@ -36,8 +39,10 @@ def spool() -> None:
 @click.option("--token", envvar="LINEAGE_TOKEN", default=None, help="A writer token ($LINEAGE_TOKEN).")
 @click.option("--timeout", type=float, default=60.0, show_default=True,
               help="Seconds to keep retrying an unreachable ledger, per spool.")
-def flush(directory: Path, url: str | None, token: str | None, timeout: float) -> None:
-    """Send every spool in DIRECTORY (or the one spool file given) to the ledger."""
+@click.option("--keep", is_flag=True, help="Keep spool files that are delivered (default: delete them).")
+def flush(directory: Path, url: str | None, token: str | None, timeout: float, keep: bool) -> None:
+    """Send every spool in DIRECTORY (or the one spool file given) to the ledger;
+    delete each one that is delivered (unless --keep)."""
     try:
         from trainer_hooks.client.delivery import LedgerRejected, Transport, Unavailable, deliver_within
         from trainer_hooks.client.spool import Spool, spool_files
@@ -64,7 +69,7 @@ def flush(directory: Path, url: str | None, token: str | None, timeout: float) -
         transport = Transport(base_url, token, project)
         try:
             sent = deliver_within(found, transport, timeout)
-            exp_id = found.get("exp_id")
+            exp_id, outcome = found.get("exp_id"), json.loads(found.get("outcome") or "null")
         except LedgerRejected as exc:
             click.echo(f"error: {path}: {exc}", err=True)
             failed += 1
@@ -78,7 +83,10 @@ def flush(directory: Path, url: str | None, token: str | None, timeout: float) -
         finally:
             transport.close()
             found.close()
-        click.echo(json.dumps({"spool": str(path), "project": project, "exp_id": exp_id,
-                               "points_sent": sent}))
+        removed = not keep and not found.in_use()  # a live run's spool is caught up, not finished
+        if removed:
+            found.remove()
+        click.echo(json.dumps({"spool": str(path), "project": project, "exp_id": exp_id, "points_sent": sent,
+                               "outcome": outcome, "removed": removed}))
     if failed:
         raise SystemExit(EXIT_NOT_DELIVERED)

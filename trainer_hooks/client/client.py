@@ -18,7 +18,15 @@ for ``lineage spool flush``.
 
 :meth:`LedgerClient.close` (also run at interpreter exit, and on SIGTERM when
 ``handle_sigterm``) spools everything still in memory, then sends for at most
-``close_timeout`` seconds.
+``close_timeout`` seconds. A spool the ledger acknowledged whole is then deleted (the
+retention rule of :mod:`trainer_hooks.client.spool`); one with anything undelivered
+stays for ``lineage spool flush``.
+
+The client talks back on the ``trainer_hooks.client`` logger: one warning when the
+ledger becomes unreachable (or answers 5xx) and one when delivery resumes, with the
+count of points and writes held in the spool meanwhile; the outcome of the trial
+(:attr:`LedgerClient.outcome`: the status stored, ``delta_vs_best``, new best or not)
+once the ledger answered the finish.
 
 System metrics (:mod:`trainer_hooks.client.sysmetrics`): once a trial is planned, a
 sampler thread logs GPU memory and utilisation, the process's RSS and CPU and the
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import json
 import logging
 import math
 import os
@@ -46,6 +55,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, Transport, Unavailable, deliver
+from trainer_hooks.client.outcome import TrialOutcome
 from trainer_hooks.client.points import Row, encode_rows, step_rows, turn_rows
 from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
 from trainer_hooks.client.sysmetrics import SystemSampler, sampler_settings
@@ -86,6 +96,10 @@ class ClientReport:
     nonfinite_dropped: int
     spool: str
     error: str | None
+    #: the ledger's answer to the finish (None: no finish, or not delivered yet)
+    outcome: TrialOutcome | None = None
+    #: the spool file was deleted (everything delivered; the retention rule)
+    spool_removed: bool = False
 
     @property
     def delivered(self) -> bool:
@@ -114,13 +128,15 @@ class LedgerClient:
         gzip_level: of telemetry bodies; ``"auto"``: none on loopback, 1 over a network.
         system_metrics: the sampler's interval in seconds, True (10 s), False (none);
             None: ``LINEAGE_SYSTEM_METRICS`` (module doc).
+        keep_spool: keep the spool file at :meth:`close` even when everything was delivered.
     """
 
     def __init__(self, base_url: str, token: str | None, project: str, *, spool_dir: str | Path | None = None,
                  run_id: str | None = None, timeout: float = 10.0, max_batch_points: int = 50_000,
                  max_buffer_points: int = 200_000, spool_interval: float = 0.2, close_timeout: float = 10.0,
                  backoff: tuple[float, float] = (0.05, 5.0), handle_sigterm: bool = False, durable: bool = True,
-                 gzip_level: int | None | str = "auto", system_metrics: bool | float | None = None) -> None:
+                 gzip_level: int | None | str = "auto", system_metrics: bool | float | None = None,
+                 keep_spool: bool = False) -> None:
         self.project = project
         self.run_id = run_id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         if not _RUN_ID.match(self.run_id):
@@ -130,12 +146,15 @@ class LedgerClient:
         self.spool.set("run_id", self.run_id)
         self.spool.set("base_url", base_url)
         self.spool.set("project", project)
+        self.spool.hold()
         self._transport = Transport(base_url, token, project, timeout=timeout, gzip_level=gzip_level)
         self.max_batch_points = max_batch_points
         self.max_buffer_points = max_buffer_points
         self.spool_interval = spool_interval
         self.close_timeout = close_timeout
         self.backoff = backoff
+        self.keep_spool = keep_spool
+        self.base_url = base_url
         self.points_logged = 0
         self.points_sent = 0
         self.nonfinite_dropped = 0
@@ -158,6 +177,10 @@ class LedgerClient:
         self._closing = threading.Event()
         self._stop_sending = threading.Event()
         self._closed = False
+        self._exp_id: str | None = None
+        self._outcome: TrialOutcome | None = None
+        self._report: ClientReport | None = None  # once the spool is removed
+        self._unreachable_since: float | None = None  # the sender's view of the ledger
         self._spooler = threading.Thread(target=self._spool_loop, name=f"ledger-spool-{self.run_id}", daemon=True)
         self._sender = threading.Thread(target=self._send_loop, name=f"ledger-send-{self.run_id}", daemon=True)
         self._spooler.start()
@@ -236,7 +259,18 @@ class LedgerClient:
     @property
     def exp_id(self) -> str | None:
         """The trial's exp_id: given to :meth:`plan_trial`, or allocated once the ledger answered."""
-        return self.spool.get("exp_id")
+        if self._exp_id is None and self._report is None:
+            self._exp_id = self.spool.get("exp_id")
+        return self._exp_id
+
+    @property
+    def outcome(self) -> TrialOutcome | None:
+        """What the ledger stored when it took :meth:`finish_trial` (status, ``delta_vs_best``,
+        new best or not); None until then."""
+        if self._outcome is None and self._report is None:
+            found = self.spool.get("outcome")
+            self._outcome = TrialOutcome.from_dict(json.loads(found)) if found else None
+        return self._outcome
 
     # -- alerts ---------------------------------------------------------------------------
 
@@ -326,7 +360,10 @@ class LedgerClient:
 
     def close(self, timeout: float | None = None) -> ClientReport:
         """Spool everything, send for at most ``timeout`` (default ``close_timeout``) seconds,
-        stop the threads. Idempotent; what is not sent stays in the spool."""
+        stop the threads, and delete the spool when the ledger has all of it (unless
+        ``keep_spool``). Idempotent; what is not sent stays in the spool."""
+        if self._report is not None:
+            return self._report
         if not self._closed:
             self._stop_sampler()
             self._closed = True
@@ -341,11 +378,19 @@ class LedgerClient:
             self._sender.join(timeout=self._transport_timeout() + 1)
             self._transport.close()
         ops, points = self.spool.pending()
-        exp_id = self.exp_id
-        if not self._sender.is_alive() and not self._spooler.is_alive():
+        exp_id, outcome = self.exp_id, self.outcome
+        stopped = not self._sender.is_alive() and not self._spooler.is_alive()
+        if stopped:
             self.spool.close()
+            self.spool.release()
+        remove = stopped and ops == 0 and self.error is None and not self.keep_spool
         report = ClientReport(exp_id, self.points_logged, self.points_sent, ops, points, self.nonfinite_dropped,
-                              str(self.spool.path), str(self.error) if self.error else None)
+                              str(self.spool.path), str(self.error) if self.error else None, outcome, remove)
+        if remove:
+            self.spool.remove()
+            self._report = report
+        if outcome is not None:
+            log.info("ledger: %s", outcome.describe())
         if ops and self.error is None:
             log.warning("ledger: %d ops (%d points) not delivered yet; kept in %s (send them with "
                         "`lineage spool flush %s`)", ops, points, self.spool.path, self.spool.path.parent)
@@ -412,9 +457,16 @@ class LedgerClient:
     def _send_loop(self) -> None:
         backoff = Backoff(*self.backoff)
         while not self._stop_sending.is_set():
+            held = self.spool.pending() if self._unreachable_since is not None else (0, 0)
+
+            def sent(count: int) -> None:
+                self._reachable_again(held)
+                self._count_sent(count)
+
             try:
                 deliver(self.spool, self._transport, max_points=self.max_batch_points,
-                        should_stop=self._stop_sending.is_set, on_sent=self._count_sent, final=lambda: self._closed)
+                        should_stop=self._stop_sending.is_set, on_sent=sent, final=lambda: self._closed)
+                self._reachable_again(held)
                 backoff.reset()
                 self._send_wake.wait(self.spool_interval)
                 self._send_wake.clear()
@@ -423,7 +475,12 @@ class LedgerClient:
                 self._send_wake.clear()
             except Unavailable as exc:
                 wait = backoff.next()
-                log.debug("ledger unavailable (%s); retrying in %.2f s", exc, wait)
+                if self._unreachable_since is None:
+                    self._unreachable_since = time.monotonic()
+                    log.warning("ledger at %s unreachable (%s); the run goes on, its writes are held in %s "
+                                "and retried", self.base_url, exc, self.spool.path)
+                else:
+                    log.debug("ledger still unavailable (%s); retrying in %.2f s", exc, wait)
                 self._stop_sending.wait(wait)
             except LedgerRejected as exc:
                 self.error = exc
@@ -436,6 +493,16 @@ class LedgerClient:
 
     def _count_sent(self, count: int) -> None:
         self.points_sent += count
+
+    def _reachable_again(self, held: tuple[int, int]) -> None:
+        """After an outage, the one line saying that delivery resumed (``held``: the spool's
+        unsent ops and points when the ledger answered again)."""
+        if self._unreachable_since is None:
+            return
+        away = time.monotonic() - self._unreachable_since
+        self._unreachable_since = None
+        log.warning("ledger at %s reachable again after %.1f s; delivering the %d points (%d writes) held in the spool",
+                    self.base_url, away, held[1], held[0])
 
 
 _sigterm_installed = False

@@ -11,16 +11,19 @@ One function (:func:`deliver`) replays a spool; the client's background sender a
   flush`` (with a new token, say) can try again;
 * a 2xx marks the op sent.
 
-Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (``POST /projects``; 409 "exists"
-is fine), ``plan`` (``POST /trials`` with ``Idempotency-Key: <run_id>-plan``; the
-stored ``exp_id`` goes into the spool's meta), ``points`` (``POST .../telemetry`` with
-``batch_id``), ``alert`` (``POST .../alerts`` with ``Idempotency-Key: <run_id>-alert-<seq>``;
-an alert the ledger finds malformed, a 422, is logged and skipped rather than stopping
-the run's telemetry), ``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish``
-(``PATCH`` the trial; a core metric taken from the run's summary is picked once, by the
-project's ``metric_name``, and status ``auto`` is decided once by the outcome rule
-against the project's current best; both decisions are spooled before the PATCH so a
-replay cannot decide differently).
+Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``GET`` the
+project, ``POST /projects`` only on a 404, so an existing project costs no ``409
+Conflict``; a 409 from a run that created it in between is fine), ``plan`` (``POST
+/trials`` with ``Idempotency-Key: <run_id>-plan``; the stored ``exp_id`` goes into the
+spool's meta), ``points`` (``POST .../telemetry`` with ``batch_id``), ``alert`` (``POST
+.../alerts`` with ``Idempotency-Key: <run_id>-alert-<seq>``; an alert the ledger finds
+malformed, a 422, is logged and skipped rather than stopping the run's telemetry),
+``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish`` (``PATCH`` the
+trial; a core metric taken from the run's summary is picked once, by the project's
+``metric_name``, and status ``auto`` is decided once by the outcome rule against the
+project's current best; both decisions are spooled before the PATCH so a replay cannot
+decide differently; the ledger's answer, with whether the trial is the best now, goes
+into the spool's ``outcome`` meta as a :class:`~trainer_hooks.client.outcome.TrialOutcome`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from urllib.parse import quote
 
 import httpx
 
-from trainer_hooks.client.outcome import decide_status, metric_of_summary
+from trainer_hooks.client.outcome import TrialOutcome, decide_status, metric_of_summary
 from trainer_hooks.client.spool import Op, Spool
 
 __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
@@ -201,7 +204,9 @@ def _send_points(spool: Spool, transport: Transport, key: str, ops: list[Op]) ->
 def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
     body = json.loads(op.body)
     if op.kind == "project":
-        transport.request("project", "POST", f"{API}/projects", json=body, ok_statuses=(409,))
+        found = transport.request("project", "GET", transport.prefix, ok_statuses=(404,))
+        if found.status_code == 404:
+            transport.request("project", "POST", f"{API}/projects", json=body, ok_statuses=(409,))
     elif op.kind == "plan":
         made = transport.request("plan", "POST", f"{transport.prefix}/trials", json=body,
                                  headers={"Idempotency-Key": f"{run_id}-plan"})
@@ -225,7 +230,13 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
                 fields["extra"] = {**(fields.get("extra") or {}), "metric_from_summary": used}
         if fields.get("status") == "auto":
             fields["status"] = spool.get("decided_status") or _decide(spool, transport, fields, body.get("keep_margin", 0.0))
-        transport.request("finish", "PATCH", f"{transport.prefix}/trials/{quote(exp_id, safe='')}", json=fields)
+        stored = transport.request("finish", "PATCH", f"{transport.prefix}/trials/{quote(exp_id, safe='')}",
+                                   json=fields).json()
+        best = (_knowledge(transport).get("best") or {}).get("exp_id")
+        outcome = TrialOutcome(exp_id=stored["exp_id"], status=stored["status"], core_metric=stored.get("core_metric"),
+                               delta_vs_best=stored.get("delta_vs_best"), is_new_best=best == stored["exp_id"],
+                               best_exp=best)
+        spool.set("outcome", json.dumps(outcome.to_dict()))
     else:
         raise LedgerRejected(0, f"unknown spooled op {op.kind!r} (seq {op.seq})", kind=op.kind)
 
@@ -247,8 +258,7 @@ def _metric_of_summary(spool: Spool, transport: Transport, body: dict[str, Any])
 def _decide(spool: Spool, transport: Transport, fields: dict[str, Any], margin: float) -> str:
     """The outcome rule against the current best (its direction from the project); the
     decision is stored in the spool before the PATCH that uses it."""
-    found = transport.request("finish", "GET", f"{transport.prefix}/knowledge",
-                              params={"format": "json", "recent_n": 1, "last_m": 1}).json()
+    found = _knowledge(transport)
     best = found.get("best") or {}
     mine = spool.get("exp_id")
     best_metric = best.get("core_metric") if best.get("exp_id") != mine else None
@@ -257,6 +267,12 @@ def _decide(spool: Spool, transport: Transport, fields: dict[str, Any], margin: 
     spool.set("decided_status", status)
     spool.set("decided_at", str(time.time()))
     return status
+
+
+def _knowledge(transport: Transport) -> dict[str, Any]:
+    """The project's best and direction (the smallest knowledge answer)."""
+    return transport.request("finish", "GET", f"{transport.prefix}/knowledge",
+                             params={"format": "json", "recent_n": 1, "last_m": 1}).json()
 
 
 def deliver_within(spool: Spool, transport: Transport, timeout: float, *, max_points: int = 50_000,

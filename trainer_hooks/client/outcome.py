@@ -9,17 +9,22 @@ does not import ``lineage``). ``delta_vs_best`` is the server's to compute.
 
 A run that reports a summary (``name -> value``, as wandb-style scripts do) rather than one
 number has its core metric read from it (:func:`metric_of_summary`).
+
+:class:`TrialOutcome` is what the ledger answered when the run finished: the status it
+stored, its ``delta_vs_best``, and whether the trial is the project's best now.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
 
 __all__ = [
     "FAILURE_LABELS",
     "EvalBudgetExceeded",
     "TrainBudgetExceeded",
+    "TrialOutcome",
     "beats_best",
     "decide_status",
     "failure_label",
@@ -31,6 +36,40 @@ FAILURE_LABELS: tuple[str, ...] = (
     "keep", "discard", "crash", "eval_budget_overrun", "train_budget_overrun", "size_blocked",
     "preflight_crash", "harness_abort", "disqualified", "baseline",
 )
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """The ledger's answer to a run's finish.
+
+    ``status``: the stored label (``keep``/``discard`` as the outcome rule decided, or the
+    failure label); ``delta_vs_best``: the metric minus the best before the trial (the
+    server's); ``is_new_best``: the trial is the project's best right after the finish;
+    ``best_exp``: the project's best then."""
+
+    exp_id: str
+    status: str
+    core_metric: float | None
+    delta_vs_best: float | None
+    is_new_best: bool
+    best_exp: str | None
+
+    @property
+    def kept(self) -> bool:
+        return self.status == "keep"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrialOutcome":
+        return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        """One line: ``trial 007: keep (delta -0.15, the new best)``."""
+        delta = "" if self.delta_vs_best is None else f", delta {self.delta_vs_best:+.6g}"
+        best = ", the new best" if self.is_new_best else (f", best is {self.best_exp}" if self.best_exp else "")
+        return f"trial {self.exp_id}: {self.status}{delta}{best}"
 
 
 class TrainBudgetExceeded(TimeoutError):

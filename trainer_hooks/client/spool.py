@@ -18,6 +18,17 @@ Tables
     is JSON (for ``points`` the comma-joined point objects without brackets, so a batch
     is built by concatenation).
 
+Retention
+    A spool whose every op the ledger acknowledged (a 2xx each) has done its job and is
+    deleted: by :meth:`LedgerClient.close <trainer_hooks.client.LedgerClient.close>` at the
+    end of the run, or by ``lineage spool flush`` once it delivered the rest
+    (``keep_spool=True`` / ``--keep`` keep it). A spool with anything undelivered (the
+    ledger was down, or refused a write) stays where it is until ``lineage spool flush``
+    delivers it; nothing deletes undelivered data. A running client holds a shared
+    ``flock`` on its spool (:meth:`Spool.hold`; the kernel drops it when the process
+    dies), and ``flush`` never deletes a spool that is held: a live run's spool may be
+    caught up, not finished.
+
 Idempotent replay
     Consecutive ``points`` ops are sent as one telemetry batch. Before the first attempt
     the sender writes the batch's key into ``group_key`` of its ops (:meth:`Spool.group`),
@@ -30,11 +41,15 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
+
+if sys.platform != "win32":
+    import fcntl
 
 __all__ = ["SPOOL_SUFFIX", "Op", "Spool", "spool_files"]
 
@@ -81,7 +96,34 @@ class Spool:
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._opened_lock = threading.Lock()
+        self._held: IO[bytes] | None = None
         self._conn().executescript(_SCHEMA)
+
+    def hold(self) -> None:
+        """Mark the spool in use by this live run: a shared ``flock`` on the file until
+        :meth:`release` (or the process's end)."""
+        if self._held is None and sys.platform != "win32":
+            held = open(self.path, "rb")  # noqa: SIM115 (kept open: the lock lives with it)
+            fcntl.flock(held, fcntl.LOCK_SH)
+            self._held = held
+
+    def release(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+
+    def in_use(self) -> bool:
+        """True while a live run holds the spool (:meth:`hold`); always True where
+        ``flock`` does not exist (nothing is deleted there unasked)."""
+        if sys.platform == "win32":
+            return True
+        with open(self.path, "rb") as probe:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(probe, fcntl.LOCK_UN)
+        return False
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -102,6 +144,13 @@ class Spool:
         for conn in opened:
             conn.close()
         self._local = threading.local()
+
+    def remove(self) -> None:
+        """Close the spool and delete its file (with SQLite's ``-wal`` and ``-shm``)."""
+        self.close()
+        self.release()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

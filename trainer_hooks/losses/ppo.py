@@ -33,6 +33,14 @@ branch, so the total gradient then equals that of the plainly differentiated tur
 (tested); with per-token advantages inside a turn each token's own advantage picks its
 own clip branch.
 
+Gradient: :func:`clipped_surrogate` takes the loss's elementwise derivative in the forward
+pass (a custom autograd function), so the backward is one multiplication instead of the
+replayed max / min / clamp / where chain; it equals autograd's through the formula except
+at exact ties of a clip with the unclipped term (kinks), and the clip scale is a constant
+of the loss. With the turn-level ratio the turn means are pooled by 1-D scatters and the
+ratio's value goes in with the gradient routed to the token's own log-ratio, so no
+autograd op runs per turn.
+
 Telemetry (flat ``dict[str, Tensor]``, 0-dim, detached):
     ``clipfrac_high`` — fraction of ``response_mask`` tokens with ``A > 0`` whose clipped
         term wins (``r > upper``: the upper clip is active); ``clipfrac_low`` — the same
@@ -107,14 +115,70 @@ def turn_level_log_ratio(
         elsewhere); gradient that of the token's own ``log_ratio``, i.e.
         ``log_ratio + sg[turn_mean - log_ratio]``.
     """
+    value = _turn_log_ratio_value(log_ratio.detach(), turn_ids, mask, turn_mean, index)
+    return log_ratio + (value - log_ratio.detach())
+
+
+def _turn_log_ratio_value(
+    log_ratio: Tensor, turn_ids: Tensor, mask: Tensor, turn_mean: Tensor | None, index: TurnIndex | None
+) -> Tensor:
+    """The value of :func:`turn_level_log_ratio` (no gradient): ``[B, L]``."""
     if index is None:
         index = turn_index(turn_ids, _num_turns(turn_ids) if turn_mean is None else turn_mean.shape[1], mask)
     if turn_mean is None:
-        turn_mean, _ = turn_reduce(log_ratio.detach(), turn_ids, index.num_turns, mask, index=index)
+        turn_mean, _ = turn_reduce(log_ratio, turn_ids, index.num_turns, mask, index=index)
     # The sentinel slot (tokens of no turn) reads a 0 that the where() then discards.
     table = F.pad(turn_mean.detach().reshape(-1), (0, 1))
     per_token = table.index_select(0, index.flat).view_as(log_ratio)
-    return log_ratio + torch.where(index.valid, per_token - log_ratio.detach(), 0.0)
+    return torch.where(index.valid, per_token, log_ratio)
+
+
+class _Surrogate(torch.autograd.Function):
+    """The clipped loss ``[B, L]`` of :func:`clipped_surrogate` with its elementwise
+    derivative taken in the forward pass: the backward is one multiplication, where
+    autograd would replay the max / min / clamp / where chain (most of the loss's cost)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, ratio: Tensor, advantages: Tensor, lower: Any, upper: Any,
+                clip_ratio_c: float | None, x_is_log_ratio: bool, with_maps: bool) -> tuple[Tensor, ...]:
+        clamped = torch.clamp(ratio, lower, upper)
+        neg_adv = -advantages
+        pg1 = neg_adv * ratio
+        pg2 = neg_adv * clamped
+        clip1 = torch.maximum(pg1, pg2)
+        clipped = pg2 > pg1  # the clipped term is in the loss (the upper or lower clip is active)
+        negative = advantages < 0
+        if clip_ratio_c is None:
+            loss, dual, through = clip1, None, ~clipped
+        else:
+            pg3 = neg_adv * clip_ratio_c
+            loss = torch.where(negative, torch.minimum(pg3, clip1), clip1)
+            dual = negative & (clip1 > pg3)
+            through = ~(clipped | dual)
+        # d loss / d ratio: -A where the unclipped term is the loss, 0 where a clip is
+        # (at an exact tie, a point with no derivative, the unclipped side's). A product,
+        # not a where(): CPU where() branches per element, slow on a scattered mask.
+        slope = neg_adv * through
+        adv_slope = None
+        if ctx.needs_input_grad[2]:  # d loss / d A: -r, -clamp(r) or -c by branch
+            adv_slope = -torch.where(clipped, clamped, ratio)
+            if dual is not None:
+                adv_slope = torch.where(dual, -clip_ratio_c, adv_slope)
+        ctx.save_for_backward(slope * ratio if x_is_log_ratio else slope, adv_slope)
+        if not with_maps:
+            return (loss,)
+        if dual is None:
+            dual = torch.zeros_like(clipped)
+        # clipped implies A != 0, so "not negative" is "positive" here.
+        maps = (clipped & ~negative, clipped & negative, dual)
+        ctx.mark_non_differentiable(*maps)
+        return (loss, *maps)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, *unused: Any) -> tuple[Tensor | None, ...]:
+        slope, adv_slope = ctx.saved_tensors
+        return (grad * slope if ctx.needs_input_grad[0] else None, None,
+                grad * adv_slope if adv_slope is not None else None, None, None, None, None, None)
 
 
 def clipped_surrogate(
@@ -126,6 +190,7 @@ def clipped_surrogate(
     clip_ratio_c: float | None,
     clip_scale: Tensor | None = None,
     with_maps: bool = True,
+    log_ratio: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Per-token PPO clipped loss ``[B, L]`` and the boolean maps telemetry needs.
 
@@ -136,32 +201,28 @@ def clipped_surrogate(
     with ``A < 0``: lower clip) and ``dual`` (``A < 0`` and the dual clip is active); the
     first two are verl's ``pg_losses2 > pg_losses1`` split by the advantage's sign.
     ``with_maps=False`` skips them (empty dict).
+
+    Gradients flow into ``ratio`` and ``advantages``; the clip scale is a constant of the
+    loss. ``log_ratio``: ``[B, L]``, when given the gradient flows into it instead, as
+    ``d ratio / d log_ratio = ratio`` (``ratio``'s value is taken as given: the turn-level
+    ratio, whose gradient is token-local). The derivative is computed in the forward pass
+    (:class:`_Surrogate`); it equals autograd's through the formula, except at exact ties
+    of a clip with the unclipped term, where it takes the unclipped side's.
     """
     if clip_ratio_c is not None and not clip_ratio_c > 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 for dual-clip PPO, got {clip_ratio_c}")
     if clip_scale is None:
-        clamped = torch.clamp(ratio, 1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+        lower: Any = 1.0 - clip_ratio_low
+        upper: Any = 1.0 + clip_ratio_high
     else:
-        s = clip_scale.to(ratio.dtype)
-        clamped = torch.clamp(ratio, min=1.0 - clip_ratio_low * s, max=1.0 + clip_ratio_high * s)
-    neg_adv = -advantages
-    pg1 = neg_adv * ratio
-    pg2 = neg_adv * clamped
-    clip1 = torch.maximum(pg1, pg2)
-    negative = advantages < 0
-    if clip_ratio_c is None:
-        loss = clip1
-    else:
-        pg3 = neg_adv * clip_ratio_c
-        loss = torch.where(negative, torch.minimum(pg3, clip1), clip1)
+        s = clip_scale.detach().to(ratio.dtype)
+        lower, upper = 1.0 - clip_ratio_low * s, 1.0 + clip_ratio_high * s
+    x = ratio if log_ratio is None else log_ratio
+    out = _Surrogate.apply(x, ratio.detach(), advantages, lower, upper, clip_ratio_c, log_ratio is not None, with_maps)
     if not with_maps:
-        return loss, {}
-    with torch.no_grad():
-        clipped = pg2 > pg1
-        dual = negative & (clip1 > pg3) if clip_ratio_c is not None else torch.zeros_like(clipped)
-        # clipped implies A != 0, so "not negative" is "positive" here.
-        maps = {"clip_high": clipped & ~negative, "clip_low": clipped & negative, "dual": dual}
-    return loss, maps
+        return out[0], {}
+    loss, clip_high, clip_low, dual = out
+    return loss, {"clip_high": clip_high, "clip_low": clip_low, "dual": dual}
 
 
 def policy_telemetry(
@@ -316,27 +377,31 @@ def ppo_policy_loss(
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high
     dt = compute_dtype(log_prob)
     lp = log_prob.to(dt)
-    adv = token_advantages("ppo_policy_loss", advantages, log_prob).to(dt)
+    # contiguous: a strided view (a column of the advantage pipeline's output, say) makes
+    # every elementwise op below several times slower
+    adv = token_advantages("ppo_policy_loss", advantages, log_prob).to(dt).contiguous()
     mask = response_mask.to(torch.bool)
     log_ratio = torch.clamp(lp - old_log_prob.to(dt), min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
-    scale = None if clip_scale is None else clip_scale.to(dt)
+    scale = None if clip_scale is None else clip_scale.to(dt).contiguous()
 
     # One scatter pools everything needed per turn: the log-ratio (turn-level ratio) and
     # the clip scale (per-turn telemetry).
     turn_scale = turn_count = None
-    used = log_ratio
+    used = log_ratio.detach()
     if with_telemetry not in (True, False, "basic"):
         raise ValueError(f"with_telemetry must be True, False or 'basic', got {with_telemetry!r}")
     pool_scale = with_telemetry is True and scale is not None and turn_ids is not None
     if ratio_level == "turn" or pool_scale:
         index = turn_index(turn_ids, _num_turns(turn_ids), mask)
         columns = ([log_ratio.detach()] if ratio_level == "turn" else []) + ([scale] if pool_scale else [])
-        pooled, turn_count = turn_reduce(torch.stack(columns, -1), turn_ids, index.num_turns, mask, index=index)
+        pooled, turn_count = turn_reduce(columns, turn_ids, index.num_turns, mask, index=index)
         if ratio_level == "turn":
-            used = turn_level_log_ratio(log_ratio, turn_ids, mask, pooled[..., 0], index)
+            used = _turn_log_ratio_value(used, turn_ids, mask, pooled[..., 0], index)
         if pool_scale:
             turn_scale = pooled[..., -1]
 
+    # The ratio's value (turn-level or not); the gradient goes into the token's own
+    # log-ratio (turn_level_log_ratio's rule), d ratio / d log_ratio = ratio.
     ratio = torch.exp(used)
     loss_mat, maps = clipped_surrogate(
         ratio,
@@ -346,6 +411,7 @@ def ppo_policy_loss(
         clip_ratio_c=clip_ratio_c,
         clip_scale=scale,
         with_maps=bool(with_telemetry),
+        log_ratio=log_ratio,
     )
     if rollout_is_weights is not None:
         loss_mat = loss_mat * rollout_is_weights.to(dt)

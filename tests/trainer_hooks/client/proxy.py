@@ -1,7 +1,8 @@
 """A real HTTP proxy in front of a ledger that misbehaves on purpose: it answers 5xx
 instead of forwarding, forwards and then answers 5xx (the ledger stored the write but
 the client never heard), or answers slowly. The ``fault`` callable decides per request
-from ``(number, method, path)`` (number: 0, 1, 2, ... in arrival order)."""
+from ``(number, method, path)`` (number: 0, 1, 2, ... in arrival order). ``answered``
+lists ``(method, path, status)`` of every request the ledger answered."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class FaultyProxy:
         self.fault = fault
         self.count = 0
         self.faults = 0
+        self.answered: list[tuple[str, str, int]] = []
         self._lock = threading.Lock()
         proxy = self
 
@@ -61,6 +63,8 @@ class FaultyProxy:
                     answer = httpx.request(self.command, proxy.upstream + self.path, content=body, headers=headers, timeout=30)
                 except httpx.TransportError:
                     return self._reply(502, b'{"detail":"upstream down"}', "application/json")
+                with proxy._lock:
+                    proxy.answered.append((self.command, self.path, answer.status_code))
                 if fault.drop_reply:
                     return self._reply(fault.status, b'{"detail":"proxy lost the reply"}', "application/json")
                 self._reply(answer.status_code, answer.content, answer.headers.get("content-type", "application/json"))

@@ -114,7 +114,7 @@ def test_replies_slower_than_the_client_timeout_store_each_point_once(serve, pro
 
     front = proxy(server.url, fault)
     spool_dir = tmp_path / "spool"
-    client = fast_client(front.url, spool_dir, timeout=0.25, max_batch_points=200, run_id="slow")
+    client = fast_client(front.url, spool_dir, timeout=0.25, max_batch_points=200, run_id="slow", keep_spool=True)
     client.ensure_project()
     client.plan_trial(hypothesis="slow gateway")
     log_steps(client, range(400))
@@ -141,14 +141,16 @@ def test_sigkilled_trainer_loses_nothing_that_reached_the_spool(serve, tmp_path:
     server.kill()  # some batches are in flight or unsent when the trainer dies
     trainer.kill()
     trainer.wait(timeout=PROCESS_TIMEOUT_S)
+    with sqlite3.connect(spool_dir / "plain-run.spool") as conn:
+        in_spool = conn.execute("SELECT COALESCE(SUM(points), 0) FROM ops").fetchone()[0]
     server.start()
     code, out, err = flush_cli(spool_dir)
     assert code == 0, err
     stored = stored_points(db)
     assert max(stored.values()) == 1  # no point twice
     assert expected_points(range(spooled)) - stored == {}  # every point the trainer saw spooled
-    with sqlite3.connect(spool_dir / "plain-run.spool") as conn:
-        assert conn.execute("SELECT COALESCE(SUM(points), 0) FROM ops").fetchone()[0] == sum(stored.values())
+    assert in_spool == sum(stored.values())
+    assert json.loads(out)["removed"] and spool_files(spool_dir) == []  # delivered, and its trainer is gone
 
 
 def test_sigterm_labels_the_trial_and_flushes_before_exiting(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -191,13 +193,14 @@ def test_replaying_a_delivered_spool_stores_nothing_twice(serve, tmp_path: Path)
             for leftover in spool_dir.glob("twice.spool*"):
                 leftover.unlink()
             (spool_dir / "twice.spool").write_bytes(snapshot)
-        code, out, err = flush_cli(spool_dir)
+        code, out, err = flush_cli(spool_dir, "--keep")
         assert code == 0, err
         assert '"exp_id": "000"' in out
         assert stored_points(db) == expected_points(range(300))
         assert trial_count(db) == 1
-    code, out, err = flush_cli(spool_dir)  # a delivered spool sends nothing
-    assert code == 0 and '"points_sent": 0' in out
+    code, out, err = flush_cli(spool_dir)  # a delivered spool sends nothing, and is deleted now
+    assert code == 0 and json.loads(out)["points_sent"] == 0 and json.loads(out)["removed"]
+    assert spool_files(spool_dir) == []
 
 
 def test_revoked_token_stops_sending_keeps_the_spool_and_a_new_token_flushes_it(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -227,7 +230,7 @@ def test_revoked_token_stops_sending_keeps_the_spool_and_a_new_token_flushes_it(
     assert json.loads(Spool(spool_file).get("rejected") or "{}")["status"] == 401
     code, _, err = flush_cli(spool_dir, "--token", first, "--timeout", str(FLUSH_TIMEOUT_S))
     assert code == 1 and "HTTP 401" in err and err.count("\n") == 1
-    code, out, err = flush_cli(spool_dir, "--token", token("trainer-2"))
+    code, out, err = flush_cli(spool_dir, "--token", token("trainer-2"), "--keep")
     assert code == 0, err
     assert Spool(spool_file).get("rejected") is None
     assert stored_points(db) == expected_points(range(400))
