@@ -18,7 +18,6 @@ from lineage.domain import (
     MAX_SHORT_TEXT,
     NO_RESULT_NUMBERS,
     TRIAL_FIELD_NAMES,
-    WRITABLE_FIELDS,
     FailureLabel,
 )
 
