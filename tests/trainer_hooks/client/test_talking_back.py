@@ -154,12 +154,14 @@ def test_flush_never_deletes_the_spool_of_a_run_still_going(serve, tmp_path: Pat
 
 
 def test_an_omitted_parent_is_not_sent(tmp_path: Path) -> None:
+    # None leaves the parent to the ledger's rule (the current best); "" asks for a root,
+    # as it does over HTTP and MCP
     client = fast_client(f"http://127.0.0.1:{free_port()}", tmp_path / "spool", run_id="parents")  # nothing listens
     client.plan_trial(hypothesis="the ledger's default parent")
-    client.plan_trial(hypothesis="also the default", parent_exp="")
+    client.plan_trial(hypothesis="a root", parent_exp="")
     client.plan_trial(hypothesis="a child", parent_exp="007")
     client.close(timeout=0)
     plans: list[dict[str, Any]] = [json.loads(op.body) for op in Spool(tmp_path / "spool" / "parents.spool").ops()
                                    if op.kind == "plan"]
-    assert ["parent_exp" in plan for plan in plans] == [False, False, True]
-    assert plans[2]["parent_exp"] == "007"
+    assert ["parent_exp" in plan for plan in plans] == [False, True, True]
+    assert plans[1]["parent_exp"] == "" and plans[2]["parent_exp"] == "007"
