@@ -31,6 +31,7 @@ __all__ = [
     "fmt_tick",
     "line_chart",
     "metric_chart",
+    "metric_domain",
     "nice_ticks",
     "scatter",
     "sparkline",
@@ -264,8 +265,8 @@ def metric_chart(
     frame = _Frame(width, height, left=72, right=16, top=12, bottom=58)
     xs = [p.x for p in points]
     xd = (min(xs) - 0.5, max(xs) + 0.5)
-    ys = [p.y for p in scored] + [v for _, v in running_best]
-    frame.set_domains(xd, _domain(ys))
+    yd = metric_domain(scored, running_best)
+    frame.set_domains(xd, yd)
     frame.axes(x_label="trial (insertion order)", y_label=metric_name,
                x_format=lambda v, s: f"{v:,.0f}" if float(v).is_integer() else "")
     parts = frame.parts
@@ -280,11 +281,16 @@ def metric_chart(
             title = f"<title>{escape(p.title)}</title>" if p.title else ""
             parts.append(f'<a href="{escape(p.href)}">{tick}{title}</a>' if p.href else tick)
     radius = 3.5 if len(points) <= 300 else 2.5 if len(points) <= 1500 else 1.8
+    inside = [p for p in scored if yd[0] <= p.y <= yd[1]]  # type: ignore[operator]
+    outside = [p for p in scored if not yd[0] <= p.y <= yd[1]]  # type: ignore[operator]
     # draw order: discarded, failed, kept on top
     for cls in ("discarded", "failed", "kept"):
-        for p in scored:
+        for p in inside:
             if p.cls == cls:
                 parts.append(_marker(p, frame.x(p.x), frame.y(p.y), radius))  # type: ignore[arg-type]
+    for p in outside:  # off the axis: a triangle at the edge, pointing the way, its value in the title
+        parts.append(_edge_marker(p, frame.x(p.x), frame.top if p.y > yd[1] else height - frame.bottom,  # type: ignore[operator]
+                                  up=p.y > yd[1], size=radius + 1.5))  # type: ignore[operator]
     if running_best:
         parts.append(f'<path class="runbest" d="{_step_path(running_best, frame.x, frame.y, xd[1])}"/>')
     if best_x is not None:
@@ -294,6 +300,39 @@ def metric_chart(
                 f'<circle class="pt-best-ring" cx="{_n(frame.x(best.x))}" cy="{_n(frame.y(best.y))}" r="{radius + 4}"/>'  # type: ignore[arg-type]
             )
     return frame.svg(label)
+
+
+#: How far beyond the kept trials' range (in spans of it) other trials still set the axis.
+OUTLIER_REACH = 0.5
+
+
+def metric_domain(scored: Sequence[Point], running_best: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The y range of the metric chart: the kept trials and the running best, widened to
+    take in the other trials that lie within :data:`OUTLIER_REACH` of that range's span
+    beyond it; a trial further out (a blown-up run) is drawn as an edge marker. With no
+    kept trial and no running best, every scored trial sets the range."""
+    core = [p.y for p in scored if p.cls == "kept" and p.y is not None] + [v for _, v in running_best]
+    core = [v for v in core if math.isfinite(v)]
+    values = [p.y for p in scored if p.y is not None and math.isfinite(p.y)]
+    if not core:
+        return _domain(values)
+    lo, hi = min(core), max(core)
+    span = (hi - lo) or (abs(hi) * 0.05 or 1.0)
+    reach_lo, reach_hi = lo - span * OUTLIER_REACH, hi + span * OUTLIER_REACH
+    near = [v for v in values if reach_lo <= v <= reach_hi]
+    return _domain([*core, *near])
+
+
+def _edge_marker(point: Point, px: float, edge_y: float, *, up: bool, size: float) -> str:
+    """A point whose value is off the axis: a triangle on the plot's edge pointing towards
+    the value, titled with the real value."""
+    tip = edge_y - size if up else edge_y + size
+    base = edge_y + size * 0.6 if up else edge_y - size * 0.6
+    shape = (f'<path class="pt pt-edge pt-{point.cls}" d="M{_n(px)},{_n(tip)}L{_n(px + size)},{_n(base)}'
+             f'L{_n(px - size)},{_n(base)}Z"/>')
+    title = f"{point.title} · off the axis ({'above' if up else 'below'})" if point.title else "off the axis"
+    body = f"{shape}<title>{escape(title)}</title>"
+    return f'<a href="{escape(point.href)}">{body}</a>' if point.href else f"<g>{body}</g>"
 
 
 def step_chart(
