@@ -306,6 +306,45 @@ class TelemetryUses:
             points.extend({"step": s, "turn": one.turn, "name": one.name, "value": v} for s, v in zip(one.step, values))
         return points
 
+    def shared_telemetry(self, project_slug: str, exp_ids: Sequence[str], *, max_points: int = 300,
+                         min_trials: int = 2) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """What the compare page overlays: ``name -> exp_id -> points`` (``{step, turn,
+        value}``) of every telemetry name that at least ``min_trials`` of the trials have.
+        Reads, in one transaction: the names of each trial (one index seek per name), then
+        only the shared series, each at most ``max_points`` points: a longer one is sampled
+        in the database (its first point in each of ``max_points`` equal step buckets, one
+        index seek each, as the explorer's sampled rule), so a spike between samples is
+        not drawn -- the trial page draws every series whole."""
+        if not isinstance(max_points, int) or not 2 <= max_points <= 100_000:
+            raise InvalidInput("max_points", f"must be an integer from 2 to 100000, got {max_points!r}")
+        store = self.store
+        out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        with store.read() as conn:
+            project = store.project(conn, project_slug)
+            rows = {exp_id: store.trial_row_id(conn, project, exp_id) for exp_id in dict.fromkeys(exp_ids)}
+            names = {exp_id: store.telemetry_names(conn, [row]) for exp_id, row in rows.items()}
+            counts: dict[str, int] = {}
+            for found in names.values():
+                for name in found:
+                    counts[name] = counts.get(name, 0) + 1
+            shared = {name for name, n in counts.items() if n >= min_trials}
+            for exp_id, row in rows.items():
+                mine = [name for name in names[exp_id] if name in shared]
+                if not mine:
+                    continue
+                for name, turn, count, first, last in store.telemetry_series(conn, row, names=mine):
+                    if count <= max_points:
+                        values = store.telemetry_points(conn, row, name, turn)
+                    else:  # one index seek per bucket: the cost follows max_points, not the points stored
+                        width = -(-(last - first + 1) // max_points)
+                        values = [(first + bucket * width, value) for _, _, bucket, value, _ in store.explore_cells_sampled(
+                            conn, [(row, turn)], name, lo=first, width=width, count=-(-(last - first + 1) // width))]
+                    shown_turn = None if turn < 0 else turn
+                    out.setdefault(name, {}).setdefault(exp_id, []).extend(
+                        {"step": int(step), "turn": shown_turn, "name": name, "value": float(value)}
+                        for step, value in values)
+        return out
+
     def summarize_telemetry(self, project_slug: str, exp_id: str) -> tuple["Trial", dict[str, float]]:
         """Derive the trial's clip-scale statistics from its telemetry (module doc) and store
         them; returns the updated trial and the fields written."""

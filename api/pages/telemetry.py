@@ -252,9 +252,13 @@ def _ig_mean(view: TelemetryView) -> list[tuple[float, float]]:
 
 
 def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
-    """One plot per quantity with one line per trial (``views``: label -> telemetry)."""
+    """One plot per quantity with one line per trial (``views``: label -> telemetry): the
+    known quantities first (:data:`COMPARED`), then every other not-per-turn name that two
+    or more of the trials have, in the order the trials first name them."""
     plots: list[Plot] = []
+    used: set[str] = set()
     for index, (title, names) in enumerate(COMPARED):
+        used.update(names)
         series = []
         for i, (label, view) in enumerate(views.items()):
             points = view.get(*names)
@@ -264,4 +268,17 @@ def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
                 series.append(Series(label, thin(points), f"s{i % 8}"))
         if series:
             plots.append(Plot(f"cmp-{index}", title, line_chart(series, label=title)))
+    others: dict[str, int] = {}
+    for view in views.values():
+        for name in view.scalars:
+            if name not in used:
+                others[name] = others.get(name, 0) + 1
+    for name, count in others.items():
+        if count < 2:
+            continue
+        series = [Series(label, thin(view.scalars[name]), f"s{i % 8}")
+                  for i, (label, view) in enumerate(views.items()) if view.scalars.get(name)]
+        sparse = max(len(s.points) for s in series) <= 60
+        plots.append(Plot(f"cmp-{name}", name, line_chart(series, label=f"{name} of the compared trials",
+                                                          y_label=name, markers=sparse)))
     return plots

@@ -16,7 +16,7 @@ AgentUses           :mod:`lineage.agent.uses`                   prompt, knowledg
 BrowseUses          :mod:`lineage.browse.uses`                  overview(s), dashboard, trial_context, calibration
 TreeUses            :mod:`lineage.browse.tree`                  tree_window
 ExploreUses         :mod:`lineage.browse.explore`               explore
-TelemetryUses       :mod:`lineage.telemetry`                    ingest_telemetry, telemetry_series/points, summarize_telemetry
+TelemetryUses       :mod:`lineage.telemetry`                    ingest_telemetry, telemetry_series/points, shared_telemetry, summarize_telemetry
 TokenUses           :mod:`lineage.auth`                         create/list/revoke/verify tokens, tokens_exist
 AlertUses           :mod:`lineage.alerts`                       record_alert, alerts, alerts_page
 ==================  ==========================================  =====================================
