@@ -198,6 +198,14 @@ class PagesSql(StoreBase):
         where, params = self._filter_sql(project, **filters)
         return int(self._execute(conn, f"SELECT COUNT(*) FROM trials WHERE {where}", params).fetchone()[0])
 
+    def states_expectations(self, conn: Connection, project: Project) -> bool:
+        """Whether a trial of the project states an expected delta (the calibration page's
+        data): stops at the first such trial."""
+        row = self._execute(
+            conn, "SELECT 1 FROM trials WHERE project_id = ? AND expected_delta <> '' LIMIT 1", (project.id,)
+        ).fetchone()
+        return row is not None
+
     def calibration_rows(
         self, conn: Connection, project: Project, *, limit: int
     ) -> list[tuple[str, str, str, float | None, str]]:
