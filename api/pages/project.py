@@ -173,6 +173,7 @@ def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
         depth=q_int(request, "depth", 8, minimum=1, maximum=50),  # type: ignore[arg-type]
         per_node=q_int(request, "per", 25, minimum=1, maximum=500),  # type: ignore[arg-type]
         offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
+        nested=q_str(request, "view") == "nested",
     )
     return pages(request).render(request, "tree.html", {"project": window.project, "w": window})
 

@@ -183,7 +183,7 @@ def test_tree_of_a_linear_loop_is_a_flat_chain_with_folded_siblings(site) -> Non
     assert parser.deepest <= 3, parser.deepest
     # a discard is folded under the kept trial it forked from
     discard = next(t for t in ledger.list_trials(LOOP, limit=200) if t.status.value == "discard" and t.parent_exp == chain[3])
-    folded = section(html, f'id="t-{chain[3]}"', "</li>\n<li")
+    folded = section(html, f'id="t-{chain[3]}"', f'id="t-{chain[4]}"')
     assert f'id="t-{discard.exp_id}"' in folded and "<details" in folded
     # the best is one link away, on the chain's last page
     best = client.get(f"/projects/{LOOP}/tree?focus={loop.best_exp}").text
