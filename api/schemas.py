@@ -490,8 +490,9 @@ class ExploreArgs(Strict):
     ``/projects/{p}/explore`` takes the same parameters."""
 
     metric: list[Text] = Field(min_length=1, description="Telemetry names or core_metric (repeat the parameter)")
-    select: Literal["filter", "chain", "subtree"] = Field("filter", description="Which trials: the filters alone, "
-                                                          "the chain to `to` (default the best), or the subtree under `root`")
+    select: Literal["filter", "chain", "subtree", "telemetry"] = Field(
+        "filter", description="Which trials: the filters alone, the chain to `to` (default the best), the subtree "
+                              "under `root`, or the trials that have telemetry (each narrowed by the filters)")
     to: Text | None = Field(None, description="select=chain: the chain's last trial (default: the current best)")
     root: Text | None = Field(None, description="select=subtree: the subtree's root trial")
     status: list[Text] | None = Field(None, description="Any of these statuses (repeat the parameter)")
@@ -539,4 +540,6 @@ class ExploreOut(BaseModel):
     groups: list[dict[str, Any]]
     trials: list[dict[str, Any]]
     names: list[str]
+    #: how many of the shown trials have each name
+    name_trials: dict[str, int] = {}
     panels: list[dict[str, Any]]

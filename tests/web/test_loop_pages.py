@@ -120,12 +120,13 @@ def test_compare_reads_only_the_series_two_trials_share(site) -> None:  # type: 
     _, loop, ledger = site
     from lineage.telemetry import check_points
 
-    lone = loop.kept[-30]
-    ledger.ingest_telemetry(LOOP, lone, check_points([{"step": 1, "name": "only_mine", "value": 1.0},
-                                                      {"step": 1, "name": "train_loss", "value": 2.0}]))
-    shared = ledger.shared_telemetry(LOOP, [loop.with_telemetry[0], lone], max_points=50)
-    assert set(shared) == {"train_loss"}
-    assert set(shared["train_loss"]) == {loop.with_telemetry[0], lone}
+    ledger.ingest_telemetry(SLUG, "005", check_points([{"step": 1, "name": "only_mine", "value": 1.0},
+                                                       {"step": 1, "name": "reward", "value": 2.0}]))
+    shared = ledger.shared_telemetry(SLUG, ["004", "005"], max_points=50)
+    assert set(shared) == {"reward"}  # not 004's other series, not 005's own
+    assert set(shared["reward"]) == {"004", "005"}
+    shared = ledger.shared_telemetry(LOOP, loop.with_telemetry[:2], max_points=50)
+    assert set(shared) == {"train_loss", "val_bpb", "lr", "grad_norm"}
     assert len(shared["train_loss"][loop.with_telemetry[0]]) <= 50  # downsampled in the database
 
 
@@ -146,7 +147,7 @@ def test_explorer_defaults_to_the_project_metric_on_the_trials_with_telemetry(si
 
 def test_explorer_grouped_by_status_uses_the_status_colours(site) -> None:  # type: ignore[no-untyped-def]
     client, loop, _ = site
-    html = client.get(f"/projects/{SLUG}/explore?metric=core_metric&group=status").text
+    html = client.get(f"/projects/{SLUG}/explore?metric=core_metric&group=status&select=filter").text
     key = section(html, '<p class="explore-key">', "</p>")
     assert re.search(r'swatch st-failed"[^>]*></span> eval_budget_overrun', key), key
     assert re.search(r'swatch st-kept"[^>]*></span> keep', key), key
