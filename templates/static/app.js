@@ -1,6 +1,8 @@
 // Progressive enhancement for the Lineage Ledger pages. Every page works without this
 // file; with it: a "copy KNOWLEDGE.md" button, expand/collapse-all on the lineage tree,
-// and a "compare selected" button that waits for two ticked trials.
+// a "compare selected" button that waits for two ticked trials, a tab bar that shows it
+// scrolls (and keeps the current tab in view), and wide charts that open at their newest
+// end on a narrow screen.
 "use strict";
 
 (function () {
@@ -75,7 +77,32 @@
     });
   }
 
+  function setupTabs() {
+    document.querySelectorAll("nav.tabs").forEach(function (bar) {
+      function edges() {
+        bar.classList.toggle("more-left", bar.scrollLeft > 2);
+        bar.classList.toggle("more-right", bar.scrollLeft + bar.clientWidth < bar.scrollWidth - 2);
+      }
+      var current = bar.querySelector("[aria-current=page]");
+      if (current && bar.scrollWidth > bar.clientWidth) {
+        bar.scrollLeft = Math.max(0, current.offsetLeft - (bar.clientWidth - current.offsetWidth) / 2);
+      }
+      bar.addEventListener("scroll", edges, { passive: true });
+      window.addEventListener("resize", edges);
+      edges();
+    });
+  }
+
+  function setupWidePlots() {
+    // a chart wider than its box (the metric chart on a phone) starts at its newest trials
+    document.querySelectorAll(".wide-plot").forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth) box.scrollLeft = box.scrollWidth;
+    });
+  }
+
   function ready() {
+    setupTabs();
+    setupWidePlots();
     setupCopyButtons();
     setupTree();
     setupCompare();
