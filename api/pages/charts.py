@@ -14,6 +14,7 @@ with no ``|safe`` of their own.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -154,8 +155,8 @@ class _Frame:
         xstep = xt[1] - xt[0] if len(xt) > 1 else None
         for tick in xt:
             px = self.x(tick)
-            p.append(f'<line class="tickmark" x1="{_n(px)}" x2="{_n(px)}" y1="{y0}" y2="{y0 + 4}"/>')
-            p.append(f'<text class="tick" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(x_format(tick, xstep))}</text>')
+            p.append(f'<line class="tickmark xt" x1="{_n(px)}" x2="{_n(px)}" y1="{y0}" y2="{y0 + 4}"/>')
+            p.append(f'<text class="tick xt" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(x_format(tick, xstep))}</text>')
         p.append(f'<line class="axis" x1="{x0}" x2="{x1}" y1="{y0}" y2="{y0}"/>')
         p.append(f'<line class="axis" x1="{x0}" x2="{x0}" y1="{y0}" y2="{y1}"/>')
         if x_label:
@@ -167,11 +168,25 @@ class _Frame:
                 f'text-anchor="middle">{escape(y_label)}</text>'
             )
 
-    def svg(self, label: str, css: str = "chart") -> Markup:
+    def svg(self, label: str, css: str = "chart", attrs: str = "") -> Markup:
         return Markup(
             f'<svg class="{css}" viewBox="0 0 {self.width} {self.height}" role="img" aria-label="{escape(label)}" '
-            f'preserveAspectRatio="xMidYMid meet"><title>{escape(label)}</title>{"".join(self.parts)}</svg>'
+            f'preserveAspectRatio="xMidYMid meet"{attrs}><title>{escape(label)}</title>{"".join(self.parts)}</svg>'
         )
+
+    def zoomable(self, start: int, integer_x: bool) -> str:
+        """Wrap the parts drawn from ``start`` on (the data) in a plot area clipped to the
+        axes, and answer the ``<svg>`` attributes ``static/app.js`` zooms the x axis by
+        (the domain and its pixels): a JS-only enhancement, the SVG stays as drawn."""
+        body = "".join(self.parts[start:])
+        clip = "c" + hashlib.sha1(f"{self.width}{self.height}{body}".encode()).hexdigest()[:10]
+        x0, x1, y1, y0 = self.left, self.width - self.right, self.top, self.height - self.bottom
+        self.parts[start:] = [
+            f'<defs><clipPath id="{clip}"><rect x="{x0}" y="{y1 - 4}" width="{x1 - x0}" height="{y0 - y1 + 8}"/></clipPath></defs>'
+            f'<g class="plotarea" clip-path="url(#{clip})">{body}</g>'
+        ]
+        return (f' data-zoom="x" data-x0="{self.x.lo!r}" data-x1="{self.x.hi!r}" data-px0="{x0}" data-px1="{x1}"'
+                f' data-axis-y="{y0}"{" data-integer-x" if integer_x else ""}')
 
 
 def _empty(label: str, message: str, width: int = 640, height: int = 120) -> Markup:
@@ -386,6 +401,10 @@ class HLine:
     css: str = "bound"
 
 
+#: A line of at most this many points gets a marker on each (an eval logged every N steps).
+SPARSE_POINTS = 40
+
+
 def line_chart(
     series: Sequence[Series],
     *,
@@ -398,8 +417,10 @@ def line_chart(
     height: int = 250,
     markers: bool = False,
     integer_x: bool = False,
+    zoomable: bool = False,
 ) -> Markup:
     """Lines over a shared x axis (telemetry over steps), with shaded bands and bounds.
+    ``zoomable``: the page's script may zoom and pan its x axis (see ``_Frame.zoomable``).
 
     The legend is drawn inside the SVG, one row per series/band/bound, under the plot
     (none for a single plain line: the caption names it). ``integer_x``: only whole
@@ -429,6 +450,7 @@ def line_chart(
     else:
         frame.axes(x_label=x_label, y_label=y_label)
     parts = frame.parts
+    data_start = len(parts)
     for band in bands:
         if not band.lower:
             continue
@@ -446,9 +468,10 @@ def line_chart(
     for s in drawn:
         dash = " dashed" if s.dashed else ""
         parts.append(f'<path class="ln {s.css}{dash}" d="{_line_path(s.points, frame.x, frame.y)}"><title>{escape(s.name)}</title></path>')
-        if markers or len(s.points) == 1:
+        if markers or len(s.points) == 1 or len(s.points) <= SPARSE_POINTS:
             for x, y in s.points:
                 parts.append(f'<circle class="dot {s.css}" cx="{_n(frame.x(x))}" cy="{_n(frame.y(y))}" r="2.5"/>')
+    zoom = frame.zoomable(data_start, integer_x) if zoomable else ""
     # legend, under the x axis label
     top = height + 12
     for index, (name, css, kind) in enumerate(legend):
@@ -460,7 +483,7 @@ def line_chart(
         else:
             parts.append(f'<line class="{css}" x1="{lx}" x2="{lx + 18}" y1="{ly - 1}" y2="{ly - 1}"/>')
         parts.append(f'<text class="legend" x="{lx + 24}" y="{ly + 3}">{escape(_clip(name, 20))}</text>')
-    return frame.svg(label)
+    return frame.svg(label, attrs=zoom)
 
 
 def _clip(text: str, width: int) -> str:

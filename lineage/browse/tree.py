@@ -109,7 +109,7 @@ class TreeUses:
             elif root:
                 ancestors = chain_to(self.store, conn, project, root)[:-1]
             if not root and not nested and len(best_chain) > depth:
-                flat = self._flat(conn, project, best, best_chain, focus, offset, per_node)
+                flat = self._flat(conn, project, best, best_chain, focus, offset, per_node, depth)
                 if flat is not None:
                     return flat
             root_trial = self.store.trial(conn, project, root) if root else None
@@ -182,7 +182,7 @@ class TreeUses:
 
 
     def _flat(self, conn, project: Project, best: Trial | None, chain: list[Trial], focus: str | None,  # type: ignore[no-untyped-def]
-              offset: int, per_node: int) -> "TreeWindow | None":
+              offset: int, per_node: int, depth: int) -> "TreeWindow | None":
         """The flat view (see :meth:`tree_window`); None when ``focus`` is neither on the
         chain nor a child of a chain trial (the nested tree shows it)."""
         at = {t.exp_id: i for i, t in enumerate(chain)}
@@ -213,6 +213,6 @@ class TreeUses:
         focus_ids = frozenset(t.exp_id for t in chain_to(self.store, conn, project, focus)) if focus else frozenset()
         return TreeWindow(
             project=project, best=best, chain_ids=frozenset(at), focus_ids=focus_ids, focus=focus, root=None,
-            ancestors=(), nodes=nodes, top_count=len(chain), offset=offset, per_node=per_node, depth=len(page),
+            ancestors=(), nodes=nodes, top_count=len(chain), offset=offset, per_node=per_node, depth=depth,
             truncated=False, orphans=None, flat=True, chain_total=len(chain),
         )
