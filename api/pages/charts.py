@@ -176,14 +176,15 @@ class _Frame:
 
     def zoomable(self, start: int, integer_x: bool) -> str:
         """Wrap the parts drawn from ``start`` on (the data) in a plot area clipped to the
-        axes, and answer the ``<svg>`` attributes ``static/app.js`` zooms the x axis by
+        axes (the clip on an outer group, so the script's transform of the inner one
+        leaves the clip where it is), and answer the ``<svg>`` attributes ``static/app.js`` zooms the x axis by
         (the domain and its pixels): a JS-only enhancement, the SVG stays as drawn."""
         body = "".join(self.parts[start:])
         clip = "c" + hashlib.sha1(f"{self.width}{self.height}{body}".encode()).hexdigest()[:10]
         x0, x1, y1, y0 = self.left, self.width - self.right, self.top, self.height - self.bottom
         self.parts[start:] = [
             f'<defs><clipPath id="{clip}"><rect x="{x0}" y="{y1 - 4}" width="{x1 - x0}" height="{y0 - y1 + 8}"/></clipPath></defs>'
-            f'<g class="plotarea" clip-path="url(#{clip})">{body}</g>'
+            f'<g clip-path="url(#{clip})"><g class="plotarea">{body}</g></g>'
         ]
         return (f' data-zoom="x" data-x0="{self.x.lo!r}" data-x1="{self.x.hi!r}" data-px0="{x0}" data-px1="{x1}"'
                 f' data-axis-y="{y0}"{" data-integer-x" if integer_x else ""}')
