@@ -158,6 +158,7 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
             "group_css": group_css(answer),
             "json_url": f"/api/v1/projects/{seg(slug)}/explore?" + urlencode(
                 [(k, v) for k, v in request.query_params.multi_items() if k not in (*_CLIENT, "metric") and v.strip()]
+                + ([("select", args.select)] if "select" not in request.query_params else [])
                 + [("metric", m) for m in args.metric]),
             "client": client,
             "metrics_chosen": list(args.to_query().metrics),

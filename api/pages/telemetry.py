@@ -285,6 +285,6 @@ def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
         series = [Series(label, thin(view.scalars[name]), f"s{i % 8}")
                   for i, (label, view) in enumerate(views.items()) if view.scalars.get(name)]
         sparse = max(len(s.points) for s in series) <= 60
-        plots.append(Plot(f"cmp-{name}", name, _chart(series, label=f"{name} of the compared trials",
+        plots.append(Plot(f"cmp-{name}", f"{name} over steps", _chart(series, label=f"{name} of the compared trials",
                                                           y_label=name, markers=sparse)))
     return plots

@@ -88,7 +88,8 @@
   function tickFmt(v) {
     var a = Math.abs(v);
     if (a !== 0 && (a >= 1e6 || a < 1e-3)) return Number(v.toPrecision(4)).toExponential().replace("e+", "e");
-    return String(Number(v.toPrecision(6)));
+    var r = Number(v.toPrecision(6));
+    return a >= 1000 && r === Math.round(r) ? r.toLocaleString("en-US") : String(r);
   }
 
   function fmt(v) {
