@@ -175,7 +175,8 @@ def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
         offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
         nested=q_str(request, "view") == "nested",
     )
-    return pages(request).render(request, "tree.html", {"project": window.project, "w": window})
+    return pages(request).render(request, "tree.html", {"project": window.project, "w": window,
+                                                         "nested": q_str(request, "view") == "nested"})
 
 
 def _exists(request: Request, slug: str, exp_id: str) -> bool:

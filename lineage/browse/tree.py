@@ -92,6 +92,10 @@ class TreeUses:
             project = self.store.project(conn, project_slug)
             best = current_best(self.store, conn, project)
             best_chain = chain_to(self.store, conn, project, best.exp_id) if best else []
+            if not root and not nested and len(best_chain) > depth:
+                flat = self._flat(conn, project, best, best_chain, focus, offset, per_node, depth)
+                if flat is not None:
+                    return flat
             forced: dict[str, str] = {}  # parent -> child that must be shown
             for chain in (best_chain,):
                 for parent, child in zip(chain, chain[1:]):
@@ -108,10 +112,6 @@ class TreeUses:
                     forced[parent.exp_id] = child.exp_id
             elif root:
                 ancestors = chain_to(self.store, conn, project, root)[:-1]
-            if not root and not nested and len(best_chain) > depth:
-                flat = self._flat(conn, project, best, best_chain, focus, offset, per_node, depth)
-                if flat is not None:
-                    return flat
             root_trial = self.store.trial(conn, project, root) if root else None
             known: dict[str, Trial] = {t.exp_id: t for t in (*best_chain, *focus_path)}
             root_key = root or ""
@@ -210,7 +210,10 @@ class TreeUses:
             node.child_count = counts.get(node.trial.exp_id, 0) - (1 if node.trial.exp_id in after else 0)
             for child in node.children:
                 child.child_count = counts.get(child.trial.exp_id, 0)
-        focus_ids = frozenset(t.exp_id for t in chain_to(self.store, conn, project, focus)) if focus else frozenset()
+        focus_ids: frozenset[str] = frozenset()
+        if focus_trial is not None:  # the path to it is the chain up to it (or to its parent): no second walk
+            upto = at[focus] if focus in at else at[focus_trial.parent_exp]
+            focus_ids = frozenset([*(t.exp_id for t in chain[:upto + 1]), focus_trial.exp_id])
         return TreeWindow(
             project=project, best=best, chain_ids=frozenset(at), focus_ids=focus_ids, focus=focus, root=None,
             ancestors=(), nodes=nodes, top_count=len(chain), offset=offset, per_node=per_node, depth=depth,

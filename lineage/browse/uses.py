@@ -143,7 +143,8 @@ class BrowseUses:
 
 
     def states_expectations(self, project_slug: str) -> bool:
-        """Whether a trial of the project states an expected delta (what calibration plots)."""
+        """Whether one of the project's newest 5,000 trials states an expected delta (what the
+        calibration page plots; the pages show its tab only then)."""
         with self.store.read() as conn:
             return self.store.states_expectations(conn, self.store.project(conn, project_slug))
 

@@ -192,7 +192,7 @@ def test_tree_focus_roots_the_window_above_the_trial_with_its_ancestors(hub: Led
     from tests.web.conftest import make_client
 
     with make_client(db_url) as client:
-        html = client.get("/projects/hub/tree?focus=d10").text
+        html = client.get("/projects/hub/tree?focus=d10&view=nested").text
         crumbs = html.split('<nav class="breadcrumb"', 1)[1].split("</nav>", 1)[0]
         assert "<strong>exp_d07</strong>" in crumbs and "exp_r" in crumbs
         assert re.search(r'id="t-d10" class="node kept on-chain on-focus"', html)
