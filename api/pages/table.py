@@ -1,9 +1,11 @@
 """The trials table: filters, sort and pages (``after=`` cursor) of a project's trials,
-and the same view as a fieldkit TSV download (``format=tsv``)."""
+and the same view as a fieldkit TSV download (``format=tsv``). Its columns follow the
+project (:mod:`lineage.browse.columns`); ``?cols=KEY,KEY`` picks them (a form of
+checkboxes without script, applied on change with it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
@@ -11,12 +13,21 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from api.pages.access import Viewer
 from api.pages.route import PageRoute, Reader, ledger_of, pages, q_float, q_int, q_str
 from api.pages.web import finish, project_url, with_query
+from lineage.browse.columns import Column
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
 from lineage.formats.fieldkit import iter_tsv
 from lineage.service import TRIAL_SORTS, decode_cursor, encode_cursor
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+#: Column kind -> the sort that orders by it (the others are not sortable here).
+SORT_OF_KIND = {"exp": "exp_id", "metric": "metric", "when": "seq"}
+
+
+def cols_param(columns: Sequence[Column]) -> str:
+    """The ``?cols=`` value that shows ``columns``: their keys, comma-separated."""
+    return ",".join(c.key for c in columns)
 
 
 def _filters(request: Request) -> dict[str, Any]:
@@ -77,7 +88,10 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     raw_after = q_str(request, "after")
     after = decode_cursor(raw_after, sort=sort, descending=descending, field="after") if raw_after else None
     page = ledger.trials_page(slug, sort=sort, descending=descending, after=after, limit=limit, **filters)  # type: ignore[arg-type]
-    params = _filter_params(filters)
+    columns = ledger.project_columns(slug)
+    asked = request.query_params.getlist("cols")
+    shown = columns.pick(asked)
+    params = {**_filter_params(filters), "cols": cols_param(shown) if any(a.strip() for a in asked) else None}
     view = {**params, "sort": sort if sort != "seq" else None, "order": order if order != ("desc" if sort == "seq" else "asc") else None,
             "limit": limit if limit != 50 else None}
     base = project_url(slug, "/trials")
@@ -98,5 +112,11 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
             "tsv_extended_url": with_query(base, {**view, "limit": None, "format": "tsv", "columns": "extended"}),
             "sort_url": lambda key, direction: with_query(base, {**params, "sort": key, "order": direction, "limit": view["limit"]}),
             "filtered": any(v not in (None, "", []) for v in filters.values()),
+            "columns": columns,
+            "sort_of": SORT_OF_KIND,
+            "default_cols_url": with_query(base, {**view, "cols": None}),
+            "shown": shown,
+            "shown_keys": [c.key for c in shown],
+            "cols_value": params["cols"] or "",
         },
     )

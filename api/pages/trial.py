@@ -15,8 +15,9 @@ from api.pages import telemetry as telemetry_plots
 from api.pages.access import Viewer
 from api.pages.project import folded_chain
 from api.pages.route import PageRoute, Reader, ledger_of, pages
-from lineage.domain import CLIP_SCALE_COLUMNS, FIELDKIT_COLUMNS, Trial
+from lineage.domain import CLIP_SCALE_COLUMNS, Trial
 from lineage.formats.autoresearch import GIT_KEY
+from lineage.formats.autoresearch.layout import RESERVED_KEYS
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -51,12 +52,13 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             beta=beta if beta is not None else (view.beta if view.beta is not None else telemetry_plots.DEFAULT_BETA),
             label=f"clip-scale summary of exp_{exp_id}",
         )
-    fields = [(name, getattr(trial, name)) for name in FIELDKIT_COLUMNS if name not in ("hypothesis", "notes")]
-    fields += [(name, getattr(trial, name)) for name in CLIP_SCALE_COLUMNS]
-    fields += [("seq", trial.seq), ("created_at", trial.created_at), ("updated_at", trial.updated_at)]
+    columns = ledger.project_columns(slug)
     code = code_change(trial)
     alerts, older_alerts = ledger.alerts_page(slug, exp_id=exp_id, limit=ALERTS_SHOWN)
-    extra = {k: v for k, v in trial.extra.items() if code is None or k != GIT_KEY}
+    shown = columns.shown_extra_keys()
+    # the format's bookkeeping (_row, _line...) is no reader's business; _git is the code change
+    extra = {k: v for k, v in trial.extra.items()
+             if k not in shown and (k not in RESERVED_KEYS or (k == GIT_KEY and code is None))}
     return pages(request).render(
         request,
         "trial.html",
@@ -64,7 +66,10 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             "project": ctx.project,
             "ctx": ctx,
             "t": trial,
-            "fields": fields,
+            "fields": columns.detail(),
+            "brief_cols_list": columns.brief(),
+            "has_clip": any(columns.has(name) for name in CLIP_SCALE_COLUMNS),
+            "has_expected": columns.has("expected_delta"),
             "extra_json": json.dumps(extra, indent=2, ensure_ascii=False, sort_keys=True) if extra else "",
             "code": code,
             "code_lines": patch_lines(code["patch"]) if code else [],
