@@ -5,7 +5,7 @@ script that ties the two figures together).
 
 Kept trials are filled dots, discarded open dots, failed crosses (the dashboard's
 marks); the chain to the best is a line through its trials in lineage order, the best
-ringed. The metric axis spans the kept trials and the bulk (2nd to 98th percentile) of
+ringed (the line through the chain's last steps). The metric axis spans the kept trials and the bulk (2nd to 98th percentile) of
 the others: blow-ups sit on the edge as triangles, their value in the hover text.
 Category axes give each value a band (trials spread across it by their seq).
 """
@@ -20,6 +20,11 @@ from markupsafe import Markup, escape
 from api.pages.charts import _n, fmt_tick, nice_ticks, status_class
 from api.pages.web import fmt_metric, trial_url
 from lineage.browse.knobs import Axis, KnobPoint, KnobView
+
+
+#: The scatter draws the line of the chain through its last this many trials (a 400-step
+#: chain drawn whole is a scribble); every chain trial is ringed.
+CHAIN_LINE_STEPS = 25
 
 
 def metric_domain(points: Sequence[KnobPoint]) -> tuple[float, float]:
@@ -96,6 +101,13 @@ class _Axis:
                 for t in ticks]
 
 
+def _scale_values(points: Sequence[KnobPoint], index: int) -> list[Any]:
+    """The values that set a numeric axis: those of trials that did not fail (a crash's
+    placeholders, such as 0.0 GB, would squash the rest), or all when every trial failed."""
+    ran = [p.values[index] for p in points if status_class(p.status) != "failed" and p.values[index] is not None]
+    return ran or [p.values[index] for p in points]
+
+
 def _jitter(seq: int) -> float:
     """A stable spread in [-0.5, 0.5) from a trial's seq (category bands)."""
     return ((seq * 2654435761) % 1000) / 1000 - 0.5
@@ -116,6 +128,10 @@ def _title(point: KnobPoint, labels: Sequence[tuple[int, str]], metric_name: str
 
 
 def _mark(cls: str, px: float, py: float, r: float, edge: int) -> str:
+    if abs(edge) == 2:  # off the x scale: a triangle on the left or right edge
+        d = 1 if edge > 0 else -1
+        return (f'<path class="pt pt-{cls} pt-edge" d="M{_n(px)},{_n(py - r)}L{_n(px)},{_n(py + r)}'
+                f'L{_n(px + d * r * 1.6)},{_n(py)}Z"/>')
     if edge:  # a triangle on the edge, pointing out of the plot
         d = -1 if edge > 0 else 1
         return (f'<path class="pt pt-{cls} pt-edge" d="M{_n(px - r)},{_n(py)}L{_n(px + r)},{_n(py)}'
@@ -142,7 +158,7 @@ def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int 
         return _svg(width, 120, label, [f'<text class="label" x="{width / 2:.0f}" y="60" text-anchor="middle">'
                                         f'no trial has {escape(axis.label)}</text>'], "knobs empty")
     left, right, top, bottom = 72, 16, 12, 74 if axis.kind == "category" else 58
-    fx = _Axis(axis, [p.values[0] for p in view.points], left, width - right, log=log)
+    fx = _Axis(axis, _scale_values(view.points, 0), left, width - right, log=log)
     fy = _Axis(None, [], height - bottom, top, domain=metric_domain(view.points))
     parts: list[str] = []
     x0, x1, y0, y1 = left, width - right, height - bottom, top
@@ -172,20 +188,26 @@ def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int 
         for p in view.points:
             if status_class(p.status) != cls or p.values[0] is None:
                 continue
-            px = fx(p.values[0], _jitter(p.seq))
+            xv, x_edge = fx.clamp(p.values[0])
+            px = fx(xv, _jitter(p.seq))
             if p.metric is None:  # no metric: a tick on the bottom edge
                 shape = f'<line class="rug rug-{cls}" x1="{_n(px)}" x2="{_n(px)}" y1="{band_y - 4}" y2="{band_y + 4}"/>'
             else:
                 value, edge = fy.clamp(p.metric)
                 py = fy(value)
+                edge = edge or (2 * x_edge)
                 where[p.exp_id] = (px, py)
                 shape = _mark(cls, px, py, radius, edge)
             parts.append(f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}">{shape}'
                          f'<title>{escape(_title(p, labels, metric_name))}</title></a>')
     chain = [where[e] for e in view.chain if e in where]
-    if len(chain) > 1:
-        d = "".join(f"{'M' if i == 0 else 'L'}{_n(x)},{_n(y)}" for i, (x, y) in enumerate(chain))
-        parts.append(f'<path class="chainline" d="{d}"><title>the chain to the best, root to best</title></path>')
+    for x, y in chain:  # every trial of the chain ringed; the line through its last steps
+        parts.append(f'<circle class="pt-chain" cx="{_n(x)}" cy="{_n(y)}" r="{radius + 1.5}"/>')
+    steps = chain[-CHAIN_LINE_STEPS:]
+    if len(steps) > 1:
+        d = "".join(f"{'M' if i == 0 else 'L'}{_n(x)},{_n(y)}" for i, (x, y) in enumerate(steps))
+        what = "the chain to the best" if len(steps) == len(chain) else f"the last {len(steps)} steps of the chain"
+        parts.append(f'<path class="chainline" d="{d}"><title>{what}, in lineage order</title></path>')
     if view.best_exp in where:
         bx, by = where[view.best_exp]
         parts.append(f'<circle class="pt-best-ring" cx="{_n(bx)}" cy="{_n(by)}" r="{radius + 4}"/>')
@@ -204,7 +226,7 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
     left, right, top, bottom = 40, 72, 34, 56
     n = len(axes) + 1
     xs = [left + (width - left - right) * i / (n - 1) for i in range(n)]
-    scales: list[_Axis] = [_Axis(a, [p.values[i] for p in view.points], height - bottom, top)
+    scales: list[_Axis] = [_Axis(a, _scale_values(view.points, i), height - bottom, top)
                            for a, i in zip(axes, indices)]
     scales.append(_Axis(None, [], height - bottom, top, domain=metric_domain(view.points)))
     parts: list[str] = []
