@@ -4,8 +4,8 @@ An axis is a column of :mod:`lineage.browse.columns` (a file column ``extra.KEY`
 trial field such as ``train_s`` or ``specialist``) or a telemetry summary
 ``telemetry.NAME.SUMMARY`` (``last``, ``first``, ``min``, ``max``, ``mean`` of the
 series ``NAME``), each computed in SQL (:meth:`Store.knob_rows`). A view reads the
-newest ``limit`` trials that have the first axis, plus the chain to the best (always
-there, flagged, so the view is lineage-aware). Numbers are numeric axes; text (and
+newest ``limit`` trials that have the first axis, plus the last ``CHAIN_POINTS`` trials
+of the chain to the best (flagged, so the view is lineage-aware). Numbers are numeric axes; text (and
 numbers of a text column) are category axes, the most common ``MAX_CATEGORIES``
 named and the rest ``(other)``.
 
@@ -35,6 +35,8 @@ MAX_CATEGORIES = 30
 OTHER = "(other)"
 #: Axes a parallel-coordinates view takes at most (the metric comes on top).
 MAX_AXES = 8
+#: The chain trials a view adds beyond its window: the last this many before the best.
+CHAIN_POINTS = 300
 #: How many trials with telemetry the names offered are looked for in.
 TELEMETRY_SCAN = 200
 #: Columns never offered as knobs: ids, texts and the metric itself.
@@ -198,7 +200,9 @@ class KnobUses:
             best = current_best(self.store, conn, project)
             chain = [t.exp_id for t in chain_to(self.store, conn, project, best.exp_id, brief=True)] if best else []
             have = {row[0] for row in rows}
-            missing = [e for e in chain if e not in have]
+            # the chain's last steps come even when older than the window (a 20,000-step
+            # chain of a 100,000-trial loop would be most of the page otherwise)
+            missing = [e for e in chain[-CHAIN_POINTS:] if e not in have]
             if missing:
                 rows += self.store.knob_rows(conn, project, spec, limit=len(missing), exp_ids=missing)
         on_chain = set(chain)

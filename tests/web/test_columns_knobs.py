@@ -122,7 +122,7 @@ def test_the_knob_view_plots_every_trial_with_the_column_and_flags_the_chain(loo
     # a text column is a category axis
     commits = ledger.knobs(made.slug, ["extra.commit"], limit=50)
     assert commits.axes[0].kind == "category" and commits.truncated
-    assert {p.exp_id for p in commits.points} >= set(made.exp_ids[-50:]) | set(chain)
+    assert {p.exp_id for p in commits.points} >= set(made.exp_ids[-50:]) | set(chain[-300:])
 
     # the page draws them, each a link to its trial; the JSON twin says the same
     page = client.get(f"/projects/{made.slug}/knobs?x=extra.memory_gb&axes=extra.memory_gb,seq").text
