@@ -63,7 +63,7 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
                                                              "diffs": [], "plots": [], "figure": None})
     project, trials = ledger.trials_by_ids(slug, ids)
     columns = ledger.project_columns(slug)
-    picked = columns.pick(request.query_params.getlist("cols"), default=columns.detail())
+    picked = columns.pick(request.query_params.getlist("cols"), default=columns.detail(trials))
     rows = []
     for column in picked:
         values = [column.value(t) for t in trials]

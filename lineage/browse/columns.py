@@ -7,8 +7,9 @@ One rule for every page (chain, tree, trials table, compare, trial page, knob vi
   (``commit``, ``memory_gb``...), then the other ``extra`` keys of the newest trials
   (found in SQL, :meth:`Store.extra_keys`); keys starting with ``_`` are the formats'
   bookkeeping, never columns;
-* the **trial fields** that hold a value in at least one trial of the project (one SQL
-  aggregate, :meth:`Store.field_presence`): a loop that never wrote ``specialist`` or
+* the **trial fields** that hold a value in at least one of the project's newest
+  ``PRESENCE_SAMPLE`` trials (one SQL aggregate, :meth:`Store.field_presence`), and on
+  a page of given trials (trial page, compare) those that any of them fills: a loop that never wrote ``specialist`` or
   the A²TGPO statistics does not get empty columns for them; ``val_bpb`` that only
   mirrors the metric is not a column of its own.
 
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 
 #: How many of the newest trials the ``extra`` keys are looked for in.
 EXTRA_SAMPLE = 2000
+#: How many of the newest trials decide which trial fields are columns (a field only
+#: older trials fill still shows on their own pages and compare, and ``?cols=`` takes it).
+PRESENCE_SAMPLE = 5000
 #: File columns a page shows by default (the picker reaches the rest).
 DEFAULT_FILE_COLUMNS = 6
 #: Prefix of an ``extra`` column's key.
@@ -153,11 +157,14 @@ class ProjectColumns:
         tail = [by_key[k] for k in _TABLE_TAIL if k in by_key]
         return (*head, *self.file[:DEFAULT_FILE_COLUMNS], *tail)
 
-    def detail(self) -> tuple[Column, ...]:
-        """The trial page's and compare's rows: the present fields (less the id, the
-        hypothesis and the notes, which have their own place) with the file's columns
-        after the metric and the parent."""
+    def detail(self, trials: Sequence[Trial] = ()) -> tuple[Column, ...]:
+        """The trial page's and compare's rows: the present fields and those ``trials``
+        fill (less the id, the hypothesis and the notes, which have their own place) with
+        the file's columns after the metric and the parent."""
         by_key = {"metric" if c.kind == "metric" else c.key: c for c in self.fields}
+        for key in _DETAIL:
+            if key not in by_key and key != "metric" and any(getattr(t, key) not in (None, "") for t in trials):
+                by_key[key] = _field(key, self.project)
         shown = [by_key[k] for k in _DETAIL if k in by_key]
         cut = next((i for i, c in enumerate(shown) if c.kind != "metric" and c.key not in ("status", "delta_vs_best", "parent_exp")),
                    len(shown))
@@ -247,7 +254,7 @@ def _file_columns(project: Project, sampled: Sequence[tuple[str, bool, int]]) ->
 def columns_of(store: "Store", conn: "Connection", project: Project) -> ProjectColumns:
     """The columns of ``project``: two SQL reads (the field aggregate, the ``extra`` keys
     of the newest trials); see the module's doc for the rule."""
-    presence = store.field_presence(conn, project)
+    presence = store.field_presence(conn, project, sample=PRESENCE_SAMPLE)
     sampled = store.extra_keys(conn, project, sample=EXTRA_SAMPLE)
     fields = []
     for key in _FIELDS:

@@ -1,8 +1,8 @@
 """Which columns a project has, and one column per trial for the knob view:
 :class:`ColumnsSql`, a mixin of :class:`lineage.store.Store`.
 
-Methods: ``field_presence`` (one aggregate over the project's trials: which trial
-fields hold a value anywhere), ``extra_keys`` (the ``extra`` keys of the newest trials,
+Methods: ``field_presence`` (one aggregate over the project's newest trials: which
+trial fields hold a value), ``extra_keys`` (the ``extra`` keys of the newest trials,
 with whether every value is a number), ``knob_rows`` (a column's value per trial, newest
 first, read in SQL: a trial field, an ``extra`` key or a telemetry summary),
 ``telemetry_trial_ids`` (the newest trials that have telemetry, one index seek each).
@@ -38,17 +38,19 @@ TELEMETRY_SUMMARIES = {
 class ColumnsSql(StoreBase):
     """field_presence, extra_keys, knob_rows, telemetry_trial_ids."""
 
-    def field_presence(self, conn: Connection, project: Project) -> dict[str, int]:
-        """Per trial field, how many of the project's trials hold a value in it (text: not
-        ``''``; numbers: not NULL); ``val_bpb`` counts only values that differ from the
-        metric (a mirror of the metric is no column of its own); ``""`` is the trial count.
-        One aggregate over the project's rows."""
+    def field_presence(self, conn: Connection, project: Project, *, sample: int) -> dict[str, int]:
+        """Per trial field, how many of the project's newest ``sample`` trials hold a value
+        in it (text: not ``''``; numbers: not NULL); ``val_bpb`` counts only values that
+        differ from the metric (a mirror of the metric is no column of its own); ``""`` is
+        the trial count. One aggregate over one index range (a whole 100,000-trial
+        project would cost ~0.1 s a page)."""
         parts = [f"SUM(CASE WHEN {name} <> '' THEN 1 ELSE 0 END)" for name in TEXT_FIELDS]
         parts += [f"COUNT({name})" for name in NUMBER_FIELDS]
         parts.append("SUM(CASE WHEN val_bpb IS NOT NULL AND (core_metric IS NULL OR val_bpb <> core_metric) "
                      "THEN 1 ELSE 0 END)")
-        row = self._execute(conn, f"SELECT COUNT(*), {', '.join(parts)} FROM trials WHERE project_id = ?",
-                            (project.id,)).fetchone()
+        names = ", ".join((*TEXT_FIELDS, *NUMBER_FIELDS, "val_bpb"))
+        row = self._execute(conn, f"SELECT COUNT(*), {', '.join(parts)} FROM (SELECT {names} FROM trials "
+                                  "WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s", (project.id, sample)).fetchone()
         names = ("", *TEXT_FIELDS, *NUMBER_FIELDS, "val_bpb")
         return {name: int(value or 0) for name, value in zip(names, row)}
 
