@@ -1,4 +1,5 @@
-"""The trials table: filters, sort and pages (``after=`` cursor) of a project's trials,
+"""The trials table: filters (the filter expression of ``lineage.filter_language`` too),
+any sort (a trial field or ``extra.KEY``), and pages (``after=`` cursor) of a project's trials,
 and the same view as a fieldkit TSV download (``format=tsv``)."""
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from api.pages.route import PageRoute, Reader, ledger_of, pages, q_float, q_int,
 from api.pages.web import finish, project_url, with_query
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
+from lineage.filter_language import parse as parse_filter
 from lineage.formats.fieldkit import iter_tsv
-from lineage.service import TRIAL_SORTS, decode_cursor, encode_cursor
+from lineage.service import TrialsPage, decode_cursor, encode_cursor
+from lineage.service.tables import check_sort
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -32,6 +35,7 @@ def _filters(request: Request) -> dict[str, Any]:
         "metric_min": metric_min,
         "metric_max": metric_max,
         "text_query": q_str(request, "q"),
+        "expression": q_str(request, "filter"),
     }
 
 
@@ -45,6 +49,7 @@ def _filter_params(filters: dict[str, Any]) -> dict[str, Any]:
         "min": filters["metric_min"],
         "max": filters["metric_max"],
         "q": filters["text_query"],
+        "filter": filters["expression"],
     }
 
 
@@ -53,9 +58,10 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     ledger = ledger_of(request)
     filters = _filters(request)
     sort = q_str(request, "sort") or "seq"
-    if sort not in TRIAL_SORTS:
-        raise InvalidInput("sort", f"unknown sort {sort!r}; known: {', '.join(TRIAL_SORTS)}")
-    order = q_str(request, "order") or ("desc" if sort == "seq" else "asc")
+    said_desc = sort.startswith("-")
+    sort, _ = check_sort(sort)  # any trial field or extra.KEY (a 400 naming sort otherwise)
+    sort = "metric" if sort == "core_metric" else sort
+    order = "desc" if said_desc else q_str(request, "order") or ("desc" if sort == "seq" else "asc")
     if order not in ("asc", "desc"):
         raise InvalidInput("order", f"must be asc or desc, got {order!r}")
     descending = order == "desc"
@@ -63,6 +69,7 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     if fmt is not None and fmt != "tsv":
         raise InvalidInput("format", f"must be tsv (or absent), got {fmt!r}")
     if fmt == "tsv":
+        parse_filter(filters["expression"] or "")  # a bad expression fails before the download starts
         ledger.project(slug)  # an unknown project is a 404 page, not a broken download
         extended = q_str(request, "columns") == "extended"
         rows = ledger.iter_trials_page(slug, sort=sort, descending=descending, **filters)
@@ -76,7 +83,16 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     limit = q_int(request, "limit", 50, minimum=1, maximum=1000)
     raw_after = q_str(request, "after")
     after = decode_cursor(raw_after, sort=sort, descending=descending, field="after") if raw_after else None
-    page = ledger.trials_page(slug, sort=sort, descending=descending, after=after, limit=limit, **filters)  # type: ignore[arg-type]
+    filter_error: InvalidInput | None = None
+    status = 200
+    try:
+        page = ledger.trials_page(slug, sort=sort, descending=descending, after=after, limit=limit, **filters)  # type: ignore[arg-type]
+    except InvalidInput as bad:
+        if bad.field != "filter":
+            raise
+        # the form again with the error under the box (what and where), no rows
+        filter_error, status = bad, 422
+        page = TrialsPage(project=ledger.project(slug), trials=(), next_after=None, total=None)
     params = _filter_params(filters)
     view = {**params, "sort": sort if sort != "seq" else None, "order": order if order != ("desc" if sort == "seq" else "asc") else None,
             "limit": limit if limit != 50 else None}
@@ -98,5 +114,8 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
             "tsv_extended_url": with_query(base, {**view, "limit": None, "format": "tsv", "columns": "extended"}),
             "sort_url": lambda key, direction: with_query(base, {**params, "sort": key, "order": direction, "limit": view["limit"]}),
             "filtered": any(v not in (None, "", []) for v in filters.values()),
+            "filter_error": filter_error,
+            "sort_label": {"seq": "time", "metric": page.project.metric_name, "exp_id": "exp id"}.get(sort, sort),
         },
+        status=status,
     )

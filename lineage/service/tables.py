@@ -157,18 +157,13 @@ class TableUses:
             yield from self.store.stream_trials(conn, project)
 
     def dataframe(self, project_slug: str):  # type: ignore[no-untyped-def]
-        """The project's trials as a pandas DataFrame (one row per trial, insertion order).
+        """The project's trials as a pandas DataFrame (one row per trial, insertion order,
+        indexed by exp_id) with the typed, stable schema of
+        :mod:`lineage.formats.table_export` (``extra.*`` flattened, UTC timestamps,
+        deltas without float noise): what ``lineage export --format csv|parquet`` writes."""
+        from lineage.formats.table_export import to_frame
 
-        ``extra`` is its JSON text, so the frame writes to CSV and Parquet as it is.
-        """
-        import json
-
-        import pandas as pd
-
-        with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            frame = pd.read_sql(self.store.trials_select(project), conn)
-        frame["extra"] = frame["extra"].map(lambda value: json.dumps(value or {}, ensure_ascii=False, sort_keys=True))
+        frame = to_frame(self.stream_trials(project_slug))
         return frame.set_index("exp_id", drop=False)
 
     def backup(self, target: str) -> None:
