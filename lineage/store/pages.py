@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.store.base import _COLUMN_LIST, TRIAL_COLUMNS, StoreBase, trial_from_row
-from lineage.store.filter_sql import sort_phases
+from lineage.store.filter_sql import SORT_ALIASES, sort_phases
 
 
 class PagesSql(StoreBase):
@@ -178,7 +178,7 @@ class PagesSql(StoreBase):
                 where += f" AND seq {cmp} ?"
                 params.append(after[0])
             return self._trials_where(conn, f"{where} ORDER BY seq {direction} LIMIT ?", (*params, limit))
-        phases = sort_phases(sort, sqlite=self.sqlite)
+        phases = sort_phases(SORT_ALIASES.get(sort, sort), sqlite=self.sqlite)
         start = int(after[0]) if after is not None else 0
         found: list[Trial] = []
         for index in range(start, len(phases)):
