@@ -172,6 +172,7 @@ def test_cli_trials_filters_sorts_and_prints_whole_hypotheses(ledger: Ledger, db
     assert [row.split(",")[0] for row in csv_out.splitlines()[1:]] == ["100", "101"]
     bad = CliRunner().invoke(cli, ["--db", db_url, "trials", "-p", "p", "--filter", "core_metric <"])
     assert bad.exit_code != 0 and "column 14" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1, bad.output  # a CLI error is one line
 
 
 def test_export_schema_is_typed_and_stable_with_all_null_columns(ledger: Ledger, db_url: str, tmp_path: Path) -> None:
