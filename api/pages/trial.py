@@ -8,13 +8,14 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
 from api.pages import charts
 from api.pages import telemetry as telemetry_plots
 from api.pages.access import Viewer
 from api.pages.project import folded_chain
 from api.pages.route import PageRoute, Reader, ledger_of, pages
+from api.pages.web import finish, trial_url
 from lineage.domain import CLIP_SCALE_COLUMNS, Trial
 from lineage.formats.autoresearch import GIT_KEY
 from lineage.formats.autoresearch.layout import RESERVED_KEYS
@@ -40,6 +41,8 @@ def _chain_figure(slug: str, chain: tuple[Trial, ...], metric_name: str) -> Any:
 def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader) -> HTMLResponse:
     ledger = ledger_of(request)
     ctx = ledger.trial_context(slug, exp_id)
+    if ctx.trial.exp_id != exp_id:  # an id as shown (exp_12): one page per trial, at its stored id
+        return finish(request, RedirectResponse(trial_url(slug, ctx.trial.exp_id), status_code=308))  # type: ignore[return-value]
     trial = ctx.trial
     view = telemetry_plots.load(ledger, slug, exp_id)
     beta = trial.extra.get("clip_scale_beta") if isinstance(trial.extra.get("clip_scale_beta"), (int, float)) else None
