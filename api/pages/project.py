@@ -134,6 +134,7 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
             **folded_chain(board.chain),
             "direction": direction,
             "progress": ledger_of(request).summary(slug),
+            "brief_cols_list": ledger_of(request).project_columns(slug).brief(),
         },
     )
 
@@ -148,6 +149,7 @@ def chain_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResp
     return pages(request).render(
         request, "chain.html",
         {"project": ledger.project(slug), "chain": chain, "best": best, "target": target,
+         "brief_cols_list": ledger.project_columns(slug).brief(),
          "to_best": target is None or (best is not None and target == best.exp_id)},
     )
 
@@ -176,7 +178,8 @@ def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
         nested=q_str(request, "view") == "nested",
     )
     return pages(request).render(request, "tree.html", {"project": window.project, "w": window,
-                                                         "nested": q_str(request, "view") == "nested"})
+                                                         "nested": q_str(request, "view") == "nested",
+                                                         "brief_cols_list": ledger_of(request).project_columns(slug).brief()})
 
 
 def _exists(request: Request, slug: str, exp_id: str) -> bool:

@@ -1,10 +1,11 @@
 // Progressive enhancement for the Lineage Ledger pages. Every page works without this
 // file; with it: a "copy KNOWLEDGE.md" button, expand/collapse-all on the lineage tree,
-// a "compare selected" button that waits for two ticked trials, a tab bar that shows it
-// scrolls (and keeps the current tab in view), and wide charts that open at their newest
-// end on a narrow screen, and zoom and pan on the x axis of the server-drawn telemetry
-// charts (svg[data-zoom=x]): drag a span to zoom into it, ctrl+wheel or pinch, the
-// buttons; double-click resets. Without this file the charts are the same, unzoomed.
+// a "compare selected" button that waits for two ticked trials, a column picker that
+// applies on change, a tab bar that shows it scrolls (and keeps the current tab in view),
+// wide charts that open at their newest end on a narrow screen, and zoom and pan on the x
+// axis of the server-drawn telemetry charts (svg[data-zoom=x]): drag a span to zoom into
+// it, ctrl+wheel or pinch, the buttons; double-click resets. Without this file the charts
+// are the same, unzoomed.
 "use strict";
 
 (function () {
@@ -233,10 +234,30 @@
     document.querySelectorAll("svg[data-zoom=x]").forEach(zoomChart);
   }
 
+  // The column picker (trials table, compare): a ticked or unticked column applies at once,
+  // written as one ?cols=a,b,c (the form alone repeats cols=a&cols=b, which reads the same).
+  function setupColumnPicker() {
+    document.querySelectorAll("details.col-picker").forEach(function (picker) {
+      var form = picker.closest("form");
+      if (!form) return;
+      picker.addEventListener("change", function (event) {
+        if (event.target.name !== "cols") return;
+        var url = new URL(form.action, window.location.href);
+        var params = new URLSearchParams(new FormData(form));
+        var cols = params.getAll("cols");
+        params.delete("cols");
+        if (cols.length) params.set("cols", cols.join(","));
+        params.forEach(function (value, key) { if (value !== "") url.searchParams.append(key, value); });
+        window.location.assign(url.pathname + "?" + url.searchParams.toString());
+      });
+    });
+  }
+
   function ready() {
     setupZoom();
     setupTabs();
     setupWidePlots();
+    setupColumnPicker();
     setupCopyButtons();
     setupTree();
     setupCompare();
