@@ -40,6 +40,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.problems import PROBLEM_JSON
+from api.schema_types import JSON_VALUE_SCHEMA
 
 __all__ = ["CONFLICTS", "LINKS", "Problem", "contract_document", "error_statuses", "install_contract"]
 
@@ -242,6 +243,7 @@ def contract_document(app: FastAPI) -> dict[str, Any]:
     problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(problem.pop("$defs", {}))
     schemas["Problem"] = problem
+    schemas["JsonValue"] = JSON_VALUE_SCHEMA  # extra's values (api.schema_types), recursive
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
     document["components"]["schemas"] = dict(sorted(schemas.items()))
