@@ -97,26 +97,38 @@ Flag = StrictBool
 JsonObject = Annotated[dict[str, Any], AfterValidator(_clean_json), _JsonObjectSchema()]
 
 
-def _whole(value: float) -> int:
-    if not value.is_integer():
-        raise ValueError("must be a whole number")
-    return int(value)
+class _WholeNumber:
+    """The core and JSON schemas of :func:`whole_number` (one error, at the field itself)."""
+
+    def __init__(self, minimum: int, maximum: int, description: str | None) -> None:
+        self.minimum, self.maximum, self.description = minimum, maximum, description
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> cs.CoreSchema:
+        return cs.union_schema(
+            [cs.int_schema(strict=True, ge=self.minimum, le=self.maximum),
+             cs.no_info_plain_validator_function(self._whole_float)],
+            custom_error_type="whole_number",
+            custom_error_message=f"Input should be a whole number from {self.minimum} to {self.maximum}",
+        )
+
+    def _whole_float(self, value: Any) -> int:
+        """A JSON float without a fraction within the bounds (a JSON int is the other branch's)."""
+        if type(value) is not float or not value.is_integer() or not self.minimum <= value <= self.maximum:
+            raise ValueError("not a whole number in range")
+        return int(value)
+
+    def __get_pydantic_json_schema__(self, schema: cs.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        out: dict[str, Any] = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
+        if self.description:
+            out["description"] = self.description
+        return out
 
 
 def whole_number(minimum: int, maximum: int, description: str | None = None) -> Any:
     """A JSON integer from ``minimum`` to ``maximum`` as JSON Schema reads one: ``8020``
     and ``8020.0`` alike (a number without a fractional part is an integer there), never
     ``true`` or ``"8020"``; validated to a Python ``int``."""
-    from pydantic import Field, StrictInt, WithJsonSchema
-
-    schema: dict[str, Any] = {"type": "integer", "minimum": minimum, "maximum": maximum}
-    if description:
-        schema["description"] = description
-    return Annotated[
-        Annotated[StrictInt, Field(ge=minimum, le=maximum)]
-        | Annotated[StrictFloat, Field(ge=minimum, le=maximum), AfterValidator(_whole)],
-        WithJsonSchema(schema),
-    ]
+    return Annotated[int, _WholeNumber(minimum, maximum, description)]
 
 
 def text(*, pattern: str | None = None, min_length: int | None = None, max_length: int | None = None) -> Any:

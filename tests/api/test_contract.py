@@ -70,3 +70,47 @@ def test_schemathesis_finds_nothing(mode: str, backend: str, ledger: Ledger, db_
         f"{counts}\n{done.stdout[-20000:]}\n{done.stderr[-3000:]}")
     assert summary["operations"]["tested"] == summary["operations"]["total"] >= 30, counts
     assert summary["phases"]["stateful"]["status"] == "success", counts
+
+
+def _document(tmp_path: Path, name: str) -> dict:
+    from api.app import create_app
+    from api.settings import Settings
+
+    return create_app(Settings(database_url=str(tmp_path / name))).openapi()
+
+
+def test_the_document_is_deterministic_and_every_error_is_a_problem(tmp_path: Path) -> None:
+    """Two apps give the same bytes; every status >= 400 of every operation is
+    problem+json with the Problem schema; the statuses follow from the routes."""
+    first, second = _document(tmp_path, "a.db"), _document(tmp_path, "b.db")
+    assert json.dumps(first, sort_keys=False) == json.dumps(second, sort_keys=False)
+    operations = {f"{method.upper()} {path}": op for path, ops in first["paths"].items() for method, op in ops.items()}
+    for name, operation in operations.items():
+        for status, response in operation["responses"].items():
+            if int(status) >= 400:
+                assert list(response["content"]) == ["application/problem+json"], (name, status)
+                assert response["content"]["application/problem+json"]["schema"] == {
+                    "$ref": "#/components/schemas/Problem"}, (name, status)
+    statuses = {name: sorted(op["responses"]) for name, op in operations.items()}
+    assert statuses["DELETE /api/v1/tokens/{name}"] == ["204", "401", "403", "404", "409", "422"]
+    assert statuses["GET /api/v1/projects/{project}/trials/{exp_id}"] == ["200", "401", "404", "422"]
+    assert statuses["POST /api/v1/projects"] == ["201", "400", "401", "403", "409", "413", "415", "422"]
+    assert statuses["GET /api/v1/projects/{project}"] == ["200", "304", "401", "404", "422"]
+    assert statuses["GET /api/v1/tokens"] == ["200", "401", "403"]
+    assert "WWW-Authenticate" in operations["GET /api/v1/tokens"]["responses"]["401"]["headers"]
+    assert "HTTPValidationError" not in first["components"]["schemas"]
+    links = operations["POST /api/v1/projects/{project}/trials"]["responses"]["201"]["links"]
+    assert links["GetTrial"]["parameters"]["exp_id"] == "$response.body#/trial/exp_id"
+
+
+def test_request_schemas_carry_the_ledgers_rules(tmp_path: Path) -> None:
+    """The document says what the server refuses: a few of the rules, read from it."""
+    schemas = _document(tmp_path, "c.db")["components"]["schemas"]
+    slug = schemas["ProjectCreate"]["properties"]["slug"]
+    assert slug["minLength"] == 1 and slug["pattern"] == "^[a-z0-9._-]+$"
+    trial = schemas["TrialCreate"]["properties"]
+    assert trial["ig_clip_scale_frac_low"]["anyOf"][0] == {"type": "number", "minimum": 0.0, "maximum": 1.0}
+    assert trial["expected_delta"]["anyOf"][0]["pattern"] == "^[^\\u0000]*$"
+    assert schemas["TrialCreate"]["additionalProperties"] is False
+    assert schemas["SimilarBody"]["properties"]["q"]["maxLength"] == 2000
+    assert schemas["TokenCreate"]["properties"]["name"]["pattern"].startswith("^[a-zA-Z0-9")
