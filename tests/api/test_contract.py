@@ -54,7 +54,7 @@ def test_schemathesis_finds_nothing(mode: str, backend: str, ledger: Ledger, db_
             "--generation-database", "none", "--request-timeout", "120", "--no-color",
             "--report", "json,har", "--report-json-path", str(report), "--report-har-path", str(har), *headers,
         ]
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         if mode == "token":  # the fuzzer's token outlived the run
             assert any(t.name == FUZZER and t.active for t in ledger.list_tokens())
     summary = json.loads(report.read_text())
