@@ -117,6 +117,13 @@ class TrialRow(Base):
     #: the numeric-aware sort key of exp_id (lineage.exp_ids.exp_sort_key), written by the
     #: store with every insert; byte order on both backends (COLLATE "C" on PostgreSQL)
     exp_key: Mapped[str] = mapped_column(ExpKeyText, default="", server_default="")
+    #: the length of the chain ending at this trial (lineage.store.chain: the root is 1,
+    #: a trial parent's + 1; 0 only for a trial on a parent cycle older data may hold) and
+    #: the ancestor at the last multiple of ``CHAIN_SKIP`` below it ('' in the first
+    #: block): written by the store with every insert and re-parenting, so a page reads the
+    #: part of a 20,000-step chain it shows without walking the rest
+    chain_depth: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    chain_skip: Mapped[str] = mapped_column(ShortText, default="", server_default="")
     ig_clip_scale_mean: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_std: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_min: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -13,13 +13,15 @@ from api.pages.access import Viewer
 from api.pages.charts import Point, status_class
 from api.pages.route import PageRoute, Reader, ledger_of, pages, q_int, q_str
 from api.pages.web import STATIC_DIR, finish, fmt_delta, fmt_metric, project_url, trial_url
-from lineage.domain import FailureLabel, Trial
+from lineage.chain import ChainView
+from lineage.domain import FailureLabel
 from lineage.errors import NotFound
 
 #: Trials the dashboard's metric chart shows at once.
 CHART_WINDOW = 1000
-#: Chains longer than this show their head and tail, the middle folded away.
-CHAIN_HEAD, CHAIN_TAIL = 5, 15
+
+#: Trials a page of the whole-chain page lists.
+CHAIN_PAGE = 500
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -65,13 +67,10 @@ def _point_title(exp_id: str, status: str, metric: float | None, delta: float | 
     return " · ".join(parts)
 
 
-def folded_chain(chain: tuple[Trial, ...] | list[Trial]) -> dict[str, Any]:
+def folded_chain(chain: ChainView) -> dict[str, Any]:
     """The chain as a page shows it: ``chain_head``, ``chain_tail`` and how many trials
     between them are left to the whole-chain page (``chain_hidden``)."""
-    if len(chain) <= CHAIN_HEAD + CHAIN_TAIL + 5:
-        return {"chain_head": list(chain), "chain_hidden": 0, "chain_tail": []}
-    return {"chain_head": list(chain[:CHAIN_HEAD]), "chain_hidden": len(chain) - CHAIN_HEAD - CHAIN_TAIL,
-            "chain_tail": list(chain[-CHAIN_TAIL:])}
+    return {"chain_head": list(chain.head), "chain_hidden": chain.hidden, "chain_tail": list(chain.tail)}
 
 
 @router.get("/projects/{slug}", response_class=HTMLResponse)
@@ -144,13 +143,15 @@ def chain_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResp
     """The whole chain from the root to ``to`` (default: the best), every trial linked."""
     ledger = ledger_of(request)
     target = q_str(request, "to")
-    chain = ledger.chain(slug, target)
-    best = ledger.best(slug)
+    page = ledger.chain_page(slug, target, offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
+                             limit=CHAIN_PAGE)
+    best = page.best
+    to = target and page.target  # the stored id of an id as shown
     return pages(request).render(
         request, "chain.html",
-        {"project": ledger.project(slug), "chain": chain, "best": best, "target": target,
+        {"project": page.project, "page": page, "chain": page.trials, "best": best, "target": to,
          "brief_cols_list": ledger.project_columns(slug).brief(),
-         "to_best": target is None or (best is not None and target == best.exp_id)},
+         "to_best": not to or (best is not None and to == best.exp_id)},
     )
 
 

@@ -26,13 +26,17 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 ALERTS_SHOWN = 50
 
 
-def _chain_figure(slug: str, chain: tuple[Trial, ...], metric_name: str) -> Any:
-    scored = [(i, t.core_metric) for i, t in enumerate(chain) if t.core_metric is not None]
+def _chain_figure(slug: str, chain: tuple[Trial, ...], length: int, metric_name: str) -> Any:
+    """The metric along the chain's last trials (``chain``, root-first, the last of a chain
+    of ``length``), by generation."""
+    first = length - len(chain)
+    scored = [(first + i, t.core_metric) for i, t in enumerate(chain) if t.core_metric is not None]
     if not scored:
         return None
     series = [charts.Series(f"{metric_name} along the chain", scored, "s0")]
+    what = "from the root" if first == 0 else f"over the last {len(chain):,} generations"
     return charts.line_chart(
-        series, label=f"{metric_name} from the root to this trial", x_label="generation (root = 0)",
+        series, label=f"{metric_name} {what} to this trial", x_label="generation (root = 0)",
         y_label=metric_name, markers=len(scored) <= 60, height=220, integer_x=True, zoomable=True,
     )
 
@@ -78,7 +82,8 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             "code_lines": patch_lines(code["patch"]) if code else [],
             "plots": plots,
             "clip": clip,
-            "chain_figure": _chain_figure(slug, ctx.chain, ctx.project.metric_name),
+            "chain_figure": _chain_figure(slug, ctx.recent_chain, ctx.chain.length, ctx.project.metric_name),
+            "chain_figure_all": len(ctx.recent_chain) == ctx.chain.length,
             "alerts": alerts,
             "older_alerts": older_alerts,
             **folded_chain(ctx.chain),

@@ -5,7 +5,9 @@ trial field such as ``train_s`` or ``specialist``) or a telemetry summary
 ``telemetry.NAME.SUMMARY`` (``last``, ``first``, ``min``, ``max``, ``mean`` of the
 series ``NAME``), each computed in SQL (:meth:`Store.knob_rows`). A view reads the
 newest ``limit`` trials that have the first axis, plus the last ``CHAIN_POINTS`` trials
-of the chain to the best (flagged, so the view is lineage-aware). Numbers are numeric axes; text (and
+of the chain to the best (flagged, so the view is lineage-aware; ``KnobView.chain`` is the
+chain's part from the shallowest trial of the window to the best, read as ids: every window
+trial on the chain is in it). Numbers are numeric axes; text (and
 numbers of a text column) are category axes, the most common ``MAX_CATEGORIES``
 named and the rest ``(other)``.
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from lineage.browse.columns import ProjectColumns, columns_of
-from lineage.chain import chain_to, current_best
+from lineage.chain import chain_length, current_best
 from lineage.domain import Project, check_window
 from lineage.errors import InvalidInput
 
@@ -198,7 +200,14 @@ class KnobUses:
             truncated = len(rows) > limit
             rows = rows[:limit]
             best = current_best(self.store, conn, project)
-            chain = [t.exp_id for t in chain_to(self.store, conn, project, best.exp_id, brief=True)] if best else []
+            chain: list[str] = []
+            if best:
+                # the chain's part the window can hold: from the shallowest window trial down
+                # to the best (ids only), and at least its last CHAIN_POINTS steps
+                length = chain_length(self.store, conn, project, best.exp_id)
+                shallowest = self.store.min_chain_depth(conn, project, [row[0] for row in rows]) if rows else length
+                steps = max(CHAIN_POINTS, length - shallowest + 1 if shallowest else project.trial_count + 1)
+                chain = self.store.chain_ids(conn, project, best.exp_id, steps)
             have = {row[0] for row in rows}
             # the chain's last steps come even when older than the window (a 20,000-step
             # chain of a 100,000-trial loop would be most of the page otherwise)

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from lineage.chain import ChainView
 from lineage.domain import BestPolicy, FailureLabel, Project, RunningBest, Trial
 
 _NUMBER = re.compile(r"[+\-\u2212]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?")
@@ -81,7 +82,8 @@ def running_by_trial(points: Iterable[MetricPoint], start: float | None, project
 class Dashboard:
     project: Project
     best: Trial | None
-    chain: tuple[Trial, ...]
+    #: the chain to the best: its ends and length
+    chain: ChainView
     status_counts: Mapping[str, int]
     #: newest first
     recent: tuple[Trial, ...]
@@ -95,12 +97,28 @@ class Dashboard:
 
 
 @dataclass(frozen=True, slots=True)
+class ChainPage:
+    """A page of the chain to ``target``: ``trials`` are those at positions ``offset``
+    onwards (0: the root), root-first, of a chain of ``length``."""
+
+    project: Project
+    best: Trial | None
+    target: str | None
+    trials: tuple[Trial, ...]
+    length: int
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class TrialContext:
     project: Project
     trial: Trial
     parent: Trial | None
-    #: root first, this trial last
-    chain: tuple[Trial, ...]
+    #: the chain from the root to this trial: its ends and length
+    chain: ChainView
+    #: the chain's last :data:`FIGURE_GENERATIONS` trials, root-first (the trial page's plot)
+    recent_chain: tuple[Trial, ...]
     children: tuple[Trial, ...]
     child_count: int
     best: Trial | None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lineage.chain import chain_to, current_best
+from lineage.chain import chain_length, chain_slice, current_best, on_chain
 from lineage.domain import Project, Trial, check_window
 from lineage.store import Store
 
@@ -17,6 +17,8 @@ from lineage.store import Store
 FOCUS_LEVELS_ABOVE = 3
 #: Trials of the chain to the best one page of the flat view shows.
 CHAIN_PAGE = 100
+#: A window root's ancestors the breadcrumb lists whole; more show their ends.
+ANCESTORS_SHOWN = 6
 
 
 @dataclass(slots=True)
@@ -37,7 +39,8 @@ class TreeWindow:
     focus: str | None
     #: the window's root trial; None for the top of the tree
     root: Trial | None
-    #: root-first path to ``root`` (excluded)
+    #: root-first path to ``root`` (excluded): all of it, or its first two and last three
+    #: when it has more than :data:`ANCESTORS_SHOWN` (``ancestors_total`` says how many)
     ancestors: tuple[Trial, ...]
     nodes: list[TreeNode]
     #: children of the window root (or top-level trials) in all
@@ -53,6 +56,7 @@ class TreeWindow:
     flat: bool = False
     #: trials on the chain to the best (flat view)
     chain_total: int = 0
+    ancestors_total: int = 0
 
 
 
@@ -91,28 +95,35 @@ class TreeUses:
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             best = current_best(self.store, conn, project)
-            best_chain = chain_to(self.store, conn, project, best.exp_id) if best else []
-            if not root and not nested and len(best_chain) > depth:
-                flat = self._flat(conn, project, best, best_chain, focus, offset, per_node, depth)
+            chain_total = chain_length(self.store, conn, project, best.exp_id) if best else 0
+            if not root and not nested and chain_total > depth:
+                flat = self._flat(conn, project, best, chain_total, focus, offset, per_node, depth)
                 if flat is not None:
                     return flat
-            forced: dict[str, str] = {}  # parent -> child that must be shown
-            for chain in (best_chain,):
-                for parent, child in zip(chain, chain[1:]):
-                    forced.setdefault(parent.exp_id, child.exp_id)
             focus_path: list[Trial] = []
             ancestors: list[Trial] = []
+            ancestors_total = 0
+            root_depth = 0  # the window root's depth on its chain (0: the top)
             if focus:
                 focus = self.store.trial(conn, project, focus).exp_id  # an id as shown finds its trial
-                focus_path = chain_to(self.store, conn, project, focus)
-                at = max(0, len(focus_path) - 1 - FOCUS_LEVELS_ABOVE)
-                root = focus_path[at].exp_id if at > 0 else None
-                ancestors = focus_path[:at] if at > 0 else []
-                for parent, child in zip(focus_path, focus_path[1:]):
-                    forced[parent.exp_id] = child.exp_id
+                focus_depth = chain_length(self.store, conn, project, focus)
+                at = max(0, focus_depth - 1 - FOCUS_LEVELS_ABOVE)
+                focus_path = chain_slice(self.store, conn, project, focus, at, focus_depth - at, length=focus_depth)
+                root = focus_path[0].exp_id if at > 0 else None
+                ancestors, ancestors_total = self._ancestors(conn, project, focus, at, focus_depth)
+                root_depth = at + 1 if root else 0
             elif root:
                 root = self.store.trial(conn, project, root).exp_id
-                ancestors = chain_to(self.store, conn, project, root)[:-1]
+                root_depth = chain_length(self.store, conn, project, root)
+                ancestors, ancestors_total = self._ancestors(conn, project, root, root_depth - 1, root_depth)
+            # the chain to the best where this window can show it: from the window root's level down
+            best_chain = chain_slice(self.store, conn, project, best.exp_id, max(0, root_depth - 1),
+                                     depth + 2, length=chain_total) if best else []
+            forced: dict[str, str] = {}  # parent -> child that must be shown
+            for parent, child in zip(best_chain, best_chain[1:]):
+                forced.setdefault(parent.exp_id, child.exp_id)
+            for parent, child in zip(focus_path, focus_path[1:]):
+                forced[parent.exp_id] = child.exp_id
             root_trial = self.store.trial(conn, project, root) if root else None
             known: dict[str, Trial] = {t.exp_id: t for t in (*best_chain, *focus_path)}
             root_key = root or ""
@@ -172,6 +183,7 @@ class TreeUses:
                 focus=focus,
                 root=root_trial,
                 ancestors=tuple(ancestors),
+                ancestors_total=ancestors_total,
                 nodes=top,
                 top_count=counts.get(root_key, 0),
                 offset=offset,
@@ -182,22 +194,41 @@ class TreeUses:
             )
 
 
-    def _flat(self, conn, project: Project, best: Trial | None, chain: list[Trial], focus: str | None,  # type: ignore[no-untyped-def]
+    def _ancestors(self, conn, project: Project, exp_id: str, count: int,  # type: ignore[no-untyped-def]
+                   length: int) -> tuple[list[Trial], int]:
+        """The first ``count`` trials of the chain ending at ``exp_id`` (of ``length``) as
+        the breadcrumb shows them: all, or the first two and the last three."""
+        if count <= 0:
+            return [], 0
+        if count <= ANCESTORS_SHOWN:
+            return chain_slice(self.store, conn, project, exp_id, 0, count, length=length), count
+        return (chain_slice(self.store, conn, project, exp_id, 0, 2, length=length)
+                + chain_slice(self.store, conn, project, exp_id, count - 3, 3, length=length)), count
+
+    def _flat(self, conn, project: Project, best: Trial | None, length: int, focus: str | None,  # type: ignore[no-untyped-def]
               offset: int, per_node: int, depth: int) -> "TreeWindow | None":
-        """The flat view (see :meth:`tree_window`); None when ``focus`` is neither on the
-        chain nor a child of a chain trial (the nested tree shows it)."""
-        at = {t.exp_id: i for i, t in enumerate(chain)}
+        """The flat view (see :meth:`tree_window`) of a chain to the best of ``length``
+        trials: the page read alone; None when ``focus`` is neither on the chain nor a
+        child of a chain trial (the nested tree shows it)."""
+        assert best is not None
         focus_trial = None
+        upto = -1  # the focus' position on the chain, or its parent's
         if focus:
             focus_trial = self.store.trial(conn, project, focus)
-            index = at.get(focus, at.get(focus_trial.parent_exp or "", -1))
-            if index < 0:
+            focus = focus_trial.exp_id
+            parent = focus_trial.parent_exp
+            if on_chain(self.store, conn, project, focus, best.exp_id):
+                upto = chain_length(self.store, conn, project, focus) - 1
+            elif parent and on_chain(self.store, conn, project, parent, best.exp_id):
+                upto = chain_length(self.store, conn, project, parent) - 1
+            else:
                 return None
-            offset = index // CHAIN_PAGE * CHAIN_PAGE
-        offset = min(offset, max(0, len(chain) - 1)) // CHAIN_PAGE * CHAIN_PAGE
-        page = chain[offset:offset + CHAIN_PAGE]
+            offset = upto // CHAIN_PAGE * CHAIN_PAGE
+        offset = min(offset, max(0, length - 1)) // CHAIN_PAGE * CHAIN_PAGE
+        read = chain_slice(self.store, conn, project, best.exp_id, offset, CHAIN_PAGE + 1, length=length)
+        page = read[:CHAIN_PAGE]
         ids = [t.exp_id for t in page]
-        after = {t.exp_id: chain[i + 1].exp_id for i, t in enumerate(chain[:-1])}
+        after = {t.exp_id: read[i + 1].exp_id for i, t in enumerate(read[:-1])}
         kids = self.store.children_window(conn, project, ids, limit=per_node + 1)
         nodes = []
         for trial in page:
@@ -213,10 +244,9 @@ class TreeUses:
                 child.child_count = counts.get(child.trial.exp_id, 0)
         focus_ids: frozenset[str] = frozenset()
         if focus_trial is not None:  # the path to it is the chain up to it (or to its parent): no second walk
-            upto = at[focus] if focus in at else at[focus_trial.parent_exp]
-            focus_ids = frozenset([*(t.exp_id for t in chain[:upto + 1]), focus_trial.exp_id])
+            focus_ids = frozenset([*(t.exp_id for t in page[:upto - offset + 1]), focus_trial.exp_id])
         return TreeWindow(
-            project=project, best=best, chain_ids=frozenset(at), focus_ids=focus_ids, focus=focus, root=None,
-            ancestors=(), nodes=nodes, top_count=len(chain), offset=offset, per_node=per_node, depth=depth,
-            truncated=False, orphans=None, flat=True, chain_total=len(chain),
+            project=project, best=best, chain_ids=frozenset(ids), focus_ids=focus_ids, focus=focus, root=None,
+            ancestors=(), nodes=nodes, top_count=length, offset=offset, per_node=per_node, depth=depth,
+            truncated=False, orphans=None, flat=True, chain_total=length,
         )

@@ -9,6 +9,7 @@ Owns: :meth:`TableUses.import_trials` (the one atomic bulk insert every import e
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -18,12 +19,62 @@ from lineage.errors import InvalidInput, NotFound
 from lineage.monitor import guardrails
 from lineage.service.projects import new_project
 from lineage.store import Store
+from lineage.store.chain import next_link
 from lineage.store.filter_sql import parse_sort, sort_value
 
 ProgressCallback = Callable[[int], None]
 #: The trials table's named sort orders (each walks an index); any trial field or
 #: ``extra.KEY`` sorts too (``lineage.store.filter_sql.parse_sort``).
 TRIAL_SORTS = ("seq", "metric", "exp_id")
+
+
+class ImportLinks:
+    """The stored chain links (``lineage.store.chain``) of an import's rows, computed from
+    the parent pointers it holds anyway: :meth:`of` as each row streams in (its parent
+    stored or earlier in the file: the final pair), :meth:`settled` after the last row for
+    the rows whose parent came later in the file and the stored trials a new row adopted
+    (their subtrees, once each, top-down)."""
+
+    def __init__(self, links: dict[str, tuple[int, str]], parents: Mapping[str, str]) -> None:
+        self.links = links
+        self.parents = parents
+        self.pending: list[str] = []
+
+    def of(self, trial: Trial) -> tuple[int, str]:
+        parent = trial.parent_exp
+        if parent and parent not in self.links:  # later in the file, or not in the project
+            self.pending.append(trial.exp_id)
+        value = self.links[trial.exp_id] = next_link(parent, self.links.get(parent))
+        return value
+
+    def settled(self, existing: set[str], row_of: Mapping[str, int]) -> list[tuple[str, int, str]]:
+        """``(exp_id, depth, skip)`` of every trial whose pair is not final yet (call it
+        once the parents are known free of cycles)."""
+        parents = self.parents
+        starts = [e for e in self.pending if parents[e] in self.links]
+        starts += [e for e in existing if parents.get(e) and parents[e] not in existing and parents[e] in row_of]
+        if not starts:
+            return []
+        children: dict[str, list[str]] = {}
+        for exp_id, parent in parents.items():
+            if parent:
+                children.setdefault(parent, []).append(exp_id)
+        affected: set[str] = set()
+        stack = list(starts)
+        while stack:
+            exp_id = stack.pop()
+            if exp_id not in affected:
+                affected.add(exp_id)
+                stack.extend(children.get(exp_id, ()))
+        queue = deque(e for e in affected if parents.get(e) not in affected)
+        out = []
+        while queue:
+            exp_id = queue.popleft()
+            parent = parents.get(exp_id, "")
+            depth, skip = self.links[exp_id] = next_link(parent, self.links.get(parent))
+            out.append((exp_id, depth, skip))
+            queue.extend(children.get(exp_id, ()))
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +161,7 @@ class TableUses:
                 project, first_seq, _ = self.store.locked_project(conn, project_slug)
             existing = self.store.exp_ids(conn, project)
             parents = self.store.parents(conn, project) if existing else {}
+            links = ImportLinks(self.store.chain_links(conn, project) if existing else {}, parents)
             row_of: dict[str, int] = {}
             max_number = -1
 
@@ -131,7 +183,7 @@ class TableUses:
                         progress(index + 1)
                     yield trial
 
-            count = self.store.bulk_insert(conn, project, checked(), first_seq=first_seq)
+            count = self.store.bulk_insert(conn, project, checked(), first_seq=first_seq, link_of=links.of)
             cycle = find_cycle(parents)
             if cycle:
                 first_new = min((row_of[i] for i in cycle if i in row_of), default=None)
@@ -140,6 +192,7 @@ class TableUses:
                     f"parent pointers form a cycle: {' -> '.join(cycle + cycle[:1])}",
                     line=locate(first_new) if locate and first_new is not None else None,
                 )
+            self.store.set_links(conn, project, links.settled(existing, row_of))
             self.store.advance_counters(conn, project, rows=count, exp_number=max_number + 1)
             guardrails.reevaluate(self.store, conn, project)
             if project_changes:

@@ -17,7 +17,7 @@ Every write of a trial's text also adds its words to the search vocabulary
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from sqlalchemy import Connection, func, select, update
 
@@ -75,8 +75,11 @@ class TrialsSql(StoreBase):
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
         text = search_text(trial.hypothesis, trial.notes)
+        depth, skip = self.link_after(conn, project, trial.parent_exp)  # type: ignore[attr-defined]
         self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text,
-                                               exp_sort_key(trial.exp_id)))
+                                               exp_sort_key(trial.exp_id), depth, skip))
+        if self.has_children(conn, project, trial.exp_id):  # stored trials named it as their parent
+            self.relink(conn, project, trial.exp_id)  # type: ignore[attr-defined]
         self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
@@ -87,11 +90,15 @@ class TrialsSql(StoreBase):
         values.pop("exp_id")
         values["search_text"] = search_text(trial.hypothesis, trial.notes)
         self.remember_terms(conn, vocabulary((values["search_text"],)))  # type: ignore[attr-defined]
+        before = self._execute(conn, "SELECT parent_exp FROM trials WHERE project_id = ? AND exp_id = ?",
+                               (project.id, trial.exp_id)).fetchone()
         conn.execute(
             update(trials)
             .where(trials.c.project_id == project.id, trials.c.exp_id == trial.exp_id)
             .values(**values, updated_at=now)
         )
+        if before is not None and before[0] != trial.parent_exp:  # re-parented: its subtree's chains changed
+            self.relink(conn, project, trial.exp_id)  # type: ignore[attr-defined]
         conn.execute(
             update(projects).where(projects.c.id == project.id).values(revision=projects.c.revision + 1, updated_at=now)
         )
@@ -328,8 +335,10 @@ class TrialsSql(StoreBase):
 
     # -- bulk insert ----------------------------------------------------------------------
 
-    def bulk_insert(self, conn: Connection, project: Project, rows: Iterable[Trial], *, first_seq: int) -> int:
-        """Insert ``rows`` (already validated) with consecutive seqs from ``first_seq``.
+    def bulk_insert(self, conn: Connection, project: Project, rows: Iterable[Trial], *, first_seq: int,
+                    link_of: Callable[[Trial], tuple[int, str]]) -> int:
+        """Insert ``rows`` (already validated) with consecutive seqs from ``first_seq``;
+        ``link_of`` gives each row's ``(chain_depth, chain_skip)`` (``lineage.store.chain``).
 
         Batches go through the driver directly: ``executemany`` on SQLite, ``COPY`` on
         PostgreSQL; a list of dicts through SQLAlchemy Core is several times slower.
@@ -350,7 +359,7 @@ class TrialsSql(StoreBase):
                 values[_STATUS_AT] = trial.status.value
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
                 yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text,
-                       exp_sort_key(trial.exp_id))
+                       exp_sort_key(trial.exp_id), *link_of(trial))
 
         writer(conn, tuples())
         self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]
