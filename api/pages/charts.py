@@ -168,6 +168,21 @@ class _Frame:
                 f'text-anchor="middle">{escape(y_label)}</text>'
             )
 
+    def y_strip(self) -> Markup:
+        """The y axis alone (its tick labels, line and label, on the card's colour) as an
+        SVG as wide as the left margin, at the chart's scale: what a chart that scrolls
+        sideways on a small screen keeps in view beside the plot (``.y-strip``, shown by
+        the small-screen CSS only; hidden from assistive technology, the chart says it)."""
+        marks = [part for part in self.parts
+                 if part.startswith('<text class="tick" x="' + f"{self.left - 6}" + '"')
+                 or part.startswith('<text class="label" transform=')]
+        x0, y0, y1 = self.left, self.height - self.bottom, self.top
+        return Markup(
+            f'<svg class="y-strip" viewBox="0 0 {x0 + 1} {self.height}" aria-hidden="true" focusable="false">'
+            f'<rect class="strip-bg" x="0" y="0" width="{x0 + 1}" height="{self.height}"/>{"".join(marks)}'
+            f'<line class="axis" x1="{x0}" x2="{x0}" y1="{y0}" y2="{y1}"/></svg>'
+        )
+
     def svg(self, label: str, css: str = "chart", attrs: str = "") -> Markup:
         return Markup(
             f'<svg class="{css}" viewBox="0 0 {self.width} {self.height}" role="img" aria-label="{escape(label)}" '
@@ -315,7 +330,8 @@ def metric_chart(
             parts.append(
                 f'<circle class="pt-best-ring" cx="{_n(frame.x(best.x))}" cy="{_n(frame.y(best.y))}" r="{radius + 4}"/>'  # type: ignore[arg-type]
             )
-    return frame.svg(label)
+    # the y axis again, for the small screen where the chart scrolls sideways under it
+    return frame.svg(label) + frame.y_strip()
 
 
 #: How far beyond the kept trials' range (in spans of it) other trials still set the axis.

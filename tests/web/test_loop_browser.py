@@ -225,6 +225,36 @@ def test_phone_width_pages(browser, site) -> None:  # type: ignore[no-untyped-de
     assert not problems, problems
 
 
+def test_phone_dashboard_chart_keeps_its_y_axis_in_view(browser, site) -> None:  # type: ignore[no-untyped-def]
+    """At 390 px the metric chart scrolls sideways (opening at its newest trials); its y
+    axis labels stay in view beside the plot, at the chart's scale, at either end."""
+    base, _ = site
+    problems: list[str] = []
+    context, page = tab(browser, base, PHONE, problems)
+    page.goto(f"/projects/{LOOP}")
+    plot = page.locator(".wide-plot")
+    chart, strip = plot.locator("svg.chart"), plot.locator("svg.y-strip")
+    axis_labels = texts(chart.locator('text.tick[text-anchor="end"]'))  # the y ticks (and "no metric")
+    assert len(axis_labels) >= 3 and texts(strip.locator("text.tick")) == axis_labels
+    for scroll in (None, 0):
+        if scroll is not None:
+            plot.evaluate(f"e => {{ e.scrollLeft = {scroll}; }}")
+        box, frame = strip.bounding_box(), plot.bounding_box()
+        assert box is not None and frame is not None
+        assert frame["x"] - 1 <= box["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"], (box, frame)
+        assert abs(box["height"] - (chart.bounding_box() or {"height": 0})["height"]) < 1.5  # the chart's scale
+        for label in strip.locator("text.tick").all():
+            tick = label.bounding_box()
+            assert tick is not None and tick["x"] >= frame["x"] - 1, tick  # readable, not scrolled away
+    # on a wide screen the chart shows its own axis and the copy stays hidden
+    context.close()
+    context, page = tab(browser, base, DESKTOP, problems)
+    page.goto(f"/projects/{LOOP}")
+    assert not page.locator(".wide-plot svg.y-strip").is_visible()
+    context.close()
+    assert not problems, problems
+
+
 PAGES = (
     ("index", "/"),
     ("dashboard-loop", f"/projects/{LOOP}"),
