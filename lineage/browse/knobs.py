@@ -205,7 +205,8 @@ class KnobUses:
                 # the chain's part the window can hold: from the shallowest window trial down
                 # to the best (ids only), and at least its last CHAIN_POINTS steps
                 length = chain_length(self.store, conn, project, best.exp_id)
-                shallowest = self.store.min_chain_depth(conn, project, [row[0] for row in rows]) if rows else length
+                depths = [int(row[-1]) for row in rows]
+                shallowest = min(depths) if rows else length
                 steps = max(CHAIN_POINTS, length - shallowest + 1 if shallowest else project.trial_count + 1)
                 chain = self.store.chain_ids(conn, project, best.exp_id, steps)
             have = {row[0] for row in rows}

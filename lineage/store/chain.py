@@ -16,7 +16,7 @@ an import computed itself. Depth 0 means "unknown" (only a trial on a parent cyc
 no write path lets in, could have it; migration 0009): readers walk then.
 
 Methods: ``link_after``, ``relink``, ``set_links``, ``chain_links``, ``chain_depth``,
-``min_chain_depth``, ``ancestor_at``, ``chain_ids``.
+``ancestor_at``, ``chain_ids``.
 """
 
 from __future__ import annotations
@@ -95,21 +95,6 @@ class ChainSql(StoreBase):
         row = self._execute(conn, "SELECT chain_depth FROM trials WHERE project_id = ? AND exp_id = ?",
                             (project.id, exp_id)).fetchone()
         return int(row[0]) if row else 0
-
-    def min_chain_depth(self, conn: Connection, project: Project, exp_ids: list[str]) -> int:
-        """The smallest stored depth among ``exp_ids`` (0: none, or one unknown)."""
-        if not exp_ids:
-            return 0
-        found = 0
-        for start in range(0, len(exp_ids), 5_000):  # SQLite binds at most 32,766 values
-            part = exp_ids[start:start + 5_000]
-            row = self._execute(conn, f"SELECT MIN(chain_depth) FROM trials WHERE project_id = ? AND exp_id IN "
-                                      f"({self._in(part)})", (project.id, *part)).fetchone()
-            if row and row[0] is not None:
-                found = int(row[0]) if not found else min(found, int(row[0]))
-            if row and row[0] == 0:
-                return 0
-        return found
 
     def ancestor_at(self, conn: Connection, project: Project, exp_id: str, depth: int) -> str | None:
         """The exp_id of the trial at ``depth`` (1: the root) on the chain ending at

@@ -35,6 +35,10 @@ TELEMETRY_SUMMARIES = {
 }
 
 
+#: Up to this many trials with telemetry, a telemetry knob reads just them.
+TELEMETRY_FEW = 2_000
+
+
 class ColumnsSql(StoreBase):
     """field_presence, extra_keys, knob_rows, telemetry_trial_ids."""
 
@@ -87,9 +91,9 @@ class ColumnsSql(StoreBase):
         self, conn: Connection, project: Project, columns: Sequence[tuple[str, str, str | None]], *, limit: int,
         exp_ids: Sequence[str] | None = None,
     ) -> list[tuple[Any, ...]]:
-        """``(exp_id, seq, status, core_metric, value, ...)`` of the newest ``limit``
-        trials that have a value in the first of ``columns`` (``(source, name, summary)``:
-        source ``field``, ``extra`` or ``telemetry``), newest first. Values come as the
+        """``(exp_id, seq, status, core_metric, value, ..., chain_depth)`` of the newest
+        ``limit`` trials that have a value in the first of ``columns`` (``(source, name,
+        summary)``: source ``field``, ``extra`` or ``telemetry``), newest first. Values come as the
         database gives them (an ``extra`` value as text on PostgreSQL, as its JSON type
         on SQLite)."""
         exprs, params = [], []
@@ -97,29 +101,48 @@ class ColumnsSql(StoreBase):
             expr, extra = self._value_sql(source, name, summary)
             exprs.append(expr)
             params.extend(extra)
-        values = ", ".join(f"{expr} AS v{i}" for i, expr in enumerate(exprs))
+        values = ", ".join([*(f"{expr} AS v{i}" for i, expr in enumerate(exprs)), "t.chain_depth AS depth"])
         where, where_params = "t.project_id = ?", [project.id]
+        # a few named trials: sorted after reading them ("+seq"), where walking the
+        # project's seq index to skip the sort would read every trial (0.1 s at 100,000)
+        order = "seq DESC"
         if exp_ids is not None:
             if not exp_ids:
                 return []
             where += f" AND t.exp_id IN ({self._in(exp_ids)})"
             where_params += list(exp_ids)
+            order = "+seq DESC"
+        elif columns[0][0] == "telemetry":
+            # only trials with telemetry can have the value: when they are few, read just them
+            # (else the newest trials are walked until ``limit`` have it, which is soon)
+            with_telemetry = self.telemetry_trial_ids(conn, project, limit=TELEMETRY_FEW)
+            if len(with_telemetry) < TELEMETRY_FEW:
+                if not with_telemetry:
+                    return []
+                # "+t.project_id": rowid look-ups, not a walk of the project's index
+                where = f"t.id IN ({self._in(with_telemetry)}) AND +t.project_id = ?"
+                where_params = [*with_telemetry, project.id]
+                order = "+seq DESC"
         if columns[0][0] == "field":
             sql = (f"SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
-                   f"WHERE {where} AND {exprs[0]} IS NOT NULL ORDER BY t.seq DESC LIMIT ?")
+                   f"WHERE {where} AND {exprs[0]} IS NOT NULL ORDER BY {order.replace('seq', 't.seq')} LIMIT ?")
         else:  # the first value is an expression with parameters: filter on it outside
             sql = (f"SELECT * FROM (SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
-                   f"WHERE {where}) k WHERE k.v0 IS NOT NULL ORDER BY k.seq DESC LIMIT ?")
+                   f"WHERE {where}) k WHERE k.v0 IS NOT NULL ORDER BY {order.replace('seq', 'k.seq')} LIMIT ?")
         return [tuple(row) for row in self._execute(conn, sql, (*params, *where_params, limit)).fetchall()]
 
     def telemetry_trial_ids(self, conn: Connection, project: Project, *, limit: int) -> list[int]:
         """Row ids of up to ``limit`` of the project's newest trials with telemetry: one
         index seek per trial found, walking the telemetry index down from the top."""
         ids: list[int] = []
-        top = self._execute(conn, "SELECT MAX(id) FROM trials WHERE project_id = ?", (project.id,)).fetchone()[0]
-        if top is None:
+        # the first and last trial by seq (ids grow with seq): one seek each, where MAX(id)
+        # read a whole index range of the project (18 ms for 100,000 trials on SQLite)
+        ends = "SELECT id FROM trials WHERE project_id = ? ORDER BY seq {} LIMIT 1"
+        top_row = self._execute(conn, ends.format("DESC"), (project.id,)).fetchone()
+        if top_row is None:
             return ids
-        bottom = self._execute(conn, "SELECT MIN(id) FROM trials WHERE project_id = ?", (project.id,)).fetchone()[0]
+        top = top_row[0]
+        bottom = self._execute(conn, ends.format("ASC"), (project.id,)).fetchone()[0]
         current = int(top) + 1
         seek = "SELECT MAX(trial_id) FROM telemetry_points WHERE trial_id < ? AND trial_id >= ?"
         mine = "SELECT 1 FROM trials WHERE id = ? AND project_id = ?"

@@ -171,8 +171,10 @@ class ExploreSql(StoreBase):
         out: list[str] = []
         for start in range(0, len(found), 500):
             chunk = found[start:start + 500]
-            cursor = self._execute(conn, f"SELECT exp_id FROM trials WHERE project_id = ? AND id IN ({self._in(chunk)})",
-                                   (project.id, *chunk))
+            # "+project_id": rowid look-ups (SQLite's planner would scan the project's
+            # (project_id, exp_id) index otherwise: 9 ms for 100,000 trials)
+            cursor = self._execute(conn, f"SELECT exp_id FROM trials WHERE id IN ({self._in(chunk)}) AND +project_id = ?",
+                                   (*chunk, project.id))
             out.extend(str(r[0]) for r in cursor.fetchall())
         return out
 
