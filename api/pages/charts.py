@@ -286,10 +286,13 @@ def metric_chart(
     best_x: float | None = None,
     width: int = 960,
     height: int = 340,
+    y_strip: bool = False,
 ) -> Markup:
     """The metric of each trial in time order: kept (filled dots), discarded (open dots)
     and failed (crosses) trials, unscored ones as ticks in a band under the plot, and the
-    running best as a step line. ``points``' ``y`` is None for an unscored trial."""
+    running best as a step line. ``points``' ``y`` is None for an unscored trial.
+    ``y_strip``: the y axis again after the chart (:meth:`_Frame.y_strip`), for a page
+    where the chart scrolls sideways on a small screen."""
     scored = [p for p in points if p.y is not None]
     if not points:
         return _empty(label, "no trials yet")
@@ -330,8 +333,7 @@ def metric_chart(
             parts.append(
                 f'<circle class="pt-best-ring" cx="{_n(frame.x(best.x))}" cy="{_n(frame.y(best.y))}" r="{radius + 4}"/>'  # type: ignore[arg-type]
             )
-    # the y axis again, for the small screen where the chart scrolls sideways under it
-    return frame.svg(label) + frame.y_strip()
+    return frame.svg(label) + frame.y_strip() if y_strip else frame.svg(label)
 
 
 #: How far beyond the kept trials' range (in spans of it) other trials still set the axis.

@@ -95,6 +95,7 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
         label=f"{project.metric_name} per trial ({direction}), running best as a step line",
         metric_name=project.metric_name,
         best_x=board.best.seq if board.best is not None else None,
+        y_strip=True,  # the chart scrolls sideways on a phone: its y axis stays in view
     )
     overview = None
     if board.window and project.trial_count > len(board.window):

@@ -73,8 +73,13 @@ class ProgressSql(StoreBase):
         return None if row is None else int(row[0])
 
     def first_with_status(self, conn: Connection, project_id: int, status: str) -> Trial | None:
-        """The earliest trial with ``status``."""
-        return self._trial_where(conn, "project_id = ? AND status = ? ORDER BY seq LIMIT 1", (project_id, status))
+        """The earliest trial with ``status``: its seq from the status' range of the
+        ``(project_id, status, ...)`` index (``+seq`` keeps SQLite off the seq index, whose
+        walk read the whole project for a status no trial has: 40 ms at 100,000 trials),
+        then one look-up."""
+        return self._trial_where(
+            conn, "project_id = ? AND seq = (SELECT MIN(+seq) FROM trials WHERE project_id = ? AND status = ?)",
+            (project_id, project_id, status))
 
     # -- guardrail policies ------------------------------------------------------------------
 
