@@ -73,8 +73,10 @@ __all__ = [
     "MAX_STEP",
     "SUMMARY_SOURCES",
     "IngestResult",
+    "PointColumns",
     "Series",
     "batch_hash",
+    "check_columns",
     "check_points",
     "rows_from_valid",
     "TelemetryUses",
@@ -186,6 +188,35 @@ def check_points(points: Iterable[Any]) -> list[Row]:
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class PointColumns:
+    """Checked points a field at a time (what :func:`check_columns` gives): ``turn`` -1 for
+    a quantity that is not per turn, ``wall_time`` None where the sender gave none."""
+
+    step: Sequence[int]
+    turn: Sequence[int]
+    name: Sequence[str]
+    value: Sequence[float]
+    wall_time: Sequence[float | None]
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def rows(self) -> list[Row]:
+        """The same points as :func:`check_points`'s rows."""
+        return list(zip(self.step, self.turn, self.name, self.value, self.wall_time))
+
+
+def check_columns(columns: Any) -> PointColumns:
+    """Points from a batch's columnar form (:mod:`lineage.telemetry_columns`), by the same
+    rules as :func:`check_points`; ``.rows()`` equal its rows for the same points."""
+    from lineage.telemetry_columns import check_columns as check
+
+    return PointColumns(*check(columns, {"MAX_STEP": MAX_STEP, "MAX_TURN": MAX_TURN, "MAX_NAME": MAX_NAME,
+                                         "NAME": _NAME, "MAX_ABS_VALUE": MAX_ABS_VALUE,
+                                         "MAX_BATCH_POINTS": MAX_BATCH_POINTS}))
+
+
 def rows_from_valid(points: Iterable[Mapping[str, Any]]) -> list[Row]:
     """Rows from points already held to the rules above (the API validates them with a
     schema built from this module's constants): the conversion alone, no checks."""
@@ -226,13 +257,15 @@ class TelemetryUses:
 
     store: "Store"
 
-    def ingest_telemetry(self, project_slug: str, exp_id: str, rows: Sequence[Row], *, key: str | None = None) -> IngestResult:
-        """Insert checked rows (:func:`check_points`) into trial ``exp_id``, all or nothing.
-        With ``key``, idempotently (module doc)."""
+    def ingest_telemetry(self, project_slug: str, exp_id: str, rows: "Sequence[Row] | PointColumns", *,
+                         key: str | None = None) -> IngestResult:
+        """Insert checked rows (:func:`check_points`) or columns (:func:`check_columns`) into
+        trial ``exp_id``, all or nothing. With ``key``, idempotently (module doc): the same
+        points replayed in either form are the same batch."""
         store = self.store
         if key is not None:
             check_idempotency_key(key, field_name="batch_id")
-        digest = batch_hash(rows) if key is not None else ""
+        digest = batch_hash(rows.rows() if isinstance(rows, PointColumns) else rows) if key is not None else ""
         with store.write() as conn:
             project = store.project(conn, project_slug)
             trial_id = store.trial_row_id(conn, project, exp_id)

@@ -15,7 +15,8 @@ Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``G
 project, ``POST /projects`` only on a 404, so an existing project costs no ``409
 Conflict``; a 409 from a run that created it in between is fine), ``plan`` (``POST
 /trials`` with ``Idempotency-Key: <run_id>-plan``; the stored ``exp_id`` goes into the
-spool's meta), ``points`` (``POST .../telemetry`` with ``batch_id``), ``alert`` (``POST
+spool's meta), ``columns`` and ``points`` (``POST .../telemetry`` with ``batch_id``;
+consecutive ``columns`` ops merged into one columnar batch), ``alert`` (``POST
 .../alerts`` with ``Idempotency-Key: <run_id>-alert-<seq>``; an alert the ledger finds
 malformed, a 422, is logged and skipped rather than stopping the run's telemetry),
 ``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish`` (``PATCH`` the
@@ -39,6 +40,7 @@ from urllib.parse import quote
 import httpx
 
 from trainer_hooks.client.outcome import TrialOutcome, decide_status, metric_of_summary
+from trainer_hooks.client.points import merge_columns
 from trainer_hooks.client.spool import Op, Spool
 
 __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
@@ -46,6 +48,8 @@ __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unava
 log = logging.getLogger("trainer_hooks.client")
 
 API = "/api/v1"
+#: spool ops that are telemetry: the columnar form, and point objects (older spools)
+TELEMETRY_KINDS = ("columns", "points")
 #: 4xx that mean "try again later", not "never"
 _RETRY_STATUSES = frozenset({408, 425, 429})
 
@@ -149,9 +153,9 @@ def deliver(spool: Spool, transport: Transport, *, max_points: int = 50_000,
         if op is None:
             return sent_points
         try:
-            if op.kind in ("points", "alert") and not spool.get("exp_id"):
+            if op.kind in TELEMETRY_KINDS + ("alert",) and not spool.get("exp_id"):
                 op = _plan_logged_later(spool, op, final())  # logged before plan_trial: plan first
-            if op.kind == "points":
+            if op.kind in TELEMETRY_KINDS:
                 key, ops = spool.group(op, max_points=max_points, run_id=run_id)
                 count = _send_points(spool, transport, key, ops)
                 spool.mark_sent([o.seq for o in ops])
@@ -191,7 +195,10 @@ def _exp_id(spool: Spool, kind: str) -> str:
 
 def _send_points(spool: Spool, transport: Transport, key: str, ops: list[Op]) -> int:
     exp_id = _exp_id(spool, "telemetry")
-    body = ('{"batch_id":' + json.dumps(key) + ',"points":[' + ",".join(o.body for o in ops) + "]}").encode()
+    if ops[0].kind == "columns":
+        body = ('{"batch_id":' + json.dumps(key) + ',"columns":' + merge_columns([o.body for o in ops]) + "}").encode()
+    else:
+        body = ('{"batch_id":' + json.dumps(key) + ',"points":[' + ",".join(o.body for o in ops) + "]}").encode()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
     if isinstance(transport.gzip_level, int) and len(body) > 4096:
         body = gzip.compress(body, transport.gzip_level)
