@@ -68,7 +68,11 @@ CREATE TABLE IF NOT EXISTS ops (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ops_unsent ON ops (sent, seq);
+CREATE INDEX IF NOT EXISTS ops_pending ON ops (sent, seq, points, kind);
 """
+# ops_pending covers pending() and the scans of next_unsent/group: a column stored after a
+# body of megabytes is read through the body's overflow pages, so a query must not touch the
+# table for rows it does not return
 
 
 @dataclass(frozen=True, slots=True)
