@@ -131,9 +131,7 @@ def ledger_server_only(server: Server, steps: int, batch: int) -> dict[str, floa
     exp = http.post("/api/v1/projects/bench/trials", json={"hypothesis": "server only", "status": "harness_abort"}).json()["trial"]["exp_id"]
     rows: list[Any] = []
     workload_fn()(lambda step, metrics: rows.extend(wire.step_rows(step, metrics, None, 1.0)[0]), steps)
-    encode = getattr(wire, "encode_batch", None) or (
-        lambda key, part: ('{"batch_id":"' + key + '","points":[' + wire.encode_rows(part)[0] + "]}").encode())
-    bodies = [encode(f"so-{uuid.uuid4().hex}", rows[i:i + batch]) for i in range(0, len(rows), batch)]
+    bodies = [wire.encode_batch(f"so-{uuid.uuid4().hex}", rows[i:i + batch]) for i in range(0, len(rows), batch)]
     url = f"/api/v1/projects/bench/trials/{exp}/telemetry"
     scpu0, start = proc_cpu(server.proc.pid), time.perf_counter()
     for body in bodies:
