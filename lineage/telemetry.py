@@ -15,6 +15,10 @@ Points
     such values, as ``check_points`` never did; it now refuses them with a 422 naming
     ``points[i].field``. Request and response shapes are unchanged.)
 
+    The same points may come as one array per field (:func:`check_columns`, rules and
+    errors as here, the module :mod:`lineage.telemetry_columns`): the compact form for
+    big batches, checked a column at a time.
+
 Idempotent batches
     A batch may carry a key (the API's ``batch_id`` field or ``Idempotency-Key``
     header). The key is stored in the transaction that inserts the points, so a replay

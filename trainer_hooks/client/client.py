@@ -116,7 +116,8 @@ class LedgerClient:
         spool_dir: where the run's spool file goes (:func:`default_spool_dir`).
         run_id: names the spool file and prefixes every idempotency key; a new one by default.
         timeout: seconds per HTTP request.
-        max_batch_points: points per telemetry request.
+        max_batch_points: points per telemetry request at most (the sender coalesces what the
+            spool holds up to this: fewer, bigger requests when the ledger is behind).
         max_buffer_points: points held in memory before ``log`` spools them itself.
         spool_interval: seconds between spool commits.
         close_timeout: seconds :meth:`close` may spend sending at exit.
@@ -132,7 +133,7 @@ class LedgerClient:
     """
 
     def __init__(self, base_url: str, token: str | None, project: str, *, spool_dir: str | Path | None = None,
-                 run_id: str | None = None, timeout: float = 10.0, max_batch_points: int = 50_000,
+                 run_id: str | None = None, timeout: float = 10.0, max_batch_points: int = 200_000,
                  max_buffer_points: int = 200_000, spool_interval: float = 0.2, close_timeout: float = 10.0,
                  backoff: tuple[float, float] = (0.05, 5.0), handle_sigterm: bool = False, durable: bool = True,
                  gzip_level: int | None | str = "auto", system_metrics: bool | float | None = None,
@@ -317,7 +318,7 @@ class LedgerClient:
         buffered = self._appended - self._drained
         if buffered >= self.max_buffer_points:
             self._spool_buffer()  # the disk is behind: spool here rather than drop or grow
-        elif buffered >= self.max_batch_points:
+        elif buffered >= min(self.max_batch_points, self.max_buffer_points // 2):
             self._spool_wake.set()
 
     def _log_system(self, values: Mapping[str, float]) -> None:

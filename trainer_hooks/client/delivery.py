@@ -136,7 +136,7 @@ def _detail(response: httpx.Response) -> str:
     return str(body)[:300]
 
 
-def deliver(spool: Spool, transport: Transport, *, max_points: int = 50_000,
+def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
             should_stop: Callable[[], bool] = lambda: False, on_sent: Callable[[int], None] | None = None,
             final: Callable[[], bool] = lambda: True) -> int:
     """Send the spool's unsent ops in order until none is left (or ``should_stop()``).
@@ -282,7 +282,7 @@ def _knowledge(transport: Transport) -> dict[str, Any]:
                              params={"format": "json", "recent_n": 1, "last_m": 1}).json()
 
 
-def deliver_within(spool: Spool, transport: Transport, timeout: float, *, max_points: int = 50_000,
+def deliver_within(spool: Spool, transport: Transport, timeout: float, *, max_points: int = 200_000,
                    backoff: Backoff | None = None) -> int:
     """:func:`deliver`, retrying :class:`Unavailable` with backoff for at most ``timeout``
     seconds; returns the points sent. Raises the last :class:`Unavailable` when time runs
