@@ -228,11 +228,25 @@ def rows_from_valid(points: Iterable[Mapping[str, Any]]) -> list[Row]:
             for p in points]
 
 
-def batch_hash(rows: Sequence[Row]) -> str:
-    """SHA-256 of a batch's rows: equal for the same points however the JSON was written
-    (``marshal`` version 2 writes values without object references, so equal rows give
-    equal bytes)."""
+def batch_hash(rows: "Sequence[Row] | PointColumns") -> str:
+    """SHA-256 of a batch's points: equal for the same points however the JSON was written
+    (``marshal`` version 2 writes values without object references, so equal values give
+    equal bytes). Rows hash as the list of rows (as always), columns as the tuple of the
+    five columns (no tuple per point to build); a replay in the other form is recognised
+    by :func:`_other_form_hash`."""
+    if isinstance(rows, PointColumns):
+        columns = (list(rows.step), list(rows.turn), list(rows.name), list(rows.value), list(rows.wall_time))
+        return hashlib.sha256(marshal.dumps(columns, 2)).hexdigest()
     return hashlib.sha256(marshal.dumps(list(rows), 2)).hexdigest()
+
+
+def _other_form_hash(rows: "Sequence[Row] | PointColumns") -> str:
+    """:func:`batch_hash` of the same points in the other form (only a replay whose hash
+    differs pays for it)."""
+    if isinstance(rows, PointColumns):
+        return batch_hash(rows.rows())
+    found = list(rows)
+    return batch_hash(PointColumns(*(list(column) for column in zip(*found))) if found else PointColumns([], [], [], [], []))
 
 
 def derive_summary(stats: Mapping[str, tuple[int, float, float, float, float]]) -> dict[str, float]:
@@ -269,7 +283,7 @@ class TelemetryUses:
         store = self.store
         if key is not None:
             check_idempotency_key(key, field_name="batch_id")
-        digest = batch_hash(rows.rows() if isinstance(rows, PointColumns) else rows) if key is not None else ""
+        digest = batch_hash(rows) if key is not None else ""
         with store.write() as conn:
             project = store.project(conn, project_slug)
             trial_id = store.trial_row_id(conn, project, exp_id)
@@ -278,7 +292,7 @@ class TelemetryUses:
             ):
                 found = store.find_key(conn, project, SCOPE, key)
                 stored_exp, stored_hash, result = found if found is not None else ("", "", {})
-                if stored_exp != exp_id or stored_hash != digest:
+                if stored_exp != exp_id or stored_hash not in (digest, _other_form_hash(rows)):
                     raise Conflict(
                         f"batch {key!r} was already sent with other points"
                         + (f" (for trial {stored_exp!r})" if stored_exp != exp_id else ""),
