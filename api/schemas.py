@@ -331,7 +331,9 @@ class TelemetryColumnsBatchIn(TypedDict):
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
     batch_id: NotRequired[Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN)] | None]
-    columns: Annotated[TelemetryColumnsIn, Field(description=f"At most {telemetry.MAX_BATCH_POINTS} points")]
+    columns: Annotated[TelemetryColumnsIn | list[TelemetryColumnsIn], Field(
+        description=f"The points, or blocks of them concatenated in order (each with its own names); at most "
+                    f"{telemetry.MAX_BATCH_POINTS} points in all")]
 
 
 #: Validates a batch straight from the JSON bytes into dicts (in pydantic-core: about a

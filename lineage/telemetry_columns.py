@@ -10,7 +10,9 @@ Form (the ``columns`` member of a batch)::
      "turn":  [null, null, ...],         # optional; absent: no point is per turn
      "wall_time": [1.7e9, null, ...]}    # optional; absent: none
 
-Every array has one entry per point (``step``'s length); the rules of a point are the
+``columns`` may also be an array of such blocks, concatenated in order (each with its own
+``names``): a sender joins what it buffered without decoding it. Every array has one entry
+per point (``step``'s length); the rules of a point are the
 point list's (:func:`lineage.telemetry.check_points`), and a bad entry is named as the
 point it belongs to (``points[i].field``); a bad ``names`` entry as ``columns.names[j]``,
 a missing, unknown or short column as ``columns.<column>``. The rows come out exactly as
@@ -49,9 +51,39 @@ def _bad(index: int, name: str, message: str) -> InvalidInput:
 
 def check_columns(columns: Any, limits: Mapping[str, Any]) -> tuple[list[int], Any, list[str], list[float], Any]:
     """``(step, turn, name, value, wall_time)`` columns (turn -1 for none) from the columnar
-    form; the first bad entry raises :class:`InvalidInput` (module doc). ``limits``: ``lineage.telemetry``'s
-    constants (``MAX_STEP``, ``MAX_TURN``, ``MAX_NAME``, ``MAX_ABS_VALUE``,
-    ``MAX_BATCH_POINTS``, ``NAME``: the compiled name pattern)."""
+    form, one block or an array of blocks (concatenated in order, each with its own
+    ``names``); the first bad entry raises :class:`InvalidInput` (module doc; in a block
+    array a point's index counts from the first block's first point, and a block is
+    ``columns[b]``). ``limits``: ``lineage.telemetry``'s constants (``MAX_STEP``,
+    ``MAX_TURN``, ``MAX_NAME``, ``MAX_ABS_VALUE``, ``MAX_BATCH_POINTS``, ``NAME``: the
+    compiled name pattern)."""
+    if not isinstance(columns, list):
+        return _check_block(columns, limits)
+    out: tuple[list[Any], ...] = ([], [], [], [], [])
+    for b, block in enumerate(columns):
+        offset = len(out[0])
+        try:
+            found = _check_block(block, limits)
+        except InvalidInput as exc:
+            raise _moved(exc, b, offset) from None
+        for whole, part in zip(out, found):
+            whole += part
+        if len(out[0]) > limits["MAX_BATCH_POINTS"]:
+            raise InvalidInput("columns", f"holds more than {limits['MAX_BATCH_POINTS']} points, the limit per batch")
+    return out  # type: ignore[return-value]
+
+
+def _moved(exc: InvalidInput, block: int, offset: int) -> InvalidInput:
+    """A block's error as the batch's: points counted from the first block, the block named."""
+    field = exc.field
+    message = str(exc)[len(field) + 2:]
+    if field.startswith("points["):
+        end = field.index("]")
+        return InvalidInput(f"points[{int(field[7:end]) + offset}]{field[end + 1:]}", message)
+    return InvalidInput(f"columns[{block}]{field[len('columns'):]}", message)
+
+
+def _check_block(columns: Any, limits: Mapping[str, Any]) -> tuple[list[int], Any, list[str], list[float], Any]:
     if not isinstance(columns, Mapping):
         raise InvalidInput("columns", "must be an object of arrays (step, name, value; names, turn, wall_time optional)")
     for key in columns:

@@ -140,8 +140,32 @@ def test_old_and_new_forms_mix_in_one_trial(client: TestClient, ledger: Ledger) 
     assert all(math.isclose(v, 1 / (s + 1)) for s, v in zip(series[("loss", None)]["step"], series[("loss", None)]["value"]))
 
 
+def test_blocks_of_columns_are_concatenated_in_order_and_bad_entries_counted_across_them(
+    client: TestClient, ledger: Ledger
+) -> None:
+    _trial(client)
+    points = _points()
+    blocks = [_columns(points[:42]), _columns(points[42:43], table=False), _columns(points[43:])]
+    assert points[42] == {"step": 13, "name": "lr", "value": 1e-4 * 6}
+    del blocks[1]["turn"], blocks[1]["wall_time"]  # a block may leave out what none of its points has
+    assert client.post(T, json={"batch_id": "b-1", "columns": blocks}).status_code == 201
+    assert _stored(ledger) == _expected(points)
+    again = client.post(T, json={"batch_id": "b-1", "columns": _columns(points)})  # the same points in one block
+    assert again.status_code == 200 and again.json()["replayed"] is True
+    bad = json.loads(json.dumps(blocks))
+    bad[2]["step"][5] = -3
+    assert_problem(client.post(T, json={"columns": bad}), 422, "points[48].step")
+    bad = json.loads(json.dumps(blocks))
+    bad[1]["name"] = []
+    assert_problem(client.post(T, json={"columns": bad}), 422, "columns[1].name")
+    assert_problem(client.post(T, json={"columns": [blocks[0], 7]}), 422, "columns[1]")
+    assert len(_stored(ledger)) == len(points)
+
+
 def test_the_openapi_document_describes_both_forms(client: TestClient) -> None:
     body = client.get("/openapi.json").json()["paths"][f"{API}/projects/{{project}}/trials/{{exp_id}}/telemetry"]["post"]
     forms = body["requestBody"]["content"]["application/json"]["schema"]["oneOf"]
     assert [sorted(f["properties"]) for f in forms] == [["batch_id", "points"], ["batch_id", "columns"]]
-    assert set(forms[1]["properties"]["columns"]["properties"]) == {"step", "names", "name", "value", "turn", "wall_time"}
+    block, blocks = forms[1]["properties"]["columns"]["anyOf"]
+    assert set(block["properties"]) == {"step", "names", "name", "value", "turn", "wall_time"}
+    assert blocks["type"] == "array" and blocks["items"] == block

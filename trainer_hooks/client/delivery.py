@@ -16,7 +16,7 @@ project, ``POST /projects`` only on a 404, so an existing project costs no ``409
 Conflict``; a 409 from a run that created it in between is fine), ``plan`` (``POST
 /trials`` with ``Idempotency-Key: <run_id>-plan``; the stored ``exp_id`` goes into the
 spool's meta), ``columns`` and ``points`` (``POST .../telemetry`` with ``batch_id``;
-consecutive ``columns`` ops merged into one columnar batch), ``alert`` (``POST
+consecutive ``columns`` ops sent as one batch, an array of their column blocks), ``alert`` (``POST
 .../alerts`` with ``Idempotency-Key: <run_id>-alert-<seq>``; an alert the ledger finds
 malformed, a 422, is logged and skipped rather than stopping the run's telemetry),
 ``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish`` (``PATCH`` the
@@ -40,7 +40,6 @@ from urllib.parse import quote
 import httpx
 
 from trainer_hooks.client.outcome import TrialOutcome, decide_status, metric_of_summary
-from trainer_hooks.client.points import merge_columns
 from trainer_hooks.client.spool import Op, Spool
 
 __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
@@ -196,7 +195,9 @@ def _exp_id(spool: Spool, kind: str) -> str:
 def _send_points(spool: Spool, transport: Transport, key: str, ops: list[Op]) -> int:
     exp_id = _exp_id(spool, "telemetry")
     if ops[0].kind == "columns":
-        body = ('{"batch_id":' + json.dumps(key) + ',"columns":' + merge_columns([o.body for o in ops]) + "}").encode()
+        # blocks joined as they were spooled: nothing decoded, the server concatenates them
+        joined = ops[0].body if len(ops) == 1 else "[" + ",".join(o.body for o in ops) + "]"
+        body = ('{"batch_id":' + json.dumps(key) + ',"columns":' + joined + "}").encode()
     else:
         body = ('{"batch_id":' + json.dumps(key) + ',"points":[' + ",".join(o.body for o in ops) + "]}").encode()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}

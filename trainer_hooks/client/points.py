@@ -23,7 +23,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["MAX_ABS_VALUE", "MAX_STEP", "MAX_TURN", "Record", "Row", "check_name", "dumps", "encode_columns", "encode_rows",
-           "loads", "merge_columns", "metric_values", "step_record", "step_rows", "turn_rows"]
+           "metric_values", "step_record", "step_rows", "turn_rows"]
 
 MAX_STEP = 2**53
 MAX_TURN = 2**31 - 1
@@ -172,14 +172,6 @@ def dumps(obj: Any) -> str:
     return orjson.dumps(obj).decode()
 
 
-def loads(text: str | bytes) -> Any:
-    try:
-        import orjson
-    except ImportError:  # pragma: no cover
-        return json.loads(text)
-    return orjson.loads(text)
-
-
 def encode_columns(items: Iterable[Record | list[Row]]) -> tuple[str, int]:
     """Records and row lists as the API's columnar form (``lineage.telemetry_columns``):
     its JSON text and the number of points. Names go into a ``names`` table once each;
@@ -223,32 +215,6 @@ def encode_columns(items: Iterable[Record | list[Row]]) -> tuple[str, int]:
     if any(w is not None for w in walls):
         columns["wall_time"] = walls
     return dumps(columns), len(steps)
-
-
-def merge_columns(texts: Sequence[str]) -> str:
-    """Columnar chunks (:func:`encode_columns`'s text) as one, points in order."""
-    if len(texts) == 1:
-        return texts[0]
-    chunks = [loads(t) for t in texts]
-    table: dict[str, int] = {}
-    out: dict[str, list[Any]] = {"step": [], "name": [], "value": []}
-    with_turn = any("turn" in c for c in chunks)
-    with_wall = any("wall_time" in c for c in chunks)
-    for chunk in chunks:
-        n = len(chunk["step"])
-        out["step"] += chunk["step"]
-        names = chunk.get("names")
-        if names is None:
-            out["name"] += [table.setdefault(name, len(table)) for name in chunk["name"]]
-        else:
-            remap = [table.setdefault(name, len(table)) for name in names]
-            out["name"] += map(remap.__getitem__, chunk["name"])
-        out["value"] += chunk["value"]
-        if with_turn:
-            out.setdefault("turn", []).extend(chunk.get("turn") or [None] * n)
-        if with_wall:
-            out.setdefault("wall_time", []).extend(chunk.get("wall_time") or [None] * n)
-    return dumps({"step": out["step"], "names": list(table), **{k: v for k, v in out.items() if k != "step"}})
 
 
 def encode_batch(key: str, items: Iterable[Record | list[Row]] | Sequence[Row]) -> bytes:

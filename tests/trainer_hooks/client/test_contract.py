@@ -58,6 +58,9 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
         assert not errors, (op.kind, errors)
         seen.add(op.kind)
     assert seen == set(validators)
+    blocks = [json.loads(op.body) for op in Spool(tmp_path / "spool" / "contract.spool").ops() if op.kind == "columns"]
+    joined = {"batch_id": "all", "columns": blocks * 2}  # what the sender joins into one request when behind
+    assert blocks and not [e.message for e in validators["columns"].iter_errors(joined)]
 
 
 def test_points_logged_before_the_plan_are_sent_after_it(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
