@@ -209,6 +209,8 @@ def run(args: argparse.Namespace) -> None:
         best_trackio = max(trackio_runs, key=lambda f: f["points"] / f["elapsed"]) if trackio_runs else None
         for key, found in results.items():
             print(line(f"ledger {key}", found))
+        if args.postgres:
+            print("  (PostgreSQL's CPU: the client and lineage serve only, not PostgreSQL's own processes)")
         if best_trackio is None:
             print(f"  trackio: not measured ({why})")
             return
@@ -227,7 +229,7 @@ def run(args: argparse.Namespace) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--e2e-steps", type=int, default=100_000, help="steps of the end-to-end workload")
     parser.add_argument("--e2e-rounds", type=int, default=2, help="end-to-end rounds (best of)")
-    parser.add_argument("--batch", type=int, default=50_000, help="points per pre-encoded body (server only)")
+    parser.add_argument("--batch", type=int, default=200_000, help="points per pre-encoded body (server only; the client's default)")
     parser.add_argument("--postgres", default=None, help="also on PostgreSQL: a server URL (a fresh database is made)")
 
 
