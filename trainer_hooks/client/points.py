@@ -59,6 +59,8 @@ def check_name(name: str) -> str:
 
 
 _checked_keys: set[tuple[str, ...]] = set()
+_FLOATS = {float}
+_isfinite = math.isfinite
 
 
 def metric_values(values: Sequence[Any]) -> list[float]:
@@ -120,11 +122,13 @@ def step_record(step: int, metrics: Mapping[str, Any], turn: int | None, wall: f
             check_name(name)
         if len(_checked_keys) < 10_000:
             _checked_keys.add(names)
-    values = metric_values(list(metrics.values()))
-    if not values:
-        return None, 0
+    values = list(metrics.values())
+    if set(map(type, values)) != _FLOATS:  # the common case (all floats) needs no conversion
+        values = metric_values(values)
+        if not values:
+            return None, 0
     # finite values within the limit cannot sum to a non-finite value (1e150 * len is far from overflow)
-    if math.isfinite(sum(values)) and max(map(abs, values)) <= MAX_ABS_VALUE:
+    if _isfinite(sum(values)) and max(map(abs, values)) <= MAX_ABS_VALUE:
         return (step, turn, names, values, wall), 0
     kept = [(n, v) for n, v in zip(names, values) if math.isfinite(v) and abs(v) <= MAX_ABS_VALUE]
     dropped = len(values) - len(kept)
