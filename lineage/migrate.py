@@ -81,6 +81,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             time.sleep(0.05 * attempt)
 
 
+#: The revision that adds ``trials.search_concepts`` and ``trial_sketch`` (filled on upgrade).
+CONCEPTS_REVISION = "0008"
+
+
 def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_ms: int | None = None) -> None:
     config = alembic_config(engine)
     with engine.connect() as conn:
@@ -92,10 +96,18 @@ def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_m
                 if not is_sqlite(engine):  # SQLite: BEGIN IMMEDIATE above is the lock
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({POSTGRES_UPGRADE_LOCK})")
                 # under the lock: another process may have upgraded while this one waited
-                if revision == "head" and MigrationContext.configure(conn).get_current_revision() == head_revision():
+                before = MigrationContext.configure(conn).get_current_revision()
+                if revision == "head" and before == head_revision():
                     return
                 config.attributes["connection"] = conn
                 command.upgrade(config, revision)
+                after = MigrationContext.configure(conn).get_current_revision() or ""
+                if before is not None and before < CONCEPTS_REVISION <= after:
+                    # rows stored before trials.search_concepts: filled here, in the upgrade's
+                    # transaction (the migration itself imports nothing from lineage)
+                    from lineage.store import Store
+
+                    Store(engine).backfill_concepts(conn)
         finally:
             if busy_timeout_ms is not None and not conn.invalidated:  # back to the pool with the usual wait
                 raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")  # type: ignore[union-attr]

@@ -110,6 +110,9 @@ class TrialRow(Base):
     #: the tokens of hypothesis and notes (lineage.similar.search_text), written by the
     #: store; the full-text index on it is not a model (lineage.store.search)
     search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
+    #: the content concepts of hypothesis and notes (lineage.similar.stored_concepts),
+    #: written by the store so ranking needs no tokenizing; NULL: not computed yet
+    search_concepts: Mapped[str | None] = mapped_column(Text, nullable=True)
     ig_clip_scale_mean: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_std: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_min: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -210,6 +213,18 @@ class TrialStatusTotalRow(Base):
     status: Mapped[str] = mapped_column(String(40), primary_key=True)
     trials: Mapped[int] = mapped_column(BigInteger, default=0)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class TrialSketchRow(Base):
+    """The min-hash sketch of a trial's concepts (``lineage.similar.sketch``): one row per
+    band, written by the store with the trial. ``similar_prior`` reads, per band of the new
+    trial, the newest trials sharing it: a bounded index walk, however large the project."""
+
+    __tablename__ = "trial_sketch"
+
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    band: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
 
 
 class GuardrailPolicyRow(Base):

@@ -66,7 +66,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
 __all__ = [
     "CANDIDATES", "PRIOR_CANDIDATES", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
@@ -86,6 +86,12 @@ MIN_SCORE = 0.3
 #: ``similar_prior``: earlier trials at least this close, at most PRIOR_LIMIT of them.
 PRIOR_THRESHOLD = 0.6
 PRIOR_LIMIT = 3
+#: ``similar_prior``'s shortlist (module doc, "Candidates of similar_prior"): the newest
+#: PRIOR_RECENT trials, and per sketch band the newest PRIOR_PER_BAND sharing it.
+PRIOR_RECENT = 20
+PRIOR_PER_BAND = 3
+#: Min-hashes of a trial's concept set kept in ``trial_sketch`` (one row each).
+SKETCH_BANDS = 8
 #: Longest token kept, in characters (PostgreSQL skips words over 2,047 bytes).
 MAX_TOKEN_CHARS = 64
 
@@ -165,6 +171,18 @@ class _Spellings:
                 self.concept.setdefault(form, concept)
             self.forms[concept] = tuple(dict.fromkeys(forms))
         self.longest = max((len(form) for form in self.concept), default=1)
+        #: names this table in stored concepts: a value stored under another table is
+        #: recomputed from the text (a release that adds spellings needs no rewrite)
+        import hashlib
+
+        self.tag = hashlib.blake2b(repr(sorted(table.items())).encode("utf-8"), digest_size=4).hexdigest()
+        #: a one-word spelling -> its concept
+        self.single = {form[0]: concept for form, concept in self.concept.items() if len(form) == 1}
+        #: the first word of a spelling of several words -> the longest such spelling's length
+        self.starts: dict[str, int] = {}
+        for form in self.concept:
+            if len(form) > 1:
+                self.starts[form[0]] = max(self.starts.get(form[0], 0), len(form))
 
 
 _SPELLINGS: _Spellings | None = None
@@ -185,17 +203,24 @@ def concepts(text: str) -> list[str]:
         return []
     words = tokens(_CAMEL.sub(" ", text))
     table = _spellings()
+    single, starts, concept_of = table.single, table.starts, table.concept
     out: list[str] = []
-    i = 0
-    while i < len(words):
-        for length in range(min(table.longest, len(words) - i), 0, -1):
-            concept = table.concept.get(tuple(words[i:i + length]))
-            if concept is not None:
-                out.append(concept)
-                i += length
-                break
+    i, n = 0, len(words)
+    while i < n:
+        word = words[i]
+        longest = starts.get(word)
+        if longest is not None:  # a spelling of several words may start here: the longest wins
+            for length in range(min(longest, n - i), 1, -1):
+                concept = concept_of.get(tuple(words[i:i + length]))
+                if concept is not None:
+                    out.append(concept)
+                    i += length
+                    break
+            else:
+                out.append(single.get(word, word))
+                i += 1
         else:
-            out.append(words[i])
+            out.append(single.get(word, word))
             i += 1
     return out
 
@@ -208,6 +233,42 @@ def search_text(hypothesis: str, notes: str) -> str:
 def content_tokens(text: str) -> list[str]:
     """Distinct concepts of ``text`` that are not stop-words, in first-seen order."""
     return list(dict.fromkeys(word for word in concepts(text) if word not in STOP_WORDS))
+
+
+def stored_concepts(hypothesis: str, notes: str) -> str:
+    """What the store writes to ``trials.search_concepts``: the tag of the spelling table
+    in use, a tab, the content concepts (:func:`content_tokens`) of ``hypothesis``, a
+    tab, those of ``notes``; each list space-joined (concepts hold neither)."""
+    return (_spellings().tag + "\t" + " ".join(content_tokens(hypothesis)) + "\t"
+            + " ".join(content_tokens(notes)))
+
+
+def split_concepts(stored: str) -> tuple[list[str], list[str]] | None:
+    """``(hypothesis concepts, notes concepts)`` of a ``trials.search_concepts`` value;
+    None when it was computed with another spelling table (then the texts count)."""
+    tag, _, rest = stored.partition("\t")
+    if tag != _spellings().tag:
+        return None
+    hypothesis, _, notes = rest.partition("\t")
+    return hypothesis.split(), notes.split()
+
+
+def sketch(concepts: Any) -> list[int]:
+    """The :data:`SKETCH_BANDS` min-hash keys of a set of concepts (empty for none): band
+    ``i`` is the smallest ``i``-th 64-bit word of the BLAKE2b digests of the concepts (a
+    min-hash under the ``i``-th of independent hash functions), with ``i`` in its low
+    bits, as a non-negative 62-bit number. Two trials share band ``i`` with a probability
+    equal to the Jaccard similarity of their concept sets; the same on every process and
+    backend."""
+    import hashlib
+    import struct
+
+    words = set(concepts)
+    if not words:
+        return []
+    unpack = struct.Struct(f"<{SKETCH_BANDS}Q").unpack
+    rows = [unpack(hashlib.blake2b(word.encode("utf-8"), digest_size=8 * SKETCH_BANDS).digest()) for word in words]
+    return [(low & ((1 << 58) - 1)) << 4 | band for band, low in enumerate(map(min, zip(*rows)))]
 
 
 #: A retrieval term: a token (a prefix term from 3 characters), or the alternatives of a
@@ -233,6 +294,8 @@ class Candidate:
     delta_vs_best: float | None
     hypothesis: str
     notes: str
+    #: ``trials.search_concepts`` (:func:`stored_concepts`); None: computed from the texts
+    concepts: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,27 +345,45 @@ def _closeness(q: str, d: str) -> float:
 
 class _QueryCloseness:
     """The closeness of each token met so far to every query token, computed once per
-    token for a whole ranking call (candidates share most of their words)."""
+    token for a whole ranking call (candidates share most of their words); kept sparse
+    (the query tokens it is close to), as most words are close to one or none."""
 
     def __init__(self, query: Sequence[str]) -> None:
         self.query = list(dict.fromkeys(query))
         self.index = {word: i for i, word in enumerate(self.query)}
-        #: token -> (best closeness to any query token, closeness to each, or None when all 0)
-        self.seen: dict[str, tuple[float, tuple[float, ...] | None]] = {}
+        #: token -> (best closeness to any query token, ((query index, closeness > 0), ...))
+        self.seen: dict[str, tuple[float, tuple[tuple[int, float], ...]]] = {}
+        #: the query tokens a prefix can relate (3+ characters, not all digits), by their
+        #: first 3 characters; those fuzzy ratios can relate (4+ characters, not all digits)
+        self.by_head: dict[str, list[tuple[int, str]]] = {}
+        self.fuzzy: list[int] = []
+        for i, word in enumerate(self.query):
+            if len(word) >= 3 and not word.isdigit():
+                self.by_head.setdefault(word[:3], []).append((i, word))
+                if len(word) >= 4:
+                    self.fuzzy.append(i)
+        self.fuzzy_words = [self.query[i] for i in self.fuzzy]
 
-    def of(self, word: str) -> tuple[float, tuple[float, ...] | None]:
+    def of(self, word: str) -> tuple[float, tuple[tuple[int, float], ...]]:
+        """:func:`_closeness` of ``word`` to each query token (the non-zero ones), found
+        without trying every pair: equal by the index, prefixes by their first 3
+        characters, fuzzy ratios by one rapidfuzz call over the query."""
         found = self.seen.get(word)
-        if found is None:
-            at = self.index.get(word)
-            if at is None and word.isdigit():  # numbers match only themselves
-                found = self.seen[word] = (0.0, None)
-                return found
-            if at is not None:
-                vector = tuple(1.0 if i == at else _closeness(q, word) for i, q in enumerate(self.query))
-            else:
-                vector = tuple(_closeness(q, word) for q in self.query)
-            best = max(vector, default=0.0)
-            found = self.seen[word] = (best, vector if best > 0.0 else None)
+        if found is not None:
+            return found
+        at = self.index.get(word)
+        close: dict[int, float] = {} if at is None else {at: 1.0}
+        if not word.isdigit():  # numbers match only themselves
+            if len(word) >= 3:
+                for i, q in self.by_head.get(word[:3], ()):
+                    if i != at and (q.startswith(word) or word.startswith(q)):
+                        close[i] = 0.9
+            if len(word) >= 4 and self.fuzzy_words:
+                for _, score, k in process.extract(word, self.fuzzy_words, scorer=fuzz.ratio, processor=None,
+                                                   score_cutoff=80.0, limit=None):
+                    close.setdefault(self.fuzzy[k], score / 100.0)
+        pairs = tuple(close.items())
+        found = self.seen[word] = (max(close.values(), default=0.0), pairs)
         return found
 
     def f2(self, field: Sequence[str]) -> float:
@@ -311,15 +392,19 @@ class _QueryCloseness:
         if not self.query or not field:
             return 0.0
         precision_sum = 0.0
-        hits: list[tuple[float, ...]] = []
+        best = [0.0] * len(self.query)
+        hit = False
         for word in field:
-            best, vector = self.of(word)
-            if vector is not None:
-                precision_sum += best
-                hits.append(vector)
-        if not hits:
+            top, pairs = self.of(word)
+            if pairs:
+                hit = True
+                precision_sum += top
+                for i, c in pairs:
+                    if c > best[i]:
+                        best[i] = c
+        if not hit:
             return 0.0
-        recall = sum(max(column) for column in zip(*hits)) / len(self.query)
+        recall = sum(best) / len(self.query)
         precision = precision_sum / len(field)
         return 5 * recall * precision / (4 * precision + recall)
 
@@ -346,10 +431,24 @@ class FuzzyTokenRanker:
                 found = fields[text] = (words, closeness.f2(words))
             return found
 
+        by_concepts: dict[str, tuple[list[str], float]] = {}
+
+        def stored(words: list[str]) -> tuple[list[str], float]:
+            key = " ".join(words)
+            found = by_concepts.get(key)
+            if found is None:
+                found = by_concepts[key] = (words, closeness.f2(words))
+            return found
+
         out = []
         for candidate in candidates:
-            hypothesis, hypothesis_score = field(candidate.hypothesis)
-            notes, notes_score = field(candidate.notes)
+            split = split_concepts(candidate.concepts) if candidate.concepts is not None else None
+            if split is not None:  # computed at write (trials.search_concepts)
+                hypothesis, hypothesis_score = stored(split[0])
+                notes, notes_score = stored(split[1])
+            else:
+                hypothesis, hypothesis_score = field(candidate.hypothesis)
+                notes, notes_score = field(candidate.notes)
             best = max(hypothesis_score, notes_score)
             # a field without a word close to the query (score 0) adds only to the length
             # of the two together, which then scores no higher than the other field alone

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, func, select, update
 
 from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project, Trial, ordered_best
 from lineage.errors import NotFound
-from lineage.similar import search_text
+from lineage.similar import search_text, stored_concepts
 from lineage.store.base import (
     _BULK_COLUMNS,
     _COLUMN_LIST,
@@ -74,8 +74,11 @@ class TrialsSql(StoreBase):
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
         text = search_text(trial.hypothesis, trial.notes)
-        self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text))
+        concepts = stored_concepts(trial.hypothesis, trial.notes)
+        self._execute(conn, self._insert_sql,
+                      (project.id, seq, *values, _json_text(trial.extra), now, now, text, concepts))
         self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
+        self.write_sketches(conn, [(project.id, seq, concepts)])  # type: ignore[attr-defined]
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
 
@@ -84,7 +87,10 @@ class TrialsSql(StoreBase):
         values = _trial_values(trial)
         values.pop("exp_id")
         values["search_text"] = search_text(trial.hypothesis, trial.notes)
+        values["search_concepts"] = stored_concepts(trial.hypothesis, trial.notes)
         self.remember_terms(conn, vocabulary((values["search_text"],)))  # type: ignore[attr-defined]
+        self._execute(conn, "DELETE FROM trial_sketch WHERE project_id = ? AND seq = ?", (project.id, trial.seq))
+        self.write_sketches(conn, [(project.id, trial.seq, values["search_concepts"])])  # type: ignore[attr-defined]
         conn.execute(
             update(trials)
             .where(trials.c.project_id == project.id, trials.c.exp_id == trial.exp_id)
@@ -316,6 +322,7 @@ class TrialsSql(StoreBase):
 
         values_of = attrgetter(*TRIAL_VALUE_COLUMNS)
         texts: list[str] = []  # for the search vocabulary (lineage.store.search)
+        sketched: list[tuple[int, int, str]] = []  # (project_id, seq, concepts): trial_sketch
 
         def tuples() -> Iterator[tuple[Any, ...]]:
             nonlocal count
@@ -324,10 +331,13 @@ class TrialsSql(StoreBase):
                 values = list(values_of(trial))
                 values[_STATUS_AT] = trial.status.value
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
-                yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text)
+                concepts = stored_concepts(trial.hypothesis, trial.notes)
+                sketched.append((project.id, first_seq + offset, concepts))
+                yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text, concepts)
 
         writer(conn, tuples())
         self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]
+        self.write_sketches(conn, sketched)  # type: ignore[attr-defined]
         if not self.sqlite and count >= 10_000:
             # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
             conn.exec_driver_sql("ANALYZE trials")
