@@ -53,10 +53,22 @@ Score of a candidate (:class:`FuzzyTokenRanker`), in [0, 1]
     four times as much as precision (how much else the trial says). The candidate's score is the largest of the scores of
     ``hypothesis``, ``notes`` and the two together, rounded to 4 decimals. Results are
     the candidates scoring at least :data:`MIN_SCORE`, by score descending, then newest
-    first (``seq`` descending). ``similar_prior`` of a recorded trial (query: its
-    hypothesis and notes) is the first :data:`PRIOR_LIMIT` earlier trials scoring at
-    least :data:`PRIOR_THRESHOLD`, from at most :data:`PRIOR_CANDIDATES` candidates (it
-    runs inside every write, so it reads fewer).
+    first (``seq`` descending).
+
+Candidates of similar_prior (``Store.prior_rows``)
+    ``similar_prior`` of a recorded trial (query: its hypothesis and notes) is the first
+    :data:`PRIOR_LIMIT` earlier trials scoring at least :data:`PRIOR_THRESHOLD`. It runs
+    inside every write, so its candidates come from a bounded shortlist instead of the
+    full-text tiers (whose cost grows with the project; with overlapping texts they were
+    most of a write's time): the newest :data:`PRIOR_RECENT` trials, and for each of the
+    :data:`SKETCH_BANDS` bands of the query's min-hash :func:`sketch` the newest
+    :data:`PRIOR_PER_BAND` trials sharing it (a trial shares a band with a probability
+    equal to the Jaccard similarity of the two concept sets, so near repeats, reorderings
+    and respellings are found however old). Each trial's content concepts are stored with
+    it (``trials.search_concepts``, :func:`stored_concepts`, tagged with the spelling
+    table they were computed with) and its sketch in ``trial_sketch``, both written by the
+    store in the trial's transaction; the ranking reads the stored concepts instead of
+    tokenizing each candidate again.
 """
 
 from __future__ import annotations
@@ -69,7 +81,7 @@ from typing import Any, Protocol, Sequence
 from rapidfuzz import fuzz, process
 
 __all__ = [
-    "CANDIDATES", "PRIOR_CANDIDATES", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
+    "CANDIDATES", "PRIOR_PER_BAND", "PRIOR_RECENT", "SKETCH_BANDS", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
     "SPELLINGS", "STOP_WORDS", "Candidate", "FuzzyTokenRanker", "Ranker", "Similar", "concepts", "query_terms", "rank",
     "search_text", "tokens",
 ]
@@ -78,9 +90,8 @@ __all__ = [
 MAX_QUERY_CHARS = 2_000
 #: Distinct query tokens used for retrieval (the rest still count in the score).
 MAX_QUERY_TOKENS = 24
-#: Candidates read from the database per query, at most (``similar_prior``: PRIOR_CANDIDATES).
+#: Candidates read from the database per query, at most (``similar_prior``: its shortlist).
 CANDIDATES = 200
-PRIOR_CANDIDATES = 20
 #: Results below this score are left out.
 MIN_SCORE = 0.3
 #: ``similar_prior``: earlier trials at least this close, at most PRIOR_LIMIT of them.
@@ -88,8 +99,8 @@ PRIOR_THRESHOLD = 0.6
 PRIOR_LIMIT = 3
 #: ``similar_prior``'s shortlist (module doc, "Candidates of similar_prior"): the newest
 #: PRIOR_RECENT trials, and per sketch band the newest PRIOR_PER_BAND sharing it.
-PRIOR_RECENT = 20
-PRIOR_PER_BAND = 3
+PRIOR_RECENT = 10
+PRIOR_PER_BAND = 2
 #: Min-hashes of a trial's concept set kept in ``trial_sketch`` (one row each).
 SKETCH_BANDS = 8
 #: Longest token kept, in characters (PostgreSQL skips words over 2,047 bytes).
@@ -393,16 +404,15 @@ class _QueryCloseness:
             return 0.0
         precision_sum = 0.0
         best = [0.0] * len(self.query)
-        hit = False
+        seen, of = self.seen, self.of
         for word in field:
-            top, pairs = self.of(word)
-            if pairs:
-                hit = True
+            top, pairs = seen.get(word) or of(word)
+            if top:  # > 0 exactly when some query token is close
                 precision_sum += top
                 for i, c in pairs:
                     if c > best[i]:
                         best[i] = c
-        if not hit:
+        if not precision_sum:
             return 0.0
         recall = sum(best) / len(self.query)
         precision = precision_sum / len(field)
@@ -418,8 +428,10 @@ def token_f2(query: Sequence[str], field: Sequence[str]) -> float:
 class FuzzyTokenRanker:
     """The default ranker: token F2 of the query against hypothesis, notes and both."""
 
-    def scores(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
-        closeness = _QueryCloseness(content_tokens(query))
+    def scores(self, query: str, candidates: Sequence[Candidate], *,
+               query_concepts: Sequence[str] | None = None) -> list[float]:
+        """``query_concepts``: the query's content concepts when the caller has them."""
+        closeness = _QueryCloseness(content_tokens(query) if query_concepts is None else query_concepts)
         # candidates often repeat a text (the same idea tried again): each distinct text
         # is tokenised and scored once per call
         fields: dict[str, tuple[list[str], float]] = {}
@@ -431,21 +443,23 @@ class FuzzyTokenRanker:
                 found = fields[text] = (words, closeness.f2(words))
             return found
 
-        by_concepts: dict[str, tuple[list[str], float]] = {}
+        by_concepts: dict[str, tuple[list[str], float]] = {"": ([], 0.0)}
 
-        def stored(words: list[str]) -> tuple[list[str], float]:
-            key = " ".join(words)
-            found = by_concepts.get(key)
+        def stored(part: str) -> tuple[list[str], float]:
+            found = by_concepts.get(part)
             if found is None:
-                found = by_concepts[key] = (words, closeness.f2(words))
+                words = part.split()
+                found = by_concepts[part] = (words, closeness.f2(words))
             return found
 
+        tag = _spellings().tag + "\t"
         out = []
         for candidate in candidates:
-            split = split_concepts(candidate.concepts) if candidate.concepts is not None else None
-            if split is not None:  # computed at write (trials.search_concepts)
-                hypothesis, hypothesis_score = stored(split[0])
-                notes, notes_score = stored(split[1])
+            if candidate.concepts is not None and candidate.concepts.startswith(tag):
+                # computed at write (trials.search_concepts), with this spelling table
+                hypothesis_part, _, notes_part = candidate.concepts[len(tag):].partition("\t")
+                hypothesis, hypothesis_score = stored(hypothesis_part)
+                notes, notes_score = stored(notes_part)
             else:
                 hypothesis, hypothesis_score = field(candidate.hypothesis)
                 notes, notes_score = field(candidate.notes)
@@ -463,11 +477,15 @@ DEFAULT_RANKER = FuzzyTokenRanker()
 
 def rank(
     query: str, candidates: Sequence[Candidate], *, limit: int, min_score: float = MIN_SCORE,
-    ranker: Ranker | None = None,
+    ranker: Ranker | None = None, query_concepts: Sequence[str] | None = None,
 ) -> list[Similar]:
     """The ``limit`` closest candidates scoring at least ``min_score``: by score
-    descending, then newest first."""
-    scores = (ranker or DEFAULT_RANKER).scores(query, candidates)
+    descending, then newest first. ``query_concepts``: the query's content concepts, when
+    known (the default ranker then skips computing them)."""
+    if ranker is None:
+        scores = DEFAULT_RANKER.scores(query, candidates, query_concepts=query_concepts)
+    else:
+        scores = ranker.scores(query, candidates)
     kept = [(score, c) for score, c in zip(scores, candidates) if score >= min_score]
     kept.sort(key=lambda pair: (-pair[0], -pair[1].seq))
     return [

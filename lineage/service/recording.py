@@ -34,6 +34,7 @@ from lineage.domain import (
 )
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
+from lineage.similar import stored_concepts
 from lineage.store import Store
 
 #: Fields compared when a create is retried with the same exp_id (server-computed ones excluded).
@@ -203,8 +204,10 @@ class RecordingUses:
                 proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
         self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True)
         delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
-        prior = self._similar_prior(conn, project, proposed) if similar_prior and next_seq else ()
-        stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq)
+        concepts = stored_concepts(proposed.hypothesis, proposed.notes)
+        prior = self._similar_prior(conn, project, proposed, concepts) if similar_prior and next_seq else ()
+        stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq,
+                                         concepts=concepts)
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq = next_seq + 1
         counters.next_number = max(next_number, exp_number)

@@ -69,12 +69,16 @@ class TrialsSql(StoreBase):
 
     # -- trials: single rows --------------------------------------------------------------
 
-    def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int) -> Trial:
+    def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int,
+                     concepts: str | None = None) -> Trial:
+        """Insert ``trial`` at ``seq``; ``concepts``: its ``stored_concepts`` when the
+        caller computed them already."""
         now = self._now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
         text = search_text(trial.hypothesis, trial.notes)
-        concepts = stored_concepts(trial.hypothesis, trial.notes)
+        if concepts is None:
+            concepts = stored_concepts(trial.hypothesis, trial.notes)
         self._execute(conn, self._insert_sql,
                       (project.id, seq, *values, _json_text(trial.extra), now, now, text, concepts))
         self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
