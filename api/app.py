@@ -61,14 +61,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from lineage.monitor.delivery import delivery_enabled, delivery_loop
 
         delivery = asyncio.create_task(delivery_loop(ledger)) if delivery_enabled() else None
-        async with contextlib.AsyncExitStack() as stack:
-            if mcp is not None:  # MCP over Streamable HTTP, a fresh server per lifespan
-                await stack.enter_async_context(mcp.running())
-            yield
-        if delivery is not None:
-            delivery.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await delivery
+        # MCP over Streamable HTTP, a fresh server per lifespan, started by its first request
+        mcp_task = asyncio.create_task(mcp.run()) if mcp is not None else None
+        yield
+        for task in (mcp_task, delivery):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         ledger.close()
 
     app = FastAPI(title="Lineage Ledger", version="0.1.0", description=DESCRIPTION, docs_url="/docs", lifespan=lifespan)
@@ -93,13 +93,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings):  # type: ignore[no-untyped-def]
-    """MCP at ``/mcp`` (Streamable HTTP, ``api.mcp_server.McpEndpoint``), with the JSON
-    API's tokens and roles; None when the MCP SDK is not installed (the ``mcp`` extra)."""
-    try:
-        from api.mcp_server import McpEndpoint
-    except ImportError:
+    """MCP at ``/mcp`` (Streamable HTTP, ``api.mcp_server.McpEndpoint``, imported and
+    started by the first request: ``api.mcp_lazy``), with the JSON API's tokens and
+    roles; None when the MCP SDK is not installed (the ``mcp`` extra)."""
+    from api.mcp_lazy import LazyMcp, mcp_installed
+
+    if not mcp_installed():
         return None
-    endpoint = McpEndpoint(ledger, anonymous_read=settings.anonymous_read, exposed=settings.exposed)
+    endpoint = LazyMcp(ledger, anonymous_read=settings.anonymous_read, exposed=settings.exposed)
     app.router.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     return endpoint
 

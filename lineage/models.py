@@ -33,8 +33,8 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -44,7 +44,22 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-JSONType = JSON().with_variant(JSONB(), "postgresql")
+class _JSONB(TypeDecorator):  # type: ignore[type-arg]
+    """JSON, as ``jsonb`` on PostgreSQL: the PostgreSQL dialect's type is imported when a
+    PostgreSQL connection needs it, so a SQLite server never loads that dialect."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):  # type: ignore[no-untyped-def]
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
+JSONType = _JSONB()
 #: JSON kept as the text written, on both backends (``json`` on PostgreSQL): ``jsonb`` would
 #: turn ``1e+23`` into an integer, ``-0.0`` into ``0.0`` and reorder keys (migration 0006).
 JSONText = JSON()

@@ -78,7 +78,6 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from rapidfuzz import fuzz, process
 
 __all__ = [
     "CANDIDATES", "PRIOR_PER_BAND", "PRIOR_RECENT", "SKETCH_BANDS", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
@@ -349,6 +348,8 @@ def _closeness(q: str, d: str) -> float:
     if len(short) >= 3 and long_.startswith(short):
         return 0.9
     if len(short) >= 4:
+        from rapidfuzz import fuzz  # imported by the first fuzzy comparison, not at start
+
         ratio = fuzz.ratio(q, d, score_cutoff=80.0)
         return ratio / 100.0
     return 0.0
@@ -390,6 +391,8 @@ class _QueryCloseness:
                     if i != at and (q.startswith(word) or word.startswith(q)):
                         close[i] = 0.9
             if len(word) >= 4 and self.fuzzy_words:
+                from rapidfuzz import fuzz, process  # imported by the first ranking, not at start
+
                 for _, score, k in process.extract(word, self.fuzzy_words, scorer=fuzz.ratio, processor=None,
                                                    score_cutoff=80.0, limit=None):
                     close.setdefault(self.fuzzy[k], score / 100.0)

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 from lineage.domain import MAX_BATCH, RecordResult, beats_best, check_idempotency_key
 from lineage.errors import Conflict, InvalidInput, LedgerError
 from lineage.monitor import guardrails, hooks
-from lineage.service.recording import Counters, RecordingUses
+from lineage.service.recording import BatchState, Counters, RecordingUses
 
 #: The per-item key field of a batch item (the item's own Idempotency-Key).
 ITEM_KEY = "idempotency_key"
@@ -113,6 +113,8 @@ class BatchUses(RecordingUses):
                 if replay is not None:
                     return replay
             counters = Counters(next_seq, next_number)
+            state = BatchState(self.store.best_scored(conn, project),
+                               self.store.first_trial(conn, project) if next_seq else None, [])
             results: list[RecordResult] = []
             for i, item in enumerate(items):
                 fields = {name: value for name, value in item.items() if name != ITEM_KEY}
@@ -121,9 +123,10 @@ class BatchUses(RecordingUses):
                     if item_key is not None:
                         check_idempotency_key(item_key, field_name=ITEM_KEY)
                     results.append(self._record_in(conn, project, counters, fields, idempotency_key=item_key,
-                                                   similar_prior=similar_prior))
+                                                   similar_prior=similar_prior, state=state))
                 except (InvalidInput, Conflict) as error:
                     raise _named(error, i) from error
+            self.store.write_deferred(conn, state.pending)
             new = [result for result in results if result.created]
             if new:
                 self.store.advance_counters(conn, project, rows=len(new), exp_number=counters.next_number)

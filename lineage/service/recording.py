@@ -52,6 +52,18 @@ class Counters:
     next_number: int
 
 
+@dataclass(slots=True)
+class BatchState:
+    """What a batch's items share inside its transaction, so each item reads less: the
+    best and the first trial so far (read once, then moved by each item as the database
+    would answer), and the search words and sketches, written once at the end."""
+
+    best: Trial | None
+    first: Trial | None
+    #: ``(search_text, project_id, seq, stored concepts)`` of the items stored
+    pending: list[tuple[str, int, int, str]]
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedRecord:
     """A writer's trial body after the recording rules (:func:`prepare_record`)."""
@@ -170,7 +182,7 @@ class RecordingUses:
 
     def _record_in(
         self, conn: Connection, project: Project, counters: "Counters", fields: Mapping[str, Any], *,
-        idempotency_key: str | None, similar_prior: bool,
+        idempotency_key: str | None, similar_prior: bool, state: BatchState | None = None,
     ) -> RecordResult:
         """One creation inside the caller's write transaction (the project locked): the
         recording rules, replay by key or exp_id, the next id, the parent default, the
@@ -196,10 +208,10 @@ class RecordingUses:
                 replayed = self._replayed(conn, project, existing, proposed, prepared)
                 self._remember_key(conn, project, idempotency_key, key_hash, existing.exp_id)
                 return replayed
-        best_before = self.store.best_scored(conn, project)
+        best_before = self.store.best_scored(conn, project) if state is None else state.best
         defaulted = None
         if prepared.parent_omitted and next_seq:
-            defaulted = best_before or self.store.first_trial(conn, project)
+            defaulted = best_before or (self.store.first_trial(conn, project) if state is None else state.first)
             if defaulted is not None:
                 proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
         self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True)
@@ -207,12 +219,16 @@ class RecordingUses:
         concepts = stored_concepts(proposed.hypothesis, proposed.notes)
         prior = self._similar_prior(conn, project, proposed, concepts) if similar_prior and next_seq else ()
         stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq,
-                                         concepts=concepts)
+                                         concepts=concepts,
+                                         deferred=state.pending if state is not None and not similar_prior else None)
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq = next_seq + 1
         counters.next_number = max(next_number, exp_number)
         self._remember_key(conn, project, idempotency_key, key_hash, stored.exp_id)
         is_new_best = beats_best(project, stored, best_before)
+        if state is not None:
+            state.best = stored if is_new_best else best_before
+            state.first = state.first or stored
         warnings = prepared.warnings
         if defaulted is not None:
             warnings = (f"parent_exp left out: the parent is the current best, exp_{defaulted.exp_id} "

@@ -70,9 +70,10 @@ class TrialsSql(StoreBase):
     # -- trials: single rows --------------------------------------------------------------
 
     def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int,
-                     concepts: str | None = None) -> Trial:
+                     concepts: str | None = None, deferred: list[tuple[str, int, int, str]] | None = None) -> Trial:
         """Insert ``trial`` at ``seq``; ``concepts``: its ``stored_concepts`` when the
-        caller computed them already."""
+        caller computed them already. ``deferred``: its search words and sketch are added
+        to that list instead of written (:meth:`write_deferred`, later in the transaction)."""
         now = self._now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
@@ -81,10 +82,19 @@ class TrialsSql(StoreBase):
             concepts = stored_concepts(trial.hypothesis, trial.notes)
         self._execute(conn, self._insert_sql,
                       (project.id, seq, *values, _json_text(trial.extra), now, now, text, concepts))
-        self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
-        self.write_sketches(conn, [(project.id, seq, concepts)])  # type: ignore[attr-defined]
+        if deferred is not None:
+            deferred.append((text, project.id, seq, concepts))
+        else:
+            self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
+            self.write_sketches(conn, [(project.id, seq, concepts)])  # type: ignore[attr-defined]
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
+
+    def write_deferred(self, conn: Connection, deferred: list[tuple[str, int, int, str]]) -> None:
+        """The search words and sketches of trials inserted with ``deferred``, at once."""
+        if deferred:
+            self.remember_terms(conn, vocabulary(text for text, _, _, _ in deferred))  # type: ignore[attr-defined]
+            self.write_sketches(conn, [(pid, seq, concepts) for _, pid, seq, concepts in deferred])  # type: ignore[attr-defined]
 
     def update_trial(self, conn: Connection, project: Project, trial: Trial) -> Trial:
         now = utcnow()
