@@ -40,6 +40,10 @@ The experiment lineage ledger's JSON API.
 * **Idempotency**: a trial creation with an existing `exp_id` or `Idempotency-Key` and the
   same body returns the stored trial (200), with another body 409 with both versions;
   telemetry batches are idempotent by `batch_id` / `Idempotency-Key`.
+* **Batches**: `POST /projects/{p}/trials:batch` records up to 1,000 trials
+  (`{"trials": [...]}`, each the body of `POST .../trials` plus an optional
+  `idempotency_key`) in one transaction, in order, all or nothing; a bad item is named
+  `trials[i].field`. The body may be up to `LINEAGE_MAX_BODY_BYTES` (64 MiB by default).
 * **ETags** of the prompt, the knowledge block and projects derive from the project's
   revision: `If-None-Match` gets 304 after one indexed query.
 * Bodies over the limit (`LINEAGE_MAX_BODY_BYTES`, counted after gzip decoding) get 413.
