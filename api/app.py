@@ -24,6 +24,7 @@ from api.problems import install_problem_handlers
 from api.routes import install_routes
 from api.settings import Settings
 from lineage import migrate
+from lineage.db import SERVER_WAL_AUTOCHECKPOINT, checkpoint
 from lineage.service import Ledger
 
 DESCRIPTION = """\
@@ -56,7 +57,8 @@ The experiment lineage ledger's JSON API.
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     configure_logging(settings.log_format, settings.log_level)
-    ledger = Ledger.open(settings.database_url, upgrade=settings.upgrade_on_start)
+    ledger = Ledger.open(settings.database_url, upgrade=settings.upgrade_on_start,
+                         wal_autocheckpoint=SERVER_WAL_AUTOCHECKPOINT)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -67,8 +69,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         delivery = asyncio.create_task(delivery_loop(ledger)) if delivery_enabled() else None
         # MCP over Streamable HTTP, a fresh server per lifespan, started by its first request
         mcp_task = asyncio.create_task(mcp.run()) if mcp is not None else None
+        checkpoints = asyncio.create_task(_checkpoint_loop(ledger)) if ledger.store.sqlite else None
         yield
-        for task in (mcp_task, delivery):
+        for task in (checkpoints, mcp_task, delivery):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -94,6 +97,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mcp = _install_mcp(app, ledger, settings)
     install_pages(app)
     return app
+
+
+#: Seconds between the background WAL checkpoints of a SQLite server.
+CHECKPOINT_INTERVAL_S = 0.5
+
+
+async def _checkpoint_loop(ledger: Ledger) -> None:
+    """SQLite: checkpoint the WAL in a worker thread every CHECKPOINT_INTERVAL_S, so that
+    requests never do it (their connections only past SERVER_WAL_AUTOCHECKPOINT pages)."""
+    while True:
+        await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+        try:
+            await asyncio.to_thread(checkpoint, ledger.engine)
+        except Exception:  # noqa: BLE001 - a busy or closing database: the next round retries
+            pass
 
 
 def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings):  # type: ignore[no-untyped-def]

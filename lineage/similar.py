@@ -99,9 +99,9 @@ PRIOR_LIMIT = 3
 #: ``similar_prior``'s shortlist (module doc, "Candidates of similar_prior"): the newest
 #: PRIOR_RECENT trials, and per sketch band the newest PRIOR_PER_BAND sharing it.
 PRIOR_RECENT = 10
-PRIOR_PER_BAND = 2
+PRIOR_PER_BAND = 3
 #: Min-hashes of a trial's concept set kept in ``trial_sketch`` (one row each).
-SKETCH_BANDS = 8
+SKETCH_BANDS = 4
 #: Longest token kept, in characters (PostgreSQL skips words over 2,047 bytes).
 MAX_TOKEN_CHARS = 64
 
