@@ -111,7 +111,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 #: The revision that adds ``trials.search_concepts`` and ``trial_sketch`` (filled on upgrade).
-CONCEPTS_REVISION = "0008"
+CONCEPTS_REVISION = "0009"
 
 
 def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_ms: int | None = None) -> None:

@@ -143,6 +143,25 @@ def test_the_frozen_tokenizer_of_revision_0003_agrees_with_todays() -> None:
     assert frozen.vocabulary(texts) == vocabulary(texts)
 
 
+def _insert_old_trial(engine, slug: str, exp_id: str, extra: dict) -> None:  # type: ignore[no-untyped-def]
+    """A trial row as an older schema holds it (today's store writes columns it lacks)."""
+    import json
+    from datetime import datetime, timezone
+
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        project_id = conn.execute(text("SELECT id FROM projects WHERE slug = :s"), {"s": slug}).scalar_one()
+        now = datetime.now(timezone.utc)
+        extra_mark = "CAST(:extra AS jsonb)" if engine.dialect.name == "postgresql" else ":extra"
+        conn.execute(text(
+            "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "
+            "hypothesis, expected_delta, status, core_metric, job_name, snapshot_path, notes, extra, created_at, "
+            f"updated_at) VALUES (:p, 0, :e, '', '', '', '', '', '', '', 'keep', 1.0, '', '', '', {extra_mark}, :now, :now)"
+        ), {"p": project_id, "e": exp_id, "extra": json.dumps(extra), "now": now})
+        conn.execute(text("UPDATE projects SET next_seq = 1, next_exp_number = 1 WHERE id = :p"), {"p": project_id})
+
+
 def _old_trial(engine, exp_id: str, extra: str, hypothesis: str = "") -> None:  # type: ignore[no-untyped-def]
     """A trial as the code of an older schema stored it (plain SQL: today's store writes
     columns that schema lacks), in project ``p``."""
@@ -170,7 +189,7 @@ def test_revision_0006_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> No
     migrate.upgrade(engine, "0005")
     ledger = Ledger(engine)
     ledger.create_project("p")
-    _old_trial(engine, "000", '{"b": [1, 2.5, "x"], "a": {"c": null, "d": true}}')
+    _insert_old_trial(engine, "p", "000", {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}})
     migrate.upgrade(engine)
     assert migrate.current_revision(engine) == migrate.head_revision()
     assert ledger.trial("p", "000").extra == {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}
@@ -198,8 +217,8 @@ def test_revision_0007_closes_anonymous_writes_of_a_ledger_that_had_a_token(fres
     engine.dispose()
 
 
-def test_revision_0008_fills_the_concepts_and_sketches_of_stored_trials(fresh_db_url: str) -> None:
-    """Trials stored before 0008 get their concepts and sketch on upgrade, so a new trial's
+def test_revision_0009_fills_the_concepts_and_sketches_of_stored_trials(fresh_db_url: str) -> None:
+    """Trials stored before 0009 get their concepts and sketch on upgrade, so a new trial's
     similar_prior finds them through the sketch, also beyond the newest trials."""
     from sqlalchemy import text
 
@@ -207,7 +226,7 @@ def test_revision_0008_fills_the_concepts_and_sketches_of_stored_trials(fresh_db
     from lineage.similar import PRIOR_RECENT
 
     engine = make_engine(fresh_db_url)
-    migrate.upgrade(engine, "0007")
+    migrate.upgrade(engine, "0008")
     ledger = Ledger(engine)
     ledger.create_project("p")
     _old_trial(engine, "000", "{}", hypothesis="turn-group normalization with alpha 0.3 on deep turns")

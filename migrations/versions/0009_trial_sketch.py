@@ -1,7 +1,7 @@
 """Stored concepts and min-hash sketches of trials, for similar_prior
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-25
 
 * ``trials.search_concepts``: the content concepts of hypothesis and notes, written by the
@@ -17,8 +17,8 @@ from __future__ import annotations
 from alembic import op
 import sqlalchemy as sa
 
-revision = '0008'
-down_revision = '0007'
+revision = '0009'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 
