@@ -81,7 +81,18 @@ class Served:
         self.proc.wait(timeout=30)
 
 
+def _packaged(src: Path) -> None:
+    """A source tree outside the install (``--baseline-src``): its ``migrations/`` and
+    ``templates/`` are the packages ``lineage.migrations`` and ``lineage.templates`` only
+    in a wheel, so they are linked in place, or the install's own would be found."""
+    for name in ("migrations", "templates"):
+        link = src / "lineage" / name
+        if src != ROOT and not link.exists() and (src / name).is_dir():
+            link.symlink_to(src / name, target_is_directory=True)
+
+
 def _upgrade(db: str, src: Path) -> None:
+    _packaged(src)
     subprocess.run([sys.executable, "-m", "api.cli", "--db", db, "db", "upgrade"], cwd=src, check=True,
                    env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True)
 
