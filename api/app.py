@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ledger = ledger
     app.state.settings = settings
     app.state.schema_head = migrate.head_revision()
-    app.state.write_lanes = WriteLanes()
+    app.state.write_lanes = WriteLanes(inline=ledger.store.sqlite)
 
     install_problem_handlers(app)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
