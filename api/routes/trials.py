@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from api import present
+from api.schema_types import non_blank
 from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
 from api.schemas import (
     BatchOut,
@@ -28,6 +29,8 @@ from api.schemas import (
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["trials"])
 
 _TSV_CONTENT = {"content": {"text/tab-separated-values": {"schema": {"type": "string"}}}}
+#: An upload: a results file, not only white space (the ledger says which line is wrong).
+_TSV_UPLOAD = {"content": {"text/tab-separated-values": {"schema": {"type": "string", "pattern": non_blank()}}}}
 
 
 @router.post("/trials", status_code=201, response_model=RecordOut,
@@ -84,7 +87,7 @@ def download_tsv(project: ProjectSlug, args: Annotated[ExportQuery, Query()], wh
 
 @router.post("/trials.tsv", status_code=201, response_model=ImportOut,
              responses={200: {"model": ImportOut, "description": "a preview: checked and decided, nothing stored"}},
-             openapi_extra={"requestBody": {"required": True, **_TSV_CONTENT}})
+             openapi_extra={"requestBody": {"required": True, **_TSV_UPLOAD}})
 async def upload_tsv(
     project: ProjectSlug, args: Annotated[ImportQuery, Query()], request: Request, who: Writer
 ) -> Response:
