@@ -276,7 +276,11 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         metric_min: Annotated[float | None, Field(description="Only trials with core_metric >= this.")] = None,
         metric_max: Annotated[float | None, Field(description="Only trials with core_metric <= this.")] = None,
         q: Annotated[str | None, Field(description="Text in the hypothesis, notes or exp_id.")] = None,
-        sort: Annotated[Literal["seq", "metric", "exp_id"], Field(description="Order by.")] = "seq",
+        filter: Annotated[str | None, Field(description="A filter expression: `status = keep and core_metric < 0.99`, "
+                                             "`extra.memory_gb >= 45`, `hypothesis ~ warmup`, `exp_id > 1000`, "
+                                             "`status in (crash, discard)`; a bare word matches the text.")] = None,
+        sort: Annotated[str, Field(description="seq, metric, exp_id, any trial field or extra.KEY; a leading - "
+                                               "sorts descending.")] = "seq",
         order: Annotated[Literal["asc", "desc"], Field(description="asc or desc.")] = "asc",
         limit: Annotated[int, _bounded(1, 1000, "Trials per page.")] = 50,
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
@@ -293,7 +297,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         page = ledger.trials_query(
             project, sort=sort, descending=order == "desc", cursor=cursor, limit=limit,
             status=status, specialist=specialist, domain=domain, parent=parent, metric_min=metric_min,
-            metric_max=metric_max, text_query=q,
+            metric_max=metric_max, text_query=q, expression=filter,
         ).to_dict()
         page["items"] = [select_fields(item, names) for item in page["items"]]
         page["fields"] = list(names)

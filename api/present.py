@@ -170,7 +170,7 @@ def trials(request: Request, ledger: Ledger, slug: str, args: schemas.TrialFilte
         count=args.count, status=args.status, specialist=args.specialist, domain=args.domain, parent=args.parent,
         metric_min=args.metric_min, metric_max=args.metric_max, text_query=args.q,
         created_after=_time("created_after", args.created_after), created_before=_time("created_before", args.created_before),
-        timestamp_from=args.timestamp_from, timestamp_to=args.timestamp_to,
+        timestamp_from=args.timestamp_from, timestamp_to=args.timestamp_to, expression=args.filter,
     )
     headers: dict[str, str] = {}
     if query.next_cursor:

@@ -242,6 +242,14 @@ class TrialPage(BaseModel):
     total: int | None = Field(description="Trials matching the filters (null when count=false)")
 
 
+#: The filter expression's help (the grammar: lineage.filter_language).
+FILTER_HELP = ("A filter expression, e.g. `status = keep and core_metric < 0.99`, `extra.memory_gb >= 45`, "
+               "`not hypothesis ~ warmup`, `exp_id > exp_1000`, `status in (crash, discard)`, `specialist is null`; "
+               "a bare word matches the hypothesis, notes or exp_id. Errors name the column.")
+SORT_HELP = ("seq, metric, exp_id (numeric-aware), any trial field (core_metric, delta_vs_best, status, ...) or "
+             "extra.KEY; a leading - sorts descending (overrides order). Trials without a value come last.")
+
+
 class TrialFilters(Strict):
     """Filters, order and page of the trials listing."""
 
@@ -256,7 +264,8 @@ class TrialFilters(Strict):
     created_before: str | None = Field(None, description="Stored before this ISO 8601 time")
     timestamp_from: Text | None = Field(None, description="Trial timestamp text >= this")
     timestamp_to: Text | None = Field(None, description="Trial timestamp text < this")
-    sort: Literal["seq", "metric", "exp_id"] = "seq"
+    filter: Text | None = Field(None, max_length=2000, description=FILTER_HELP)
+    sort: Text = Field("seq", description=SORT_HELP)
     order: Literal["asc", "desc"] = "asc"
     limit: int = Field(100, ge=1, le=1000)
     cursor: Text | None = None
@@ -501,6 +510,7 @@ class ExploreArgs(Strict):
     metric_min: float | None = Field(None, allow_inf_nan=False)
     metric_max: float | None = Field(None, allow_inf_nan=False)
     q: Text | None = Field(None, description="Text in the hypothesis, notes or exp_id")
+    filter: Text | None = Field(None, max_length=2000, description=FILTER_HELP)
     group: Text | None = Field(None, description="A trial field or extra.KEY to group the curves by")
     band: Literal["minmax", "std", "none"] = Field("minmax", description="Per group: mean with min-max or ± std, or none")
     x: Literal["step", "turn", "wall"] = "step"
@@ -518,7 +528,7 @@ class ExploreArgs(Strict):
         statuses = [FailureLabel.parse(s).value for raw in self.status or () for s in raw.split(",") if s.strip()]
         filters = {"status": statuses or None, "specialist": self.specialist, "domain": self.domain,
                    "parent": self.parent, "metric_min": self.metric_min, "metric_max": self.metric_max,
-                   "text_query": self.q}
+                   "text_query": self.q, "expression": self.filter}
         metrics = tuple(dict.fromkeys(m for m in self.metric if m))  # names may hold commas: repeat the parameter
         return ExploreQuery(
             metrics=metrics, select=self.select, to=self.to, root=self.root, filters=filters, group_by=self.group,

@@ -49,6 +49,8 @@ JSONType = JSON().with_variant(JSONB(), "postgresql")
 #: turn ``1e+23`` into an integer, ``-0.0`` into ``0.0`` and reorder keys (migration 0006).
 JSONText = JSON()
 ShortText = String(512)
+#: compared byte by byte on both backends (SQLite's default; "C" on PostgreSQL)
+ExpKeyText = String(1024).with_variant(String(1024, collation="C"), "postgresql")
 
 
 class Base(DeclarativeBase):
@@ -85,6 +87,8 @@ class TrialRow(Base):
         Index(None, "project_id", "core_metric", "seq"),
         # children of a trial (lineage tree, cycle checks)
         Index(None, "project_id", "parent_exp"),
+        # numeric-aware id order (lineage.exp_ids): sorts, pages and exp_id ranges
+        Index(None, "project_id", "exp_key", "seq"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
@@ -110,6 +114,9 @@ class TrialRow(Base):
     #: the tokens of hypothesis and notes (lineage.similar.search_text), written by the
     #: store; the full-text index on it is not a model (lineage.store.search)
     search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
+    #: the numeric-aware sort key of exp_id (lineage.exp_ids.exp_sort_key), written by the
+    #: store with every insert; byte order on both backends (COLLATE "C" on PostgreSQL)
+    exp_key: Mapped[str] = mapped_column(ExpKeyText, default="", server_default="")
     ig_clip_scale_mean: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_std: Mapped[float | None] = mapped_column(Float, nullable=True)
     ig_clip_scale_min: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -5,7 +5,8 @@ modules below added to it, and :func:`main`, the console script.
 module         commands
 =============  ===============================================================
 ``serve``      serve, demo, db, backup, token, mcp
-``projects``   project, prompt, knowledge, best, trials
+``projects``   project, prompt, knowledge, best
+``trials``     trials
 ``files``      import, export
 ``loops``      record, watch, plot
 ``memory``     similar, summary, guardrail, hook
@@ -28,14 +29,14 @@ registers ``lineage spool flush`` there, so no module of ``api`` imports trainer
 
 from __future__ import annotations
 
-from api.cli import alerts, files, loops, memory, projects, serve, skill
+from api.cli import alerts, files, loops, memory, projects, serve, skill, trials
 from api.cli.base import cli
 
 __all__ = ["cli", "main"]
 
 for _command in (
     serve.serve, serve.demo, serve.db_group, serve.backup, serve.token, serve.mcp,
-    projects.project, projects.prompt, projects.knowledge, projects.best, projects.trials,
+    projects.project, projects.prompt, projects.knowledge, projects.best, trials.trials,
     files.import_cmd, files.export_cmd,
     loops.record, loops.watch, loops.plot,
     memory.similar, memory.summary, memory.guardrail, memory.hook,

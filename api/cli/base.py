@@ -36,6 +36,13 @@ PLUGIN_GROUP = "lineage.commands"
 TABLE_FORMATS = ("autoresearch", "generic")
 
 
+def one_line(message: str) -> str:
+    """A ledger error's message as the one stderr line a CLI error is: the first line,
+    which names the field and where (a filter's caret excerpt under it is for pages)."""
+    first, _, rest = message.partition("\n")
+    return first if "^" in rest else " ".join(message.split())
+
+
 class LedgerGroup(click.Group):
     """Turns ledger errors into one line on stderr and a non-zero exit, and finds the
     commands other installed packages register in the entry-point group
@@ -60,7 +67,7 @@ class LedgerGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LedgerError as exc:
-            click.echo(f"error: {exc.message}", err=True)
+            click.echo(f"error: {one_line(exc.message)}", err=True)
             ctx.exit(EXIT_LEDGER_ERROR)
         except (OSError, UnicodeDecodeError) as exc:
             click.echo(f"error: {exc}", err=True)

@@ -81,6 +81,7 @@ def import_summary(report: Any) -> str:
     default="fieldkit",
     show_default=True,
     help="fieldkit: results.tsv as fieldkit writes it; extended: plus clip-scale stats and extra; "
+    "csv/parquet: a typed table (extra.* as columns, UTC times); "
     "autoresearch/generic: the project's own results file (an imported one byte for byte).",
 )
 @click.pass_context
@@ -93,12 +94,14 @@ def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) 
     if fmt in ("csv", "parquet"):
         if output is None and fmt == "parquet":
             raise click.UsageError("--format parquet needs -o FILE")
-        frame = ledger.dataframe(project)
+        frame = ledger.dataframe(project)  # typed: lineage.formats.table_export
         if fmt == "csv":
             frame.to_csv(output or sys.stdout, index=False)
         else:
+            from lineage.formats.table_export import write_parquet
+
             try:
-                frame.to_parquet(output, index=False)
+                write_parquet(frame, output)
             except ImportError:
                 raise click.ClickException("parquet export needs pyarrow: pip install 'lineage-ledger[parquet]'")
         return

@@ -1,5 +1,6 @@
 """Reading and shaping projects from the shell: ``lineage project create|list``,
-``prompt`` and ``knowledge`` (fieldkit-compatible text), ``best`` and ``trials``."""
+``prompt`` and ``knowledge`` (fieldkit-compatible text) and ``best`` (``trials``:
+:mod:`api.cli.trials`)."""
 
 from __future__ import annotations
 
@@ -97,29 +98,3 @@ def best(ctx: click.Context, project: str, fmt: str) -> None:
         click.echo("(no trials)")
     else:
         click.echo(f"{trial.label}\t{fmt_number(trial.core_metric)}\t{trial.status.value}\t{trial.hypothesis}")
-
-
-@click.command()
-@project_option
-@click.option("--status", multiple=True, help="Only these statuses (repeatable).")
-@click.option("--limit", type=int, default=None, help="At most this many (the most recent).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-@click.pass_context
-def trials(ctx: click.Context, project: str, status: tuple[str, ...], limit: int | None, fmt: str) -> None:
-    """List PROJECT's trials as a table (or JSON)."""
-    rows = ledger_of(ctx).list_trials(project, status=list(status) or None, limit=limit, descending=limit is not None)
-    if limit is not None:
-        rows.reverse()
-    if fmt == "json":
-        click.echo(json.dumps([t.to_dict() for t in rows], indent=2, ensure_ascii=False))
-        return
-    headers = ("exp", "status", "metric", "Δ", "parent", "specialist", "hypothesis")
-    table = [
-        (t.exp_id, t.status.value, fmt_number(t.core_metric), fmt_number(t.delta_vs_best, signed=True), t.parent_exp,
-         t.specialist, t.hypothesis.replace("\n", " ")[:60])
-        for t in rows
-    ]
-    widths = [max([len(h), *(len(r[i]) for r in table)]) for i, h in enumerate(headers)]
-    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
-    for row in table:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())

@@ -1,5 +1,7 @@
 """The compare page: trials side by side, their telemetry overlaid, and a word diff of
-each hypothesis against the first trial's."""
+each hypothesis against the first trial's. Its rows are the project's columns
+(:mod:`lineage.browse.columns`: the file's columns by name, no fields empty across the
+project), or those ``?cols=`` names."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ from api.pages.access import Viewer
 from api.pages.charts import status_class
 from api.pages.route import PageRoute, Reader, ledger_of, pages
 from api.pages.web import trial_url
-from lineage.domain import CLIP_SCALE_COLUMNS, FIELDKIT_COLUMNS, FailureLabel
 from lineage.errors import InvalidInput
 
 #: Trials the compare page takes at most.
@@ -58,14 +59,15 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
     project = ledger.project(slug)
     if len(ids) < 2:
         return pages(request).render(request, "compare.html", {"project": project, "trials": [], "ids": ids, "rows": [],
+                                                             "cols_value": "", "columns": None, "picked_keys": [],
                                                              "diffs": [], "plots": [], "figure": None})
     project, trials = ledger.trials_by_ids(slug, ids)
-    names = [n for n in FIELDKIT_COLUMNS if n not in ("exp_id", "hypothesis", "notes")] + list(CLIP_SCALE_COLUMNS) + ["seq"]
+    columns = ledger.project_columns(slug)
+    picked = columns.pick(request.query_params.getlist("cols"), default=columns.detail(trials))
     rows = []
-    for name in names:
-        values = [getattr(t, name) for t in trials]
-        shown = [v.value if isinstance(v, FailureLabel) else v for v in values]
-        rows.append((name, shown, len({json.dumps(v, default=str) for v in shown}) > 1))
+    for column in picked:
+        values = [column.value(t) for t in trials]
+        rows.append((column, len({json.dumps(v, default=str) for v in values}) > 1))
     first = trials[0]
     diffs = [(t, word_diff(first.hypothesis, t.hypothesis)) for t in trials[1:]]
     views = {f"exp_{t.exp_id}": telemetry_plots.load(ledger, slug, t.exp_id) for t in trials}
@@ -78,5 +80,7 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
         request,
         "compare.html",
         {"project": project, "trials": trials, "ids": ids, "rows": rows, "diffs": diffs, "plots": plots,
+         "cols_value": ",".join(c.key for c in picked) if any(a.strip() for a in request.query_params.getlist("cols")) else "",
+         "columns": columns, "picked_keys": [c.key for c in picked],
          "figure": figure, "any_telemetry": any(views.values())},
     )

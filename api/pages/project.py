@@ -127,6 +127,7 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
             **folded_chain(board.chain),
             "direction": direction,
             "progress": ledger_of(request).summary(slug),
+            "brief_cols_list": ledger_of(request).project_columns(slug).brief(),
         },
     )
 
@@ -141,6 +142,7 @@ def chain_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResp
     return pages(request).render(
         request, "chain.html",
         {"project": ledger.project(slug), "chain": chain, "best": best, "target": target,
+         "brief_cols_list": ledger.project_columns(slug).brief(),
          "to_best": target is None or (best is not None and target == best.exp_id)},
     )
 
@@ -167,7 +169,8 @@ def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
         per_node=q_int(request, "per", 25, minimum=1, maximum=500),  # type: ignore[arg-type]
         offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
     )
-    return pages(request).render(request, "tree.html", {"project": window.project, "w": window})
+    return pages(request).render(request, "tree.html", {"project": window.project, "w": window,
+                                                        "brief_cols_list": ledger_of(request).project_columns(slug).brief()})
 
 
 def _exists(request: Request, slug: str, exp_id: str) -> bool:

@@ -1,9 +1,12 @@
-"""The trials table: filters, sort and pages (``after=`` cursor) of a project's trials,
-and the same view as a fieldkit TSV download (``format=tsv``)."""
+"""The trials table: filters (the filter expression of ``lineage.filter_language`` too),
+any sort (a trial field or ``extra.KEY``), and pages (``after=`` cursor) of a project's trials,
+and the same view as a fieldkit TSV download (``format=tsv``). Its columns follow the
+project (:mod:`lineage.browse.columns`); ``?cols=KEY,KEY`` picks them (a form of
+checkboxes without script, applied on change with it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
@@ -11,12 +14,32 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from api.pages.access import Viewer
 from api.pages.route import PageRoute, Reader, ledger_of, pages, q_float, q_int, q_str
 from api.pages.web import finish, project_url, with_query
+from lineage.browse.columns import Column
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
+from lineage.filter_language import parse as parse_filter
 from lineage.formats.fieldkit import iter_tsv
-from lineage.service import TRIAL_SORTS, decode_cursor, encode_cursor
+from lineage.service import TrialsPage, decode_cursor, encode_cursor
+from lineage.service.tables import check_sort
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+#: Column kind -> the sort that orders by it; other columns sort by their field or extra key.
+_SORT_OF_KIND = {"exp": "exp_id", "metric": "metric", "when": "seq"}
+
+
+def sort_of(column: Column) -> str | None:
+    """The ``?sort=`` that orders the table by ``column`` (None: not sortable)."""
+    if column.kind in _SORT_OF_KIND:
+        return _SORT_OF_KIND[column.kind]
+    if column.kind == "long":
+        return None
+    return column.key if column.source == "extra" else column.name
+
+
+def cols_param(columns: Sequence[Column]) -> str:
+    """The ``?cols=`` value that shows ``columns``: their keys, comma-separated."""
+    return ",".join(c.key for c in columns)
 
 
 def _filters(request: Request) -> dict[str, Any]:
@@ -32,6 +55,7 @@ def _filters(request: Request) -> dict[str, Any]:
         "metric_min": metric_min,
         "metric_max": metric_max,
         "text_query": q_str(request, "q"),
+        "expression": q_str(request, "filter"),
     }
 
 
@@ -45,6 +69,7 @@ def _filter_params(filters: dict[str, Any]) -> dict[str, Any]:
         "min": filters["metric_min"],
         "max": filters["metric_max"],
         "q": filters["text_query"],
+        "filter": filters["expression"],
     }
 
 
@@ -53,9 +78,10 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     ledger = ledger_of(request)
     filters = _filters(request)
     sort = q_str(request, "sort") or "seq"
-    if sort not in TRIAL_SORTS:
-        raise InvalidInput("sort", f"unknown sort {sort!r}; known: {', '.join(TRIAL_SORTS)}")
-    order = q_str(request, "order") or ("desc" if sort == "seq" else "asc")
+    said_desc = sort.startswith("-")
+    sort, _ = check_sort(sort)  # any trial field or extra.KEY (a 400 naming sort otherwise)
+    sort = "metric" if sort == "core_metric" else sort
+    order = "desc" if said_desc else q_str(request, "order") or ("desc" if sort == "seq" else "asc")
     if order not in ("asc", "desc"):
         raise InvalidInput("order", f"must be asc or desc, got {order!r}")
     descending = order == "desc"
@@ -63,6 +89,7 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     if fmt is not None and fmt != "tsv":
         raise InvalidInput("format", f"must be tsv (or absent), got {fmt!r}")
     if fmt == "tsv":
+        parse_filter(filters["expression"] or "")  # a bad expression fails before the download starts
         ledger.project(slug)  # an unknown project is a 404 page, not a broken download
         extended = q_str(request, "columns") == "extended"
         rows = ledger.iter_trials_page(slug, sort=sort, descending=descending, **filters)
@@ -76,8 +103,20 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     limit = q_int(request, "limit", 50, minimum=1, maximum=1000)
     raw_after = q_str(request, "after")
     after = decode_cursor(raw_after, sort=sort, descending=descending, field="after") if raw_after else None
-    page = ledger.trials_page(slug, sort=sort, descending=descending, after=after, limit=limit, **filters)  # type: ignore[arg-type]
-    params = _filter_params(filters)
+    filter_error: InvalidInput | None = None
+    status = 200
+    try:
+        page = ledger.trials_page(slug, sort=sort, descending=descending, after=after, limit=limit, **filters)  # type: ignore[arg-type]
+    except InvalidInput as bad:
+        if bad.field != "filter":
+            raise
+        # the form again with the error under the box (what and where), no rows
+        filter_error, status = bad, 422
+        page = TrialsPage(project=ledger.project(slug), trials=(), next_after=None, total=None)
+    columns = ledger.project_columns(slug)
+    asked = request.query_params.getlist("cols")
+    shown = columns.pick(asked)
+    params = {**_filter_params(filters), "cols": cols_param(shown) if any(a.strip() for a in asked) else None}
     view = {**params, "sort": sort if sort != "seq" else None, "order": order if order != ("desc" if sort == "seq" else "asc") else None,
             "limit": limit if limit != 50 else None}
     base = project_url(slug, "/trials")
@@ -98,5 +137,14 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
             "tsv_extended_url": with_query(base, {**view, "limit": None, "format": "tsv", "columns": "extended"}),
             "sort_url": lambda key, direction: with_query(base, {**params, "sort": key, "order": direction, "limit": view["limit"]}),
             "filtered": any(v not in (None, "", []) for v in filters.values()),
+            "columns": columns,
+            "sort_of": sort_of,
+            "default_cols_url": with_query(base, {**view, "cols": None}),
+            "shown": shown,
+            "shown_keys": [c.key for c in shown],
+            "cols_value": params["cols"] or "",
+            "filter_error": filter_error,
+            "sort_label": {"seq": "time", "metric": page.project.metric_name, "exp_id": "exp id"}.get(sort, sort),
         },
+        status=status,
     )

@@ -8,15 +8,17 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
 from api.pages import charts
 from api.pages import telemetry as telemetry_plots
 from api.pages.access import Viewer
 from api.pages.project import folded_chain
 from api.pages.route import PageRoute, Reader, ledger_of, pages
-from lineage.domain import CLIP_SCALE_COLUMNS, FIELDKIT_COLUMNS, Trial
+from api.pages.web import finish, trial_url
+from lineage.domain import CLIP_SCALE_COLUMNS, Trial
 from lineage.formats.autoresearch import GIT_KEY
+from lineage.formats.autoresearch.layout import RESERVED_KEYS
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -39,6 +41,8 @@ def _chain_figure(slug: str, chain: tuple[Trial, ...], metric_name: str) -> Any:
 def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader) -> HTMLResponse:
     ledger = ledger_of(request)
     ctx = ledger.trial_context(slug, exp_id)
+    if ctx.trial.exp_id != exp_id:  # an id as shown (exp_12): one page per trial, at its stored id
+        return finish(request, RedirectResponse(trial_url(slug, ctx.trial.exp_id), status_code=308))  # type: ignore[return-value]
     trial = ctx.trial
     view = telemetry_plots.load(ledger, slug, exp_id)
     beta = trial.extra.get("clip_scale_beta") if isinstance(trial.extra.get("clip_scale_beta"), (int, float)) else None
@@ -51,12 +55,13 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             beta=beta if beta is not None else (view.beta if view.beta is not None else telemetry_plots.DEFAULT_BETA),
             label=f"clip-scale summary of exp_{exp_id}",
         )
-    fields = [(name, getattr(trial, name)) for name in FIELDKIT_COLUMNS if name not in ("hypothesis", "notes")]
-    fields += [(name, getattr(trial, name)) for name in CLIP_SCALE_COLUMNS]
-    fields += [("seq", trial.seq), ("created_at", trial.created_at), ("updated_at", trial.updated_at)]
+    columns = ledger.project_columns(slug)
     code = code_change(trial)
     alerts, older_alerts = ledger.alerts_page(slug, exp_id=exp_id, limit=ALERTS_SHOWN)
-    extra = {k: v for k, v in trial.extra.items() if code is None or k != GIT_KEY}
+    shown = columns.shown_extra_keys()
+    # the format's bookkeeping (_row, _line...) is no reader's business; _git is the code change
+    extra = {k: v for k, v in trial.extra.items()
+             if k not in shown and (k not in RESERVED_KEYS or (k == GIT_KEY and code is None))}
     return pages(request).render(
         request,
         "trial.html",
@@ -64,7 +69,10 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             "project": ctx.project,
             "ctx": ctx,
             "t": trial,
-            "fields": fields,
+            "fields": columns.detail([trial]),
+            "brief_cols_list": columns.brief(),
+            "has_clip": any(columns.has(name) or getattr(trial, name) is not None for name in CLIP_SCALE_COLUMNS),
+            "has_expected": columns.has("expected_delta") or bool(trial.expected_delta),
             "extra_json": json.dumps(extra, indent=2, ensure_ascii=False, sort_keys=True) if extra else "",
             "code": code,
             "code_lines": patch_lines(code["patch"]) if code else [],

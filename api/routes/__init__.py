@@ -17,7 +17,7 @@ module         routes
 ``telemetry``  the trainer's: ``/projects/{p}/trials/{exp}/telemetry...``
 ``agent``      the agent's: prompt, knowledge, similar, summary, guardrails, hooks
 ``tokens``     ``/tokens``, ``/access``
-``explore``    the researcher's explorer: ``/projects/{p}/explore``
+``explore``    the researcher's explorer and knob view: ``/projects/{p}/explore``, ``/knobs``
 ``alerts``     alerts from training code: ``/projects/{p}/alerts``, ``.../trials/{exp}/alerts``
 =============  =====================================================================
 

@@ -20,3 +20,20 @@ def explore(project: ProjectSlug, args: Annotated[ExploreArgs, Query()], who: Re
     the rule of ``lineage.browse.explore``), each group's mean with its band."""
 
     return JSONResponse(who.ledger.explore(project, args.to_query()), headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/knobs")
+def knobs(
+    project: ProjectSlug,
+    who: Reader,
+    x: Annotated[str | None, Query(description="the knob: a column key (extra.KEY, a trial field) or "
+                                               "telemetry.NAME.SUMMARY (last, first, min, max, mean)")] = None,
+    axes: Annotated[str | None, Query(description="more axes, comma-separated (parallel coordinates)")] = None,
+    limit: Annotated[int, Query(ge=1, le=20_000, description="the newest trials with the knob to read")] = 2000,
+) -> JSONResponse:
+    """The knob view's data (the page ``/projects/{p}/knobs``): each trial's value of
+    every axis with its status and metric, whether it is on the chain to the best, the
+    axes (numeric or category) and the knobs to choose from."""
+    keys = [k for k in [x or "", *(axes or "").split(",")] if k.strip()]
+    view = who.ledger.knobs(project, keys or None, limit=limit)
+    return JSONResponse(view.as_dict(), headers={"Cache-Control": "no-cache"})

@@ -85,7 +85,7 @@ class TreeUses:
             focus_path: list[Trial] = []
             ancestors: list[Trial] = []
             if focus:
-                self.store.trial(conn, project, focus)
+                focus = self.store.trial(conn, project, focus).exp_id  # an id as shown finds its trial
                 focus_path = chain_to(self.store, conn, project, focus)
                 at = max(0, len(focus_path) - 1 - FOCUS_LEVELS_ABOVE)
                 root = focus_path[at].exp_id if at > 0 else None
@@ -93,6 +93,7 @@ class TreeUses:
                 for parent, child in zip(focus_path, focus_path[1:]):
                     forced[parent.exp_id] = child.exp_id
             elif root:
+                root = self.store.trial(conn, project, root).exp_id
                 ancestors = chain_to(self.store, conn, project, root)[:-1]
             root_trial = self.store.trial(conn, project, root) if root else None
             known: dict[str, Trial] = {t.exp_id: t for t in (*best_chain, *focus_path)}

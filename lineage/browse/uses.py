@@ -108,6 +108,7 @@ class BrowseUses:
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             trial = self.store.trial(conn, project, exp_id)
+            exp_id = trial.exp_id  # the stored id of an id as shown (exp_12)
             chain = chain_to(self.store, conn, project, exp_id)
             parent = chain[-2] if len(chain) > 1 and chain[-2].exp_id == trial.parent_exp else None
             best = current_best(self.store, conn, project)

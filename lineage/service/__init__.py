@@ -16,6 +16,8 @@ AgentUses           :mod:`lineage.agent.uses`                   prompt, knowledg
 BrowseUses          :mod:`lineage.browse.uses`                  overview(s), dashboard, trial_context, calibration
 TreeUses            :mod:`lineage.browse.tree`                  tree_window
 ExploreUses         :mod:`lineage.browse.explore`               explore
+ColumnUses          :mod:`lineage.browse.columns`               project_columns
+KnobUses            :mod:`lineage.browse.knobs`                 knobs
 TelemetryUses       :mod:`lineage.telemetry`                    ingest_telemetry, telemetry_series/points, summarize_telemetry
 TokenUses           :mod:`lineage.auth`                         create/list/revoke/verify tokens, tokens_exist
 AlertUses           :mod:`lineage.alerts`                       record_alert, alerts, alerts_page
@@ -30,7 +32,9 @@ from lineage.agent.prompt import check_prompt_template, default_prompt_template,
 from lineage.agent.uses import AgentUses, KnowledgeData
 from lineage.alerts import AlertUses
 from lineage.auth import TokenUses
+from lineage.browse.columns import ColumnUses
 from lineage.browse.explore import ExploreUses
+from lineage.browse.knobs import KnobUses
 from lineage.browse.models import parse_expected_delta
 from lineage.browse.tree import TreeUses
 from lineage.browse.uses import BrowseUses
@@ -52,7 +56,7 @@ __all__ = [
 
 class Ledger(
     LedgerCore, ProjectUses, RecordingUses, TableUses, FileUses, TelemetryUses, AgentUses, BrowseUses, TreeUses,
-    ExploreUses, TokenUses, AlertUses,
+    ExploreUses, TokenUses, AlertUses, ColumnUses, KnobUses,
 ):
     """The ledger on one database: every use-case, by mixin (see the module docstring).
     Stateless beyond its engine: safe to run many of, in many processes."""

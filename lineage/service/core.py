@@ -55,7 +55,7 @@ class LedgerCore:
                     return []
                 exp_id = best.exp_id
             else:
-                self.store.trial(conn, project, exp_id)
+                exp_id = self.store.trial(conn, project, exp_id).exp_id
             return chain_to(self.store, conn, project, exp_id)
 
     def trial(self, project_slug: str, exp_id: str) -> Trial:
@@ -65,7 +65,7 @@ class LedgerCore:
     def children(self, project_slug: str, exp_id: str) -> list[Trial]:
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
-            self.store.trial(conn, project, exp_id)
+            exp_id = self.store.trial(conn, project, exp_id).exp_id
             return self.store.children(conn, project, exp_id)
 
     def list_trials(self, project_slug: str, **filters: Any) -> list[Trial]:

@@ -18,9 +18,11 @@ from lineage.errors import InvalidInput, NotFound
 from lineage.monitor import guardrails
 from lineage.service.projects import new_project
 from lineage.store import Store
+from lineage.store.filter_sql import parse_sort, sort_value
 
 ProgressCallback = Callable[[int], None]
-#: Sort orders of the trials table (each walks an index).
+#: The trials table's named sort orders (each walks an index); any trial field or
+#: ``extra.KEY`` sorts too (``lineage.store.filter_sql.parse_sort``).
 TRIAL_SORTS = ("seq", "metric", "exp_id")
 
 
@@ -155,18 +157,13 @@ class TableUses:
             yield from self.store.stream_trials(conn, project)
 
     def dataframe(self, project_slug: str):  # type: ignore[no-untyped-def]
-        """The project's trials as a pandas DataFrame (one row per trial, insertion order).
+        """The project's trials as a pandas DataFrame (one row per trial, insertion order,
+        indexed by exp_id) with the typed, stable schema of
+        :mod:`lineage.formats.table_export` (``extra.*`` flattened, UTC timestamps,
+        deltas without float noise): what ``lineage export --format csv|parquet`` writes."""
+        from lineage.formats.table_export import to_frame
 
-        ``extra`` is its JSON text, so the frame writes to CSV and Parquet as it is.
-        """
-        import json
-
-        import pandas as pd
-
-        with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            frame = pd.read_sql(self.store.trials_select(project), conn)
-        frame["extra"] = frame["extra"].map(lambda value: json.dumps(value or {}, ensure_ascii=False, sort_keys=True))
+        frame = to_frame(self.stream_trials(project_slug))
         return frame.set_index("exp_id", drop=False)
 
     def backup(self, target: str) -> None:
@@ -192,8 +189,9 @@ class TableUses:
         count: bool = True,
         **filters: Any,
     ) -> "TrialsPage":
-        """A page of the trials table (keyset pagination, see ``Store.page_trials``)."""
-        check_sort(sort)
+        """A page of the trials table (keyset pagination, see ``Store.page_trials``).
+        ``sort``: see :func:`check_sort` (a leading ``-`` overrides ``descending``)."""
+        sort, descending = check_sort(sort, descending)
         check_window("limit", limit, minimum=1)
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
@@ -215,7 +213,7 @@ class TableUses:
     def iter_trials_page(self, project_slug: str, *, sort: str = "seq", descending: bool = False, **filters: Any) -> Iterator[Trial]:
         """Every trial matching ``filters`` in ``sort`` order, streamed a page at a time from
         one read transaction (the TSV export of a trials-table view)."""
-        check_sort(sort)
+        sort, descending = check_sort(sort, descending)
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             after: tuple[Any, ...] | None = None
@@ -247,7 +245,7 @@ class TableUses:
         ``status`` values are checked labels; ``created_after``/``created_before`` are
         datetimes (naive means UTC); the other filters are ``Store._filter_sql``'s.
         """
-        check_sort(sort)
+        sort, descending = check_sort(sort, descending)
         statuses = [FailureLabel.parse(s).value for s in status] if status else None
         after = decode_cursor(cursor, sort=sort, descending=descending) if cursor else None
         for name, bound in (("created_after", created_after), ("created_before", created_before)):
@@ -261,19 +259,22 @@ class TableUses:
         return TrialsQuery(page=page, next_cursor=next_cursor)
 
 
-def check_sort(sort: str) -> None:
-    if sort not in TRIAL_SORTS:
-        raise InvalidInput("sort", f"unknown sort {sort!r}; known: {', '.join(TRIAL_SORTS)}")
+def check_sort(sort: str, descending: bool = False) -> tuple[str, bool]:
+    """``(key, descending)`` of a sort as asked: ``seq``, ``metric``, ``exp_id`` (numeric-
+    aware), any trial field (``core_metric``, ``delta_vs_best``, ``status``, ...) or
+    ``extra.KEY``, a leading ``-`` meaning descending; :class:`InvalidInput` (``sort``)
+    for anything else."""
+    key, said = parse_sort(sort)
+    return key, descending if said is None else said
 
 
 def keyset_after(sort: str, last: Trial) -> tuple[Any, ...]:
-    """The keyset that continues a listing in ``sort`` order after ``last``."""
+    """The keyset that continues a listing in ``sort`` order (a key of :func:`check_sort`)
+    after ``last``."""
     if sort == "seq":
         return (last.seq,)
-    if sort == "exp_id":
-        return (last.exp_id,)
-    return (0 if last.core_metric is not None else 1, last.core_metric, last.seq)
-
+    phase, value = sort_value(sort, last)
+    return (phase, value, last.seq)
 
 
 def encode_cursor(sort: str, descending: bool, after: Sequence[Any]) -> str:
@@ -305,14 +306,29 @@ def decode_cursor(cursor: str, *, sort: str, descending: bool, field: str = "cur
             made_sort, made_desc, after = data["s"], data["d"], data["a"]
     except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
         raise InvalidInput(field, "is not a cursor of this listing; start again without it") from None
+    sort = parse_sort(sort)[0] if sort != "seq" else sort
+    try:
+        made_sort = parse_sort(made_sort)[0] if made_sort != "seq" else made_sort
+    except (InvalidInput, AttributeError, TypeError):
+        raise InvalidInput(field, "is not a cursor of this listing; start again without it") from None
     if made_sort != sort or made_desc != descending:
         order = "descending" if made_desc else "ascending"
         raise InvalidInput(field, f"was made for sort={made_sort!r} ({order}); ask with the same order")
-    shapes = {"seq": (int,), "exp_id": (str,), "metric": (int, (float, int, type(None)), int)}
-    shape = shapes[sort]
+    shape = (int,) if sort == "seq" else (int, (float, int, str, type(None)), int)
     if (not isinstance(after, list) or len(after) != len(shape)
             or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(after, shape))
             or not all(-(2**63) <= v < 2**63 for v in after if isinstance(v, int))
             or not all(math.isfinite(v) for v in after if isinstance(v, float))):
         raise InvalidInput(field, "is not a cursor of this listing; start again without it")
+    if sort != "seq" and after[1] is not None and not _keyset_value_fits(sort, after[0], after[1]):
+        raise InvalidInput(field, "is not a cursor of this listing; start again without it")
     return tuple(after)
+
+
+def _keyset_value_fits(sort: str, phase: int, value: Any) -> bool:
+    """Whether a cursor's value has the type its sort and phase compare with."""
+    from lineage.filter_language import field_kind
+
+    kind = "id" if sort == "exp_id" else field_kind(sort)
+    numeric = kind == "number" or (kind == "extra" and phase == 0)
+    return isinstance(value, (int, float)) if numeric else isinstance(value, str)

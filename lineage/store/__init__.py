@@ -20,13 +20,15 @@ each module's docstring lists its methods:
 * ``search.SearchSql``: trial text search: candidates, vocabulary, index compaction;
 * ``outbox.OutboxSql``: webhooks and their delivery outbox;
 * ``progress.ProgressSql``: the progress summary's reads and the guardrail policies;
-* ``alerts.AlertsSql``: alerts of trials.
+* ``alerts.AlertsSql``: alerts of trials;
+* ``columns.ColumnsSql``: which columns a project has, one column per trial (the knob view).
 """
 
 from __future__ import annotations
 
 from lineage.store.base import TRIAL_COLUMNS, TRIAL_VALUE_COLUMNS, trial_from_row, utcnow
 from lineage.store.alerts import AlertsSql
+from lineage.store.columns import ColumnsSql
 from lineage.store.base import _stamp  # noqa: F401 - lineage.monitor.hooks imports it from here
 from lineage.store.explore import ExploreSql
 from lineage.store.loops import LoopsSql
@@ -44,6 +46,6 @@ __all__ = ["BULK_BATCH", "TRIAL_COLUMNS", "TRIAL_VALUE_COLUMNS", "Store", "trial
 
 class Store(
     ProjectsSql, TrialsSql, PagesSql, LoopsSql, TokensSql, TelemetrySql, ExploreSql, SearchSql, OutboxSql, ProgressSql,
-    AlertsSql,
+    AlertsSql, ColumnsSql,
 ):
     """SQL access for one database (one engine): the mixins above over ``StoreBase``."""

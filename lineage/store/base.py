@@ -33,7 +33,10 @@ from lineage.domain import (
     Project,
     Trial,
 )
+from lineage.exp_ids import shown_forms
+from lineage.filter_language import parse as parse_filter
 from lineage.models import ProjectRow, TrialRow
+from lineage.store.filter_sql import compile_filter
 
 projects = ProjectRow.__table__
 trials = TrialRow.__table__
@@ -53,7 +56,7 @@ _LEAN_EXTRA = {
                   "ELSE (extra::jsonb #- '{_git,patch}')::json END AS extra",
 }
 _BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at",
-                                  "search_text")
+                                  "search_text", "exp_key")
 
 
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -234,8 +237,8 @@ class StoreBase:
         """The placeholder of a JSON value (``jsonb`` on PostgreSQL, text on SQLite)."""
         return "?" if self.sqlite else "CAST(? AS jsonb)"
 
-    @staticmethod
     def _filter_sql(
+        self,
         project: Project,
         *,
         status: Sequence[str] | None = None,
@@ -249,6 +252,7 @@ class StoreBase:
         created_before: Any = None,
         timestamp_from: str | None = None,
         timestamp_to: str | None = None,
+        expression: str | None = None,
     ) -> tuple[str, list[Any]]:
         """The WHERE clause (``?`` placeholders) of the trials table's filters.
 
@@ -256,6 +260,9 @@ class StoreBase:
         ledger stored the trial, in the driver's form (:meth:`db_time`).
         ``timestamp_from``/``timestamp_to``: bounds (inclusive, exclusive) on the trial's own
         ``timestamp`` text, compared as text (ISO 8601 stamps in one format sort by time).
+        ``parent``: an id as shown (``exp_12`` finds the children of ``12``).
+        ``expression``: a filter expression (:mod:`lineage.filter_language`), compiled to
+        SQL here (``lineage.store.filter_sql``).
         """
         where, params = ["project_id = ?"], [project.id]
         for clause, bound in (("created_at >= ?", created_after), ("created_at < ?", created_before),
@@ -266,10 +273,14 @@ class StoreBase:
         if status:
             where.append(f"status IN ({', '.join('?' * len(status))})")
             params.extend(status)
-        for column, value in (("specialist", specialist), ("domain", domain), ("parent_exp", parent)):
+        for column, value in (("specialist", specialist), ("domain", domain)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
+        if parent is not None:
+            forms = shown_forms(parent) if parent.strip() else ("",)
+            where.append(f"parent_exp IN ({self._in(forms)})")
+            params.extend(forms)
         if metric_min is not None:
             where.append("core_metric >= ?")
             params.append(metric_min)
@@ -284,4 +295,10 @@ class StoreBase:
                 "OR LOWER(exp_id) LIKE ? ESCAPE '\\')"
             )
             params.extend([pattern, pattern, pattern])
+        if expression:
+            tree = parse_filter(expression)
+            if tree is not None:
+                sql, values = compile_filter(tree, sqlite=self.sqlite, db_time=self.db_time)
+                where.append(sql)
+                params.extend(values)
         return " AND ".join(where), params

@@ -38,7 +38,7 @@ class ExploreSql(StoreBase):
             where += f" AND exp_id IN ({self._in(exp_ids)})"
             params.extend(exp_ids)
         if subtree_of is not None:
-            self.trial(conn, project, subtree_of)  # type: ignore[attr-defined]
+            subtree_of = self.trial(conn, project, subtree_of).exp_id  # type: ignore[attr-defined]
             prefix = ("WITH RECURSIVE sub(exp_id) AS (SELECT exp_id FROM trials WHERE project_id = ? AND exp_id = ? "
                       "UNION SELECT t.exp_id FROM trials t JOIN sub ON t.project_id = ? AND t.parent_exp = sub.exp_id) ")
             params = [project.id, subtree_of, project.id, *params]

@@ -17,6 +17,7 @@ from sqlalchemy import Connection
 
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.store.base import _COLUMN_LIST, TRIAL_COLUMNS, StoreBase, trial_from_row
+from lineage.store.filter_sql import SORT_ALIASES, sort_phases
 
 
 class PagesSql(StoreBase):
@@ -69,12 +70,20 @@ class PagesSql(StoreBase):
         return [tuple(row) for row in rows]  # type: ignore[misc]
 
     def trials_by_ids(self, conn: Connection, project: Project, exp_ids: Iterable[str]) -> dict[str, Trial]:
+        """The trials of ``exp_ids`` by the id as asked; an id as shown (``exp_12``) finds
+        its trial too (``TrialsSql.resolve_exp_id``); missing ones are left out."""
         ids = list(dict.fromkeys(exp_ids))
         found: dict[str, Trial] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
             for trial in self._trials_where(conn, f"project_id = ? AND exp_id IN ({self._in(chunk)})", (project.id, *chunk)):
                 found[trial.exp_id] = trial
+        for asked in ids:
+            if asked not in found:
+                resolved = self.resolve_exp_id(conn, project, asked)  # type: ignore[attr-defined]
+                trial = None if resolved is None else self.find_trial(conn, project, resolved)  # type: ignore[attr-defined]
+                if trial is not None:
+                    found[asked] = trial
         return found
 
     def neighbours(self, conn: Connection, project: Project, seq: int) -> tuple[str | None, str | None]:
@@ -155,10 +164,12 @@ class PagesSql(StoreBase):
     ) -> list[Trial]:
         """One page of filtered trials in ``sort`` order, after the keyset ``after``.
 
-        ``sort``: ``seq`` (keyset ``(seq,)``), ``exp_id`` (``(exp_id,)``) or ``metric``
-        (``(phase, core_metric, seq)``: phase 0 walks the scored trials in metric order
-        on the ``project_id, core_metric, seq`` index, phase 1 the unscored ones by seq,
-        so trials without a metric come last in both directions).
+        ``sort``: ``seq`` (keyset ``(seq,)``) or any key of ``filter_sql.parse_sort``
+        (``exp_id``, ``core_metric``, a trial field, ``extra.KEY``; keyset ``(phase, value,
+        seq)``). A sort walks its phases (``filter_sql.sort_phases``): the trials with a
+        value in value order, then those without one by seq, in both directions; ties go
+        to seq, so pages never skip or repeat a trial. ``exp_id`` and ``core_metric`` walk
+        an index (``project_id, exp_key, seq`` and ``project_id, core_metric, seq``).
         """
         where, params = self._filter_sql(project, **filters)
         direction, cmp = ("DESC", "<") if descending else ("ASC", ">")
@@ -167,31 +178,27 @@ class PagesSql(StoreBase):
                 where += f" AND seq {cmp} ?"
                 params.append(after[0])
             return self._trials_where(conn, f"{where} ORDER BY seq {direction} LIMIT ?", (*params, limit))
-        if sort == "exp_id":
-            if after is not None:
-                where += f" AND exp_id {cmp} ?"
-                params.append(after[0])
-            return self._trials_where(conn, f"{where} ORDER BY exp_id {direction} LIMIT ?", (*params, limit))
-        if sort != "metric":
-            raise ValueError(f"unknown sort {sort!r}")
-        phase = after[0] if after is not None else 0
+        phases = sort_phases(SORT_ALIASES.get(sort, sort), sqlite=self.sqlite)
+        start = int(after[0]) if after is not None else 0
         found: list[Trial] = []
-        if phase == 0:
-            scored, scored_params = f"{where} AND core_metric IS NOT NULL", list(params)
-            if after is not None:
-                scored += f" AND (core_metric {cmp} ? OR (core_metric = ? AND seq {cmp} ?))"
-                scored_params += [after[1], after[1], after[2]]
-            found = self._trials_where(
-                conn, f"{scored} ORDER BY core_metric {direction}, seq {direction} LIMIT ?", (*scored_params, limit)
-            )
-        if len(found) < limit:
-            unscored, unscored_params = f"{where} AND core_metric IS NULL", list(params)
-            if phase == 1 and after is not None:
-                unscored += f" AND seq {cmp} ?"
-                unscored_params.append(after[2])
-            found += self._trials_where(
-                conn, f"{unscored} ORDER BY seq {direction} LIMIT ?", (*unscored_params, limit - len(found))
-            )
+        for index in range(start, len(phases)):
+            phase = phases[index]
+            sql, values = f"{where}{phase.where}", [*params, *phase.where_params]
+            if after is not None and index == start:
+                if phase.expr is None:
+                    sql += f" AND seq {cmp} ?"
+                    values.append(after[2])
+                else:
+                    sql += f" AND ({phase.expr} {cmp} ? OR ({phase.expr} = ? AND seq {cmp} ?))"
+                    values += [*phase.expr_params, after[1], *phase.expr_params, after[1], after[2]]
+            if phase.expr is None:
+                order = f"seq {direction}"
+            else:
+                order = f"{phase.expr} {direction}, seq {direction}"
+                values = [*values, *phase.expr_params]
+            found += self._trials_where(conn, f"{sql} ORDER BY {order} LIMIT ?", (*values, limit - len(found)))
+            if len(found) >= limit:
+                break
         return found
 
     def count_matching(self, conn: Connection, project: Project, **filters: Any) -> int:

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, func, select, update
 
 from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project, Trial, ordered_best
 from lineage.errors import NotFound
+from lineage.exp_ids import exp_sort_key, shown_forms
 from lineage.similar import search_text
 from lineage.store.base import (
     _BULK_COLUMNS,
@@ -74,7 +75,8 @@ class TrialsSql(StoreBase):
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
         text = search_text(trial.hypothesis, trial.notes)
-        self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text))
+        self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text,
+                                               exp_sort_key(trial.exp_id)))
         self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
@@ -96,10 +98,33 @@ class TrialsSql(StoreBase):
         return trial.with_changes(updated_at=_iso(now))
 
     def trial(self, conn: Connection, project: Project, exp_id: str) -> Trial:
+        """The trial ``exp_id`` names, stored or as shown (``exp_12``, see
+        :meth:`resolve_exp_id`); :class:`NotFound` when none. Callers go on with the
+        returned trial's ``exp_id``."""
         found = self.find_trial(conn, project, exp_id)
+        if found is None:
+            resolved = self.resolve_exp_id(conn, project, exp_id)
+            found = None if resolved is None else self.find_trial(conn, project, resolved)
         if found is None:
             raise NotFound("trial", f"{project.slug}/{exp_id}", field="exp_id")
         return found
+
+    def resolve_exp_id(self, conn: Connection, project: Project, shown: str) -> str | None:
+        """The stored id a person's id means (:func:`lineage.exp_ids.shown_forms`): the
+        first form that is a trial, else the one trial whose id is the same number
+        (``1`` for ``001``: same ``exp_key``); None when none or several are."""
+        forms = shown_forms(shown)
+        if not forms or not forms[0]:
+            return None
+        rows = self._execute(conn, f"SELECT exp_id FROM trials WHERE project_id = ? AND exp_id IN ({self._in(forms)})",
+                             (project.id, *forms)).fetchall()
+        stored = {row[0] for row in rows}
+        for form in forms:
+            if form in stored:
+                return form
+        same = self._execute(conn, "SELECT exp_id FROM trials WHERE project_id = ? AND exp_key = ? ORDER BY seq LIMIT 2",
+                             (project.id, exp_sort_key(forms[-1]))).fetchall()
+        return same[0][0] if len(same) == 1 else None
 
     def find_trial(self, conn: Connection, project: Project, exp_id: str) -> Trial | None:
         return self._trial_where(conn, "project_id = ? AND exp_id = ?", (project.id, exp_id))
@@ -324,7 +349,8 @@ class TrialsSql(StoreBase):
                 values = list(values_of(trial))
                 values[_STATUS_AT] = trial.status.value
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
-                yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text)
+                yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text,
+                       exp_sort_key(trial.exp_id))
 
         writer(conn, tuples())
         self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]

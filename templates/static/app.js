@@ -1,6 +1,7 @@
 // Progressive enhancement for the Lineage Ledger pages. Every page works without this
 // file; with it: a "copy KNOWLEDGE.md" button, expand/collapse-all on the lineage tree,
-// and a "compare selected" button that waits for two ticked trials.
+// a "compare selected" button that waits for two ticked trials, and a column picker
+// that applies on change.
 "use strict";
 
 (function () {
@@ -75,7 +76,27 @@
     });
   }
 
+  // The column picker (trials table, compare): a ticked or unticked column applies at once,
+  // written as one ?cols=a,b,c (the form alone repeats cols=a&cols=b, which reads the same).
+  function setupColumnPicker() {
+    document.querySelectorAll("details.col-picker").forEach(function (picker) {
+      var form = picker.closest("form");
+      if (!form) return;
+      picker.addEventListener("change", function (event) {
+        if (event.target.name !== "cols") return;
+        var url = new URL(form.action, window.location.href);
+        var params = new URLSearchParams(new FormData(form));
+        var cols = params.getAll("cols");
+        params.delete("cols");
+        if (cols.length) params.set("cols", cols.join(","));
+        params.forEach(function (value, key) { if (value !== "") url.searchParams.append(key, value); });
+        window.location.assign(url.pathname + "?" + url.searchParams.toString());
+      });
+    });
+  }
+
   function ready() {
+    setupColumnPicker();
     setupCopyButtons();
     setupTree();
     setupCompare();

@@ -142,8 +142,8 @@ def test_trials_and_best_as_json(db_url: str) -> None:
     assert [r["exp_id"] for r in rows] == ["000", "001", "002", "003", "004", "005"]
     best = json.loads(run(db_url, "best", "--project", "a2tgpo-demo", "--format", "json").output)
     assert best["exp_id"] == "004" and best["core_metric"] == 34.96
-    table = run(db_url, "trials", "--project", "a2tgpo-demo").output.splitlines()
-    assert table[0].split()[:3] == ["exp", "status", "metric"] and len(table) == 7
+    table = run(db_url, "trials", "--project", "a2tgpo-demo", "--width", "0").output.splitlines()
+    assert table[0].split()[:3] == ["exp", "status", "metric"] and len(table) == 7  # one line a trial, unwrapped
 
 
 def test_export_csv_and_parquet_load_in_pandas(db_url: str, tmp_path: Path) -> None:

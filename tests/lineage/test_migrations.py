@@ -143,6 +143,25 @@ def test_the_frozen_tokenizer_of_revision_0003_agrees_with_todays() -> None:
     assert frozen.vocabulary(texts) == vocabulary(texts)
 
 
+def _insert_old_trial(engine, slug: str, exp_id: str, extra: dict) -> None:  # type: ignore[no-untyped-def]
+    """A trial row as an older schema holds it (today's store writes columns it lacks)."""
+    import json
+    from datetime import datetime, timezone
+
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        project_id = conn.execute(text("SELECT id FROM projects WHERE slug = :s"), {"s": slug}).scalar_one()
+        now = datetime.now(timezone.utc)
+        extra_mark = "CAST(:extra AS jsonb)" if engine.dialect.name == "postgresql" else ":extra"
+        conn.execute(text(
+            "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "
+            "hypothesis, expected_delta, status, core_metric, job_name, snapshot_path, notes, extra, created_at, "
+            f"updated_at) VALUES (:p, 0, :e, '', '', '', '', '', '', '', 'keep', 1.0, '', '', '', {extra_mark}, :now, :now)"
+        ), {"p": project_id, "e": exp_id, "extra": json.dumps(extra), "now": now})
+        conn.execute(text("UPDATE projects SET next_seq = 1, next_exp_number = 1 WHERE id = :p"), {"p": project_id})
+
+
 def test_revision_0006_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> None:
     """trials.extra becomes JSON text on PostgreSQL (jsonb changed numbers and key order);
     rows stored before keep their values."""
@@ -152,8 +171,7 @@ def test_revision_0006_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> No
     migrate.upgrade(engine, "0005")
     ledger = Ledger(engine)
     ledger.create_project("p")
-    ledger.record_trial("p", {"exp_id": "000", "status": "keep", "core_metric": 1.0,
-                              "extra": {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}})
+    _insert_old_trial(engine, "p", "000", {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}})
     migrate.upgrade(engine)
     assert migrate.current_revision(engine) == migrate.head_revision()
     assert ledger.trial("p", "000").extra == {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}

@@ -1,0 +1,269 @@
+"""The knob view's SVG figures: one knob against the metric (a scatter) and several at
+once (parallel coordinates), server-drawn like :mod:`api.pages.charts` (classes, not
+colours; every text escaped; each trial a link to its page, ``data-exp`` for the
+script that ties the two figures together).
+
+Kept trials are filled dots, discarded open dots, failed crosses (the dashboard's
+marks); the chain to the best is a line through its trials in lineage order, the best
+ringed (the line through the chain's last steps). The metric axis spans the kept trials and the bulk (2nd to 98th percentile) of
+the others: blow-ups sit on the edge as triangles, their value in the hover text.
+Category axes give each value a band (trials spread across it by their seq).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+from markupsafe import Markup, escape
+
+from api.pages.charts import _n, fmt_tick, nice_ticks, status_class
+from api.pages.web import fmt_metric, trial_url
+from lineage.browse.knobs import Axis, KnobPoint, KnobView
+
+
+#: The scatter draws the line of the chain through its last this many trials (a 400-step
+#: chain drawn whole is a scribble); every chain trial is ringed.
+CHAIN_LINE_STEPS = 25
+
+
+def metric_domain(points: Sequence[KnobPoint]) -> tuple[float, float]:
+    """The metric axis: every kept or chain trial, and the 2nd–98th percentile of the rest."""
+    kept = [p.metric for p in points if p.metric is not None and (status_class(p.status) == "kept" or p.on_chain)]
+    rest = sorted(p.metric for p in points if p.metric is not None and status_class(p.status) == "discarded")
+    values = list(kept)
+    if rest:
+        cut = int(len(rest) * 0.02)
+        values += rest[cut:len(rest) - cut] if len(rest) - 2 * cut > 0 else rest
+    if not values:
+        values = [p.metric for p in points if p.metric is not None]
+    if not values:
+        return 0.0, 1.0
+    lo, hi = min(values), max(values)
+    span = hi - lo or abs(lo) * 0.05 or 1.0
+    return lo - span * 0.05, hi + span * 0.05
+
+
+class _Axis:
+    """Value -> pixel along one axis (numeric, log or category) and its ticks."""
+
+    def __init__(self, axis: Axis | None, values: Sequence[Any], px0: float, px1: float, *, log: bool = False,
+                 domain: tuple[float, float] | None = None) -> None:
+        self.px0, self.px1 = px0, px1
+        self.categories = list(axis.categories) if axis is not None and axis.kind == "category" else None
+        self.log = bool(log and axis is not None and axis.positive)
+        if self.categories is None:
+            if domain is None:
+                nums = [self._t(v) for v in values if v is not None]
+                lo, hi = (min(nums), max(nums)) if nums else (0.0, 1.0)
+                span = hi - lo or abs(lo) * 0.05 or 1.0
+                domain = (lo - span * 0.05, hi + span * 0.05)
+            self.lo, self.hi = domain
+
+    def _t(self, value: float) -> float:
+        return math.log10(value) if self.log else value
+
+    def __call__(self, value: Any, jitter: float = 0.0) -> float:
+        if self.categories is not None:
+            index = self.categories.index(value) if value in self.categories else 0
+            band = (self.px1 - self.px0) / max(1, len(self.categories))
+            return self.px0 + band * (index + 0.5 + jitter * 0.7)
+        t = self._t(value)
+        return self.px0 + (t - self.lo) * (self.px1 - self.px0) / ((self.hi - self.lo) or 1.0)
+
+    def clamp(self, value: float) -> tuple[float, int]:
+        """``value`` pulled into the domain, and -1/0/1 for below/inside/above."""
+        if self.categories is not None:
+            return value, 0
+        t = self._t(value)
+        if t < self.lo:
+            return (10 ** self.lo if self.log else self.lo), -1
+        if t > self.hi:
+            return (10 ** self.hi if self.log else self.hi), 1
+        return value, 0
+
+    def ticks(self) -> list[tuple[float, str]]:
+        """``(pixel, text)`` of the axis' ticks."""
+        if self.categories is not None:
+            return [(self(c), c if len(c) <= 12 else c[:11] + "…") for c in self.categories]
+        if self.log:
+            out = []
+            for k in range(math.floor(self.lo), math.ceil(self.hi) + 1):
+                for m in (1, 2, 5) if self.hi - self.lo < 3 else (1,):
+                    t = k + math.log10(m)
+                    if self.lo <= t <= self.hi:
+                        out.append((self.px0 + (t - self.lo) * (self.px1 - self.px0) / ((self.hi - self.lo) or 1.0),
+                                    fmt_tick(10 ** t, 10 ** t)))
+            return out
+        ticks = nice_ticks(self.lo, self.hi, 5)
+        step = ticks[1] - ticks[0] if len(ticks) > 1 else None
+        return [(self.px0 + (t - self.lo) * (self.px1 - self.px0) / ((self.hi - self.lo) or 1.0), fmt_tick(t, step))
+                for t in ticks]
+
+
+def _scale_values(points: Sequence[KnobPoint], index: int) -> list[Any]:
+    """The values that set a numeric axis: those of trials that did not fail (a crash's
+    placeholders, such as 0.0 GB, would squash the rest), or all when every trial failed."""
+    ran = [p.values[index] for p in points if status_class(p.status) != "failed" and p.values[index] is not None]
+    return ran or [p.values[index] for p in points]
+
+
+def _jitter(seq: int) -> float:
+    """A stable spread in [-0.5, 0.5) from a trial's seq (category bands)."""
+    return ((seq * 2654435761) % 1000) / 1000 - 0.5
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _title(point: KnobPoint, labels: Sequence[tuple[int, str]], metric_name: str) -> str:
+    parts = [f"exp_{point.exp_id}", point.status, f"{metric_name} {fmt_metric(point.metric)}"]
+    parts += [f"{label} {_fmt(point.values[i])}" for i, label in labels if point.values[i] is not None]
+    if point.on_chain:
+        parts.append("on the chain to the best")
+    return " · ".join(parts)
+
+
+def _mark(cls: str, px: float, py: float, r: float, edge: int) -> str:
+    if abs(edge) == 2:  # off the x scale: a triangle on the left or right edge
+        d = 1 if edge > 0 else -1
+        return (f'<path class="pt pt-{cls} pt-edge" d="M{_n(px)},{_n(py - r)}L{_n(px)},{_n(py + r)}'
+                f'L{_n(px + d * r * 1.6)},{_n(py)}Z"/>')
+    if edge:  # a triangle on the edge, pointing out of the plot
+        d = -1 if edge > 0 else 1
+        return (f'<path class="pt pt-{cls} pt-edge" d="M{_n(px - r)},{_n(py)}L{_n(px + r)},{_n(py)}'
+                f'L{_n(px)},{_n(py - d * r * 1.6)}Z"/>')
+    if cls == "failed":
+        return (f'<path class="pt pt-failed" d="M{_n(px - r)},{_n(py - r)}L{_n(px + r)},{_n(py + r)}'
+                f'M{_n(px - r)},{_n(py + r)}L{_n(px + r)},{_n(py - r)}"/>')
+    return f'<circle class="pt pt-{cls}" cx="{_n(px)}" cy="{_n(py)}" r="{r}"/>'
+
+
+def _svg(width: int, height: int, label: str, parts: list[str], css: str) -> Markup:
+    return Markup(
+        f'<svg class="chart {css}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
+        f'preserveAspectRatio="xMidYMid meet"><title>{escape(label)}</title>{"".join(parts)}</svg>'
+    )
+
+
+def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int = 420) -> Markup:
+    """The first axis of ``view`` (x) against the metric (y)."""
+    axis = view.axes[0]
+    metric_name = view.project.metric_name
+    label = f"{metric_name} against {axis.label}: kept, discarded and failed trials, the chain to the best as a line"
+    if not view.points:
+        return _svg(width, 120, label, [f'<text class="label" x="{width / 2:.0f}" y="60" text-anchor="middle">'
+                                        f'no trial has {escape(axis.label)}</text>'], "knobs empty")
+    left, right, top, bottom = 72, 16, 12, 74 if axis.kind == "category" else 58
+    fx = _Axis(axis, _scale_values(view.points, 0), left, width - right, log=log)
+    fy = _Axis(None, [], height - bottom, top, domain=metric_domain(view.points))
+    parts: list[str] = []
+    x0, x1, y0, y1 = left, width - right, height - bottom, top
+    for py, text in fy.ticks():
+        parts.append(f'<line class="grid" x1="{x0}" x2="{x1}" y1="{_n(py)}" y2="{_n(py)}"/>')
+        parts.append(f'<text class="tick" x="{x0 - 6}" y="{_n(py + 4)}" text-anchor="end">{escape(text)}</text>')
+    rotate = fx.categories is not None and len(fx.categories) > 8
+    for px, text in fx.ticks():
+        parts.append(f'<line class="tickmark" x1="{_n(px)}" x2="{_n(px)}" y1="{y0}" y2="{y0 + 4}"/>')
+        if rotate:
+            parts.append(f'<text class="tick" transform="translate({_n(px + 3)} {y0 + 12}) rotate(40)">{escape(text)}</text>')
+        else:
+            parts.append(f'<text class="tick" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(text)}</text>')
+    parts.append(f'<line class="axis" x1="{x0}" x2="{x1}" y1="{y0}" y2="{y0}"/>')
+    parts.append(f'<line class="axis" x1="{x0}" x2="{x0}" y1="{y0}" y2="{y1}"/>')
+    scale = " (log scale)" if fx.log else ""
+    parts.append(f'<text class="label" x="{(x0 + x1) / 2:.0f}" y="{height - 4}" text-anchor="middle">'
+                 f'{escape(axis.label)}{scale}</text>')
+    parts.append(f'<text class="label" transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" '
+                 f'text-anchor="middle">{escape(metric_name)}</text>')
+    slug = view.project.slug
+    labels = [(0, axis.label)]
+    radius = 3.5 if len(view.points) <= 300 else 2.6 if len(view.points) <= 2500 else 1.8
+    where: dict[str, tuple[float, float]] = {}
+    band_y = y0 - 6
+    for cls in ("discarded", "failed", "kept"):
+        for p in view.points:
+            if status_class(p.status) != cls or p.values[0] is None:
+                continue
+            xv, x_edge = fx.clamp(p.values[0])
+            px = fx(xv, _jitter(p.seq))
+            if p.metric is None:  # no metric: a tick on the bottom edge
+                shape = f'<line class="rug rug-{cls}" x1="{_n(px)}" x2="{_n(px)}" y1="{band_y - 4}" y2="{band_y + 4}"/>'
+            else:
+                value, edge = fy.clamp(p.metric)
+                py = fy(value)
+                edge = edge or (2 * x_edge)
+                where[p.exp_id] = (px, py)
+                shape = _mark(cls, px, py, radius, edge)
+            parts.append(f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}">{shape}'
+                         f'<title>{escape(_title(p, labels, metric_name))}</title></a>')
+    chain = [where[e] for e in view.chain if e in where]
+    for x, y in chain:  # every trial of the chain ringed; the line through its last steps
+        parts.append(f'<circle class="pt-chain" cx="{_n(x)}" cy="{_n(y)}" r="{radius + 1.5}"/>')
+    steps = chain[-CHAIN_LINE_STEPS:]
+    if len(steps) > 1:
+        d = "".join(f"{'M' if i == 0 else 'L'}{_n(x)},{_n(y)}" for i, (x, y) in enumerate(steps))
+        what = "the chain to the best" if len(steps) == len(chain) else f"the last {len(steps)} steps of the chain"
+        parts.append(f'<path class="chainline" d="{d}"><title>{what}, in lineage order</title></path>')
+    if view.best_exp in where:
+        bx, by = where[view.best_exp]
+        parts.append(f'<circle class="pt-best-ring" cx="{_n(bx)}" cy="{_n(by)}" r="{radius + 4}"/>')
+    return _svg(width, height, label, parts, "knobs")
+
+
+def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height: int = 380) -> Markup:
+    """Parallel coordinates: the axes ``indices`` of ``view`` and the metric last; one
+    line a trial, the chain to the best on top."""
+    metric_name = view.project.metric_name
+    axes = [view.axes[i] for i in indices]
+    label = f"parallel coordinates: {', '.join(a.label for a in axes)} and {metric_name}"
+    if not view.points or not axes:
+        return _svg(width, 120, label, ['<text class="label" x="480" y="60" text-anchor="middle">no trials</text>'],
+                    "knobs empty")
+    left, right, top, bottom = 40, 72, 34, 56
+    n = len(axes) + 1
+    xs = [left + (width - left - right) * i / (n - 1) for i in range(n)]
+    scales: list[_Axis] = [_Axis(a, _scale_values(view.points, i), height - bottom, top)
+                           for a, i in zip(axes, indices)]
+    scales.append(_Axis(None, [], height - bottom, top, domain=metric_domain(view.points)))
+    parts: list[str] = []
+    names = [a.label for a in axes] + [metric_name]
+    for x, scale, name in zip(xs, scales, names):
+        parts.append(f'<line class="axis" x1="{_n(x)}" x2="{_n(x)}" y1="{height - bottom}" y2="{top}"/>')
+        parts.append(f'<text class="label" x="{_n(x)}" y="{top - 14}" text-anchor="middle">{escape(name)}</text>')
+        ticks = scale.ticks()
+        if scale.categories is None and len(ticks) > 3:
+            ticks = [ticks[0], ticks[len(ticks) // 2], ticks[-1]]
+        for py, text in ticks[:12]:
+            parts.append(f'<text class="tick" x="{_n(x + 5)}" y="{_n(py + 4)}">{escape(text)}</text>')
+    slug = view.project.slug
+    value_of: list[Callable[[KnobPoint], Any]] = [lambda p, i=i: p.values[i] for i in indices]
+    value_of.append(lambda p: p.metric)
+
+    def path(p: KnobPoint) -> str:
+        out, pen = [], "M"
+        for x, scale, get in zip(xs, scales, value_of):
+            value = get(p)
+            if value is None:
+                pen = "M"
+                continue
+            value, _ = scale.clamp(value) if scale.categories is None else (value, 0)
+            jitter = _jitter(p.seq) if scale.categories is not None else 0.0
+            out.append(f"{pen}{_n(x)},{_n(scale(value, jitter))}")
+            pen = "L"
+        return "".join(out)
+
+    ordered = sorted(view.points, key=lambda p: (p.on_chain, {"discarded": 0, "failed": 1, "kept": 2}[status_class(p.status)]))
+    for p in ordered:
+        d = path(p)
+        if not d:
+            continue
+        css = f"pc pc-{status_class(p.status)}" + (" pc-chain" if p.on_chain else "")
+        if p.exp_id == view.best_exp:
+            css += " pc-best"
+        parts.append(f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}"><path class="{css}" '
+                     f'd="{d}"><title>exp_{escape(p.exp_id)} · {escape(p.status)} · {escape(fmt_metric(p.metric))}</title></path></a>')
+    return _svg(width, height, label, parts, "knobs parallel")

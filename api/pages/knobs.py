@@ -1,0 +1,80 @@
+"""The knob view: which knob moved the metric. One column (``?x=``: a file column, a
+trial field or a telemetry summary, :mod:`lineage.browse.knobs`) against the metric as
+a scatter, several (``?axes=a,b,c``) as parallel coordinates; ``?log=1`` puts a positive
+x on a log scale; ``?limit=`` bounds the trials read (the chain to the best always
+comes). The figures are server-drawn SVG (:mod:`api.pages.knob_charts`); ``knobs.js``
+submits the form on change and ties a trial's dot to its line. The same data as JSON:
+``/api/v1/projects/{p}/knobs``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from api.pages import knob_charts
+from api.pages.access import Viewer
+from api.pages.route import PageRoute, Reader, ledger_of, pages, q_int, q_str
+from api.pages.web import project_url, with_query
+from lineage.errors import InvalidInput
+
+#: Trials a view reads unless ``?limit=`` says otherwise.
+DEFAULT_LIMIT = 2000
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+
+def axes_param(request: Request) -> list[str]:
+    """``?axes=a,b&axes=c`` -> ``[a, b, c]`` (each once, in order)."""
+    out: list[str] = []
+    for raw in request.query_params.getlist("axes"):
+        for key in raw.split(","):
+            if key.strip() and key.strip() not in out:
+                out.append(key.strip())
+    return out
+
+
+@router.get("/projects/{slug}/knobs", response_class=HTMLResponse)
+def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
+    ledger = ledger_of(request)
+    x = q_str(request, "x")
+    chosen = axes_param(request)
+    limit = q_int(request, "limit", DEFAULT_LIMIT, minimum=1, maximum=20_000)
+    log_raw = q_str(request, "log")
+    if log_raw not in (None, "0", "1", "on"):
+        raise InvalidInput("log", f"must be 1 or 0, got {log_raw!r}")
+    log = log_raw in ("1", "on")
+    first = ledger.knobs(slug, [x] if x else None, limit=1)  # the default x and the suggested axes
+    x = x or first.axes[0].key
+    parallel_keys = chosen or [k for k in first.suggested if k != x][:3] + ([x] if first.axes[0].kind == "number" else [])
+    keys = [x] + [k for k in parallel_keys if k != x]
+    view = ledger.knobs(slug, keys, limit=limit)  # type: ignore[arg-type]
+    indices = [keys.index(k) for k in parallel_keys]
+    axis = view.axes[0]
+    scatter = knob_charts.scatter(view, log=log and axis.positive)
+    parallel = knob_charts.parallel(view, indices) if indices else None
+    base = project_url(slug, "/knobs")
+    counts = {"kept": 0, "discarded": 0, "failed": 0}
+    for p in view.points:
+        counts[knob_charts.status_class(p.status)] += 1
+    return pages(request).render(
+        request,
+        "knobs.html",
+        {
+            "project": view.project,
+            "view": view,
+            "axis": axis,
+            "x": x,
+            "chosen": chosen,
+            "parallel_keys": parallel_keys,
+            "log": log and axis.positive,
+            "limit": limit,
+            "scatter": scatter,
+            "parallel": parallel,
+            "counts": counts,
+            "on_chain": sum(1 for p in view.points if p.on_chain),
+            "log_url": with_query(base, {"x": x, "axes": ",".join(chosen) or None, "log": None if log else 1,
+                                         "limit": limit if limit != DEFAULT_LIMIT else None}),
+            "json_url": with_query(f"/api/v1/projects/{slug}/knobs", {"x": x, "axes": ",".join(chosen) or None,
+                                                                      "limit": limit if limit != DEFAULT_LIMIT else None}),
+        },
+    )
