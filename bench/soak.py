@@ -15,6 +15,11 @@ For ``--minutes`` (30 by default; fractions allowed) a fresh server on a fresh d
 * ``lineage watch results.tsv --server URL`` (a subprocess) following a file a writer
   appends autoresearch rows to.
 
+Kinds: ``agent.prompt`` (a 200), ``agent.poll304``, ``agent.record`` (201), ``agent.retry``
+(the same request again: 200); ``trainer.telemetry`` and ``trainer.trial`` (each request
+the client makes), ``trainer.trial_total`` (the wall time of one trial, plan to close:
+the steps plus the delivery left at the end); ``page.*``; ``watch.lag``.
+
 Every 5 s it samples the server's RSS and open file descriptors (``/proc``), the database's
 size and the load average. It prints, per minute, each kind's p50/p99 latency (ms; for
 ``watch.lag`` the seconds from an append to the watcher's ``added`` are in ms too) with

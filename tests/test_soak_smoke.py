@@ -52,3 +52,21 @@ def test_soak_one_minute(backend: str, tmp_path: Path) -> None:
     assert summary["rss"]["start_mb"] > 0 and summary["rss"]["end_mb"] > 0 and summary["rss"]["growth"] == summary["rss"]["growth"]
     assert summary["fds"]["end"] > 0 and summary["db_mb"]["end"] > summary["db_mb"]["start"]
     assert summary["samples"] >= 10
+
+
+def _summary(errors: int, growth: float) -> dict:
+    return {"errors": errors, "error_kinds": ["agent.record"] if errors else [],
+            "rss": {"growth": growth, "window_s": 1200}}
+
+
+def test_the_rules_judge_errors_and_rss_growth() -> None:
+    from bench.soak import judge
+
+    assert judge(_summary(0, 0.05), rss_rule=True) == []
+    assert judge(_summary(0, 0.10), rss_rule=True) == []
+    [rss] = judge(_summary(0, 0.11), rss_rule=True)
+    assert "RSS grew 11.0%" in rss and "20 min" in rss
+    assert judge(_summary(0, 0.11), rss_rule=False) == []
+    assert judge(_summary(0, float("nan")), rss_rule=True), "an RSS never measured must not pass"
+    [errors] = judge(_summary(2, 0.0), rss_rule=False)
+    assert errors.startswith("2 errors")
