@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.contract import install_contract
 from api.deps import WriteLanes
 from api.logs import configure_logging
 from api.middleware import BodyGuard, RequestContext
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok"}
 
     install_routes(app)
+    install_contract(app)
     mcp = _install_mcp(app, ledger, settings)
     install_pages(app)
     return app

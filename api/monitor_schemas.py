@@ -8,8 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schemas import Strict, Text
+from api.schema_types import text
+from api.schemas import Strict
+from lineage.monitor.hooks import MAX_URL, URL_PATTERN
 
+
+HookUrl = text(max_length=MAX_URL, pattern=URL_PATTERN)
 
 
 class ProgressQuery(Strict):
@@ -77,7 +81,7 @@ class ProgressOut(BaseModel):
 
 
 class HookCreate(Strict):
-    url: Text = Field(max_length=2000, description="http:// or https:// URL receiving the events")
+    url: HookUrl = Field(description="http:// or https:// URL receiving the events")
     events: list[Literal["new_best", "guardrail_tripped", "trial_crashed", "alert"]] | None = Field(
         None, min_length=1, description="Default: all")
     format: Literal["json", "slack"] = "json"

@@ -123,6 +123,8 @@ def validation_problem(request: Request | None, errors: list[dict[str, Any]]) ->
     described = []
     for error in errors:
         where, name = field_path(tuple(error.get("loc", ())))
+        if where == "query":  # a repeated parameter's n-th value: the parameter is the field
+            name = name.split("[", 1)[0]
         described.append({"location": where, "field": name, "message": str(error.get("msg", "")),
                           "type": str(error.get("type", ""))})
     first = described[0] if described else {"field": "body", "message": "invalid request", "location": "body"}

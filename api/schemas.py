@@ -6,56 +6,31 @@ naming it, never silently dropped. Numbers and flags are not coerced (:data:`Num
 ledger's rules (lengths, finiteness, references, statuses) are checked once, by
 ``lineage.domain`` and ``lineage.service``, and come back as 422 problems naming the field.
 
-Every text that reaches the database goes through :data:`Text`: no NUL character and
-no lone surrogate (PostgreSQL refuses the first, UTF-8 the second), so such input is a
-422 on every backend rather than a driver error.
+Every text that reaches the database goes through :data:`Text` (``api.schema_types``):
+no NUL character and no lone surrogate, documented as a pattern. Where the ledger has a
+rule a JSON Schema can say (lengths, patterns, bounds), the field carries it, so the
+OpenAPI document and the validation agree (``tests/api/test_contract.py`` holds them so).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
 from lineage import telemetry
+from api.schema_types import Flag, JsonObject, Number, Text, non_blank, text, whole_number, word_list
+from lineage.agent.prompt import MAX_PROMPT_TEMPLATE
+from lineage.browse.explore import GROUP_FIELDS
+from lineage.auth import MAX_TOKEN_NAME
+from lineage.domain import MAX_SLUG, METRIC_NAME_PATTERN
+from lineage.service.projects import MAX_TITLE
+from lineage.similar import MAX_QUERY_CHARS
+from lineage.trial_fields import TRIAL_FIELDS
 from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY, FailureLabel
 
 
-def _clean_text(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode (it holds a lone surrogate)") from None
-    return value
-
-
-def _clean_json(value: Any, depth: int = 0) -> Any:
-    if depth > 32:
-        raise ValueError("is nested too deeply (limit 32)")
-    if isinstance(value, str):
-        return _clean_text(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("must hold finite numbers only")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _clean_text(key)
-            _clean_json(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _clean_json(item, depth + 1)
-    return value
-
-
-Text = Annotated[str, AfterValidator(_clean_text)]
-#: A number of a request body: a JSON number, not ``true`` or ``"1.5"`` coerced.
-Number = StrictFloat
-#: A flag of a request body: ``true`` or ``false``, not ``"yes"`` or ``1`` coerced.
-Flag = StrictBool
-JsonObject = Annotated[dict[str, Any], AfterValidator(_clean_json)]
 BestPolicyName = Literal["kept", "fieldkit"]
 RoleName = Literal["reader", "writer", "admin"]
 
@@ -64,26 +39,60 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+SLUG_PATTERN = "^[a-z0-9._-]+$"
+TOKEN_NAME_PATTERN = f"^[a-zA-Z0-9._@-]{{1,{MAX_TOKEN_NAME}}}$"
+Slug = Annotated[text(min_length=1, max_length=MAX_SLUG, pattern=SLUG_PATTERN), Field(
+                             description=f"URL name: a-z, 0-9, '-', '_', '.' (1 to {MAX_SLUG})")]
+Title = Annotated[Text, Field(max_length=MAX_TITLE)]
+MetricName = Annotated[text(pattern=METRIC_NAME_PATTERN), Field(description="What core_metric measures (shown in "
+                                   "the prompt): one line, no '|' or control characters")]
+PromptTemplate = Annotated[Text, Field(max_length=MAX_PROMPT_TEMPLATE,
+                                       description="Jinja2 wrapper of the agent prompt (must compile and render)")]
+#: The idea to look for in the similar search: some text besides white space.
+Query = Annotated[text(max_length=MAX_QUERY_CHARS, pattern=non_blank()), Field(
+                              description=f"The idea to look for (1 to {MAX_QUERY_CHARS:,} characters, not only white "
+                              "space; a text with only stop-words, punctuation or markup is a 422 naming q)")]
+MetricRef = text(min_length=1)
+SimilarLimit = whole_number(1, 50)
+StatusName = Literal[tuple(label.value for label in FailureLabel)]  # type: ignore[misc]
+#: Statuses, comma-separated (the explorer's filter).
+StatusList = text(pattern=word_list(tuple(label.value for label in FailureLabel)))
+#: What the explorer may group by: a trial field or extra.KEY.
+GroupBy = text(pattern=f"^({'|'.join(GROUP_FIELDS)}|extra\\.[\\s\\S]+)$")
+_TRIAL_SPECS = {spec.name: spec for spec in TRIAL_FIELDS}
+
+
+def _trial_text(name: str) -> Any:
+    """A text field of a trial with its limit from ``lineage.trial_fields``."""
+    return Annotated[Text, Field(max_length=_TRIAL_SPECS[name].max_length)]
+
+
+def _trial_number(name: str) -> Any:
+    """A number field of a trial with its bounds from ``lineage.trial_fields``."""
+    spec = _TRIAL_SPECS[name]
+    return Annotated[Number, Field(ge=spec.minimum, le=spec.maximum)]
+
+
 # -- projects ---------------------------------------------------------------------------------
 
 
 class ProjectCreate(Strict):
-    slug: Text = Field(description="URL name: a-z, 0-9, '-', '_', '.' (at most 100)")
-    title: Text = ""
-    metric_name: Text = Field("core_metric", description="What core_metric measures (shown in the prompt)")
+    slug: Slug
+    title: Title = ""
+    metric_name: MetricName = "core_metric"
     lower_is_better: Flag = True
     best_policy: BestPolicyName = "kept"
-    prompt_template: Text | None = Field(None, description="Jinja2 wrapper of the agent prompt; null: the default")
+    prompt_template: PromptTemplate | None = Field(None, description="null: the default")
 
 
 class ProjectUpdate(Strict):
     """Fields to change; omitted fields stay. ``prompt_template: null`` restores the default."""
 
-    title: Text = Field(None)  # type: ignore[assignment]
-    metric_name: Text = Field(None)  # type: ignore[assignment]
+    title: Title = Field(None)  # type: ignore[assignment]
+    metric_name: MetricName = Field(None)  # type: ignore[assignment]
     lower_is_better: Flag = Field(None)  # type: ignore[assignment]
     best_policy: BestPolicyName = Field(None)  # type: ignore[assignment]
-    prompt_template: Text | None = None
+    prompt_template: PromptTemplate | None = None
 
 
 class ProjectOut(BaseModel):
@@ -112,31 +121,33 @@ class TrialCreate(Strict):
     project's metric under its own name (``val_bpb``, ``score``) as ``core_metric`` and
     refuses any other key with a 422 naming it (``lineage.service.recording.prepare_record``)."""
 
-    model_config = ConfigDict(extra="allow")
+    # the document says no other keys: the project's metric under its own name (val_bpb,
+    # score) is the one the ledger also reads, and it cannot be named in a static schema
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
 
-    exp_id: Text | None = None
-    timestamp: Text | None = ""
-    specialist: Text | None = ""
-    parent_exp: Text | None = ""
-    baseline_exp: Text | None = ""
-    domain: Text | None = ""
-    hypothesis: Text | None = ""
-    expected_delta: Text | None = ""
+    exp_id: _trial_text("exp_id") | None = None
+    timestamp: _trial_text("timestamp") | None = ""
+    specialist: _trial_text("specialist") | None = ""
+    parent_exp: _trial_text("parent_exp") | None = ""
+    baseline_exp: _trial_text("baseline_exp") | None = ""
+    domain: _trial_text("domain") | None = ""
+    hypothesis: _trial_text("hypothesis") | None = ""
+    expected_delta: _trial_text("expected_delta") | None = ""
     status: FailureLabel
-    core_metric: Number | None = None
-    val_bpb: Number | None = None
-    delta_vs_best: Number | None = Field(None, description="Ignored: the server computes it")
-    train_s: Number | None = None
-    total_s: Number | None = None
-    job_name: Text | None = ""
-    snapshot_path: Text | None = ""
-    notes: Text | None = ""
-    ig_clip_scale_mean: Number | None = None
-    ig_clip_scale_std: Number | None = None
-    ig_clip_scale_min: Number | None = None
-    ig_clip_scale_max: Number | None = None
-    ig_clip_scale_frac_low: Number | None = None
-    ig_clip_scale_frac_high: Number | None = None
+    core_metric: _trial_number("core_metric") | None = None
+    val_bpb: _trial_number("val_bpb") | None = None
+    delta_vs_best: _trial_number("delta_vs_best") | None = Field(None, description="Ignored: the server computes it")
+    train_s: _trial_number("train_s") | None = None
+    total_s: _trial_number("total_s") | None = None
+    job_name: _trial_text("job_name") | None = ""
+    snapshot_path: _trial_text("snapshot_path") | None = ""
+    notes: _trial_text("notes") | None = ""
+    ig_clip_scale_mean: _trial_number("ig_clip_scale_mean") | None = None
+    ig_clip_scale_std: _trial_number("ig_clip_scale_std") | None = None
+    ig_clip_scale_min: _trial_number("ig_clip_scale_min") | None = None
+    ig_clip_scale_max: _trial_number("ig_clip_scale_max") | None = None
+    ig_clip_scale_frac_low: _trial_number("ig_clip_scale_frac_low") | None = None
+    ig_clip_scale_frac_high: _trial_number("ig_clip_scale_frac_high") | None = None
     extra: JsonObject = Field(default_factory=dict)
 
 
@@ -146,21 +157,21 @@ class TrialUpdate(Strict):
     (a new parent must be a trial of the project and must not make a cycle)."""
 
     status: FailureLabel = Field(None)  # type: ignore[assignment]
-    hypothesis: Text | None = None
-    parent_exp: Text | None = None
-    core_metric: Number | None = None
-    val_bpb: Number | None = None
-    notes: Text | None = None
-    train_s: Number | None = None
-    total_s: Number | None = None
-    job_name: Text | None = None
-    snapshot_path: Text | None = None
-    ig_clip_scale_mean: Number | None = None
-    ig_clip_scale_std: Number | None = None
-    ig_clip_scale_min: Number | None = None
-    ig_clip_scale_max: Number | None = None
-    ig_clip_scale_frac_low: Number | None = None
-    ig_clip_scale_frac_high: Number | None = None
+    hypothesis: _trial_text("hypothesis") | None = None
+    parent_exp: _trial_text("parent_exp") | None = None
+    core_metric: _trial_number("core_metric") | None = None
+    val_bpb: _trial_number("val_bpb") | None = None
+    notes: _trial_text("notes") | None = None
+    train_s: _trial_number("train_s") | None = None
+    total_s: _trial_number("total_s") | None = None
+    job_name: _trial_text("job_name") | None = None
+    snapshot_path: _trial_text("snapshot_path") | None = None
+    ig_clip_scale_mean: _trial_number("ig_clip_scale_mean") | None = None
+    ig_clip_scale_std: _trial_number("ig_clip_scale_std") | None = None
+    ig_clip_scale_min: _trial_number("ig_clip_scale_min") | None = None
+    ig_clip_scale_max: _trial_number("ig_clip_scale_max") | None = None
+    ig_clip_scale_frac_low: _trial_number("ig_clip_scale_frac_low") | None = None
+    ig_clip_scale_frac_high: _trial_number("ig_clip_scale_frac_high") | None = None
     extra: JsonObject = Field(None)  # type: ignore[assignment]
 
 
@@ -212,15 +223,15 @@ class SimilarPage(BaseModel):
 
 
 class SimilarQuery(Strict):
-    q: Text = Field(description="The idea to look for (at most 2,000 characters)")
+    q: Query
     limit: int = Field(5, ge=1, le=50)
 
 
 class SimilarBody(Strict):
     """``POST .../similar``: the same search with the text in a JSON body (long texts)."""
 
-    q: Text = Field(description="The idea to look for (at most 2,000 characters; any length gets a clear 422)")
-    limit: int = Field(5, ge=1, le=50, strict=True)
+    q: Query
+    limit: SimilarLimit = 5
 
 
 class RecordOut(BaseModel):
@@ -253,15 +264,17 @@ SORT_HELP = ("seq, metric, exp_id (numeric-aware), any trial field (core_metric,
 class TrialFilters(Strict):
     """Filters, order and page of the trials listing."""
 
-    status: list[Text] | None = Field(None, description="Any of these statuses (repeat the parameter)")
+    status: list[StatusName] | None = Field(None, description="Any of these statuses (repeat the parameter)")
     specialist: Text | None = None
     domain: Text | None = None
     parent: Text | None = Field(None, description="Children of this exp_id ('' for trials without a parent)")
     metric_min: float | None = Field(None, allow_inf_nan=False)
     metric_max: float | None = Field(None, allow_inf_nan=False)
     q: Text | None = Field(None, description="Text in the hypothesis, notes or exp_id (case-insensitive)")
-    created_after: str | None = Field(None, description="Stored at or after this ISO 8601 time")
-    created_before: str | None = Field(None, description="Stored before this ISO 8601 time")
+    created_after: str | None = Field(None, description="Stored at or after this ISO 8601 time",
+                                      json_schema_extra={"format": "date-time"})
+    created_before: str | None = Field(None, description="Stored before this ISO 8601 time",
+                                       json_schema_extra={"format": "date-time"})
     timestamp_from: Text | None = Field(None, description="Trial timestamp text >= this")
     timestamp_to: Text | None = Field(None, description="Trial timestamp text < this")
     filter: Text | None = Field(None, max_length=2000, description=FILTER_HELP)
@@ -283,14 +296,18 @@ class LineageOut(BaseModel):
 # -- telemetry --------------------------------------------------------------------------------
 
 
+Step = whole_number(0, telemetry.MAX_STEP, "Training step")
+Turn = whole_number(0, telemetry.MAX_TURN)
+
+
 class TelemetryPointIn(TypedDict):
     """A point as sent; the constraints are ``lineage.telemetry``'s rules (its constants).
     Strict, as ``check_points`` is: a JSON integer for ``step``/``turn``, a JSON number for
     ``value``/``wall_time``; no ``true``, ``"3"`` or ``1.0`` step coerced."""
 
     __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[misc]
-    step: Annotated[int, Field(ge=0, le=telemetry.MAX_STEP, description="Training step")]
-    turn: NotRequired[Annotated[int, Field(ge=0, le=telemetry.MAX_TURN)] | None]
+    step: Step
+    turn: NotRequired[Turn | None]
     name: Annotated[str, Field(min_length=1, max_length=telemetry.MAX_NAME, pattern=telemetry.NAME_PATTERN)]
     value: Annotated[float, Field(allow_inf_nan=False, ge=-telemetry.MAX_ABS_VALUE, le=telemetry.MAX_ABS_VALUE)]
     wall_time: NotRequired[Annotated[float, Field(allow_inf_nan=False)] | None]
@@ -358,7 +375,8 @@ class TelemetryOut(BaseModel):
 class TelemetryQuery(Strict):
     name: list[Text] | None = Field(None, description="Only these series names (repeat the parameter)")
     step_min: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
-    step_max: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
+    step_max: int | None = Field(None, ge=0, le=telemetry.MAX_STEP,
+                                 description="Points up to this step; below step_min: no points")
     max_points: int = Field(2000, ge=2, le=100_000, description="Above this a series is min/max-bucketed")
 
 
@@ -451,7 +469,7 @@ class ExportQuery(Strict):
 
 
 class TokenCreate(Strict):
-    name: Text
+    name: Annotated[text(pattern=TOKEN_NAME_PATTERN), Field(description="a-z, A-Z, 0-9, '-', '_', '.', '@'")]
     role: RoleName
 
 
@@ -498,12 +516,14 @@ class ExploreArgs(Strict):
     """The explorer's view (``lineage.browse.explore``'s module doc gives every rule); the page
     ``/projects/{p}/explore`` takes the same parameters."""
 
-    metric: list[Text] = Field(min_length=1, description="Telemetry names or core_metric (repeat the parameter)")
-    select: Literal["filter", "chain", "subtree"] = Field("filter", description="Which trials: the filters alone, "
-                                                          "the chain to `to` (default the best), or the subtree under `root`")
+    metric: list[MetricRef] = Field(min_length=1, max_length=6, description="Telemetry names or core_metric (repeat the parameter)")
+    select: Literal["filter", "chain", "subtree", "telemetry"] = Field(
+        "filter", description="Which trials: the filters alone, the chain to `to` (default the best), the subtree "
+                              "under `root`, or the trials that have telemetry (each narrowed by the filters)")
     to: Text | None = Field(None, description="select=chain: the chain's last trial (default: the current best)")
     root: Text | None = Field(None, description="select=subtree: the subtree's root trial")
-    status: list[Text] | None = Field(None, description="Any of these statuses (repeat the parameter)")
+    status: list[StatusList] | None = Field(None, description="Any of these statuses (repeat the parameter, or "
+                                            "comma-separate)")
     specialist: Text | None = None
     domain: Text | None = None
     parent: Text | None = None
@@ -511,13 +531,13 @@ class ExploreArgs(Strict):
     metric_max: float | None = Field(None, allow_inf_nan=False)
     q: Text | None = Field(None, description="Text in the hypothesis, notes or exp_id")
     filter: Text | None = Field(None, max_length=2000, description=FILTER_HELP)
-    group: Text | None = Field(None, description="A trial field or extra.KEY to group the curves by")
+    group: GroupBy | None = Field(None, description="A trial field or extra.KEY to group the curves by")
     band: Literal["minmax", "std", "none"] = Field("minmax", description="Per group: mean with min-max or ± std, or none")
     x: Literal["step", "turn", "wall"] = "step"
     turn: int | None = Field(None, ge=0, le=telemetry.MAX_TURN, description="x=step/wall: this turn's series "
                              "(omitted: the not-per-turn series)")
     step_min: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
-    step_max: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
+    step_max: int | None = Field(None, ge=0, le=telemetry.MAX_STEP, description="At least step_min (else a 422)")
     buckets: int = Field(400, ge=20, le=2000, description="Buckets of the shared step grid at most")
     limit: int = Field(50, ge=1, le=200, description="Trials at most (the most recent that match)")
 
@@ -549,4 +569,6 @@ class ExploreOut(BaseModel):
     groups: list[dict[str, Any]]
     trials: list[dict[str, Any]]
     names: list[str]
+    #: how many of the shown trials have each name
+    name_trials: dict[str, int] = {}
     panels: list[dict[str, Any]]

@@ -125,6 +125,9 @@ FLOAT_COLUMNS: frozenset[str] = frozenset(
 )
 DURATION_COLUMNS: frozenset[str] = frozenset({"train_s", "total_s"})
 FRACTION_COLUMNS: frozenset[str] = frozenset({"ig_clip_scale_frac_low", "ig_clip_scale_frac_high"})
+#: Longest duration a trial may report, in seconds (about 31,700 years): the per-status
+#: totals sum them in double precision, and PostgreSQL refuses a sum that overflows.
+MAX_DURATION_S = 1e12
 
 #: Longest text a long field (hypothesis, notes, expected_delta) may hold, in characters.
 MAX_LONG_TEXT = 65_536
@@ -279,8 +282,8 @@ def validate_trial(trial: Trial) -> Trial:
             raise InvalidInput(name, f"must be a number, got {value!r}")
         if not math.isfinite(value):
             raise InvalidInput(name, f"must be finite, got {value!r}")
-        if name in DURATION_COLUMNS and value < 0:
-            raise InvalidInput(name, f"must not be negative, got {value!r}")
+        if name in DURATION_COLUMNS and not 0 <= value <= MAX_DURATION_S:
+            raise InvalidInput(name, f"must be from 0 to {MAX_DURATION_S:g} seconds, got {value!r}")
         if name in FRACTION_COLUMNS and not 0.0 <= value <= 1.0:
             raise InvalidInput(name, f"must lie in [0, 1], got {value!r}")
     for name in LONG_TEXT_COLUMNS | SHORT_TEXT_COLUMNS:

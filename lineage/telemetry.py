@@ -10,8 +10,9 @@ Points
     (statistics sum squares in double precision). The optional ``wall_time`` (the sender's
     clock, seconds since the epoch): a finite number. A batch holds at most
     :data:`MAX_BATCH_POINTS` points. Nothing is coerced: ``step`` and ``turn`` are JSON
-    integers (not ``1.0``, ``"1"`` or ``true``), ``value`` and ``wall_time`` JSON numbers
-    (not strings or booleans). (Contract note: until 2026-11-23 the HTTP API coerced
+    integers as JSON Schema reads them (``8020`` or ``8020.0``, never ``8020.5``, ``"1"`` or
+    ``true``; issue 22: the API's document says ``integer``, which admits ``8020.0``),
+    ``value`` and ``wall_time`` JSON numbers (not strings or booleans). (Contract note: until 2026-11-23 the HTTP API coerced
     such values, as ``check_points`` never did; it now refuses them with a 422 naming
     ``points[i].field``. Request and response shapes are unchanged.)
 
@@ -142,6 +143,20 @@ class Series:
         return out
 
 
+def _whole(value: object) -> int | None:
+    """``value`` as an int when it is a whole number (``8020`` or ``8020.0``: JSON Schema's
+    integers), else None; never a bool or a string."""
+    if type(value) is int:
+        return value  # type: ignore[return-value]
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return None
+
+
+def point_field(point: object, name: str) -> object:
+    return point.get(name) if isinstance(point, Mapping) else getattr(point, name)
+
+
 def _bad(index: int, name: str, message: str) -> InvalidInput:
     return InvalidInput(f"points[{index}].{name}", message)
 
@@ -160,11 +175,16 @@ def check_points(points: Iterable[Any]) -> list[Row]:
         else:
             step, turn, name, value, wall = point.step, point.turn, point.name, point.value, point.wall_time
         if type(step) is not int or not 0 <= step <= MAX_STEP:
-            raise _bad(index, "step", f"must be an integer from 0 to {MAX_STEP}, got {step!r}")
+            step = _whole(step)
+            if step is None or not 0 <= step <= MAX_STEP:
+                raise _bad(index, "step", f"must be an integer from 0 to {MAX_STEP}, got {point_field(point, 'step')!r}")
         if turn is None:
             turn = -1
         elif type(turn) is not int or not 0 <= turn <= MAX_TURN:
-            raise _bad(index, "turn", f"must be an integer from 0 to {MAX_TURN} or null, got {turn!r}")
+            turn = _whole(turn)
+            if turn is None or not 0 <= turn <= MAX_TURN:
+                raise _bad(index, "turn", f"must be an integer from 0 to {MAX_TURN} or null, "
+                                          f"got {point_field(point, 'turn')!r}")
         if type(name) is not str or not 0 < len(name) <= MAX_NAME or not _NAME.match(name):
             raise _bad(index, "name", f"must be 1-{MAX_NAME} characters without control characters")
         if type(value) is not float:
@@ -265,8 +285,7 @@ class TelemetryUses:
         (what an ETag of the telemetry derives from), read in one transaction."""
         if not isinstance(max_points, int) or not 2 <= max_points <= 100_000:
             raise InvalidInput("max_points", f"must be an integer from 2 to 100000, got {max_points!r}")
-        if step_min is not None and step_max is not None and step_min > step_max:
-            raise InvalidInput("step_min", f"is larger than step_max ({step_min} > {step_max})")
+        # step_min > step_max is an empty range: no points (as the API's schema allows it)
         store = self.store
         out: list[Series] = []
         with store.read() as conn:
@@ -305,6 +324,45 @@ class TelemetryUses:
             values = one.value if one.method == "raw" else one.mean
             points.extend({"step": s, "turn": one.turn, "name": one.name, "value": v} for s, v in zip(one.step, values))
         return points
+
+    def shared_telemetry(self, project_slug: str, exp_ids: Sequence[str], *, max_points: int = 300,
+                         min_trials: int = 2) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """What the compare page overlays: ``name -> exp_id -> points`` (``{step, turn,
+        value}``) of every telemetry name that at least ``min_trials`` of the trials have.
+        Reads, in one transaction: the names of each trial (one index seek per name), then
+        only the shared series, each at most ``max_points`` points: a longer one is sampled
+        in the database (its first point in each of ``max_points`` equal step buckets, one
+        index seek each, as the explorer's sampled rule), so a spike between samples is
+        not drawn -- the trial page draws every series whole."""
+        if not isinstance(max_points, int) or not 2 <= max_points <= 100_000:
+            raise InvalidInput("max_points", f"must be an integer from 2 to 100000, got {max_points!r}")
+        store = self.store
+        out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        with store.read() as conn:
+            project = store.project(conn, project_slug)
+            rows = {exp_id: store.trial_row_id(conn, project, exp_id) for exp_id in dict.fromkeys(exp_ids)}
+            names = {exp_id: store.telemetry_names(conn, [row]) for exp_id, row in rows.items()}
+            counts: dict[str, int] = {}
+            for found in names.values():
+                for name in found:
+                    counts[name] = counts.get(name, 0) + 1
+            shared = {name for name, n in counts.items() if n >= min_trials}
+            for exp_id, row in rows.items():
+                mine = [name for name in names[exp_id] if name in shared]
+                if not mine:
+                    continue
+                for name, turn, count, first, last in store.telemetry_series(conn, row, names=mine):
+                    if count <= max_points:
+                        values = store.telemetry_points(conn, row, name, turn)
+                    else:  # one index seek per bucket: the cost follows max_points, not the points stored
+                        width = -(-(last - first + 1) // max_points)
+                        values = [(first + bucket * width, value) for _, _, bucket, value, _ in store.explore_cells_sampled(
+                            conn, [(row, turn)], name, lo=first, width=width, count=-(-(last - first + 1) // width))]
+                    shown_turn = None if turn < 0 else turn
+                    out.setdefault(name, {}).setdefault(exp_id, []).extend(
+                        {"step": int(step), "turn": shown_turn, "name": name, "value": float(value)}
+                        for step, value in values)
+        return out
 
     def summarize_telemetry(self, project_slug: str, exp_id: str) -> tuple["Trial", dict[str, float]]:
         """Derive the trial's clip-scale statistics from its telemetry (module doc) and store

@@ -14,6 +14,7 @@ from typing import Any
 
 from lineage.domain import (
     FRACTION_COLUMNS,
+    MAX_DURATION_S,
     MAX_LONG_TEXT,
     MAX_SHORT_TEXT,
     NO_RESULT_NUMBERS,
@@ -115,8 +116,9 @@ TRIAL_FIELDS: tuple[FieldSpec, ...] = (
               "it is the same value as core_metric.", updatable=True),
     FieldSpec("delta_vs_best", "number", "Computed by the ledger: core_metric minus the best before the trial. "
               "Never send it.", recordable=False),
-    FieldSpec("train_s", "number", "Training time in seconds.", updatable=True, minimum=0),
-    FieldSpec("total_s", "number", "Wall time of the whole trial in seconds.", updatable=True, minimum=0),
+    FieldSpec("train_s", "number", "Training time in seconds.", updatable=True, minimum=0, maximum=MAX_DURATION_S),
+    FieldSpec("total_s", "number", "Wall time of the whole trial in seconds.", updatable=True, minimum=0,
+              maximum=MAX_DURATION_S),
     FieldSpec("job_name", "text", "The scheduler's job name (optional).", updatable=True, max_length=MAX_SHORT_TEXT),
     FieldSpec("snapshot_path", "text", "Where the trial's checkpoint or code snapshot is (optional).",
               updatable=True, max_length=MAX_SHORT_TEXT),

@@ -14,6 +14,7 @@ with no ``|safe`` of their own.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -31,6 +32,7 @@ __all__ = [
     "fmt_tick",
     "line_chart",
     "metric_chart",
+    "metric_domain",
     "nice_ticks",
     "scatter",
     "sparkline",
@@ -153,8 +155,8 @@ class _Frame:
         xstep = xt[1] - xt[0] if len(xt) > 1 else None
         for tick in xt:
             px = self.x(tick)
-            p.append(f'<line class="tickmark" x1="{_n(px)}" x2="{_n(px)}" y1="{y0}" y2="{y0 + 4}"/>')
-            p.append(f'<text class="tick" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(x_format(tick, xstep))}</text>')
+            p.append(f'<line class="tickmark xt" x1="{_n(px)}" x2="{_n(px)}" y1="{y0}" y2="{y0 + 4}"/>')
+            p.append(f'<text class="tick xt" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(x_format(tick, xstep))}</text>')
         p.append(f'<line class="axis" x1="{x0}" x2="{x1}" y1="{y0}" y2="{y0}"/>')
         p.append(f'<line class="axis" x1="{x0}" x2="{x0}" y1="{y0}" y2="{y1}"/>')
         if x_label:
@@ -166,11 +168,26 @@ class _Frame:
                 f'text-anchor="middle">{escape(y_label)}</text>'
             )
 
-    def svg(self, label: str, css: str = "chart") -> Markup:
+    def svg(self, label: str, css: str = "chart", attrs: str = "") -> Markup:
         return Markup(
             f'<svg class="{css}" viewBox="0 0 {self.width} {self.height}" role="img" aria-label="{escape(label)}" '
-            f'preserveAspectRatio="xMidYMid meet"><title>{escape(label)}</title>{"".join(self.parts)}</svg>'
+            f'preserveAspectRatio="xMidYMid meet"{attrs}><title>{escape(label)}</title>{"".join(self.parts)}</svg>'
         )
+
+    def zoomable(self, start: int, integer_x: bool) -> str:
+        """Wrap the parts drawn from ``start`` on (the data) in a plot area clipped to the
+        axes (the clip on an outer group, so the script's transform of the inner one
+        leaves the clip where it is), and answer the ``<svg>`` attributes ``static/app.js`` zooms the x axis by
+        (the domain and its pixels): a JS-only enhancement, the SVG stays as drawn."""
+        body = "".join(self.parts[start:])
+        clip = "c" + hashlib.sha1(f"{self.width}{self.height}{body}".encode()).hexdigest()[:10]
+        x0, x1, y1, y0 = self.left, self.width - self.right, self.top, self.height - self.bottom
+        self.parts[start:] = [
+            f'<defs><clipPath id="{clip}"><rect x="{x0}" y="{y1 - 4}" width="{x1 - x0}" height="{y0 - y1 + 8}"/></clipPath></defs>'
+            f'<g clip-path="url(#{clip})"><g class="plotarea">{body}</g></g>'
+        ]
+        return (f' data-zoom="x" data-x0="{self.x.lo!r}" data-x1="{self.x.hi!r}" data-px0="{x0}" data-px1="{x1}"'
+                f' data-axis-y="{y0}"{" data-integer-x" if integer_x else ""}')
 
 
 def _empty(label: str, message: str, width: int = 640, height: int = 120) -> Markup:
@@ -264,8 +281,8 @@ def metric_chart(
     frame = _Frame(width, height, left=72, right=16, top=12, bottom=58)
     xs = [p.x for p in points]
     xd = (min(xs) - 0.5, max(xs) + 0.5)
-    ys = [p.y for p in scored] + [v for _, v in running_best]
-    frame.set_domains(xd, _domain(ys))
+    yd = metric_domain(scored, running_best)
+    frame.set_domains(xd, yd)
     frame.axes(x_label="trial (insertion order)", y_label=metric_name,
                x_format=lambda v, s: f"{v:,.0f}" if float(v).is_integer() else "")
     parts = frame.parts
@@ -280,11 +297,16 @@ def metric_chart(
             title = f"<title>{escape(p.title)}</title>" if p.title else ""
             parts.append(f'<a href="{escape(p.href)}">{tick}{title}</a>' if p.href else tick)
     radius = 3.5 if len(points) <= 300 else 2.5 if len(points) <= 1500 else 1.8
+    inside = [p for p in scored if yd[0] <= p.y <= yd[1]]  # type: ignore[operator]
+    outside = [p for p in scored if not yd[0] <= p.y <= yd[1]]  # type: ignore[operator]
     # draw order: discarded, failed, kept on top
     for cls in ("discarded", "failed", "kept"):
-        for p in scored:
+        for p in inside:
             if p.cls == cls:
                 parts.append(_marker(p, frame.x(p.x), frame.y(p.y), radius))  # type: ignore[arg-type]
+    for p in outside:  # off the axis: a triangle at the edge, pointing the way, its value in the title
+        parts.append(_edge_marker(p, frame.x(p.x), frame.top if p.y > yd[1] else height - frame.bottom,  # type: ignore[operator]
+                                  up=p.y > yd[1], size=radius + 1.5))  # type: ignore[operator]
     if running_best:
         parts.append(f'<path class="runbest" d="{_step_path(running_best, frame.x, frame.y, xd[1])}"/>')
     if best_x is not None:
@@ -294,6 +316,39 @@ def metric_chart(
                 f'<circle class="pt-best-ring" cx="{_n(frame.x(best.x))}" cy="{_n(frame.y(best.y))}" r="{radius + 4}"/>'  # type: ignore[arg-type]
             )
     return frame.svg(label)
+
+
+#: How far beyond the kept trials' range (in spans of it) other trials still set the axis.
+OUTLIER_REACH = 0.5
+
+
+def metric_domain(scored: Sequence[Point], running_best: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The y range of the metric chart: the kept trials and the running best, widened to
+    take in the other trials that lie within :data:`OUTLIER_REACH` of that range's span
+    beyond it; a trial further out (a blown-up run) is drawn as an edge marker. With no
+    kept trial and no running best, every scored trial sets the range."""
+    core = [p.y for p in scored if p.cls == "kept" and p.y is not None] + [v for _, v in running_best]
+    core = [v for v in core if math.isfinite(v)]
+    values = [p.y for p in scored if p.y is not None and math.isfinite(p.y)]
+    if not core:
+        return _domain(values)
+    lo, hi = min(core), max(core)
+    span = (hi - lo) or (abs(hi) * 0.05 or 1.0)
+    reach_lo, reach_hi = lo - span * OUTLIER_REACH, hi + span * OUTLIER_REACH
+    near = [v for v in values if reach_lo <= v <= reach_hi]
+    return _domain([*core, *near])
+
+
+def _edge_marker(point: Point, px: float, edge_y: float, *, up: bool, size: float) -> str:
+    """A point whose value is off the axis: a triangle on the plot's edge pointing towards
+    the value, titled with the real value."""
+    tip = edge_y - size if up else edge_y + size
+    base = edge_y + size * 0.6 if up else edge_y - size * 0.6
+    shape = (f'<path class="pt pt-edge pt-{point.cls}" d="M{_n(px)},{_n(tip)}L{_n(px + size)},{_n(base)}'
+             f'L{_n(px - size)},{_n(base)}Z"/>')
+    title = f"{point.title} · off the axis ({'above' if up else 'below'})" if point.title else "off the axis"
+    body = f"{shape}<title>{escape(title)}</title>"
+    return f'<a href="{escape(point.href)}">{body}</a>' if point.href else f"<g>{body}</g>"
 
 
 def step_chart(
@@ -347,6 +402,10 @@ class HLine:
     css: str = "bound"
 
 
+#: A line of at most this many points gets a marker on each (an eval logged every N steps).
+SPARSE_POINTS = 40
+
+
 def line_chart(
     series: Sequence[Series],
     *,
@@ -359,8 +418,10 @@ def line_chart(
     height: int = 250,
     markers: bool = False,
     integer_x: bool = False,
+    zoomable: bool = False,
 ) -> Markup:
     """Lines over a shared x axis (telemetry over steps), with shaded bands and bounds.
+    ``zoomable``: the page's script may zoom and pan its x axis (see ``_Frame.zoomable``).
 
     The legend is drawn inside the SVG, one row per series/band/bound, under the plot
     (none for a single plain line: the caption names it). ``integer_x``: only whole
@@ -390,6 +451,7 @@ def line_chart(
     else:
         frame.axes(x_label=x_label, y_label=y_label)
     parts = frame.parts
+    data_start = len(parts)
     for band in bands:
         if not band.lower:
             continue
@@ -407,9 +469,10 @@ def line_chart(
     for s in drawn:
         dash = " dashed" if s.dashed else ""
         parts.append(f'<path class="ln {s.css}{dash}" d="{_line_path(s.points, frame.x, frame.y)}"><title>{escape(s.name)}</title></path>')
-        if markers or len(s.points) == 1:
+        if markers or len(s.points) == 1 or len(s.points) <= SPARSE_POINTS:
             for x, y in s.points:
                 parts.append(f'<circle class="dot {s.css}" cx="{_n(frame.x(x))}" cy="{_n(frame.y(y))}" r="2.5"/>')
+    zoom = frame.zoomable(data_start, integer_x) if zoomable else ""
     # legend, under the x axis label
     top = height + 12
     for index, (name, css, kind) in enumerate(legend):
@@ -421,7 +484,7 @@ def line_chart(
         else:
             parts.append(f'<line class="{css}" x1="{lx}" x2="{lx + 18}" y1="{ly - 1}" y2="{ly - 1}"/>')
         parts.append(f'<text class="legend" x="{lx + 24}" y="{ly + 3}">{escape(_clip(name, 20))}</text>')
-    return frame.svg(label)
+    return frame.svg(label, attrs=zoom)
 
 
 def _clip(text: str, width: int) -> str:

@@ -70,7 +70,9 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
         rows.append((column, len({json.dumps(v, default=str) for v in values}) > 1))
     first = trials[0]
     diffs = [(t, word_diff(first.hypothesis, t.hypothesis)) for t in trials[1:]]
-    views = {f"exp_{t.exp_id}": telemetry_plots.load(ledger, slug, t.exp_id) for t in trials}
+    shared = ledger.shared_telemetry(slug, [t.exp_id for t in trials], max_points=telemetry_plots.MAX_POINTS)
+    views = {f"exp_{t.exp_id}": telemetry_plots.build_view(
+        point for per_trial in shared.values() for point in per_trial.get(t.exp_id, ())) for t in trials}
     plots = telemetry_plots.compare_plots(views)
     figure = charts.dot_rows(
         [(f"exp_{t.exp_id}", t.core_metric, status_class(t.status.value), trial_url(slug, t.exp_id)) for t in trials],

@@ -74,29 +74,57 @@ def _script_json(data: Any) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
+#: A series with at most this many points is drawn with a marker on each (an eval every N steps).
+SPARSE_POINTS = 60
+
+
+def group_css(answer: dict[str, Any]) -> list[str]:
+    """The colour class of each group: the status colours of the rest of the UI when grouped
+    by status (kept green, discarded grey, failed red), else the series palette."""
+    if answer.get("group_by") == "status":
+        return [f"st-{charts.status_class(g['key'])}" for g in answer["groups"]]
+    return [f"s{g['index'] % 8}" for g in answer["groups"]]
+
+
 def _fallback_figure(panel: dict[str, Any], answer: dict[str, Any]) -> Markup:
-    """The panel as server-side SVG: each group's mean and band (what shows without JS)."""
+    """The panel as server-side SVG: each group's mean and band (what shows without JS).
+    Gaps between buckets are bridged (a metric logged every N steps is a line through its
+    points), and a sparse series gets a marker on each point."""
     groups = answer["groups"]
+    css_of = group_css(answer)
     label = f"{panel['metric']} of {answer['selection']['shown']} trials"
     if panel["kind"] == "trial":
         series = []
         for group in groups:
             points = [(x, y) for x, y, t in zip(panel["x"], panel["y"], answer["trials"])
                       if y is not None and t["group"] == group["index"]]
-            series.append(charts.Series(group["key"], points, f"s{group['index'] % 8}"))
+            series.append(charts.Series(group["key"], points, css_of[group["index"]]))
         return charts.line_chart(series, label=label, x_label="trial seq", y_label=panel["metric"], markers=True,
                                  width=900, height=320, integer_x=True)
     grid = panel["grid"]
     series, bands = [], []
     for group in panel["groups"]:
-        css = f"s{group['index'] % 8}"
+        css = css_of[group["index"]]
         series.append(charts.Series(f"{group['key']} mean", [(x, y) for x, y in zip(grid, group["mean"]) if y is not None], css))
         if group["lo"] is not None:
             pairs = [(x, lo, hi) for x, lo, hi in zip(grid, group["lo"], group["hi"]) if lo is not None]
             bands.append(charts.Band(f"{group['key']} {answer['band']}", [(x, lo) for x, lo, _ in pairs],
                                      [(x, hi) for x, _, hi in pairs], css))
+    sparse = bool(series) and max(len(s.points) for s in series) <= SPARSE_POINTS
     return charts.line_chart(series, bands=bands, label=label, x_label=answer["x"], y_label=panel["metric"],
-                             width=900, height=320)
+                             width=900, height=320, markers=sparse)
+
+
+def default_metric(answer: dict[str, Any], metric_name: str) -> str | None:
+    """The metric a bare explorer URL shows: the project's metric when it is also a
+    telemetry name (an LM loop's val_bpb), else the name the most shown trials have (ties:
+    the alphabetically first); None without telemetry."""
+    counts: dict[str, int] = answer.get("name_trials") or {}
+    if not counts:
+        return None
+    if metric_name in counts:
+        return metric_name
+    return min(counts, key=lambda name: (-counts[name], name))
 
 
 @router.get("/projects/{slug}/explore", response_class=HTMLResponse)
@@ -104,11 +132,17 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
     ledger = ledger_of(request)
     args = _args(request)
     client = _client_state(request)
-    answer = ledger.explore(slug, args.to_query())
-    if "metric" not in request.query_params and answer["names"]:
-        args = args.model_copy(update={"metric": [answer["names"][0]]})
-        answer = ledger.explore(slug, args.to_query())
     project = ledger.project(slug)
+    if "select" not in request.query_params:  # by default the trials that have telemetry, if any do
+        args = args.model_copy(update={"select": "telemetry"})
+    answer = ledger.explore(slug, args.to_query())
+    if args.select == "telemetry" and "select" not in request.query_params and not answer["selection"]["shown"]:
+        args = args.model_copy(update={"select": "filter"})
+        answer = ledger.explore(slug, args.to_query())
+    chosen = default_metric(answer, project.metric_name) if "metric" not in request.query_params else None
+    if chosen is not None:
+        args = args.model_copy(update={"metric": [chosen]})
+        answer = ledger.explore(slug, args.to_query())
     figures = [_fallback_figure(panel, answer) for panel in answer["panels"]]
     extra_keys = sorted({key for t in ledger.list_trials(slug, limit=50, descending=True) for key in t.extra})
     return pages(request).render(
@@ -120,9 +154,11 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
             "args": args,
             "answer": answer,
             "figures": figures,
-            "data": _script_json({"answer": answer, "slug": slug}),
+            "data": _script_json({"answer": answer, "slug": slug, "css": group_css(answer)}),
+            "group_css": group_css(answer),
             "json_url": f"/api/v1/projects/{seg(slug)}/explore?" + urlencode(
                 [(k, v) for k, v in request.query_params.multi_items() if k not in (*_CLIENT, "metric") and v.strip()]
+                + ([("select", args.select)] if "select" not in request.query_params else [])
                 + [("metric", m) for m in args.metric]),
             "client": client,
             "metrics_chosen": list(args.to_query().metrics),

@@ -12,7 +12,7 @@ from api.pages import charts
 from api.pages.access import Viewer
 from api.pages.charts import Point, status_class
 from api.pages.route import PageRoute, Reader, ledger_of, pages, q_int, q_str
-from api.pages.web import finish, fmt_delta, fmt_metric, project_url, trial_url
+from api.pages.web import STATIC_DIR, finish, fmt_delta, fmt_metric, project_url, trial_url
 from lineage.domain import FailureLabel, Trial
 from lineage.errors import NotFound
 
@@ -44,6 +44,13 @@ def index(request: Request, viewer: Viewer = Reader) -> HTMLResponse:
             }
         )
     return pages(request).render(request, "index.html", {"rows": rows})
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+def favicon(request: Request) -> Response:
+    """The site icon where browsers and crawlers look for it first (the pages link the SVG)."""
+    return finish(request, Response((STATIC_DIR / "favicon.svg").read_bytes(), media_type="image/svg+xml",
+                                    headers={"Cache-Control": "public, max-age=86400"}))
 
 
 # -- project dashboard ------------------------------------------------------------------------
@@ -110,7 +117,7 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
     counts = sorted(board.status_counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
     bars = charts.bars(
         [(status, count, status_class(status), project_url(slug, "/trials", status=status)) for status, count in counts],
-        label="trials per failure label",
+        label="trials per status",
     )
     return pages(request).render(
         request,
@@ -168,9 +175,11 @@ def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
         depth=q_int(request, "depth", 8, minimum=1, maximum=50),  # type: ignore[arg-type]
         per_node=q_int(request, "per", 25, minimum=1, maximum=500),  # type: ignore[arg-type]
         offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
+        nested=q_str(request, "view") == "nested",
     )
     return pages(request).render(request, "tree.html", {"project": window.project, "w": window,
-                                                        "brief_cols_list": ledger_of(request).project_columns(slug).brief()})
+                                                         "nested": q_str(request, "view") == "nested",
+                                                         "brief_cols_list": ledger_of(request).project_columns(slug).brief()})
 
 
 def _exists(request: Request, slug: str, exp_id: str) -> bool:

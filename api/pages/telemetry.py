@@ -23,7 +23,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from markupsafe import Markup
 
-from api.pages.charts import Band, HLine, Series, line_chart
+from api.pages.charts import Band, HLine, Series
+from api.pages.charts import line_chart as _line_chart
 
 #: Default amplitude of the adaptive clip scale (A²TGPO's beta).
 DEFAULT_BETA = 0.3
@@ -59,6 +60,11 @@ class Plot:
     title: str
     svg: Markup
     caption: str = ""
+
+
+def _chart(*args: Any, **kwargs: Any) -> Markup:
+    """A telemetry plot: a line chart whose x axis (steps) the page's script can zoom."""
+    return _line_chart(*args, zoomable=True, **kwargs)
 
 
 def split_name(name: str) -> tuple[str, int | None]:
@@ -148,12 +154,12 @@ def _ig_plot(view: TelemetryView) -> Plot | None:
         if turns:
             series = [Series(f"turn {t}", thin(turns[t]), f"s{i % 8}") for i, t in enumerate(sorted(turns)[:8])]
             caption = "" if len(turns) <= 8 else f"the first 8 of {len(turns)} turns"
-            return Plot("ig", "Information gain per turn", line_chart(series, label="information gain per turn", y_label="IG"), caption)
+            return Plot("ig", "Information gain per turn", _chart(series, label="information gain per turn", y_label="IG"), caption)
     stats = _stats(view, _IG)
     if stats:
         mean, std = thin(stats["mean"]), stats["std"]
         bands = [Band("mean ± std", _plus(mean, std, -1), _plus(mean, std, 1), "s0")] if std else []
-        svg = line_chart([Series("IG mean", mean, "s0")], bands=bands, label="information gain", y_label="IG")
+        svg = _chart([Series("IG mean", mean, "s0")], bands=bands, label="information gain", y_label="IG")
         return Plot("ig", "Information gain", svg, "per-turn IG was not recorded; the mean over turns")
     return None
 
@@ -169,12 +175,12 @@ def _clip_plots(view: TelemetryView, beta: float) -> list[Plot]:
         if stats["std"]:
             bands.append(Band("mean ± std", _plus(mean, stats["std"], -1), _plus(mean, stats["std"], 1), "s0"))
         hlines = [HLine(1 - beta, f"bound 1−β = {1 - beta:g}"), HLine(1 + beta, f"bound 1+β = {1 + beta:g}")]
-        svg = line_chart([Series("mean", mean, "s0")], bands=bands, hlines=hlines, label="clip-scale distribution", y_label="clip scale")
+        svg = _chart([Series("mean", mean, "s0")], bands=bands, hlines=hlines, label="clip-scale distribution", y_label="clip scale")
         plots.append(Plot("clip", "Clip-scale distribution and bounds", svg))
     low = view.get(*(f"{p}_frac_low" for p in _CLIP))
     high = view.get(*(f"{p}_frac_high" for p in _CLIP))
     if low or high:
-        svg = line_chart(
+        svg = _chart(
             [Series("at lower bound", thin(low), "s3"), Series("at upper bound", thin(high), "s1")],
             label="fraction of turns at a bound", y_label="fraction",
         )
@@ -192,7 +198,7 @@ def _adv_plot(view: TelemetryView) -> Plot | None:
         bands.append(Band("min – max", thin(stats["min"]), thin(stats["max"]), "s2"))
     if stats["std"]:
         bands.append(Band("mean ± std", _plus(mean, stats["std"], -1), _plus(mean, stats["std"], 1), "s4"))
-    svg = line_chart([Series("mean", mean, "s4")], bands=bands, label="advantage statistics", y_label="advantage")
+    svg = _chart([Series("mean", mean, "s4")], bands=bands, label="advantage statistics", y_label="advantage")
     return Plot("adv", "Advantage statistics", svg)
 
 
@@ -201,7 +207,7 @@ def _kl_plot(view: TelemetryView) -> Plot | None:
     if not found:
         return None
     series = [Series(name, thin(points), f"s{(i + 5) % 8}") for i, (name, points) in enumerate(found)]
-    return Plot("kl", "KL", line_chart(series, label="KL divergence", y_label="KL"))
+    return Plot("kl", "KL", _chart(series, label="KL divergence", y_label="KL"))
 
 
 def _known(name: str) -> bool:
@@ -219,11 +225,11 @@ def trial_plots(view: TelemetryView, *, beta: float | None = None) -> list[Plot]
     plots += _clip_plots(view, beta)
     plots += [p for p in (_adv_plot(view), _kl_plot(view)) if p]
     for name in sorted(n for n in view.scalars if not _known(n)):
-        plots.append(Plot(f"x-{name}", name, line_chart([Series(name, thin(view.scalars[name]), "s6")], label=name)))
+        plots.append(Plot(f"x-{name}", name, _chart([Series(name, thin(view.scalars[name]), "s6")], label=name)))
     for base in sorted(b for b in view.per_turn if b not in _IG):
         turns = view.per_turn[base]
         series = [Series(f"turn {t}", thin(turns[t]), f"s{i % 8}") for i, t in enumerate(sorted(turns)[:8])]
-        plots.append(Plot(f"t-{base}", f"{base} per turn", line_chart(series, label=f"{base} per turn")))
+        plots.append(Plot(f"t-{base}", f"{base} per turn", _chart(series, label=f"{base} per turn")))
     return plots
 
 
@@ -252,9 +258,13 @@ def _ig_mean(view: TelemetryView) -> list[tuple[float, float]]:
 
 
 def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
-    """One plot per quantity with one line per trial (``views``: label -> telemetry)."""
+    """One plot per quantity with one line per trial (``views``: label -> telemetry): the
+    known quantities first (:data:`COMPARED`), then every other not-per-turn name that two
+    or more of the trials have, in the order the trials first name them."""
     plots: list[Plot] = []
+    used: set[str] = set()
     for index, (title, names) in enumerate(COMPARED):
+        used.update(names)
         series = []
         for i, (label, view) in enumerate(views.items()):
             points = view.get(*names)
@@ -263,5 +273,18 @@ def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
             if points:
                 series.append(Series(label, thin(points), f"s{i % 8}"))
         if series:
-            plots.append(Plot(f"cmp-{index}", title, line_chart(series, label=title)))
+            plots.append(Plot(f"cmp-{index}", title, _chart(series, label=title)))
+    others: dict[str, int] = {}
+    for view in views.values():
+        for name in view.scalars:
+            if name not in used:
+                others[name] = others.get(name, 0) + 1
+    for name, count in others.items():
+        if count < 2:
+            continue
+        series = [Series(label, thin(view.scalars[name]), f"s{i % 8}")
+                  for i, (label, view) in enumerate(views.items()) if view.scalars.get(name)]
+        sparse = max(len(s.points) for s in series) <= 60
+        plots.append(Plot(f"cmp-{name}", f"{name} over steps", _chart(series, label=f"{name} of the compared trials",
+                                                          y_label=name, markers=sparse)))
     return plots

@@ -33,7 +33,7 @@ def _chain_figure(slug: str, chain: tuple[Trial, ...], metric_name: str) -> Any:
     series = [charts.Series(f"{metric_name} along the chain", scored, "s0")]
     return charts.line_chart(
         series, label=f"{metric_name} from the root to this trial", x_label="generation (root = 0)",
-        y_label=metric_name, markers=True, height=220, integer_x=True,
+        y_label=metric_name, markers=len(scored) <= 60, height=220, integer_x=True, zoomable=True,
     )
 
 

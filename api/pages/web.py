@@ -190,6 +190,9 @@ class Pages:
 
     def render(self, request: Request, name: str, context: Mapping[str, Any], *, status: int = 200) -> HTMLResponse:
         template = self.env.get_template(name)
+        project = context.get("project")
+        if project is not None and "show_calibration" not in context:  # the tab only where there is data for it
+            context = {**context, "show_calibration": request.app.state.ledger.states_expectations(project.slug)}
         viewer = access.viewer(request)
         csrf = access.csrf_token(request)
         html = template.render(

@@ -32,6 +32,14 @@ router = APIRouter(prefix="/api/v1/projects/{project}")
 AGENT = ["agent"]
 PROGRESS = ["progress"]
 
+def _component_refs(model: type) -> dict[str, Any]:
+    """``model``'s JSON schema referring to the document's components (its models are
+    response models of other routes, so they are there)."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")  # type: ignore[attr-defined]
+    schema.pop("$defs", None)
+    return schema
+
+
 _MARKDOWN = {"content": {"text/markdown": {"schema": {"type": "string"}}}, "description": "Markdown"}
 
 
@@ -51,7 +59,7 @@ async def get_prompt(
 
 @router.get("/knowledge", tags=AGENT, response_class=Response,
             responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}},
-                                         "application/json": {"schema": KnowledgeOut.model_json_schema()}}},
+                                         "application/json": {"schema": _component_refs(KnowledgeOut)}}},
                        304: {"description": "unchanged"}})
 async def get_knowledge(
     project: ProjectSlug, args: Annotated[KnowledgeQuery, Query()], request: Request, who: Reader,

@@ -20,22 +20,32 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field
 
 from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
+from api.schema_types import non_blank, text, whole_number
 from api.schemas import Number, Strict, Text
 from lineage.alerts import ALERT_LEVELS, MAX_LIMIT, MAX_STEP, MAX_TEXT, MAX_TITLE
 
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["alerts"])
 
 AlertLevel = Literal[ALERT_LEVELS]  # type: ignore[valid-type]
+#: Control characters, which a title may not hold (a character-class body).
+_CONTROL = "\\x00-\\x1f\\x7f"
+#: Levels, comma-separated; white space around each and empty parts are ignored.
+_LEVEL = "|".join(ALERT_LEVELS)
+_LEVELS = f"^\\s*({_LEVEL})?\\s*(,\\s*({_LEVEL})?\\s*)*$"
+AlertTitle = text(max_length=MAX_TITLE, pattern=non_blank(_CONTROL))
+AlertText = text(max_length=MAX_TEXT)
+AlertStep = whole_number(0, MAX_STEP)
+LevelList = text(pattern=_LEVELS)
 
 
 class AlertCreate(Strict):
-    title: Text = Field(description=f"One line, at most {MAX_TITLE} characters")
-    text: Text = Field("", description=f"At most {MAX_TEXT} characters; line breaks allowed")
+    title: AlertTitle = Field(description=f"One line, at most {MAX_TITLE} characters, not only white space")
+    text: AlertText = Field("", description="Line breaks allowed")
     level: AlertLevel = "info"
-    step: StrictInt | None = Field(None, ge=0, le=MAX_STEP, description="The training step, if known")
+    step: AlertStep | None = Field(None, description="The training step, if known")
     wall_time: Number | None = Field(None, description="The sender's clock, seconds since the epoch")
 
 
@@ -56,7 +66,7 @@ class AlertPage(BaseModel):
 
 
 class AlertQuery(Strict):
-    level: list[Text] | None = Field(None, description="Only these levels (repeat, or comma-separate)")
+    level: list[LevelList] | None = Field(None, description="Only these levels (repeat, or comma-separate)")
     limit: int = Field(50, ge=1, le=MAX_LIMIT)
     before_id: int | None = Field(None, ge=1, description="Alerts older than this id (the next page)")
 

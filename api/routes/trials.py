@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from api import present
+from api.schema_types import non_blank
 from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
 from api.schemas import (
     ExportQuery,
@@ -25,6 +26,8 @@ from api.schemas import (
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["trials"])
 
 _TSV_CONTENT = {"content": {"text/tab-separated-values": {"schema": {"type": "string"}}}}
+#: An upload: a results file, not only white space (the ledger says which line is wrong).
+_TSV_UPLOAD = {"content": {"text/tab-separated-values": {"schema": {"type": "string", "pattern": non_blank()}}}}
 
 
 @router.post("/trials", status_code=201, response_model=RecordOut,
@@ -56,7 +59,7 @@ def download_tsv(project: ProjectSlug, args: Annotated[ExportQuery, Query()], wh
 
 @router.post("/trials.tsv", status_code=201, response_model=ImportOut,
              responses={200: {"model": ImportOut, "description": "a preview: checked and decided, nothing stored"}},
-             openapi_extra={"requestBody": {"required": True, **_TSV_CONTENT}})
+             openapi_extra={"requestBody": {"required": True, **_TSV_UPLOAD}})
 async def upload_tsv(
     project: ProjectSlug, args: Annotated[ImportQuery, Query()], request: Request, who: Writer
 ) -> Response:

@@ -6,8 +6,8 @@ whole (a few hundred kB for 50 trials of 100,000 points each).
 
 Selection (:class:`ExploreQuery`)
     ``select``: ``filter`` (the trials table's filters alone), ``chain`` (the chain from
-    the root to ``to``, default the current best) or ``subtree`` (trial ``root`` and every
-    descendant by parent pointers). The trials-table filters (status, specialist,
+    the root to ``to``, default the current best), ``subtree`` (trial ``root`` and every
+    descendant by parent pointers) or ``telemetry`` (the trials that have telemetry). The trials-table filters (status, specialist,
     domain, parent, metric range, text) narrow every mode. At most ``limit`` trials are
     shown: the most recent (by seq) of those that match; ``matched`` says how many did.
 
@@ -77,7 +77,7 @@ __all__ = [
     "group_key",
 ]
 
-SELECTIONS = ("filter", "chain", "subtree")
+SELECTIONS = ("filter", "chain", "subtree", "telemetry")
 BANDS = ("minmax", "std", "none")
 X_AXES = ("step", "turn", "wall")
 CORE_METRIC = "core_metric"
@@ -330,8 +330,11 @@ class ExploreUses:
         chain_ids = [t.exp_id for t in self.chain(project_slug, query.to)] if query.select == "chain" else None
         with store.read() as conn:
             project = store.project(conn, project_slug)
+            within = chain_ids
+            if query.select == "telemetry":
+                within = store.exp_ids_with_telemetry(conn, project)
             rows, matched = store.explore_trials(
-                conn, project, filters=dict(query.filters), exp_ids=chain_ids,
+                conn, project, filters=dict(query.filters), exp_ids=within,
                 subtree_of=query.root if query.select == "subtree" else None, limit=query.limit,
             )
             if query.select == "chain" and chain_ids is not None:
@@ -347,7 +350,8 @@ class ExploreUses:
                     panels.append(_core_panel(trials, keys, groups))
                 else:
                     panels.append(_series_panel(store, conn, ids, trials, keys, groups, metric, query))
-            names = store.telemetry_names(conn, ids)
+            name_trials = store.telemetry_name_counts(conn, ids)
+            names = sorted(name_trials)
         return {
             "project": project.slug,
             "metric_name": project.metric_name,
@@ -363,5 +367,6 @@ class ExploreUses:
             "trials": [{"exp_id": t.exp_id, "seq": t.seq, "status": t.status.value, "specialist": t.specialist,
                         "core_metric": t.core_metric, "group": groups.index(k)} for t, k in zip(trials, keys)],
             "names": names,
+            "name_trials": name_trials,
             "panels": panels,
         }

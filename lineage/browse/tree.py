@@ -15,6 +15,8 @@ from lineage.store import Store
 
 #: How many levels above a focused trial the tree window starts.
 FOCUS_LEVELS_ABOVE = 3
+#: Trials of the chain to the best one page of the flat view shows.
+CHAIN_PAGE = 100
 
 
 @dataclass(slots=True)
@@ -46,6 +48,11 @@ class TreeWindow:
     truncated: bool
     #: trials whose parent is not in the project; None when the project is too big to look
     orphans: tuple[Trial, ...] | None
+    #: the flat view of a linear loop: ``nodes`` are a page of the chain to the best, each
+    #: with its other children folded under it (``child_count`` excludes the chain's next)
+    flat: bool = False
+    #: trials on the chain to the best (flat view)
+    chain_total: int = 0
 
 
 
@@ -65,12 +72,19 @@ class TreeUses:
         budget: int = 400,
         offset: int = 0,
         orphan_scan_limit: int = 20_000,
+        nested: bool = False,
     ) -> "TreeWindow":
         """A window of the lineage tree: from ``root`` (default: the top, trials without a
         parent) ``depth`` levels down, at most ``per_node`` children a node (the window
         root's from ``offset``) and ``budget`` nodes in all. The chain to the best and the
         path to ``focus`` are always included (``focus`` roots the window a few levels
-        above it). Queries: one per level plus one count, each indexed."""
+        above it). Queries: one per level plus one count, each indexed.
+
+        A linear loop (the chain to the best longer than ``depth``, no ``root``, not
+        ``nested``) gets the flat view instead: a page of :data:`CHAIN_PAGE` chain trials
+        as one column (from ``offset``, or the page holding ``focus`` or its parent), each
+        with its other children, ``per_node`` at most, folded under it -- a staircase of
+        ``depth`` levels would show a few dozen trials of a long loop."""
         for name, value in (("depth", depth), ("per_node", per_node), ("budget", budget)):
             check_window(name, value, minimum=1)
         check_window("offset", offset, minimum=0)
@@ -78,6 +92,10 @@ class TreeUses:
             project = self.store.project(conn, project_slug)
             best = current_best(self.store, conn, project)
             best_chain = chain_to(self.store, conn, project, best.exp_id) if best else []
+            if not root and not nested and len(best_chain) > depth:
+                flat = self._flat(conn, project, best, best_chain, focus, offset, per_node, depth)
+                if flat is not None:
+                    return flat
             forced: dict[str, str] = {}  # parent -> child that must be shown
             for chain in (best_chain,):
                 for parent, child in zip(chain, chain[1:]):
@@ -163,3 +181,42 @@ class TreeUses:
                 orphans=tuple(orphans) if orphans is not None else None,
             )
 
+
+    def _flat(self, conn, project: Project, best: Trial | None, chain: list[Trial], focus: str | None,  # type: ignore[no-untyped-def]
+              offset: int, per_node: int, depth: int) -> "TreeWindow | None":
+        """The flat view (see :meth:`tree_window`); None when ``focus`` is neither on the
+        chain nor a child of a chain trial (the nested tree shows it)."""
+        at = {t.exp_id: i for i, t in enumerate(chain)}
+        focus_trial = None
+        if focus:
+            focus_trial = self.store.trial(conn, project, focus)
+            index = at.get(focus, at.get(focus_trial.parent_exp or "", -1))
+            if index < 0:
+                return None
+            offset = index // CHAIN_PAGE * CHAIN_PAGE
+        offset = min(offset, max(0, len(chain) - 1)) // CHAIN_PAGE * CHAIN_PAGE
+        page = chain[offset:offset + CHAIN_PAGE]
+        ids = [t.exp_id for t in page]
+        after = {t.exp_id: chain[i + 1].exp_id for i, t in enumerate(chain[:-1])}
+        kids = self.store.children_window(conn, project, ids, limit=per_node + 1)
+        nodes = []
+        for trial in page:
+            folded = [k for k in kids.get(trial.exp_id, []) if k.exp_id != after.get(trial.exp_id)][:per_node]
+            if focus_trial is not None and focus_trial.parent_exp == trial.exp_id and focus != after.get(trial.exp_id) \
+                    and all(k.exp_id != focus for k in folded):
+                folded.append(focus_trial)
+            nodes.append(TreeNode(trial=trial, children=[TreeNode(trial=k) for k in folded], loaded=True))
+        counts = self.store.child_counts(conn, project, [*ids, *(c.trial.exp_id for n in nodes for c in n.children)])
+        for node in nodes:
+            node.child_count = counts.get(node.trial.exp_id, 0) - (1 if node.trial.exp_id in after else 0)
+            for child in node.children:
+                child.child_count = counts.get(child.trial.exp_id, 0)
+        focus_ids: frozenset[str] = frozenset()
+        if focus_trial is not None:  # the path to it is the chain up to it (or to its parent): no second walk
+            upto = at[focus] if focus in at else at[focus_trial.parent_exp]
+            focus_ids = frozenset([*(t.exp_id for t in chain[:upto + 1]), focus_trial.exp_id])
+        return TreeWindow(
+            project=project, best=best, chain_ids=frozenset(at), focus_ids=focus_ids, focus=focus, root=None,
+            ancestors=(), nodes=nodes, top_count=len(chain), offset=offset, per_node=per_node, depth=depth,
+            truncated=False, orphans=None, flat=True, chain_total=len(chain),
+        )

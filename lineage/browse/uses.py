@@ -143,6 +143,12 @@ class BrowseUses:
             return project, [found[i] for i in exp_ids]
 
 
+    def states_expectations(self, project_slug: str) -> bool:
+        """Whether one of the project's newest 5,000 trials states an expected delta (what the
+        calibration page plots; the pages show its tab only then)."""
+        with self.store.read() as conn:
+            return self.store.states_expectations(conn, self.store.project(conn, project_slug))
+
     def calibration(self, project_slug: str, *, limit: int = 10_000) -> "Calibration":
         """Expected vs observed delta of the last ``limit`` trials that state an expectation."""
         with self.store.read() as conn:

@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterable, Iterator, TextIO
 from lineage.domain import (
     CLIP_SCALE_COLUMNS,
     DURATION_COLUMNS,
+    MAX_DURATION_S,
     FIELDKIT_COLUMNS,
     FLOAT_COLUMNS,
     FRACTION_COLUMNS,
@@ -304,7 +305,7 @@ def read_trials(
                     value = math.nan
                 if (
                     value - value != 0.0  # not a number, NaN or infinite
-                    or (is_duration and value < 0.0)
+                    or (is_duration and not 0.0 <= value <= MAX_DURATION_S)
                     or (is_fraction and not 0.0 <= value <= 1.0)
                 ):
                     _raise_number(raw, index, name, line, source)
@@ -351,7 +352,7 @@ def _raise_number(raw: str, index: int, name: str, line: int, source: str) -> No
         if not math.isfinite(value):
             message = f"must be finite, got {raw!r}"
         elif name in DURATION_COLUMNS:
-            message = f"must not be negative, got {raw!r}"
+            message = f"must be from 0 to {MAX_DURATION_S:g} seconds, got {raw!r}"
         else:
             message = f"must lie in [0, 1], got {raw!r}"
     raise InvalidInput(name, f"{message} (in {source})", line=line, column=index + 1)

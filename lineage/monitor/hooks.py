@@ -46,6 +46,7 @@ constant time and rejects an old timestamp (replays).
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -62,6 +63,16 @@ from lineage.store import Store, _stamp
 EVENT_TYPES: tuple[str, ...] = ("new_best", "guardrail_tripped", "trial_crashed", "alert")
 BODY_FORMATS: tuple[str, ...] = ("json", "slack")
 MAX_URL = 2000
+_URL_CHAR = "[^\\s\\x00-\\x1f\\x7f"  # a class left open: no white space or control characters
+_PORT = "|[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]"
+_REG_NAME = "[-A-Za-z0-9._~%!$&'()*+,;=]"  # RFC 3986's reg-name characters (an IDN host in punycode)
+#: The webhook URLs :func:`check_url` takes: http(s), optional user info, a host by RFC
+#: 3986's reg-name (a name or IPv4 address; no IPv6 literal), an optional port up to
+#: 65535, then no white space or control characters. The API's schema documents the
+#: same pattern (ECMA 262 and Python read it alike).
+URL_PATTERN = (f"^[hH][tT][tT][pP][sS]?://({_REG_NAME[:-1]}:]*@)?{_REG_NAME}+"
+               f"(:({_PORT}))?([/?#]{_URL_CHAR}]*)?$")
+_URL = re.compile(URL_PATTERN)
 #: Characters of a hypothesis an event carries.
 EVENT_TEXT_CHARS = 500
 
@@ -91,6 +102,9 @@ def check_url(url: Any) -> str:
     """``url`` if it is an absolute http(s) URL with a host; else :class:`InvalidInput` (``url``)."""
     if not isinstance(url, str) or not url:
         raise InvalidInput("url", "must be an http:// or https:// URL")
+    if len(url) <= MAX_URL and not _URL.fullmatch(url) and not any(c.isspace() or ord(c) < 32 for c in url):
+        raise InvalidInput("url", "must be an http:// or https:// URL with a host of RFC 3986's reg-name "
+                           "characters (a name in punycode or an IPv4 address) and a port up to 65535, if any")
     if len(url) > MAX_URL or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
         raise InvalidInput("url", f"must be at most {MAX_URL} characters without spaces or control characters")
     try:

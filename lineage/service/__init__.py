@@ -18,7 +18,7 @@ TreeUses            :mod:`lineage.browse.tree`                  tree_window
 ExploreUses         :mod:`lineage.browse.explore`               explore
 ColumnUses          :mod:`lineage.browse.columns`               project_columns
 KnobUses            :mod:`lineage.browse.knobs`                 knobs
-TelemetryUses       :mod:`lineage.telemetry`                    ingest_telemetry, telemetry_series/points, summarize_telemetry
+TelemetryUses       :mod:`lineage.telemetry`                    ingest_telemetry, telemetry_series/points, shared_telemetry, summarize_telemetry
 TokenUses           :mod:`lineage.auth`                         create/list/revoke/verify tokens, tokens_exist
 AlertUses           :mod:`lineage.alerts`                       record_alert, alerts, alerts_page
 ==================  ==========================================  =====================================

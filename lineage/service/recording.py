@@ -225,7 +225,8 @@ class RecordingUses:
             values = {k: v for k, v in prepared.body.items() if k not in ("delta_vs_best", "exp_id")}
             if "status" in values and not isinstance(values["status"], FailureLabel):
                 values["status"] = FailureLabel.parse(str(values["status"]))
-            for name in ("parent_exp", "baseline_exp", "notes", "hypothesis", "expected_delta"):
+            for name in ("parent_exp", "baseline_exp", "notes", "hypothesis", "expected_delta", "job_name",
+                         "snapshot_path"):  # null clears a text
                 if name in values and values[name] is None:
                     values[name] = ""
             updated = validate_trial(current.with_changes(**values))

@@ -7,7 +7,8 @@ doc) aggregates every point, under a budget.
 
 Methods: ``explore_trials`` (the trials table's filters, ``StoreBase._filter_sql``; uses
 ``TrialsSql.trial``), ``series_turns``, ``explore_series``, ``telemetry_points_at_most``,
-``explore_cells_exact``, ``explore_cells_sampled``, ``telemetry_names`` (with ``_first``).
+``explore_cells_exact``, ``explore_cells_sampled``, ``exp_ids_with_telemetry``,
+``telemetry_name_counts``, ``telemetry_names`` (with ``_first``).
 """
 
 from __future__ import annotations
@@ -152,6 +153,39 @@ class ExploreSql(StoreBase):
         params = [count - 1, *(v for key in series for v in key), name, lo, width, lo, width]
         cursor = self._execute(conn, sql, params)
         return [(int(t), int(u), int(i), float(v), None if w is None else float(w)) for t, u, i, v, w in cursor.fetchall()]
+
+    def exp_ids_with_telemetry(self, conn: Connection, project: Project, *, cap: int = 5_000) -> list[str]:
+        """The exp ids of the project's trials that have telemetry: one index seek per trial
+        with telemetry (of any project), newest row first, ``cap`` seeks at most."""
+        found: list[int] = []
+        current: int | None = None
+        while len(found) < cap:
+            if current is None:
+                row = self._first(conn, "SELECT MAX(trial_id) FROM telemetry_points", ())
+            else:
+                row = self._first(conn, "SELECT MAX(trial_id) FROM telemetry_points WHERE trial_id < ?", (current,))
+            if row is None:
+                break
+            current = int(row)
+            found.append(current)
+        out: list[str] = []
+        for start in range(0, len(found), 500):
+            chunk = found[start:start + 500]
+            cursor = self._execute(conn, f"SELECT exp_id FROM trials WHERE project_id = ? AND id IN ({self._in(chunk)})",
+                                   (project.id, *chunk))
+            out.extend(str(r[0]) for r in cursor.fetchall())
+        return out
+
+    def telemetry_name_counts(self, conn: Connection, trial_ids: Sequence[int]) -> dict[str, int]:
+        """How many of the trials have each telemetry name: one seek per trial and name."""
+        counts: dict[str, int] = {}
+        sql = "SELECT MIN(name) FROM telemetry_points WHERE trial_id = ? AND name > ?"
+        for trial_id in trial_ids:
+            current = ""
+            while (found := self._first(conn, sql, (trial_id, current))) is not None:
+                counts[found] = counts.get(found, 0) + 1
+                current = found
+        return counts
 
     def telemetry_names(self, conn: Connection, trial_ids: Sequence[int]) -> list[str]:
         """The distinct telemetry names of the trials, sorted: one seek per trial and name."""

@@ -205,6 +205,18 @@ class PagesSql(StoreBase):
         where, params = self._filter_sql(project, **filters)
         return int(self._execute(conn, f"SELECT COUNT(*) FROM trials WHERE {where}", params).fetchone()[0])
 
+    def states_expectations(self, conn: Connection, project: Project, *, newest: int = 5_000) -> bool:
+        """Whether one of the project's ``newest`` trials states an expected delta (what the
+        calibration page plots): a bounded walk down the ``(project_id, seq)`` index, so a
+        100,000-trial loop that never states one costs what a 5,000-trial one does."""
+        row = self._execute(
+            conn,
+            "SELECT 1 FROM (SELECT expected_delta FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT ?) AS newest "
+            "WHERE expected_delta <> '' LIMIT 1",
+            (project.id, newest),
+        ).fetchone()
+        return row is not None
+
     def calibration_rows(
         self, conn: Connection, project: Project, *, limit: int
     ) -> list[tuple[str, str, str, float | None, str]]:

@@ -1,14 +1,29 @@
 // The metric explorer (/projects/{p}/explore): redraws the server's answer, embedded in
 // the page as JSON, into interactive SVG. What only the browser does lives here: EMA
 // smoothing (the slider), log scale, hover (trial and value at the nearest bucket), click
-// to the trial page, shift-click to tick a curve for "compare". smooth and log are kept
+// to the trial page, shift-click to tick a curve for "compare", zoom and pan (drag a span
+// to zoom into it, ctrl+wheel or pinch, the buttons; double-click resets; the y axis
+// fits what is in view). smooth and log are kept
 // in the URL (history entries), every other choice is a GET of the form, so a URL always
 // reproduces the view and the back button walks through it.
 "use strict";
 
 (function () {
   var SVG = "http://www.w3.org/2000/svg";
+  // the drawing's size follows its box (one SVG unit = one CSS pixel), so text stays
+  // legible and a phone gets a chart as tall as it is useful
   var W = 900, H = 350, L = 64, R = 16, T = 24, B = 40;
+  // a curve with at most this many points gets a marker on each (an eval every N steps)
+  var SPARSE = 60;
+  var data = null, css = [];
+
+  function size(figure) {
+    W = Math.max(300, Math.round(figure.clientWidth || 900));
+    H = Math.round(Math.max(260, Math.min(400, W * 0.5)));
+    L = W < 500 ? 52 : 64;
+  }
+
+  function cssOf(group) { return css[group] || "s" + (group % 8); }
 
   function el(name, attrs, parent) {
     var node = document.createElementNS(SVG, name);
@@ -53,6 +68,30 @@
     return out;
   }
 
+  // ticks of a log10 axis: 1-2-5 x 10^k inside [lo, hi] (log10 values), as positions
+  // and labels; within one decade, round numbers of the values themselves
+  function logTicks(lo, hi) {
+    var out = [];
+    for (var k = Math.floor(lo); k <= Math.ceil(hi); k++) {
+      [1, 2, 5].forEach(function (m) {
+        var v = Number((m * Math.pow(10, k)).toPrecision(6)), at = Math.log10(v);
+        if (at >= lo - 1e-9 && at <= hi + 1e-9) out.push({ at: at, label: tickFmt(v), m: m });
+      });
+    }
+    if (out.length > 10) out = out.filter(function (t) { return t.m === 1; });
+    if (out.length >= 3) return out;
+    return ticks(Math.pow(10, lo), Math.pow(10, hi), 5).filter(function (v) { return v > 0; })
+      .map(function (v) { return { at: Math.log10(v), label: tickFmt(v) }; });
+  }
+
+  // a tick label: round numbers, exponents without trailing zeros (1e-4, 2.5e-7)
+  function tickFmt(v) {
+    var a = Math.abs(v);
+    if (a !== 0 && (a >= 1e6 || a < 1e-3)) return Number(v.toPrecision(4)).toExponential().replace("e+", "e");
+    var r = Number(v.toPrecision(6));
+    return a >= 1000 && r === Math.round(r) ? r.toLocaleString("en-US") : String(r);
+  }
+
   function fmt(v) {
     if (v === null || v === undefined) return "—";
     var a = Math.abs(v);
@@ -70,65 +109,79 @@
     return [lo - span * 0.05, hi + span * 0.05];
   }
 
+  // a curve through the values it has: buckets without a value are bridged, so a metric
+  // logged every N steps is a line through its points, not one gap per bucket
   function linePath(xs, ys, sx, sy) {
     var d = "", open = false;
     for (var i = 0; i < xs.length; i++) {
-      if (ys[i] === null) { open = false; continue; }
+      if (ys[i] === null) continue;
       d += (open ? "L" : "M") + sx(xs[i]).toFixed(1) + "," + sy(ys[i]).toFixed(1);
       open = true;
     }
     return d;
   }
 
+  function present(ys) {
+    var n = 0;
+    for (var i = 0; i < ys.length; i++) if (ys[i] !== null) n++;
+    return n;
+  }
+
   function bandPath(xs, lo, hi, sx, sy) {
-    var d = "", run = [];
-    function flush() {
-      if (run.length) {
-        d += "M" + run.map(function (i) { return sx(xs[i]).toFixed(1) + "," + sy(lo[i]).toFixed(1); }).join("L");
-        d += "L" + run.slice().reverse().map(function (i) { return sx(xs[i]).toFixed(1) + "," + sy(hi[i]).toFixed(1); }).join("L") + "Z";
-      }
-      run = [];
-    }
-    for (var i = 0; i < xs.length; i++) {
-      if (lo[i] === null || hi[i] === null) flush(); else run.push(i);
-    }
-    flush();
-    return d;
+    var run = [];
+    for (var i = 0; i < xs.length; i++) if (lo[i] !== null && hi[i] !== null) run.push(i);
+    if (!run.length) return "";
+    var d = "M" + run.map(function (i) { return sx(xs[i]).toFixed(1) + "," + sy(lo[i]).toFixed(1); }).join("L");
+    return d + "L" + run.slice().reverse().map(function (i) { return sx(xs[i]).toFixed(1) + "," + sy(hi[i]).toFixed(1); }).join("L") + "Z";
   }
 
   function frame(svg, xd, yd, xLabel, yLabel, st) {
     var sx = function (x) { return L + (x - xd[0]) * (W - L - R) / ((xd[1] - xd[0]) || 1); };
     var sy = function (y) { return H - B - (y - yd[0]) * (H - T - B) / ((yd[1] - yd[0]) || 1); };
-    ticks(yd[0], yd[1], 5).forEach(function (v) {
-      el("line", { class: "grid", x1: L, x2: W - R, y1: sy(v), y2: sy(v) }, svg);
-      el("text", { x: L - 6, y: sy(v) + 4, "text-anchor": "end" }, svg).textContent = st.log ? fmt(Math.pow(10, v)) : fmt(v);
+    var yt = st.log ? logTicks(yd[0], yd[1]) : ticks(yd[0], yd[1], H < 300 ? 4 : 5).map(function (v) { return { at: v, label: tickFmt(v) }; });
+    yt.forEach(function (t) {
+      el("line", { class: "grid", x1: L, x2: W - R, y1: sy(t.at), y2: sy(t.at) }, svg);
+      el("text", { x: L - 6, y: sy(t.at) + 4, "text-anchor": "end" }, svg).textContent = t.label;
     });
-    ticks(xd[0], xd[1], 6).forEach(function (v) {
+    ticks(xd[0], xd[1], W < 500 ? 4 : 6).forEach(function (v) {
       el("line", { class: "tickmark", x1: sx(v), x2: sx(v), y1: H - B, y2: H - B + 4 }, svg);
-      el("text", { x: sx(v), y: H - B + 16, "text-anchor": "middle" }, svg).textContent = fmt(v);
+      el("text", { x: sx(v), y: H - B + 16, "text-anchor": "middle" }, svg).textContent = tickFmt(v);
     });
     el("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }, svg);
     el("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }, svg);
     el("text", { class: "label", x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, svg).textContent = xLabel;
     el("text", { class: "label", x: 4, y: 12 }, svg).textContent = yLabel + (st.log ? " (log)" : "");
-    return { sx: sx, sy: sy };
+    var clip = "clip-" + Math.random().toString(36).slice(2);
+    el("rect", { x: L, y: T - 6, width: W - L - R, height: H - T - B + 12 }, el("clipPath", { id: clip }, el("defs", {}, svg)));
+    var plot = el("g", { "clip-path": "url(#" + clip + ")" }, svg);
+    return { sx: sx, sy: sy, plot: plot };
+  }
+
+  // the extent of the values whose x lies in [xd0, xd1] (what is in view)
+  function extentIn(xs, arrays, xd) {
+    return extent(arrays.map(function (arr) {
+      return arr.map(function (v, i) { return xs[i] >= xd[0] && xs[i] <= xd[1] ? v : null; });
+    }));
   }
 
   function draw(figure, panel, answer, slug, st) {
+    size(figure);
     var svg = el("svg", { class: "chart explore-svg", viewBox: "0 0 " + W + " " + H, role: "img",
                           "aria-label": panel.metric + " of " + answer.trials.length + " trials" });
-    var model = { panel: panel, points: [] };
+    var model = { panel: panel, points: [], W: W, H: H };
+    var zoom = figure.__zoom || null;
     if (panel.kind === "trial") {
       var ys = transform(panel.y, { smooth: 0, log: st.log });
-      var xd = extent([panel.x]), yd = extent([ys]);
+      var xd = zoom || extent([panel.x]), yd = extentIn(panel.x, [ys], xd);
       var f = frame(svg, xd, yd, "trial seq", panel.metric, st);
       panel.x.forEach(function (x, i) {
         if (ys[i] === null) return;
         var t = answer.trials[i];
-        el("circle", { class: "dot s" + (t.group % 8), cx: f.sx(x).toFixed(1), cy: f.sy(ys[i]).toFixed(1), r: 4,
-                       "data-exp": t.exp_id }, svg);
+        el("circle", { class: "dot " + cssOf(t.group), cx: f.sx(x).toFixed(1), cy: f.sy(ys[i]).toFixed(1), r: 4,
+                       "data-exp": t.exp_id }, f.plot);
         model.points.push({ px: f.sx(x), py: f.sy(ys[i]), exp: t.exp_id, value: panel.y[i], x: x, group: t.group });
       });
+      model.sx = f.sx; model.xd = xd; model.full = extent([panel.x]);
     } else {
       var grid = panel.grid;
       var curves = panel.trials.map(function (t) { return { t: t, y: transform(t.y, st) }; });
@@ -137,30 +190,142 @@
       });
       var all = curves.map(function (c) { return c.y; });
       groups.forEach(function (g) { if (g.lo) { all.push(g.lo); all.push(g.hi); } });
-      var f2 = frame(svg, extent([grid]), extent(all), answer.x === "wall" ? "seconds since the trial's first point" : answer.x, panel.metric, st);
+      var full = extent([grid]), xd2 = zoom || full;
+      var f2 = frame(svg, xd2, extentIn(grid, all, xd2), answer.x === "wall" ? "seconds since the trial's first point" : answer.x, panel.metric, st);
       var banded = answer.band !== "none";
       curves.forEach(function (c) {
-        el("path", { class: "ln trial s" + (c.t.group % 8) + (banded ? " faint" : ""), d: linePath(grid, c.y, f2.sx, f2.sy),
-                     "data-exp": c.t.exp_id }, svg);
+        var cls = cssOf(c.t.group);
+        el("path", { class: "ln trial " + cls + (banded ? " faint" : ""), d: linePath(grid, c.y, f2.sx, f2.sy),
+                     "data-exp": c.t.exp_id }, f2.plot);
+        if (!banded && present(c.y) <= SPARSE) marks(f2, grid, c.y, "dot " + cls, { "data-exp": c.t.exp_id }, 2.6);
       });
       groups.forEach(function (g) {
-        var css = "s" + (g.g.index % 8);
-        if (g.lo) el("path", { class: "band " + css, d: bandPath(grid, g.lo, g.hi, f2.sx, f2.sy), "data-group": g.g.key }, svg);
-        if (banded) el("path", { class: "ln mean " + css, d: linePath(grid, g.mean, f2.sx, f2.sy), "data-group": g.g.key }, svg);
+        var cls = cssOf(g.g.index);
+        if (g.lo) el("path", { class: "band " + cls, d: bandPath(grid, g.lo, g.hi, f2.sx, f2.sy), "data-group": g.g.key }, f2.plot);
+        if (banded) {
+          el("path", { class: "ln mean " + cls, d: linePath(grid, g.mean, f2.sx, f2.sy), "data-group": g.g.key }, f2.plot);
+          if (present(g.mean) <= SPARSE) marks(f2, grid, g.mean, "dot " + cls, { "data-group": g.g.key }, 3.2);
+        }
       });
       model.grid = grid; model.curves = curves; model.groups = groups; model.sx = f2.sx; model.sy = f2.sy;
+      model.xd = xd2; model.full = full;
     }
     var rule = el("line", { class: "hover-rule", x1: 0, x2: 0, y1: T, y2: H - B, visibility: "hidden" }, svg);
+    var brush = el("rect", { class: "zoom-brush", x: 0, y: T, width: 0, height: H - T - B, visibility: "hidden" }, svg);
     figure.querySelectorAll("svg.explore-svg").forEach(function (old) { old.remove(); });
     var fallback = figure.querySelector(".explore-fallback");
     if (fallback) fallback.hidden = true;
     figure.appendChild(svg);
+    figure.classList.toggle("zoomed", !!zoom);
     hover(svg, rule, model, answer, slug);
+    zoomable(figure, svg, brush, model);
+  }
+
+  // a marker on each value (sparse curves; isolated points would not show as a line)
+  function marks(f, xs, ys, cls, attrs, r) {
+    for (var i = 0; i < xs.length; i++) {
+      if (ys[i] === null) continue;
+      var a = { class: cls, cx: f.sx(xs[i]).toFixed(1), cy: f.sy(ys[i]).toFixed(1), r: r };
+      for (var k in attrs) a[k] = attrs[k];
+      el("circle", a, f.plot);
+    }
+  }
+
+  // -- zoom and pan: the x range in view lives on the figure; y fits what is in view -------
+
+  function setZoom(figure, range) {
+    var model = figure.__model;
+    if (range) {
+      var full = model.full, span = range[1] - range[0], fullSpan = full[1] - full[0];
+      if (!(span > 0)) return;
+      if (span >= fullSpan) range = null;
+      else {
+        if (range[0] < full[0]) range = [full[0], full[0] + span];
+        if (range[1] > full[1]) range = [full[1] - span, full[1]];
+      }
+    }
+    figure.__zoom = range;
+    redraw(figure);
+  }
+
+  function zoomBy(figure, factor, centre) {
+    var xd = figure.__model.xd, c = centre === undefined ? (xd[0] + xd[1]) / 2 : centre;
+    setZoom(figure, [c - (c - xd[0]) * factor, c + (xd[1] - c) * factor]);
+  }
+
+  function panBy(figure, fraction) {
+    var xd = figure.__model.xd, shift = (xd[1] - xd[0]) * fraction;
+    setZoom(figure, [xd[0] + shift, xd[1] + shift]);
+  }
+
+  function toolbar(figure) {
+    if (figure.querySelector(".zoom-bar")) return;
+    var bar = document.createElement("div");
+    bar.className = "zoom-bar";
+    [["−", "zoom out", function () { zoomBy(figure, 2); }], ["+", "zoom in", function () { zoomBy(figure, 0.5); }],
+     ["←", "pan left", function () { panBy(figure, -0.25); }], ["→", "pan right", function () { panBy(figure, 0.25); }],
+     ["reset", "show everything (or double-click the chart)", function () { setZoom(figure, null); }]].forEach(function (b) {
+      var button = document.createElement("button");
+      button.type = "button"; button.className = "button"; button.textContent = b[0]; button.title = b[1];
+      button.setAttribute("aria-label", b[1]);
+      button.addEventListener("click", b[2]);
+      bar.appendChild(button);
+    });
+    var hint = document.createElement("span");
+    hint.className = "muted"; hint.textContent = "drag across the chart to zoom";
+    bar.appendChild(hint);
+    figure.insertBefore(bar, figure.firstChild);
+  }
+
+  function zoomable(figure, svg, brush, model) {
+    figure.__model = model;
+    toolbar(figure);
+    var start = null;
+    function unitX(event) {
+      var box = svg.getBoundingClientRect();
+      return Math.max(L, Math.min(model.W - R, (event.clientX - box.left) * model.W / box.width));
+    }
+    function value(px) { return model.xd[0] + (px - L) * (model.xd[1] - model.xd[0]) / (model.W - L - R); }
+    svg.addEventListener("mousedown", function (event) {
+      if (event.button !== 0 || event.shiftKey) return;
+      start = unitX(event);
+      event.preventDefault();
+    });
+    svg.addEventListener("mousemove", function (event) {
+      if (start === null) return;
+      var x = unitX(event);
+      brush.setAttribute("x", Math.min(start, x)); brush.setAttribute("width", Math.abs(x - start));
+      brush.setAttribute("visibility", "visible");
+    });
+    window.addEventListener("mouseup", function (event) {
+      if (start === null) return;
+      var x = unitX(event), from = start;
+      start = null;
+      brush.setAttribute("visibility", "hidden");
+      if (Math.abs(x - from) < 8) return;
+      svg.__dragged = true;
+      setZoom(figure, [value(Math.min(from, x)), value(Math.max(from, x))]);
+    });
+    svg.addEventListener("dblclick", function (event) {
+      event.preventDefault();
+      clearTimeout(svg.__pending);
+      setZoom(figure, null);
+    });
+    svg.addEventListener("wheel", function (event) {
+      if (!event.ctrlKey && !event.metaKey) return;  // a plain wheel scrolls the page; ctrl+wheel and pinch zoom
+      event.preventDefault();
+      zoomBy(figure, event.deltaY > 0 ? 1.25 : 0.8, value(unitX(event)));
+    }, { passive: false });
+  }
+
+  function redraw(figure) {
+    if (!data) return;
+    draw(figure, data.answer.panels[Number(figure.getAttribute("data-panel"))], data.answer, data.slug, state());
   }
 
   function nearest(svg, event, model) {
     var box = svg.getBoundingClientRect();
-    var px = (event.clientX - box.left) * W / box.width, py = (event.clientY - box.top) * H / box.height;
+    var px = (event.clientX - box.left) * model.W / box.width, py = (event.clientY - box.top) * model.H / box.height;
     if (model.panel.kind === "trial") {
       var best = null, dist = Infinity;
       model.points.forEach(function (p) {
@@ -216,6 +381,7 @@
       tip.hidden = true;
     });
     svg.addEventListener("click", function (event) {
+      if (svg.__dragged) { svg.__dragged = false; return; }
       var found = nearest(svg, event, model);
       if (!found || found.exp === null) return;
       if (event.shiftKey) {
@@ -223,14 +389,19 @@
         if (box) { box.checked = !box.checked; box.dispatchEvent(new Event("change", { bubbles: true })); }
         return;
       }
-      location.href = "/projects/" + encodeURIComponent(slug) + "/trials/" + encodeURIComponent(found.exp);
+      var href = "/projects/" + encodeURIComponent(slug) + "/trials/" + encodeURIComponent(found.exp);
+      clearTimeout(svg.__pending);  // a second click is a double-click: reset the zoom instead
+      if (event.detail > 1) return;
+      svg.__pending = setTimeout(function () { location.href = href; }, 300);
     });
   }
 
   function render() {
     var node = document.getElementById("explore-data");
     if (!node) return;
-    var data = JSON.parse(node.textContent), st = state();
+    data = data || JSON.parse(node.textContent);
+    css = data.css || [];
+    var st = state();
     document.querySelectorAll("figure.explore-plot").forEach(function (figure) {
       draw(figure, data.answer.panels[Number(figure.getAttribute("data-panel"))], data.answer, data.slug, st);
     });
@@ -262,7 +433,13 @@
     form.addEventListener("change", function (event) {
       // a drop-down choice redraws at once; text, several metrics or a selection mode
       // wait for "Show" (a subtree needs its root typed first)
-      if (event.target.tagName === "SELECT" && !event.target.multiple) form.requestSubmit();
+      if (event.target.tagName !== "SELECT" || event.target.multiple) return;
+      if (event.target.name === "select" && event.target.value === "subtree" && !form.elements.root.value) {
+        document.getElementById("explore-more").open = true;  // a subtree needs its root first
+        form.elements.root.focus();
+        return;
+      }
+      form.requestSubmit();
     });
     form.addEventListener("submit", function () {
       // keep the URL short: leave out empty fields and the defaults
@@ -270,6 +447,20 @@
         if (input.name && !input.multiple && input.type !== "checkbox" && input.type !== "radio" && input.value === "") input.disabled = true;
       });
       if (slider.value === "0") slider.disabled = true;
+    });
+    var picker = document.getElementById("metric-picker");
+    if (picker) {
+      picker.addEventListener("change", function () {
+        var chosen = Array.prototype.map.call(picker.querySelectorAll("input:checked"), function (i) { return i.value; });
+        var strong = picker.querySelector("summary strong");
+        if (strong) strong.textContent = chosen.join(", ") || "(none)";
+      });
+      document.addEventListener("click", function (event) { if (!picker.contains(event.target)) picker.open = false; });
+    }
+    var resized = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(resized);
+      resized = setTimeout(function () { document.querySelectorAll("figure.explore-plot").forEach(redraw); }, 150);
     });
     window.addEventListener("popstate", render);
     window.addEventListener("pageshow", function () {

@@ -148,8 +148,9 @@ BAD_POINTS = [
     ({"step": 1, "name": "a", "value": "1e999"}, "value"),
     ({"step": 1, "name": "a", "value": 1e200}, "value"),
     ({"step": 1, "name": "a", "value": 1.0, "wall_time": "soon"}, "wall_time"),
-    # no coercion, on either side: JSON integers for step and turn, JSON numbers for values
-    ({"step": 1.0, "name": "a", "value": 1.0}, "step"),
+    # no coercion, on either side: JSON integers for step and turn (1.0 is one, 1.5 is not:
+    # JSON Schema's integers), JSON numbers for values
+    ({"step": 1.5, "name": "a", "value": 1.0}, "step"),
     ({"step": "3", "name": "a", "value": 1.0}, "step"),
     ({"step": True, "name": "a", "value": 1.0}, "step"),
     ({"step": 1, "turn": False, "name": "a", "value": 1.0}, "turn"),
@@ -166,3 +167,12 @@ def test_the_api_schema_and_check_points_enforce_the_same_rules(trial: TestClien
     with pytest.raises(telemetry.InvalidInput) as info:
         telemetry.check_points([{"turn": None, "wall_time": None, **p} for p in body["points"]])
     assert info.value.field == f"points[1].{field}"
+
+
+def test_a_whole_number_written_as_a_float_is_a_step_on_both_sides(trial: TestClient) -> None:
+    """The document says ``integer``; JSON Schema counts ``1523491.0`` as one (issue 22)."""
+    body = {"points": [{"step": 1523491.0, "turn": 2.0, "name": "loss", "value": 0.5}]}
+    assert trial.post(T, json=body).status_code == 201
+    series = trial.get(T, params={"name": "loss"}).json()["series"][0]
+    assert series["step"] == [1523491] and series["turn"] == 2
+    assert telemetry.check_points(body["points"])[0][:2] == (1523491, 2)

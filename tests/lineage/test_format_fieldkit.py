@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import pytest
+
+from lineage.domain import MAX_DURATION_S
 from fieldkit.lineage import FailureLabel as FkLabel
 from fieldkit.lineage import LineageStore
 from fieldkit.lineage import Trial as FkTrial
@@ -120,7 +122,9 @@ def random_sweep(rng: random.Random, n: int) -> list[FkTrial]:
             if roll < 0.2:
                 return None
             value = rng.choice(NASTY_FLOATS) if roll < 0.6 else rng.uniform(-5, 5) * 10 ** rng.randint(-8, 6)
-            return abs(value) if nonneg and value is not None and value < 0 else value
+            if nonneg and value is not None:  # a duration: from 0 to MAX_DURATION_S
+                return min(abs(value), MAX_DURATION_S)
+            return value
 
         trials.append(
             FkTrial(
@@ -200,7 +204,8 @@ fk_text = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40),
 ).filter(fieldkit_can_read)
 fk_float = st.one_of(st.none(), st.sampled_from(NASTY_FLOATS), st.floats(allow_nan=False, allow_infinity=False))
-fk_duration = st.one_of(st.none(), st.sampled_from([0.0, -0.0, 14260.0, 1e-7]), st.floats(min_value=0, allow_infinity=False))
+fk_duration = st.one_of(st.none(), st.sampled_from([0.0, -0.0, 14260.0, 1e-7]),
+                        st.floats(min_value=0, max_value=MAX_DURATION_S))
 
 
 @st.composite

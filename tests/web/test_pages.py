@@ -171,7 +171,7 @@ def test_tree_windows_a_wide_node_and_pages_its_children(hub: Ledger, db_url: st
     from tests.web.conftest import make_client
 
     with make_client(db_url) as client:
-        html = client.get("/projects/hub/tree?per=25").text
+        html = client.get("/projects/hub/tree?per=25&view=nested").text
         assert html.count('id="t-c') == 25  # c00 (on the chain) is among the first 25
         assert "+ 35 more children of exp_r" in html
         more = client.get("/projects/hub/tree?root=r&offset=25&per=25").text
@@ -183,7 +183,7 @@ def test_tree_stops_at_its_depth_and_links_onwards(hub: Ledger, db_url: str) -> 
     from tests.web.conftest import make_client
 
     with make_client(db_url) as client:
-        html = client.get("/projects/hub/tree?depth=4").text
+        html = client.get("/projects/hub/tree?depth=4&view=nested").text
         assert 'id="t-d01"' in html and 'id="t-d02"' not in html
         assert 'href="/projects/hub/tree?root=d01"' in html and "continue the tree from exp_d01" in html
 
@@ -192,7 +192,7 @@ def test_tree_focus_roots_the_window_above_the_trial_with_its_ancestors(hub: Led
     from tests.web.conftest import make_client
 
     with make_client(db_url) as client:
-        html = client.get("/projects/hub/tree?focus=d10").text
+        html = client.get("/projects/hub/tree?focus=d10&view=nested").text
         crumbs = html.split('<nav class="breadcrumb"', 1)[1].split("</nav>", 1)[0]
         assert "<strong>exp_d07</strong>" in crumbs and "exp_r" in crumbs
         assert re.search(r'id="t-d10" class="node kept on-chain on-focus"', html)

@@ -1,0 +1,147 @@
+"""The field types of the API's request schemas, each carrying into the OpenAPI document
+the constraint the server enforces (one source: the type validates and documents).
+
+:data:`Text`
+    Any text that reaches the database: no NUL character and no lone surrogate
+    (PostgreSQL refuses the first, UTF-8 the second), so such input is a 422 on every
+    backend rather than a driver error. Documented as the pattern :data:`NO_NUL` (a
+    lone surrogate cannot be written in UTF-8 JSON at all).
+:data:`JsonObject`
+    ``extra``: a JSON object whose keys and strings, at any depth, hold no NUL, with
+    finite numbers, nested at most 32 deep; documented as :data:`JSON_VALUE_SCHEMA`
+    (recursive: the document holds it as the component ``JsonValue``).
+:func:`non_blank`
+    A pattern for text that must hold something besides white space.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, GetJsonSchemaHandler, StrictBool, StrictFloat
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema as cs
+
+__all__ = ["Flag", "JSON_VALUE_REF", "JSON_VALUE_SCHEMA", "JsonObject", "NO_NUL", "Number", "Text", "non_blank"]
+
+#: Text without NUL (ECMA 262 and Python read the escape alike).
+NO_NUL = "^[^\\u0000]*$"
+JSON_VALUE_REF = "#/components/schemas/JsonValue"
+_NO_NUL_STRING = {"type": "string", "pattern": NO_NUL}
+#: Any JSON value whose strings and keys hold no NUL.
+JSON_VALUE_SCHEMA: dict[str, Any] = {
+    "description": "Any JSON value; no NUL character in a string or key",
+    "anyOf": [
+        _NO_NUL_STRING, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
+        {"type": "array", "items": {"$ref": JSON_VALUE_REF}},
+        {"type": "object", "propertyNames": _NO_NUL_STRING, "additionalProperties": {"$ref": JSON_VALUE_REF}},
+    ],
+}
+
+
+def non_blank(excluded: str = "\\u0000") -> str:
+    """A pattern: characters other than ``excluded`` (a character-class body), at least
+    one of them not white space (Python's ``str.strip`` and ECMA's ``\\S`` agree on the
+    characters left once control characters are excluded)."""
+    return f"^[^{excluded}]*[^\\s{excluded}][^{excluded}]*$"
+
+
+def _clean_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (it holds a lone surrogate)") from None
+    return value
+
+
+def _clean_json(value: Any, depth: int = 0) -> Any:
+    if depth > 32:
+        raise ValueError("is nested too deeply (limit 32)")
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("must hold finite numbers only")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _clean_text(key)
+            _clean_json(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _clean_json(item, depth + 1)
+    return value
+
+
+class _NoNulPattern:
+    """Documents :data:`NO_NUL` on a string schema that has no pattern of its own."""
+
+    def __get_pydantic_json_schema__(self, schema: cs.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        out = handler(schema)
+        if out.get("type") == "string":
+            out.setdefault("pattern", NO_NUL)
+        return out
+
+
+class _JsonObjectSchema:
+    def __get_pydantic_json_schema__(self, schema: cs.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {"type": "object", "propertyNames": dict(_NO_NUL_STRING), "additionalProperties": {"$ref": JSON_VALUE_REF}}
+
+
+Text = Annotated[str, AfterValidator(_clean_text), _NoNulPattern()]
+#: A number of a request body: a JSON number, not ``true`` or ``"1.5"`` coerced.
+Number = StrictFloat
+#: A flag of a request body: ``true`` or ``false``, not ``"yes"`` or ``1`` coerced.
+Flag = StrictBool
+JsonObject = Annotated[dict[str, Any], AfterValidator(_clean_json), _JsonObjectSchema()]
+
+
+class _WholeNumber:
+    """The core and JSON schemas of :func:`whole_number` (one error, at the field itself)."""
+
+    def __init__(self, minimum: int, maximum: int, description: str | None) -> None:
+        self.minimum, self.maximum, self.description = minimum, maximum, description
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> cs.CoreSchema:
+        return cs.union_schema(
+            [cs.int_schema(strict=True, ge=self.minimum, le=self.maximum),
+             cs.no_info_plain_validator_function(self._whole_float)],
+            custom_error_type="whole_number",
+            custom_error_message=f"Input should be a whole number from {self.minimum} to {self.maximum}",
+        )
+
+    def _whole_float(self, value: Any) -> int:
+        """A JSON float without a fraction within the bounds (a JSON int is the other branch's)."""
+        if type(value) is not float or not value.is_integer() or not self.minimum <= value <= self.maximum:
+            raise ValueError("not a whole number in range")
+        return int(value)
+
+    def __get_pydantic_json_schema__(self, schema: cs.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        out: dict[str, Any] = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+def whole_number(minimum: int, maximum: int, description: str | None = None) -> Any:
+    """A JSON integer from ``minimum`` to ``maximum`` as JSON Schema reads one: ``8020``
+    and ``8020.0`` alike (a number without a fractional part is an integer there), never
+    ``true`` or ``"8020"``; validated to a Python ``int``."""
+    return Annotated[int, _WholeNumber(minimum, maximum, description)]
+
+
+def text(*, pattern: str | None = None, min_length: int | None = None, max_length: int | None = None) -> Any:
+    """:data:`Text` with constraints, documented with them (pydantic drops a ``pattern``
+    given after a validator from the JSON schema, so they go on the string itself)."""
+    from pydantic import Field
+
+    return Annotated[str, Field(pattern=pattern, min_length=min_length, max_length=max_length),
+                     AfterValidator(_clean_text), _NoNulPattern()]
+
+
+def word_list(words: tuple[str, ...]) -> str:
+    """A pattern: ``words`` separated by commas; a part may also be empty or white space
+    (skipped), never a word with white space around it."""
+    word = "|".join(words)
+    return f"^(\\s*|{word})(,(\\s*|{word}))*$"
