@@ -28,7 +28,7 @@ from lineage.domain import MAX_SLUG, METRIC_NAME_PATTERN
 from lineage.service.projects import MAX_TITLE
 from lineage.similar import MAX_QUERY_CHARS
 from lineage.trial_fields import TRIAL_FIELDS
-from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY, FailureLabel
+from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_BATCH, MAX_IDEMPOTENCY_KEY, FailureLabel
 
 
 BestPolicyName = Literal["kept", "fieldkit"]
@@ -245,6 +245,28 @@ class RecordOut(BaseModel):
                                 description="What the ledger read differently from the body, in words")
     similar_prior: list[SimilarOut] = Field(
         default_factory=list, description="Earlier trials close to this one (new trials only), closest first")
+
+
+class TrialBatchItem(TrialCreate):
+    """One trial of a batch: the body of ``POST .../trials``, with its own optional key."""
+
+    idempotency_key: str | None = Field(
+        None, min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="This item's key: a later batch or single record with it gets this trial back")
+
+
+class TrialBatchIn(Strict):
+    """``POST .../trials:batch``: 1 to 1,000 trials, recorded in order, all or nothing."""
+
+    trials: list[TrialBatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchOut(BaseModel):
+    #: trials stored by this request (0 on a replay)
+    created: int
+    #: True: the Idempotency-Key was used before with the same trials; nothing was written
+    replayed: bool
+    results: list[RecordOut] = Field(description="One answer per item, in the batch's order")
 
 
 class TrialPage(BaseModel):

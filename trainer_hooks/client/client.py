@@ -52,7 +52,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, Transport, Unavailable, deliver
 from trainer_hooks.client.outcome import TrialOutcome
@@ -75,6 +75,8 @@ PLANNED_STATUS = "harness_abort"
 ALERT_LEVELS = ("info", "warn", "error")
 MAX_ALERT_TITLE = 300
 MAX_ALERT_TEXT = 10_000
+#: Trials per ``POST ./trials:batch`` request of :meth:`LedgerClient.record_trials` (the server's limit).
+BATCH_TRIALS = 1000
 #: a run id names the spool file and prefixes idempotency keys (printable ASCII, no spaces)
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
@@ -257,6 +259,38 @@ class LedgerClient:
             body["metric_from"] = {str(k): float(v) for k, v in metric_from.items() if math.isfinite(float(v))}
             body["metric_key"] = metric_key
         self._append_op("finish", body)
+
+    def record_trials(self, trials: Sequence[Mapping[str, Any]], *, idempotency_key: str | None = None,
+                      similar: bool = False, attempts: int = 5) -> list[dict[str, Any]]:
+        """Record finished trials now, in order, with ``POST .../trials:batch`` (not
+        spooled): each a trial body as ``POST .../trials`` takes, with an optional
+        ``idempotency_key`` of its own. Up to :data:`BATCH_TRIALS` go in one request, all
+        or nothing; more are sent as consecutive batches (each atomic). Every request has
+        an Idempotency-Key (``idempotency_key`` or a new one, ``-<n>`` per batch), so a
+        retry after a lost answer never records twice: a dropped connection or a 5xx is
+        retried up to ``attempts`` times. Returns one answer per trial (``trial``,
+        ``created``, ``is_new_best``, ``similar_prior`` with ``similar``...); a refused
+        batch raises :class:`LedgerRejected` naming ``trials[i].field`` (of its batch).
+        """
+        key = idempotency_key or f"{self.run_id}-batch-{uuid.uuid4().hex[:12]}"
+        params = {"similar": "true"} if similar else {}
+        out: list[dict[str, Any]] = []
+        items = [dict(trial) for trial in trials]
+        for n, first in enumerate(range(0, len(items), BATCH_TRIALS)):
+            chunk = items[first:first + BATCH_TRIALS]
+            headers = {"Idempotency-Key": key if len(items) <= BATCH_TRIALS else f"{key}-{n}"}
+            backoff = Backoff(*self.backoff)
+            for attempt in range(attempts):
+                try:
+                    response = self._transport.request("batch", "POST", f"{self._transport.prefix}/trials:batch",
+                                                       json={"trials": chunk}, headers=headers, params=params)
+                    break
+                except Unavailable:
+                    if attempt == attempts - 1:
+                        raise
+                    time.sleep(backoff.next())
+            out.extend(response.json()["results"])
+        return out
 
     @property
     def exp_id(self) -> str | None:
