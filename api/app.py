@@ -25,6 +25,7 @@ from api.problems import install_problem_handlers
 from api.routes import install_routes
 from api.settings import Settings
 from lineage import migrate
+from lineage.db import SERVER_WAL_AUTOCHECKPOINT, checkpoint
 from lineage.service import Ledger
 
 DESCRIPTION = """\
@@ -41,6 +42,10 @@ The experiment lineage ledger's JSON API.
 * **Idempotency**: a trial creation with an existing `exp_id` or `Idempotency-Key` and the
   same body returns the stored trial (200), with another body 409 with both versions;
   telemetry batches are idempotent by `batch_id` / `Idempotency-Key`.
+* **Batches**: `POST /projects/{p}/trials:batch` records up to 1,000 trials
+  (`{"trials": [...]}`, each the body of `POST .../trials` plus an optional
+  `idempotency_key`) in one transaction, in order, all or nothing; a bad item is named
+  `trials[i].field`. The body may be up to `LINEAGE_MAX_BODY_BYTES` (64 MiB by default).
 * **ETags** of the prompt, the knowledge block and projects derive from the project's
   revision: `If-None-Match` gets 304 after one indexed query.
 * Bodies over the limit (`LINEAGE_MAX_BODY_BYTES`, counted after gzip decoding) get 413.
@@ -53,7 +58,8 @@ The experiment lineage ledger's JSON API.
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     configure_logging(settings.log_format, settings.log_level)
-    ledger = Ledger.open(settings.database_url, upgrade=settings.upgrade_on_start)
+    ledger = Ledger.open(settings.database_url, upgrade=settings.upgrade_on_start,
+                         wal_autocheckpoint=SERVER_WAL_AUTOCHECKPOINT)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -62,21 +68,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from lineage.monitor.delivery import delivery_enabled, delivery_loop
 
         delivery = asyncio.create_task(delivery_loop(ledger)) if delivery_enabled() else None
-        async with contextlib.AsyncExitStack() as stack:
-            if mcp is not None:  # MCP over Streamable HTTP, a fresh server per lifespan
-                await stack.enter_async_context(mcp.running())
-            yield
-        if delivery is not None:
-            delivery.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await delivery
+        # MCP over Streamable HTTP, a fresh server per lifespan, started by its first request
+        mcp_task = asyncio.create_task(mcp.run()) if mcp is not None else None
+        checkpoints = asyncio.create_task(_checkpoint_loop(ledger)) if ledger.store.sqlite else None
+        yield
+        for task in (checkpoints, mcp_task, delivery):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         ledger.close()
 
     app = FastAPI(title="Lineage Ledger", version="0.1.0", description=DESCRIPTION, docs_url="/docs", lifespan=lifespan)
     app.state.ledger = ledger
     app.state.settings = settings
     app.state.schema_head = migrate.head_revision()
-    app.state.write_lanes = WriteLanes()
+    app.state.write_lanes = WriteLanes(inline=ledger.store.sqlite)
 
     install_problem_handlers(app)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
@@ -94,14 +101,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
+#: Seconds between the background WAL checkpoints of a SQLite server.
+CHECKPOINT_INTERVAL_S = 0.5
+
+
+async def _checkpoint_loop(ledger: Ledger) -> None:
+    """SQLite: checkpoint the WAL in a worker thread every CHECKPOINT_INTERVAL_S, so that
+    requests never do it (their connections only past SERVER_WAL_AUTOCHECKPOINT pages)."""
+    while True:
+        await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+        try:
+            await asyncio.to_thread(checkpoint, ledger.engine)
+        except Exception:  # noqa: BLE001 - a busy or closing database: the next round retries
+            pass
+
+
 def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings):  # type: ignore[no-untyped-def]
-    """MCP at ``/mcp`` (Streamable HTTP, ``api.mcp_server.McpEndpoint``), with the JSON
-    API's tokens and roles; None when the MCP SDK is not installed (the ``mcp`` extra)."""
-    try:
-        from api.mcp_server import McpEndpoint
-    except ImportError:
+    """MCP at ``/mcp`` (Streamable HTTP, ``api.mcp_server.McpEndpoint``, imported and
+    started by the first request: ``api.mcp_lazy``), with the JSON API's tokens and
+    roles; None when the MCP SDK is not installed (the ``mcp`` extra)."""
+    from api.mcp_lazy import LazyMcp, mcp_installed
+
+    if not mcp_installed():
         return None
-    endpoint = McpEndpoint(ledger, anonymous_read=settings.anonymous_read, exposed=settings.exposed)
+    endpoint = LazyMcp(ledger, anonymous_read=settings.anonymous_read, exposed=settings.exposed)
     app.router.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     return endpoint
 

@@ -94,6 +94,8 @@ _DESCRIPTIONS = {
 CONFLICTS: dict[str, str] = {
     "create_project": "A project with this slug exists",
     "record_trial": "This exp_id or Idempotency-Key holds another trial (existing and proposed in the problem)",
+    "record_trials": "An item's exp_id or idempotency_key holds another trial (the field is trials[i].field), "
+                     "or this Idempotency-Key was used for other trials",
     "upload_tsv": "A row's exp_id holds another trial",
     "post_telemetry": "This batch_id or Idempotency-Key holds another batch",
     "raise_alert": "This Idempotency-Key holds another alert",

@@ -39,17 +39,23 @@ class WriteLanes:
     they may have to wait for its lock (SQLite's database lock, PostgreSQL's project
     row), and waiting inline would stall every request of the process.
 
+    ``inline=False`` (PostgreSQL): small writes go to the thread pool too. There a write
+    is mostly waiting on a dozen round trips to the database server; in the pool those
+    waits overlap with the other requests' parsing and answers instead of stalling the
+    event loop (the project's row lock still orders the writes of one project).
+
     Only scheduling lives here (a count of this process's long writes, changed in the
     event loop's thread); nothing that a response depends on.
     """
 
-    __slots__ = ("long_writes",)
+    __slots__ = ("inline", "long_writes")
 
-    def __init__(self) -> None:
+    def __init__(self, *, inline: bool = True) -> None:
+        self.inline = inline
         self.long_writes = 0
 
     async def small(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self.long_writes:
+        if self.long_writes or not self.inline:
             return await run_in_threadpool(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 

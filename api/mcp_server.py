@@ -47,7 +47,7 @@ except ImportError:  # mcp 1.x calls the same server FastMCP
 
 from lineage.alerts import ALERT_LEVELS
 from lineage.auth import Role, Unauthorized, check_access
-from lineage.domain import TRIAL_FIELD_NAMES, FailureLabel
+from lineage.domain import MAX_BATCH, TRIAL_FIELD_NAMES, FailureLabel
 from lineage.errors import InvalidInput, LedgerError, NotFound
 from lineage.service import Ledger
 from lineage.trial_fields import DEFAULT_LIST_FIELDS, changes_schema, check_fields, record_schema, select_fields
@@ -96,6 +96,14 @@ FieldsArg = Annotated[list[str] | None, WithJsonSchema({
 StatusesArg = Annotated[list[str] | None, WithJsonSchema({
     "type": "array", "items": {"type": "string", "enum": [label.value for label in FailureLabel]},
     "description": "Only trials with any of these statuses."})]
+
+
+def _batch_item_schema() -> dict[str, Any]:
+    """record_trial's trial, with the item's own optional idempotency key."""
+    schema = record_schema()
+    schema["properties"] = {**schema["properties"], "idempotency_key": {
+        "type": "string", "description": "Your key for this trial alone (1-255 printable characters)."}}
+    return schema
 
 
 def _description(doc: str | None) -> str:
@@ -336,6 +344,25 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
                 created = True
         result = ledger.record_trial(project, trial, idempotency_key=idempotency_key, similar_prior=True)
         return {**result.to_dict(), "project_created": created}
+
+    @tool(Role.WRITER)
+    def record_trials(
+        ctx: Context,
+        project: ProjectArg,
+        trials: Annotated[list[dict[str, Any]], WithJsonSchema({
+            "type": "array", "minItems": 1, "maxItems": MAX_BATCH, "items": _batch_item_schema(),
+            "description": f"1 to {MAX_BATCH:,} finished trials, each as record_trial's trial (plus an optional "
+                           "idempotency_key of its own), recorded in this order."})],
+        idempotency_key: Annotated[str | None, Field(
+            description="Your key for the whole batch; the same batch again gets the same trials back, never "
+                        "stored twice.")] = None,
+        similar: Annotated[bool, Field(description="Also return each trial's similar_prior.")] = False,
+    ) -> dict[str, Any]:
+        """Record many finished trials at once, all or nothing (a day's results, a
+        migration). Each follows record_trial's rules in order: exp_id allocated, a left-out
+        parent_exp is the best so far (earlier trials of the batch included). A bad trial
+        stores nothing; the error names it as trials[i].field."""
+        return ledger.record_trials(project, trials, idempotency_key=idempotency_key, similar_prior=similar).to_dict()
 
     @tool(Role.WRITER)
     def update_trial(ctx: Context, project: ProjectArg, exp_id: ExpIdArg, changes: ChangesArg) -> dict[str, Any]:

@@ -13,7 +13,7 @@ vocabulary, see :func:`generate_ideas`):
   to the ledger, so both arms share the server, the connection pool and the project).
   The service-level ratio (``Ledger.record_trial`` alone, ~0.3 ms on SQLite) is printed
   beside it: there the lookup's fixed cost (two or three SQL statements and the ranking
-  of up to PRIOR_CANDIDATES trials in Python, ~0.6 ms) weighs more than a whole insert.
+  of its shortlist, PRIOR_RECENT + SKETCH_BANDS x PRIOR_PER_BAND trials at most, in Python, ~0.6 ms) weighs more than a whole insert.
   The 1,000-trial figure is taken after the 100,000-trial project was deleted.
 * TSV-free bulk import of the project (``Ledger.import_trials``): the search index is
   kept in step inside the import; the figure is printed for comparison with

@@ -18,6 +18,10 @@ the ratio to the target next to each figure:
 * telemetry ingest: batches of points through ``POST .../telemetry``: bodies encoded
   before the clock starts (the server's figure), plain JSON and gzip; and end to end,
   the client's ``json.dumps`` of each batch inside the clock;
+* ``--only workload``: issue 23's workload (overlapping 200-character hypotheses, 4
+  client threads, 5,000 trials) on SQLite and PostgreSQL, single and batch ingest, cold
+  start and idle RSS, beside trackio and MLflow in their own venvs
+  (``bench/api_workload.py``);
 * the agent's reads on a 100,000-trial project (``bench/ledger.py``'s sweep): p50 and
   p95 of the wrapped prompt, the raw prompt, KNOWLEDGE.md and a 304 poll, end to end;
   then trials recorded into that project (ingest where every look-up has 100,000 rows).
@@ -362,8 +366,23 @@ def main() -> None:
     parser.add_argument("--project-size", type=int, default=100_000, help="trials of the prompt benchmark's project")
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--mlflow", default=None, help="mlflow executable for the comparison (optional)")
-    parser.add_argument("--only", choices=["ingest", "telemetry", "prompt"], default=None, help="run one benchmark")
+    parser.add_argument("--only", choices=["ingest", "telemetry", "prompt", "workload"], default=None,
+                        help="run one benchmark (workload: issue 23's, bench/api_workload.py, with peers)")
+    parser.add_argument("--workload-trials", type=int, default=5_000)
+    parser.add_argument("--batch", type=int, default=500, help="trials per POST .../trials:batch")
+    parser.add_argument("--peer-trials", type=int, default=500, help="trials of the workload the peers log")
+    parser.add_argument("--backends", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="another source tree of the ledger (git archive of main) for a before/after ratio")
     args = parser.parse_args()
+    if args.only == "workload":
+        from bench.api_workload import run as run_workload
+
+        with tempfile.TemporaryDirectory() as tmp:
+            met = run_workload(Path(tmp), trials=args.workload_trials, batch=args.batch, peer_trials=args.peer_trials,
+                               backends=args.backends, baseline_src=args.baseline_src)
+        print(f"\nsingle-ingest targets met: {'yes' if met else 'NO'}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         run = lambda name: args.only in (None, name)  # noqa: E731
         ingest = bench_ingest(Path(tmp), args.trials, find_mlflow(args.mlflow)) if run("ingest") else INGEST_TARGET

@@ -40,16 +40,37 @@ def is_sqlite(engine_or_url: Engine | str) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
-def make_engine(db: str | None = None, **kwargs: object) -> Engine:
-    """An engine for ``db`` (see :func:`resolve_url`) with the ledger's connection settings."""
+#: A server's SQLite connections checkpoint the WAL themselves only past this many pages
+#: (32 MiB). Its background checkpointer (:func:`checkpoint`, passive) copies the WAL
+#: into the database and syncs it meanwhile, off the requests; under steady writes it
+#: never quite catches up (a WAL restarts only when fully copied), so the WAL file
+#: grows to this size, where a commit's own checkpoint copies the few frames left.
+SERVER_WAL_AUTOCHECKPOINT = 8_192
+
+
+def make_engine(db: str | None = None, *, wal_autocheckpoint: int | None = None, **kwargs: object) -> Engine:
+    """An engine for ``db`` (see :func:`resolve_url`) with the ledger's connection settings.
+    ``wal_autocheckpoint``: SQLite's pages before a commit checkpoints (default 1,000)."""
     url = resolve_url(db)
     if is_sqlite(url):
-        return _sqlite_engine(url, **kwargs)
+        return _sqlite_engine(url, wal_autocheckpoint=wal_autocheckpoint, **kwargs)
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(url, **kwargs)  # type: ignore[arg-type]
 
 
-def _sqlite_engine(url: str, **kwargs: object) -> Engine:
+def checkpoint(engine: Engine) -> None:
+    """A passive WAL checkpoint of a SQLite database (never waits for readers or writers;
+    a no-op on PostgreSQL): what a server's background task runs."""
+    if not is_sqlite(engine):
+        return
+    raw = engine.raw_connection()
+    try:
+        raw.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    finally:
+        raw.close()
+
+
+def _sqlite_engine(url: str, *, wal_autocheckpoint: int | None = None, **kwargs: object) -> Engine:
     database = make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
@@ -71,6 +92,8 @@ def _sqlite_engine(url: str, **kwargs: object) -> Engine:
         # NORMAL is durable across process crashes in WAL mode (only an OS crash can
         # lose the last commits), and avoids an fsync per commit.
         cursor.execute("PRAGMA synchronous=NORMAL")
+        if wal_autocheckpoint is not None:
+            cursor.execute(f"PRAGMA wal_autocheckpoint={int(wal_autocheckpoint)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")

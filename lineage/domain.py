@@ -417,6 +417,8 @@ def check_window(name: str, value: int, *, minimum: int) -> None:
 
 #: Longest idempotency key, in characters (printable ASCII without spaces).
 MAX_IDEMPOTENCY_KEY = 255
+#: Most trials in one JSON batch (``Ledger.record_trials``, ``POST ./trials:batch``, MCP ``record_trials``).
+MAX_BATCH = 1000
 #: The idempotency-key alphabet as a regular expression (schemas add the length bounds).
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]+$"
 

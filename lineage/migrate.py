@@ -1,16 +1,22 @@
-"""Schema upgrades through Alembic, run in code (``lineage db upgrade``, ``lineage serve``)."""
+"""Schema upgrades through Alembic, run in code (``lineage db upgrade``, ``lineage serve``).
+
+Alembic (and Mako under it) is imported only when an upgrade runs: a server whose schema
+is at head finds that out with one query and a look at the revision files
+(:func:`head_revision`, :func:`current_revision`), which keeps its cold start short.
+"""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import OperationalError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 from lineage.db import SQLITE_BUSY_TIMEOUT_MS, WRITE_OPTION, is_sqlite
 
@@ -21,20 +27,43 @@ def migrations_dir() -> Path:
     return Path(package.__file__).resolve().parent
 
 
-def alembic_config(engine: Engine) -> Config:
+def alembic_config(engine: Engine) -> "Config":
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
     return config
 
 
+_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]([^'\"]*)['\"]", re.MULTILINE)
+_HEAD: str | None = None
+
+
 def head_revision() -> str:
-    return ScriptDirectory(str(migrations_dir())).get_current_head() or ""
+    """The newest revision of the shipped migrations: the one no other revises (read from
+    the revision files' ``revision``/``down_revision`` lines, without Alembic)."""
+    global _HEAD
+    if _HEAD is None:
+        revisions, revised = set(), set()
+        for path in (migrations_dir() / "versions").glob("*.py"):
+            for name, value in _REVISION.findall(path.read_text(encoding="utf-8")):
+                (revisions if name == "revision" else revised).add(value)
+        heads = sorted(revisions - revised)
+        if len(heads) != 1:  # not one linear history: Alembic's answer (and its error)
+            from alembic.script import ScriptDirectory
+
+            return ScriptDirectory(str(migrations_dir())).get_current_head() or ""
+        _HEAD = heads[0]
+    return _HEAD
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The database's revision (``alembic_version``), None for an empty database."""
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 #: How long an SQLite upgrade waits for another process's upgrade to let go of the lock, in
@@ -81,7 +110,14 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             time.sleep(0.05 * attempt)
 
 
+#: The revision that adds ``trials.search_concepts`` and ``trial_sketch`` (filled on upgrade).
+CONCEPTS_REVISION = "0009"
+
+
 def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_ms: int | None = None) -> None:
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
     config = alembic_config(engine)
     with engine.connect() as conn:
         raw = conn.connection.dbapi_connection
@@ -92,10 +128,18 @@ def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_m
                 if not is_sqlite(engine):  # SQLite: BEGIN IMMEDIATE above is the lock
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({POSTGRES_UPGRADE_LOCK})")
                 # under the lock: another process may have upgraded while this one waited
-                if revision == "head" and MigrationContext.configure(conn).get_current_revision() == head_revision():
+                before = MigrationContext.configure(conn).get_current_revision()
+                if revision == "head" and before == head_revision():
                     return
                 config.attributes["connection"] = conn
                 command.upgrade(config, revision)
+                after = MigrationContext.configure(conn).get_current_revision() or ""
+                if before is not None and before < CONCEPTS_REVISION <= after:
+                    # rows stored before trials.search_concepts: filled here, in the upgrade's
+                    # transaction (the migration itself imports nothing from lineage)
+                    from lineage.store import Store
+
+                    Store(engine).backfill_concepts(conn)
         finally:
             if busy_timeout_ms is not None and not conn.invalidated:  # back to the pool with the usual wait
                 raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")  # type: ignore[union-attr]

@@ -33,8 +33,8 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -44,7 +44,22 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-JSONType = JSON().with_variant(JSONB(), "postgresql")
+class _JSONB(TypeDecorator):  # type: ignore[type-arg]
+    """JSON, as ``jsonb`` on PostgreSQL: the PostgreSQL dialect's type is imported when a
+    PostgreSQL connection needs it, so a SQLite server never loads that dialect."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):  # type: ignore[no-untyped-def]
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
+JSONType = _JSONB()
 #: JSON kept as the text written, on both backends (``json`` on PostgreSQL): ``jsonb`` would
 #: turn ``1e+23`` into an integer, ``-0.0`` into ``0.0`` and reorder keys (migration 0006).
 JSONText = JSON()
@@ -117,6 +132,9 @@ class TrialRow(Base):
     #: the numeric-aware sort key of exp_id (lineage.exp_ids.exp_sort_key), written by the
     #: store with every insert; byte order on both backends (COLLATE "C" on PostgreSQL)
     exp_key: Mapped[str] = mapped_column(ExpKeyText, default="", server_default="")
+    #: the content concepts of hypothesis and notes (lineage.similar.stored_concepts),
+    #: written by the store so ranking needs no tokenizing; NULL: not computed yet
+    search_concepts: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: the length of the chain ending at this trial (lineage.store.chain: the root is 1,
     #: a trial parent's + 1; 0 only for a trial on a parent cycle older data may hold) and
     #: the ancestor at the last multiple of ``CHAIN_SKIP`` below it ('' in the first
@@ -224,6 +242,18 @@ class TrialStatusTotalRow(Base):
     status: Mapped[str] = mapped_column(String(40), primary_key=True)
     trials: Mapped[int] = mapped_column(BigInteger, default=0)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class TrialSketchRow(Base):
+    """The min-hash sketch of a trial's concepts (``lineage.similar.sketch``): one row per
+    band, written by the store with the trial. ``similar_prior`` reads, per band of the new
+    trial, the newest trials sharing it: a bounded index walk, however large the project."""
+
+    __tablename__ = "trial_sketch"
+
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    band: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
 
 
 class GuardrailPolicyRow(Base):

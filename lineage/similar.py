@@ -53,10 +53,22 @@ Score of a candidate (:class:`FuzzyTokenRanker`), in [0, 1]
     four times as much as precision (how much else the trial says). The candidate's score is the largest of the scores of
     ``hypothesis``, ``notes`` and the two together, rounded to 4 decimals. Results are
     the candidates scoring at least :data:`MIN_SCORE`, by score descending, then newest
-    first (``seq`` descending). ``similar_prior`` of a recorded trial (query: its
-    hypothesis and notes) is the first :data:`PRIOR_LIMIT` earlier trials scoring at
-    least :data:`PRIOR_THRESHOLD`, from at most :data:`PRIOR_CANDIDATES` candidates (it
-    runs inside every write, so it reads fewer).
+    first (``seq`` descending).
+
+Candidates of similar_prior (``Store.prior_rows``)
+    ``similar_prior`` of a recorded trial (query: its hypothesis and notes) is the first
+    :data:`PRIOR_LIMIT` earlier trials scoring at least :data:`PRIOR_THRESHOLD`. It runs
+    inside every write, so its candidates come from a bounded shortlist instead of the
+    full-text tiers (whose cost grows with the project; with overlapping texts they were
+    most of a write's time): the newest :data:`PRIOR_RECENT` trials, and for each of the
+    :data:`SKETCH_BANDS` bands of the query's min-hash :func:`sketch` the newest
+    :data:`PRIOR_PER_BAND` trials sharing it (a trial shares a band with a probability
+    equal to the Jaccard similarity of the two concept sets, so near repeats, reorderings
+    and respellings are found however old). Each trial's content concepts are stored with
+    it (``trials.search_concepts``, :func:`stored_concepts`, tagged with the spelling
+    table they were computed with) and its sketch in ``trial_sketch``, both written by the
+    store in the trial's transaction; the ranking reads the stored concepts instead of
+    tokenizing each candidate again.
 """
 
 from __future__ import annotations
@@ -66,10 +78,9 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from rapidfuzz import fuzz
 
 __all__ = [
-    "CANDIDATES", "PRIOR_CANDIDATES", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
+    "CANDIDATES", "PRIOR_PER_BAND", "PRIOR_RECENT", "SKETCH_BANDS", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
     "SPELLINGS", "STOP_WORDS", "Candidate", "FuzzyTokenRanker", "Ranker", "Similar", "concepts", "query_terms", "rank",
     "search_text", "tokens",
 ]
@@ -78,14 +89,19 @@ __all__ = [
 MAX_QUERY_CHARS = 2_000
 #: Distinct query tokens used for retrieval (the rest still count in the score).
 MAX_QUERY_TOKENS = 24
-#: Candidates read from the database per query, at most (``similar_prior``: PRIOR_CANDIDATES).
+#: Candidates read from the database per query, at most (``similar_prior``: its shortlist).
 CANDIDATES = 200
-PRIOR_CANDIDATES = 20
 #: Results below this score are left out.
 MIN_SCORE = 0.3
 #: ``similar_prior``: earlier trials at least this close, at most PRIOR_LIMIT of them.
 PRIOR_THRESHOLD = 0.6
 PRIOR_LIMIT = 3
+#: ``similar_prior``'s shortlist (module doc, "Candidates of similar_prior"): the newest
+#: PRIOR_RECENT trials, and per sketch band the newest PRIOR_PER_BAND sharing it.
+PRIOR_RECENT = 10
+PRIOR_PER_BAND = 3
+#: Min-hashes of a trial's concept set kept in ``trial_sketch`` (one row each).
+SKETCH_BANDS = 4
 #: Longest token kept, in characters (PostgreSQL skips words over 2,047 bytes).
 MAX_TOKEN_CHARS = 64
 
@@ -165,6 +181,18 @@ class _Spellings:
                 self.concept.setdefault(form, concept)
             self.forms[concept] = tuple(dict.fromkeys(forms))
         self.longest = max((len(form) for form in self.concept), default=1)
+        #: names this table in stored concepts: a value stored under another table is
+        #: recomputed from the text (a release that adds spellings needs no rewrite)
+        import hashlib
+
+        self.tag = hashlib.blake2b(repr(sorted(table.items())).encode("utf-8"), digest_size=4).hexdigest()
+        #: a one-word spelling -> its concept
+        self.single = {form[0]: concept for form, concept in self.concept.items() if len(form) == 1}
+        #: the first word of a spelling of several words -> the longest such spelling's length
+        self.starts: dict[str, int] = {}
+        for form in self.concept:
+            if len(form) > 1:
+                self.starts[form[0]] = max(self.starts.get(form[0], 0), len(form))
 
 
 _SPELLINGS: _Spellings | None = None
@@ -185,17 +213,24 @@ def concepts(text: str) -> list[str]:
         return []
     words = tokens(_CAMEL.sub(" ", text))
     table = _spellings()
+    single, starts, concept_of = table.single, table.starts, table.concept
     out: list[str] = []
-    i = 0
-    while i < len(words):
-        for length in range(min(table.longest, len(words) - i), 0, -1):
-            concept = table.concept.get(tuple(words[i:i + length]))
-            if concept is not None:
-                out.append(concept)
-                i += length
-                break
+    i, n = 0, len(words)
+    while i < n:
+        word = words[i]
+        longest = starts.get(word)
+        if longest is not None:  # a spelling of several words may start here: the longest wins
+            for length in range(min(longest, n - i), 1, -1):
+                concept = concept_of.get(tuple(words[i:i + length]))
+                if concept is not None:
+                    out.append(concept)
+                    i += length
+                    break
+            else:
+                out.append(single.get(word, word))
+                i += 1
         else:
-            out.append(words[i])
+            out.append(single.get(word, word))
             i += 1
     return out
 
@@ -208,6 +243,42 @@ def search_text(hypothesis: str, notes: str) -> str:
 def content_tokens(text: str) -> list[str]:
     """Distinct concepts of ``text`` that are not stop-words, in first-seen order."""
     return list(dict.fromkeys(word for word in concepts(text) if word not in STOP_WORDS))
+
+
+def stored_concepts(hypothesis: str, notes: str) -> str:
+    """What the store writes to ``trials.search_concepts``: the tag of the spelling table
+    in use, a tab, the content concepts (:func:`content_tokens`) of ``hypothesis``, a
+    tab, those of ``notes``; each list space-joined (concepts hold neither)."""
+    return (_spellings().tag + "\t" + " ".join(content_tokens(hypothesis)) + "\t"
+            + " ".join(content_tokens(notes)))
+
+
+def split_concepts(stored: str) -> tuple[list[str], list[str]] | None:
+    """``(hypothesis concepts, notes concepts)`` of a ``trials.search_concepts`` value;
+    None when it was computed with another spelling table (then the texts count)."""
+    tag, _, rest = stored.partition("\t")
+    if tag != _spellings().tag:
+        return None
+    hypothesis, _, notes = rest.partition("\t")
+    return hypothesis.split(), notes.split()
+
+
+def sketch(concepts: Any) -> list[int]:
+    """The :data:`SKETCH_BANDS` min-hash keys of a set of concepts (empty for none): band
+    ``i`` is the smallest ``i``-th 64-bit word of the BLAKE2b digests of the concepts (a
+    min-hash under the ``i``-th of independent hash functions), with ``i`` in its low
+    bits, as a non-negative 62-bit number. Two trials share band ``i`` with a probability
+    equal to the Jaccard similarity of their concept sets; the same on every process and
+    backend."""
+    import hashlib
+    import struct
+
+    words = set(concepts)
+    if not words:
+        return []
+    unpack = struct.Struct(f"<{SKETCH_BANDS}Q").unpack
+    rows = [unpack(hashlib.blake2b(word.encode("utf-8"), digest_size=8 * SKETCH_BANDS).digest()) for word in words]
+    return [(low & ((1 << 58) - 1)) << 4 | band for band, low in enumerate(map(min, zip(*rows)))]
 
 
 #: A retrieval term: a token (a prefix term from 3 characters), or the alternatives of a
@@ -233,6 +304,8 @@ class Candidate:
     delta_vs_best: float | None
     hypothesis: str
     notes: str
+    #: ``trials.search_concepts`` (:func:`stored_concepts`); None: computed from the texts
+    concepts: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +348,8 @@ def _closeness(q: str, d: str) -> float:
     if len(short) >= 3 and long_.startswith(short):
         return 0.9
     if len(short) >= 4:
+        from rapidfuzz import fuzz  # imported by the first fuzzy comparison, not at start
+
         ratio = fuzz.ratio(q, d, score_cutoff=80.0)
         return ratio / 100.0
     return 0.0
@@ -282,27 +357,47 @@ def _closeness(q: str, d: str) -> float:
 
 class _QueryCloseness:
     """The closeness of each token met so far to every query token, computed once per
-    token for a whole ranking call (candidates share most of their words)."""
+    token for a whole ranking call (candidates share most of their words); kept sparse
+    (the query tokens it is close to), as most words are close to one or none."""
 
     def __init__(self, query: Sequence[str]) -> None:
         self.query = list(dict.fromkeys(query))
         self.index = {word: i for i, word in enumerate(self.query)}
-        #: token -> (best closeness to any query token, closeness to each, or None when all 0)
-        self.seen: dict[str, tuple[float, tuple[float, ...] | None]] = {}
+        #: token -> (best closeness to any query token, ((query index, closeness > 0), ...))
+        self.seen: dict[str, tuple[float, tuple[tuple[int, float], ...]]] = {}
+        #: the query tokens a prefix can relate (3+ characters, not all digits), by their
+        #: first 3 characters; those fuzzy ratios can relate (4+ characters, not all digits)
+        self.by_head: dict[str, list[tuple[int, str]]] = {}
+        self.fuzzy: list[int] = []
+        for i, word in enumerate(self.query):
+            if len(word) >= 3 and not word.isdigit():
+                self.by_head.setdefault(word[:3], []).append((i, word))
+                if len(word) >= 4:
+                    self.fuzzy.append(i)
+        self.fuzzy_words = [self.query[i] for i in self.fuzzy]
 
-    def of(self, word: str) -> tuple[float, tuple[float, ...] | None]:
+    def of(self, word: str) -> tuple[float, tuple[tuple[int, float], ...]]:
+        """:func:`_closeness` of ``word`` to each query token (the non-zero ones), found
+        without trying every pair: equal by the index, prefixes by their first 3
+        characters, fuzzy ratios by one rapidfuzz call over the query."""
         found = self.seen.get(word)
-        if found is None:
-            at = self.index.get(word)
-            if at is None and word.isdigit():  # numbers match only themselves
-                found = self.seen[word] = (0.0, None)
-                return found
-            if at is not None:
-                vector = tuple(1.0 if i == at else _closeness(q, word) for i, q in enumerate(self.query))
-            else:
-                vector = tuple(_closeness(q, word) for q in self.query)
-            best = max(vector, default=0.0)
-            found = self.seen[word] = (best, vector if best > 0.0 else None)
+        if found is not None:
+            return found
+        at = self.index.get(word)
+        close: dict[int, float] = {} if at is None else {at: 1.0}
+        if not word.isdigit():  # numbers match only themselves
+            if len(word) >= 3:
+                for i, q in self.by_head.get(word[:3], ()):
+                    if i != at and (q.startswith(word) or word.startswith(q)):
+                        close[i] = 0.9
+            if len(word) >= 4 and self.fuzzy_words:
+                from rapidfuzz import fuzz, process  # imported by the first ranking, not at start
+
+                for _, score, k in process.extract(word, self.fuzzy_words, scorer=fuzz.ratio, processor=None,
+                                                   score_cutoff=80.0, limit=None):
+                    close.setdefault(self.fuzzy[k], score / 100.0)
+        pairs = tuple(close.items())
+        found = self.seen[word] = (max(close.values(), default=0.0), pairs)
         return found
 
     def f2(self, field: Sequence[str]) -> float:
@@ -311,15 +406,18 @@ class _QueryCloseness:
         if not self.query or not field:
             return 0.0
         precision_sum = 0.0
-        hits: list[tuple[float, ...]] = []
+        best = [0.0] * len(self.query)
+        seen, of = self.seen, self.of
         for word in field:
-            best, vector = self.of(word)
-            if vector is not None:
-                precision_sum += best
-                hits.append(vector)
-        if not hits:
+            top, pairs = seen.get(word) or of(word)
+            if top:  # > 0 exactly when some query token is close
+                precision_sum += top
+                for i, c in pairs:
+                    if c > best[i]:
+                        best[i] = c
+        if not precision_sum:
             return 0.0
-        recall = sum(max(column) for column in zip(*hits)) / len(self.query)
+        recall = sum(best) / len(self.query)
         precision = precision_sum / len(field)
         return 5 * recall * precision / (4 * precision + recall)
 
@@ -333,8 +431,10 @@ def token_f2(query: Sequence[str], field: Sequence[str]) -> float:
 class FuzzyTokenRanker:
     """The default ranker: token F2 of the query against hypothesis, notes and both."""
 
-    def scores(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
-        closeness = _QueryCloseness(content_tokens(query))
+    def scores(self, query: str, candidates: Sequence[Candidate], *,
+               query_concepts: Sequence[str] | None = None) -> list[float]:
+        """``query_concepts``: the query's content concepts when the caller has them."""
+        closeness = _QueryCloseness(content_tokens(query) if query_concepts is None else query_concepts)
         # candidates often repeat a text (the same idea tried again): each distinct text
         # is tokenised and scored once per call
         fields: dict[str, tuple[list[str], float]] = {}
@@ -346,10 +446,26 @@ class FuzzyTokenRanker:
                 found = fields[text] = (words, closeness.f2(words))
             return found
 
+        by_concepts: dict[str, tuple[list[str], float]] = {"": ([], 0.0)}
+
+        def stored(part: str) -> tuple[list[str], float]:
+            found = by_concepts.get(part)
+            if found is None:
+                words = part.split()
+                found = by_concepts[part] = (words, closeness.f2(words))
+            return found
+
+        tag = _spellings().tag + "\t"
         out = []
         for candidate in candidates:
-            hypothesis, hypothesis_score = field(candidate.hypothesis)
-            notes, notes_score = field(candidate.notes)
+            if candidate.concepts is not None and candidate.concepts.startswith(tag):
+                # computed at write (trials.search_concepts), with this spelling table
+                hypothesis_part, _, notes_part = candidate.concepts[len(tag):].partition("\t")
+                hypothesis, hypothesis_score = stored(hypothesis_part)
+                notes, notes_score = stored(notes_part)
+            else:
+                hypothesis, hypothesis_score = field(candidate.hypothesis)
+                notes, notes_score = field(candidate.notes)
             best = max(hypothesis_score, notes_score)
             # a field without a word close to the query (score 0) adds only to the length
             # of the two together, which then scores no higher than the other field alone
@@ -364,11 +480,15 @@ DEFAULT_RANKER = FuzzyTokenRanker()
 
 def rank(
     query: str, candidates: Sequence[Candidate], *, limit: int, min_score: float = MIN_SCORE,
-    ranker: Ranker | None = None,
+    ranker: Ranker | None = None, query_concepts: Sequence[str] | None = None,
 ) -> list[Similar]:
     """The ``limit`` closest candidates scoring at least ``min_score``: by score
-    descending, then newest first."""
-    scores = (ranker or DEFAULT_RANKER).scores(query, candidates)
+    descending, then newest first. ``query_concepts``: the query's content concepts, when
+    known (the default ranker then skips computing them)."""
+    if ranker is None:
+        scores = DEFAULT_RANKER.scores(query, candidates, query_concepts=query_concepts)
+    else:
+        scores = ranker.scores(query, candidates)
     kept = [(score, c) for score, c in zip(scores, candidates) if score >= min_score]
     kept.sort(key=lambda pair: (-pair[0], -pair[1].seq))
     return [

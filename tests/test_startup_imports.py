@@ -58,3 +58,41 @@ def test_the_cli_and_its_help_import_no_heavy_library() -> None:
     )
     assert "api.cli.serve" in loaded  # the probe really loaded the CLI
     assert not {m for m in loaded if m.split(".")[0] in HEAVY}
+
+
+#: What a server whose schema is at head does not load before it is used (issue 23: cold
+#: start and idle memory): Alembic and Mako (only an upgrade needs them), the MCP SDK (the
+#: first /mcp request), Jinja (the first page), rapidfuzz (the first ranking) and the
+#: PostgreSQL dialect (a PostgreSQL database).
+LAZY = ("alembic", "mako", "mcp", "jinja2", "rapidfuzz", "sqlalchemy.dialects.postgresql")
+
+
+def test_a_server_at_head_starts_without_what_it_uses_later(tmp_path) -> None:
+    url = "sqlite:///" + str(tmp_path / "z.db")
+    subprocess.run([sys.executable, "-m", "api.cli", "--db", url, "db", "upgrade"], check=True, capture_output=True,
+                   timeout=120)
+    loaded = _modules_after(
+        "from fastapi.testclient import TestClient\n"
+        "from api.app import create_app\n"
+        "from api.settings import Settings\n"
+        f"app = create_app(Settings(database_url={url!r}))\n"
+        "with TestClient(app) as client:\n"
+        "    assert client.get('/health').status_code == 200\n"
+    )
+    assert "fastapi" in loaded and "api.mcp_lazy" in loaded
+    assert not {m for m in loaded for lazy in LAZY if m == lazy or m.startswith(lazy + ".")}
+
+
+def test_mcp_starts_on_its_first_request(tmp_path) -> None:
+    _modules_after(
+        "from fastapi.testclient import TestClient\n"
+        "from api.app import create_app\n"
+        "from api.settings import Settings\n"
+        f"app = create_app(Settings(database_url={str('sqlite:///' + str(tmp_path / 'm.db'))!r}))\n"
+        "with TestClient(app) as client:\n"
+        "    body = {'jsonrpc': '2.0', 'id': 1, 'method': 'initialize', 'params': {'protocolVersion': '2025-03-26',"
+        " 'capabilities': {}, 'clientInfo': {'name': 't', 'version': '1'}}}\n"
+        "    answer = client.post('/mcp', json=body, headers={'Accept': 'application/json, text/event-stream'})\n"
+        "    assert answer.status_code == 200, (answer.status_code, answer.text)\n"
+        "    import sys; assert 'api.mcp_server' in sys.modules\n"
+    )

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote, urlencode
 
-import jinja2
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 
@@ -156,10 +155,24 @@ def with_query(url: str, params: Mapping[str, Any]) -> str:
 
 
 class Pages:
-    """The template environment of one app."""
+    """The template environment of one app, built by the first page rendered (Jinja is
+    imported then, not at the server's start)."""
 
     def __init__(self, directory: Path = TEMPLATES_DIR) -> None:
-        self.env = jinja2.Environment(
+        self.directory = directory
+        self._env: Any = None
+
+    @property
+    def env(self) -> Any:
+        if self._env is None:
+            self._env = self._environment(self.directory)
+        return self._env
+
+    @staticmethod
+    def _environment(directory: Path) -> Any:
+        import jinja2
+
+        env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(directory)),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
@@ -168,7 +181,7 @@ class Pages:
             auto_reload=False,
         )
         versions = _static_versions()
-        self.env.globals.update(
+        env.globals.update(
             static=lambda name: f"/static/{name}?v={versions.get(name, '0')}",
             project_url=project_url,
             trial_url=trial_url,
@@ -176,7 +189,7 @@ class Pages:
             with_query=with_query,
             status_class=status_class,
         )
-        self.env.filters.update(
+        env.filters.update(
             metric=fmt_metric,
             delta=fmt_delta,
             number=fmt_number,
@@ -187,6 +200,7 @@ class Pages:
             seg=seg,
             status_class=status_class,
         )
+        return env
 
     def render(self, request: Request, name: str, context: Mapping[str, Any], *, status: int = 200) -> HTMLResponse:
         template = self.env.get_template(name)

@@ -34,6 +34,7 @@ PATCH    /projects/{p}                                    writer  title, metric,
                                                                   policy, prompt_template
 DELETE   /projects/{p}                                    admin   delete with its trials
 POST     /projects/{p}/trials                             writer  record (201/200/409)
+POST     /projects/{p}/trials:batch                       writer  record up to 1,000, all or nothing (201/200/409)
 GET      /projects/{p}/trials                             reader  filter, sort, cursor; TSV
 GET      /projects/{p}/trials/{exp}                       reader  one trial
 PATCH    /projects/{p}/trials/{exp}                       writer  status, metric, notes, ...

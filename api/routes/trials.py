@@ -6,16 +6,19 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from api import present
 from api.schema_types import non_blank
 from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
 from api.schemas import (
+    BatchOut,
     ExportQuery,
     ImportOut,
     ImportQuery,
     LineageOut,
     RecordOut,
+    TrialBatchIn,
     TrialCreate,
     TrialFilters,
     TrialOut,
@@ -40,6 +43,31 @@ async def record_trial(
     result = await who.small_write(who.ledger.record_trial, project, body.model_dump(exclude_unset=True),
                                    idempotency_key=key, similar_prior=True)
     return present.recorded(request, project, result)
+
+
+@router.post("/trials:batch", status_code=201, response_model=BatchOut,
+             responses={200: {"model": BatchOut, "description": "nothing new: every item (or the whole batch, by "
+                                                                 "its Idempotency-Key) was already stored"}})
+async def record_trials(
+    project: ProjectSlug, body: TrialBatchIn, who: Writer, key: IdempotencyKey = None,
+    similar: Annotated[bool, Query(description="Each new item's similar_prior (earlier close trials)")] = False,
+) -> Response:
+    """Record up to 1,000 trials (``{"trials": [...]}``, each the body of ``POST
+    .../trials`` plus an optional per-item ``idempotency_key``) in order, in one
+    transaction: all or nothing. The request body may be up to 64 MiB
+    (``LINEAGE_MAX_BODY_BYTES``); more than 1,000 items is a 422 naming ``trials``.
+
+    Each item follows the single record's rules: the server allocates ids in order, a
+    left-out parent is the best so far (including earlier items), ``delta_vs_best`` is
+    computed against the best before the item. A bad item: 422 (or 409) naming
+    ``trials[i].field``, nothing stored. An item whose exp_id or key is stored with the
+    same body comes back ``created: false``. ``Idempotency-Key``: the same batch again
+    gets 200 with the first answer's trials (``replayed: true``); other trials under
+    the key are a 409. Webhooks and guardrails are evaluated once per batch."""
+    items = [item.model_dump(exclude_unset=True) for item in body.trials]
+    result = await who.long_write(who.ledger.record_trials, project, items, idempotency_key=key,
+                                  similar_prior=similar)
+    return JSONResponse(result.to_dict(), status_code=201 if result.created else 200)
 
 
 @router.get("/trials", response_model=TrialPage, responses={200: _TSV_CONTENT})

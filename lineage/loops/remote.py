@@ -23,7 +23,9 @@ class RemoteSync(FileFollower):
     * a project that does not exist is created by uploading the file
       (``POST .../trials.tsv?format=...&create=true`` with the column options, the
       direction inferred here), so the server stores the layout as a local import would;
-    * each row is sent as ``POST .../trials`` with its exp_id: the server stores a new
+    * each row is sent as ``POST .../trials`` with its exp_id (from :data:`BATCH_FROM`
+      rows waiting at once, a catch-up, as ``POST .../trials:batch`` of
+      :data:`BATCH_ROWS`, a batch with a rewritten row going row by row): the server stores a new
       one (201), recognises a replay (200: a restart adds nothing twice), or answers 409
       for a row rewritten in place, which is then ``PATCH``ed (status, metric,
       description, parent, extra: what the row gives);
@@ -88,6 +90,49 @@ class RemoteSync(FileFollower):
         detail = answer.get("detail") if isinstance(answer, dict) else answer
         raise InvalidInput("server", f"{what}: HTTP {status}: {detail}")
 
+    @staticmethod
+    def _body(trial: Any) -> dict[str, Any]:
+        return {k: v for k, v in trial.to_dict().items() if k not in ("seq", "created_at", "updated_at", "delta_vs_best")}
+
+    def _send_batches(self, slug: str, pending: list[Any], report: SyncReport) -> list[Any]:
+        """Send ``pending`` rows ``(trial, state)`` as JSON batches, in order; the rows of a
+        batch the server refuses with 409 (a row rewritten in place) come back, to go one
+        by one (a 201/200 row, or a 409 then PATCHed)."""
+        left: list[Any] = []
+        for first in range(0, len(pending), BATCH_ROWS):
+            chunk = pending[first:first + BATCH_ROWS]
+            status, answer = self._call("POST", f"/projects/{slug}/trials:batch",
+                                        body={"trials": [self._body(trial) for trial, _ in chunk]})
+            if status == 409:
+                left.extend(chunk)
+                continue
+            if status not in (200, 201):
+                self._fail(status, answer, f"recording exp_{chunk[0][0].exp_id}..exp_{chunk[-1][0].exp_id}")
+            for (trial, state), result in zip(chunk, answer["results"]):
+                if result["created"]:
+                    report.inserted.append(trial.exp_id)
+                self.sent[trial.exp_id] = state
+        return left
+
+    def _send_row(self, slug: str, trial: Any, report: SyncReport) -> None:
+        status, answer = self._call("POST", f"/projects/{slug}/trials", body=self._body(trial))
+        if status == 201:
+            report.inserted.append(trial.exp_id)
+        elif status == 409:
+            existing = (answer or {}).get("existing") or {}
+            patch = {"status": trial.status.value, "core_metric": trial.core_metric, "val_bpb": trial.val_bpb,
+                     "hypothesis": trial.hypothesis, "parent_exp": trial.parent_exp, "extra": dict(trial.extra)}
+            patch = {k: v for k, v in patch.items() if existing.get(k, _MISSING) != v}
+            if patch:
+                status, answer = self._call(
+                    "PATCH", f"/projects/{slug}/trials/{urllib_quote(trial.exp_id)}", body=patch
+                )
+                if status != 200:
+                    self._fail(status, answer, f"updating exp_{trial.exp_id}")
+                report.updated.append(trial.exp_id)
+        elif status != 200:
+            self._fail(status, answer, f"recording exp_{trial.exp_id}")
+
     def _start(self, text: str, report: SyncReport) -> bool:
         slug = urllib_quote(self.slug)
         status, answer = self._call("GET", f"/projects/{slug}")
@@ -140,34 +185,25 @@ class RemoteSync(FileFollower):
         if self.git_repo is not None:
             report.warnings.extend(link_git(trials, self.layout, self.git_repo))
         slug = urllib_quote(self.slug)
+        pending = []
         for trial, text_of_row in zip(trials, parser.texts):
             state = (text_of_row, trial.parent_exp)
-            if self.sent.get(trial.exp_id) == state:
-                continue
-            body = {k: v for k, v in trial.to_dict().items() if k not in ("seq", "created_at", "updated_at", "delta_vs_best")}
-            status, answer = self._call("POST", f"/projects/{slug}/trials", body=body)
-            if status == 201:
-                report.inserted.append(trial.exp_id)
-            elif status == 409:
-                existing = (answer or {}).get("existing") or {}
-                patch = {"status": trial.status.value, "core_metric": trial.core_metric, "val_bpb": trial.val_bpb,
-                         "hypothesis": trial.hypothesis, "parent_exp": trial.parent_exp, "extra": dict(trial.extra)}
-                patch = {k: v for k, v in patch.items() if existing.get(k, _MISSING) != v}
-                if patch:
-                    status, answer = self._call(
-                        "PATCH", f"/projects/{slug}/trials/{urllib_quote(trial.exp_id)}", body=patch
-                    )
-                    if status != 200:
-                        self._fail(status, answer, f"updating exp_{trial.exp_id}")
-                    report.updated.append(trial.exp_id)
-            elif status != 200:
-                self._fail(status, answer, f"recording exp_{trial.exp_id}")
+            if self.sent.get(trial.exp_id) != state:
+                pending.append((trial, state))
+        if len(pending) >= BATCH_FROM:
+            pending = self._send_batches(slug, pending, report)
+        for trial, state in pending:
+            self._send_row(slug, trial, report)
             self.sent[trial.exp_id] = state
         report.rows = len(parser.rows)
         return report
 
 
 _MISSING = object()
+#: Rows waiting at once from which ``watch --server`` sends them as JSON batches (a catch-up).
+BATCH_FROM = 20
+#: Rows per ``POST .../trials:batch`` (the server's limit is lineage.domain.MAX_BATCH).
+BATCH_ROWS = 500
 
 
 

@@ -10,6 +10,7 @@ mixin               module                                      methods
 LedgerCore          :mod:`lineage.service.core`                 open, close, best, chain, trial, children, list_trials
 ProjectUses         :mod:`lineage.service.projects`             create/update/delete project, project(s), project_revision
 RecordingUses       :mod:`lineage.service.recording`            record_trial, update_trial
+BatchUses           :mod:`lineage.service.batch`                record_trials (a JSON batch, all or nothing)
 TableUses           :mod:`lineage.service.tables`               import_trials, stream_trials, trials_page/query, dataframe, backup
 FileUses            :mod:`lineage.loops.importing`              import_file, import_results, export_results, results layout
 AgentUses           :mod:`lineage.agent.uses`                   prompt, knowledge, find_similar, summary, guardrails, hooks
@@ -41,6 +42,7 @@ from lineage.browse.uses import BrowseUses
 from lineage.chain import find_cycle, walk_chain
 from lineage.domain import ImportReport, RecordResult
 from lineage.loops.importing import FileUses
+from lineage.service.batch import BatchResult, BatchUses
 from lineage.service.core import LedgerCore
 from lineage.service.projects import ProjectUses, new_project
 from lineage.service.recording import RecordingUses
@@ -48,14 +50,14 @@ from lineage.service.tables import TRIAL_SORTS, TableUses, TrialsPage, TrialsQue
 from lineage.telemetry import TelemetryUses
 
 __all__ = [
-    "ImportReport", "KnowledgeData", "Ledger", "RecordResult", "TRIAL_SORTS", "TrialsPage", "TrialsQuery",
+    "BatchResult", "ImportReport", "KnowledgeData", "Ledger", "RecordResult", "TRIAL_SORTS", "TrialsPage", "TrialsQuery",
     "check_prompt_template", "decode_cursor", "default_prompt_template", "encode_cursor", "find_cycle",
     "new_project", "parse_expected_delta", "walk_chain", "wrap_prompt",
 ]
 
 
 class Ledger(
-    LedgerCore, ProjectUses, RecordingUses, TableUses, FileUses, TelemetryUses, AgentUses, BrowseUses, TreeUses,
+    LedgerCore, ProjectUses, BatchUses, RecordingUses, TableUses, FileUses, TelemetryUses, AgentUses, BrowseUses, TreeUses,
     ExploreUses, TokenUses, AlertUses, ColumnUses, KnobUses,
 ):
     """The ledger on one database: every use-case, by mixin (see the module docstring).

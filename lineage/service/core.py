@@ -30,9 +30,10 @@ class LedgerCore:
         self.store = Store(engine)
 
     @classmethod
-    def open(cls, db: str | None = None, *, upgrade: bool = True) -> "LedgerCore":
-        """Open ``db`` (path or URL; default ./lineage.db) and bring its schema to head."""
-        engine = make_engine(db)
+    def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> "LedgerCore":
+        """Open ``db`` (path or URL; default ./lineage.db) and bring its schema to head.
+        ``wal_autocheckpoint``: SQLite only (``lineage.db.make_engine``)."""
+        engine = make_engine(db, wal_autocheckpoint=wal_autocheckpoint)
         if upgrade:
             migrate.upgrade(engine)
         return cls(engine)

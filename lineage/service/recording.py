@@ -34,6 +34,7 @@ from lineage.domain import (
 )
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
+from lineage.similar import stored_concepts
 from lineage.store import Store
 
 #: Fields compared when a create is retried with the same exp_id (server-computed ones excluded).
@@ -41,6 +42,26 @@ IDEMPOTENT_FIELDS = tuple(name for name in WRITABLE_FIELDS if name not in ("delt
 #: Where the metric a writer sent is kept, verbatim, when it means "no result".
 REPORTED_METRIC_KEY = "_reported_metric"
 _ADVANCING = (FailureLabel.KEEP, FailureLabel.BASELINE)
+
+
+@dataclass(slots=True)
+class Counters:
+    """A locked project's ``next_seq`` and next numeric exp_id, as a write moves them."""
+
+    next_seq: int
+    next_number: int
+
+
+@dataclass(slots=True)
+class BatchState:
+    """What a batch's items share inside its transaction, so each item reads less: the
+    best and the first trial so far (read once, then moved by each item as the database
+    would answer), and the search words and sketches, written once at the end."""
+
+    best: Trial | None
+    first: Trial | None
+    #: ``(search_text, project_id, seq, stored concepts)`` of the items stored
+    pending: list[tuple[str, int, int, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,46 +171,70 @@ class RecordingUses:
         """
         with self.store.write() as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
-            prepared = prepare_record(project, fields)
-            body = prepared.body
-            proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
-            key_hash = (_trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
-                        if idempotency_key is not None else "")
-            if idempotency_key is not None:
-                keyed = self._keyed_replay(conn, project, check_idempotency_key(idempotency_key), key_hash, proposed,
-                                           body, prepared)
-                if keyed is not None:
-                    return keyed
-            if not body.get("exp_id"):
-                # above every numeric id stored so far, so it cannot be taken
-                proposed = proposed.with_changes(exp_id=next_exp_id(next_number - 1 if next_number else None))
-            else:
-                existing = self.store.find_trial(conn, project, proposed.exp_id)
-                if existing is not None:
-                    replayed = self._replayed(conn, project, existing, proposed, prepared)
-                    self._remember_key(conn, project, idempotency_key, key_hash, existing.exp_id)
-                    return replayed
-            best_before = self.store.best_scored(conn, project)
-            defaulted = None
-            if prepared.parent_omitted and next_seq:
-                defaulted = best_before or self.store.first_trial(conn, project)
-                if defaulted is not None:
-                    proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
-            self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True)
-            delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
-            prior = self._similar_prior(conn, project, proposed) if similar_prior and next_seq else ()
-            stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq)
-            exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
-            self.store.advance_counters(conn, project, rows=1, exp_number=exp_number)
-            self._remember_key(conn, project, idempotency_key, key_hash, stored.exp_id)
-            is_new_best = beats_best(project, stored, best_before)
-            self._after_record(conn, project, stored, best_before, is_new_best, trial_count=next_seq + 1)
-            warnings = prepared.warnings
+            counters = Counters(next_seq, next_number)
+            result = self._record_in(conn, project, counters, fields, idempotency_key=idempotency_key,
+                                     similar_prior=similar_prior)
+            if result.created:
+                self.store.advance_counters(conn, project, rows=1, exp_number=counters.next_number)
+                self._after_record(conn, project, result.trial, result.best_before, result.is_new_best,
+                                   trial_count=counters.next_seq)
+            return result
+
+    def _record_in(
+        self, conn: Connection, project: Project, counters: "Counters", fields: Mapping[str, Any], *,
+        idempotency_key: str | None, similar_prior: bool, state: BatchState | None = None,
+    ) -> RecordResult:
+        """One creation inside the caller's write transaction (the project locked): the
+        recording rules, replay by key or exp_id, the next id, the parent default, the
+        delta, the insert. ``counters`` move on when a trial is stored; the caller
+        advances the project's counters and runs the events and guardrails."""
+        next_seq, next_number = counters.next_seq, counters.next_number
+        prepared = prepare_record(project, fields)
+        body = prepared.body
+        proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
+        key_hash = (_trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
+                    if idempotency_key is not None else "")
+        if idempotency_key is not None:
+            keyed = self._keyed_replay(conn, project, check_idempotency_key(idempotency_key), key_hash, proposed,
+                                       body, prepared)
+            if keyed is not None:
+                return keyed
+        if not body.get("exp_id"):
+            # above every numeric id stored so far, so it cannot be taken
+            proposed = proposed.with_changes(exp_id=next_exp_id(next_number - 1 if next_number else None))
+        else:
+            existing = self.store.find_trial(conn, project, proposed.exp_id)
+            if existing is not None:
+                replayed = self._replayed(conn, project, existing, proposed, prepared)
+                self._remember_key(conn, project, idempotency_key, key_hash, existing.exp_id)
+                return replayed
+        best_before = self.store.best_scored(conn, project) if state is None else state.best
+        defaulted = None
+        if prepared.parent_omitted and next_seq:
+            defaulted = best_before or (self.store.first_trial(conn, project) if state is None else state.first)
             if defaulted is not None:
-                warnings = (f"parent_exp left out: the parent is the current best, exp_{defaulted.exp_id} "
-                            "(send \"parent_exp\": \"\" to record a root)", *warnings)
-            return RecordResult(stored, True, best_before, is_new_best, prior, parent_defaulted=defaulted is not None,
-                                warnings=warnings)
+                proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
+        self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True)
+        delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
+        concepts = stored_concepts(proposed.hypothesis, proposed.notes)
+        prior = self._similar_prior(conn, project, proposed, concepts) if similar_prior and next_seq else ()
+        stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq,
+                                         concepts=concepts,
+                                         deferred=state.pending if state is not None and not similar_prior else None)
+        exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
+        counters.next_seq = next_seq + 1
+        counters.next_number = max(next_number, exp_number)
+        self._remember_key(conn, project, idempotency_key, key_hash, stored.exp_id)
+        is_new_best = beats_best(project, stored, best_before)
+        if state is not None:
+            state.best = stored if is_new_best else best_before
+            state.first = state.first or stored
+        warnings = prepared.warnings
+        if defaulted is not None:
+            warnings = (f"parent_exp left out: the parent is the current best, exp_{defaulted.exp_id} "
+                        "(send \"parent_exp\": \"\" to record a root)", *warnings)
+        return RecordResult(stored, True, best_before, is_new_best, prior, parent_defaulted=defaulted is not None,
+                            warnings=warnings)
 
     def _replayed(
         self, conn: Connection, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord,

@@ -56,7 +56,7 @@ _LEAN_EXTRA = {
                   "ELSE (extra::jsonb #- '{_git,patch}')::json END AS extra",
 }
 _BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at",
-                                  "search_text", "exp_key", "chain_depth", "chain_skip")
+                                  "search_text", "exp_key", "search_concepts", "chain_depth", "chain_skip")
 
 
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))

@@ -13,7 +13,7 @@ trial's pair from its parent's (``insert_trial``, ``bulk_insert``), :meth:`relin
 recomputes a subtree from the stored parent (a re-parented trial, or a trial that a new
 one adopts: a stored trial naming the newcomer as parent) and ``set_links`` writes pairs
 an import computed itself. Depth 0 means "unknown" (only a trial on a parent cycle, which
-no write path lets in, could have it; migration 0009): readers walk then.
+no write path lets in, could have it; migration 0010): readers walk then.
 
 Methods: ``link_after``, ``relink``, ``set_links``, ``chain_links``, ``chain_depth``,
 ``ancestor_at``, ``chain_ids``.

@@ -78,9 +78,10 @@ def include_object(object_: Any, name: str | None, type_: str, reflected: bool, 
     return not (reflected and compare_to is None and is_search_object(name, type_))
 
 
-#: ``(seq, exp_id, status, core_metric, delta_vs_best, hypothesis, notes)``
-CandidateRow = tuple[int, str, str, "float | None", "float | None", str, str]
-_COLUMNS = "t.seq, t.exp_id, t.status, t.core_metric, t.delta_vs_best, t.hypothesis, t.notes"
+#: ``(seq, exp_id, status, core_metric, delta_vs_best, hypothesis, notes, search_concepts)``
+CandidateRow = tuple[int, str, str, "float | None", "float | None", str, str, "str | None"]
+_COLUMNS = "t.seq, t.exp_id, t.status, t.core_metric, t.delta_vs_best, t.hypothesis, t.notes, t.search_concepts"
+SKETCH_TABLE = "trial_sketch"
 
 
 @contextmanager
@@ -177,6 +178,76 @@ class SearchSql(StoreBase):
         else:
             self._execute(conn, f"INSERT INTO {TERMS_TABLE}(term) SELECT unnest(?::text[]) ON CONFLICT DO NOTHING",
                           (listed,))
+
+    def write_sketches(self, conn: Connection, rows: Sequence[tuple[int, int, str]]) -> None:
+        """The ``trial_sketch`` rows of trials ``(project_id, seq, search_concepts)``, in
+        the writer's transaction (``lineage.similar.sketch`` of each trial's concepts)."""
+        from lineage.similar import sketch, split_concepts
+
+        values = []
+        for project_id, seq, concepts in rows:
+            split = split_concepts(concepts)
+            if split is not None:
+                values.extend((project_id, key, seq) for key in sketch(split[0] + split[1]))
+        if not values:
+            return
+        if len(values) <= 16:  # one statement (its text is prepared per row count)
+            sql = (f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) VALUES "
+                   + ", ".join(["(?, ?, ?)"] * len(values)) + " ON CONFLICT DO NOTHING")
+            self._execute(conn, sql, [v for row in values for v in row])
+            return
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.executemany(self._sql(f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) VALUES (?, ?, ?) "
+                                         "ON CONFLICT DO NOTHING"), values)
+        finally:
+            cursor.close()
+
+    def backfill_concepts(self, conn: Connection, *, batch: int = 5_000) -> int:
+        """Fill ``trials.search_concepts`` and ``trial_sketch`` of the trials stored before
+        they existed (NULL concepts), in the caller's transaction; how many."""
+        from lineage.similar import stored_concepts
+
+        done = 0
+        last = 0
+        while True:
+            rows = self._execute(conn, "SELECT id, project_id, seq, hypothesis, notes FROM trials "
+                                       f"WHERE id > ? AND search_concepts IS NULL ORDER BY id LIMIT {batch}",
+                                 (last,)).fetchall()
+            if not rows:
+                return done
+            filled = [(row[0], row[1], row[2], stored_concepts(row[3], row[4])) for row in rows]
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cursor.executemany(self._sql("UPDATE trials SET search_concepts = ? WHERE id = ?"),
+                                   [(concepts, id_) for id_, _, _, concepts in filled])
+            finally:
+                cursor.close()
+            self.write_sketches(conn, [(project_id, seq, concepts) for _, project_id, seq, concepts in filled])
+            done += len(rows)
+            last = rows[-1][0]
+
+    def prior_rows(self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int,
+                   per_band: int) -> list[CandidateRow]:
+        """``similar_prior``'s shortlist: the newest ``recent`` trials of the project and,
+        for each sketch key in ``keys``, the newest ``per_band`` trials holding it; newest
+        first, each once. Every part is a bounded walk of a primary key or unique index,
+        so the cost does not grow with the project."""
+        if self.sqlite:
+            parts = [f"SELECT seq FROM (SELECT seq FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT {recent})"]
+            parts += [f"SELECT seq FROM (SELECT seq FROM {SKETCH_TABLE} WHERE project_id = ? AND band = ? "
+                      f"ORDER BY seq DESC LIMIT {per_band})"] * len(keys)
+            params: list[Any] = [project_id, project_id]
+            for key in keys:
+                params += [project_id, key]
+            inner = " UNION ".join(parts)
+        else:  # one statement text whatever the number of keys: psycopg prepares it
+            inner = (f"SELECT seq FROM (SELECT seq FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT {recent}) r "
+                     f"UNION SELECT s.seq FROM unnest(?::bigint[]) AS k(band), LATERAL (SELECT seq FROM {SKETCH_TABLE} "
+                     f"WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s")
+            params = [project_id, project_id, list(keys), project_id]
+        sql = f"SELECT {_COLUMNS} FROM trials t WHERE t.project_id = ? AND t.seq IN ({inner}) ORDER BY t.seq DESC"
+        return [tuple(row) for row in self._execute(conn, sql, params).fetchall()]  # type: ignore[misc]
 
     def _expansions(self, conn: Connection, terms: Sequence[Any]) -> dict[str, list[str]]:
         """For each prefix term, the vocabulary's words under it (at most MAX_EXPANSION + 1)."""

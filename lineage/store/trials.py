@@ -24,7 +24,7 @@ from sqlalchemy import Connection, func, select, update
 from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project, Trial, ordered_best
 from lineage.errors import NotFound
 from lineage.exp_ids import exp_sort_key, shown_forms
-from lineage.similar import search_text
+from lineage.similar import search_text, stored_concepts
 from lineage.store.base import (
     _BULK_COLUMNS,
     _COLUMN_LIST,
@@ -70,26 +70,45 @@ class TrialsSql(StoreBase):
 
     # -- trials: single rows --------------------------------------------------------------
 
-    def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int) -> Trial:
+    def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int,
+                     concepts: str | None = None, deferred: list[tuple[str, int, int, str]] | None = None) -> Trial:
+        """Insert ``trial`` at ``seq``; ``concepts``: its ``stored_concepts`` when the
+        caller computed them already. ``deferred``: its search words and sketch are added
+        to that list instead of written (:meth:`write_deferred`, later in the transaction)."""
         now = self._now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
         text = search_text(trial.hypothesis, trial.notes)
+        if concepts is None:
+            concepts = stored_concepts(trial.hypothesis, trial.notes)
         depth, skip = self.link_after(conn, project, trial.parent_exp)  # type: ignore[attr-defined]
         self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text,
-                                               exp_sort_key(trial.exp_id), depth, skip))
+                                               exp_sort_key(trial.exp_id), concepts, depth, skip))
         if self.has_children(conn, project, trial.exp_id):  # stored trials named it as their parent
             self.relink(conn, project, trial.exp_id)  # type: ignore[attr-defined]
-        self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
+        if deferred is not None:
+            deferred.append((text, project.id, seq, concepts))
+        else:
+            self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
+            self.write_sketches(conn, [(project.id, seq, concepts)])  # type: ignore[attr-defined]
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
+
+    def write_deferred(self, conn: Connection, deferred: list[tuple[str, int, int, str]]) -> None:
+        """The search words and sketches of trials inserted with ``deferred``, at once."""
+        if deferred:
+            self.remember_terms(conn, vocabulary(text for text, _, _, _ in deferred))  # type: ignore[attr-defined]
+            self.write_sketches(conn, [(pid, seq, concepts) for _, pid, seq, concepts in deferred])  # type: ignore[attr-defined]
 
     def update_trial(self, conn: Connection, project: Project, trial: Trial) -> Trial:
         now = utcnow()
         values = _trial_values(trial)
         values.pop("exp_id")
         values["search_text"] = search_text(trial.hypothesis, trial.notes)
+        values["search_concepts"] = stored_concepts(trial.hypothesis, trial.notes)
         self.remember_terms(conn, vocabulary((values["search_text"],)))  # type: ignore[attr-defined]
+        self._execute(conn, "DELETE FROM trial_sketch WHERE project_id = ? AND seq = ?", (project.id, trial.seq))
+        self.write_sketches(conn, [(project.id, trial.seq, values["search_concepts"])])  # type: ignore[attr-defined]
         before = self._execute(conn, "SELECT parent_exp FROM trials WHERE project_id = ? AND exp_id = ?",
                                (project.id, trial.exp_id)).fetchone()
         conn.execute(
@@ -350,6 +369,7 @@ class TrialsSql(StoreBase):
 
         values_of = attrgetter(*TRIAL_VALUE_COLUMNS)
         texts: list[str] = []  # for the search vocabulary (lineage.store.search)
+        sketched: list[tuple[int, int, str]] = []  # (project_id, seq, concepts): trial_sketch
 
         def tuples() -> Iterator[tuple[Any, ...]]:
             nonlocal count
@@ -358,11 +378,14 @@ class TrialsSql(StoreBase):
                 values = list(values_of(trial))
                 values[_STATUS_AT] = trial.status.value
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
+                concepts = stored_concepts(trial.hypothesis, trial.notes)
+                sketched.append((project.id, first_seq + offset, concepts))
                 yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text,
-                       exp_sort_key(trial.exp_id), *link_of(trial))
+                       exp_sort_key(trial.exp_id), concepts, *link_of(trial))
 
         writer(conn, tuples())
         self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]
+        self.write_sketches(conn, sketched)  # type: ignore[attr-defined]
         if not self.sqlite and count >= 10_000:
             # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
             conn.exec_driver_sql("ANALYZE trials")

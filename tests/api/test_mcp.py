@@ -89,7 +89,7 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
 
     out = anyio.run(_session_run, db, steps)
     assert out["tools"] == ["create_project", "find_similar", "get_knowledge", "get_prompt", "get_summary", "get_trial",
-                            "list_alerts", "list_projects", "list_trials", "record_trial", "update_trial"]
+                            "list_alerts", "list_projects", "list_trials", "record_trial", "record_trials", "update_trial"]
     assert out["raw"] == expected_prompt
     assert out["wrapped"].startswith(expected_head) and "Next exp_id: `006`" in out["wrapped"]
     assert out["knowledge"] == expected_knowledge

@@ -2,7 +2,7 @@
 pointer) equal what walking the parent pointers gives, on SQLite and PostgreSQL, after
 every write path: imports (parents before, after or outside the file, an import adopting
 stored orphans), records (a new trial adopting stored ones), re-parenting updates and
-migration 0009; and the pages' chain reads (``chain_slice``, ``chain_ends``,
+migration 0010; and the pages' chain reads (``chain_slice``, ``chain_ends``,
 ``on_chain``) agree with the whole walk."""
 
 from __future__ import annotations
@@ -110,6 +110,18 @@ def test_records_and_a_record_that_adopts_stored_trials(ledger: Ledger) -> None:
     assert stored_links(ledger, "p")["grandkid"][0] == 2 * CHAIN_SKIP + 9
 
 
+def test_a_batch_record_with_parents_inside_the_batch(ledger: Ledger) -> None:
+    ledger.create_project("p")
+    ledger.import_trials("p", iter([Trial(exp_id="orphan", parent_exp="b3", status=FailureLabel.KEEP,
+                                          core_metric=9.0)]))
+    items = [{"exp_id": "b0", "parent_exp": "", "status": "keep", "core_metric": 1.0}]
+    items += [{"exp_id": f"b{i}", "parent_exp": f"b{i - 1}", "status": "keep", "core_metric": 1.0 - i / 1e3}
+              for i in range(1, CHAIN_SKIP + 10)]
+    ledger.record_trials("p", items)
+    assert_links(ledger, "p")
+    assert stored_links(ledger, "p")["orphan"] == (5, "")  # adopted when b3 came
+
+
 def test_re_parenting_updates_the_whole_subtree(ledger: Ledger) -> None:
     trials = loop_trials(500, random.Random(4))
     ledger.create_project("p")
@@ -178,7 +190,7 @@ def test_the_chain_page_comes_in_pages_that_add_up_to_the_chain(ledger: Ledger) 
 
 
 def _insert_old(engine, slug: str, rows: list[tuple[str, str]]) -> None:  # type: ignore[no-untyped-def]
-    """Trial rows as schema 0008 holds them: ``(exp_id, parent_exp)``."""
+    """Trial rows as schema 0009 holds them: ``(exp_id, parent_exp)``."""
     from datetime import datetime, timezone
 
     from sqlalchemy import text
@@ -196,9 +208,9 @@ def _insert_old(engine, slug: str, rows: list[tuple[str, str]]) -> None:  # type
         conn.execute(text("UPDATE projects SET next_seq = :n WHERE id = :p"), {"p": project_id, "n": len(rows)})
 
 
-def test_revision_0009_fills_the_links_of_stored_trials(fresh_db_url: str) -> None:
+def test_revision_0010_fills_the_links_of_stored_trials(fresh_db_url: str) -> None:
     engine = make_engine(fresh_db_url)
-    migrate.upgrade(engine, "0008")
+    migrate.upgrade(engine, "0009")
     ledger = Ledger(engine)
     ledger.create_project("p")
     trials = loop_trials(400, random.Random(9))

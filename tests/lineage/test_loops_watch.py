@@ -165,6 +165,44 @@ def test_remote_sync_creates_appends_replays_and_updates_over_http(server, tmp_p
         loops.RemoteSync("http://127.0.0.1:9", None, "x", path).sync()
 
 
+def test_remote_sync_catches_up_on_many_rows_with_json_batches(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    url, db = server
+    path = tmp_path / "results.tsv"
+    head, *rows = ORIGINAL.splitlines(keepends=True)
+    many = [f"{i:07x}\t{0.99 - i / 10_000:.6f}\t44.0\t{'keep' if i % 4 == 0 else 'discard'}\tidea {i}\n"
+            for i in range(60)]
+    path.write_text(head + "".join(rows[:2]), encoding="utf-8")
+    sync = loops.RemoteSync(url, None, "remote", path)
+    sync.sync()
+    calls: list[tuple[str, str]] = []
+    send = sync._call
+
+    def counted(method: str, route: str, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((method, route.rsplit("/", 1)[-1]))
+        return send(method, route, **kwargs)
+
+    sync._call = counted  # type: ignore[method-assign]
+    with path.open("a", encoding="utf-8", newline="") as fh:
+        fh.write("".join(many))
+    caught_up = sync.sync()
+    assert caught_up.inserted == [f"{i:03d}" for i in range(2, 62)]
+    assert calls == [("POST", "trials:batch")]  # one request for 60 rows
+    # rewritten in place during a catch-up: that batch is a 409, its rows go one by one
+    calls.clear()
+    restarted = loops.RemoteSync(url, None, "remote", path)
+    restarted._call = counted  # type: ignore[method-assign]
+    path.write_text(path.read_text(encoding="utf-8").replace("\tidea 7\n", "\tidea 7 (rerun)\n"), encoding="utf-8")
+    again = restarted.sync()
+    assert again.updated == ["009"] and not again.inserted
+    assert calls[:2] == [("GET", "remote"), ("POST", "trials:batch")] and ("PATCH", "009") in calls
+    ledger = Ledger.open(db, upgrade=False)
+    try:
+        assert ledger.project("remote").trial_count == 62
+        assert ledger.trial("remote", "009").hypothesis == "idea 7 (rerun)"
+    finally:
+        ledger.close()
+
+
 def test_cli_watch_server_once(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 

@@ -162,6 +162,24 @@ def _insert_old_trial(engine, slug: str, exp_id: str, extra: dict) -> None:  # t
         conn.execute(text("UPDATE projects SET next_seq = 1, next_exp_number = 1 WHERE id = :p"), {"p": project_id})
 
 
+def _old_trial(engine, exp_id: str, extra: str, hypothesis: str = "") -> None:  # type: ignore[no-untyped-def]
+    """A trial as the code of an older schema stored it (plain SQL: today's store writes
+    columns that schema lacks), in project ``p``."""
+    from sqlalchemy import text
+
+    texts = ", ".join(["''"] * 9)
+    with engine.begin() as conn:
+        project = conn.execute(text("SELECT id, next_seq FROM projects WHERE slug = 'p'")).one()
+        conn.execute(text(
+            "INSERT INTO trials (project_id, seq, exp_id, status, core_metric, extra, created_at, updated_at, "
+            "hypothesis, timestamp, specialist, parent_exp, baseline_exp, domain, expected_delta, job_name, "
+            f"snapshot_path, notes, search_text) VALUES (:p, :seq, :e, 'keep', 1.0, :x, CURRENT_TIMESTAMP, "
+            f"CURRENT_TIMESTAMP, :h, {texts}, :h)"), {"p": project[0], "seq": project[1], "e": exp_id, "x": extra,
+                                                      "h": hypothesis})
+        conn.execute(text("UPDATE projects SET next_seq = next_seq + 1, next_exp_number = next_exp_number + 1 "
+                          "WHERE id = :p"), {"p": project[0]})
+
+
 def test_revision_0006_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> None:
     """trials.extra becomes JSON text on PostgreSQL (jsonb changed numbers and key order);
     rows stored before keep their values."""
@@ -196,4 +214,29 @@ def test_revision_0007_closes_anonymous_writes_of_a_ledger_that_had_a_token(fres
     state = Ledger(engine).access_state()
     assert state.anonymous_writes.value == ("closed" if had_token else "until-first-token")
     assert state.anonymous_writes_open is (not had_token)
+    engine.dispose()
+
+
+def test_revision_0009_fills_the_concepts_and_sketches_of_stored_trials(fresh_db_url: str) -> None:
+    """Trials stored before 0009 get their concepts and sketch on upgrade, so a new trial's
+    similar_prior finds them through the sketch, also beyond the newest trials."""
+    from sqlalchemy import text
+
+    from lineage.service import Ledger
+    from lineage.similar import PRIOR_RECENT
+
+    engine = make_engine(fresh_db_url)
+    migrate.upgrade(engine, "0008")
+    ledger = Ledger(engine)
+    ledger.create_project("p")
+    _old_trial(engine, "000", "{}", hypothesis="turn-group normalization with alpha 0.3 on deep turns")
+    for i in range(1, PRIOR_RECENT + 5):
+        _old_trial(engine, f"{i:03d}", "{}", hypothesis=f"unrelated idea number {i} about tokenizer {i}")
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM trials WHERE search_concepts IS NULL")).scalar() == 0
+        assert conn.execute(text("SELECT count(DISTINCT seq) FROM trial_sketch")).scalar() == PRIOR_RECENT + 5
+    result = ledger.record_trial("p", {"status": "discard", "hypothesis": "alpha 0.3 turn group norm on deep turns"},
+                                 similar_prior=True)
+    assert [s.exp_id for s in result.similar_prior] == ["000"]
     engine.dispose()

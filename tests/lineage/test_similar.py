@@ -218,3 +218,23 @@ def test_deleting_a_large_project_keeps_the_index_right(ledger: Ledger, monkeypa
     ledger.delete_project("gone")
     assert ledger.find_similar("keep", "normalize rewards separately")[0].exp_id == "003"
     assert _indexed(ledger, "zebra") == 0 and _indexed(ledger, "separately") == 1
+
+
+def test_similar_prior_finds_an_old_idea_beyond_the_newest_trials(ledger: Ledger) -> None:
+    """similar_prior ranks a bounded shortlist (lineage.similar): the newest trials and those
+    sharing a band of the new trial's sketch, so an idea tried long ago is still found, and
+    the sketch follows an update of the hypothesis."""
+    from lineage.similar import PRIOR_RECENT
+
+    ledger.create_project("p")
+    ledger.record_trial("p", {"status": "discard", "hypothesis": "turn-group normalization with α=0.3 for deep turns"})
+    ledger.record_trial("p", {"status": "discard", "hypothesis": "placeholder"})
+    for i in range(PRIOR_RECENT * 2):
+        ledger.record_trial("p", {"status": "discard", "hypothesis": f"swap tokenizer variant {i} with byte fallback"})
+    found = ledger.record_trial("p", {"status": "discard", "hypothesis": "α = 0.3 turn group norm for deep turns"},
+                                similar_prior=True).similar_prior
+    assert [s.exp_id for s in found] == ["000"]
+    ledger.update_trial("p", "001", {"hypothesis": "cosine schedule for the muon optimizer momentum"})
+    moved = ledger.record_trial("p", {"status": "discard", "hypothesis": "muon momentum with a cosine schedule"},
+                                similar_prior=True).similar_prior
+    assert [s.exp_id for s in moved] == ["001"]

@@ -1,7 +1,7 @@
 """trials.chain_depth and trials.chain_skip: a chain's length and skip pointers, stored
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-11-27
 
 A 100,000-trial loop has a chain to its best of about 20,000 steps; the pages walked it
@@ -18,8 +18,8 @@ from __future__ import annotations
 from alembic import op
 import sqlalchemy as sa
 
-revision = '0009'
-down_revision = '0008'
+revision = '0010'
+down_revision = '0009'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,337 @@
+"""Issue 23's workload over HTTP (``bench/api.py --only workload``), side by side with peers.
+
+On SQLite and PostgreSQL, each against a real ``lineage serve`` (uvicorn, one worker):
+
+* single-trial ingest: 5,000 trials (``--trials``) of :mod:`bench.workload` (200-character
+  hypotheses from a 40-word ML vocabulary, ~30% keep), ``POST .../trials`` from 4
+  keep-alive client threads, every answer with its ``similar_prior``;
+* batch ingest: the same trials as ``POST .../trials:batch`` of 500 (``--batch``), one
+  client;
+* cold start (process start to the first 200 on ``/health``, best of 3) and idle RSS
+  (1 s after that answer).
+
+Peers in the same run, each from its own virtual environment (never our dependency):
+trackio (``/tmp/peers/trackio``, in process: one run per trial, ``bench/peers/``) and,
+when found, an MLflow tracking server (``/tmp/peers/mlflow``: create + log-batch + update
+per trial). ``--baseline-src DIR``: also the ledger served from another source tree (e.g.
+``git archive`` of main), for a before/after ratio on the same machine.
+
+Every figure is printed with the load average at its end, the wall rate and the rate per
+CPU-second (client and server processes together; in process for trackio; PostgreSQL's
+own processes are not counted).
+
+Where a single record's time went (py-spy, 200 Hz, a real ``lineage serve`` under this
+workload on SQLite, 5,000 trials; 2 shared cores). Before (main at 866217f): the
+similar-trial look-up was 79% of the server's samples: its two full-text candidate
+queries 44% (the AND of ~22 common words walks every posting list, then the OR), the
+ranking 30% (re-tokenizing each candidate's text 17%, fuzzy closeness of every word pair
+13%); the insert, commit, routing and response the other 21%. After: the look-up is 14%
+(a bounded shortlist from two index walks 2%, ranking stored concepts 9%); the rest is
+the response's socket write (~20% under load), the commit (~11%: ~26 WAL pages a trial:
+the row, six indexes, FTS5's segment, the sketch), the insert (8%) and FastAPI's
+dependencies and validation (~8%). Per CPU-second, client and server: 135 -> 512 trials/s
+(3.8x) in one run. On PostgreSQL the server's time is mostly waiting on ~13 round trips a
+record, made from the event loop one request at a time (the connection's pre-ping, the
+access check, the project lock, reads, the writes, the commit): the next lever there is
+fewer round trips (psycopg pipeline mode for the writes), not CPU.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+from bench import workload
+from bench.workload import CpuClock, Measured
+
+ROOT = Path(__file__).resolve().parent.parent
+POSTGRES_ADMIN = os.environ.get("LINEAGE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+TRACKIO_PYTHON = Path(os.environ.get("LINEAGE_BENCH_TRACKIO", "/tmp/peers/trackio/bin/python"))
+MLFLOW = Path(os.environ.get("LINEAGE_BENCH_MLFLOW", "/tmp/peers/mlflow/bin/mlflow"))
+SINGLE_TARGET = {"sqlite": 1000.0, "postgres": 500.0}
+START_TARGET_S = 0.5
+RSS_TARGET_MIB = 80.0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    """``lineage serve`` on ``db`` from source tree ``src``; ``started_s``: to the first 200."""
+
+    def __init__(self, db: str, src: Path = ROOT) -> None:
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if k != "LINEAGE_DATABASE_URL"}
+        start = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "--db", db, "serve", "--port", str(self.port), "--log-level", "warning"],
+            cwd=src, env={**env, "PYTHONPATH": str(src)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"lineage serve ({src}) exited with {self.proc.returncode}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                time.sleep(0.005)
+        self.started_s = time.perf_counter() - start
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def _packaged(src: Path) -> None:
+    """A source tree outside the install (``--baseline-src``): its ``migrations/`` and
+    ``templates/`` are the packages ``lineage.migrations`` and ``lineage.templates`` only
+    in a wheel, so they are linked in place, or the install's own would be found."""
+    for name in ("migrations", "templates"):
+        link = src / "lineage" / name
+        if src != ROOT and not link.exists() and (src / name).is_dir():
+            link.symlink_to(src / name, target_is_directory=True)
+
+
+def _upgrade(db: str, src: Path) -> None:
+    _packaged(src)
+    subprocess.run([sys.executable, "-m", "api.cli", "--db", db, "db", "upgrade"], cwd=src, check=True,
+                   env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True)
+
+
+def _post(port: int, path: str, body: Any) -> dict[str, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    conn.request("POST", path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    data = response.read()
+    if response.status not in (200, 201):
+        raise SystemExit(f"POST {path}: {response.status} {data[:300]!r}")
+    return json.loads(data)
+
+
+class Databases:
+    """Fresh databases of one backend for a run: SQLite files in ``tmp``, or PostgreSQL
+    databases created on the server and dropped at the end."""
+
+    def __init__(self, backend: str, tmp: Path) -> None:
+        self.backend, self.tmp = backend, tmp
+        self.made: list[str] = []
+
+    def new(self) -> str:
+        name = f"lineage_bench_{uuid.uuid4().hex[:10]}"
+        if self.backend == "sqlite":
+            return str(self.tmp / f"{name}.db")
+        self._admin(f'CREATE DATABASE "{name}"')
+        self.made.append(name)
+        return POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
+            conn.execute(sql)  # type: ignore[arg-type]
+
+    def drop(self) -> None:
+        for name in self.made:
+            self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def ledger_single(db: str, count: int, src: Path = ROOT) -> Measured:
+    _upgrade(db, src)
+    server = Served(db, src)
+    try:
+        _post(server.port, "/api/v1/projects", {"slug": "bench", "lower_is_better": True})
+        bodies = workload.trials(count)
+
+        def told(answer: dict[str, Any]) -> None:
+            assert "similar_prior" in answer, answer
+
+        with CpuClock([server.proc.pid]) as clock:
+            workload.post_parallel(server.port, "/api/v1/projects/bench/trials", bodies, check=told)
+        return clock.measured(count)
+    finally:
+        server.stop()
+
+
+def ledger_batch(db: str, count: int, batch: int) -> Measured:
+    _upgrade(db, ROOT)
+    server = Served(db)
+    try:
+        _post(server.port, "/api/v1/projects", {"slug": "bench", "lower_is_better": True})
+        bodies = workload.trials(count)
+        with CpuClock([server.proc.pid]) as clock:
+            for first in range(0, count, batch):
+                out = _post(server.port, "/api/v1/projects/bench/trials:batch", {"trials": bodies[first:first + batch]})
+                assert out["created"] == len(bodies[first:first + batch])
+        return clock.measured(count)
+    finally:
+        server.stop()
+
+
+def startup(db: str, src: Path = ROOT, rounds: int = 3) -> tuple[float, float, float]:
+    """Best cold start in seconds, idle RSS in MiB (of that process), load average."""
+    _upgrade(db, src)
+    best, rss = float("inf"), float("nan")
+    for _ in range(rounds):
+        server = Served(db, src)
+        time.sleep(1.0)
+        if server.started_s < best:
+            best, rss = server.started_s, workload.rss_mib(server.proc.pid)
+        server.stop()
+    return best, rss, os.getloadavg()[0]
+
+
+def trackio_peer(count: int, tmp: Path) -> Measured | None:
+    if not TRACKIO_PYTHON.exists():
+        return None
+    done = subprocess.run([str(TRACKIO_PYTHON), str(ROOT / "bench" / "peers" / "trackio_trials.py"), str(count),
+                           str(tmp / "trackio")], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        print(f"  trackio failed: {done.stderr[-500:]}")
+        return None
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return Measured(figures["items"], figures["wall"], figures["cpu"], os.getloadavg()[0])
+
+
+def mlflow_peer(count: int, tmp: Path) -> Measured | None:
+    """MLflow's tracking server (SQLite), the workload's trials as runs over REST from 4
+    threads: create, log-batch (fields as params, the metric, status as a tag), update."""
+    if not MLFLOW.exists():
+        return None
+    port = free_port()
+    proc = subprocess.Popen([str(MLFLOW), "server", "--backend-store-uri", f"sqlite:///{tmp / 'mlflow.db'}",
+                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    print("  MLflow server did not start")
+                    return None
+                time.sleep(0.2)
+        import threading
+
+        bodies = workload.trials(count)
+        items = iter(range(count))
+        lock = threading.Lock()
+
+        def call(conn: http.client.HTTPConnection, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            conn.request("POST", f"/api/2.0/mlflow/{path}", body=json.dumps(body).encode(),
+                         headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            data = response.read()
+            assert response.status == 200, data[:300]
+            return json.loads(data or b"{}")
+
+        def worker() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            while True:
+                with lock:
+                    i = next(items, None)
+                if i is None:
+                    return
+                body, now = bodies[i], int(time.time() * 1000)
+                run = call(conn, "runs/create", {"experiment_id": "0", "start_time": now})["run"]["info"]["run_id"]
+                call(conn, "runs/log-batch", {
+                    "run_id": run,
+                    "params": [{"key": k, "value": str(body[k])[:500]} for k in ("hypothesis", "specialist")],
+                    "metrics": [{"key": "core_metric", "value": body.get("core_metric", 0.0), "timestamp": now,
+                                 "step": 0}],
+                    "tags": [{"key": "status", "value": body["status"]}]})
+                call(conn, "runs/update", {"run_id": run, "status": "FINISHED", "end_time": now})
+
+        pids = [proc.pid] + _children(proc.pid)
+        with CpuClock(pids) as clock:
+            threads = [threading.Thread(target=worker) for _ in range(workload.CLIENT_THREADS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        return clock.measured(count)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _backends(which: str) -> Iterator[str]:
+    yield from (["sqlite", "postgres"] if which == "both" else [which])
+
+
+def run(tmp: Path, *, trials: int, batch: int, peer_trials: int, backends: str, baseline_src: Path | None) -> bool:
+    ok = True
+    for backend in _backends(backends):
+        dbs = Databases(backend, tmp)
+        try:
+            print(f"\n[issue 23 workload, {backend}: {trials:,} trials, {workload.CLIENT_THREADS} client threads, "
+                  "keep-alive HTTP, similar_prior on every answer]")
+            single = ledger_single(dbs.new(), trials)
+            target = SINGLE_TARGET[backend]
+            print(f"  single POST .../trials     {single.line()}   target >= {target:,.0f}/s wall: "
+                  f"{single.rate / target:4.2f}x")
+            ok &= single.rate >= target
+            if baseline_src is not None:
+                before = ledger_single(dbs.new(), trials, baseline_src)
+                print(f"  same, from {baseline_src.name:<14} {before.line()}")
+                print(f"  now / before               {single.rate / before.rate:5.2f}x wall   "
+                      f"{single.per_cpu / before.per_cpu:5.2f}x per CPU-second")
+            batched = ledger_batch(dbs.new(), trials, batch)
+            goal = 14_500 * 0.7
+            print(f"  POST .../trials:batch x{batch:<4} {batched.line()}   near {goal:,.0f}/s (0.7 x the store's "
+                  f"14.5k): {batched.rate / goal:4.2f}x")
+            start, rss, load = startup(dbs.new())
+            print(f"  cold start (best of 3)     {start:6.3f} s (target <= {START_TARGET_S}; load {load:.2f})   "
+                  f"idle RSS {rss:5.1f} MiB (target <= {RSS_TARGET_MIB:.0f})")
+            if baseline_src is not None:
+                b_start, b_rss, b_load = startup(dbs.new(), baseline_src)
+                print(f"  same, from {baseline_src.name:<14} {b_start:6.3f} s (load {b_load:.2f})   "
+                      f"idle RSS {b_rss:5.1f} MiB")
+        finally:
+            dbs.drop()
+        if backend == "sqlite":
+            print(f"\n[peers: the same workload's first {peer_trials:,} trials]")
+            for name, measured in (("trackio (in process)", trackio_peer(peer_trials, tmp)),
+                                   ("MLflow server (REST)", mlflow_peer(peer_trials, tmp))):
+                if measured is None:
+                    print(f"  {name:<26} not installed (see the module doc)")
+                    continue
+                print(f"  {name:<26} {measured.line()}")
+                print(f"  ledger / {name.split()[0]:<17} {single.rate / measured.rate:5.1f}x wall   "
+                      f"{single.per_cpu / measured.per_cpu:5.1f}x per CPU-second")
+    return ok
