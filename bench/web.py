@@ -57,6 +57,7 @@ def pages(made, filter_param: bool) -> list[tuple[str, str]]:  # type: ignore[no
         ("dashboard", f"/projects/{SLUG}"),
         ("dashboard, earlier window", f"/projects/{SLUG}?before={n // 2}"),
         ("chain to the best", f"/projects/{SLUG}/chain"),
+        ("chain, its last page", f"/projects/{SLUG}/chain?offset={n}"),  # clamped to the page of the best
         ("tree (top)", f"/projects/{SLUG}/tree"),
         ("tree (focus on the best)", f"/projects/{SLUG}/tree?focus={best}"),
         ("trials table", f"/projects/{SLUG}/trials"),
