@@ -169,7 +169,7 @@ class RecordingUses:
         close to the new trial's (``RecordResult.similar_prior``), in the same
         transaction, so they are exactly the trials recorded before it.
         """
-        with self.store.write() as conn:
+        with self.store.write(pipelined=True) as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
             counters = Counters(next_seq, next_number)
             result = self._record_in(conn, project, counters, fields, idempotency_key=idempotency_key,
