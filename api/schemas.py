@@ -318,52 +318,15 @@ class LineageOut(BaseModel):
 # -- telemetry --------------------------------------------------------------------------------
 
 
-Step = whole_number(0, telemetry.MAX_STEP, "Training step")
-Turn = whole_number(0, telemetry.MAX_TURN)
-
-
-class TelemetryPointIn(TypedDict):
-    """A point as sent; the constraints are ``lineage.telemetry``'s rules (its constants).
-    Strict, as ``check_points`` is: a JSON integer for ``step``/``turn``, a JSON number for
-    ``value``/``wall_time``; no ``true``, ``"3"`` or ``1.0`` step coerced."""
-
-    __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[misc]
-    step: Step
-    turn: NotRequired[Turn | None]
-    name: Annotated[str, Field(min_length=1, max_length=telemetry.MAX_NAME, pattern=telemetry.NAME_PATTERN)]
-    value: Annotated[float, Field(allow_inf_nan=False, ge=-telemetry.MAX_ABS_VALUE, le=telemetry.MAX_ABS_VALUE)]
-    wall_time: NotRequired[Annotated[float, Field(allow_inf_nan=False)] | None]
-
-
-class TelemetryBatchIn(TypedDict):
-    """A batch of points. ``batch_id``: the client's id of the batch; a replay with the
-    same id (or ``Idempotency-Key``) inserts nothing."""
-
-    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
-    batch_id: NotRequired[Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN)] | None]
-    points: Annotated[list[TelemetryPointIn], Field(max_length=telemetry.MAX_BATCH_POINTS)]
-
-
-#: Validates a batch straight from the JSON bytes into dicts (in pydantic-core: about a
-#: third of the cost of building a model per point; telemetry comes 100,000 points a time).
-TELEMETRY_BATCH: TypeAdapter[TelemetryBatchIn] = TypeAdapter(TelemetryBatchIn)
-
-
-def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
-    if isinstance(schema, dict):
-        ref = schema.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            return _inline_refs(defs[ref.rsplit("/", 1)[1]], defs)
-        return {k: _inline_refs(v, defs) for k, v in schema.items() if k != "$defs"}
-    if isinstance(schema, list):
-        return [_inline_refs(v, defs) for v in schema]
-    return schema
-
-
-def telemetry_batch_schema() -> dict[str, Any]:
-    """The JSON schema of a batch with its definitions inlined (for the OpenAPI document)."""
-    schema = TELEMETRY_BATCH.json_schema()
-    return _inline_refs(schema, schema.get("$defs", {}))
+# the batch bodies (points and columns) and their OpenAPI schema: api/telemetry_schemas.py
+from api.telemetry_schemas import (  # noqa: E402,F401  (re-exported: schemas is the API's one namespace)
+    TELEMETRY_BATCH,
+    TelemetryBatchIn,
+    TelemetryColumnsBatchIn,
+    TelemetryColumnsIn,
+    TelemetryPointIn,
+    telemetry_batch_schema,
+)
 
 
 class TelemetryAccepted(BaseModel):

@@ -19,8 +19,8 @@ file, all in one run so the figures are side by side:
   calls), with the ledger up, slow and down, beside Hugging Face trackio's ``log`` timed
   the same way in the same run. trackio is never our dependency: it runs in its own
   virtual environment (``--trackio-python``, default ``$TRACKIO_PYTHON`` or
-  ``/tmp/trackio-venv/bin/python``; make it with ``python3 -m venv /tmp/trackio-venv &&
-  /tmp/trackio-venv/bin/pip install trackio``), in a process of its own, logging to a
+  ``/tmp/peers/trackio/bin/python``; make it with ``python3 -m venv /tmp/peers/trackio &&
+  /tmp/peers/trackio/bin/python -m pip install trackio``), in a process of its own, logging to a
   temporary folder. Target: median <= 50 us in all three cases, and no slower than trackio.
 * **system metrics sampler**: the CPU time of one sample (measured on the sampling thread's
   own clock, so other processes on a shared machine do not count) as a share of its
@@ -28,6 +28,13 @@ file, all in one run so the figures are side by side:
   wall-clock comparison of training steps with and without the sampler was tried: on a
   shared 2-core machine its noise is a hundred times the sampler's cost.)
   Target: <= 0.5% of a 100 ms step at the default interval.
+
+* **end to end against trackio** (:mod:`bench.telemetry_e2e`): one run logging 10 scalars a
+  step for 100,000 steps through the client with its defaults until the server acknowledged
+  every point, the server alone on pre-encoded bodies, and trackio's in-process ``log`` of
+  the same dicts until its SQLite file holds them; wall and per-CPU-second rates, the load
+  average beside each, the ratio, SQLite and (``--postgres URL``) PostgreSQL.
+  Target: >= 300,000 points/s and >= 1.8x trackio.
 
 The load average is printed at the start and the end: the machine is shared, and the
 figures are only as quiet as it was.
@@ -52,6 +59,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import telemetry_e2e  # noqa: E402
 from bench.api import Server, free_port, percentile  # noqa: E402
 from tests.trainer_hooks.client.proxy import Fault, FaultyProxy  # noqa: E402
 from trainer_hooks.client import LedgerClient  # noqa: E402
@@ -195,11 +203,16 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=1_000_000, help="points of the ingest run")
     parser.add_argument("--rounds", type=int, default=3, help="ingest rounds (best of)")
     parser.add_argument("--wandb-calls", type=int, default=3000, help="wandb.log / trackio.log calls per case")
-    parser.add_argument("--trackio-python", default=os.environ.get("TRACKIO_PYTHON") or "/tmp/trackio-venv/bin/python",
+    parser.add_argument("--trackio-python", default=os.environ.get("TRACKIO_PYTHON") or "/tmp/peers/trackio/bin/python",
                         help="the python of a virtual environment with trackio installed")
     parser.add_argument("--sampler-samples", type=int, default=300, help="samples timed for the sampler's cost")
-    parser.add_argument("--only", choices=["client", "wandb", "sampler"], default=None, help="run one part only")
+    parser.add_argument("--only", choices=["client", "wandb", "sampler", "e2e"], default=None, help="run one part only")
+    telemetry_e2e.add_arguments(parser)
     args = parser.parse_args()
+    if args.only in (None, "e2e"):
+        telemetry_e2e.run(args)
+        if args.only == "e2e":
+            return
     print(f"[{load()} at the start]")
     logging.getLogger("trainer_hooks.client").setLevel(logging.ERROR)  # "not delivered yet" is the point when down
     with tempfile.TemporaryDirectory(prefix="lineage-bench-telemetry-") as tmp_name:

@@ -16,6 +16,10 @@ Points
     such values, as ``check_points`` never did; it now refuses them with a 422 naming
     ``points[i].field``. Request and response shapes are unchanged.)
 
+    The same points may come as one array per field (:func:`check_columns`, rules and
+    errors as here, the module :mod:`lineage.telemetry_columns`): the compact form for
+    big batches, checked a column at a time.
+
 Idempotent batches
     A batch may carry a key (the API's ``batch_id`` field or ``Idempotency-Key``
     header). The key is stored in the transaction that inserts the points, so a replay
@@ -74,8 +78,10 @@ __all__ = [
     "MAX_STEP",
     "SUMMARY_SOURCES",
     "IngestResult",
+    "PointColumns",
     "Series",
     "batch_hash",
+    "check_columns",
     "check_points",
     "rows_from_valid",
     "TelemetryUses",
@@ -206,6 +212,35 @@ def check_points(points: Iterable[Any]) -> list[Row]:
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class PointColumns:
+    """Checked points a field at a time (what :func:`check_columns` gives): ``turn`` -1 for
+    a quantity that is not per turn, ``wall_time`` None where the sender gave none."""
+
+    step: Sequence[int]
+    turn: Sequence[int]
+    name: Sequence[str]
+    value: Sequence[float]
+    wall_time: Sequence[float | None]
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def rows(self) -> list[Row]:
+        """The same points as :func:`check_points`'s rows."""
+        return list(zip(self.step, self.turn, self.name, self.value, self.wall_time))
+
+
+def check_columns(columns: Any) -> PointColumns:
+    """Points from a batch's columnar form (:mod:`lineage.telemetry_columns`), by the same
+    rules as :func:`check_points`; ``.rows()`` equal its rows for the same points."""
+    from lineage.telemetry_columns import check_columns as check
+
+    return PointColumns(*check(columns, {"MAX_STEP": MAX_STEP, "MAX_TURN": MAX_TURN, "MAX_NAME": MAX_NAME,
+                                         "NAME": _NAME, "MAX_ABS_VALUE": MAX_ABS_VALUE,
+                                         "MAX_BATCH_POINTS": MAX_BATCH_POINTS}))
+
+
 def rows_from_valid(points: Iterable[Mapping[str, Any]]) -> list[Row]:
     """Rows from points already held to the rules above (the API validates them with a
     schema built from this module's constants): the conversion alone, no checks."""
@@ -213,11 +248,25 @@ def rows_from_valid(points: Iterable[Mapping[str, Any]]) -> list[Row]:
             for p in points]
 
 
-def batch_hash(rows: Sequence[Row]) -> str:
-    """SHA-256 of a batch's rows: equal for the same points however the JSON was written
-    (``marshal`` version 2 writes values without object references, so equal rows give
-    equal bytes)."""
+def batch_hash(rows: "Sequence[Row] | PointColumns") -> str:
+    """SHA-256 of a batch's points: equal for the same points however the JSON was written
+    (``marshal`` version 2 writes values without object references, so equal values give
+    equal bytes). Rows hash as the list of rows (as always), columns as the tuple of the
+    five columns (no tuple per point to build); a replay in the other form is recognised
+    by :func:`_other_form_hash`."""
+    if isinstance(rows, PointColumns):
+        columns = (list(rows.step), list(rows.turn), list(rows.name), list(rows.value), list(rows.wall_time))
+        return hashlib.sha256(marshal.dumps(columns, 2)).hexdigest()
     return hashlib.sha256(marshal.dumps(list(rows), 2)).hexdigest()
+
+
+def _other_form_hash(rows: "Sequence[Row] | PointColumns") -> str:
+    """:func:`batch_hash` of the same points in the other form (only a replay whose hash
+    differs pays for it)."""
+    if isinstance(rows, PointColumns):
+        return batch_hash(rows.rows())
+    found = list(rows)
+    return batch_hash(PointColumns(*(list(column) for column in zip(*found))) if found else PointColumns([], [], [], [], []))
 
 
 def derive_summary(stats: Mapping[str, tuple[int, float, float, float, float]]) -> dict[str, float]:
@@ -246,9 +295,11 @@ class TelemetryUses:
 
     store: "Store"
 
-    def ingest_telemetry(self, project_slug: str, exp_id: str, rows: Sequence[Row], *, key: str | None = None) -> IngestResult:
-        """Insert checked rows (:func:`check_points`) into trial ``exp_id``, all or nothing.
-        With ``key``, idempotently (module doc)."""
+    def ingest_telemetry(self, project_slug: str, exp_id: str, rows: "Sequence[Row] | PointColumns", *,
+                         key: str | None = None) -> IngestResult:
+        """Insert checked rows (:func:`check_points`) or columns (:func:`check_columns`) into
+        trial ``exp_id``, all or nothing. With ``key``, idempotently (module doc): the same
+        points replayed in either form are the same batch."""
         store = self.store
         if key is not None:
             check_idempotency_key(key, field_name="batch_id")
@@ -261,7 +312,7 @@ class TelemetryUses:
             ):
                 found = store.find_key(conn, project, SCOPE, key)
                 stored_exp, stored_hash, result = found if found is not None else ("", "", {})
-                if stored_exp != exp_id or stored_hash != digest:
+                if stored_exp != exp_id or stored_hash not in (digest, _other_form_hash(rows)):
                     raise Conflict(
                         f"batch {key!r} was already sent with other points"
                         + (f" (for trial {stored_exp!r})" if stored_exp != exp_id else ""),

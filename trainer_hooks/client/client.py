@@ -56,7 +56,7 @@ from typing import Any, Mapping, Sequence
 
 from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, Transport, Unavailable, deliver
 from trainer_hooks.client.outcome import TrialOutcome
-from trainer_hooks.client.points import Row, encode_rows, step_rows, turn_rows
+from trainer_hooks.client.points import Record, Row, encode_columns, step_record, step_rows, turn_rows
 from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
 from trainer_hooks.client.sysmetrics import SystemSampler, sampler_settings
 
@@ -118,7 +118,8 @@ class LedgerClient:
         spool_dir: where the run's spool file goes (:func:`default_spool_dir`).
         run_id: names the spool file and prefixes every idempotency key; a new one by default.
         timeout: seconds per HTTP request.
-        max_batch_points: points per telemetry request.
+        max_batch_points: points per telemetry request at most (the sender coalesces what the
+            spool holds up to this: fewer, bigger requests when the ledger is behind).
         max_buffer_points: points held in memory before ``log`` spools them itself.
         spool_interval: seconds between spool commits.
         close_timeout: seconds :meth:`close` may spend sending at exit.
@@ -134,7 +135,7 @@ class LedgerClient:
     """
 
     def __init__(self, base_url: str, token: str | None, project: str, *, spool_dir: str | Path | None = None,
-                 run_id: str | None = None, timeout: float = 10.0, max_batch_points: int = 50_000,
+                 run_id: str | None = None, timeout: float = 10.0, max_batch_points: int = 200_000,
                  max_buffer_points: int = 200_000, spool_interval: float = 0.2, close_timeout: float = 10.0,
                  backoff: tuple[float, float] = (0.05, 5.0), handle_sigterm: bool = False, durable: bool = True,
                  gzip_level: int | None | str = "auto", system_metrics: bool | float | None = None,
@@ -163,9 +164,10 @@ class LedgerClient:
         self.error: LedgerRejected | None = None
         self._logged_clip_scale = False
         self._plan_extra: dict[str, Any] = {"run_id": self.run_id}
-        self._buffer: collections.deque[list[Row]] = collections.deque()
+        #: ``(points, one call's record or rows)`` in the order logged
+        self._buffer: collections.deque[tuple[int, Record | list[Row]]] = collections.deque()
         #: rows of other threads (the system metrics sampler), spooled with the buffer
-        self._side: collections.deque[list[Row]] = collections.deque()
+        self._side: collections.deque[tuple[int, list[Row]]] = collections.deque()
         self._last_step = 0
         self.system_points = 0
         self._system_interval = sampler_settings(system_metrics)
@@ -326,8 +328,8 @@ class LedgerClient:
 
     def log(self, step: int, metrics: Mapping[str, Any], *, turn: int | None = None) -> None:
         """Log ``name -> value`` (numbers or 0-dim tensors) at ``step`` (for ``turn``)."""
-        rows, dropped = step_rows(step, metrics, turn, time.time())
-        self._push(rows, dropped)
+        record, dropped = step_record(step, metrics, turn, time.time())
+        self._push(0 if record is None else len(record[3]), record, dropped)
         self._last_step = step
         if turn is None and "clip_scale_mean" in metrics:
             self._logged_clip_scale = True
@@ -335,29 +337,29 @@ class LedgerClient:
     def log_turns(self, step: int, per_turn: Mapping[str, Any]) -> None:
         """Log per-turn series: ``name -> [T]`` values (list or 1-D tensor), turn ``t`` each."""
         rows, dropped = turn_rows(step, per_turn, time.time())
-        self._push(rows, dropped)
+        self._push(len(rows), rows, dropped)
         self._last_step = step
 
-    def _push(self, rows: list[Row], dropped: int) -> None:
+    def _push(self, count: int, item: Record | list[Row] | None, dropped: int) -> None:
         if self._closed:
             raise RuntimeError("the LedgerClient is closed")
         self.nonfinite_dropped += dropped
-        if not rows:
+        if not count:
             return
-        self._buffer.append(rows)
-        self.points_logged += len(rows)
-        self._appended += len(rows)
+        self._buffer.append((count, item))  # type: ignore[arg-type]
+        self.points_logged += count
+        self._appended += count
         buffered = self._appended - self._drained
         if buffered >= self.max_buffer_points:
             self._spool_buffer()  # the disk is behind: spool here rather than drop or grow
-        elif buffered >= self.max_batch_points:
+        elif buffered >= min(self.max_batch_points, self.max_buffer_points // 2):
             self._spool_wake.set()
 
     def _log_system(self, values: Mapping[str, float]) -> None:
         """The sampler's thread: one sample at the step last logged."""
         rows, _ = step_rows(self._last_step, values, None, time.time())
         if rows and not self._closed:
-            self._side.append(rows)
+            self._side.append((len(rows), rows))
             self.system_points += len(rows)
 
     def _stop_sampler(self) -> dict[str, float]:
@@ -454,28 +456,31 @@ class LedgerClient:
         """Move everything in the deque to the spool, in order (one transaction)."""
         with self._spool_lock:
             chunks: list[tuple[str, int]] = []
-            pending: list[Row] = []
-            taken: list[list[Row]] = []
-            side: list[list[Row]] = []
+            pending: list[Record | list[Row]] = []
+            count = 0
+            taken: list[tuple[int, Record | list[Row]]] = []
+            side: list[tuple[int, list[Row]]] = []
             try:
                 while self._side:
                     side.append(self._side.popleft())
-                    pending.extend(side[-1])
+                    pending.append(side[-1][1])
+                    count += side[-1][0]
                 while self._buffer:
-                    rows = self._buffer.popleft()
-                    taken.append(rows)
-                    pending.extend(rows)
-                    if len(pending) >= self.max_batch_points:
-                        chunks.append(encode_rows(pending))
-                        pending = []
+                    entry = self._buffer.popleft()
+                    taken.append(entry)
+                    pending.append(entry[1])
+                    count += entry[0]
+                    if count >= self.max_batch_points:
+                        chunks.append(encode_columns(pending))
+                        pending, count = [], 0
                 if pending:
-                    chunks.append(encode_rows(pending))
+                    chunks.append(encode_columns(pending))
                 self.spool.append_points(chunks)
             except BaseException:  # a full disk, a SIGTERM's SystemExit: the rows go back, in order
                 self._buffer.extendleft(reversed(taken))
                 self._side.extendleft(reversed(side))
                 raise
-            self._drained += sum(len(rows) for rows in taken)
+            self._drained += sum(n for n, _ in taken)
         if chunks:
             self._send_wake.set()
 

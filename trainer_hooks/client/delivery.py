@@ -15,7 +15,8 @@ Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``G
 project, ``POST /projects`` only on a 404, so an existing project costs no ``409
 Conflict``; a 409 from a run that created it in between is fine), ``plan`` (``POST
 /trials`` with ``Idempotency-Key: <run_id>-plan``; the stored ``exp_id`` goes into the
-spool's meta), ``points`` (``POST .../telemetry`` with ``batch_id``), ``alert`` (``POST
+spool's meta), ``columns`` and ``points`` (``POST .../telemetry`` with ``batch_id``;
+consecutive ``columns`` ops sent as one batch, an array of their column blocks), ``alert`` (``POST
 .../alerts`` with ``Idempotency-Key: <run_id>-alert-<seq>``; an alert the ledger finds
 malformed, a 422, is logged and skipped rather than stopping the run's telemetry),
 ``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish`` (``PATCH`` the
@@ -46,6 +47,8 @@ __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unava
 log = logging.getLogger("trainer_hooks.client")
 
 API = "/api/v1"
+#: spool ops that are telemetry: the columnar form, and point objects (older spools)
+TELEMETRY_KINDS = ("columns", "points")
 #: 4xx that mean "try again later", not "never"
 _RETRY_STATUSES = frozenset({408, 425, 429})
 
@@ -132,7 +135,7 @@ def _detail(response: httpx.Response) -> str:
     return str(body)[:300]
 
 
-def deliver(spool: Spool, transport: Transport, *, max_points: int = 50_000,
+def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
             should_stop: Callable[[], bool] = lambda: False, on_sent: Callable[[int], None] | None = None,
             final: Callable[[], bool] = lambda: True) -> int:
     """Send the spool's unsent ops in order until none is left (or ``should_stop()``).
@@ -149,9 +152,9 @@ def deliver(spool: Spool, transport: Transport, *, max_points: int = 50_000,
         if op is None:
             return sent_points
         try:
-            if op.kind in ("points", "alert") and not spool.get("exp_id"):
+            if op.kind in TELEMETRY_KINDS + ("alert",) and not spool.get("exp_id"):
                 op = _plan_logged_later(spool, op, final())  # logged before plan_trial: plan first
-            if op.kind == "points":
+            if op.kind in TELEMETRY_KINDS:
                 key, ops = spool.group(op, max_points=max_points, run_id=run_id)
                 count = _send_points(spool, transport, key, ops)
                 spool.mark_sent([o.seq for o in ops])
@@ -191,7 +194,12 @@ def _exp_id(spool: Spool, kind: str) -> str:
 
 def _send_points(spool: Spool, transport: Transport, key: str, ops: list[Op]) -> int:
     exp_id = _exp_id(spool, "telemetry")
-    body = ('{"batch_id":' + json.dumps(key) + ',"points":[' + ",".join(o.body for o in ops) + "]}").encode()
+    if ops[0].kind == "columns":
+        # blocks joined as they were spooled: nothing decoded, the server concatenates them
+        joined = ops[0].body if len(ops) == 1 else "[" + ",".join(o.body for o in ops) + "]"
+        body = ('{"batch_id":' + json.dumps(key) + ',"columns":' + joined + "}").encode()
+    else:
+        body = ('{"batch_id":' + json.dumps(key) + ',"points":[' + ",".join(o.body for o in ops) + "]}").encode()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
     if isinstance(transport.gzip_level, int) and len(body) > 4096:
         body = gzip.compress(body, transport.gzip_level)
@@ -275,7 +283,7 @@ def _knowledge(transport: Transport) -> dict[str, Any]:
                              params={"format": "json", "recent_n": 1, "last_m": 1}).json()
 
 
-def deliver_within(spool: Spool, transport: Transport, timeout: float, *, max_points: int = 50_000,
+def deliver_within(spool: Spool, transport: Transport, timeout: float, *, max_points: int = 200_000,
                    backoff: Backoff | None = None) -> int:
     """:func:`deliver`, retrying :class:`Unavailable` with backoff for at most ``timeout``
     seconds; returns the points sent. Raises the last :class:`Unavailable` when time runs

@@ -14,9 +14,10 @@ Tables
     ``meta(key, value)``: the run (``run_id``, ``base_url``, ``project``), the trial's
     ``exp_id`` once known, and the last rejection (``rejected``: why the ledger refused).
     ``ops(seq, kind, body, points, group_key, sent)``: one write each, in ``seq`` order.
-    ``kind`` is ``project`` | ``plan`` | ``points`` | ``alert`` | ``summarize`` | ``finish``; ``body``
-    is JSON (for ``points`` the comma-joined point objects without brackets, so a batch
-    is built by concatenation).
+    ``kind`` is ``project`` | ``plan`` | ``columns`` | ``points`` | ``alert`` | ``summarize`` |
+    ``finish``; ``body`` is JSON: for ``columns`` (what the client writes) the API's columnar
+    form of the points (``lineage.telemetry_columns``), for ``points`` (spools of clients
+    before 2026-11-25, still replayed) the comma-joined point objects without brackets.
 
 Retention
     A spool whose every op the ledger acknowledged (a 2xx each) has done its job and is
@@ -30,7 +31,8 @@ Retention
     caught up, not finished.
 
 Idempotent replay
-    Consecutive ``points`` ops are sent as one telemetry batch. Before the first attempt
+    Consecutive telemetry ops of one kind (``columns`` or ``points``) are sent as one
+    telemetry batch. Before the first attempt
     the sender writes the batch's key into ``group_key`` of its ops (:meth:`Spool.group`),
     so a retry after a timeout, a crash or a SIGKILL re-sends exactly the same points
     under the same ``batch_id`` and the server stores them once.
@@ -66,7 +68,11 @@ CREATE TABLE IF NOT EXISTS ops (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ops_unsent ON ops (sent, seq);
+CREATE INDEX IF NOT EXISTS ops_pending ON ops (sent, seq, points, kind);
 """
+# ops_pending covers pending() and the scans of next_unsent/group: a column stored after a
+# body of megabytes is read through the body's overflow pages, so a query must not touch the
+# table for rows it does not return
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,14 +195,15 @@ class Spool:
                                    (kind, json.dumps(body, separators=(",", ":")), time.time()))
         return int(cur.lastrowid or 0)
 
-    def append_points(self, chunks: list[tuple[str, int]]) -> None:
-        """Append ``(joined point objects, count)`` chunks as ``points`` ops, one transaction."""
+    def append_points(self, chunks: list[tuple[str, int]], *, kind: str = "columns") -> None:
+        """Append ``(JSON text, count)`` chunks as telemetry ops of ``kind`` (``columns``: the
+        columnar form; ``points``: joined point objects), one transaction."""
         if not chunks:
             return
         now = time.time()
         with self._transaction() as conn:
-            conn.executemany("INSERT INTO ops (kind, body, points, created) VALUES ('points', ?, ?, ?)",
-                             [(text, count, now) for text, count in chunks])
+            conn.executemany("INSERT INTO ops (kind, body, points, created) VALUES (?, ?, ?, ?)",
+                             [(kind, text, count, now) for text, count in chunks])
 
     # -- the sender's side ------------------------------------------------------------------
 
@@ -210,10 +217,11 @@ class Spool:
         return None if row is None else Op(*row)
 
     def group(self, first: Op, *, max_points: int, run_id: str) -> tuple[str, list[Op]]:
-        """The telemetry batch that starts at ``first`` (a ``points`` op): its key and ops.
+        """The telemetry batch that starts at ``first`` (a ``columns`` or ``points`` op): its
+        key and ops.
 
         A batch already keyed (sent before, maybe received) comes back as it was. Else the
-        consecutive unsent ``points`` ops from ``first`` up to ``max_points`` points are
+        consecutive unsent ops of ``first``'s kind from ``first`` up to ``max_points`` points are
         keyed ``<run_id>-<first seq>`` in one transaction, before anything is sent."""
         conn = self._conn()
         if first.group_key is not None:
@@ -222,11 +230,11 @@ class Spool:
             return first.group_key, [Op(*r) for r in rows]
         key = f"{run_id}-{first.seq}"
         with self._transaction() as conn:
-            stop = conn.execute("SELECT MIN(seq) FROM ops WHERE seq > ? AND kind != 'points'", (first.seq,)).fetchone()[0]
+            stop = conn.execute("SELECT MIN(seq) FROM ops WHERE seq > ? AND kind != ?", (first.seq, first.kind)).fetchone()[0]
             rows = conn.execute(
-                "SELECT seq, kind, body, points, group_key FROM ops WHERE seq >= ? AND sent = 0 AND kind = 'points' "
+                "SELECT seq, kind, body, points, group_key FROM ops WHERE seq >= ? AND sent = 0 AND kind = ? "
                 "AND group_key IS NULL AND (? IS NULL OR seq < ?) ORDER BY seq LIMIT 10000",
-                (first.seq, stop, stop),
+                (first.seq, first.kind, stop, stop),
             ).fetchall()
             taken: list[Op] = []
             total = 0

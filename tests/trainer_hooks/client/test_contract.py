@@ -40,14 +40,14 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
     validators = {
         "project": request_schema(openapi, "/api/v1/projects", "post"),
         "plan": request_schema(openapi, "/api/v1/projects/{project}/trials", "post"),
-        "points": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}/telemetry", "post"),
+        "columns": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}/telemetry", "post"),
         "finish": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}", "patch"),
         "alert": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}/alerts", "post"),
     }
     seen = set()
     for op in Spool(tmp_path / "spool" / "contract.spool").ops():
-        if op.kind == "points":
-            body: Any = json.loads(f'{{"batch_id": "contract-{op.seq}", "points": [{op.body}]}}')
+        if op.kind == "columns":
+            body: Any = {"batch_id": f"contract-{op.seq}", "columns": json.loads(op.body)}
         elif op.kind == "finish":
             body = {**json.loads(op.body)["fields"], "status": "keep"}  # "auto" is decided before sending
         elif op.kind == "summarize":
@@ -58,6 +58,9 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
         assert not errors, (op.kind, errors)
         seen.add(op.kind)
     assert seen == set(validators)
+    blocks = [json.loads(op.body) for op in Spool(tmp_path / "spool" / "contract.spool").ops() if op.kind == "columns"]
+    joined = {"batch_id": "all", "columns": blocks * 2}  # what the sender joins into one request when behind
+    assert blocks and not [e.message for e in validators["columns"].iter_errors(joined)]
 
 
 def test_points_logged_before_the_plan_are_sent_after_it(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

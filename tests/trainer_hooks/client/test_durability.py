@@ -17,7 +17,14 @@ from click.testing import CliRunner
 
 from api.cli import cli
 from tests.api.conftest import ROOT, free_port
-from tests.trainer_hooks.client.conftest import expected_points, fast_client, log_steps, stored_points, trial_count
+from tests.trainer_hooks.client.conftest import (
+    expected_points,
+    fast_client,
+    log_steps,
+    step_value,
+    stored_points,
+    trial_count,
+)
 from tests.trainer_hooks.client.proxy import Fault
 from trainer_hooks.client.cli import spool
 from trainer_hooks.client.spool import Spool, spool_files
@@ -235,3 +242,45 @@ def test_revoked_token_stops_sending_keeps_the_spool_and_a_new_token_flushes_it(
     assert Spool(spool_file).get("rejected") is None
     assert stored_points(db) == expected_points(range(400))
     assert trial_count(db) == 1
+
+
+def test_a_spool_of_an_older_client_with_point_lists_is_still_delivered_once(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Spools written before the columnar form hold ``points`` ops (joined point objects):
+    ``lineage spool flush`` sends them as point lists, the new ``columns`` ops after them as
+    columnar batches, in order, and a replay of the whole spool stores nothing twice."""
+    from trainer_hooks.client.points import encode_columns, encode_rows, step_rows, turn_rows
+
+    db = str(tmp_path / "ledger.db")
+    port = free_port()
+    spool_dir = tmp_path / "spool"
+    client = fast_client(f"http://127.0.0.1:{port}", spool_dir, run_id="mixed")  # nothing listens yet
+    client.ensure_project()
+    client.plan_trial(hypothesis="old and new spool ops")
+    assert not client.close(timeout=0.2).delivered
+    old = Spool(spool_dir / "mixed.spool")
+
+    def rows(steps: range) -> list:
+        found: list = []
+        for step in steps:
+            found += step_rows(step, {name: step_value(step, name) for name in ("loss", "kl")}, None, 1.7e9)[0]
+            found += turn_rows(step, {"ig_mean": [step_value(step, "ig", t) for t in range(2)]}, 1.7e9)[0]
+        return found
+
+    old.append_points([encode_rows(rows(range(0, 40))), encode_rows(rows(range(40, 80)))], kind="points")
+    old.append_points([encode_columns([rows(range(80, 150))])])
+    old.append_points([encode_rows(rows(range(150, 200)))], kind="points")
+    old.close()
+    snapshot = (spool_dir / "mixed.spool").read_bytes()
+    serve(db, port=port)
+    for attempt in range(2):
+        if attempt:
+            for leftover in spool_dir.glob("mixed.spool*"):
+                leftover.unlink()
+            (spool_dir / "mixed.spool").write_bytes(snapshot)
+        code, out, err = flush_cli(spool_dir, "--keep")
+        assert code == 0, err
+        assert json.loads(out)["points_sent"] == 800
+        assert stored_points(db) == expected_points(range(200))
+    with sqlite3.connect(db) as conn:
+        walls = conn.execute("SELECT COUNT(wall_time) FROM telemetry_points").fetchone()[0]
+    assert walls == 2 * 200  # the first point of each log call carries the sender's clock

@@ -12,7 +12,7 @@ import pytest
 from lineage.domain import FailureLabel
 from tests.api.conftest import ROOT
 from trainer_hooks.client import FAILURE_LABELS, decide_status
-from trainer_hooks.client.points import encode_rows, step_rows, turn_rows
+from trainer_hooks.client.points import encode_columns, encode_rows, step_record, step_rows, turn_rows
 
 
 def test_failure_labels_are_the_ledgers_vocabulary() -> None:
@@ -59,6 +59,37 @@ def test_encoded_points_are_the_json_the_api_takes() -> None:
     batch = TELEMETRY_BATCH.validate_json(f'{{"batch_id":"k","points":[{text}]}}')
     assert count == 2 and batch["points"][0]["name"] == 'quote"name' and batch["points"][1]["turn"] == 3
     assert json.loads(f"[{text}]")[1]["value"] == -1e-310
+
+
+def test_a_call_as_a_record_keeps_the_rules_of_its_rows() -> None:
+    with pytest.raises(ValueError, match="name"):
+        step_record(0, {"ok": 1.0, "bad\x7fname": 1.0}, None, 0.0)
+    with pytest.raises(ValueError, match="turn"):
+        step_record(0, {"loss": 1.0}, -2, 0.0)
+    metrics = {"kl": math.nan, "loss": 1, "big": -1e300, "lr": 0.1}
+    record, dropped = step_record(3, metrics, None, 5.0)
+    rows, dropped_rows = step_rows(3, metrics, None, 5.0)
+    assert record == (3, None, ("loss", "lr"), [1.0, 0.1], 5.0) and dropped == dropped_rows == 2
+    assert step_record(4, {"kl": math.inf}, 2, 5.0) == (None, 1)
+    assert step_record(4, {}, None, 5.0) == (None, 0)
+
+
+def test_columnar_chunks_are_the_form_the_api_takes_and_join_in_order() -> None:
+    import json
+
+    from lineage import telemetry
+
+    first = [step_record(s, {"loss": 1 / (s + 1), 'q"ü': -s}, None, 1.7e9 + s)[0] for s in range(3)]
+    turns = turn_rows(3, {"ig": [0.5, 0.25]}, 9.0)[0]
+    rows = step_rows(4, {"loss": 0.2}, None, 10.0)[0]
+    one, count = encode_columns([*first, turns])
+    two, count_two = encode_columns([rows])
+    assert (count, count_two) == (8, 1) and "turn" not in json.loads(two)
+    expected = [(s, -1, n, float(v), w) for s, (n, v, w) in
+                [(s, x) for s in range(3) for x in (("loss", 1 / (s + 1), 1.7e9 + s), ('q"ü', -s, None))]]
+    expected += [(3, 0, "ig", 0.5, 9.0), (3, 1, "ig", 0.25, None), (4, -1, "loss", 0.2, 10.0)]
+    assert telemetry.check_columns(json.loads(f"[{one},{two}]")).rows() == expected  # what the sender joins
+    assert telemetry.check_columns(json.loads(one)).rows() == expected[:8]
 
 
 def test_tensor_values_are_converted() -> None:
