@@ -74,9 +74,10 @@ def _postgres_engine(url: str, **kwargs: object) -> Engine:
     A connection the driver already knows is closed or broken is replaced without a
     round trip; one idle past :data:`PG_PING_AFTER_IDLE_S` gets SQLAlchemy's ping and is
     replaced when that fails. A server that went away within the window is met by the
-    first statement: SQLAlchemy then invalidates every pooled connection of before, so
-    only requests already in flight see the error (reads through :meth:`StoreBase.peek`
-    retry once).
+    first statement; every API request starts with the access check
+    (:meth:`StoreBase.peek`), which then runs once more on a new connection and replaces
+    the whole pool, so the request's write gets a live connection too; only statements
+    already in flight see the error.
     """
     engine = create_engine(url, **kwargs)  # type: ignore[arg-type]
     dialect = engine.dialect

@@ -257,6 +257,9 @@ class StoreBase:
                 if attempt or self.sqlite or not (driver.closed or driver.broken):  # type: ignore[union-attr]
                     raise
                 raw.invalidate()
+                # the other pooled connections went with it (pinged only after idling):
+                # a new pool, so the writes that follow this check get live ones too
+                self.engine.dispose(close=False)
             finally:
                 raw.close()
         raise AssertionError("unreachable")  # pragma: no cover
