@@ -136,7 +136,7 @@ def test_cli_hook_commands(ledger: Ledger, db_url: str, tmp_path: Path) -> None:
     ledger.create_project("p")
     runner = CliRunner()
     bad = runner.invoke(cli, ["--db", db_url, "hook", "add", "-p", "p", "--url", "gopher://x/"])
-    assert bad.exit_code == 2 and "url: must use http or https" in bad.stderr
+    assert bad.exit_code == 2 and "url: must be an http:// or https:// URL" in bad.stderr
     with Receiver("ok") as receiver:
         added = runner.invoke(cli, ["--db", db_url, "hook", "add", "-p", "p", "--url", receiver.url,
                                     "--events", "trial_crashed"])
