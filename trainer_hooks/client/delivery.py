@@ -43,8 +43,9 @@ import gzip
 import json
 import logging
 import random
+import threading
 import time
-from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, wait
 from typing import Any, Callable
 from urllib.parse import quote
 
@@ -116,18 +117,23 @@ class Transport:
         self.gzip_level = (None if _is_loopback(self.http.base_url.host) else 1) if gzip_level == "auto" else gzip_level
         #: telemetry batches in flight at once (1: one request at a time)
         self.in_flight = in_flight
-        self._pool: ThreadPoolExecutor | None = None
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
-        """Run ``fn`` on one of the transport's ``in_flight`` request threads."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix="ledger-post")
-        return self._pool.submit(fn, *args, **kwargs)
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``fn`` on a thread of its own; its outcome in the future. A thread per request
+        rather than a ``ThreadPoolExecutor``: an executor refuses work once the interpreter
+        began to exit, and the client's last deliveries run in an exit handler."""
+        done: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting sender
+                done.set_exception(exc)
+
+        threading.Thread(target=run, name="ledger-post", daemon=True).start()
+        return done
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
         self.http.close()
 
     def request(self, kind: str, method: str, url: str, *, ok_statuses: tuple[int, ...] = (),
