@@ -375,6 +375,11 @@ class _QueryCloseness:
                 if len(word) >= 4:
                     self.fuzzy.append(i)
         self.fuzzy_words = [self.query[i] for i in self.fuzzy]
+        if self.fuzzy_words:  # imported by the first ranking, not at start; once per ranking,
+            # not per word (a ranking meets ~40 new words: the import statement was 2% of a record)
+            from rapidfuzz import fuzz, process
+
+            self._extract, self._ratio = process.extract, fuzz.ratio
 
     def of(self, word: str) -> tuple[float, tuple[tuple[int, float], ...]]:
         """:func:`_closeness` of ``word`` to each query token (the non-zero ones), found
@@ -391,10 +396,8 @@ class _QueryCloseness:
                     if i != at and (q.startswith(word) or word.startswith(q)):
                         close[i] = 0.9
             if len(word) >= 4 and self.fuzzy_words:
-                from rapidfuzz import fuzz, process  # imported by the first ranking, not at start
-
-                for _, score, k in process.extract(word, self.fuzzy_words, scorer=fuzz.ratio, processor=None,
-                                                   score_cutoff=80.0, limit=None):
+                for _, score, k in self._extract(word, self.fuzzy_words, scorer=self._ratio, processor=None,
+                                                 score_cutoff=80.0, limit=None):
                     close.setdefault(self.fuzzy[k], score / 100.0)
         pairs = tuple(close.items())
         found = self.seen[word] = (max(close.values(), default=0.0), pairs)

@@ -62,9 +62,10 @@ def test_the_cli_and_its_help_import_no_heavy_library() -> None:
 
 #: What a server whose schema is at head does not load before it is used (issue 23: cold
 #: start and idle memory): Alembic and Mako (only an upgrade needs them), the MCP SDK (the
-#: first /mcp request), Jinja (the first page), rapidfuzz (the first ranking) and the
-#: PostgreSQL dialect (a PostgreSQL database).
-LAZY = ("alembic", "mako", "mcp", "jinja2", "rapidfuzz", "sqlalchemy.dialects.postgresql")
+#: first /mcp request), Jinja and the page modules (the first page), rapidfuzz (the first
+#: ranking) and the PostgreSQL dialect (a PostgreSQL database).
+LAZY = ("alembic", "mako", "mcp", "jinja2", "rapidfuzz", "sqlalchemy.dialects.postgresql", "api.pages.web",
+        "api.pages.project", "api.pages.route", "api.pages.charts")
 
 
 def test_a_server_at_head_starts_without_what_it_uses_later(tmp_path) -> None:
@@ -95,4 +96,26 @@ def test_mcp_starts_on_its_first_request(tmp_path) -> None:
         "    answer = client.post('/mcp', json=body, headers={'Accept': 'application/json, text/event-stream'})\n"
         "    assert answer.status_code == 200, (answer.status_code, answer.text)\n"
         "    import sys; assert 'api.mcp_server' in sys.modules\n"
+    )
+
+
+def test_the_pages_load_on_the_first_page_request_and_not_for_the_api(tmp_path) -> None:
+    url = "sqlite:///" + str(tmp_path / "p.db")
+    _modules_after(
+        "import sys\n"
+        "from fastapi.testclient import TestClient\n"
+        "from api.app import create_app\n"
+        "from api.settings import Settings\n"
+        f"app = create_app(Settings(database_url={url!r}))\n"
+        "with TestClient(app) as client:\n"
+        "    assert client.post('/api/v1/projects', json={'slug': 'p'}).status_code == 201\n"
+        "    assert client.get('/api/v1/projects/p/trials').status_code == 200\n"
+        "    assert client.get('/openapi.json').status_code == 200\n"
+        "    assert 'api.pages.web' not in sys.modules and 'jinja2' not in sys.modules\n"
+        "    page = client.get('/projects/p')\n"
+        "    assert page.status_code == 200 and 'text/html' in page.headers['content-type'], page.status_code\n"
+        "    assert 'api.pages.web' in sys.modules\n"
+        "    assert client.get('/static/app.css').status_code == 200\n"
+        "    missing = client.get('/no-such-page')\n"
+        "    assert missing.status_code == 404, missing.status_code\n"
     )

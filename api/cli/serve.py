@@ -59,7 +59,7 @@ def serve(
             os.environ[name] = str(value)
     click.echo(f"lineage: serving {ledger.engine.url.render_as_string(hide_password=True)} on http://{host}:{port}", err=True)
     fmt = os.environ.get("LINEAGE_LOG_FORMAT", "text")
-    uvicorn.run("api.app:app_from_env", factory=True, host=host, port=port, workers=workers, log_level=log_level,
+    uvicorn.run("api.lazy_start:lazy_app_from_env", factory=True, host=host, port=port, workers=workers, log_level=log_level,
                 log_config=uvicorn_log_config(fmt if fmt in ("text", "json") else "text", log_level), access_log=False)
 
 

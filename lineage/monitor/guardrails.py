@@ -144,12 +144,13 @@ def _record_trips(
 
 def after_trial(
     store: Store, conn: Connection, project: Project, trial: Trial, *, best: Trial | None, trial_count: int,
-    subscribed: list[hooks.Subscription] | None = None,
+    subscribed: list[hooks.Subscription] | None = None, policy: dict[str, Any] | None | bool = False,
 ) -> list[str]:
     """After ``trial`` was recorded (in the writer's transaction): update the trips; the
     names newly tripped. One primary-key look-up when the project has no guardrails; with
-    them, a short index walk for a crash streak and the per-status totals for a budget."""
-    row = store.guardrail_policy(conn, project.id)
+    them, a short index walk for a crash streak and the per-status totals for a budget.
+    ``policy``: the guardrail row already read (``Store.hooks_and_guardrails``)."""
+    row = store.guardrail_policy(conn, project.id) if policy is False else policy
     if row is None:
         return []
     policy = _policy_of(row)

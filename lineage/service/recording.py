@@ -169,7 +169,7 @@ class RecordingUses:
         close to the new trial's (``RecordResult.similar_prior``), in the same
         transaction, so they are exactly the trials recorded before it.
         """
-        with self.store.write() as conn:
+        with self.store.write(pipelined=True) as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
             counters = Counters(next_seq, next_number)
             result = self._record_in(conn, project, counters, fields, idempotency_key=idempotency_key,
@@ -347,11 +347,11 @@ class RecordingUses:
         *, trial_count: int,
     ) -> None:
         """In a new trial's transaction: its events to the outbox and the guardrails' trips."""
-        subscribed = hooks.subscriptions(self.store, conn, project)
+        subscribed, policy = self.store.hooks_and_guardrails(conn, project.id)
         hooks.trial_events(self.store, conn, project, stored, best_before=best_before, is_new_best=is_new_best,
                            subscribed=subscribed)
         guardrails.after_trial(self.store, conn, project, stored, best=stored if is_new_best else best_before,
-                               trial_count=trial_count, subscribed=subscribed)
+                               trial_count=trial_count, subscribed=subscribed, policy=policy)
 
 
 def _replay_result(existing: Trial, prepared: PreparedRecord) -> RecordResult:

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from sqlalchemy import Connection, Engine
 
-from lineage.db import WRITE_OPTION, is_sqlite
+from lineage.db import PIPELINE_INFO, WRITE_OPTION, is_sqlite
 from lineage.domain import (
     CLIP_SCALE_COLUMNS,
     FIELDKIT_COLUMNS,
@@ -168,10 +168,28 @@ class StoreBase:
             yield conn
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A write transaction: all or nothing, writers of one database queue on SQLite."""
-        with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, conn.begin():
-            yield conn
+    def write(self, *, pipelined: bool = False) -> Iterator[Connection]:
+        """A write transaction: all or nothing, writers of one database queue on SQLite.
+
+        ``pipelined`` (PostgreSQL; ignored on SQLite): the transaction runs in psycopg's
+        pipeline mode. A statement whose result is not read (an INSERT, an UPDATE) goes
+        out with the next one whose result is, and BEGIN with the first: fewer round
+        trips. An error of such a statement surfaces at that next read or at COMMIT,
+        still inside the transaction, so nothing is half-written; only for short writes
+        of driver-level statements (no COPY) that map no error to a particular statement.
+        """
+        with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
+            if pipelined and not self.sqlite:
+                with conn.connection.driver_connection.pipeline() as pipeline:  # type: ignore[union-attr]
+                    conn.info[PIPELINE_INFO] = pipeline
+                    try:
+                        with conn.begin():
+                            yield conn
+                    finally:
+                        conn.info.pop(PIPELINE_INFO, None)
+            else:
+                with conn.begin():
+                    yield conn
 
     # -- driver-level SQL for the hot paths -------------------------------------------------
     #
@@ -216,19 +234,35 @@ class StoreBase:
 
     def peek(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """The first row of one read statement run on its own, outside a transaction of
-        ours: SQLite runs it in autocommit, PostgreSQL in its own transaction (ended when
-        the pool takes the connection back). For the per-request checks of the API, where
-        a BEGIN/COMMIT pair through SQLAlchemy costs more than the indexed look-up."""
-        raw = self.engine.raw_connection()
-        try:
-            cursor = raw.cursor()
+        ours, in autocommit (on PostgreSQL: one round trip, no BEGIN/ROLLBACK). For the
+        per-request checks of the API, where a BEGIN/COMMIT pair through SQLAlchemy costs
+        more than the indexed look-up. A PostgreSQL connection found dead is replaced
+        and the statement run once more."""
+        for attempt in (0, 1):
+            raw = self.engine.raw_connection()
+            driver = raw.driver_connection
             try:
-                cursor.execute(self._sql(sql), params)
-                return cursor.fetchone()
+                if not self.sqlite:  # no BEGIN/ROLLBACK around one read: one round trip
+                    driver.autocommit = True  # type: ignore[union-attr]
+                cursor = raw.cursor()
+                try:
+                    cursor.execute(self._sql(sql), params)
+                    return cursor.fetchone()
+                finally:
+                    cursor.close()
+                    if not self.sqlite and not driver.closed:  # type: ignore[union-attr]
+                        driver.autocommit = False  # type: ignore[union-attr]
+            except Exception:
+                # PostgreSQL went away (restarted, connection cut): once more on a new one
+                if attempt or self.sqlite or not (driver.closed or driver.broken):  # type: ignore[union-attr]
+                    raise
+                raw.invalidate()
+                # the other pooled connections went with it (pinged only after idling):
+                # a new pool, so the writes that follow this check get live ones too
+                self.engine.dispose(close=False)
             finally:
-                cursor.close()
-        finally:
-            raw.close()
+                raw.close()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _in(self, values: Sequence[Any]) -> str:
         return ", ".join("?" * len(values))

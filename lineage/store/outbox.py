@@ -30,7 +30,7 @@ _HOOK_COLUMNS = "id, url, events, body_format, created_at"
 _DUE = ("state = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)")
 
 
-def _events(value: Any) -> list[str]:
+def events_list(value: Any) -> list[str]:
     return json.loads(value) if isinstance(value, str) else list(value or [])
 
 
@@ -65,7 +65,7 @@ class OutboxSql(StoreBase):
             ).fetchall()
         }
         return [
-            (id_, url, _events(events), fmt, created,
+            (id_, url, events_list(events), fmt, created,
              counts.get((id_, "pending"), 0), counts.get((id_, "delivered"), 0), counts.get((id_, "failed"), 0))
             for id_, url, events, fmt, created in rows
         ]
@@ -75,7 +75,7 @@ class OutboxSql(StoreBase):
         rows = self._execute(
             conn, "SELECT id, events, body_format FROM webhooks WHERE project_id = ?", (project_id,)
         ).fetchall()
-        return [(int(id_), _events(events), fmt) for id_, events, fmt in rows]
+        return [(int(id_), events_list(events), fmt) for id_, events, fmt in rows]
 
     def delete_hook(self, conn: Connection, project_id: int, hook_id: int) -> bool:
         cursor = self._execute(conn, "DELETE FROM webhooks WHERE project_id = ? AND id = ?", (project_id, hook_id))

@@ -31,8 +31,18 @@ from sqlalchemy import Connection
 
 from lineage.domain import Trial
 from lineage.store.base import StoreBase
+from lineage.store.outbox import events_list
 
 _POLICY_COLUMNS = ("max_crash_streak", "max_trials_without_improvement", "budget_hours", "tripped")
+
+
+def _policy_values(row: Sequence[Any] | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    values = dict(zip(_POLICY_COLUMNS, row))
+    tripped = values["tripped"]
+    values["tripped"] = json.loads(tripped) if isinstance(tripped, str) else (tripped or {})
+    return values
 
 
 class ProgressSql(StoreBase):
@@ -85,15 +95,25 @@ class ProgressSql(StoreBase):
 
     def guardrail_policy(self, conn: Connection, project_id: int) -> dict[str, Any] | None:
         """The project's guardrail row as a dict of :data:`_POLICY_COLUMNS`, None without one."""
-        row = self._execute(
+        return _policy_values(self._policy_cursor(conn, project_id).fetchone())
+
+    def hooks_and_guardrails(
+        self, conn: Connection, project_id: int,
+    ) -> tuple[list[tuple[int, list[str], str]], dict[str, Any] | None]:
+        """What a new trial's events and guardrails need: the project's hooks (as
+        ``subscriptions`` gives them) and its guardrail row (as :meth:`guardrail_policy`).
+        Both statements are sent before either result is read, so in a pipelined write
+        (:meth:`StoreBase.write`) they cost one round trip."""
+        hooks_cursor = self._execute(conn, "SELECT id, events, body_format FROM webhooks WHERE project_id = ?",
+                                     (project_id,))
+        policy_cursor = self._policy_cursor(conn, project_id)
+        hooks = [(int(id_), events_list(events), fmt) for id_, events, fmt in hooks_cursor.fetchall()]
+        return hooks, _policy_values(policy_cursor.fetchone())
+
+    def _policy_cursor(self, conn: Connection, project_id: int) -> Any:
+        return self._execute(
             conn, f"SELECT {', '.join(_POLICY_COLUMNS)} FROM guardrail_policies WHERE project_id = ?", (project_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        values = dict(zip(_POLICY_COLUMNS, row))
-        tripped = values["tripped"]
-        values["tripped"] = json.loads(tripped) if isinstance(tripped, str) else (tripped or {})
-        return values
+        )
 
     def save_guardrail_policy(
         self, conn: Connection, project_id: int, *, max_crash_streak: int | None,

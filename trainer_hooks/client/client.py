@@ -4,7 +4,7 @@ step ever waiting on the network, and without losing what was logged.
 Path of a point::
 
     log() --(in-memory deque, bounded)--> spool thread --(SQLite spool, fsync'd)-->
-    sender thread --(httpx, batches with batch_id)--> ledger
+    sender thread --(httpx, batches with batch_id, two in flight)--> ledger
 
 ``log`` converts and checks the values and appends one list to a deque: a few
 microseconds per metric. The spool thread commits what has piled up every
@@ -132,6 +132,8 @@ class LedgerClient:
         system_metrics: the sampler's interval in seconds, True (10 s), False (none);
             None: ``LINEAGE_SYSTEM_METRICS`` (module doc).
         keep_spool: keep the spool file at :meth:`close` even when everything was delivered.
+        in_flight: telemetry requests in flight at once (the next batch is encoded while
+            they are; 1: one request at a time); see :mod:`trainer_hooks.client.delivery`.
     """
 
     def __init__(self, base_url: str, token: str | None, project: str, *, spool_dir: str | Path | None = None,
@@ -139,7 +141,7 @@ class LedgerClient:
                  max_buffer_points: int = 200_000, spool_interval: float = 0.2, close_timeout: float = 10.0,
                  backoff: tuple[float, float] = (0.05, 5.0), handle_sigterm: bool = False, durable: bool = True,
                  gzip_level: int | None | str = "auto", system_metrics: bool | float | None = None,
-                 keep_spool: bool = False) -> None:
+                 keep_spool: bool = False, in_flight: int = 2) -> None:
         self.project = project
         self.run_id = run_id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         if not _RUN_ID.match(self.run_id):
@@ -150,7 +152,8 @@ class LedgerClient:
         self.spool.set("base_url", base_url)
         self.spool.set("project", project)
         self.spool.hold()
-        self._transport = Transport(base_url, token, project, timeout=timeout, gzip_level=gzip_level)
+        self._transport = Transport(base_url, token, project, timeout=timeout, gzip_level=gzip_level,
+                                    in_flight=in_flight)
         self.max_batch_points = max_batch_points
         self.max_buffer_points = max_buffer_points
         self.spool_interval = spool_interval

@@ -11,6 +11,16 @@ One function (:func:`deliver`) replays a spool; the client's background sender a
   flush`` (with a new token, say) can try again;
 * a 2xx marks the op sent.
 
+Telemetry batches are pipelined: up to ``Transport.in_flight`` (2 by default) consecutive
+batches are in flight at once, each under its own ``batch_id``, and the next batch is read
+from the spool and encoded while they are (so the client's work overlaps the ledger's,
+and the ledger has the next body in hand when it finishes one). Each batch's ops are
+marked sent on its own 2xx, in whatever order the answers come; a batch that fails stays
+in the spool under its key and is re-sent as it was. Any other op (an alert, the
+summary, the finish) waits until every batch before it is acknowledged: a trial is
+finished only after the ledger has all of its telemetry. Nothing is left in flight when
+:func:`deliver` returns or raises.
+
 Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``GET`` the
 project, ``POST /projects`` only on a 404, so an existing project costs no ``409
 Conflict``; a 409 from a run that created it in between is fine), ``plan`` (``POST
@@ -33,7 +43,9 @@ import gzip
 import json
 import logging
 import random
+import threading
 import time
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, wait
 from typing import Any, Callable
 from urllib.parse import quote
 
@@ -93,7 +105,9 @@ class Transport:
     """An ``httpx.Client`` bound to one ledger, token and project."""
 
     def __init__(self, base_url: str, token: str | None, project: str, *, timeout: float = 10.0,
-                 gzip_level: int | None | str = "auto", http: httpx.Client | None = None) -> None:
+                 gzip_level: int | None | str = "auto", http: httpx.Client | None = None, in_flight: int = 2) -> None:
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be >= 1, got {in_flight!r}")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = http or httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
         self.project = project
@@ -101,6 +115,23 @@ class Transport:
         #: gzip level of telemetry bodies; "auto": none on loopback (compressing costs more
         #: CPU than the bytes it saves there), level 1 (about 20x smaller) over a network
         self.gzip_level = (None if _is_loopback(self.http.base_url.host) else 1) if gzip_level == "auto" else gzip_level
+        #: telemetry batches in flight at once (1: one request at a time)
+        self.in_flight = in_flight
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``fn`` on a thread of its own; its outcome in the future. A thread per request
+        rather than a ``ThreadPoolExecutor``: an executor refuses work once the interpreter
+        began to exit, and the client's last deliveries run in an exit handler."""
+        done: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting sender
+                done.set_exception(exc)
+
+        threading.Thread(target=run, name="ledger-post", daemon=True).start()
+        return done
 
     def close(self) -> None:
         self.http.close()
@@ -138,39 +169,122 @@ def _detail(response: httpx.Response) -> str:
 def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
             should_stop: Callable[[], bool] = lambda: False, on_sent: Callable[[int], None] | None = None,
             final: Callable[[], bool] = lambda: True) -> int:
-    """Send the spool's unsent ops in order until none is left (or ``should_stop()``).
+    """Send the spool's unsent ops in order until none is left (or ``should_stop()``);
+    telemetry batches pipelined (module doc).
 
     Returns the number of points sent. Raises :class:`Unavailable` (retry later) or
-    :class:`LedgerRejected` (recorded in the spool's ``rejected`` meta). Points with no
-    trial planned before or after them raise :class:`NotPlanned` while the run may still
-    plan one (``final()`` false: the client is running), else :class:`LedgerRejected`."""
+    :class:`LedgerRejected` (recorded in the spool's ``rejected`` meta), only once no
+    request is in flight. Points with no trial planned before or after them raise
+    :class:`NotPlanned` while the run may still plan one (``final()`` false: the client is
+    running), else :class:`LedgerRejected`."""
     run_id = spool.get("run_id") or spool.path.stem
-    sent_points = 0
-    rejected_before = spool.get("rejected") is not None
-    while not should_stop():
-        op = spool.next_unsent()
-        if op is None:
-            return sent_points
-        try:
-            if op.kind in TELEMETRY_KINDS + ("alert",) and not spool.get("exp_id"):
-                op = _plan_logged_later(spool, op, final())  # logged before plan_trial: plan first
-            if op.kind in TELEMETRY_KINDS:
+    flight = _Flight(spool, transport, on_sent)
+    planned = False
+    try:
+        while not should_stop():
+            op = spool.next_unsent(after=flight.last_seq)
+            if op is None:
+                if not flight.batches:
+                    return flight.sent_points
+                flight.wait(first=True)  # more may be spooled meanwhile
+                continue
+            planned = planned or bool(spool.get("exp_id"))
+            if op.kind in TELEMETRY_KINDS and planned:
+                if len(flight.batches) >= transport.in_flight:
+                    flight.wait(first=True)
+                    continue
                 key, ops = spool.group(op, max_points=max_points, run_id=run_id)
-                count = _send_points(spool, transport, key, ops)
-                spool.mark_sent([o.seq for o in ops])
-                sent_points += count
-                if on_sent is not None:
-                    on_sent(count)
-            else:
-                _send_op(spool, transport, op, run_id)
-                spool.mark_sent([op.seq])
-        except LedgerRejected as exc:
-            spool.set("rejected", json.dumps({"status": exc.status, "kind": exc.kind, "detail": exc.detail}))
-            raise LedgerRejected(exc.status, exc.detail, kind=exc.kind, spool=str(spool.path)) from None
-        if rejected_before:  # the refusal is over (a new token, say)
-            spool.set("rejected", None)
-            rejected_before = False
-    return sent_points
+                flight.send(key, ops)
+                continue
+            flight.wait(first=False)  # every other op goes after the telemetry before it
+            if op.kind in TELEMETRY_KINDS + ("alert",) and not planned:
+                op = _plan_logged_later(spool, op, final())  # logged before plan_trial: plan first
+            _send_op(spool, transport, op, run_id)
+            spool.mark_sent([op.seq])
+            flight.succeeded()
+    except LedgerRejected as exc:
+        flight.drain()
+        spool.set("rejected", json.dumps({"status": exc.status, "kind": exc.kind, "detail": exc.detail}))
+        raise LedgerRejected(exc.status, exc.detail, kind=exc.kind, spool=str(spool.path)) from None
+    except BaseException:
+        flight.drain()
+        raise
+    flight.drain()
+    return flight.sent_points
+
+
+class _Flight:
+    """The telemetry batches of one :func:`deliver` call that are in flight: each one's
+    request runs on the transport's threads; its ops are marked sent (on this thread) when
+    its 2xx comes back."""
+
+    def __init__(self, spool: Spool, transport: Transport, on_sent: Callable[[int], None] | None) -> None:
+        self.spool, self.transport, self.on_sent = spool, transport, on_sent
+        self.batches: dict[Future[None], list[Op]] = {}
+        #: the highest seq in flight: the ops up to it are sent or in flight
+        self.last_seq = 0
+        self.sent_points = 0
+        self.rejected_before = spool.get("rejected") is not None
+
+    def send(self, key: str, ops: list[Op]) -> None:
+        """Encode the batch here and post it on a request thread (at once when
+        ``in_flight`` is 1, on this thread)."""
+        exp_id = _exp_id(self.spool, "telemetry")
+        body, headers = _telemetry_body(self.transport, key, ops)
+        url = f"{self.transport.prefix}/trials/{quote(exp_id, safe='')}/telemetry"
+        if self.transport.in_flight == 1:
+            done: Future[None] = Future()
+            try:
+                _post_telemetry(self.transport, url, body, headers)
+                done.set_result(None)
+            except Exception as exc:  # noqa: BLE001 - handed to wait() like a thread's failure
+                done.set_exception(exc)
+        else:
+            done = self.transport.submit(_post_telemetry, self.transport, url, body, headers)
+        self.batches[done] = ops
+        self.last_seq = max(self.last_seq, ops[-1].seq)
+        if self.transport.in_flight == 1:
+            self.wait(first=False)
+
+    def wait(self, *, first: bool) -> None:
+        """Wait for the first batch in flight to finish (``first``) or for all of them;
+        mark each finished one sent. A failure is raised once nothing is in flight (the
+        others are waited for and kept: sent, or left in the spool under their key)."""
+        if not self.batches:
+            return
+        done, _ = wait(list(self.batches), return_when=FIRST_COMPLETED if first else ALL_COMPLETED)
+        error: BaseException | None = None
+        for future in sorted(done, key=lambda f: self.batches[f][0].seq):
+            ops = self.batches.pop(future)
+            failed = future.exception()
+            if failed is not None:
+                error = error or failed
+                continue
+            self.spool.mark_sent([o.seq for o in ops])
+            count = sum(o.points for o in ops)
+            self.sent_points += count
+            if self.on_sent is not None:
+                self.on_sent(count)
+            self.succeeded()
+        if error is not None:
+            self.drain()
+            raise error
+        if not self.batches:
+            self.last_seq = 0
+
+    def drain(self) -> None:
+        """Wait for everything in flight; keep what succeeded, drop the failures (they stay
+        in the spool, keyed, for the next attempt)."""
+        while self.batches:
+            try:
+                self.wait(first=False)
+            except Exception:  # noqa: BLE001 - the first failure is the one raised
+                pass
+
+    def succeeded(self) -> None:
+        if self.rejected_before:  # the refusal is over (a new token, say)
+            self.spool.set("rejected", None)
+            self.rejected_before = False
 
 
 def _plan_logged_later(spool: Spool, op: Op, final: bool) -> Op:
@@ -192,8 +306,8 @@ def _exp_id(spool: Spool, kind: str) -> str:
     return exp_id
 
 
-def _send_points(spool: Spool, transport: Transport, key: str, ops: list[Op]) -> int:
-    exp_id = _exp_id(spool, "telemetry")
+def _telemetry_body(transport: Transport, key: str, ops: list[Op]) -> tuple[bytes, dict[str, str]]:
+    """The request body of a telemetry batch and its headers."""
     if ops[0].kind == "columns":
         # blocks joined as they were spooled: nothing decoded, the server concatenates them
         joined = ops[0].body if len(ops) == 1 else "[" + ",".join(o.body for o in ops) + "]"
@@ -204,9 +318,11 @@ def _send_points(spool: Spool, transport: Transport, key: str, ops: list[Op]) ->
     if isinstance(transport.gzip_level, int) and len(body) > 4096:
         body = gzip.compress(body, transport.gzip_level)
         headers["Content-Encoding"] = "gzip"
-    transport.request("telemetry", "POST", f"{transport.prefix}/trials/{quote(exp_id, safe='')}/telemetry",
-                      content=body, headers=headers)
-    return sum(o.points for o in ops)
+    return body, headers
+
+
+def _post_telemetry(transport: Transport, url: str, body: bytes, headers: dict[str, str]) -> None:
+    transport.request("telemetry", "POST", url, content=body, headers=headers)
 
 
 def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
