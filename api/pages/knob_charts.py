@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from markupsafe import Markup, escape
 
-from api.pages.charts import _n, fmt_tick, nice_ticks, status_class
+from api.pages.chart_frame import _n, fmt_tick, nice_ticks, status_class
 from api.pages.web import fmt_metric, trial_url
 from lineage.browse.knobs import Axis, KnobPoint, KnobView
 
