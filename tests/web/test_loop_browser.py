@@ -19,7 +19,7 @@ from lineage.telemetry import check_points
 from tests.servers import serving
 from tests.web.conftest import SLUG, api_points, load_demo
 from tests.web.loop_project import LoopProject, load_loop_project
-from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS, new_context
+from tests.web.test_browser import browser, new_context  # noqa: F401 - the browser fixture
 from tests.web.test_charts import synthetic_points
 
 pytestmark = pytest.mark.slow
@@ -40,21 +40,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, LoopPr
     for exp_id in ("003", "004"):
         ledger.ingest_telemetry(SLUG, exp_id, check_points(api_points(synthetic_points())))
     ledger.close()
+    SHOTS.mkdir(parents=True, exist_ok=True)
     with serving(workdir) as base:
         yield base, loop
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (tests/run_all.sh does it)")
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 def tab(browser, base: str, viewport: dict, problems: list[str]):  # type: ignore[no-untyped-def]
