@@ -22,6 +22,7 @@ from api.logs import configure_logging
 from api.middleware import BodyGuard, RequestContext
 from api.pages import install_pages
 from api.problems import install_problem_handlers
+from api.record_groups import RecordGroups
 from api.routes import install_routes
 from api.settings import Settings
 from lineage import migrate
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.schema_head = migrate.head_revision()
     app.state.write_lanes = WriteLanes(inline=ledger.store.sqlite)
+    app.state.record_groups = RecordGroups(app.state.write_lanes)
 
     install_problem_handlers(app)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)

@@ -19,10 +19,11 @@ from typing import Annotated, Any, Awaitable, Callable, TypeVar
 from fastapi import Depends, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 
+from api.record_groups import RecordGroups
 from api.schemas import Text
 from lineage.auth import Role, TokenRecord, check_access
-from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY
-from lineage.service import Ledger
+from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY, RecordResult
+from lineage.service import Ledger, RecordRequest
 
 T = TypeVar("T")
 
@@ -75,6 +76,12 @@ class Access:
     ledger: Ledger
     principal: TokenRecord | None
     lanes: WriteLanes
+    groups: RecordGroups
+
+    async def record(self, project: str, request: RecordRequest) -> RecordResult:
+        """A single-trial record, written with the others this process has in hand for
+        the project (:mod:`api.record_groups`)."""
+        return await self.groups.record(self.ledger, project, request)
 
     def small_write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
         return self.lanes.small(fn, *args, **kwargs)
@@ -104,7 +111,7 @@ def _require(role: Role):  # type: ignore[no-untyped-def]
             exposed=settings.exposed,
             ledger_open=ledger.anonymous_writes_open,
         )
-        return Access(ledger, principal, request.app.state.write_lanes)
+        return Access(ledger, principal, request.app.state.write_lanes, request.app.state.record_groups)
 
     dependency.__name__ = f"require_{role.value}"
     return dependency

@@ -25,6 +25,7 @@ from api.schemas import (
     TrialPage,
     TrialUpdate,
 )
+from lineage.service import RecordRequest
 
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["trials"])
 
@@ -40,8 +41,7 @@ async def record_trial(
 ) -> Response:
     """Record a trial. 201 when stored now, 200 when this exp_id or Idempotency-Key already
     holds the same trial, 409 (with both versions) when it holds another."""
-    result = await who.small_write(who.ledger.record_trial, project, body.model_dump(exclude_unset=True),
-                                   idempotency_key=key, similar_prior=True)
+    result = await who.record(project, RecordRequest(body.model_dump(exclude_unset=True), key, similar_prior=True))
     return present.recorded(request, project, result)
 
 

@@ -11,6 +11,7 @@ LedgerCore          :mod:`lineage.service.core`                 open, close, bes
 ProjectUses         :mod:`lineage.service.projects`             create/update/delete project, project(s), project_revision
 RecordingUses       :mod:`lineage.service.recording`            record_trial, update_trial
 BatchUses           :mod:`lineage.service.batch`                record_trials (a JSON batch, all or nothing)
+GroupCommitUses     :mod:`lineage.service.group_commit`         record_group (single records sharing a commit)
 TableUses           :mod:`lineage.service.tables`               import_trials, stream_trials, trials_page/query, dataframe, backup
 FileUses            :mod:`lineage.loops.importing`              import_file, import_results, export_results, results layout
 AgentUses           :mod:`lineage.agent.uses`                   prompt, knowledge, find_similar, summary, guardrails, hooks
@@ -44,21 +45,22 @@ from lineage.domain import ImportReport, RecordResult
 from lineage.loops.importing import FileUses
 from lineage.service.batch import BatchResult, BatchUses
 from lineage.service.core import LedgerCore
+from lineage.service.group_commit import GroupCommitUses, RecordRequest
 from lineage.service.projects import ProjectUses, new_project
 from lineage.service.recording import RecordingUses
 from lineage.service.tables import TRIAL_SORTS, TableUses, TrialsPage, TrialsQuery, decode_cursor, encode_cursor
 from lineage.telemetry import TelemetryUses
 
 __all__ = [
-    "BatchResult", "ImportReport", "KnowledgeData", "Ledger", "RecordResult", "TRIAL_SORTS", "TrialsPage", "TrialsQuery",
-    "check_prompt_template", "decode_cursor", "default_prompt_template", "encode_cursor", "find_cycle",
-    "new_project", "parse_expected_delta", "walk_chain", "wrap_prompt",
+    "BatchResult", "ImportReport", "KnowledgeData", "Ledger", "RecordRequest", "RecordResult", "TRIAL_SORTS",
+    "TrialsPage", "TrialsQuery", "check_prompt_template", "decode_cursor", "default_prompt_template", "encode_cursor",
+    "find_cycle", "new_project", "parse_expected_delta", "walk_chain", "wrap_prompt",
 ]
 
 
 class Ledger(
-    LedgerCore, ProjectUses, BatchUses, RecordingUses, TableUses, FileUses, TelemetryUses, AgentUses, BrowseUses, TreeUses,
-    ExploreUses, TokenUses, AlertUses, ColumnUses, KnobUses,
+    LedgerCore, ProjectUses, BatchUses, GroupCommitUses, RecordingUses, TableUses, FileUses, TelemetryUses, AgentUses,
+    BrowseUses, TreeUses, ExploreUses, TokenUses, AlertUses, ColumnUses, KnobUses,
 ):
     """The ledger on one database: every use-case, by mixin (see the module docstring).
     Stateless beyond its engine: safe to run many of, in many processes."""

@@ -348,10 +348,20 @@ class RecordingUses:
     ) -> None:
         """In a new trial's transaction: its events to the outbox and the guardrails' trips."""
         subscribed, policy = self.store.hooks_and_guardrails(conn, project.id)
-        hooks.trial_events(self.store, conn, project, stored, best_before=best_before, is_new_best=is_new_best,
-                           subscribed=subscribed)
-        guardrails.after_trial(self.store, conn, project, stored, best=stored if is_new_best else best_before,
-                               trial_count=trial_count, subscribed=subscribed, policy=policy)
+        self._events_of(conn, project, RecordResult(stored, True, best_before, is_new_best),
+                        trial_count=trial_count, subscribed=subscribed, policy=policy)
+
+    def _events_of(
+        self, conn: Connection, project: Project, result: RecordResult, *, trial_count: int,
+        subscribed: list[Any], policy: dict[str, Any] | None | bool,
+    ) -> None:
+        """A new trial's events and trips, with the webhooks and guardrail row read already
+        (``policy=False``: read it here)."""
+        best = result.trial if result.is_new_best else result.best_before
+        hooks.trial_events(self.store, conn, project, result.trial, best_before=result.best_before,
+                           is_new_best=result.is_new_best, subscribed=subscribed)
+        guardrails.after_trial(self.store, conn, project, result.trial, best=best, trial_count=trial_count,
+                               subscribed=subscribed, policy=policy)
 
 
 def _replay_result(existing: Trial, prepared: PreparedRecord) -> RecordResult:

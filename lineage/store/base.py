@@ -191,6 +191,18 @@ class StoreBase:
                 with conn.begin():
                     yield conn
 
+    def savepoint(self, conn: Connection, name: str) -> None:
+        """A savepoint inside the write transaction (``name``: an identifier of ours)."""
+        self._execute(conn, f"SAVEPOINT {name}")
+
+    def rollback_to(self, conn: Connection, name: str) -> None:
+        """Undo what the transaction did since savepoint ``name`` (and keep it open)."""
+        self._execute(conn, f"ROLLBACK TO SAVEPOINT {name}")
+        self.release(conn, name)
+
+    def release(self, conn: Connection, name: str) -> None:
+        self._execute(conn, f"RELEASE SAVEPOINT {name}")
+
     # -- driver-level SQL for the hot paths -------------------------------------------------
     #
     # record_trial and the prompt run a handful of small indexed statements; building them

@@ -1,0 +1,112 @@
+"""GroupCommitUses: single-trial records that arrive together share one transaction.
+
+Owns :meth:`GroupCommitUses.record_group`: several *independent* single records of one
+project (the requests a server has in hand at once) written in one transaction, each
+with the single record's answer and each succeeding or failing on its own. What a
+request is told is exactly what :meth:`~lineage.service.recording.RecordingUses.record_trial`
+would have told it had the requests come one after the other in this order: the same
+ids, parents, deltas, ``similar_prior``, idempotent replays, webhook events and
+guardrail trips, per trial.
+
+What the group shares is the cost around the trials: one ``BEGIN`` and project lock,
+one read of the best and of the webhooks, one move of the project's counters, one
+commit (on PostgreSQL the commit's flush to disk is most of a lone record's time).
+
+An item refused by the ledger's rules (:class:`~lineage.errors.LedgerError`: a bad
+field, a conflict) is rolled back to a savepoint taken before it and gets its error;
+the items around it are stored. Any other error (the database's) rolls the whole
+transaction back, and then each item is recorded alone, so it is told what it would
+have been told alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lineage.domain import RecordResult
+from lineage.errors import LedgerError
+from lineage.service.recording import BatchState, Counters, RecordingUses
+
+#: The most records one group's transaction holds (the rest wait for the next group).
+MAX_GROUP = 64
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRequest:
+    """One single-trial record as a face received it: the body, its Idempotency-Key,
+    whether the answer carries ``similar_prior``."""
+
+    fields: Mapping[str, Any]
+    idempotency_key: str | None = None
+    similar_prior: bool = False
+
+
+#: An item's outcome: its result, or the ledger's refusal of it (or, where the group fell
+#: back to single records, the error its own transaction met).
+Outcome = RecordResult | Exception
+
+
+class GroupCommitUses(RecordingUses):
+    """record_group."""
+
+    def record_group(self, project_slug: str, requests: Sequence[RecordRequest]) -> list[Outcome]:
+        """Record each of ``requests`` (at most :data:`MAX_GROUP`) in order, in one
+        transaction; the outcome of each, in order (see the module doc)."""
+        if len(requests) > MAX_GROUP:
+            raise ValueError(f"a group holds at most {MAX_GROUP} records, got {len(requests)}")
+        if len(requests) == 1:
+            return [self._alone(project_slug, requests[0])]
+        try:
+            return self._together(project_slug, requests)
+        except LedgerError as error:  # the project itself (gone, say): every item is told
+            return [error] * len(requests)
+        except Exception:  # the database's: what each would have been told alone
+            return [self._alone(project_slug, request, caught=Exception) for request in requests]
+
+    def _alone(self, project_slug: str, request: RecordRequest,
+               caught: type[Exception] = LedgerError) -> Outcome:
+        try:
+            return self.record_trial(project_slug, request.fields, idempotency_key=request.idempotency_key,
+                                     similar_prior=request.similar_prior)
+        except caught as error:
+            return error
+
+    def _together(self, project_slug: str, requests: Sequence[RecordRequest]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        with self.store.write(pipelined=True) as conn:
+            project, next_seq, next_number = self.store.locked_project(conn, project_slug)
+            counters = Counters(next_seq, next_number)
+            state = BatchState(self.store.best_scored(conn, project),
+                               self.store.first_trial(conn, project) if next_seq else None, [])
+            subscribed, policy = self.store.hooks_and_guardrails(conn, project.id)
+            created = 0
+            for i, request in enumerate(requests):
+                before_counters, before_state = replace(counters), replace(state, pending=list(state.pending))
+                if request.similar_prior and state.pending:  # it searches the items before it
+                    self.store.write_deferred(conn, state.pending)
+                    state.pending.clear()
+                savepoint = f"record_{i}"
+                self.store.savepoint(conn, savepoint)
+                try:
+                    result = self._record_in(conn, project, counters, request.fields,
+                                             idempotency_key=request.idempotency_key,
+                                             similar_prior=request.similar_prior, state=state)
+                    if result.created:
+                        created += 1
+                        # the trips a guardrail records are read back by the next item's check
+                        hooks_policy = policy if policy is None else False
+                        self._events_of(conn, project, result, trial_count=counters.next_seq,
+                                        subscribed=subscribed, policy=hooks_policy)
+                except LedgerError as error:
+                    self.store.rollback_to(conn, savepoint)
+                    counters, state = before_counters, before_state
+                    outcomes.append(error)
+                    continue
+                self.store.release(conn, savepoint)
+                outcomes.append(result)
+            self.store.write_deferred(conn, state.pending)
+            if created:
+                self.store.advance_counters(conn, project, rows=created, exp_number=counters.next_number)
+        return outcomes

@@ -1,0 +1,176 @@
+"""``Ledger.record_group`` on SQLite and PostgreSQL: single records sharing one commit
+are told exactly what the same records made one after the other are told, and a bad
+item fails alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+
+from lineage.errors import Conflict, InvalidInput, LedgerError
+from lineage.service import Ledger, RecordRequest
+from lineage.service.group_commit import MAX_GROUP
+
+#: Server-made values that differ between two recordings of the same trials.
+_CLOCK = ("created_at", "updated_at", "timestamp")
+
+
+def _requests() -> list[RecordRequest]:
+    """A mix: allocated ids, a chosen id, a key used twice, a replay of a stored id, a
+    conflict, bad fields, a parent that is not a trial, crashes, roots, similar texts."""
+    same = {"status": "discard", "core_metric": 0.97, "hypothesis": "warmup schedule longer for adam"}
+    return [
+        RecordRequest({"status": "keep", "core_metric": 0.9, "hypothesis": "cosine learning rate decay with warmup"},
+                      similar_prior=True),
+        RecordRequest({"status": "sideways"}),                                      # bad status
+        RecordRequest(same, "key-1", similar_prior=True),
+        RecordRequest(same, "key-1", similar_prior=True),                           # the same key again: replay
+        RecordRequest({**same, "core_metric": 0.5}, "key-1"),                       # the key, another body
+        RecordRequest({"exp_id": "100", "status": "keep", "core_metric": 0.8, "hypothesis": "wider mlp"}),
+        RecordRequest({"exp_id": "100", "status": "keep", "core_metric": 0.8, "hypothesis": "wider mlp"}),  # replay
+        RecordRequest({"exp_id": "100", "status": "keep", "core_metric": 0.7}),     # conflict
+        RecordRequest({"status": "keep", "core_metric": 0.6, "parent_exp": "999"}),  # no such parent
+        RecordRequest({"status": "crash", "core_metric": 0, "hypothesis": "cosine decay warmup learning rate"},
+                      similar_prior=True),
+        RecordRequest({"status": "crash", "hypothesis": "fp8 matmuls"}),
+        RecordRequest({"status": "keep", "core_metric": 0.85, "parent_exp": "", "hypothesis": "a new root"}),
+        RecordRequest({"status": "discard", "core_metric": 0.95, "hypothesis": "learning rate warmup cosine"},
+                      similar_prior=True),
+    ]
+
+
+def _told(outcome: Any) -> Any:
+    """What a writer is told, less the clock (and the project's name)."""
+    if isinstance(outcome, LedgerError):
+        said = str(outcome).replace("'grouped'", "'single'")
+        return (type(outcome).__name__, getattr(outcome, "field", None), said)
+    told = outcome.to_dict()
+    for name in _CLOCK:
+        told["trial"].pop(name, None)
+    return told
+
+
+def _stored(ledger: Ledger, slug: str) -> list[dict[str, Any]]:
+    rows = [trial.to_dict() for trial in ledger.list_trials(slug)]
+    for row in rows:
+        for name in _CLOCK:
+            row.pop(name, None)
+    return rows
+
+
+def _one_by_one(ledger: Ledger, slug: str, requests: list[RecordRequest]) -> list[Any]:
+    out: list[Any] = []
+    for request in requests:
+        try:
+            out.append(ledger.record_trial(slug, request.fields, idempotency_key=request.idempotency_key,
+                                           similar_prior=request.similar_prior))
+        except LedgerError as error:
+            out.append(error)
+    return out
+
+
+def _exp_ids(body: Any) -> list[str]:
+    """The exp_ids an event's body names (where it names them), in order."""
+    if isinstance(body, dict):
+        found = [body["exp_id"]] if isinstance(body.get("exp_id"), str) else []
+        return found + [e for key, value in sorted(body.items()) if key != "exp_id" for e in _exp_ids(value)]
+    if isinstance(body, list):
+        return [e for value in body for e in _exp_ids(value)]
+    return []
+
+
+def _two_projects(ledger: Ledger, **options: Any) -> None:
+    for slug in ("grouped", "single"):
+        ledger.create_project(slug, lower_is_better=True, **options)
+        ledger.record_trial(slug, {"status": "baseline", "core_metric": 1.0, "hypothesis": "the baseline"})
+
+
+def test_a_group_tells_each_writer_what_one_record_after_another_would(ledger: Ledger) -> None:
+    _two_projects(ledger)
+    requests = _requests()
+    grouped = ledger.record_group("grouped", requests)
+    single = _one_by_one(ledger, "single", requests)
+    assert [_told(o) for o in grouped] == [_told(o) for o in single]
+    assert _stored(ledger, "grouped") == _stored(ledger, "single")
+    # what the mix holds, so the comparison means something
+    kinds = [type(o).__name__ for o in grouped]
+    assert kinds.count("InvalidInput") == 2 and kinds.count("Conflict") == 2
+    assert [o.created for o in grouped if not isinstance(o, LedgerError)] == [True, True, False, True, False,
+                                                                                True, True, True, True]
+    assert any(o.similar_prior for o in grouped if not isinstance(o, LedgerError))
+    # the counters moved by what was stored: the next id follows on
+    after = ledger.record_trial("grouped", {"status": "discard", "core_metric": 0.99})
+    assert after.trial.exp_id == ledger.record_trial("single", {"status": "discard", "core_metric": 0.99}).trial.exp_id
+    assert ledger.project("grouped").trial_count == ledger.project("single").trial_count == 9
+
+
+def test_a_bad_item_fails_alone_and_leaves_nothing_of_itself(ledger: Ledger) -> None:
+    ledger.create_project("p", lower_is_better=True)
+    outcomes = ledger.record_group("p", [
+        RecordRequest({"status": "keep", "core_metric": 0.9}),
+        RecordRequest({"status": "keep", "core_metric": 0.5, "parent_exp": "404", "hypothesis": "orphan"}),
+        RecordRequest({"status": "keep", "core_metric": 0.8}),
+    ])
+    assert isinstance(outcomes[1], InvalidInput) and outcomes[1].field == "parent_exp"
+    assert [o.trial.exp_id for o in (outcomes[0], outcomes[2])] == ["000", "001"]
+    assert outcomes[2].trial.parent_exp == "000" and outcomes[2].is_new_best
+    assert [t.exp_id for t in ledger.list_trials("p")] == ["000", "001"]
+    assert ledger.find_similar("p", "orphan") == []
+
+
+def test_webhook_events_and_guardrail_trips_are_those_of_single_records(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
+    _two_projects(ledger)
+    for slug in ("grouped", "single"):
+        ledger.add_hook(slug, "http://127.0.0.1:9/hook", events=["new_best", "trial_crashed", "guardrail_tripped"])
+        ledger.set_guardrails(slug, {"max_crash_streak": 2, "max_trials_without_improvement": 3})
+    requests = [RecordRequest(fields) for fields in (
+        {"status": "keep", "core_metric": 0.9}, {"status": "crash"}, {"status": "crash"}, {"status": "crash"},
+        {"status": "discard", "core_metric": 0.95}, {"status": "keep", "core_metric": 0.8},
+    )]
+    ledger.record_group("grouped", requests)
+    _one_by_one(ledger, "single", requests)
+
+    def events(slug: str) -> list[tuple[str, Any]]:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT d.event_type, d.body FROM hook_deliveries d JOIN projects p "
+                                     "ON p.id = d.project_id WHERE p.slug = :slug ORDER BY d.id"), {"slug": slug})
+            return [(event, _exp_ids(json.loads(body))) for event, body in rows]
+
+    assert events("grouped") == events("single")
+    assert {event for event, _ in events("grouped")} >= {"new_best", "trial_crashed", "guardrail_tripped"}
+    assert ledger.summary("grouped").to_dict()["guardrails"] == ledger.summary("single").to_dict()["guardrails"]
+
+
+def test_a_database_error_records_each_item_alone(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error that is not the ledger's (here: the database refusing one insert) rolls the
+    group back; each item is then recorded on its own, so only the one it hits fails."""
+    ledger.create_project("p", lower_is_better=True)
+    insert = ledger.store.insert_trial
+
+    def failing(conn, project, trial, **kwargs):  # type: ignore[no-untyped-def]
+        if trial.hypothesis == "poison":
+            raise OperationalError("INSERT", {}, Exception("disk I/O error"))
+        return insert(conn, project, trial, **kwargs)
+
+    monkeypatch.setattr(ledger.store, "insert_trial", failing)
+    requests = [RecordRequest({"status": "keep", "core_metric": 0.9, "hypothesis": "fine"}),
+                RecordRequest({"status": "keep", "core_metric": 0.8, "hypothesis": "poison"}),
+                RecordRequest({"status": "keep", "core_metric": 0.7, "hypothesis": "also fine"})]
+    with pytest.raises(OperationalError):  # alone, the database's error reaches its writer
+        ledger.record_group("p", requests[1:2])
+    outcomes = ledger.record_group("p", requests)
+    assert isinstance(outcomes[1], OperationalError)
+    assert [o.trial.exp_id for o in (outcomes[0], outcomes[2])] == ["000", "001"]
+    assert [t.hypothesis for t in ledger.list_trials("p")] == ["fine", "also fine"]
+
+
+def test_a_missing_project_is_told_to_every_item_and_groups_are_bounded(ledger: Ledger) -> None:
+    outcomes = ledger.record_group("nowhere", [RecordRequest({"status": "keep"})] * 3)
+    assert all(o.field == "project" for o in outcomes)
+    with pytest.raises(ValueError):
+        ledger.record_group("nowhere", [RecordRequest({"status": "keep"})] * (MAX_GROUP + 1))
+    assert issubclass(Conflict, LedgerError)
