@@ -52,9 +52,23 @@ def trial_url(request: Request, slug: str, exp_id: str) -> str:
     return f"/api/v1/projects/{quote(slug, safe='')}/trials/{quote(exp_id, safe='')}"
 
 
+class FastJSONResponse(JSONResponse):
+    """JSONResponse rendered by orjson (the same compact JSON, in about a third of the
+    time); the standard library's rendering for what orjson refuses (integers beyond 64
+    bits in ``extra``)."""
+
+    def render(self, content: Any) -> bytes:
+        import orjson
+
+        try:
+            return orjson.dumps(content)
+        except TypeError:
+            return super().render(content)
+
+
 def recorded(request: Request, slug: str, result: RecordResult) -> JSONResponse:
     """201 with ``Location`` for a new trial, 200 for one that was already stored."""
-    return JSONResponse(
+    return FastJSONResponse(
         record_json(result),
         status_code=201 if result.created else 200,
         headers={"Location": trial_url(request, slug, result.trial.exp_id)},

@@ -214,12 +214,15 @@ class RecordingUses:
             defaulted = best_before or (self.store.first_trial(conn, project) if state is None else state.first)
             if defaulted is not None:
                 proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
-        self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True)
+        # stored trials already naming it as their parent (imported before it): read once, for
+        # the cycle check and for the links the insert rewrites
+        named = self.store.has_children(conn, project, proposed.exp_id)
+        self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True, named=named)
         delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
         concepts = stored_concepts(proposed.hypothesis, proposed.notes)
         prior = self._similar_prior(conn, project, proposed, concepts) if similar_prior and next_seq else ()
         stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq,
-                                         concepts=concepts,
+                                         concepts=concepts, named=named,
                                          deferred=state.pending if state is not None and not similar_prior else None)
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq = next_seq + 1
@@ -285,10 +288,12 @@ class RecordingUses:
 
     def _check_references(
         self, conn: Connection, project: Project, trial: Trial, *, known_parent: bool = False, new: bool = False,
+        named: bool | None = None,
     ) -> None:
         """The parent and baseline are trials of the project, and the parent makes no cycle.
         ``known_parent``: the parent was just read (the default one). ``new``: ``trial`` is
-        being created, so only a stored trial naming it as parent can close a cycle."""
+        being created, so only a stored trial naming it as parent can close a cycle (``named``:
+        whether one does, when the caller read it already)."""
         for name in ("parent_exp", "baseline_exp"):
             ref = getattr(trial, name)
             if not ref or ref == trial.exp_id and name == "baseline_exp" or name == "parent_exp" and known_parent:
@@ -297,7 +302,9 @@ class RecordingUses:
                 elsewhere = self.store.projects_holding(conn, ref)
                 hint = f" (it is a trial of project {', '.join(map(repr, elsewhere))})" if elsewhere else ""
                 raise InvalidInput(name, f"trial {ref!r} is not in project {project.slug!r}{hint}")
-        if trial.parent_exp and (not new or self.store.has_children(conn, project, trial.exp_id)):
+        if named is None and new and trial.parent_exp:
+            named = self.store.has_children(conn, project, trial.exp_id)
+        if trial.parent_exp and (not new or named):
             ancestors = self.store.chain_rows(conn, project, trial.parent_exp)
             if trial.exp_id in ancestors:
                 raise InvalidInput(

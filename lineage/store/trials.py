@@ -71,10 +71,12 @@ class TrialsSql(StoreBase):
     # -- trials: single rows --------------------------------------------------------------
 
     def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int,
-                     concepts: str | None = None, deferred: list[tuple[str, int, int, str]] | None = None) -> Trial:
+                     concepts: str | None = None, deferred: list[tuple[str, int, int, str]] | None = None,
+                     named: bool | None = None) -> Trial:
         """Insert ``trial`` at ``seq``; ``concepts``: its ``stored_concepts`` when the
         caller computed them already. ``deferred``: its search words and sketch are added
-        to that list instead of written (:meth:`write_deferred`, later in the transaction)."""
+        to that list instead of written (:meth:`write_deferred`, later in the transaction).
+        ``named``: whether stored trials name it as their parent, when the caller knows."""
         now = self._now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
@@ -84,7 +86,7 @@ class TrialsSql(StoreBase):
         depth, skip = self.link_after(conn, project, trial.parent_exp)  # type: ignore[attr-defined]
         self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text,
                                                exp_sort_key(trial.exp_id), concepts, depth, skip))
-        if self.has_children(conn, project, trial.exp_id):  # stored trials named it as their parent
+        if named if named is not None else self.has_children(conn, project, trial.exp_id):  # stored trials named it
             self.relink(conn, project, trial.exp_id)  # type: ignore[attr-defined]
         if deferred is not None:
             deferred.append((text, project.id, seq, concepts))
