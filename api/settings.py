@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Literal
 
 from pydantic import Field
@@ -27,9 +28,10 @@ class Settings(BaseSettings):
     #: Largest request body of the JSON API in bytes, after gzip decoding (413 above).
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
 
-    @property
+    @cached_property
     def exposed(self) -> bool:
-        """Whether the server listens on a non-loopback address (``lineage.auth.allowed``)."""
+        """Whether the server listens on a non-loopback address (``lineage.auth.allowed``);
+        read once (every request asks)."""
         from lineage.auth import is_loopback
 
         return self.bind_host is not None and not is_loopback(self.bind_host)
