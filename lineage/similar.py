@@ -355,6 +355,10 @@ def _closeness(q: str, d: str) -> float:
     return 0.0
 
 
+#: A word close to no query token: ``(best closeness, pairs)`` of :meth:`_QueryCloseness.of`.
+_FAR: tuple[float, tuple[tuple[int, float], ...]] = (0.0, ())
+
+
 class _QueryCloseness:
     """The closeness of each token met so far to every query token, computed once per
     token for a whole ranking call (candidates share most of their words); kept sparse
@@ -389,18 +393,20 @@ class _QueryCloseness:
         if found is not None:
             return found
         at = self.index.get(word)
+        if len(word) < 3 or word.isdigit():  # numbers and short words match only themselves
+            found = self.seen[word] = _FAR if at is None else (1.0, ((at, 1.0),))
+            return found
         close: dict[int, float] = {} if at is None else {at: 1.0}
-        if not word.isdigit():  # numbers match only themselves
-            if len(word) >= 3:
-                for i, q in self.by_head.get(word[:3], ()):
-                    if i != at and (q.startswith(word) or word.startswith(q)):
-                        close[i] = 0.9
-            if len(word) >= 4 and self.fuzzy_words:
-                for _, score, k in self._extract(word, self.fuzzy_words, scorer=self._ratio, processor=None,
-                                                 score_cutoff=80.0, limit=None):
-                    close.setdefault(self.fuzzy[k], score / 100.0)
-        pairs = tuple(close.items())
-        found = self.seen[word] = (max(close.values(), default=0.0), pairs)
+        heads = self.by_head.get(word[:3])
+        if heads:
+            for i, q in heads:
+                if i != at and (q.startswith(word) or word.startswith(q)):
+                    close[i] = 0.9
+        if self.fuzzy_words and len(word) >= 4:
+            for _, score, k in self._extract(word, self.fuzzy_words, scorer=self._ratio, processor=None,
+                                             score_cutoff=80.0, limit=None):
+                close.setdefault(self.fuzzy[k], score / 100.0)
+        found = self.seen[word] = (max(close.values()), tuple(close.items())) if close else _FAR
         return found
 
     def f2(self, field: Sequence[str]) -> float:
