@@ -26,7 +26,7 @@ from api.record_groups import RecordGroups
 from api.routes import install_routes
 from api.settings import Settings
 from lineage import migrate
-from lineage.db import SERVER_WAL_AUTOCHECKPOINT, checkpoint
+from lineage.db import SERVER_WAL_AUTOCHECKPOINT, checkpoint, refresh_statistics
 from lineage.service import Ledger
 
 DESCRIPTION = """\
@@ -71,9 +71,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         delivery = asyncio.create_task(delivery_loop(ledger)) if delivery_enabled() else None
         # MCP over Streamable HTTP, a fresh server per lifespan, started by its first request
         mcp_task = asyncio.create_task(mcp.run()) if mcp is not None else None
-        checkpoints = asyncio.create_task(_checkpoint_loop(ledger)) if ledger.store.sqlite else None
+        maintenance = asyncio.create_task(_maintenance_loop(ledger))
         yield
-        for task in (checkpoints, mcp_task, delivery):
+        for task in (maintenance, mcp_task, delivery):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -105,16 +105,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 #: Seconds between the background WAL checkpoints of a SQLite server.
 CHECKPOINT_INTERVAL_S = 0.5
+#: Seconds between a PostgreSQL server's looks for tables whose statistics are stale.
+STATISTICS_INTERVAL_S = 2.0
 
 
-async def _checkpoint_loop(ledger: Ledger) -> None:
-    """SQLite: checkpoint the WAL in a worker thread every CHECKPOINT_INTERVAL_S, so that
-    requests never do it (their connections only past SERVER_WAL_AUTOCHECKPOINT pages)."""
+async def _maintenance_loop(ledger: Ledger) -> None:
+    """In a worker thread, so that requests never do it. SQLite: checkpoint the WAL
+    every CHECKPOINT_INTERVAL_S (request connections only past SERVER_WAL_AUTOCHECKPOINT
+    pages). PostgreSQL: refresh stale planner statistics every STATISTICS_INTERVAL_S
+    (:func:`lineage.db.refresh_statistics`)."""
+    sqlite = ledger.store.sqlite
+    task, interval = (checkpoint, CHECKPOINT_INTERVAL_S) if sqlite else (refresh_statistics, STATISTICS_INTERVAL_S)
     while True:
-        await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+        await asyncio.sleep(interval)
         try:
-            await asyncio.to_thread(checkpoint, ledger.engine)
-        except Exception:  # noqa: BLE001 - a busy or closing database: the next round retries
+            await asyncio.to_thread(task, ledger.engine)
+        except Exception:  # noqa: BLE001 - a busy, restarting or closing database: the next round retries
             pass
 
 
