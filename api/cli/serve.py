@@ -58,6 +58,9 @@ def serve(
         if value is not None:
             os.environ[name] = str(value)
     click.echo(f"lineage: serving {ledger.engine.url.render_as_string(hide_password=True)} on http://{host}:{port}", err=True)
+    # the app opens its own ledger: the command line's connections would sit idle for the server's life
+    ledger.close()
+    del ledger
     fmt = os.environ.get("LINEAGE_LOG_FORMAT", "text")
     uvicorn.run("api.lazy_start:lazy_app_from_env", factory=True, host=host, port=port, workers=workers, log_level=log_level,
                 log_config=uvicorn_log_config(fmt if fmt in ("text", "json") else "text", log_level), access_log=False)
