@@ -263,6 +263,14 @@ def split_concepts(stored: str) -> tuple[list[str], list[str]] | None:
     return hypothesis.split(), notes.split()
 
 
+def prior_query(hypothesis: str, notes: str, concepts: str | None = None) -> tuple[str, list[str]]:
+    """``similar_prior``'s query for a trial: its text (hypothesis and notes, at most
+    MAX_QUERY_CHARS) and content concepts (from its ``stored_concepts`` when given)."""
+    text = f"{hypothesis}\n{notes}"[:MAX_QUERY_CHARS]
+    split = split_concepts(concepts) if concepts is not None else None
+    return text, (list(dict.fromkeys(split[0] + split[1])) if split is not None else content_tokens(text))
+
+
 def sketch(concepts: Any) -> list[int]:
     """The :data:`SKETCH_BANDS` min-hash keys of a set of concepts (empty for none): band
     ``i`` is the smallest ``i``-th 64-bit word of the BLAKE2b digests of the concepts (a

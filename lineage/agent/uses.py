@@ -232,19 +232,19 @@ class AgentUses:
 
     def _similar_prior(
         self, conn: Connection, project: Project, trial: Trial, concepts: str | None = None,
+        rows: Sequence[Any] | None = None,
     ) -> tuple[Similar, ...]:
         """The earlier trials close to ``trial`` (``lineage.similar``, "Candidates of
         similar_prior"): ranked on a bounded shortlist, the newest trials and those
         sharing a band of its concepts' sketch. ``concepts``: the trial's
-        ``stored_concepts``, when computed already (the query is their union)."""
-        text = f"{trial.hypothesis}\n{trial.notes}"[:similar_text.MAX_QUERY_CHARS]
-        split = similar_text.split_concepts(concepts) if concepts is not None else None
-        words = (list(dict.fromkeys(split[0] + split[1])) if split is not None
-                 else similar_text.content_tokens(text))
+        ``stored_concepts``, when computed already (the query is their union); ``rows``:
+        the shortlist, when read already (``Store.new_trial_reads``)."""
+        text, words = similar_text.prior_query(trial.hypothesis, trial.notes, concepts)
         if not words:
             return ()
-        rows = self.store.prior_rows(conn, project.id, similar_text.sketch(words), recent=similar_text.PRIOR_RECENT,
-                                     per_band=similar_text.PRIOR_PER_BAND)
+        if rows is None:
+            rows = self.store.prior_rows(conn, project.id, similar_text.sketch(words),
+                                         recent=similar_text.PRIOR_RECENT, per_band=similar_text.PRIOR_PER_BAND)
         return tuple(similar_text.rank(text, [Candidate(*row) for row in rows], limit=similar_text.PRIOR_LIMIT,
                                        min_score=similar_text.PRIOR_THRESHOLD, query_concepts=words))
 

@@ -127,6 +127,7 @@ class BatchUses(RecordingUses):
                 except (InvalidInput, Conflict) as error:
                     raise _named(error, i) from error
             self.store.write_deferred(conn, state.pending)
+            self.store.write_terms(conn, state.terms)
             new = [result for result in results if result.created]
             if new:
                 self.store.advance_counters(conn, project, rows=len(new), exp_number=counters.next_number)

@@ -13,8 +13,9 @@ one read of the best and of the webhooks, one move of the project's counters, on
 commit (on PostgreSQL the commit's flush to disk is most of a lone record's time).
 
 An item refused by the ledger's rules (:class:`~lineage.errors.LedgerError`: a bad
-field, a conflict) is rolled back to a savepoint taken before it and gets its error;
-the items around it are stored. Any other error (the database's) rolls the whole
+field, a conflict) gets its error and the items around it are stored: the group is
+written without savepoints first (two statements an item fewer), and when an item is
+refused, again with each item under a savepoint, rolled back to it alone when refused. Any other error (the database's) rolls the whole
 transaction back, and then each item is recorded alone, so it is told what it would
 have been told alone.
 """
@@ -48,6 +49,10 @@ class RecordRequest:
 Outcome = RecordResult | Exception
 
 
+class _Refused(Exception):
+    """An item of a group written without savepoints was refused (the group is redone with them)."""
+
+
 class GroupCommitUses(RecordingUses):
     """record_group."""
 
@@ -59,7 +64,10 @@ class GroupCommitUses(RecordingUses):
         if len(requests) == 1:
             return [self._alone(project_slug, requests[0])]
         try:
-            return self._together(project_slug, requests)
+            try:
+                return self._together(project_slug, requests, savepoints=False)
+            except _Refused:  # an item is refused: again, each item under a savepoint
+                return self._together(project_slug, requests, savepoints=True)
         except LedgerError as error:  # the project itself (gone, say): every item is told
             return [error] * len(requests)
         except Exception:  # the database's: what each would have been told alone
@@ -73,7 +81,10 @@ class GroupCommitUses(RecordingUses):
         except caught as error:
             return error
 
-    def _together(self, project_slug: str, requests: Sequence[RecordRequest]) -> list[Outcome]:
+    def _together(self, project_slug: str, requests: Sequence[RecordRequest], *, savepoints: bool) -> list[Outcome]:
+        """The group in one transaction. ``savepoints``: each item under its own, so a
+        refused item is rolled back alone; without (the common case, two statements an
+        item fewer), a refused item raises :class:`_Refused` and rolls back the group."""
         outcomes: list[Outcome] = []
         with self.store.write(pipelined=True) as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
@@ -83,12 +94,14 @@ class GroupCommitUses(RecordingUses):
             subscribed, policy = self.store.hooks_and_guardrails(conn, project.id)
             created = 0
             for i, request in enumerate(requests):
-                before_counters, before_state = replace(counters), replace(state, pending=list(state.pending))
+                before_counters = replace(counters)
+                before_state = replace(state, pending=list(state.pending), terms=list(state.terms))
                 if request.similar_prior and state.pending:  # it searches the items before it
                     self.store.write_deferred(conn, state.pending)
                     state.pending.clear()
                 savepoint = f"record_{i}"
-                self.store.savepoint(conn, savepoint)
+                if savepoints:
+                    self.store.savepoint(conn, savepoint)
                 try:
                     result = self._record_in(conn, project, counters, request.fields,
                                              idempotency_key=request.idempotency_key,
@@ -100,13 +113,17 @@ class GroupCommitUses(RecordingUses):
                         self._events_of(conn, project, result, trial_count=counters.next_seq,
                                         subscribed=subscribed, policy=hooks_policy)
                 except LedgerError as error:
+                    if not savepoints:
+                        raise _Refused from error
                     self.store.rollback_to(conn, savepoint)
                     counters, state = before_counters, before_state
                     outcomes.append(error)
                     continue
-                self.store.release(conn, savepoint)
+                if savepoints:
+                    self.store.release(conn, savepoint)
                 outcomes.append(result)
             self.store.write_deferred(conn, state.pending)
+            self.store.write_terms(conn, state.terms)
             if created:
                 self.store.advance_counters(conn, project, rows=created, exp_number=counters.next_number)
         return outcomes

@@ -11,7 +11,7 @@ Idempotency-Key, the outbox events and guardrail trips of a new trial),
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from sqlalchemy import Connection
@@ -34,7 +34,8 @@ from lineage.domain import (
 )
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
-from lineage.similar import stored_concepts
+from lineage.similar import prior_query, stored_concepts
+from lineage.similar import sketch as similar_sketch
 from lineage.store import Store
 
 #: Fields compared when a create is retried with the same exp_id (server-computed ones excluded).
@@ -62,6 +63,9 @@ class BatchState:
     first: Trial | None
     #: ``(search_text, project_id, seq, stored concepts)`` of the items stored
     pending: list[tuple[str, int, int, str]]
+    #: search texts whose words the vocabulary gets at the end (items whose sketch is
+    #: written at once: they are searched by the next items' ``similar_prior``)
+    terms: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,16 +218,23 @@ class RecordingUses:
             defaulted = best_before or (self.store.first_trial(conn, project) if state is None else state.first)
             if defaulted is not None:
                 proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
-        # stored trials already naming it as their parent (imported before it): read once, for
-        # the cycle check and for the links the insert rewrites
-        named = self.store.has_children(conn, project, proposed.exp_id)
-        self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True, named=named)
-        delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
         concepts = stored_concepts(proposed.hypothesis, proposed.notes)
-        prior = self._similar_prior(conn, project, proposed, concepts) if similar_prior and next_seq else ()
+        prior_keys = None
+        if similar_prior and next_seq:
+            prior_keys = similar_sketch(prior_query(proposed.hypothesis, proposed.notes, concepts)[1]) or None
+        # asked together: whether stored trials already name it as parent (for the cycle
+        # check and the links the insert rewrites), its chain link, similar_prior's shortlist
+        reads = self.store.new_trial_reads(conn, project, proposed.exp_id, proposed.parent_exp, prior_keys)
+        self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True,
+                               named=reads.named)
+        delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
         stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq,
-                                         concepts=concepts, named=named,
-                                         deferred=state.pending if state is not None and not similar_prior else None)
+                                         concepts=concepts, named=reads.named, link=reads.link,
+                                         deferred=state.pending if state is not None and not similar_prior else None,
+                                         terms=state.terms if state is not None else None)
+        # ranked once the writes are sent: on PostgreSQL the server stores them meanwhile
+        prior = (self._similar_prior(conn, project, proposed, concepts, rows=reads.prior)
+                 if reads.prior is not None else ())
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq = next_seq + 1
         counters.next_number = max(next_number, exp_number)

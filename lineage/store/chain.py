@@ -21,7 +21,7 @@ Methods: ``link_after``, ``relink``, ``set_links``, ``chain_links``, ``chain_dep
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from sqlalchemy import Connection
 
@@ -50,8 +50,16 @@ class ChainSql(StoreBase):
         """``(chain_depth, chain_skip)`` of a new trial with parent ``parent_exp``."""
         if not parent_exp:
             return 1, ""
-        row = self._execute(conn, "SELECT chain_depth, chain_skip FROM trials WHERE project_id = ? AND exp_id = ?",
-                            (project.id, parent_exp)).fetchone()
+        return self.fetch_link(parent_exp, self.link_cursor(conn, project, parent_exp))
+
+    def link_cursor(self, conn: Connection, project: Project, parent_exp: str) -> Any:
+        """:meth:`link_after`'s statement, sent; its row not read yet (:meth:`fetch_link`)."""
+        return self._execute(conn, "SELECT chain_depth, chain_skip FROM trials WHERE project_id = ? AND exp_id = ?",
+                             (project.id, parent_exp))
+
+    @staticmethod
+    def fetch_link(parent_exp: str, cursor: Any) -> tuple[int, str]:
+        row = cursor.fetchone()
         return next_link(parent_exp, tuple(row) if row else None)  # type: ignore[arg-type]
 
     def relink(self, conn: Connection, project: Project, exp_id: str) -> None:

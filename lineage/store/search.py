@@ -233,6 +233,15 @@ class SearchSql(StoreBase):
         for each sketch key in ``keys``, the newest ``per_band`` trials holding it; newest
         first, each once. Every part is a bounded walk of a primary key or unique index,
         so the cost does not grow with the project."""
+        return self.fetch_prior(self.prior_cursor(conn, project_id, keys, recent=recent, per_band=per_band))
+
+    @staticmethod
+    def fetch_prior(cursor: Any) -> list[CandidateRow]:
+        return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
+
+    def prior_cursor(self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int,
+                     per_band: int) -> Any:
+        """:meth:`prior_rows`' statement, sent; its rows not read yet (:meth:`fetch_prior`)."""
         if self.sqlite:
             parts = [f"SELECT seq FROM (SELECT seq FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT {recent})"]
             parts += [f"SELECT seq FROM (SELECT seq FROM {SKETCH_TABLE} WHERE project_id = ? AND band = ? "
@@ -247,7 +256,7 @@ class SearchSql(StoreBase):
                      f"WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s")
             params = [project_id, project_id, list(keys), project_id]
         sql = f"SELECT {_COLUMNS} FROM trials t WHERE t.project_id = ? AND t.seq IN ({inner}) ORDER BY t.seq DESC"
-        return [tuple(row) for row in self._execute(conn, sql, params).fetchall()]  # type: ignore[misc]
+        return self._execute(conn, sql, params)
 
     def _expansions(self, conn: Connection, terms: Sequence[Any]) -> dict[str, list[str]]:
         """For each prefix term, the vocabulary's words under it (at most MAX_EXPANSION + 1)."""

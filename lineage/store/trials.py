@@ -16,14 +16,16 @@ Every write of a trial's text also adds its words to the search vocabulary
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from sqlalchemy import Connection, func, select, update
 
 from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project, Trial, ordered_best
 from lineage.errors import NotFound
 from lineage.exp_ids import exp_sort_key, shown_forms
+from lineage import similar
 from lineage.similar import search_text, stored_concepts
 from lineage.store.base import (
     _BULK_COLUMNS,
@@ -65,6 +67,18 @@ def _trial_values(trial: Trial) -> dict[str, Any]:
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class NewTrialReads:
+    """What :meth:`TrialsSql.new_trial_reads` read for a new trial."""
+
+    #: stored trials name it as their parent (imported before it)
+    named: bool
+    #: its ``(chain_depth, chain_skip)``
+    link: tuple[int, str]
+    #: ``similar_prior``'s shortlist (``Store.prior_rows``' rows); None: not asked
+    prior: list[Any] | None
+
+
 class TrialsSql(StoreBase):
     """Trial rows: single rows, lineage queries, listing and streaming, bulk insert."""
 
@@ -72,18 +86,22 @@ class TrialsSql(StoreBase):
 
     def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int,
                      concepts: str | None = None, deferred: list[tuple[str, int, int, str]] | None = None,
-                     named: bool | None = None) -> Trial:
+                     named: bool | None = None, link: tuple[int, str] | None = None,
+                     terms: list[str] | None = None) -> Trial:
         """Insert ``trial`` at ``seq``; ``concepts``: its ``stored_concepts`` when the
         caller computed them already. ``deferred``: its search words and sketch are added
         to that list instead of written (:meth:`write_deferred`, later in the transaction).
-        ``named``: whether stored trials name it as their parent, when the caller knows."""
+        ``named``: whether stored trials name it as their parent, ``link``: its chain
+        ``(depth, skip)``, when the caller read them (:meth:`new_trial_reads`). ``terms``:
+        its search text is added to that list, its words written by the caller
+        (:meth:`write_terms`), its sketch now."""
         now = self._now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
         text = search_text(trial.hypothesis, trial.notes)
         if concepts is None:
             concepts = stored_concepts(trial.hypothesis, trial.notes)
-        depth, skip = self.link_after(conn, project, trial.parent_exp)  # type: ignore[attr-defined]
+        depth, skip = link if link is not None else self.link_after(conn, project, trial.parent_exp)  # type: ignore[attr-defined]
         self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text,
                                                exp_sort_key(trial.exp_id), concepts, depth, skip))
         if named if named is not None else self.has_children(conn, project, trial.exp_id):  # stored trials named it
@@ -91,10 +109,36 @@ class TrialsSql(StoreBase):
         if deferred is not None:
             deferred.append((text, project.id, seq, concepts))
         else:
-            self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
+            if terms is not None:
+                terms.append(text)
+            else:
+                self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
             self.write_sketches(conn, [(project.id, seq, concepts)])  # type: ignore[attr-defined]
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
+
+    def new_trial_reads(
+        self, conn: Connection, project: Project, exp_id: str, parent_exp: str, prior_keys: Sequence[int] | None,
+    ) -> NewTrialReads:
+        """What recording a new trial ``exp_id`` under ``parent_exp`` reads, every statement
+        sent before any result is read (in a pipelined PostgreSQL write: one round trip, not
+        three): whether stored trials name it as their parent, its chain link, and, with
+        ``prior_keys`` (its sketch), ``similar_prior``'s shortlist."""
+        named = self._execute(conn, "SELECT 1 FROM trials WHERE project_id = ? AND parent_exp = ? LIMIT 1",
+                              (project.id, exp_id))
+        link = self.link_cursor(conn, project, parent_exp) if parent_exp else None  # type: ignore[attr-defined]
+        prior = (None if prior_keys is None else self.prior_cursor(  # type: ignore[attr-defined]
+            conn, project.id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND))
+        return NewTrialReads(
+            named.fetchone() is not None,
+            self.fetch_link(parent_exp, link) if link is not None else (1, ""),  # type: ignore[attr-defined]
+            None if prior is None else self.fetch_prior(prior),  # type: ignore[attr-defined]
+        )
+
+    def write_terms(self, conn: Connection, texts: list[str]) -> None:
+        """The vocabulary words of search texts collected by :meth:`insert_trial` (``terms``)."""
+        if texts:
+            self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]
 
     def write_deferred(self, conn: Connection, deferred: list[tuple[str, int, int, str]]) -> None:
         """The search words and sketches of trials inserted with ``deferred``, at once."""

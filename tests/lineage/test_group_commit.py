@@ -174,3 +174,14 @@ def test_a_missing_project_is_told_to_every_item_and_groups_are_bounded(ledger: 
     with pytest.raises(ValueError):
         ledger.record_group("nowhere", [RecordRequest({"status": "keep"})] * (MAX_GROUP + 1))
     assert issubclass(Conflict, LedgerError)
+
+
+def test_a_group_adds_its_words_to_the_vocabulary_and_finds_by_prefix(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
+    ledger.create_project("p", lower_is_better=True)
+    ledger.record_group("p", [RecordRequest({"status": "keep", "core_metric": 0.9,
+                                             "hypothesis": f"zygomorphic{i} attention sinks"}, similar_prior=True)
+                              for i in range(3)])
+    with engine.connect() as conn:
+        words = set(conn.execute(text("SELECT term FROM trial_search_terms WHERE term LIKE 'zygomorphic%'")).scalars())
+    assert words == {"zygomorphic0", "zygomorphic1", "zygomorphic2"}
+    assert {s.exp_id for s in ledger.find_similar("p", "zygomorph")} == {"000", "001", "002"}
