@@ -24,6 +24,7 @@ from sqlalchemy import Connection, func, select, update
 from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project, Trial, ordered_best
 from lineage.errors import NotFound
 from lineage.exp_ids import exp_sort_key, shown_forms
+from lineage.models import projects, trials
 from lineage.similar import search_text, stored_concepts
 from lineage.store.base import (
     _BULK_COLUMNS,
@@ -35,9 +36,7 @@ from lineage.store.base import (
     _iso,
     _json_text,
     _stamp,
-    projects,
     trial_from_row,
-    trials,
     utcnow,
 )
 from lineage.store.search import sqlite_bulk_index, vocabulary
