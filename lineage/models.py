@@ -1,5 +1,10 @@
-"""ORM tables (SQLAlchemy 2, typed). Alembic's migrations/ are generated from these and a
-test proves the two agree on SQLite and PostgreSQL.
+"""The schema as SQLAlchemy Core tables (one :data:`metadata`). Alembic's migrations/ are
+generated from these and a test proves the two agree on SQLite and PostgreSQL.
+
+Core, not the ORM: the store runs SQL and Core statements only, and importing
+``sqlalchemy.orm`` cost the server 5.7 MiB of idle memory (issue 23;
+``tests/test_startup_imports.py`` keeps it out). Columns are ``nullable=False`` unless
+they say otherwise.
 
 Design notes:
 * ``trials.seq`` is the insertion order inside a project (the line order of a
@@ -16,13 +21,11 @@ Design notes:
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Column,
     DateTime,
     Float,
     ForeignKey,
@@ -30,10 +33,10 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
@@ -66,279 +69,269 @@ JSONText = JSON()
 ShortText = String(512)
 #: compared byte by byte on both backends (SQLite's default; "C" on PostgreSQL)
 ExpKeyText = String(1024).with_variant(String(1024, collation="C"), "postgresql")
+#: a 64-bit id on PostgreSQL; INTEGER on SQLite, whose INTEGER PRIMARY KEY is the rowid
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+Stamp = DateTime(timezone=True)
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+def _project_id(**kw: bool) -> Column:  # type: ignore[type-arg]
+    """The owning project: deleting a project deletes its rows."""
+    return Column("project_id", Integer, ForeignKey("projects.id", ondelete="CASCADE"), nullable=False, **kw)
 
 
-class ProjectRow(Base):
-    __tablename__ = "projects"
+projects = Table(
+    "projects",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("slug", String(100), nullable=False, unique=True),
+    Column("title", String(300), nullable=False, default=""),
+    Column("metric_name", String(100), nullable=False, default="core_metric"),
+    Column("lower_is_better", Boolean, nullable=False, default=True),
+    Column("best_policy", String(20), nullable=False, default="kept"),
+    Column("prompt_template", Text, nullable=True),
+    Column("source_format", String(40), nullable=True),
+    Column("settings", JSONType, nullable=False, default=dict),
+    Column("next_seq", BigInteger, nullable=False, default=0),
+    Column("next_exp_number", BigInteger, nullable=False, default=0),
+    Column("revision", BigInteger, nullable=False, default=0),
+    Column("created_at", Stamp, nullable=False),
+    Column("updated_at", Stamp, nullable=False),
+)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    slug: Mapped[str] = mapped_column(String(100), unique=True)
-    title: Mapped[str] = mapped_column(String(300), default="")
-    metric_name: Mapped[str] = mapped_column(String(100), default="core_metric")
-    lower_is_better: Mapped[bool] = mapped_column(Boolean, default=True)
-    best_policy: Mapped[str] = mapped_column(String(20), default="kept")
-    prompt_template: Mapped[str | None] = mapped_column(Text, nullable=True)
-    source_format: Mapped[str | None] = mapped_column(String(40), nullable=True)
-    settings: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
-    next_seq: Mapped[int] = mapped_column(BigInteger, default=0)
-    next_exp_number: Mapped[int] = mapped_column(BigInteger, default=0)
-    revision: Mapped[int] = mapped_column(BigInteger, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
-
-class TrialRow(Base):
-    __tablename__ = "trials"
-    __table_args__ = (
-        UniqueConstraint("project_id", "exp_id"),
-        UniqueConstraint("project_id", "seq"),
-        # best (kept policy): per eligible status, the best metric, ties to lowest seq
-        Index(None, "project_id", "status", "core_metric", "seq"),
-        # best (fieldkit policy): every status but one, in metric order
-        Index(None, "project_id", "core_metric", "seq"),
-        # children of a trial (lineage tree, cycle checks)
-        Index(None, "project_id", "parent_exp"),
-        # numeric-aware id order (lineage.exp_ids): sorts, pages and exp_id ranges
-        Index(None, "project_id", "exp_key", "seq"),
-    )
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
-    seq: Mapped[int] = mapped_column(BigInteger)
-    exp_id: Mapped[str] = mapped_column(ShortText)
-    timestamp: Mapped[str] = mapped_column(ShortText, default="")
-    specialist: Mapped[str] = mapped_column(ShortText, default="")
-    parent_exp: Mapped[str] = mapped_column(ShortText, default="")
-    baseline_exp: Mapped[str] = mapped_column(ShortText, default="")
-    domain: Mapped[str] = mapped_column(ShortText, default="")
-    hypothesis: Mapped[str] = mapped_column(Text, default="")
-    expected_delta: Mapped[str] = mapped_column(Text, default="")
-    status: Mapped[str] = mapped_column(String(40))
-    core_metric: Mapped[float | None] = mapped_column(Float, nullable=True)
-    val_bpb: Mapped[float | None] = mapped_column(Float, nullable=True)
-    delta_vs_best: Mapped[float | None] = mapped_column(Float, nullable=True)
-    train_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    total_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    job_name: Mapped[str] = mapped_column(ShortText, default="")
-    snapshot_path: Mapped[str] = mapped_column(ShortText, default="")
-    notes: Mapped[str] = mapped_column(Text, default="")
-    #: the tokens of hypothesis and notes (lineage.similar.search_text), written by the
-    #: store; the full-text index on it is not a model (lineage.store.search)
-    search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
-    #: the numeric-aware sort key of exp_id (lineage.exp_ids.exp_sort_key), written by the
-    #: store with every insert; byte order on both backends (COLLATE "C" on PostgreSQL)
-    exp_key: Mapped[str] = mapped_column(ExpKeyText, default="", server_default="")
-    #: the content concepts of hypothesis and notes (lineage.similar.stored_concepts),
-    #: written by the store so ranking needs no tokenizing; NULL: not computed yet
-    search_concepts: Mapped[str | None] = mapped_column(Text, nullable=True)
-    #: the length of the chain ending at this trial (lineage.store.chain: the root is 1,
-    #: a trial parent's + 1; 0 only for a trial on a parent cycle older data may hold) and
-    #: the ancestor at the last multiple of ``CHAIN_SKIP`` below it ('' in the first
-    #: block): written by the store with every insert and re-parenting, so a page reads the
-    #: part of a 20,000-step chain it shows without walking the rest
-    chain_depth: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    chain_skip: Mapped[str] = mapped_column(ShortText, default="", server_default="")
-    ig_clip_scale_mean: Mapped[float | None] = mapped_column(Float, nullable=True)
-    ig_clip_scale_std: Mapped[float | None] = mapped_column(Float, nullable=True)
-    ig_clip_scale_min: Mapped[float | None] = mapped_column(Float, nullable=True)
-    ig_clip_scale_max: Mapped[float | None] = mapped_column(Float, nullable=True)
-    ig_clip_scale_frac_low: Mapped[float | None] = mapped_column(Float, nullable=True)
-    ig_clip_scale_frac_high: Mapped[float | None] = mapped_column(Float, nullable=True)
-    #: the client's JSON object, kept as written (JSONText)
-    extra: Mapped[dict[str, Any]] = mapped_column(JSONText, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+trials = Table(
+    "trials",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    _project_id(),
+    Column("seq", BigInteger, nullable=False),
+    Column("exp_id", ShortText, nullable=False),
+    Column("timestamp", ShortText, nullable=False, default=""),
+    Column("specialist", ShortText, nullable=False, default=""),
+    Column("parent_exp", ShortText, nullable=False, default=""),
+    Column("baseline_exp", ShortText, nullable=False, default=""),
+    Column("domain", ShortText, nullable=False, default=""),
+    Column("hypothesis", Text, nullable=False, default=""),
+    Column("expected_delta", Text, nullable=False, default=""),
+    Column("status", String(40), nullable=False),
+    Column("core_metric", Float, nullable=True),
+    Column("val_bpb", Float, nullable=True),
+    Column("delta_vs_best", Float, nullable=True),
+    Column("train_s", Float, nullable=True),
+    Column("total_s", Float, nullable=True),
+    Column("job_name", ShortText, nullable=False, default=""),
+    Column("snapshot_path", ShortText, nullable=False, default=""),
+    Column("notes", Text, nullable=False, default=""),
+    # the tokens of hypothesis and notes (lineage.similar.search_text), written by the
+    # store; the full-text index on it is not in this metadata (lineage.store.search)
+    Column("search_text", Text, nullable=False, default="", server_default=""),
+    # the numeric-aware sort key of exp_id (lineage.exp_ids.exp_sort_key), written by the
+    # store with every insert; byte order on both backends (COLLATE "C" on PostgreSQL)
+    Column("exp_key", ExpKeyText, nullable=False, default="", server_default=""),
+    # the content concepts of hypothesis and notes (lineage.similar.stored_concepts),
+    # written by the store so ranking needs no tokenizing; NULL: not computed yet
+    Column("search_concepts", Text, nullable=True),
+    # the length of the chain ending at this trial (lineage.store.chain: the root is 1,
+    # a trial parent's + 1; 0 only for a trial on a parent cycle older data may hold) and
+    # the ancestor at the last multiple of ``CHAIN_SKIP`` below it ('' in the first
+    # block): written by the store with every insert and re-parenting, so a page reads the
+    # part of a 20,000-step chain it shows without walking the rest
+    Column("chain_depth", Integer, nullable=False, default=0, server_default="0"),
+    Column("chain_skip", ShortText, nullable=False, default="", server_default=""),
+    Column("ig_clip_scale_mean", Float, nullable=True),
+    Column("ig_clip_scale_std", Float, nullable=True),
+    Column("ig_clip_scale_min", Float, nullable=True),
+    Column("ig_clip_scale_max", Float, nullable=True),
+    Column("ig_clip_scale_frac_low", Float, nullable=True),
+    Column("ig_clip_scale_frac_high", Float, nullable=True),
+    # the client's JSON object, kept as written (JSONText)
+    Column("extra", JSONText, nullable=False, default=dict),
+    Column("created_at", Stamp, nullable=False),
+    Column("updated_at", Stamp, nullable=False),
+    UniqueConstraint("project_id", "exp_id"),
+    UniqueConstraint("project_id", "seq"),
+    # best (kept policy): per eligible status, the best metric, ties to lowest seq
+    Index(None, "project_id", "status", "core_metric", "seq"),
+    # best (fieldkit policy): every status but one, in metric order
+    Index(None, "project_id", "core_metric", "seq"),
+    # children of a trial (lineage tree, cycle checks)
+    Index(None, "project_id", "parent_exp"),
+    # numeric-aware id order (lineage.exp_ids): sorts, pages and exp_id ranges
+    Index(None, "project_id", "exp_key", "seq"),
+)
 
 
 # -- tokens / telemetry / idempotency ---------------------------------------------------------
 
+#: A bearer token of the HTTP API. Only the SHA-256 of the secret is stored.
+#:
+#: ``name`` is unique; a revoked token keeps its row (``revoked_at``) until a new token
+#: takes its name. ``last_used_at`` is written at most once a minute per token.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(100), nullable=False, unique=True),
+    Column("role", String(20), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", Stamp, nullable=False),
+    Column("last_used_at", Stamp, nullable=True),
+    Column("revoked_at", Stamp, nullable=True),
+)
 
-class ApiTokenRow(Base):
-    """A bearer token of the HTTP API. Only the SHA-256 of the secret is stored.
+#: A setting of the whole ledger (``lineage.auth``: ``anonymous_writes``), with who
+#: changed it last and when (the change is also logged).
+ledger_settings = Table(
+    "ledger_settings",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("value", String(100), nullable=False),
+    Column("updated_at", Stamp, nullable=False),
+    Column("updated_by", String(200), nullable=False),
+)
 
-    ``name`` is unique; a revoked token keeps its row (``revoked_at``) until a new token
-    takes its name. ``last_used_at`` is written at most once a minute per token.
-    """
+#: A client's idempotency key, stored in the transaction of the write it guards.
+#:
+#: ``scope`` is ``trial`` (a trial creation: ``exp_id`` is the trial it made) or
+#: ``telemetry`` (a batch of points for trial ``exp_id``; ``result`` holds the count).
+#: ``body_hash`` is the SHA-256 of the canonical request body, so a replay with another
+#: body is told apart from a retry.
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    _project_id(),
+    Column("scope", String(20), nullable=False),
+    Column("key", String(255), nullable=False),
+    Column("exp_id", ShortText, nullable=False),
+    Column("body_hash", String(64), nullable=False),
+    Column("result", JSONType, nullable=False, default=dict),
+    Column("created_at", Stamp, nullable=False),
+    UniqueConstraint("project_id", "scope", "key"),
+)
 
-    __tablename__ = "api_tokens"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(100), unique=True)
-    role: Mapped[str] = mapped_column(String(20))
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-
-
-class LedgerSettingRow(Base):
-    """A setting of the whole ledger (``lineage.auth``: ``anonymous_writes``), with who
-    changed it last and when (the change is also logged)."""
-
-    __tablename__ = "ledger_settings"
-
-    name: Mapped[str] = mapped_column(String(100), primary_key=True)
-    value: Mapped[str] = mapped_column(String(100))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_by: Mapped[str] = mapped_column(String(200))
-
-
-class IdempotencyKeyRow(Base):
-    """A client's idempotency key, stored in the transaction of the write it guards.
-
-    ``scope`` is ``trial`` (a trial creation: ``exp_id`` is the trial it made) or
-    ``telemetry`` (a batch of points for trial ``exp_id``; ``result`` holds the count).
-    ``body_hash`` is the SHA-256 of the canonical request body, so a replay with another
-    body is told apart from a retry.
-    """
-
-    __tablename__ = "idempotency_keys"
-    __table_args__ = (UniqueConstraint("project_id", "scope", "key"),)
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
-    scope: Mapped[str] = mapped_column(String(20))
-    key: Mapped[str] = mapped_column(String(255))
-    exp_id: Mapped[str] = mapped_column(ShortText)
-    body_hash: Mapped[str] = mapped_column(String(64))
-    result: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-class TelemetryPointRow(Base):
-    """One telemetry value of a trial: ``name`` at ``step`` (and ``turn``; -1 when the
-    quantity is not per turn). ``wall_time`` is the sender's clock, seconds since the epoch."""
-
-    __tablename__ = "telemetry_points"
-    __table_args__ = (Index(None, "trial_id", "name", "turn", "step"),)
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    trial_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer, "sqlite"), ForeignKey("trials.id", ondelete="CASCADE")
-    )
-    step: Mapped[int] = mapped_column(BigInteger)
-    turn: Mapped[int] = mapped_column(Integer, default=-1)
-    name: Mapped[str] = mapped_column(String(200))
-    value: Mapped[float] = mapped_column(Float)
-    wall_time: Mapped[float | None] = mapped_column(Float, nullable=True)
+#: One telemetry value of a trial: ``name`` at ``step`` (and ``turn``; -1 when the
+#: quantity is not per turn). ``wall_time`` is the sender's clock, seconds since the epoch.
+telemetry_points = Table(
+    "telemetry_points",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    Column("trial_id", BigId, ForeignKey("trials.id", ondelete="CASCADE"), nullable=False),
+    Column("step", BigInteger, nullable=False),
+    Column("turn", Integer, nullable=False, default=-1),
+    Column("name", String(200), nullable=False),
+    Column("value", Float, nullable=False),
+    Column("wall_time", Float, nullable=True),
+    Index(None, "trial_id", "name", "turn", "step"),
+)
 
 
 # -- guardrails and webhooks (lineage.monitor.guardrails, lineage.monitor.hooks) -----------------------------
 
+#: Trials and the sum of their ``total_s`` per project and status: what the progress
+#: summary reads instead of aggregating the trials. Kept in step by database triggers on
+#: ``trials`` (created by migration 0004), so every write path, bulk imports and
+#: cascading deletes included, updates it in the writer's transaction.
+trial_status_totals = Table(
+    "trial_status_totals",
+    metadata,
+    _project_id(primary_key=True),
+    Column("status", String(40), primary_key=True),
+    Column("trials", BigInteger, nullable=False, default=0),
+    Column("seconds", Float, nullable=False, default=0.0),
+)
 
-class TrialStatusTotalRow(Base):
-    """Trials and the sum of their ``total_s`` per project and status: what the progress
-    summary reads instead of aggregating the trials. Kept in step by database triggers on
-    ``trials`` (created by migration 0004), so every write path, bulk imports and
-    cascading deletes included, updates it in the writer's transaction."""
+#: The min-hash sketch of a trial's concepts (``lineage.similar.sketch``): one row per
+#: band, written by the store with the trial. ``similar_prior`` reads, per band of the new
+#: trial, the newest trials sharing it: a bounded index walk, however large the project.
+trial_sketch = Table(
+    "trial_sketch",
+    metadata,
+    _project_id(primary_key=True),
+    Column("band", BigInteger, primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+)
 
-    __tablename__ = "trial_status_totals"
+#: A project's guardrails (NULL: that guardrail is off) and which of them are tripped.
+#:
+#: ``tripped`` maps a guardrail's name to the trip (``value``, ``limit``, ``exp_id``,
+#: ``at``). It is written by the trial writer under the project's lock, so whether a
+#: trip is new is decided by the database, not by a server's memory.
+guardrail_policies = Table(
+    "guardrail_policies",
+    metadata,
+    _project_id(primary_key=True),
+    Column("max_crash_streak", Integer, nullable=True),
+    Column("max_trials_without_improvement", Integer, nullable=True),
+    Column("budget_hours", Float, nullable=True),
+    Column("tripped", JSONType, nullable=False, default=dict),
+    Column("updated_at", Stamp, nullable=False),
+)
 
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
-    status: Mapped[str] = mapped_column(String(40), primary_key=True)
-    trials: Mapped[int] = mapped_column(BigInteger, default=0)
-    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+#: A project's webhook. ``secret`` signs every delivery (HMAC-SHA256), so it is kept
+#: in clear; it is shown once, when the hook is made. ``events``: the event types sent.
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    _project_id(),
+    Column("url", String(2000), nullable=False),
+    Column("events", JSONType, nullable=False, default=list),
+    Column("body_format", String(20), nullable=False, default="json"),
+    Column("secret", String(100), nullable=False),
+    Column("created_at", Stamp, nullable=False),
+    Index(None, "project_id"),
+)
 
-
-class TrialSketchRow(Base):
-    """The min-hash sketch of a trial's concepts (``lineage.similar.sketch``): one row per
-    band, written by the store with the trial. ``similar_prior`` reads, per band of the new
-    trial, the newest trials sharing it: a bounded index walk, however large the project."""
-
-    __tablename__ = "trial_sketch"
-
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
-    band: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-
-
-class GuardrailPolicyRow(Base):
-    """A project's guardrails (NULL: that guardrail is off) and which of them are tripped.
-
-    ``tripped`` maps a guardrail's name to the trip (``value``, ``limit``, ``exp_id``,
-    ``at``). It is written by the trial writer under the project's lock, so whether a
-    trip is new is decided by the database, not by a server's memory.
-    """
-
-    __tablename__ = "guardrail_policies"
-
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
-    max_crash_streak: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    max_trials_without_improvement: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    budget_hours: Mapped[float | None] = mapped_column(Float, nullable=True)
-    tripped: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-class WebhookRow(Base):
-    """A project's webhook. ``secret`` signs every delivery (HMAC-SHA256), so it is kept
-    in clear; it is shown once, when the hook is made. ``events``: the event types sent."""
-
-    __tablename__ = "webhooks"
-    __table_args__ = (Index(None, "project_id"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
-    url: Mapped[str] = mapped_column(String(2000))
-    events: Mapped[list[str]] = mapped_column(JSONType, default=list)
-    body_format: Mapped[str] = mapped_column(String(20), default="json")
-    secret: Mapped[str] = mapped_column(String(100))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-class HookDeliveryRow(Base):
-    """The outbox: one event for one webhook, written in the transaction of the write
-    that caused it and sent later by ``lineage.monitor.delivery``.
-
-    ``state`` is ``pending``, ``delivered`` or ``failed``. Times of the delivery loop are
-    seconds since the epoch: ``next_attempt_at`` (backoff) and ``claimed_until`` (the
-    lease of the worker sending it; another worker takes the row once it lapses).
-    ``body`` is the exact JSON sent, so every retry signs the same bytes.
-    """
-
-    __tablename__ = "hook_deliveries"
-    __table_args__ = (Index(None, "state", "next_attempt_at"), Index(None, "hook_id", "id"))
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    hook_id: Mapped[int] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
-    event_id: Mapped[str] = mapped_column(String(36))
-    event_type: Mapped[str] = mapped_column(String(40))
-    body: Mapped[str] = mapped_column(Text)
-    state: Mapped[str] = mapped_column(String(20), default="pending")
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[float] = mapped_column(Float)
-    claimed_until: Mapped[float | None] = mapped_column(Float, nullable=True)
-    claim_token: Mapped[str | None] = mapped_column(String(36), nullable=True)
-    last_error: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+#: The outbox: one event for one webhook, written in the transaction of the write
+#: that caused it and sent later by ``lineage.monitor.delivery``.
+#:
+#: ``state`` is ``pending``, ``delivered`` or ``failed``. Times of the delivery loop are
+#: seconds since the epoch: ``next_attempt_at`` (backoff) and ``claimed_until`` (the
+#: lease of the worker sending it; another worker takes the row once it lapses).
+#: ``body`` is the exact JSON sent, so every retry signs the same bytes.
+hook_deliveries = Table(
+    "hook_deliveries",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    Column("hook_id", Integer, ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=False),
+    _project_id(),
+    Column("event_id", String(36), nullable=False),
+    Column("event_type", String(40), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("state", String(20), nullable=False, default="pending"),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", Float, nullable=False),
+    Column("claimed_until", Float, nullable=True),
+    Column("claim_token", String(36), nullable=True),
+    Column("last_error", Text, nullable=False, default=""),
+    Column("created_at", Stamp, nullable=False),
+    Column("delivered_at", Stamp, nullable=True),
+    Index(None, "state", "next_attempt_at"),
+    Index(None, "hook_id", "id"),
+)
 
 
 # -- alerts from training code (lineage.alerts) ------------------------------------------------
 
-
-class TrialAlertRow(Base):
-    """An alert a trial's training code raised ("this run is diverging"): ``level`` is
-    ``info``, ``warn`` or ``error``; ``step`` and ``wall_time`` (the sender's clock,
-    seconds since the epoch) say when, if the sender knew. Written with its webhook
-    events in one transaction (``lineage.alerts``)."""
-
-    __tablename__ = "trial_alerts"
-    __table_args__ = (Index(None, "project_id", "id"), Index(None, "trial_id", "id"))
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
-    trial_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer, "sqlite"), ForeignKey("trials.id", ondelete="CASCADE")
-    )
-    level: Mapped[str] = mapped_column(String(10))
-    title: Mapped[str] = mapped_column(String(300))
-    text: Mapped[str] = mapped_column(Text, default="")
-    step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    wall_time: Mapped[float | None] = mapped_column(Float, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+#: An alert a trial's training code raised ("this run is diverging"): ``level`` is
+#: ``info``, ``warn`` or ``error``; ``step`` and ``wall_time`` (the sender's clock,
+#: seconds since the epoch) say when, if the sender knew. Written with its webhook
+#: events in one transaction (``lineage.alerts``).
+trial_alerts = Table(
+    "trial_alerts",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    _project_id(),
+    Column("trial_id", BigId, ForeignKey("trials.id", ondelete="CASCADE"), nullable=False),
+    Column("level", String(10), nullable=False),
+    Column("title", String(300), nullable=False),
+    Column("text", Text, nullable=False, default=""),
+    Column("step", BigInteger, nullable=True),
+    Column("wall_time", Float, nullable=True),
+    Column("created_at", Stamp, nullable=False),
+    Index(None, "project_id", "id"),
+    Index(None, "trial_id", "id"),
+)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from alembic import context
 
 from lineage.db import make_engine
-from lineage.models import Base
+from lineage.models import metadata
 from lineage.store.search import include_object
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def run_migrations_online() -> None:

@@ -84,6 +84,31 @@ def test_a_server_at_head_starts_without_what_it_uses_later(tmp_path) -> None:
     assert not {m for m in loaded for lazy in LAZY if m == lazy or m.startswith(lazy + ".")}
 
 
+def test_the_server_records_and_updates_trials_without_the_orm(tmp_path) -> None:
+    # lineage.models is SQLAlchemy Core and the store runs SQL and Core statements:
+    # sqlalchemy.orm cost 5.7 MiB of idle memory (issue 23). The updates (PATCH) run the
+    # store's Core update() statements with typed values (JSON extra, datetimes).
+    url = "sqlite:///" + str(tmp_path / "o.db")
+    loaded = _modules_after(
+        "from fastapi.testclient import TestClient\n"
+        "from api.app import create_app\n"
+        "from api.settings import Settings\n"
+        f"app = create_app(Settings(database_url={url!r}))\n"
+        "trials = '/api/v1/projects/p/trials'\n"
+        "with TestClient(app) as client:\n"
+        "    assert client.post('/api/v1/projects', json={'slug': 'p'}).status_code == 201\n"
+        "    made = client.post(trials, json={'exp_id': '000', 'hypothesis': 'h', 'status': 'baseline',"
+        " 'core_metric': 1.0, 'extra': {'a': [1, 2.5]}})\n"
+        "    assert made.status_code == 201, made.text\n"
+        "    changed = client.patch(trials + '/000', json={'notes': 'n', 'extra': {'b': -0.0}})\n"
+        "    assert changed.status_code == 200, changed.text\n"
+        "    assert client.patch('/api/v1/projects/p', json={'title': 'T'}).status_code == 200\n"
+        "    assert client.get(trials + '/000').json()['extra'] == {'b': -0.0}\n"
+    )
+    assert "lineage.models" in loaded and "lineage.store.trials" in loaded  # the probe really used the store
+    assert not {m for m in loaded if m == "sqlalchemy.orm" or m.startswith("sqlalchemy.orm.")}
+
+
 def test_mcp_starts_on_its_first_request(tmp_path) -> None:
     _modules_after(
         "from fastapi.testclient import TestClient\n"

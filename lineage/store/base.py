@@ -35,11 +35,7 @@ from lineage.domain import (
 )
 from lineage.exp_ids import shown_forms
 from lineage.filter_language import parse as parse_filter
-from lineage.models import ProjectRow, TrialRow
 from lineage.store.filter_sql import compile_filter
-
-projects = ProjectRow.__table__
-trials = TrialRow.__table__
 
 #: Trial columns stored verbatim from the domain object, in insert order.
 TRIAL_VALUE_COLUMNS: tuple[str, ...] = FIELDKIT_COLUMNS + CLIP_SCALE_COLUMNS

@@ -15,7 +15,8 @@ from sqlalchemy.exc import IntegrityError
 
 from lineage.domain import BestPolicy, Project
 from lineage.errors import Conflict, NotFound
-from lineage.store.base import _PROJECT_COLUMNS, _PROJECT_SELECT, StoreBase, _project_from_row, projects, utcnow
+from lineage.models import projects
+from lineage.store.base import _PROJECT_COLUMNS, _PROJECT_SELECT, StoreBase, _project_from_row, utcnow
 
 
 class ProjectsSql(StoreBase):

@@ -40,7 +40,7 @@ from sqlalchemy import Connection
 
 from lineage.store.base import StoreBase
 
-#: Schema objects of the search index: not ORM models (see :func:`is_search_object`).
+#: Schema objects of the search index: not in ``lineage.models`` (see :func:`is_search_object`).
 #: SQLite: the contentless FTS5 table ``trial_search`` whose rowid is ``-trials.id``, so
 #: that newest first is FTS5's ascending order. PostgreSQL: the stored generated column
 #: ``trials.search_vector`` and the GIN index ``ix_trials_search`` on it.

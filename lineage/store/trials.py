@@ -26,6 +26,7 @@ from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project
 from lineage.errors import NotFound
 from lineage.exp_ids import exp_sort_key, shown_forms
 from lineage import similar
+from lineage.models import projects, trials
 from lineage.similar import search_text, stored_concepts
 from lineage.store.base import (
     _BULK_COLUMNS,
@@ -37,9 +38,7 @@ from lineage.store.base import (
     _iso,
     _json_text,
     _stamp,
-    projects,
     trial_from_row,
-    trials,
     utcnow,
 )
 from lineage.store.search import sqlite_bulk_index, vocabulary
