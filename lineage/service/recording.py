@@ -316,12 +316,18 @@ class RecordingUses:
         if named is None and new and trial.parent_exp:
             named = self.store.has_children(conn, project, trial.exp_id)
         if trial.parent_exp and (not new or named):
-            ancestors = self.store.chain_rows(conn, project, trial.parent_exp)
-            if trial.exp_id in ancestors:
-                raise InvalidInput(
-                    "parent_exp",
-                    f"{trial.parent_exp!r} descends from {trial.exp_id!r}; that parent would make a cycle",
-                )
+            self._check_acyclic(conn, project, trial.exp_id, trial.parent_exp)
+
+    def _check_acyclic(self, conn: Connection, project: Project, exp_id: str, parent_exp: str) -> None:
+        """:class:`InvalidInput` naming ``parent_exp`` when ``exp_id`` (stored or about to
+        be) under ``parent_exp`` closes a cycle: the parent's chain reaches ``exp_id``, or
+        reaches a stored trial that names ``exp_id`` as its parent (an import's orphan
+        waiting for it)."""
+        ancestors = self.store.chain_rows(conn, project, parent_exp)
+        if exp_id in ancestors or any(trial.parent_exp == exp_id for trial in ancestors.values()):
+            raise InvalidInput(
+                "parent_exp", f"{parent_exp!r} descends from {exp_id!r}; that parent would make a cycle",
+            )
 
     # -- lineage ------------------------------------------------------------------------
 

@@ -241,3 +241,29 @@ def test_skip_pointers_at_block_edges(ledger: Ledger, n: int) -> None:
         for depth in (1, n, n + 1, len(trials)):
             assert ledger.store.ancestor_at(conn, project, last, depth) == trials[depth - 1].exp_id
         assert ledger.store.ancestor_at(conn, project, last, len(trials) + 1) is None
+
+
+def test_a_new_trial_under_an_orphan_waiting_for_it_is_a_cycle_refused(ledger: Ledger) -> None:
+    """Imported ``a`` names ``z`` as parent before ``z`` exists; ``z`` recorded under ``a``
+    (or under a descendant of ``a``) would close the cycle z -> a -> z. It is refused
+    naming parent_exp, by every writer, and nothing is stored (the chain links of such a
+    cycle had no end: the record did not come back)."""
+    from lineage.errors import InvalidInput
+    from lineage.service import RecordRequest
+
+    ledger.create_project("p")
+    ledger.import_trials("p", iter([Trial(exp_id="a", parent_exp="z", status=FailureLabel.KEEP, core_metric=2.0),
+                                    Trial(exp_id="b", parent_exp="a", status=FailureLabel.KEEP, core_metric=1.5)]))
+    cycle = {"exp_id": "z", "parent_exp": "b", "status": "keep", "core_metric": 1.0}
+    with pytest.raises(InvalidInput) as refused:
+        ledger.record_trial("p", cycle)
+    assert refused.value.field == "parent_exp" and "cycle" in refused.value.reason
+    with pytest.raises(InvalidInput) as refused:
+        ledger.record_trials("p", [{"exp_id": "y", "status": "discard", "core_metric": 3.0}, cycle])
+    assert refused.value.field == "trials[1].parent_exp"
+    outcomes = ledger.record_group("p", [RecordRequest({"exp_id": "y", "status": "discard", "core_metric": 3.0}),
+                                         RecordRequest(cycle)])
+    assert isinstance(outcomes[1], InvalidInput) and outcomes[1].field == "parent_exp"
+    assert sorted(t.exp_id for t in ledger.list_trials("p")) == ["a", "b", "y"]
+    ledger.record_trial("p", {"exp_id": "z", "parent_exp": "", "status": "keep", "core_metric": 1.0})  # a root: no cycle
+    assert_links(ledger, "p")
