@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from lineage.domain import MAX_BATCH, RecordResult, beats_best, check_idempotency_key
+from lineage.domain import MAX_BATCH, RecordResult, Trial, beats_best, check_idempotency_key
 from lineage.errors import Conflict, InvalidInput, LedgerError
 from lineage.monitor import guardrails, hooks
 from lineage.service.recording import BatchState, Counters, RecordingUses
@@ -106,7 +106,9 @@ class BatchUses(RecordingUses):
         items = check_items(items)
         key = check_idempotency_key(idempotency_key) if idempotency_key is not None else None
         whole = batch_hash(items) if key is not None else ""
-        with self.store.write() as conn:
+        # pipelined: an item's insert goes out with the next statement whose result is read
+        # (a database error, which rolls the whole batch back anyway, surfaces there)
+        with self.store.write(pipelined=True) as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
             if key is not None:
                 replay = self._batch_replay(conn, project, key, whole)
@@ -114,8 +116,10 @@ class BatchUses(RecordingUses):
                     return replay
             counters = Counters(next_seq, next_number)
             state = BatchState(self.store.best_scored(conn, project),
-                               self.store.first_trial(conn, project) if next_seq else None, [])
+                               self.store.first_trial(conn, project) if next_seq else None, [],
+                               links=None if similar_prior else {}, rows=None if similar_prior else [])
             results: list[RecordResult] = []
+            stored: list[tuple[int, Trial]] = []  # the new items, by index
             for i, item in enumerate(items):
                 fields = {name: value for name, value in item.items() if name != ITEM_KEY}
                 item_key = item.get(ITEM_KEY)
@@ -125,7 +129,13 @@ class BatchUses(RecordingUses):
                     results.append(self._record_in(conn, project, counters, fields, idempotency_key=item_key,
                                                    similar_prior=similar_prior, state=state))
                 except (InvalidInput, Conflict) as error:
+                    self._flush(conn, state)
+                    self._adoptions(conn, project, stored, before_seq=next_seq)  # an earlier item's comes first
                     raise _named(error, i) from error
+                if results[-1].created:
+                    stored.append((i, results[-1].trial))
+            self._flush(conn, state)
+            self._adoptions(conn, project, stored, before_seq=next_seq)
             self.store.write_deferred(conn, state.pending)
             self.store.write_terms(conn, state.terms)
             new = [result for result in results if result.created]
@@ -136,6 +146,25 @@ class BatchUses(RecordingUses):
                 self.store.claim_key(conn, project, BATCH_SCOPE, key, exp_id=results[0].trial.exp_id, body_hash=whole,
                                      result={"exp_ids": [result.trial.exp_id for result in results]})
             return BatchResult(tuple(results))
+
+    def _adoptions(self, conn: Any, project: Any, stored: Sequence[tuple[int, Trial]], *, before_seq: int) -> None:
+        """A batch's new trials that trials stored before it name as their parent (an
+        import's orphans waiting for them), checked once for all (one query) instead of
+        per item: each must not close a cycle (:class:`InvalidInput` naming
+        ``trials[i].parent_exp``, the first such item), and its subtree's chain links are
+        recomputed. Only batches without similar_prior defer this (``BatchState.links``)."""
+        if not stored:
+            return
+        waited_for = self.store.named_as_parent(conn, project, [trial.exp_id for _, trial in stored],
+                                                before_seq=before_seq)
+        for i, trial in stored:
+            if trial.exp_id in waited_for:
+                if trial.parent_exp:
+                    try:
+                        self._check_acyclic(conn, project, trial.exp_id, trial.parent_exp)
+                    except InvalidInput as error:
+                        raise _named(error, i) from error
+                self.store.relink(conn, project, trial.exp_id)
 
     def _batch_replay(self, conn: Any, project: Any, key: str, whole: str) -> BatchResult | None:
         found = self.store.find_key(conn, project, BATCH_SCOPE, key)

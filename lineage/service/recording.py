@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from sqlalchemy import Connection
 
@@ -37,6 +37,8 @@ from lineage.monitor import guardrails, hooks
 from lineage.similar import prior_query, stored_concepts
 from lineage.similar import sketch as similar_sketch
 from lineage.store import Store
+from lineage.store.chain import next_link
+from lineage.store.trials import NewTrialReads
 
 #: Fields compared when a create is retried with the same exp_id (server-computed ones excluded).
 IDEMPOTENT_FIELDS = tuple(name for name in WRITABLE_FIELDS if name not in ("delta_vs_best",))
@@ -66,6 +68,22 @@ class BatchState:
     #: search texts whose words the vocabulary gets at the end (items whose sketch is
     #: written at once: they are searched by the next items' ``similar_prior``)
     terms: list[str] = field(default_factory=list)
+    #: a batch without similar_prior: the chain link a child of each parent gets (read once
+    #: a parent), and no adoption check per item (the batch's :meth:`BatchUses._adoptions`
+    #: does them at the end); None: every item reads its own
+    links: dict[str, tuple[int, str]] | None = None
+    #: with ``links``: the rows of the items stored so far, not yet sent (inserted in one
+    #: go, before anything could read them: :meth:`RecordingUses._flush`), and their ids
+    rows: list[tuple[Any, ...]] | None = None
+    made: set[str] = field(default_factory=set)
+
+    def child_link(self, store: Store, conn: Connection, project: Project, parent_exp: str) -> tuple[int, str]:
+        """``(depth, skip)`` of a new trial under ``parent_exp`` (:meth:`Store.link_after`), cached."""
+        assert self.links is not None
+        link = self.links.get(parent_exp)
+        if link is None:
+            link = self.links[parent_exp] = store.link_after(conn, project, parent_exp)
+        return link
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +217,7 @@ class RecordingUses:
         key_hash = (_trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
                     if idempotency_key is not None else "")
         if idempotency_key is not None:
+            self._flush(conn, state)  # the key's trial may be an earlier item's
             keyed = self._keyed_replay(conn, project, check_idempotency_key(idempotency_key), key_hash, proposed,
                                        body, prepared)
             if keyed is not None:
@@ -207,6 +226,8 @@ class RecordingUses:
             # above every numeric id stored so far, so it cannot be taken
             proposed = proposed.with_changes(exp_id=next_exp_id(next_number - 1 if next_number else None))
         else:
+            if state is not None and proposed.exp_id in state.made:
+                self._flush(conn, state)
             existing = self.store.find_trial(conn, project, proposed.exp_id)
             if existing is not None:
                 replayed = self._replayed(conn, project, existing, proposed, prepared)
@@ -222,19 +243,27 @@ class RecordingUses:
         prior_keys = None
         if similar_prior and next_seq:
             prior_keys = similar_sketch(prior_query(proposed.hypothesis, proposed.notes, concepts)[1]) or None
-        # asked together: whether stored trials already name it as parent (for the cycle
-        # check and the links the insert rewrites), its chain link, similar_prior's shortlist
-        reads = self.store.new_trial_reads(conn, project, proposed.exp_id, proposed.parent_exp, prior_keys)
+        if state is not None and state.links is not None:
+            # a batch item: the batch checks its adoptions at the end; parents' links read once
+            reads = NewTrialReads(False, state.child_link(self.store, conn, project, proposed.parent_exp), None)
+        else:
+            # asked together: whether stored trials already name it as parent (for the cycle
+            # check and the links the insert rewrites), its chain link, similar_prior's shortlist
+            reads = self.store.new_trial_reads(conn, project, proposed.exp_id, proposed.parent_exp, prior_keys)
         self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True,
-                               named=reads.named)
+                               named=reads.named, made=state.made if state is not None else ())
         delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
         stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq,
                                          concepts=concepts, named=reads.named, link=reads.link,
                                          deferred=state.pending if state is not None and not similar_prior else None,
-                                         terms=state.terms if state is not None else None)
+                                         terms=state.terms if state is not None else None,
+                                         buffer=state.rows if state is not None else None)
         # ranked once the writes are sent: on PostgreSQL the server stores them meanwhile
         prior = (self._similar_prior(conn, project, proposed, concepts, rows=reads.prior)
                  if reads.prior is not None else ())
+        if state is not None and state.links is not None:  # its children's link, without a read
+            state.links[stored.exp_id] = next_link(stored.exp_id, reads.link)
+            state.made.add(stored.exp_id)
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq = next_seq + 1
         counters.next_number = max(next_number, exp_number)
@@ -299,15 +328,18 @@ class RecordingUses:
 
     def _check_references(
         self, conn: Connection, project: Project, trial: Trial, *, known_parent: bool = False, new: bool = False,
-        named: bool | None = None,
+        named: bool | None = None, made: Collection[str] = (),
     ) -> None:
         """The parent and baseline are trials of the project, and the parent makes no cycle.
         ``known_parent``: the parent was just read (the default one). ``new``: ``trial`` is
         being created, so only a stored trial naming it as parent can close a cycle (``named``:
-        whether one does, when the caller read it already)."""
+        whether one does, when the caller read it already). ``made``: ids of trials this
+        transaction stored (they need no look-up)."""
         for name in ("parent_exp", "baseline_exp"):
             ref = getattr(trial, name)
             if not ref or ref == trial.exp_id and name == "baseline_exp" or name == "parent_exp" and known_parent:
+                continue
+            if ref in made:
                 continue
             if self.store.find_trial(conn, project, ref) is None:
                 elsewhere = self.store.projects_holding(conn, ref)
@@ -374,6 +406,12 @@ class RecordingUses:
         subscribed, policy = self.store.hooks_and_guardrails(conn, project.id)
         self._events_of(conn, project, RecordResult(stored, True, best_before, is_new_best),
                         trial_count=trial_count, subscribed=subscribed, policy=policy)
+
+    def _flush(self, conn: Connection, state: BatchState | None) -> None:
+        """Send the rows a batch holds back (``BatchState.rows``), before a read could miss them."""
+        if state is not None and state.rows:
+            self.store.insert_rows(conn, state.rows)
+            state.rows.clear()
 
     def _events_of(
         self, conn: Connection, project: Project, result: RecordResult, *, trial_count: int,

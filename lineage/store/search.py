@@ -191,6 +191,12 @@ class SearchSql(StoreBase):
                 values.extend((project_id, key, seq) for key in sketch(split[0] + split[1]))
         if not values:
             return
+        if not self.sqlite and len(values) > 16:  # one statement of three arrays, whatever the count
+            project_ids, bands, seqs = zip(*values)
+            self._execute(conn, f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) SELECT * FROM "
+                                "unnest(?::integer[], ?::bigint[], ?::bigint[]) ON CONFLICT DO NOTHING",
+                          (list(project_ids), list(bands), list(seqs)))
+            return
         if len(values) <= 16:  # one statement (its text is prepared per row count)
             sql = (f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) VALUES "
                    + ", ".join(["(?, ?, ?)"] * len(values)) + " ON CONFLICT DO NOTHING")

@@ -86,14 +86,15 @@ class TrialsSql(StoreBase):
     def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int,
                      concepts: str | None = None, deferred: list[tuple[str, int, int, str]] | None = None,
                      named: bool | None = None, link: tuple[int, str] | None = None,
-                     terms: list[str] | None = None) -> Trial:
+                     terms: list[str] | None = None, buffer: list[tuple[Any, ...]] | None = None) -> Trial:
         """Insert ``trial`` at ``seq``; ``concepts``: its ``stored_concepts`` when the
         caller computed them already. ``deferred``: its search words and sketch are added
         to that list instead of written (:meth:`write_deferred`, later in the transaction).
         ``named``: whether stored trials name it as their parent, ``link``: its chain
         ``(depth, skip)``, when the caller read them (:meth:`new_trial_reads`). ``terms``:
         its search text is added to that list, its words written by the caller
-        (:meth:`write_terms`), its sketch now."""
+        (:meth:`write_terms`), its sketch now. ``buffer``: its row is added to that list,
+        inserted by the caller (:meth:`insert_rows`), before anything reads it."""
         now = self._now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
@@ -101,8 +102,12 @@ class TrialsSql(StoreBase):
         if concepts is None:
             concepts = stored_concepts(trial.hypothesis, trial.notes)
         depth, skip = link if link is not None else self.link_after(conn, project, trial.parent_exp)  # type: ignore[attr-defined]
-        self._execute(conn, self._insert_sql, (project.id, seq, *values, _json_text(trial.extra), now, now, text,
-                                               exp_sort_key(trial.exp_id), concepts, depth, skip))
+        row = (project.id, seq, *values, _json_text(trial.extra), now, now, text, exp_sort_key(trial.exp_id), concepts,
+               depth, skip)
+        if buffer is not None:
+            buffer.append(row)
+        else:
+            self._execute(conn, self._insert_sql, row)
         if named if named is not None else self.has_children(conn, project, trial.exp_id):  # stored trials named it
             self.relink(conn, project, trial.exp_id)  # type: ignore[attr-defined]
         if deferred is not None:
@@ -133,6 +138,29 @@ class TrialsSql(StoreBase):
             self.fetch_link(parent_exp, link) if link is not None else (1, ""),  # type: ignore[attr-defined]
             None if prior is None else self.fetch_prior(prior),  # type: ignore[attr-defined]
         )
+
+    def insert_rows(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+        """Insert the rows :meth:`insert_trial` put in a ``buffer``, in order, as one
+        prepared statement executed for each (in a pipelined PostgreSQL write, sent
+        without waiting for each answer)."""
+        if not rows:
+            return
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.executemany(self._sql(self._insert_sql), rows)
+        finally:
+            cursor.close()
+
+    def named_as_parent(self, conn: Connection, project: Project, exp_ids: Sequence[str], *,
+                        before_seq: int) -> set[str]:
+        """Which of ``exp_ids`` a trial stored before ``before_seq`` names as its parent."""
+        found: set[str] = set()
+        for first in range(0, len(exp_ids), 500):
+            chunk = list(exp_ids[first:first + 500])
+            rows = self._execute(conn, f"SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND seq < ? "
+                                       f"AND parent_exp IN ({self._in(chunk)})", (project.id, before_seq, *chunk))
+            found.update(row[0] for row in rows.fetchall())
+        return found
 
     def write_terms(self, conn: Connection, texts: list[str]) -> None:
         """The vocabulary words of search texts collected by :meth:`insert_trial` (``terms``)."""

@@ -1,0 +1,97 @@
+"""``Ledger.record_trials`` (a batch) on SQLite and PostgreSQL stores and answers what the
+same records one after the other would, also where the batch defers work to its end
+(parents' chain links read once, adoptions of stored orphans checked once)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from lineage.domain import FailureLabel, Trial
+from lineage.errors import InvalidInput
+from lineage.service import Ledger
+from tests.lineage.test_chain_links import assert_links
+
+_CLOCK = ("created_at", "updated_at", "timestamp")
+
+
+def _items(rng: random.Random, n: int) -> list[dict[str, Any]]:
+    """A loop's records: parents left out (the best so far), explicit parents (earlier
+    items, stored trials), roots, chosen ids that stored orphans wait for, keys, crashes."""
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        item: dict[str, Any] = {"status": rng.choice(["keep", "discard", "discard", "crash"]),
+                                "core_metric": round(1.0 - i / 1000 + rng.uniform(-0.01, 0.01), 6),
+                                "hypothesis": f"idea {i} " + rng.choice(["warmup", "cosine", "wider mlp", "dropout"])}
+        kind = rng.random()
+        if kind < 0.1:
+            item["parent_exp"] = ""
+        elif kind < 0.25 and i:
+            item["parent_exp"] = rng.choice(["seed", "w1"])  # stored trials
+        if i in (7, 19):  # ids stored orphans wait for
+            item["exp_id"] = f"w{2 if i == 7 else 3}"
+        if i % 9 == 0:
+            item["idempotency_key"] = f"key-{i}"
+        out.append(item)
+    out.append(dict(out[3], idempotency_key="key-x"))   # the same body again, under a new key: a new trial
+    out.append(dict(out[9]))                             # item 9 again with its key: a replay
+    return out
+
+
+def _stored(ledger: Ledger, slug: str) -> list[dict[str, Any]]:
+    rows = [trial.to_dict() for trial in ledger.list_trials(slug)]
+    for row in rows:
+        for name in _CLOCK:
+            row.pop(name, None)
+    return rows
+
+
+def _seed(ledger: Ledger, slug: str) -> None:
+    ledger.create_project(slug, lower_is_better=True)
+    ledger.import_trials(slug, iter([
+        Trial(exp_id="seed", status=FailureLabel.BASELINE, core_metric=1.0),
+        Trial(exp_id="w1", parent_exp="seed", status=FailureLabel.DISCARD, core_metric=1.1),
+        Trial(exp_id="o2", parent_exp="w2", status=FailureLabel.DISCARD, core_metric=1.2),  # waits for w2
+        Trial(exp_id="o3", parent_exp="w3", status=FailureLabel.KEEP, core_metric=0.99),   # waits for w3
+        Trial(exp_id="o4", parent_exp="o3", status=FailureLabel.DISCARD, core_metric=1.3),
+    ]))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_batch_is_the_same_records_one_after_another(ledger: Ledger, seed: int) -> None:
+    _seed(ledger, "batch")
+    _seed(ledger, "single")
+    items = _items(random.Random(seed), 40)
+    told = ledger.record_trials("batch", items).results
+    alone = [ledger.record_trial("single", {k: v for k, v in item.items() if k != "idempotency_key"},
+                                 idempotency_key=item.get("idempotency_key")) for item in items]
+
+    def said(result: Any) -> dict[str, Any]:
+        out = result.to_dict()
+        for name in _CLOCK:
+            out["trial"].pop(name, None)
+        return out
+
+    assert [said(r) for r in told] == [said(r) for r in alone]
+    assert _stored(ledger, "batch") == _stored(ledger, "single")
+    for slug in ("batch", "single"):
+        assert_links(ledger, slug)
+    assert ledger.trial("batch", "o4").parent_exp == "o3"  # the adopted orphans kept their parents
+
+
+def test_an_adoption_cycle_is_the_first_bad_item_though_found_at_the_end(ledger: Ledger) -> None:
+    _seed(ledger, "p")
+    cycle = {"exp_id": "w3", "parent_exp": "o4", "status": "keep", "core_metric": 0.5}  # w3 -> o4 -> o3 -> w3
+    ok = {"status": "discard", "core_metric": 2.0}
+    with pytest.raises(InvalidInput) as refused:
+        ledger.record_trials("p", [ok, cycle, ok])
+    assert refused.value.field == "trials[1].parent_exp" and "cycle" in refused.value.reason
+    with pytest.raises(InvalidInput) as refused:  # a later item's own error does not hide it
+        ledger.record_trials("p", [ok, cycle, ok, {"status": "sideways"}])
+    assert refused.value.field == "trials[1].parent_exp"
+    with pytest.raises(InvalidInput) as refused:  # an earlier item's does
+        ledger.record_trials("p", [{"status": "sideways"}, cycle])
+    assert refused.value.field == "trials[0].status"
+    assert len(ledger.list_trials("p")) == 5
