@@ -3,6 +3,8 @@ a young ledger is planned with them, not without."""
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy import text
 
 from lineage import similar
@@ -80,9 +82,10 @@ def test_a_pipelined_write_runs_on_generic_plans_and_leaves_the_session_as_it_wa
         with ledger.store.read() as conn:
             after = conn.execute(text("SHOW plan_cache_mode")).scalar()
         assert (inside, after) == ("force_generic_plan", "auto")
-        ledger.create_project("p")
+        slug = f"plans-{uuid.uuid4().hex[:8]}"  # the session's database is shared
+        ledger.create_project(slug)
         for i in range(8):  # psycopg prepares a statement from its 6th execution
-            ledger.record_trial("p", {"status": "discard", "core_metric": i / 10, "hypothesis": f"warmup idea {i}"},
+            ledger.record_trial(slug, {"status": "discard", "core_metric": i / 10, "hypothesis": f"warmup idea {i}"},
                                 similar_prior=True)
         with ledger.store.write(pipelined=True) as conn:
             plans = ledger.store._execute(conn, "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
