@@ -457,10 +457,16 @@
       });
       document.addEventListener("click", function (event) { if (!picker.contains(event.target)) picker.open = false; });
     }
-    var resized = null;
+    // redrawn when the window gets narrower or wider (the charts follow its width); a
+    // change of height alone (a full-page screenshot, a phone's toolbar) leaves them be
+    var resized = null, drawnWidth = window.innerWidth;
     window.addEventListener("resize", function () {
+      if (window.innerWidth === drawnWidth) return;
       clearTimeout(resized);
-      resized = setTimeout(function () { document.querySelectorAll("figure.explore-plot").forEach(redraw); }, 150);
+      resized = setTimeout(function () {
+        drawnWidth = window.innerWidth;
+        document.querySelectorAll("figure.explore-plot").forEach(redraw);
+      }, 150);
     });
     window.addEventListener("popstate", render);
     window.addEventListener("pageshow", function () {
