@@ -257,7 +257,8 @@ class RecordingUses:
                                          concepts=concepts, named=reads.named, link=reads.link,
                                          deferred=state.pending if state is not None and not similar_prior else None,
                                          terms=state.terms if state is not None else None,
-                                         buffer=state.rows if state is not None else None)
+                                         buffer=state.rows if state is not None else None,
+                                         sketch=prior_keys)  # the same concepts: the same keys
         # ranked once the writes are sent: on PostgreSQL the server stores them meanwhile
         prior = (self._similar_prior(conn, project, proposed, concepts, rows=reads.prior)
                  if reads.prior is not None else ())

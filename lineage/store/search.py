@@ -189,6 +189,10 @@ class SearchSql(StoreBase):
             split = split_concepts(concepts)
             if split is not None:
                 values.extend((project_id, key, seq) for key in sketch(split[0] + split[1]))
+        self.write_sketch_rows(conn, values)
+
+    def write_sketch_rows(self, conn: Connection, values: Sequence[tuple[int, int, int]]) -> None:
+        """``trial_sketch`` rows ``(project_id, band key, seq)`` (:meth:`write_sketches`)."""
         if not values:
             return
         if not self.sqlite and len(values) > 16:  # one statement of three arrays, whatever the count

@@ -86,7 +86,8 @@ class TrialsSql(StoreBase):
     def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int,
                      concepts: str | None = None, deferred: list[tuple[str, int, int, str]] | None = None,
                      named: bool | None = None, link: tuple[int, str] | None = None,
-                     terms: list[str] | None = None, buffer: list[tuple[Any, ...]] | None = None) -> Trial:
+                     terms: list[str] | None = None, buffer: list[tuple[Any, ...]] | None = None,
+                     sketch: Sequence[int] | None = None) -> Trial:
         """Insert ``trial`` at ``seq``; ``concepts``: its ``stored_concepts`` when the
         caller computed them already. ``deferred``: its search words and sketch are added
         to that list instead of written (:meth:`write_deferred`, later in the transaction).
@@ -94,7 +95,8 @@ class TrialsSql(StoreBase):
         ``(depth, skip)``, when the caller read them (:meth:`new_trial_reads`). ``terms``:
         its search text is added to that list, its words written by the caller
         (:meth:`write_terms`), its sketch now. ``buffer``: its row is added to that list,
-        inserted by the caller (:meth:`insert_rows`), before anything reads it."""
+        inserted by the caller (:meth:`insert_rows`), before anything reads it. ``sketch``:
+        the min-hash keys of its concepts, when the caller computed them."""
         now = self._now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
@@ -117,7 +119,10 @@ class TrialsSql(StoreBase):
                 terms.append(text)
             else:
                 self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
-            self.write_sketches(conn, [(project.id, seq, concepts)])  # type: ignore[attr-defined]
+            if sketch is not None:
+                self.write_sketch_rows(conn, [(project.id, key, seq) for key in sketch])  # type: ignore[attr-defined]
+            else:
+                self.write_sketches(conn, [(project.id, seq, concepts)])  # type: ignore[attr-defined]
         stamp = _stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
 
