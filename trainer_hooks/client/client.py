@@ -6,7 +6,8 @@ Path of a point::
     log() --(in-memory deque, bounded)--> spool thread --(SQLite spool, fsync'd)-->
     sender thread --(httpx, batches with batch_id, two in flight)--> ledger
 
-``log`` converts and checks the values and appends one list to a deque: a few
+``log`` converts and checks the values and appends one record (tuples, which the garbage
+collector stops tracking: :mod:`trainer_hooks.client.points`) to a deque: a few
 microseconds per metric. The spool thread commits what has piled up every
 ``spool_interval`` seconds (or sooner when ``batch_points`` are waiting); when the
 deque holds more than ``max_buffer_points`` (the disk cannot keep up) ``log`` writes
@@ -167,10 +168,11 @@ class LedgerClient:
         self.error: LedgerRejected | None = None
         self._logged_clip_scale = False
         self._plan_extra: dict[str, Any] = {"run_id": self.run_id}
-        #: ``(points, one call's record or rows)`` in the order logged
-        self._buffer: collections.deque[tuple[int, Record | list[Row]]] = collections.deque()
+        #: one call's record or rows each, in the order logged (records untracked by the
+        #: garbage collector, :mod:`trainer_hooks.client.points`: no wrapper tuple around them)
+        self._buffer: collections.deque[Record | list[Row]] = collections.deque()
         #: rows of other threads (the system metrics sampler), spooled with the buffer
-        self._side: collections.deque[tuple[int, list[Row]]] = collections.deque()
+        self._side: collections.deque[list[Row]] = collections.deque()
         self._last_step = 0
         self.system_points = 0
         self._system_interval = sampler_settings(system_metrics)
@@ -349,7 +351,7 @@ class LedgerClient:
         self.nonfinite_dropped += dropped
         if not count:
             return
-        self._buffer.append((count, item))  # type: ignore[arg-type]
+        self._buffer.append(item)  # type: ignore[arg-type]
         self.points_logged += count
         self._appended += count
         buffered = self._appended - self._drained
@@ -362,7 +364,7 @@ class LedgerClient:
         """The sampler's thread: one sample at the step last logged."""
         rows, _ = step_rows(self._last_step, values, None, time.time())
         if rows and not self._closed:
-            self._side.append((len(rows), rows))
+            self._side.append(rows)
             self.system_points += len(rows)
 
     def _stop_sampler(self) -> dict[str, float]:
@@ -459,20 +461,21 @@ class LedgerClient:
         """Move everything in the deque to the spool, in order (one transaction)."""
         with self._spool_lock:
             chunks: list[tuple[str, int]] = []
-            pending: list[Record | list[Row]] = []
-            count = 0
-            taken: list[tuple[int, Record | list[Row]]] = []
-            side: list[tuple[int, list[Row]]] = []
+            count = drained = 0
+            side: list[list[Row]] = []
+            taken: list[Record | list[Row]] = []
             try:
                 while self._side:
                     side.append(self._side.popleft())
-                    pending.append(side[-1][1])
-                    count += side[-1][0]
+                    count += len(side[-1])
+                pending: list[Record | list[Row]] = list(side)
                 while self._buffer:
-                    entry = self._buffer.popleft()
-                    taken.append(entry)
-                    pending.append(entry[1])
-                    count += entry[0]
+                    item = self._buffer.popleft()
+                    taken.append(item)
+                    pending.append(item)
+                    n = len(item[3]) if type(item) is tuple else len(item)  # a record's values, or rows
+                    count += n
+                    drained += n
                     if count >= self.max_batch_points:
                         chunks.append(encode_columns(pending))
                         pending, count = [], 0
@@ -483,7 +486,7 @@ class LedgerClient:
                 self._buffer.extendleft(reversed(taken))
                 self._side.extendleft(reversed(side))
                 raise
-            self._drained += sum(n for n, _ in taken)
+            self._drained += drained
         if chunks:
             self._send_wake.set()
 
