@@ -3,15 +3,20 @@ step ever waiting on the network, and without losing what was logged.
 
 Path of a point::
 
-    log() --(in-memory deque, bounded)--> spool thread --(SQLite spool, fsync'd)-->
+    log() --(in-memory deque, bounded)--> spool thread --(encoded once; SQLite spool, fsync'd)-->
     sender thread --(httpx, batches with batch_id, two in flight)--> ledger
 
 ``log`` converts and checks the values and appends one record (tuples, which the garbage
 collector stops tracking: :mod:`trainer_hooks.client.points`) to a deque: a few
-microseconds per metric. The spool thread commits what has piled up every
-``spool_interval`` seconds (or sooner when ``batch_points`` are waiting); when the
-deque holds more than ``max_buffer_points`` (the disk cannot keep up) ``log`` writes
-to the spool itself instead of dropping anything. The sender replays the spool in order
+microseconds per metric. The spool thread encodes what has piled up into the API's
+columnar JSON and commits it every ``spool_interval`` seconds (or sooner when half of
+``max_buffer_points``, at most ``max_batch_points``, are waiting); when the deque holds
+more than ``max_buffer_points`` (the disk cannot keep up) ``log`` writes to the spool
+itself instead of dropping anything. Those bytes are what the ledger gets: the sender
+sends a committed block from memory, and the spool file is the durable copy, read only
+for what is not in memory (after a restart, or past the spool's memory budget) and kept
+until the ledger acknowledged it (:mod:`trainer_hooks.client.spool`, "Bodies from
+memory"). The sender replays the spool in order
 (:func:`trainer_hooks.client.delivery.deliver`) with exponential backoff on network
 errors, timeouts and 5xx, and stops for good on a 4xx (a revoked token, say): the
 error is logged once, kept in :attr:`LedgerClient.error`, and the data stays in the spool
@@ -460,7 +465,7 @@ class LedgerClient:
     def _spool_buffer(self) -> None:
         """Move everything in the deque to the spool, in order (one transaction)."""
         with self._spool_lock:
-            chunks: list[tuple[str, int]] = []
+            chunks: list[tuple[bytes, int]] = []
             count = drained = 0
             side: list[list[Row]] = []
             taken: list[Record | list[Row]] = []

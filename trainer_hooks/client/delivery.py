@@ -12,14 +12,16 @@ One function (:func:`deliver`) replays a spool; the client's background sender a
 * a 2xx marks the op sent.
 
 Telemetry batches are pipelined: up to ``Transport.in_flight`` (2 by default) consecutive
-batches are in flight at once, each under its own ``batch_id``, and the next batch is read
-from the spool and encoded while they are (so the client's work overlaps the ledger's,
-and the ledger has the next body in hand when it finishes one). Each batch's ops are
-marked sent on its own 2xx, in whatever order the answers come; a batch that fails stays
-in the spool under its key and is re-sent as it was. Any other op (an alert, the
-summary, the finish) waits until every batch before it is acknowledged: a trial is
-finished only after the ledger has all of its telemetry. Nothing is left in flight when
-:func:`deliver` returns or raises.
+batches are in flight at once, each under its own ``batch_id``, and the next batch is
+keyed and its request body built while they are (so the client's work overlaps the
+ledger's, and the ledger has the next body in hand when it finishes one). A body is the
+spooled column blocks joined as they are, never decoded; a live client's blocks come
+from memory (:mod:`trainer_hooks.client.spool`, "Bodies from memory"), others from the
+file. Each batch's ops are marked sent on its own 2xx, in whatever order the answers
+come; a batch that fails stays in the spool under its key and is re-sent as it was. Any
+other op (an alert, the summary, the finish) waits until every batch before it is
+acknowledged: a trial is finished only after the ledger has all of its telemetry.
+Nothing is left in flight when :func:`deliver` returns or raises.
 
 Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``GET`` the
 project, ``POST /projects`` only on a 404, so an existing project costs no ``409
@@ -52,15 +54,13 @@ from urllib.parse import quote
 import httpx
 
 from trainer_hooks.client.outcome import TrialOutcome, decide_status, metric_of_summary
-from trainer_hooks.client.spool import Op, Spool
+from trainer_hooks.client.spool import TELEMETRY_KINDS, Op, Spool
 
 __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
 
 log = logging.getLogger("trainer_hooks.client")
 
 API = "/api/v1"
-#: spool ops that are telemetry: the columnar form, and point objects (older spools)
-TELEMETRY_KINDS = ("columns", "points")
 #: 4xx that mean "try again later", not "never"
 _RETRY_STATUSES = frozenset({408, 425, 429})
 
@@ -227,7 +227,7 @@ class _Flight:
         self.rejected_before = spool.get("rejected") is not None
 
     def send(self, key: str, ops: list[Op]) -> None:
-        """Encode the batch here and post it on a request thread (at once when
+        """Build the batch's body here and post it on a request thread (at once when
         ``in_flight`` is 1, on this thread)."""
         exp_id = _exp_id(self.spool, "telemetry")
         body, headers = _telemetry_body(self.transport, key, ops)
@@ -308,12 +308,19 @@ def _exp_id(spool: Spool, kind: str) -> str:
 
 def _telemetry_body(transport: Transport, key: str, ops: list[Op]) -> tuple[bytes, dict[str, str]]:
     """The request body of a telemetry batch and its headers."""
+    # blocks joined as they were spooled, in one copy: nothing decoded (the server
+    # concatenates column blocks)
+    parts = [b'{"batch_id":', json.dumps(key).encode()]
     if ops[0].kind == "columns":
-        # blocks joined as they were spooled: nothing decoded, the server concatenates them
-        joined = ops[0].body if len(ops) == 1 else "[" + ",".join(o.body for o in ops) + "]"
-        body = ('{"batch_id":' + json.dumps(key) + ',"columns":' + joined + "}").encode()
+        parts.append(b',"columns":' if len(ops) == 1 else b',"columns":[')
     else:
-        body = ('{"batch_id":' + json.dumps(key) + ',"points":[' + ",".join(o.body for o in ops) + "]}").encode()
+        parts.append(b',"points":[')
+    for n, op in enumerate(ops):
+        if n:
+            parts.append(b",")
+        parts.append(op.body if isinstance(op.body, bytes) else op.body.encode())
+    parts.append(b"}" if ops[0].kind == "columns" and len(ops) == 1 else b"]}")
+    body = b"".join(parts)
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
     if isinstance(transport.gzip_level, int) and len(body) > 4096:
         body = gzip.compress(body, transport.gzip_level)

@@ -182,20 +182,21 @@ def encode_rows(rows: Iterable[Row]) -> tuple[str, int]:
     return ",".join(parts), len(parts)
 
 
-def dumps(obj: Any) -> str:
-    """JSON text: orjson where installed (about 5x the standard library on number arrays),
-    else the standard library (the same text for finite floats: the shortest repr)."""
+def dumps(obj: Any) -> bytes:
+    """JSON as UTF-8 bytes: orjson where installed (about 5x the standard library on number
+    arrays), else the standard library (the same text for finite floats: the shortest repr)."""
     try:
         import orjson
     except ImportError:  # pragma: no cover - a trainer install without orjson
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    return orjson.dumps(obj).decode()
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return orjson.dumps(obj)
 
 
-def encode_columns(items: Iterable[Record | list[Row]]) -> tuple[str, int]:
+def encode_columns(items: Iterable[Record | list[Row]]) -> tuple[bytes, int]:
     """Records and row lists as the API's columnar form (``lineage.telemetry_columns``):
-    its JSON text and the number of points. Names go into a ``names`` table once each;
-    ``turn`` is written only when some point has one."""
+    its JSON (UTF-8 bytes: what the spool stores and the request carries, never decoded)
+    and the number of points. Names go into a ``names`` table once each; ``turn`` is
+    written only when some point has one."""
     steps: list[int] = []
     index: list[int] = []
     values: list[float] = []
@@ -243,5 +244,5 @@ def encode_batch(key: str, items: Iterable[Record | list[Row]] | Sequence[Row]) 
     found = list(items)
     if found and type(found[0]) is tuple and len(found[0]) == 5 and type(found[0][2]) is str:
         found = [found]  # type: ignore[list-item]
-    text, _ = encode_columns(found)  # type: ignore[arg-type]
-    return ('{"batch_id":' + json.dumps(key) + ',"columns":' + text + "}").encode()
+    block, _ = encode_columns(found)  # type: ignore[arg-type]
+    return b'{"batch_id":' + json.dumps(key).encode() + b',"columns":' + block + b"}"

@@ -103,7 +103,7 @@ def test_columnar_chunks_are_the_form_the_api_takes_and_join_in_order() -> None:
     expected = [(s, -1, n, float(v), w) for s, (n, v, w) in
                 [(s, x) for s in range(3) for x in (("loss", 1 / (s + 1), 1.7e9 + s), ('q"ü', -s, None))]]
     expected += [(3, 0, "ig", 0.5, 9.0), (3, 1, "ig", 0.25, None), (4, -1, "loss", 0.2, 10.0)]
-    assert telemetry.check_columns(json.loads(f"[{one},{two}]")).rows() == expected  # what the sender joins
+    assert telemetry.check_columns(json.loads(b"[" + one + b"," + two + b"]")).rows() == expected  # what the sender joins
     assert telemetry.check_columns(json.loads(one)).rows() == expected[:8]
 
 
