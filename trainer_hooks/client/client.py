@@ -515,7 +515,8 @@ class LedgerClient:
 
             try:
                 deliver(self.spool, self._transport, max_points=self.max_batch_points,
-                        should_stop=self._stop_sending.is_set, on_sent=sent, final=lambda: self._closed)
+                        should_stop=self._stop_sending.is_set, on_sent=sent, final=lambda: self._closed,
+                        wake=self._send_wake)
                 self._reachable_again(held)
                 backoff.reset()
                 self._send_wake.wait(self.spool_interval)

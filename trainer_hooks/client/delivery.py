@@ -63,6 +63,8 @@ log = logging.getLogger("trainer_hooks.client")
 API = "/api/v1"
 #: 4xx that mean "try again later", not "never"
 _RETRY_STATUSES = frozenset({408, 425, 429})
+#: longest wait of :func:`deliver` on its ``wake`` event before it looks at the spool again
+IDLE_WAIT_S = 0.5
 
 
 class Unavailable(Exception):
@@ -168,9 +170,15 @@ def _detail(response: httpx.Response) -> str:
 
 def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
             should_stop: Callable[[], bool] = lambda: False, on_sent: Callable[[int], None] | None = None,
-            final: Callable[[], bool] = lambda: True) -> int:
+            final: Callable[[], bool] = lambda: True, wake: threading.Event | None = None) -> int:
     """Send the spool's unsent ops in order until none is left (or ``should_stop()``);
     telemetry batches pipelined (module doc).
+
+    ``wake``: an event the spool's writer sets after each append (a live client's). With
+    it, while batches are in flight and nothing more is spooled, the sender waits for
+    either a batch's answer or the event (which the answers set too), so a batch spooled
+    meanwhile goes out at once, filling the window; without it (nothing is appended while
+    it runs: ``lineage spool flush``), for the next answer.
 
     Returns the number of points sent. Raises :class:`Unavailable` (retry later) or
     :class:`LedgerRejected` (recorded in the spool's ``rejected`` meta), only once no
@@ -178,7 +186,7 @@ def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
     :class:`NotPlanned` while the run may still plan one (``final()`` false: the client is
     running), else :class:`LedgerRejected`."""
     run_id = spool.get("run_id") or spool.path.stem
-    flight = _Flight(spool, transport, on_sent)
+    flight = _Flight(spool, transport, on_sent, wake)
     planned = False
     try:
         while not should_stop():
@@ -186,7 +194,12 @@ def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
             if op is None:
                 if not flight.batches:
                     return flight.sent_points
-                flight.wait(first=True)  # more may be spooled meanwhile
+                if wake is None:
+                    flight.wait(first=True)
+                else:  # an answer, or more spooled (the event is cleared before looking again)
+                    wake.wait(IDLE_WAIT_S)
+                    wake.clear()
+                    flight.wait(first=True, timeout=0)
                 continue
             planned = planned or bool(spool.get("exp_id"))
             if op.kind in TELEMETRY_KINDS and planned:
@@ -218,8 +231,9 @@ class _Flight:
     request runs on the transport's threads; its ops are marked sent (on this thread) when
     its 2xx comes back."""
 
-    def __init__(self, spool: Spool, transport: Transport, on_sent: Callable[[int], None] | None) -> None:
-        self.spool, self.transport, self.on_sent = spool, transport, on_sent
+    def __init__(self, spool: Spool, transport: Transport, on_sent: Callable[[int], None] | None,
+                 wake: threading.Event | None = None) -> None:
+        self.spool, self.transport, self.on_sent, self.wake = spool, transport, on_sent, wake
         self.batches: dict[Future[None], list[Op]] = {}
         #: the highest seq in flight: the ops up to it are sent or in flight
         self.last_seq = 0
@@ -242,17 +256,20 @@ class _Flight:
         else:
             done = self.transport.submit(_post_telemetry, self.transport, url, body, headers)
         self.batches[done] = ops
+        if self.wake is not None:
+            done.add_done_callback(lambda _: self.wake.set())  # type: ignore[union-attr]
         self.last_seq = max(self.last_seq, ops[-1].seq)
         if self.transport.in_flight == 1:
             self.wait(first=False)
 
-    def wait(self, *, first: bool) -> None:
-        """Wait for the first batch in flight to finish (``first``) or for all of them;
-        mark each finished one sent. A failure is raised once nothing is in flight (the
-        others are waited for and kept: sent, or left in the spool under their key)."""
+    def wait(self, *, first: bool, timeout: float | None = None) -> None:
+        """Wait for the first batch in flight to finish (``first``) or for all of them, at
+        most ``timeout`` seconds (0: take what finished); mark each finished one sent. A
+        failure is raised once nothing is in flight (the others are waited for and kept:
+        sent, or left in the spool under their key)."""
         if not self.batches:
             return
-        done, _ = wait(list(self.batches), return_when=FIRST_COMPLETED if first else ALL_COMPLETED)
+        done, _ = wait(list(self.batches), timeout=timeout, return_when=FIRST_COMPLETED if first else ALL_COMPLETED)
         error: BaseException | None = None
         for future in sorted(done, key=lambda f: self.batches[f][0].seq):
             ops = self.batches.pop(future)
