@@ -9,8 +9,9 @@ Path of a point::
 ``log`` converts and checks the values and appends one record (tuples, which the garbage
 collector stops tracking: :mod:`trainer_hooks.client.points`) to a deque: a few
 microseconds per metric. The spool thread encodes what has piled up into the API's
-columnar JSON and commits it every ``spool_interval`` seconds (or sooner when half of
-``max_buffer_points``, at most ``max_batch_points``, are waiting); when the deque holds
+columnar JSON and commits it every ``spool_interval`` seconds, or sooner when a tenth
+of ``max_batch_points`` (at most half of ``max_buffer_points``) are waiting, so that a
+fast logger's first points reach an idle ledger at once; when the deque holds
 more than ``max_buffer_points`` (the disk cannot keep up) ``log`` writes to the spool
 itself instead of dropping anything. Those bytes are what the ledger gets: the sender
 sends a committed block from memory, and the spool file is the durable copy, read only
@@ -362,7 +363,7 @@ class LedgerClient:
         buffered = self._appended - self._drained
         if buffered >= self.max_buffer_points:
             self._spool_buffer()  # the disk is behind: spool here rather than drop or grow
-        elif buffered >= min(self.max_batch_points, self.max_buffer_points // 2):
+        elif buffered >= min(max(1, self.max_batch_points // 10), self.max_buffer_points // 2):
             self._spool_wake.set()
 
     def _log_system(self, values: Mapping[str, float]) -> None:
