@@ -163,12 +163,13 @@ class LedgerClient:
                                     in_flight=in_flight)
         self.max_batch_points = max_batch_points
         self.max_buffer_points = max_buffer_points
+        #: points buffered at which log() wakes the spool thread (module doc)
+        self._wake_at = min(max(1, max_batch_points // 10), max_buffer_points // 2)
         self.spool_interval = spool_interval
         self.close_timeout = close_timeout
         self.backoff = backoff
         self.keep_spool = keep_spool
         self.base_url = base_url
-        self.points_logged = 0
         self.points_sent = 0
         self.nonfinite_dropped = 0
         self.error: LedgerRejected | None = None
@@ -354,17 +355,25 @@ class LedgerClient:
     def _push(self, count: int, item: Record | list[Row] | None, dropped: int) -> None:
         if self._closed:
             raise RuntimeError("the LedgerClient is closed")
-        self.nonfinite_dropped += dropped
+        if dropped:
+            self.nonfinite_dropped += dropped
         if not count:
             return
         self._buffer.append(item)  # type: ignore[arg-type]
-        self.points_logged += count
         self._appended += count
-        buffered = self._appended - self._drained
-        if buffered >= self.max_buffer_points:
+        if self._appended - self._drained >= self._wake_at:
+            self._wake_spooler()
+
+    def _wake_spooler(self) -> None:
+        if self._appended - self._drained >= self.max_buffer_points:
             self._spool_buffer()  # the disk is behind: spool here rather than drop or grow
-        elif buffered >= min(max(1, self.max_batch_points // 10), self.max_buffer_points // 2):
+        else:
             self._spool_wake.set()
+
+    @property
+    def points_logged(self) -> int:
+        """Points logged so far (in memory, spooled or sent)."""
+        return self._appended
 
     def _log_system(self, values: Mapping[str, float]) -> None:
         """The sampler's thread: one sample at the step last logged."""
