@@ -9,7 +9,8 @@ about 1,000,400 points). Figures:
   (durable spool, background delivery) logging every step as fast as the loop can, against
   a real ``lineage serve`` subprocess on a fresh database, until ``close()`` returned with
   every point acknowledged by the server. The clock includes the client's conversion and
-  encoding, the spool's fsync'd commits, HTTP and the server's validation and insert.
+  encoding, the spool's fsync'd commits (each block is on disk before it is sent; the
+  client sends it from memory), HTTP and the server's validation and insert.
 * **ledger, server only**: the same points as request bodies encoded before the clock
   starts (the client's batch size, in the client's wire form), posted one after the other:
   what the server alone takes.
@@ -19,7 +20,8 @@ about 1,000,400 points). Figures:
   ``trackio.finish()`` returned and its SQLite file holds every step.
 
 Each side reports points/s of wall time and per CPU-second (the CPU time of the client and
-server processes together, from ``/proc``), with the load average beside it; the ratio
+server processes together, from ``/proc``; the end-to-end line also gives the two apart),
+with the load average beside it; the ratio
 ledger/trackio is quoted from the same run. Both backends for the ledger: SQLite always,
 PostgreSQL with ``--postgres URL`` (a server database; a fresh database is made in it).
 """
@@ -118,10 +120,11 @@ def ledger_e2e(server: Server, spool: Path, steps: int, in_flight: int | None = 
     workload(client.log, steps)
     report = client.close()
     elapsed = time.perf_counter() - start
-    cpu = time.process_time() - cpu0 + proc_cpu(server.proc.pid) - scpu0
+    client_cpu, server_cpu = time.process_time() - cpu0, proc_cpu(server.proc.pid) - scpu0
     if not report.delivered or report.points_sent != points_of(steps):
         raise SystemExit(f"the ledger did not get everything: {report}")
-    return {"elapsed": elapsed, "cpu": cpu, "points": report.points_sent}
+    return {"elapsed": elapsed, "cpu": client_cpu + server_cpu, "points": report.points_sent,
+            "client_cpu": client_cpu, "server_cpu": server_cpu}
 
 
 def ledger_server_only(server: Server, steps: int, batch: int) -> dict[str, float]:
@@ -175,8 +178,10 @@ def fresh_postgres(url: str) -> str:
 
 def line(label: str, found: dict[str, float]) -> str:
     rate, per_cpu = found["points"] / found["elapsed"], found["points"] / max(found["cpu"], 1e-9)
+    split = (f"; CPU-s: client {found['client_cpu']:.2f}, server {found['server_cpu']:.2f}"
+             if "client_cpu" in found else "")
     return (f"  {label:<38} {rate:10,.0f} points/s   {per_cpu:10,.0f} per CPU-s   "
-            f"({found['points']:,} points in {found['elapsed']:.2f} s)   [{load()}]")
+            f"({found['points']:,} points in {found['elapsed']:.2f} s{split})   [{load()}]")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -162,6 +162,20 @@ def test_blocks_of_columns_are_concatenated_in_order_and_bad_entries_counted_acr
     assert len(_stored(ledger)) == len(points)
 
 
+def test_batches_of_several_insert_statements_are_stored_whole_and_in_order(client: TestClient, ledger: Ledger) -> None:
+    """SQLite takes a batch in multi-row INSERTs of ``ROWS_PER_INSERT`` rows and the rest
+    one by one: every point lands, in the order sent, in either form."""
+    from lineage.store.telemetry import ROWS_PER_INSERT
+
+    _trial(client)
+    n = 2 * ROWS_PER_INSERT + 7
+    points = [{"step": k // 3, "name": f"m{k % 3}", "value": k * 0.5 - 100.0, "turn": k % 4 if k % 5 else None,
+               **({"wall_time": 1.7e9 + k} if k % 3 == 0 else {})} for k in range(n)]
+    assert client.post(T, json={"batch_id": "w-1", "columns": _columns(points)}).status_code == 201
+    assert client.post(T, json={"batch_id": "w-2", "points": points[:ROWS_PER_INSERT + 1]}).status_code == 201
+    assert _stored(ledger) == _expected(points + points[:ROWS_PER_INSERT + 1])
+
+
 def test_the_openapi_document_describes_both_forms(client: TestClient) -> None:
     body = client.get("/openapi.json").json()["paths"][f"{API}/projects/{{project}}/trials/{{exp_id}}/telemetry"]["post"]
     forms = body["requestBody"]["content"]["application/json"]["schema"]["oneOf"]

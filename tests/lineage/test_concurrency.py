@@ -1,8 +1,12 @@
-"""Several processes recording into one project never share an exp_id or lose a row."""
+"""Several processes recording into one project never share an exp_id or lose a row; the
+writers of one process queue on the store."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +49,42 @@ def test_concurrent_writers_get_distinct_exp_ids_and_lose_no_row(ledger: Ledger,
     assert sorted(t.exp_id for t in stored) == sorted(ids)
     assert sorted(ids) == [str(i).zfill(3) for i in range(WRITERS * PER_WRITER)]
     assert ledger.project("race").trial_count == WRITERS * PER_WRITER
+
+
+def test_the_writers_of_one_process_queue_on_the_store_not_on_sqlites_busy_handler(tmp_path: Path) -> None:
+    """A second thread's write waits on the store (``StoreBase.write``) while the first holds
+    its transaction, so it begins as the first commits: it succeeds even where SQLite itself
+    would not wait at all (a busy timeout of 0 fails ``BEGIN IMMEDIATE`` at once)."""
+    from sqlalchemy import event
+
+    ledger = Ledger.open(str(tmp_path / "queue.db"))
+    ledger.create_project("q")
+
+    @event.listens_for(ledger.engine, "connect")
+    def _no_wait(dbapi_connection, _record):  # type: ignore[no-untyped-def]  # after the library's own hook
+        dbapi_connection.execute("PRAGMA busy_timeout=0")
+
+    ledger.engine.dispose()
+    store = ledger.store
+    trying = threading.Event()
+    outcome: list[str] = []
+
+    def second() -> None:
+        trying.set()
+        try:
+            with store.write() as conn:
+                store._execute(conn, "UPDATE projects SET title = 'second' WHERE slug = 'q'")
+            outcome.append("ok")
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion
+            outcome.append(repr(exc))
+
+    with store.write() as conn:
+        store._execute(conn, "UPDATE projects SET title = 'first' WHERE slug = 'q'")
+        writer = threading.Thread(target=second)
+        writer.start()
+        assert trying.wait(30)
+        time.sleep(0.2)  # let the second writer reach its wait (were it slower, the test only proves less)
+    writer.join(30)
+    assert outcome == ["ok"]
+    assert ledger.project("q").title == "second"
+    ledger.close()

@@ -3,14 +3,21 @@ step ever waiting on the network, and without losing what was logged.
 
 Path of a point::
 
-    log() --(in-memory deque, bounded)--> spool thread --(SQLite spool, fsync'd)-->
+    log() --(in-memory deque, bounded)--> spool thread --(encoded once; SQLite spool, fsync'd)-->
     sender thread --(httpx, batches with batch_id, two in flight)--> ledger
 
-``log`` converts and checks the values and appends one list to a deque: a few
-microseconds per metric. The spool thread commits what has piled up every
-``spool_interval`` seconds (or sooner when ``batch_points`` are waiting); when the
-deque holds more than ``max_buffer_points`` (the disk cannot keep up) ``log`` writes
-to the spool itself instead of dropping anything. The sender replays the spool in order
+``log`` converts and checks the values and appends one record (tuples, which the garbage
+collector stops tracking: :mod:`trainer_hooks.client.points`) to a deque: a few
+microseconds per metric. The spool thread encodes what has piled up into the API's
+columnar JSON and commits it every ``spool_interval`` seconds, or sooner when a tenth
+of ``max_batch_points`` (at most half of ``max_buffer_points``) are waiting, so that a
+fast logger's first points reach an idle ledger at once; when the deque holds
+more than ``max_buffer_points`` (the disk cannot keep up) ``log`` writes to the spool
+itself instead of dropping anything. Those bytes are what the ledger gets: the sender
+sends a committed block from memory, and the spool file is the durable copy, read only
+for what is not in memory (after a restart, or past the spool's memory budget) and kept
+until the ledger acknowledged it (:mod:`trainer_hooks.client.spool`, "Bodies from
+memory"). The sender replays the spool in order
 (:func:`trainer_hooks.client.delivery.deliver`) with exponential backoff on network
 errors, timeouts and 5xx, and stops for good on a 4xx (a revoked token, say): the
 error is logged once, kept in :attr:`LedgerClient.error`, and the data stays in the spool
@@ -156,21 +163,23 @@ class LedgerClient:
                                     in_flight=in_flight)
         self.max_batch_points = max_batch_points
         self.max_buffer_points = max_buffer_points
+        #: points buffered at which log() wakes the spool thread (module doc)
+        self._wake_at = min(max(1, max_batch_points // 10), max_buffer_points // 2)
         self.spool_interval = spool_interval
         self.close_timeout = close_timeout
         self.backoff = backoff
         self.keep_spool = keep_spool
         self.base_url = base_url
-        self.points_logged = 0
         self.points_sent = 0
         self.nonfinite_dropped = 0
         self.error: LedgerRejected | None = None
         self._logged_clip_scale = False
         self._plan_extra: dict[str, Any] = {"run_id": self.run_id}
-        #: ``(points, one call's record or rows)`` in the order logged
-        self._buffer: collections.deque[tuple[int, Record | list[Row]]] = collections.deque()
+        #: one call's record or rows each, in the order logged (records untracked by the
+        #: garbage collector, :mod:`trainer_hooks.client.points`: no wrapper tuple around them)
+        self._buffer: collections.deque[Record | list[Row]] = collections.deque()
         #: rows of other threads (the system metrics sampler), spooled with the buffer
-        self._side: collections.deque[tuple[int, list[Row]]] = collections.deque()
+        self._side: collections.deque[list[Row]] = collections.deque()
         self._last_step = 0
         self.system_points = 0
         self._system_interval = sampler_settings(system_metrics)
@@ -346,23 +355,31 @@ class LedgerClient:
     def _push(self, count: int, item: Record | list[Row] | None, dropped: int) -> None:
         if self._closed:
             raise RuntimeError("the LedgerClient is closed")
-        self.nonfinite_dropped += dropped
+        if dropped:
+            self.nonfinite_dropped += dropped
         if not count:
             return
-        self._buffer.append((count, item))  # type: ignore[arg-type]
-        self.points_logged += count
+        self._buffer.append(item)  # type: ignore[arg-type]
         self._appended += count
-        buffered = self._appended - self._drained
-        if buffered >= self.max_buffer_points:
+        if self._appended - self._drained >= self._wake_at:
+            self._wake_spooler()
+
+    def _wake_spooler(self) -> None:
+        if self._appended - self._drained >= self.max_buffer_points:
             self._spool_buffer()  # the disk is behind: spool here rather than drop or grow
-        elif buffered >= min(self.max_batch_points, self.max_buffer_points // 2):
+        else:
             self._spool_wake.set()
+
+    @property
+    def points_logged(self) -> int:
+        """Points logged so far (in memory, spooled or sent)."""
+        return self._appended
 
     def _log_system(self, values: Mapping[str, float]) -> None:
         """The sampler's thread: one sample at the step last logged."""
         rows, _ = step_rows(self._last_step, values, None, time.time())
         if rows and not self._closed:
-            self._side.append((len(rows), rows))
+            self._side.append(rows)
             self.system_points += len(rows)
 
     def _stop_sampler(self) -> dict[str, float]:
@@ -458,21 +475,22 @@ class LedgerClient:
     def _spool_buffer(self) -> None:
         """Move everything in the deque to the spool, in order (one transaction)."""
         with self._spool_lock:
-            chunks: list[tuple[str, int]] = []
-            pending: list[Record | list[Row]] = []
-            count = 0
-            taken: list[tuple[int, Record | list[Row]]] = []
-            side: list[tuple[int, list[Row]]] = []
+            chunks: list[tuple[bytes, int]] = []
+            count = drained = 0
+            side: list[list[Row]] = []
+            taken: list[Record | list[Row]] = []
             try:
                 while self._side:
                     side.append(self._side.popleft())
-                    pending.append(side[-1][1])
-                    count += side[-1][0]
+                    count += len(side[-1])
+                pending: list[Record | list[Row]] = list(side)
                 while self._buffer:
-                    entry = self._buffer.popleft()
-                    taken.append(entry)
-                    pending.append(entry[1])
-                    count += entry[0]
+                    item = self._buffer.popleft()
+                    taken.append(item)
+                    pending.append(item)
+                    n = len(item[3]) if type(item) is tuple else len(item)  # a record's values, or rows
+                    count += n
+                    drained += n
                     if count >= self.max_batch_points:
                         chunks.append(encode_columns(pending))
                         pending, count = [], 0
@@ -483,7 +501,7 @@ class LedgerClient:
                 self._buffer.extendleft(reversed(taken))
                 self._side.extendleft(reversed(side))
                 raise
-            self._drained += sum(n for n, _ in taken)
+            self._drained += drained
         if chunks:
             self._send_wake.set()
 
@@ -507,7 +525,8 @@ class LedgerClient:
 
             try:
                 deliver(self.spool, self._transport, max_points=self.max_batch_points,
-                        should_stop=self._stop_sending.is_set, on_sent=sent, final=lambda: self._closed)
+                        should_stop=self._stop_sending.is_set, on_sent=sent, final=lambda: self._closed,
+                        wake=self._send_wake)
                 self._reachable_again(held)
                 backoff.reset()
                 self._send_wake.wait(self.spool_interval)

@@ -12,14 +12,16 @@ One function (:func:`deliver`) replays a spool; the client's background sender a
 * a 2xx marks the op sent.
 
 Telemetry batches are pipelined: up to ``Transport.in_flight`` (2 by default) consecutive
-batches are in flight at once, each under its own ``batch_id``, and the next batch is read
-from the spool and encoded while they are (so the client's work overlaps the ledger's,
-and the ledger has the next body in hand when it finishes one). Each batch's ops are
-marked sent on its own 2xx, in whatever order the answers come; a batch that fails stays
-in the spool under its key and is re-sent as it was. Any other op (an alert, the
-summary, the finish) waits until every batch before it is acknowledged: a trial is
-finished only after the ledger has all of its telemetry. Nothing is left in flight when
-:func:`deliver` returns or raises.
+batches are in flight at once, each under its own ``batch_id``, and the next batch is
+keyed and its request body built while they are (so the client's work overlaps the
+ledger's, and the ledger has the next body in hand when it finishes one). A body is the
+spooled column blocks joined as they are, never decoded; a live client's blocks come
+from memory (:mod:`trainer_hooks.client.spool`, "Bodies from memory"), others from the
+file. Each batch's ops are marked sent on its own 2xx, in whatever order the answers
+come; a batch that fails stays in the spool under its key and is re-sent as it was. Any
+other op (an alert, the summary, the finish) waits until every batch before it is
+acknowledged: a trial is finished only after the ledger has all of its telemetry.
+Nothing is left in flight when :func:`deliver` returns or raises.
 
 Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``GET`` the
 project, ``POST /projects`` only on a 404, so an existing project costs no ``409
@@ -52,17 +54,17 @@ from urllib.parse import quote
 import httpx
 
 from trainer_hooks.client.outcome import TrialOutcome, decide_status, metric_of_summary
-from trainer_hooks.client.spool import Op, Spool
+from trainer_hooks.client.spool import TELEMETRY_KINDS, Op, Spool
 
 __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
 
 log = logging.getLogger("trainer_hooks.client")
 
 API = "/api/v1"
-#: spool ops that are telemetry: the columnar form, and point objects (older spools)
-TELEMETRY_KINDS = ("columns", "points")
 #: 4xx that mean "try again later", not "never"
 _RETRY_STATUSES = frozenset({408, 425, 429})
+#: longest wait of :func:`deliver` on its ``wake`` event before it looks at the spool again
+IDLE_WAIT_S = 0.5
 
 
 class Unavailable(Exception):
@@ -168,9 +170,15 @@ def _detail(response: httpx.Response) -> str:
 
 def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
             should_stop: Callable[[], bool] = lambda: False, on_sent: Callable[[int], None] | None = None,
-            final: Callable[[], bool] = lambda: True) -> int:
+            final: Callable[[], bool] = lambda: True, wake: threading.Event | None = None) -> int:
     """Send the spool's unsent ops in order until none is left (or ``should_stop()``);
     telemetry batches pipelined (module doc).
+
+    ``wake``: an event the spool's writer sets after each append (a live client's). With
+    it, while batches are in flight and nothing more is spooled, the sender waits for
+    either a batch's answer or the event (which the answers set too), so a batch spooled
+    meanwhile goes out at once, filling the window; without it (nothing is appended while
+    it runs: ``lineage spool flush``), for the next answer.
 
     Returns the number of points sent. Raises :class:`Unavailable` (retry later) or
     :class:`LedgerRejected` (recorded in the spool's ``rejected`` meta), only once no
@@ -178,7 +186,7 @@ def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
     :class:`NotPlanned` while the run may still plan one (``final()`` false: the client is
     running), else :class:`LedgerRejected`."""
     run_id = spool.get("run_id") or spool.path.stem
-    flight = _Flight(spool, transport, on_sent)
+    flight = _Flight(spool, transport, on_sent, wake)
     planned = False
     try:
         while not should_stop():
@@ -186,7 +194,12 @@ def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
             if op is None:
                 if not flight.batches:
                     return flight.sent_points
-                flight.wait(first=True)  # more may be spooled meanwhile
+                if wake is None:
+                    flight.wait(first=True)
+                else:  # an answer, or more spooled (the event is cleared before looking again)
+                    wake.wait(IDLE_WAIT_S)
+                    wake.clear()
+                    flight.wait(first=True, timeout=0)
                 continue
             planned = planned or bool(spool.get("exp_id"))
             if op.kind in TELEMETRY_KINDS and planned:
@@ -218,8 +231,9 @@ class _Flight:
     request runs on the transport's threads; its ops are marked sent (on this thread) when
     its 2xx comes back."""
 
-    def __init__(self, spool: Spool, transport: Transport, on_sent: Callable[[int], None] | None) -> None:
-        self.spool, self.transport, self.on_sent = spool, transport, on_sent
+    def __init__(self, spool: Spool, transport: Transport, on_sent: Callable[[int], None] | None,
+                 wake: threading.Event | None = None) -> None:
+        self.spool, self.transport, self.on_sent, self.wake = spool, transport, on_sent, wake
         self.batches: dict[Future[None], list[Op]] = {}
         #: the highest seq in flight: the ops up to it are sent or in flight
         self.last_seq = 0
@@ -227,7 +241,7 @@ class _Flight:
         self.rejected_before = spool.get("rejected") is not None
 
     def send(self, key: str, ops: list[Op]) -> None:
-        """Encode the batch here and post it on a request thread (at once when
+        """Build the batch's body here and post it on a request thread (at once when
         ``in_flight`` is 1, on this thread)."""
         exp_id = _exp_id(self.spool, "telemetry")
         body, headers = _telemetry_body(self.transport, key, ops)
@@ -242,17 +256,20 @@ class _Flight:
         else:
             done = self.transport.submit(_post_telemetry, self.transport, url, body, headers)
         self.batches[done] = ops
+        if self.wake is not None:
+            done.add_done_callback(lambda _: self.wake.set())  # type: ignore[union-attr]
         self.last_seq = max(self.last_seq, ops[-1].seq)
         if self.transport.in_flight == 1:
             self.wait(first=False)
 
-    def wait(self, *, first: bool) -> None:
-        """Wait for the first batch in flight to finish (``first``) or for all of them;
-        mark each finished one sent. A failure is raised once nothing is in flight (the
-        others are waited for and kept: sent, or left in the spool under their key)."""
+    def wait(self, *, first: bool, timeout: float | None = None) -> None:
+        """Wait for the first batch in flight to finish (``first``) or for all of them, at
+        most ``timeout`` seconds (0: take what finished); mark each finished one sent. A
+        failure is raised once nothing is in flight (the others are waited for and kept:
+        sent, or left in the spool under their key)."""
         if not self.batches:
             return
-        done, _ = wait(list(self.batches), return_when=FIRST_COMPLETED if first else ALL_COMPLETED)
+        done, _ = wait(list(self.batches), timeout=timeout, return_when=FIRST_COMPLETED if first else ALL_COMPLETED)
         error: BaseException | None = None
         for future in sorted(done, key=lambda f: self.batches[f][0].seq):
             ops = self.batches.pop(future)
@@ -308,12 +325,19 @@ def _exp_id(spool: Spool, kind: str) -> str:
 
 def _telemetry_body(transport: Transport, key: str, ops: list[Op]) -> tuple[bytes, dict[str, str]]:
     """The request body of a telemetry batch and its headers."""
+    # blocks joined as they were spooled, in one copy: nothing decoded (the server
+    # concatenates column blocks)
+    parts = [b'{"batch_id":', json.dumps(key).encode()]
     if ops[0].kind == "columns":
-        # blocks joined as they were spooled: nothing decoded, the server concatenates them
-        joined = ops[0].body if len(ops) == 1 else "[" + ",".join(o.body for o in ops) + "]"
-        body = ('{"batch_id":' + json.dumps(key) + ',"columns":' + joined + "}").encode()
+        parts.append(b',"columns":' if len(ops) == 1 else b',"columns":[')
     else:
-        body = ('{"batch_id":' + json.dumps(key) + ',"points":[' + ",".join(o.body for o in ops) + "]}").encode()
+        parts.append(b',"points":[')
+    for n, op in enumerate(ops):
+        if n:
+            parts.append(b",")
+        parts.append(op.body if isinstance(op.body, bytes) else op.body.encode())
+    parts.append(b"}" if ops[0].kind == "columns" and len(ops) == 1 else b"]}")
+    body = b"".join(parts)
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
     if isinstance(transport.gzip_level, int) and len(body) > 4096:
         body = gzip.compress(body, transport.gzip_level)

@@ -5,7 +5,12 @@ of earlier clients hold).
 
 A record is one ``log`` call, ``(step, turn, names, values, wall_time)``: checked per call
 (the names once per distinct key set, the values by their sum and largest magnitude), so a
-step of ten scalars costs a few microseconds and no Python object per point.
+step of ten scalars costs a few microseconds and no Python object per point. A record is
+tuples all the way down (``names`` and ``values`` too): the garbage collector stops
+tracking a tuple of numbers and strings at its first pass, so the records a client holds
+never make its full collections longer. (Records holding lists cost more than their
+conversion: each full collection walked every record buffered, and in a process of
+torch's size a full collection walks millions of objects.)
 
 A row is ``(step, turn, name, value, wall_time)`` (``turn`` None for a quantity that is not
 per turn). All points of one log call share the sender's clock, so only the call's first
@@ -40,7 +45,7 @@ _NAME = re.compile(r"^[^\x00-\x1f\x7f]+$")
 
 Row = tuple[int, "int | None", str, float, "float | None"]
 #: one ``log`` call: ``(step, turn, names, values, wall_time)``, the wall time the first point's
-Record = tuple[int, "int | None", tuple[str, ...], list[float], float]
+Record = tuple[int, "int | None", tuple[str, ...], tuple[float, ...], float]
 
 _checked_names: dict[str, str] = {}
 
@@ -58,7 +63,8 @@ def check_name(name: str) -> str:
     return text
 
 
-_checked_keys: set[tuple[str, ...]] = set()
+#: key sets checked, each to its one tuple (the records of a run share it)
+_checked_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
 _FLOATS = {float}
 _isfinite = math.isfinite
 
@@ -117,14 +123,17 @@ def step_record(step: int, metrics: Mapping[str, Any], turn: int | None, wall: f
     if turn is not None and (type(turn) is not int or not 0 <= turn <= MAX_TURN):
         raise ValueError(f"telemetry turn must be an integer from 0 to {MAX_TURN} or None, got {turn!r}")
     names = tuple(metrics)
-    if names not in _checked_keys:
+    known = _checked_keys.get(names)
+    if known is not None:
+        names = known
+    else:
         for name in names:
             check_name(name)
         if len(_checked_keys) < 10_000:
-            _checked_keys.add(names)
-    values = list(metrics.values())
+            _checked_keys[names] = names
+    values = tuple(metrics.values())
     if set(map(type, values)) != _FLOATS:  # the common case (all floats) needs no conversion
-        values = metric_values(values)
+        values = tuple(metric_values(values))
         if not values:
             return None, 0
     # finite values within the limit cannot sum to a non-finite value (1e150 * len is far from overflow)
@@ -134,7 +143,7 @@ def step_record(step: int, metrics: Mapping[str, Any], turn: int | None, wall: f
     dropped = len(values) - len(kept)
     if not kept:
         return None, dropped
-    return (step, turn, tuple(n for n, _ in kept), [v for _, v in kept], wall), dropped
+    return (step, turn, tuple(n for n, _ in kept), tuple(v for _, v in kept), wall), dropped
 
 
 def turn_rows(step: int, per_turn: Mapping[str, Any], wall: float) -> tuple[list[Row], int]:
@@ -173,20 +182,21 @@ def encode_rows(rows: Iterable[Row]) -> tuple[str, int]:
     return ",".join(parts), len(parts)
 
 
-def dumps(obj: Any) -> str:
-    """JSON text: orjson where installed (about 5x the standard library on number arrays),
-    else the standard library (the same text for finite floats: the shortest repr)."""
+def dumps(obj: Any) -> bytes:
+    """JSON as UTF-8 bytes: orjson where installed (about 5x the standard library on number
+    arrays), else the standard library (the same text for finite floats: the shortest repr)."""
     try:
         import orjson
     except ImportError:  # pragma: no cover - a trainer install without orjson
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    return orjson.dumps(obj).decode()
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return orjson.dumps(obj)
 
 
-def encode_columns(items: Iterable[Record | list[Row]]) -> tuple[str, int]:
+def encode_columns(items: Iterable[Record | list[Row]]) -> tuple[bytes, int]:
     """Records and row lists as the API's columnar form (``lineage.telemetry_columns``):
-    its JSON text and the number of points. Names go into a ``names`` table once each;
-    ``turn`` is written only when some point has one."""
+    its JSON (UTF-8 bytes: what the spool stores and the request carries, never decoded)
+    and the number of points. Names go into a ``names`` table once each; ``turn`` is
+    written only when some point has one."""
     steps: list[int] = []
     index: list[int] = []
     values: list[float] = []
@@ -234,5 +244,5 @@ def encode_batch(key: str, items: Iterable[Record | list[Row]] | Sequence[Row]) 
     found = list(items)
     if found and type(found[0]) is tuple and len(found[0]) == 5 and type(found[0][2]) is str:
         found = [found]  # type: ignore[list-item]
-    text, _ = encode_columns(found)  # type: ignore[arg-type]
-    return ('{"batch_id":' + json.dumps(key) + ',"columns":' + text + "}").encode()
+    block, _ = encode_columns(found)  # type: ignore[arg-type]
+    return b'{"batch_id":' + json.dumps(key).encode() + b',"columns":' + block + b"}"

@@ -184,3 +184,44 @@ def test_ledger_dies_with_batches_in_flight_and_every_point_is_stored_once(serve
     assert stored_points(db) == expected_points(range(500))
     assert trial_count(db) == 1
     assert [u for method, _, u in watch.others if method == "PATCH"][-1] == 0
+
+
+def test_a_batch_spooled_while_one_is_in_flight_goes_out_before_that_one_is_answered(tmp_path: Path) -> None:
+    """deliver() with the writer's ``wake`` event: with one batch in flight and nothing
+    more spooled it waits for the answer or the event, so a batch appended meanwhile fills
+    the window at once (the ledger here holds the first request until the second came)."""
+    import httpx
+
+    spool = Spool(tmp_path / "w.spool")
+    spool.set("run_id", "w")
+    spool.set("exp_id", "e1")
+    chunk = encode_columns([step_rows(s, {"loss": step_value(s, "loss")}, None, 1.7e9)[0] for s in range(10)])
+    spool.append_points([chunk])
+    second = threading.Event()
+    order: list[str] = []
+
+    def ledger(request: httpx.Request) -> httpx.Response:
+        key = request.headers["Idempotency-Key"]
+        order.append(f"arrived {key}")
+        if len(order) == 1:
+            second.wait(WAIT_S)  # the first batch is answered only once the second arrived
+        else:
+            second.set()
+        order.append(f"answered {key}")
+        return httpx.Response(201, json={"accepted": 10, "replayed": False, "batch_id": key})
+
+    http = httpx.Client(base_url="http://127.0.0.1:9", transport=httpx.MockTransport(ledger))
+    transport = Transport("http://127.0.0.1:9", None, "p", http=http)
+    wake = threading.Event()
+    sent: list[int] = []
+    sender = threading.Thread(target=lambda: sent.append(deliver(spool, transport, max_points=10, wake=wake)))
+    sender.start()
+    deadline = time.monotonic() + WAIT_S
+    while not order and time.monotonic() < deadline:
+        time.sleep(0.01)
+    spool.append_points([chunk])
+    wake.set()
+    sender.join(WAIT_S)
+    transport.close()
+    assert order == ["arrived w-1", "arrived w-2", "answered w-2", "answered w-1"]
+    assert sent == [20] and spool.pending() == (0, 0)
