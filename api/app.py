@@ -84,7 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ledger = ledger
     app.state.settings = settings
     app.state.schema_head = migrate.head_revision()
-    app.state.write_lanes = WriteLanes(inline=ledger.store.sqlite)
+    app.state.write_lanes = WriteLanes()
     app.state.record_groups = RecordGroups(app.state.write_lanes)
 
     install_problem_handlers(app)
