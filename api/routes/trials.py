@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import JSONResponse
 
 from api import present
 from api.schema_types import non_blank
@@ -67,7 +66,7 @@ async def record_trials(
     items = [item.model_dump(exclude_unset=True) for item in body.trials]
     result = await who.long_write(who.ledger.record_trials, project, items, idempotency_key=key,
                                   similar_prior=similar)
-    return JSONResponse(result.to_dict(), status_code=201 if result.created else 200)
+    return present.FastJSONResponse(result.to_dict(), status_code=201 if result.created else 200)
 
 
 @router.get("/trials", response_model=TrialPage, responses={200: _TSV_CONTENT})
