@@ -61,8 +61,14 @@ class GroupCommitUses(RecordingUses):
         transaction; the outcome of each, in order (see the module doc)."""
         if len(requests) > MAX_GROUP:
             raise ValueError(f"a group holds at most {MAX_GROUP} records, got {len(requests)}")
-        if len(requests) == 1:
-            return [self._alone(project_slug, requests[0])]
+        if len(requests) == 1:  # as record_trial, with the group's fewer round trips; errors raised
+            try:
+                return self._together(project_slug, requests, savepoints=False)
+            except _Refused as refused:
+                assert isinstance(refused.__cause__, LedgerError)
+                return [refused.__cause__]
+            except LedgerError as error:
+                return [error]
         try:
             try:
                 return self._together(project_slug, requests, savepoints=False)
@@ -89,9 +95,9 @@ class GroupCommitUses(RecordingUses):
         with self.store.write(pipelined=True) as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
             counters = Counters(next_seq, next_number)
-            state = BatchState(self.store.best_scored(conn, project),
-                               self.store.first_trial(conn, project) if next_seq else None, [])
-            subscribed, policy = self.store.hooks_and_guardrails(conn, project.id)
+            context = self.store.record_context(conn, project, first=bool(next_seq))
+            state = BatchState(context.best, context.first, [])
+            subscribed, policy = context.hooks, context.policy
             created = 0
             for i, request in enumerate(requests):
                 before_counters = replace(counters)

@@ -104,9 +104,16 @@ class ProgressSql(StoreBase):
         ``subscriptions`` gives them) and its guardrail row (as :meth:`guardrail_policy`).
         Both statements are sent before either result is read, so in a pipelined write
         (:meth:`StoreBase.write`) they cost one round trip."""
-        hooks_cursor = self._execute(conn, "SELECT id, events, body_format FROM webhooks WHERE project_id = ?",
-                                     (project_id,))
-        policy_cursor = self._policy_cursor(conn, project_id)
+        return self.fetch_hooks(self.hooks_cursors(conn, project_id))
+
+    def hooks_cursors(self, conn: Connection, project_id: int) -> tuple[Any, Any]:
+        """:meth:`hooks_and_guardrails`' two statements, sent; read by :meth:`fetch_hooks`."""
+        return (self._execute(conn, "SELECT id, events, body_format FROM webhooks WHERE project_id = ?", (project_id,)),
+                self._policy_cursor(conn, project_id))
+
+    @staticmethod
+    def fetch_hooks(cursors: tuple[Any, Any]) -> tuple[list[tuple[int, list[str], str]], dict[str, Any] | None]:
+        hooks_cursor, policy_cursor = cursors
         hooks = [(int(id_), events_list(events), fmt) for id_, events, fmt in hooks_cursor.fetchall()]
         return hooks, _policy_values(policy_cursor.fetchone())
 

@@ -67,6 +67,17 @@ def _trial_values(trial: Trial) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordContext:
+    """What :meth:`TrialsSql.record_context` read."""
+
+    best: Trial | None
+    first: Trial | None
+    #: the webhooks' subscriptions and the guardrail row (``Store.hooks_and_guardrails``)
+    hooks: list[tuple[int, list[str], str]]
+    policy: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
 class NewTrialReads:
     """What :meth:`TrialsSql.new_trial_reads` read for a new trial."""
 
@@ -259,6 +270,10 @@ class TrialsSql(StoreBase):
         core_metric, seq``); the ``fieldkit`` policy, eligible for all but one status,
         walks ``project_id, core_metric, seq`` and skips the excluded status.
         """
+        return self.fetch_best(project, self.best_cursor(conn, project, before_seq=before_seq))
+
+    def best_cursor(self, conn: Connection, project: Project, *, before_seq: int | None = None) -> Any:
+        """:meth:`best_scored`'s statement, sent; its rows not read yet (:meth:`fetch_best`)."""
         order = "core_metric ASC" if project.lower_is_better else "core_metric DESC"
         where = "project_id = ? AND core_metric IS NOT NULL"
         params: list[Any] = [project.id]
@@ -270,19 +285,34 @@ class TrialsSql(StoreBase):
         if project.best_policy is BestPolicy.FIELDKIT:
             excluded = [label.value for label in FailureLabel if label.value not in eligible]
             marks = ", ".join("?" * len(excluded))
-            return self._trial_where(
-                conn, f"{where} AND status NOT IN ({marks}) ORDER BY {order}, seq LIMIT 1", (*params, *excluded)
-            )
+            return self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status NOT IN ({marks}) "
+                                       f"ORDER BY {order}, seq LIMIT 1", (*params, *excluded))
         # one round trip: each status's best from its own index range, glued together
         per_status = f"SELECT * FROM (SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status = ? ORDER BY {order}, seq LIMIT 1) AS s"
         statuses = sorted(eligible)
         sql = " UNION ALL ".join(f"{per_status}{i}" for i in range(len(statuses)))
-        cursor = self._execute(conn, sql, [value for status in statuses for value in (*params, status)])
+        return self._execute(conn, sql, [value for status in statuses for value in (*params, status)])
+
+    @staticmethod
+    def fetch_best(project: Project, cursor: Any) -> Trial | None:
         candidates = [trial_from_row(row) for row in cursor.fetchall()]
         return ordered_best(candidates, lower_is_better=project.lower_is_better)
 
     def first_trial(self, conn: Connection, project: Project) -> Trial | None:
         return self._trial_where(conn, "project_id = ? ORDER BY seq LIMIT 1", (project.id,))
+
+    def record_context(self, conn: Connection, project: Project, *, first: bool) -> RecordContext:
+        """What records in the project's locked write start from, every statement sent
+        before any result is read (in a pipelined PostgreSQL write: one round trip, not
+        four): the best, the first trial (``first``: when there are trials), the webhooks
+        and the guardrail row (``Store.hooks_and_guardrails``)."""
+        best = self.best_cursor(conn, project)
+        first_cursor = (self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq "
+                                            "LIMIT 1", (project.id,)) if first else None)
+        hooks = self.hooks_cursors(conn, project.id)  # type: ignore[attr-defined]
+        found = first_cursor.fetchall() if first_cursor is not None else []
+        return RecordContext(self.fetch_best(project, best), trial_from_row(found[0]) if found else None,
+                             *self.fetch_hooks(hooks))  # type: ignore[attr-defined]
 
     def chain_rows(self, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> dict[str, Trial]:
         """Every trial reachable from ``exp_id`` by parent pointers, in one recursive query.
