@@ -13,8 +13,7 @@ from lineage.domain import FailureLabel, Trial
 from lineage.errors import InvalidInput
 from lineage.service import Ledger
 from tests.lineage.test_chain_links import assert_links
-
-_CLOCK = ("created_at", "updated_at", "timestamp")
+from tests.lineage.test_group_commit import CLOCK_FIELDS, stored_rows
 
 
 def _items(rng: random.Random, n: int) -> list[dict[str, Any]]:
@@ -40,14 +39,6 @@ def _items(rng: random.Random, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _stored(ledger: Ledger, slug: str) -> list[dict[str, Any]]:
-    rows = [trial.to_dict() for trial in ledger.list_trials(slug)]
-    for row in rows:
-        for name in _CLOCK:
-            row.pop(name, None)
-    return rows
-
-
 def _seed(ledger: Ledger, slug: str) -> None:
     ledger.create_project(slug, lower_is_better=True)
     ledger.import_trials(slug, iter([
@@ -70,12 +61,12 @@ def test_a_batch_is_the_same_records_one_after_another(ledger: Ledger, seed: int
 
     def said(result: Any) -> dict[str, Any]:
         out = result.to_dict()
-        for name in _CLOCK:
+        for name in CLOCK_FIELDS:
             out["trial"].pop(name, None)
         return out
 
     assert [said(r) for r in told] == [said(r) for r in alone]
-    assert _stored(ledger, "batch") == _stored(ledger, "single")
+    assert stored_rows(ledger, "batch") == stored_rows(ledger, "single")
     for slug in ("batch", "single"):
         assert_links(ledger, slug)
     assert ledger.trial("batch", "o4").parent_exp == "o3"  # the adopted orphans kept their parents

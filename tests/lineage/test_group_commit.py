@@ -16,7 +16,7 @@ from lineage.service import Ledger, RecordRequest
 from lineage.service.group_commit import MAX_GROUP
 
 #: Server-made values that differ between two recordings of the same trials.
-_CLOCK = ("created_at", "updated_at", "timestamp")
+CLOCK_FIELDS = ("created_at", "updated_at", "timestamp")
 
 
 def _requests() -> list[RecordRequest]:
@@ -49,15 +49,16 @@ def _told(outcome: Any) -> Any:
         said = str(outcome).replace("'grouped'", "'single'")
         return (type(outcome).__name__, getattr(outcome, "field", None), said)
     told = outcome.to_dict()
-    for name in _CLOCK:
+    for name in CLOCK_FIELDS:
         told["trial"].pop(name, None)
     return told
 
 
-def _stored(ledger: Ledger, slug: str) -> list[dict[str, Any]]:
+def stored_rows(ledger: Ledger, slug: str) -> list[dict[str, Any]]:
+    """The project's trials as dicts, less the clock (what two recordings must agree on)."""
     rows = [trial.to_dict() for trial in ledger.list_trials(slug)]
     for row in rows:
-        for name in _CLOCK:
+        for name in CLOCK_FIELDS:
             row.pop(name, None)
     return rows
 
@@ -95,7 +96,7 @@ def test_a_group_tells_each_writer_what_one_record_after_another_would(ledger: L
     grouped = ledger.record_group("grouped", requests)
     single = _one_by_one(ledger, "single", requests)
     assert [_told(o) for o in grouped] == [_told(o) for o in single]
-    assert _stored(ledger, "grouped") == _stored(ledger, "single")
+    assert stored_rows(ledger, "grouped") == stored_rows(ledger, "single")
     # what the mix holds, so the comparison means something
     kinds = [type(o).__name__ for o in grouped]
     assert kinds.count("InvalidInput") == 2 and kinds.count("Conflict") == 2
