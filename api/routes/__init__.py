@@ -71,6 +71,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from api.routes import agent, alerts, explore, ops, projects, telemetry, tokens, trials
+from api.routes.fast_record import FastRecordRoute
 
 __all__ = ["install_routes"]
 
@@ -80,6 +81,9 @@ ROUTERS = (ops.router, projects.router, trials.router, telemetry.router, agent.r
 
 
 def install_routes(app: FastAPI) -> None:
-    """Add every JSON API router to ``app``."""
+    """Add every JSON API router to ``app``, and before them the common case of a single
+    record (``api.routes.fast_record``: the same answers, without FastAPI's per-request
+    machinery; the route and its document stay FastAPI's)."""
     for router in ROUTERS:
         app.include_router(router)
+    app.router.routes.insert(0, FastRecordRoute())
