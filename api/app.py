@@ -85,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.schema_head = migrate.head_revision()
     app.state.write_lanes = WriteLanes()
-    app.state.record_groups = RecordGroups(app.state.write_lanes)
+    app.state.record_groups = RecordGroups(app.state.write_lanes.small)
 
     install_problem_handlers(app)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)

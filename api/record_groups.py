@@ -18,13 +18,12 @@ transaction, so several processes on one database stay correct.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from lineage.domain import RecordResult
 from lineage.service.group_commit import MAX_GROUP, RecordRequest
 
 if TYPE_CHECKING:
-    from api.deps import WriteLanes
     from lineage.service import Ledger
 
 #: Turns of the event loop a new group waits before it is written. A request whose bytes
@@ -40,8 +39,9 @@ _Waiting = list[tuple[RecordRequest, "asyncio.Future[object]"]]
 class RecordGroups:
     """One per app (per process): each project's waiting records."""
 
-    def __init__(self, lanes: WriteLanes) -> None:
-        self._lanes = lanes
+    def __init__(self, write: Callable[..., Awaitable[Any]]) -> None:
+        #: runs a group's write where small writes run (``api.deps.WriteLanes.small``)
+        self._write_in_lane = write
         self._waiting: dict[str, _Waiting] = {}
         self._writing: set[str] = set()
 
@@ -69,7 +69,7 @@ class RecordGroups:
                 if rest:  # first in the next group, before anything arriving meanwhile
                     self._waiting[project] = rest
                 try:
-                    outcomes = await self._lanes.small(ledger.record_group, project, [req for req, _ in group])
+                    outcomes = await self._write_in_lane(ledger.record_group, project, [req for req, _ in group])
                 except Exception as error:  # not the ledger's refusal: each request gets it
                     for _, future in group:
                         if not future.done():
