@@ -66,6 +66,12 @@ def _trial_values(trial: Trial) -> dict[str, Any]:
     return values
 
 
+def _first_of(cursor: Any) -> Trial | None:
+    """The trial of a cursor's first row, None for none."""
+    found = cursor.fetchall()
+    return trial_from_row(found[0]) if found else None
+
+
 @dataclass(frozen=True, slots=True)
 class RecordContext:
     """What :meth:`TrialsSql.record_context` read."""
@@ -144,8 +150,7 @@ class TrialsSql(StoreBase):
         sent before any result is read (in a pipelined PostgreSQL write: one round trip, not
         three): whether stored trials name it as their parent, its chain link, and, with
         ``prior_keys`` (its sketch), ``similar_prior``'s shortlist."""
-        named = self._execute(conn, "SELECT 1 FROM trials WHERE project_id = ? AND parent_exp = ? LIMIT 1",
-                              (project.id, exp_id))
+        named = self._children_cursor(conn, project, exp_id)
         link = self.link_cursor(conn, project, parent_exp) if parent_exp else None  # type: ignore[attr-defined]
         prior = (None if prior_keys is None else self.prior_cursor(  # type: ignore[attr-defined]
             conn, project.id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND))
@@ -299,7 +304,11 @@ class TrialsSql(StoreBase):
         return ordered_best(candidates, lower_is_better=project.lower_is_better)
 
     def first_trial(self, conn: Connection, project: Project) -> Trial | None:
-        return self._trial_where(conn, "project_id = ? ORDER BY seq LIMIT 1", (project.id,))
+        return _first_of(self._first_cursor(conn, project))
+
+    def _first_cursor(self, conn: Connection, project: Project) -> Any:
+        return self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq LIMIT 1",
+                             (project.id,))
 
     def record_context(self, conn: Connection, project: Project, *, first: bool) -> RecordContext:
         """What records in the project's locked write start from, every statement sent
@@ -307,11 +316,10 @@ class TrialsSql(StoreBase):
         four): the best, the first trial (``first``: when there are trials), the webhooks
         and the guardrail row (``Store.hooks_and_guardrails``)."""
         best = self.best_cursor(conn, project)
-        first_cursor = (self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq "
-                                            "LIMIT 1", (project.id,)) if first else None)
+        first_cursor = self._first_cursor(conn, project) if first else None
         hooks = self.hooks_cursors(conn, project.id)  # type: ignore[attr-defined]
-        found = first_cursor.fetchall() if first_cursor is not None else []
-        return RecordContext(self.fetch_best(project, best), trial_from_row(found[0]) if found else None,
+        return RecordContext(self.fetch_best(project, best),
+                             _first_of(first_cursor) if first_cursor is not None else None,
                              *self.fetch_hooks(hooks))  # type: ignore[attr-defined]
 
     def chain_rows(self, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> dict[str, Trial]:
@@ -366,9 +374,11 @@ class TrialsSql(StoreBase):
 
     def has_children(self, conn: Connection, project: Project, exp_id: str) -> bool:
         """Whether a trial of the project names ``exp_id`` as its parent (one index look-up)."""
-        found = self._execute(conn, "SELECT 1 FROM trials WHERE project_id = ? AND parent_exp = ? LIMIT 1",
-                              (project.id, exp_id)).fetchone()
-        return found is not None
+        return self._children_cursor(conn, project, exp_id).fetchone() is not None
+
+    def _children_cursor(self, conn: Connection, project: Project, exp_id: str) -> Any:
+        return self._execute(conn, "SELECT 1 FROM trials WHERE project_id = ? AND parent_exp = ? LIMIT 1",
+                             (project.id, exp_id))
 
     def trials_of(self, conn: Connection, project: Project, exp_ids: Iterable[str]) -> dict[str, Trial]:
         """The trials of ``exp_ids`` by exp_id (missing ones left out), ``extra`` without
