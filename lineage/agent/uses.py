@@ -232,14 +232,15 @@ class AgentUses:
 
     def _similar_prior(
         self, conn: Connection, project: Project, trial: Trial, concepts: str | None = None,
-        rows: Sequence[Any] | None = None,
+        rows: Sequence[Any] | None = None, query: tuple[str, list[str]] | None = None,
     ) -> tuple[Similar, ...]:
         """The earlier trials close to ``trial`` (``lineage.similar``, "Candidates of
         similar_prior"): ranked on a bounded shortlist, the newest trials and those
         sharing a band of its concepts' sketch. ``concepts``: the trial's
         ``stored_concepts``, when computed already (the query is their union); ``rows``:
-        the shortlist, when read already (``Store.new_trial_reads``)."""
-        text, words = similar_text.prior_query(trial.hypothesis, trial.notes, concepts)
+        the shortlist, when read already (``Store.new_trial_reads``); ``query``: its
+        :func:`~lineage.similar.prior_query`, when computed already."""
+        text, words = query if query is not None else similar_text.prior_query(trial.hypothesis, trial.notes, concepts)
         if not words:
             return ()
         if rows is None:

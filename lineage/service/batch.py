@@ -117,7 +117,7 @@ class BatchUses(RecordingUses):
             counters = Counters(next_seq, next_number)
             state = BatchState(self.store.best_scored(conn, project),
                                self.store.first_trial(conn, project) if next_seq else None, [],
-                               links=None if similar_prior else {}, rows=None if similar_prior else [])
+                               rows=None if similar_prior else [])
             results: list[RecordResult] = []
             stored: list[tuple[int, Trial]] = []  # the new items, by index
             for i, item in enumerate(items):
@@ -152,7 +152,7 @@ class BatchUses(RecordingUses):
         import's orphans waiting for them), checked once for all (one query) instead of
         per item: each must not close a cycle (:class:`InvalidInput` naming
         ``trials[i].parent_exp``, the first such item), and its subtree's chain links are
-        recomputed. Only batches without similar_prior defer this (``BatchState.links``)."""
+        recomputed. Only batches without similar_prior defer this (``BatchState.bulk``)."""
         if not stored:
             return
         waited_for = self.store.named_as_parent(conn, project, [trial.exp_id for _, trial in stored],

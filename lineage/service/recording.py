@@ -68,18 +68,22 @@ class BatchState:
     #: search texts whose words the vocabulary gets at the end (items whose sketch is
     #: written at once: they are searched by the next items' ``similar_prior``)
     terms: list[str] = field(default_factory=list)
-    #: a batch without similar_prior: the chain link a child of each parent gets (read once
-    #: a parent), and no adoption check per item (the batch's :meth:`BatchUses._adoptions`
-    #: does them at the end); None: every item reads its own
-    links: dict[str, tuple[int, str]] | None = None
-    #: with ``links``: the rows of the items stored so far, not yet sent (inserted in one
-    #: go, before anything could read them: :meth:`RecordingUses._flush`), and their ids
+    #: a batch without similar_prior (:attr:`bulk`): the rows of the items stored so far,
+    #: not yet sent (inserted in one go, before anything could read them:
+    #: :meth:`RecordingUses._flush`), and no adoption check per item (the batch's
+    #: :meth:`BatchUses._adoptions` does them at the end); None: every item on its own
     rows: list[tuple[Any, ...]] | None = None
+    #: in bulk: the ids of the items stored, and the chain link a child of each parent gets
+    #: (read once a parent)
     made: set[str] = field(default_factory=set)
+    links: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    @property
+    def bulk(self) -> bool:
+        return self.rows is not None
 
     def child_link(self, store: Store, conn: Connection, project: Project, parent_exp: str) -> tuple[int, str]:
         """``(depth, skip)`` of a new trial under ``parent_exp`` (:meth:`Store.link_after`), cached."""
-        assert self.links is not None
         link = self.links.get(parent_exp)
         if link is None:
             link = self.links[parent_exp] = store.link_after(conn, project, parent_exp)
@@ -240,10 +244,11 @@ class RecordingUses:
             if defaulted is not None:
                 proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
         concepts = stored_concepts(proposed.hypothesis, proposed.notes)
-        prior_keys = None
+        prior_keys = query = None
         if similar_prior and next_seq:
-            prior_keys = similar_sketch(prior_query(proposed.hypothesis, proposed.notes, concepts)[1]) or None
-        if state is not None and state.links is not None:
+            query = prior_query(proposed.hypothesis, proposed.notes, concepts)
+            prior_keys = similar_sketch(query[1]) or None
+        if state is not None and state.bulk:
             # a batch item: the batch checks its adoptions at the end; parents' links read once
             reads = NewTrialReads(False, state.child_link(self.store, conn, project, proposed.parent_exp), None)
         else:
@@ -260,9 +265,9 @@ class RecordingUses:
                                          buffer=state.rows if state is not None else None,
                                          sketch=prior_keys)  # the same concepts: the same keys
         # ranked once the writes are sent: on PostgreSQL the server stores them meanwhile
-        prior = (self._similar_prior(conn, project, proposed, concepts, rows=reads.prior)
+        prior = (self._similar_prior(conn, project, proposed, rows=reads.prior, query=query)
                  if reads.prior is not None else ())
-        if state is not None and state.links is not None:  # its children's link, without a read
+        if state is not None and state.bulk:  # its children's link, without a read
             state.links[stored.exp_id] = next_link(stored.exp_id, reads.link)
             state.made.add(stored.exp_id)
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
