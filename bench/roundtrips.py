@@ -35,6 +35,17 @@ _PIPELINE = {"on": False}
 _PREPARED: dict[bytes, bytes] = {}
 
 
+def _statement(name: str, args: tuple) -> bytes:  # type: ignore[type-arg]
+    """What a libpq call sends, as logged: the query, or PREPARE/EXECUTE and its text."""
+    query = args[0] if args else b""
+    if name in ("send_prepare", "prepare"):
+        _PREPARED[bytes(args[0])] = bytes(args[1])
+        return b"PREPARE " + bytes(args[1])
+    if name in ("send_query_prepared", "exec_prepared"):
+        return b"EXECUTE " + _PREPARED.get(bytes(query), bytes(query))
+    return bytes(query or b"")
+
+
 def _wrap(name: str) -> None:
     original = getattr(pq_ctypes.PGconn, name)
 
@@ -44,27 +55,16 @@ def _wrap(name: str) -> None:
         elif name == "exit_pipeline_mode":
             _PIPELINE["on"] = False
         elif name not in ("pipeline_sync", "send_flush_request") and _PIPELINE["on"]:
-            query = args[0] if args else b""
-            if name in ("send_prepare", "prepare"):
-                _PREPARED[bytes(args[0])] = bytes(args[1])
-                query = b"PREPARE " + bytes(args[1])
-            elif name in ("send_query_prepared", "exec_prepared"):
-                query = b"EXECUTE " + _PREPARED.get(bytes(query), bytes(query))
-            QUEUED.append(f"  (queued) {name}: {bytes(query or b'')[:100].decode(errors='replace')}")
+            QUEUED.append(f"  (queued) {name}: {_statement(name, args)[:100].decode(errors='replace')}")
         else:
-            query = args[0] if args else b""
-            if name in ("send_prepare", "prepare"):
-                _PREPARED[bytes(args[0])] = bytes(args[1])
-                query = b"PREPARE " + bytes(args[1])
-            elif name in ("send_query_prepared", "exec_prepared"):
-                query = b"EXECUTE " + _PREPARED.get(bytes(query), bytes(query))
+            query = _statement(name, args)
             if name == "send_flush_request" and not QUEUED and LOG and LOG[-1].startswith("pipeline_sync"):
                 # leaving pipeline mode: a Sync then a flush, answered together (one wait)
                 LOG.append("  (queued) send_flush_request (the same wait as the Sync before)")
                 return original(self, *args, **kwargs)
             LOG.extend(QUEUED)
             QUEUED.clear()
-            LOG.append(f"{name}: {bytes(query or b'')[:110].decode(errors='replace')}")
+            LOG.append(f"{name}: {query[:110].decode(errors='replace')}")
         return original(self, *args, **kwargs)
 
     setattr(pq_ctypes.PGconn, name, counted)
