@@ -64,6 +64,30 @@ def fast_client(url: str, spool_dir: Path, project: str = "p", token: str | None
     return LedgerClient(url, token, project, spool_dir=spool_dir, **options)
 
 
+def offline_client(tmp_path: Path, run_id: str, hypothesis: str) -> tuple[str, int, Path, LedgerClient]:
+    """A client whose project and planned trial went to its spool while no ledger listens
+    yet: ``(db, port, spool_dir, client)``, the database and port a ledger is served on later."""
+    from tests.api.conftest import free_port
+
+    db, port, spool_dir = str(tmp_path / "ledger.db"), free_port(), tmp_path / "spool"
+    client = fast_client(f"http://127.0.0.1:{port}", spool_dir, run_id=run_id)
+    client.ensure_project()
+    client.plan_trial(hypothesis=hypothesis)
+    return db, port, spool_dir, client
+
+
+def point_rows(steps: range) -> list[Any]:
+    """Telemetry rows of ``steps`` as the client makes them: ``loss`` and ``kl`` a step,
+    two turns of ``ig_mean``."""
+    from trainer_hooks.client.points import step_rows, turn_rows
+
+    found: list[Any] = []
+    for step in steps:
+        found += step_rows(step, {name: step_value(step, name) for name in ("loss", "kl")}, None, 1.7e9)[0]
+        found += turn_rows(step, {"ig_mean": [step_value(step, "ig", t) for t in range(2)]}, 1.7e9)[0]
+    return found
+
+
 @pytest.fixture
 def proxy() -> Iterator[Any]:
     """``proxy(upstream_url, fault)``: a started :class:`FaultyProxy`, stopped after the test."""

@@ -21,7 +21,8 @@ from tests.trainer_hooks.client.conftest import (
     expected_points,
     fast_client,
     log_steps,
-    step_value,
+    offline_client,
+    point_rows,
     stored_points,
     trial_count,
 )
@@ -182,12 +183,7 @@ def test_sigterm_labels_the_trial_and_flushes_before_exiting(serve, tmp_path: Pa
 
 
 def test_replaying_a_delivered_spool_stores_nothing_twice(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    db = str(tmp_path / "ledger.db")
-    port = free_port()
-    spool_dir = tmp_path / "spool"
-    client = fast_client(f"http://127.0.0.1:{port}", spool_dir, run_id="twice")  # nothing listens yet
-    client.ensure_project()
-    client.plan_trial(hypothesis="replayed")
+    db, port, spool_dir, client = offline_client(tmp_path, "twice", "replayed")  # nothing listens yet
     log_steps(client, range(300))
     client.finish_trial(core_metric=1.0)
     assert not client.close(timeout=0.2).delivered
@@ -248,27 +244,14 @@ def test_a_spool_of_an_older_client_with_point_lists_is_still_delivered_once(ser
     """Spools written before the columnar form hold ``points`` ops (joined point objects):
     ``lineage spool flush`` sends them as point lists, the new ``columns`` ops after them as
     columnar batches, in order, and a replay of the whole spool stores nothing twice."""
-    from trainer_hooks.client.points import encode_columns, encode_rows, step_rows, turn_rows
+    from trainer_hooks.client.points import encode_columns, encode_rows
 
-    db = str(tmp_path / "ledger.db")
-    port = free_port()
-    spool_dir = tmp_path / "spool"
-    client = fast_client(f"http://127.0.0.1:{port}", spool_dir, run_id="mixed")  # nothing listens yet
-    client.ensure_project()
-    client.plan_trial(hypothesis="old and new spool ops")
+    db, port, spool_dir, client = offline_client(tmp_path, "mixed", "old and new spool ops")
     assert not client.close(timeout=0.2).delivered
     old = Spool(spool_dir / "mixed.spool")
-
-    def rows(steps: range) -> list:
-        found: list = []
-        for step in steps:
-            found += step_rows(step, {name: step_value(step, name) for name in ("loss", "kl")}, None, 1.7e9)[0]
-            found += turn_rows(step, {"ig_mean": [step_value(step, "ig", t) for t in range(2)]}, 1.7e9)[0]
-        return found
-
-    old.append_points([encode_rows(rows(range(0, 40))), encode_rows(rows(range(40, 80)))], kind="points")
-    old.append_points([encode_columns([rows(range(80, 150))])])
-    old.append_points([encode_rows(rows(range(150, 200)))], kind="points")
+    old.append_points([encode_rows(point_rows(range(0, 40))), encode_rows(point_rows(range(40, 80)))], kind="points")
+    old.append_points([encode_columns([point_rows(range(80, 150))])])
+    old.append_points([encode_rows(point_rows(range(150, 200)))], kind="points")
     old.close()
     snapshot = (spool_dir / "mixed.spool").read_bytes()
     serve(db, port=port)

@@ -15,11 +15,19 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import free_port
-from tests.trainer_hooks.client.conftest import expected_points, fast_client, log_steps, step_value, stored_points, trial_count
+from tests.trainer_hooks.client.conftest import (
+    expected_points,
+    fast_client,
+    log_steps,
+    offline_client,
+    point_rows,
+    step_value,
+    stored_points,
+    trial_count,
+)
 from tests.trainer_hooks.client.proxy import Fault
 from trainer_hooks.client.delivery import Transport, Unavailable, deliver
-from trainer_hooks.client.points import encode_columns, step_rows, turn_rows
+from trainer_hooks.client.points import encode_columns, step_rows
 from trainer_hooks.client.spool import Spool
 
 pytestmark = pytest.mark.slow
@@ -102,23 +110,10 @@ def test_one_batch_fails_while_the_other_succeeds_each_acknowledged_on_its_own(s
     ledger answered the second, so both are in flight together. The second is marked sent,
     the first stays unsent under its key; the next deliver sends what is left and every
     point is stored once."""
-    db = str(tmp_path / "ledger.db")
-    port = free_port()
-    spool_dir = tmp_path / "spool"
-    client = fast_client(f"http://127.0.0.1:{port}", spool_dir, run_id="split")  # nothing listens yet
-    client.ensure_project()
-    client.plan_trial(hypothesis="one of two fails")
+    db, port, spool_dir, client = offline_client(tmp_path, "split", "one of two fails")
     assert not client.close(timeout=0.2).delivered
-
-    def rows(steps: range) -> list[Any]:
-        found: list[Any] = []
-        for step in steps:
-            found += step_rows(step, {name: step_value(step, name) for name in ("loss", "kl")}, None, 1.7e9)[0]
-            found += turn_rows(step, {"ig_mean": [step_value(step, "ig", t) for t in range(2)]}, 1.7e9)[0]
-        return found
-
     spool = Spool(spool_dir / "split.spool")
-    spool.append_points([encode_columns([rows(range(k * 100, k * 100 + 100))]) for k in range(4)])  # 400 points each
+    spool.append_points([encode_columns([point_rows(range(k * 100, k * 100 + 100))]) for k in range(4)])  # 400 points each
     server = serve(db, port=port)
     watch = Watch()
 
