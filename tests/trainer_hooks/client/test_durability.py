@@ -39,6 +39,14 @@ FLUSH_TIMEOUT_S = 120
 PROCESS_TIMEOUT_S = 300
 
 
+def restore_spool(path: Path, snapshot: bytes) -> None:
+    """The spool file back as ``snapshot`` was read, its WAL and journal gone: a trainer
+    that died after its writes reached the ledger, before any was marked sent."""
+    for leftover in path.parent.glob(path.name + "*"):
+        leftover.unlink()
+    path.write_bytes(snapshot)
+
+
 def flush_cli(directory: Path, *args: str) -> tuple[int, str, str]:
     """``lineage spool flush``: the click group the ``lineage.commands`` entry point names,
     invoked as the ``lineage`` CLI invokes it (exit code, stdout, stderr)."""
@@ -193,9 +201,7 @@ def test_replaying_a_delivered_spool_stores_nothing_twice(serve, tmp_path: Path)
     serve(db, port=port)
     for attempt in range(3):
         if attempt:
-            for leftover in spool_dir.glob("twice.spool*"):
-                leftover.unlink()
-            (spool_dir / "twice.spool").write_bytes(snapshot)
+            restore_spool(spool_dir / "twice.spool", snapshot)
         code, out, err = flush_cli(spool_dir, "--keep")
         assert code == 0, err
         assert '"exp_id": "000"' in out
@@ -257,9 +263,7 @@ def test_a_spool_of_an_older_client_with_point_lists_is_still_delivered_once(ser
     serve(db, port=port)
     for attempt in range(2):
         if attempt:
-            for leftover in spool_dir.glob("mixed.spool*"):
-                leftover.unlink()
-            (spool_dir / "mixed.spool").write_bytes(snapshot)
+            restore_spool(spool_dir / "mixed.spool", snapshot)
         code, out, err = flush_cli(spool_dir, "--keep")
         assert code == 0, err
         assert json.loads(out)["points_sent"] == 800
