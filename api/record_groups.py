@@ -3,12 +3,12 @@ project, go to the ledger together (:meth:`lineage.service.Ledger.record_group`)
 
 A record request joins its project's queue and waits for its own outcome. While no
 group of that project is being written, the first request starts one: it yields the
-event loop a few turns (:data:`GATHER_TURNS`), so the requests already read join it, then writes the queue
-(up to :data:`~lineage.service.group_commit.MAX_GROUP`) as one transaction; whatever
-arrived meanwhile is the next group. A lone request is a group of one: recorded as
-before, after a few idle turns of the loop. Under load, groups form by themselves (the requests that
-arrive while a commit is under way), so the commit and the project lock are paid once
-per group instead of once per trial.
+event loop a few turns (:data:`GATHER_TURNS`), so the requests already read join it,
+then writes the queue (up to :data:`~lineage.service.group_commit.MAX_GROUP`) as one
+transaction; whatever arrived meanwhile is the next group. A lone request is a group of
+one, after a few idle turns of the loop. Under load, groups form by themselves (the
+requests that arrive while a commit is under way), so the commit and the project lock
+are paid once per group instead of once per trial.
 
 Only scheduling lives here: the queue holds requests not yet written, never a
 response's data; ids, parents and bests come from the database in the group's

@@ -15,9 +15,9 @@ commit (on PostgreSQL the commit's flush to disk is most of a lone record's time
 An item refused by the ledger's rules (:class:`~lineage.errors.LedgerError`: a bad
 field, a conflict) gets its error and the items around it are stored: the group is
 written without savepoints first (two statements an item fewer), and when an item is
-refused, again with each item under a savepoint, rolled back to it alone when refused. Any other error (the database's) rolls the whole
-transaction back, and then each item is recorded alone, so it is told what it would
-have been told alone.
+refused, again with each item under a savepoint, rolled back to it alone when refused.
+Any other error (the database's) rolls the whole transaction back, and then each item
+is recorded alone, so it is told what it would have been told alone.
 """
 
 from __future__ import annotations
@@ -61,30 +61,27 @@ class GroupCommitUses(RecordingUses):
         transaction; the outcome of each, in order (see the module doc)."""
         if len(requests) > MAX_GROUP:
             raise ValueError(f"a group holds at most {MAX_GROUP} records, got {len(requests)}")
-        if len(requests) == 1:  # as record_trial, with the group's fewer round trips; errors raised
+        try:
             try:
                 return self._together(project_slug, requests, savepoints=False)
             except _Refused as refused:
-                assert isinstance(refused.__cause__, LedgerError)
-                return [refused.__cause__]
-            except LedgerError as error:
-                return [error]
-        try:
-            try:
-                return self._together(project_slug, requests, savepoints=False)
-            except _Refused:  # an item is refused: again, each item under a savepoint
-                return self._together(project_slug, requests, savepoints=True)
+                if len(requests) == 1:  # nothing else to keep: the refusal is the answer
+                    assert isinstance(refused.__cause__, LedgerError)
+                    return [refused.__cause__]
+                return self._together(project_slug, requests, savepoints=True)  # each under a savepoint
         except LedgerError as error:  # the project itself (gone, say): every item is told
             return [error] * len(requests)
-        except Exception:  # the database's: what each would have been told alone
-            return [self._alone(project_slug, request, caught=Exception) for request in requests]
+        except Exception:  # the database's: raised to a lone record, else what each would be told alone
+            if len(requests) == 1:
+                raise
+            return [self._alone(project_slug, request) for request in requests]
 
-    def _alone(self, project_slug: str, request: RecordRequest,
-               caught: type[Exception] = LedgerError) -> Outcome:
+    def _alone(self, project_slug: str, request: RecordRequest) -> Outcome:
+        """``request`` recorded in a transaction of its own; any error is its outcome."""
         try:
             return self.record_trial(project_slug, request.fields, idempotency_key=request.idempotency_key,
                                      similar_prior=request.similar_prior)
-        except caught as error:
+        except Exception as error:  # noqa: BLE001 - told to its request (RecordGroups raises it there)
             return error
 
     def _together(self, project_slug: str, requests: Sequence[RecordRequest], *, savepoints: bool) -> list[Outcome]:
