@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from typing_extensions import NotRequired, TypedDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import telemetry
 from api.schema_types import Flag, JsonObject, Number, Text, non_blank, text, whole_number, word_list
