@@ -74,8 +74,11 @@ Candidates of similar_prior (``Store.prior_rows``)
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from math import fsum
 from typing import Any, Protocol, Sequence
 
 
@@ -363,86 +366,152 @@ def _closeness(q: str, d: str) -> float:
     return 0.0
 
 
-#: A word close to no query token: ``(best closeness, pairs)`` of :meth:`_QueryCloseness.of`.
-_FAR: tuple[float, tuple[tuple[int, float], ...]] = (0.0, ())
+class _Neighbours:
+    """The words met by rankings and, for each, the others close to it (:func:`_closeness`
+    above 0, itself left out): computed once per word for the process, not once per
+    ranking (a ranking meets ~50 words, mostly met before; comparing each with the query
+    was half its time).
+
+    A word joins by being compared with every word already in (prefixes through an index
+    of first 3 characters, fuzzy ratios in one rapidfuzz call over the words of 4 or more
+    characters), under a lock, its own entry written last: a word found in :attr:`close`
+    has every pair with the words before it, and later words add theirs to it. Entries
+    are tuples, replaced, never changed in place, so readers need no lock. A full table
+    is replaced by an empty one (:func:`_neighbours`); a ranking keeps the table it began
+    with, which stays whole."""
+
+    #: words held before a new table is begun (a word's joining costs one comparison per word)
+    LIMIT = 20_000
+
+    def __init__(self) -> None:
+        #: word -> ((close word, closeness), ...)
+        self.close: dict[str, tuple[tuple[str, float], ...]] = {}
+        #: words close to no other word (most of them): set aside by rankings in one difference
+        self.lonely: set[str] = set()
+        self._by_head: dict[str, list[str]] = {}
+        self._fuzzy: list[str] = []
+        self._lock = threading.Lock()
+
+    def of(self, word: str) -> tuple[tuple[str, float], ...]:
+        found = self.close.get(word)
+        if found is None:
+            found = self._join(word)
+        return found
+
+    def _join(self, word: str) -> tuple[tuple[str, float], ...]:
+        with self._lock:
+            found = self.close.get(word)
+            if found is not None:  # joined by another thread meanwhile
+                return found
+            close: dict[str, float] = {}
+            if len(word) >= 3 and not word.isdigit():  # numbers and short words match only themselves
+                head = self._by_head.setdefault(word[:3], [])
+                for other in head:
+                    if other.startswith(word) or word.startswith(other):
+                        close[other] = 0.9
+                head.append(word)
+                if len(word) >= 4:
+                    if self._fuzzy:
+                        from rapidfuzz import fuzz, process  # the first ranking imports it, not the start
+
+                        for other, score, _ in process.extract(word, self._fuzzy, scorer=fuzz.ratio, processor=None,
+                                                               score_cutoff=80.0, limit=None):
+                            close.setdefault(other, score / 100.0)
+                    self._fuzzy.append(word)
+            for other, closeness in close.items():
+                self.close[other] = (*self.close[other], (word, closeness))
+                self.lonely.discard(other)
+            if not close:
+                self.lonely.add(word)
+            found = self.close[word] = tuple(close.items())
+            return found
+
+
+_NEIGHBOURS = _Neighbours()
+
+
+def _neighbours() -> _Neighbours:
+    """The process's table of close words (:class:`_Neighbours`), a new one once full."""
+    global _NEIGHBOURS
+    table = _NEIGHBOURS
+    if len(table.close) >= _Neighbours.LIMIT:
+        table = _NEIGHBOURS = _Neighbours()
+    return table
 
 
 class _QueryCloseness:
-    """The closeness of each token met so far to every query token, computed once per
-    token for a whole ranking call (candidates share most of their words); kept sparse
-    (the query tokens it is close to), as most words are close to one or none."""
+    """The query's side of a ranking call: which query tokens each word met is close to
+    (from the process's :class:`_Neighbours`), kept per call by query index, sparse
+    (most words are close to one query token or none).
+
+    A field is scored with set operations: its words equal to a query token are one
+    intersection, and the words close to no query token (met before in this call, or
+    close to no word at all) are set aside by one difference, so only the words close to
+    a query token without being one, and the words not met before, are looked at one by
+    one."""
 
     def __init__(self, query: Sequence[str]) -> None:
         self.query = list(dict.fromkeys(query))
+        self.words = frozenset(self.query)
+        #: words met, not query tokens, close to no query token
+        self.far: set[str] = set()
+        #: words met, not query tokens, close to some: (best closeness, ((query index, closeness), ...))
+        self.near: dict[str, tuple[float, tuple[tuple[int, float], ...]]] = {}
         self.index = {word: i for i, word in enumerate(self.query)}
-        #: token -> (best closeness to any query token, ((query index, closeness > 0), ...))
-        self.seen: dict[str, tuple[float, tuple[tuple[int, float], ...]]] = {}
-        #: the query tokens a prefix can relate (3+ characters, not all digits), by their
-        #: first 3 characters; those fuzzy ratios can relate (4+ characters, not all digits)
-        self.by_head: dict[str, list[tuple[int, str]]] = {}
-        self.fuzzy: list[int] = []
-        for i, word in enumerate(self.query):
-            if len(word) >= 3 and not word.isdigit():
-                self.by_head.setdefault(word[:3], []).append((i, word))
-                if len(word) >= 4:
-                    self.fuzzy.append(i)
-        self.fuzzy_words = [self.query[i] for i in self.fuzzy]
-        if self.fuzzy_words:  # imported by the first ranking, not at start; once per ranking,
-            # not per word (a ranking meets ~40 new words: the import statement was 2% of a record)
-            from rapidfuzz import fuzz, process
+        #: the process's table of close words: the query's tokens join it first, so every
+        #: word met after has its pairs with them
+        table = self.neighbours = _neighbours()
+        for word in self.words.difference(table.close):
+            table.of(word)
+        #: query tokens close to other query tokens: those ((query index, closeness), ...)
+        self.linked = {word: tuple(close.items()) for word in self.words.difference(table.lonely)
+                       if (close := self._others(word))}
 
-            self._extract, self._ratio = process.extract, fuzz.ratio
+    def _others(self, word: str) -> dict[int, float]:
+        """:func:`_closeness` of ``word`` to each query token other than itself, the
+        non-zero ones (query index -> closeness)."""
+        index = self.index
+        return {index[other]: closeness for other, closeness in self.neighbours.of(word) if other in index}
 
-    def of(self, word: str) -> tuple[float, tuple[tuple[int, float], ...]]:
-        """:func:`_closeness` of ``word`` to each query token (the non-zero ones), found
-        without trying every pair: equal by the index, prefixes by their first 3
-        characters, fuzzy ratios by one rapidfuzz call over the query."""
-        found = self.seen.get(word)
-        if found is not None:
-            return found
-        at = self.index.get(word)
-        if len(word) < 3 or word.isdigit():  # numbers and short words match only themselves
-            found = self.seen[word] = _FAR if at is None else (1.0, ((at, 1.0),))
-            return found
-        close: dict[int, float] = {} if at is None else {at: 1.0}
-        heads = self.by_head.get(word[:3])
-        if heads:
-            for i, q in heads:
-                if i != at and (q.startswith(word) or word.startswith(q)):
-                    close[i] = 0.9
-        if self.fuzzy_words and len(word) >= 4:
-            for _, score, k in self._extract(word, self.fuzzy_words, scorer=self._ratio, processor=None,
-                                             score_cutoff=80.0, limit=None):
-                close.setdefault(self.fuzzy[k], score / 100.0)
-        found = self.seen[word] = (max(close.values()), tuple(close.items())) if close else _FAR
-        return found
-
-    def f2(self, field: Sequence[str]) -> float:
-        """F2 of the soft recall of the query in ``field`` (distinct tokens) and the soft
-        precision; closeness of two tokens: the module doc."""
+    def f2(self, field: AbstractSet[str]) -> float:
+        """F2 of the soft recall of the query in ``field`` (its distinct tokens) and the
+        soft precision; closeness of two tokens: the module doc. Sums are exact-rounded
+        (``math.fsum``), so the score does not depend on the order sets are walked in."""
         if not self.query or not field:
             return 0.0
-        precision_sum = 0.0
-        best = [0.0] * len(self.query)
-        seen, of = self.seen, self.of
-        for word in field:
-            top, pairs = seen.get(word) or of(word)
-            if top:  # > 0 exactly when some query token is close
-                precision_sum += top
-                for i, c in pairs:
-                    if c > best[i]:
-                        best[i] = c
-        if not precision_sum:
+        same = self.words.intersection(field)  # closeness 1: each counts 1 in both sums
+        tops: list[float] = []  # the best closeness of each other word close to a query token
+        best: dict[int, float] = {}  # query index -> best closeness below 1 of a word not equal to it
+        near, far = self.near, self.far
+        for word in field.difference(self.words, far, self.neighbours.lonely):
+            found = near.get(word)
+            if found is None:
+                close = self._others(word)
+                if not close:
+                    far.add(word)
+                    continue
+                found = near[word] = (max(close.values()), tuple(close.items()))
+            tops.append(found[0])
+            for i, c in found[1]:
+                if c > best.get(i, 0.0):
+                    best[i] = c
+        if not same and not tops:
             return 0.0
-        recall = sum(best) / len(self.query)
-        precision = precision_sum / len(field)
+        if self.linked:
+            for word in same.intersection(self.linked):
+                for i, c in self.linked[word]:
+                    if c > best.get(i, 0.0):
+                        best[i] = c
+        query = self.query
+        recall = (len(same) + fsum([c for i, c in best.items() if query[i] not in same])) / len(query)
+        precision = (len(same) + fsum(tops)) / len(field)
         return 5 * recall * precision / (4 * precision + recall)
 
 
 def token_f2(query: Sequence[str], field: Sequence[str]) -> float:
     """F2 of the soft recall of ``query`` in ``field`` and the soft precision (tokens
     distinct, stop-words left out; closeness of two tokens: module doc)."""
-    return _QueryCloseness(query).f2(list(dict.fromkeys(field)))
+    return _QueryCloseness(query).f2(frozenset(field))
 
 
 class FuzzyTokenRanker:
@@ -454,21 +523,21 @@ class FuzzyTokenRanker:
         closeness = _QueryCloseness(content_tokens(query) if query_concepts is None else query_concepts)
         # candidates often repeat a text (the same idea tried again): each distinct text
         # is tokenised and scored once per call
-        fields: dict[str, tuple[list[str], float]] = {}
+        fields: dict[str, tuple[frozenset[str], float]] = {}
 
-        def field(text: str) -> tuple[list[str], float]:
+        def field(text: str) -> tuple[frozenset[str], float]:
             found = fields.get(text)
             if found is None:
-                words = content_tokens(text)
+                words = frozenset(content_tokens(text))
                 found = fields[text] = (words, closeness.f2(words))
             return found
 
-        by_concepts: dict[str, tuple[list[str], float]] = {"": ([], 0.0)}
+        by_concepts: dict[str, tuple[frozenset[str], float]] = {"": (frozenset(), 0.0)}
 
-        def stored(part: str) -> tuple[list[str], float]:
+        def stored(part: str) -> tuple[frozenset[str], float]:
             found = by_concepts.get(part)
             if found is None:
-                words = part.split()
+                words = frozenset(part.split())
                 found = by_concepts[part] = (words, closeness.f2(words))
             return found
 
@@ -487,7 +556,7 @@ class FuzzyTokenRanker:
             # a field without a word close to the query (score 0) adds only to the length
             # of the two together, which then scores no higher than the other field alone
             if hypothesis_score > 0.0 and notes_score > 0.0 and best < 1.0:
-                best = max(best, closeness.f2(list(dict.fromkeys(hypothesis + notes))))
+                best = max(best, closeness.f2(hypothesis | notes))
             out.append(round(best, 4))
         return out
 
