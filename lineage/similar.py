@@ -483,7 +483,14 @@ class _QueryCloseness:
         tops: list[float] = []  # the best closeness of each other word close to a query token
         best: dict[int, float] = {}  # query index -> best closeness below 1 of a word not equal to it
         near, far = self.near, self.far
-        for word in field.difference(self.words, far, self.neighbours.lonely):
+        # one difference at a time: each walks the (smaller) left side, where several at
+        # once would walk every set given, the process's lonely words included
+        rest = field - self.words
+        if rest and far:
+            rest -= far
+        if rest:
+            rest -= self.neighbours.lonely
+        for word in rest:
             found = near.get(word)
             if found is None:
                 close = self._others(word)
