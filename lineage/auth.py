@@ -203,9 +203,8 @@ class AccessState:
     @property
     def anonymous_writes_open(self) -> bool:
         """Whether the ledger takes writes without a token (on a loopback-only server)."""
-        if self.anonymous_writes is AnonymousWrites.UNTIL_FIRST_TOKEN:
-            return not self.active_tokens
-        return self.anonymous_writes is AnonymousWrites.OPEN
+        setting = self.anonymous_writes
+        return writes_open(None if setting is AnonymousWrites.UNTIL_FIRST_TOKEN else setting.value, self.active_tokens)
 
     def to_dict(self) -> dict[str, object]:
         return {"anonymous_writes": self.anonymous_writes.value, "anonymous_writes_open": self.anonymous_writes_open,
@@ -220,6 +219,15 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def writes_open(setting: str | None, active_tokens: bool) -> bool:
+    """Whether the ledger takes anonymous writes, from its ``anonymous_writes`` setting
+    (None: never set, ``until-first-token``) and whether an active token exists
+    (:meth:`Store.access_state <lineage.store.tokens.TokensSql.access_state>`)."""
+    if setting is None:
+        return not active_tokens
+    return setting == AnonymousWrites.OPEN.value
 
 
 def allowed(
@@ -316,9 +324,7 @@ class TokenUses:
     def anonymous_access(self) -> tuple[bool, bool]:
         """``(anonymous_writes_open, tokens_exist)`` in one query (what a page asks)."""
         value, active = self.store.access_state(ANONYMOUS_WRITES)
-        if value is None:
-            return not active, active
-        return value == AnonymousWrites.OPEN.value, active
+        return writes_open(value, active), active
 
     def set_anonymous_writes(self, value: AnonymousWrites | str, *, by: str) -> AccessState:
         """Open or close anonymous writes explicitly (``open``/``closed``); stored with

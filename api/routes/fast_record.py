@@ -12,7 +12,9 @@ router again, with the body it read, and FastAPI's route answers it (its 4xx
 problems, in its order), so no rule lives here: the checks are the route's own functions
 (``principal_of``, ``allowed``, the schema), the record is ``api.record_groups``, the
 answer ``api.present.recorded``, and a refusal of the ledger (404, 409, 422) is raised
-to the same problem handlers.
+to the same problem handlers. Whether the ledger takes a write without a token is read
+by the record's group in its transaction (``RecordRequest.anonymous``); when it does
+not, the request is handed back too, and FastAPI's route answers it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from api import present
 from api.deps import principal_of
 from api.schema_types import Text
 from api.schemas import TrialCreate
-from lineage.auth import Role, allowed
+from lineage.auth import Role, Unauthorized, allowed
 from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY
 from lineage.service import RecordRequest
 
@@ -69,16 +71,26 @@ async def _answer(scope: Scope, receive: Receive, send: Send) -> None:
     if found is None:
         await _hand_back(scope, receive, send, body)
         return
-    slug, fields, key = found
+    slug, fields, key, anonymous = found
     app = request.app
-    result = await app.state.record_groups.record(app.state.ledger, slug,
-                                                  RecordRequest(fields, key, similar_prior=True))
+    try:
+        result = await app.state.record_groups.record(app.state.ledger, slug,
+                                                      RecordRequest(fields, key, similar_prior=True, anonymous=anonymous))
+    except Unauthorized:
+        if not anonymous:
+            raise
+        # the ledger took no anonymous write when the group read it: FastAPI's route
+        # checks again and answers (as it would have, had it been asked first)
+        await _hand_back(scope, receive, send, body)
+        return
     await present.recorded(request, slug, result)(scope, receive, send)
 
 
-def _common_case(request: Request, body: bytes) -> tuple[str, dict[str, Any], str | None] | None:
-    """``(slug, fields, Idempotency-Key)`` of a request FastAPI's route would record; None
-    for any other (it answers those)."""
+def _common_case(request: Request, body: bytes) -> tuple[str, dict[str, Any], str | None, bool] | None:
+    """``(slug, fields, Idempotency-Key, anonymous)`` of a request FastAPI's route would
+    record; None for any other (it answers those). ``anonymous``: it may write only while
+    the ledger takes anonymous writes, which its group reads in its transaction (one
+    read for the group, not one per request here)."""
     headers = request.headers
     if headers.get("content-type", "").encode("latin-1").lower() not in _JSON:
         return None
@@ -95,11 +107,17 @@ def _common_case(request: Request, body: bytes) -> tuple[str, dict[str, Any], st
     except Exception:  # noqa: BLE001 - any: FastAPI's route answers it (a bad body, a bad token)
         return None
     state = request.app.state
+    asked: list[bool] = []
+
+    def ledger_open() -> bool:  # asked only when the answer depends on it: the group answers
+        asked.append(True)
+        return True
+
     if not allowed(principal.role if principal is not None else None, Role.WRITER,
                    anonymous_read=state.settings.anonymous_read, exposed=state.settings.exposed,
-                   ledger_open=state.ledger.anonymous_writes_open):
+                   ledger_open=ledger_open):
         return None
-    return slug, fields, keys[0] if keys else None
+    return slug, fields, keys[0] if keys else None, bool(asked)
 
 
 async def _hand_back(scope: Scope, receive: Receive, send: Send, body: bytes) -> None:

@@ -26,8 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lineage.auth import ANONYMOUS_WRITES, Role, Unauthorized, check_access, writes_open
 from lineage.domain import RecordResult
-from lineage.errors import LedgerError
+from lineage.errors import LedgerError, NotFound
 from lineage.service.recording import BatchState, Counters, RecordingUses
 
 #: The most records one group's transaction holds (the rest wait for the next group).
@@ -37,16 +38,28 @@ MAX_GROUP = 64
 @dataclass(frozen=True, slots=True)
 class RecordRequest:
     """One single-trial record as a face received it: the body, its Idempotency-Key,
-    whether the answer carries ``similar_prior``."""
+    whether the answer carries ``similar_prior``, and whether it came without a token
+    from a caller that may write only while the ledger takes anonymous writes
+    (``anonymous``: checked in the group's transaction, see :meth:`GroupCommitUses.record_group`)."""
 
     fields: Mapping[str, Any]
     idempotency_key: str | None = None
     similar_prior: bool = False
+    anonymous: bool = False
 
 
 #: An item's outcome: its result, or the ledger's refusal of it (or, where the group fell
 #: back to single records, the error its own transaction met).
 Outcome = RecordResult | Exception
+
+
+def _closed() -> Unauthorized:
+    """What a write without a token is told while the ledger takes no anonymous writes."""
+    try:
+        check_access(None, Role.WRITER, anonymous_read=False, exposed=False, ledger_open=lambda: False)
+    except Unauthorized as refused:
+        return refused
+    raise AssertionError("check_access let a closed ledger take an anonymous write")  # pragma: no cover
 
 
 class _Refused(Exception):
@@ -58,7 +71,13 @@ class GroupCommitUses(RecordingUses):
 
     def record_group(self, project_slug: str, requests: Sequence[RecordRequest]) -> list[Outcome]:
         """Record each of ``requests`` (at most :data:`MAX_GROUP`) in order, in one
-        transaction; the outcome of each, in order (see the module doc)."""
+        transaction; the outcome of each, in order (see the module doc).
+
+        An ``anonymous`` request is refused with :class:`~lineage.auth.Unauthorized` (what
+        :func:`~lineage.auth.check_access` says to a write without a token) unless the
+        ledger takes anonymous writes, read in the group's transaction with the project
+        (one round trip on PostgreSQL, not one a request before it), and before it: a
+        closed ledger refuses such a request for a missing project too."""
         if len(requests) > MAX_GROUP:
             raise ValueError(f"a group holds at most {MAX_GROUP} records, got {len(requests)}")
         try:
@@ -90,13 +109,23 @@ class GroupCommitUses(RecordingUses):
         item fewer), a refused item raises :class:`_Refused` and rolls back the group."""
         outcomes: list[Outcome] = []
         with self.store.write(pipelined=True) as conn:
-            project, next_seq, next_number = self.store.locked_project(conn, project_slug)
+            access = (self.store.access_cursor(conn, ANONYMOUS_WRITES)
+                      if any(request.anonymous for request in requests) else None)
+            locked = self.store.lock_cursor(conn, project_slug)
+            closed = access is not None and not writes_open(*self.store.fetch_access(access))
+            try:
+                project, next_seq, next_number = self.store.fetch_locked(locked, project_slug)
+            except NotFound as missing:
+                return [_closed() if closed and request.anonymous else missing for request in requests]
             counters = Counters(next_seq, next_number)
             context = self.store.record_context(conn, project, first=bool(next_seq))
             state = BatchState(context.best, context.first, [])
             subscribed, policy = context.hooks, context.policy
             created = 0
             for i, request in enumerate(requests):
+                if closed and request.anonymous:
+                    outcomes.append(_closed())
+                    continue
                 before_counters = replace(counters)
                 before_state = replace(state, pending=list(state.pending), terms=list(state.terms))
                 if request.similar_prior and state.pending:  # it searches the items before it

@@ -66,10 +66,18 @@ class ProjectsSql(StoreBase):
         SQLite: the transaction's ``BEGIN IMMEDIATE`` already serializes every writer.
         The counters read here stay valid until the transaction ends.
         """
+        return self.fetch_locked(self.lock_cursor(conn, slug), slug)
+
+    def lock_cursor(self, conn: Connection, slug: str) -> Any:
+        """:meth:`locked_project`'s statement, sent, not read (in a pipelined write, it goes
+        out with the next statement whose result is read); :meth:`fetch_locked` reads it."""
         lock = "" if self.sqlite else " FOR UPDATE"
-        row = self._execute(
-            conn, f"SELECT {', '.join(_PROJECT_COLUMNS)}, next_exp_number FROM projects WHERE slug = ?{lock}", (slug,)
-        ).fetchone()
+        return self._execute(
+            conn, f"SELECT {', '.join(_PROJECT_COLUMNS)}, next_exp_number FROM projects WHERE slug = ?{lock}", (slug,))
+
+    @staticmethod
+    def fetch_locked(cursor: Any, slug: str) -> tuple[Project, int, int]:
+        row = cursor.fetchone()
         if row is None:
             raise NotFound("project", slug, field="project")
         return _project_from_row(row[:-1]), row[_PROJECT_COLUMNS.index("next_seq")], row[-1]

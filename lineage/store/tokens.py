@@ -7,7 +7,8 @@ hot paths; the per-request checks read through ``StoreBase.peek``.
 Methods: ``insert_token``, ``token_by_hash``, ``tokens``, ``revoke_token``,
 ``touch_token``, ``active_token_exists``, ``token_role``, ``active_admins``; the ledger's
 settings (``lineage.auth``'s anonymous writes): ``setting``, ``set_setting``,
-``access_state``; ``find_key``, ``claim_key``, ``set_key_result``.
+``access_state`` (and its halves inside a transaction, ``access_cursor`` and
+``fetch_access``); ``find_key``, ``claim_key``, ``set_key_result``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ from sqlalchemy import Connection
 from lineage.domain import Project
 from lineage.errors import Conflict, NotFound
 from lineage.store.base import StoreBase, _json_text, _stamp
+
+#: A setting's value and whether an active token exists (``access_state``).
+_ACCESS_SQL = ("SELECT (SELECT value FROM ledger_settings WHERE name = ?), "
+               "(SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1)")
+
+
+def _access_of(row: Sequence[Any]) -> tuple[str | None, bool]:
+    return row[0], row[1] is not None
 
 
 class TokensSql(StoreBase):
@@ -141,9 +150,17 @@ class TokensSql(StoreBase):
     def access_state(self, name: str) -> tuple[str | None, bool]:
         """The setting ``name``'s value (None: unset) and whether an active token exists, in
         one statement on its own (:meth:`peek`): what a request without a token is checked by."""
-        row = self.peek("SELECT (SELECT value FROM ledger_settings WHERE name = ?), "
-                        "(SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1)", (name,))
-        return row[0], row[1] is not None
+        return _access_of(self.peek(_ACCESS_SQL, (name,)))
+
+    def access_cursor(self, conn: Connection, name: str) -> Any:
+        """:meth:`access_state` inside the caller's transaction, sent, not read (in a
+        pipelined write it goes out with the next statement whose result is read); its
+        result is :meth:`fetch_access`'s."""
+        return self._execute(conn, _ACCESS_SQL, (name,))
+
+    @staticmethod
+    def fetch_access(cursor: Any) -> tuple[str | None, bool]:
+        return _access_of(cursor.fetchone())
 
     # idempotency keys
 

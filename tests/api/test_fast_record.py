@@ -47,6 +47,7 @@ def _requests(admin: str, reader: str) -> list[tuple[str, dict[str, str], bytes 
         ("p", {"Authorization": f"Bearer {reader}"}, None, good),                          # 403
         ("p", {"Authorization": "Basic abc"}, None, good),
         ("p", {"Authorization": ""}, None, good),                                          # anonymous: 401
+        ("nowhere", {"Authorization": ""}, None, good),                                    # 401 before 404
     ]
 
 

@@ -186,3 +186,25 @@ def test_a_group_adds_its_words_to_the_vocabulary_and_finds_by_prefix(ledger: Le
         words = set(conn.execute(text("SELECT term FROM trial_search_terms WHERE term LIKE 'zygomorphic%'")).scalars())
     assert words == {"zygomorphic0", "zygomorphic1", "zygomorphic2"}
     assert {s.exp_id for s in ledger.find_similar("p", "zygomorph")} == {"000", "001", "002"}
+
+
+def test_anonymous_items_are_recorded_only_while_the_ledger_takes_anonymous_writes(ledger: Ledger) -> None:
+    """The group reads the access state in its own transaction: anonymous items are
+    refused as a write without a token is (before the project is looked up), the
+    others are recorded, and an explicit reopening lets them in again."""
+    ledger.create_project("p", lower_is_better=True)
+    anonymous = RecordRequest({"status": "keep", "core_metric": 0.9}, anonymous=True)
+    signed = RecordRequest({"status": "keep", "core_metric": 0.8})
+    assert all(o.created for o in ledger.record_group("p", [anonymous, signed]))  # no token yet: open
+
+    ledger.create_token(name="agent", role="writer")  # the first token closes anonymous writes
+    outcomes = ledger.record_group("p", [anonymous, signed, anonymous])
+    assert [type(o).__name__ for o in outcomes] == ["Unauthorized", "RecordResult", "Unauthorized"]
+    assert "needs a token" in str(outcomes[0])
+    assert [t.exp_id for t in ledger.list_trials("p")] == ["000", "001", "002"]
+    missing = ledger.record_group("nowhere", [anonymous, signed])
+    assert [type(o).__name__ for o in missing] == ["Unauthorized", "NotFound"]
+
+    ledger.set_anonymous_writes("open", by="test")
+    assert all(o.created for o in ledger.record_group("p", [anonymous, anonymous]))
+    assert len(ledger.list_trials("p")) == 5
