@@ -27,9 +27,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lineage.auth import ANONYMOUS_WRITES, Role, Unauthorized, check_access, writes_open
-from lineage.domain import RecordResult
+from sqlalchemy import Connection
+
+from lineage.domain import Project, RecordResult, next_exp_id
 from lineage.errors import LedgerError, NotFound
-from lineage.service.recording import BatchState, Counters, RecordingUses
+from lineage.service.group_reads import GroupReads
+from lineage.service.recording import BatchState, Counters, Draft, RecordingUses, draft_record
+from lineage.store import Store
+from lineage.store.trials import RecordContext
 
 #: The most records one group's transaction holds (the rest wait for the next group).
 MAX_GROUP = 64
@@ -60,6 +65,30 @@ def _closed() -> Unauthorized:
     except Unauthorized as refused:
         return refused
     raise AssertionError("check_access let a closed ledger take an anonymous write")  # pragma: no cover
+
+
+def _draft(project: Project, request: RecordRequest) -> Draft | None:
+    """The item's :class:`Draft`, None for a body the recording rules refuse (the item is
+    refused at its turn, by the same rules)."""
+    try:
+        return draft_record(project, request.fields, sketch=True)
+    except LedgerError:
+        return None
+
+
+def _read_together(store: Store, conn: Connection, project: Project, next_number: int, context: RecordContext,
+                   drafts: Sequence[Draft | None]) -> GroupReads:
+    """What the group's items will read (:mod:`lineage.service.group_reads`): the ids
+    they may be given (those they name, the next numbers), their parents (those they
+    name, the best and the first trial, which a parent left out defaults to), their
+    sketches."""
+    made = [draft for draft in drafts if draft is not None]
+    ids = [draft.prepared.body["exp_id"] for draft in made if isinstance(draft.prepared.body.get("exp_id"), str)]
+    ids += [next_exp_id(number - 1 if number else None) for number in range(next_number, next_number + len(drafts))]
+    parents = [draft.proposed.parent_exp for draft in made if not draft.prepared.parent_omitted]
+    parents += [trial.exp_id for trial in (context.best, context.first) if trial is not None]
+    keys = [key for draft in made for key in draft.keys or ()]
+    return GroupReads.read(store, conn, project, ids=ids, parents=parents, keys=keys)
 
 
 class _Refused(Exception):
@@ -119,7 +148,9 @@ class GroupCommitUses(RecordingUses):
                 return [_closed() if closed and request.anonymous else missing for request in requests]
             counters = Counters(next_seq, next_number)
             context = self.store.record_context(conn, project, first=bool(next_seq))
-            state = BatchState(context.best, context.first, [])
+            drafts = [_draft(project, request) for request in requests]
+            state = BatchState(context.best, context.first, [],
+                               group=_read_together(self.store, conn, project, next_number, context, drafts))
             subscribed, policy = context.hooks, context.policy
             created = 0
             for i, request in enumerate(requests):
@@ -128,6 +159,7 @@ class GroupCommitUses(RecordingUses):
                     continue
                 before_counters = replace(counters)
                 before_state = replace(state, pending=list(state.pending), terms=list(state.terms))
+                before_group = state.group.mark() if savepoints and state.group is not None else None
                 if request.similar_prior and state.pending:  # it searches the items before it
                     self.store.write_deferred(conn, state.pending)
                     state.pending.clear()
@@ -137,7 +169,7 @@ class GroupCommitUses(RecordingUses):
                 try:
                     result = self._record_in(conn, project, counters, request.fields,
                                              idempotency_key=request.idempotency_key,
-                                             similar_prior=request.similar_prior, state=state)
+                                             similar_prior=request.similar_prior, state=state, draft=drafts[i])
                     if result.created:
                         created += 1
                         # the trips a guardrail records are read back by the next item's check
@@ -149,6 +181,8 @@ class GroupCommitUses(RecordingUses):
                         raise _Refused from error
                     self.store.rollback_to(conn, savepoint)
                     counters, state = before_counters, before_state
+                    if before_group is not None:
+                        state.group.undo(before_group)  # type: ignore[union-attr]
                     outcomes.append(error)
                     continue
                 if savepoints:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from sqlalchemy import Connection
 
@@ -39,6 +39,9 @@ from lineage.similar import sketch as similar_sketch
 from lineage.store import Store
 from lineage.store.chain import next_link
 from lineage.store.trials import NewTrialReads
+
+if TYPE_CHECKING:
+    from lineage.service.group_reads import GroupReads
 
 #: Fields compared when a create is retried with the same exp_id (server-computed ones excluded).
 IDEMPOTENT_FIELDS = tuple(name for name in WRITABLE_FIELDS if name not in ("delta_vs_best",))
@@ -77,6 +80,9 @@ class BatchState:
     #: (read once a parent)
     made: set[str] = field(default_factory=set)
     links: dict[str, tuple[int, str]] = field(default_factory=dict)
+    #: a group of single records (``lineage.service.group_commit``): what its items read,
+    #: read once for the group
+    group: "GroupReads | None" = None
 
     @property
     def bulk(self) -> bool:
@@ -100,6 +106,33 @@ class PreparedRecord:
     parent_omitted: bool
     #: what the rules did to the body, in words, for the writer's answer
     warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """What a record's body makes before anything is read: the recording rules applied
+    (:func:`prepare_record`), the trial proposed (its id and parent not decided yet), its
+    stored concepts, ``similar_prior``'s query and its sketch keys (those its stored sketch gets)."""
+
+    prepared: "PreparedRecord"
+    proposed: Trial
+    concepts: str
+    #: None: not made (:func:`draft_record`'s ``sketch``)
+    query: tuple[str, list[str]] | None
+    keys: tuple[int, ...] | None
+
+
+def draft_record(project: Project, fields: Mapping[str, Any], *, sketch: bool) -> Draft:
+    """The :class:`Draft` of a new trial's body (``sketch``: with the query and sketch
+    keys); the recording rules' refusals raised."""
+    prepared = prepare_record(project, fields)
+    body = prepared.body
+    proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
+    concepts = stored_concepts(proposed.hypothesis, proposed.notes)
+    if not sketch:
+        return Draft(prepared, proposed, concepts, None, None)
+    query = prior_query(proposed.hypothesis, proposed.notes, concepts)
+    return Draft(prepared, proposed, concepts, query, tuple(similar_sketch(query[1])))
 
 
 def _number(value: Any) -> bool:
@@ -209,15 +242,18 @@ class RecordingUses:
     def _record_in(
         self, conn: Connection, project: Project, counters: "Counters", fields: Mapping[str, Any], *,
         idempotency_key: str | None, similar_prior: bool, state: BatchState | None = None,
+        draft: "Draft | None" = None,
     ) -> RecordResult:
         """One creation inside the caller's write transaction (the project locked): the
         recording rules, replay by key or exp_id, the next id, the parent default, the
-        delta, the insert. ``counters`` move on when a trial is stored; the caller
+        delta, the insert. ``draft``: :func:`draft_record` of ``fields``, when the caller
+        made it already. ``counters`` move on when a trial is stored; the caller
         advances the project's counters and runs the events and guardrails."""
         next_seq, next_number = counters.next_seq, counters.next_number
-        prepared = prepare_record(project, fields)
+        if draft is None:
+            draft = draft_record(project, fields, sketch=bool(similar_prior and next_seq))
+        prepared, proposed, concepts = draft.prepared, draft.proposed, draft.concepts
         body = prepared.body
-        proposed = trial_from_mapping(body, exp_id=body.get("exp_id") or "_")
         key_hash = (_trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
                     if idempotency_key is not None else "")
         if idempotency_key is not None:
@@ -243,14 +279,15 @@ class RecordingUses:
             defaulted = best_before or (self.store.first_trial(conn, project) if state is None else state.first)
             if defaulted is not None:
                 proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
-        concepts = stored_concepts(proposed.hypothesis, proposed.notes)
         prior_keys = query = None
         if similar_prior and next_seq:
-            query = prior_query(proposed.hypothesis, proposed.notes, concepts)
-            prior_keys = similar_sketch(query[1]) or None
+            query = draft.query
+            prior_keys = list(draft.keys or ()) or None
         if state is not None and state.bulk:
             # a batch item: the batch checks its adoptions at the end; parents' links read once
             reads = NewTrialReads(False, state.child_link(self.store, conn, project, proposed.parent_exp), None)
+        elif state is not None and state.group is not None:  # read with the group's other items
+            reads = state.group.new_trial(self.store, conn, project, proposed.exp_id, proposed.parent_exp, prior_keys)
         else:
             # asked together: whether stored trials already name it as parent (for the cycle
             # check and the links the insert rewrites), its chain link, similar_prior's shortlist
@@ -267,6 +304,8 @@ class RecordingUses:
         # ranked once the writes are sent: on PostgreSQL the server stores them meanwhile
         prior = (self._similar_prior(conn, project, proposed, rows=reads.prior, query=query)
                  if reads.prior is not None else ())
+        if state is not None and state.group is not None:
+            state.group.written(stored, concepts, draft.keys or (), reads.link, adopted=reads.named)
         if state is not None and state.bulk:  # its children's link, without a read
             state.links[stored.exp_id] = next_link(stored.exp_id, reads.link)
             state.made.add(stored.exp_id)

@@ -268,6 +268,43 @@ class SearchSql(StoreBase):
         sql = f"SELECT {_COLUMNS} FROM trials t WHERE t.project_id = ? AND t.seq IN ({inner}) ORDER BY t.seq DESC"
         return self._execute(conn, sql, params)
 
+    def bands_cursor(self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int,
+                     per_band: int) -> Any:
+        """:meth:`prior_cursor`'s parts kept apart, for several shortlists at once (a group
+        of records, ``lineage.service.group_reads``): the newest ``recent`` trials (band
+        NULL) and, for each sketch key in ``keys``, the newest ``per_band`` trials holding it
+        (band: the key), as rows ``(band, *candidate row)``; a trial once per part it is in.
+        Read by :meth:`fetch_bands`."""
+        if self.sqlite:
+            parts = [f"SELECT NULL AS band, seq FROM (SELECT seq FROM trials WHERE project_id = ? "
+                     f"ORDER BY seq DESC LIMIT {recent})"]
+            parts += [f"SELECT ? AS band, seq FROM (SELECT seq FROM {SKETCH_TABLE} WHERE project_id = ? AND band = ? "
+                      f"ORDER BY seq DESC LIMIT {per_band})"] * len(keys)
+            params: list[Any] = [project_id]
+            for key in keys:
+                params += [key, project_id, key]
+            inner = " UNION ALL ".join(parts)
+        else:  # one statement text whatever the number of keys: psycopg prepares it
+            inner = (f"SELECT NULL::bigint AS band, seq FROM (SELECT seq FROM trials WHERE project_id = ? "
+                     f"ORDER BY seq DESC LIMIT {recent}) r "
+                     f"UNION ALL SELECT k.band, s.seq FROM unnest(?::bigint[]) AS k(band), LATERAL (SELECT seq "
+                     f"FROM {SKETCH_TABLE} WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s")
+            params = [project_id, list(keys), project_id]
+        sql = f"SELECT p.band, {_COLUMNS} FROM ({inner}) p JOIN trials t ON t.project_id = ? AND t.seq = p.seq"
+        return self._execute(conn, sql, [*params, project_id])
+
+    @staticmethod
+    def fetch_bands(cursor: Any) -> tuple[list[CandidateRow], dict[int, list[CandidateRow]]]:
+        """``(newest trials, {key: newest trials holding it})`` of :meth:`bands_cursor`, each newest first."""
+        recent: list[CandidateRow] = []
+        by_band: dict[int, list[CandidateRow]] = {}
+        for band, *row in cursor.fetchall():
+            (recent if band is None else by_band.setdefault(band, [])).append(tuple(row))  # type: ignore[arg-type]
+        recent.sort(key=lambda row: -row[0])
+        for rows in by_band.values():
+            rows.sort(key=lambda row: -row[0])
+        return recent, by_band
+
     def _expansions(self, conn: Connection, terms: Sequence[Any]) -> dict[str, list[str]]:
         """For each prefix term, the vocabulary's words under it (at most MAX_EXPANSION + 1)."""
         singles = [term if isinstance(term, str) else None for term in terms]

@@ -11,9 +11,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
+from lineage.domain import trial_from_mapping
 from lineage.errors import Conflict, InvalidInput, LedgerError
 from lineage.service import Ledger, RecordRequest
 from lineage.service.group_commit import MAX_GROUP
+from lineage.service.group_reads import GroupReads
 
 #: Server-made values that differ between two recordings of the same trials.
 CLOCK_FIELDS = ("created_at", "updated_at", "timestamp")
@@ -208,3 +210,71 @@ def test_anonymous_items_are_recorded_only_while_the_ledger_takes_anonymous_writ
     ledger.set_anonymous_writes("open", by="test")
     assert all(o.created for o in ledger.record_group("p", [anonymous, anonymous]))
     assert len(ledger.list_trials("p")) == 5
+
+
+def _overlapping(count: int, seed: int) -> list[str]:
+    """Texts from a small vocabulary, so shortlists fill up from recent trials and bands."""
+    import random
+
+    words = ["warmup", "cosine", "decay", "learning", "rate", "batch", "size", "clip", "gradient", "norm",
+             "dropout", "residual", "attention", "heads", "wider", "mlp", "longer", "schedule"]
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(words, rng.randint(3, 7))) for _ in range(count)]
+
+
+def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Groups of every size over a project past the shortlist's bounds (more stored trials
+    than PRIOR_RECENT, several per band), with orphans stored under ids the groups will
+    allocate, explicit parents (stored, orphaned and of the same group) and roots: every
+    answer, similar_prior included, and every stored row (chain links too) are those of
+    the same records made one by one; and what each item is given in place of its own
+    reads is what those reads return at its turn."""
+    original = GroupReads.new_trial
+    given_reads: list[bool] = []  # (not an assert in there: a group that raises is redone item by item)
+
+    def checked(self, store, conn, project, exp_id, parent_exp, prior_keys):  # type: ignore[no-untyped-def]
+        given = original(self, store, conn, project, exp_id, parent_exp, prior_keys)
+        given_reads.append(given == store.new_trial_reads(conn, project, exp_id, parent_exp, prior_keys))
+        return given
+
+    monkeypatch.setattr(GroupReads, "new_trial", checked)
+    stored = [{"exp_id": f"s{i}", "status": "discard", "core_metric": 2.0 + i, "hypothesis": text}
+              for i, text in enumerate(_overlapping(25, seed=1))]
+    orphans = [{"exp_id": "o1", "parent_exp": "031", "status": "discard", "core_metric": 5.0, "hypothesis": "waits"},
+               {"exp_id": "o2", "parent_exp": "o1", "status": "discard", "core_metric": 5.0, "hypothesis": "below"}]
+    for slug in ("grouped", "single"):
+        ledger.create_project(slug, lower_is_better=True)
+        ledger.import_trials(slug, iter([trial_from_mapping(row) for row in (*stored, *orphans)]))
+    texts = iter(_overlapping(60, seed=2))
+    sizes = [1, 2, 3, 4, 7, 12, 31]
+    grouped_said, single_said = [], []
+    for number, size in enumerate(sizes):
+        requests = []
+        for k in range(size):
+            fields: dict[str, Any] = {"status": ("keep", "discard", "crash")[k % 3], "hypothesis": next(texts),
+                                      "core_metric": round(1.5 - 0.01 * (number * 10 + k), 3)}
+            if k % 5 == 1:
+                fields["parent_exp"] = "s3"                    # a stored parent
+            elif k % 5 == 4:
+                fields["parent_exp"] = "o2"                    # an orphan, adopted on the way
+            elif k % 5 == 2 and k > 2:
+                fields["parent_exp"] = "" if k % 2 else None   # a root
+            elif k % 7 == 3:
+                fields["notes"] = "gradient clip norm"
+            fields = {key: ("" if value is None else value) for key, value in fields.items()}
+            requests.append(RecordRequest(fields, similar_prior=k % 4 != 3))
+        grouped_said += [_told(o) for o in ledger.record_group("grouped", requests)]
+        single_said += [_told(o) for o in _one_by_one(ledger, "single", requests)]
+    assert grouped_said == single_said
+    assert len(given_reads) >= len(grouped_said) - 3 and all(given_reads)
+    assert stored_rows(ledger, "grouped") == stored_rows(ledger, "single")
+    with engine.connect() as conn:
+        links = {slug: conn.execute(text(
+            "SELECT t.exp_id, t.chain_depth, t.chain_skip FROM trials t JOIN projects p ON p.id = t.project_id "
+            "WHERE p.slug = :slug ORDER BY t.seq"), {"slug": slug}).all() for slug in ("grouped", "single")}
+    assert links["grouped"] == links["single"]
+    assert {row[1] for row in links["grouped"]} - {0, 1, 2}  # chains deeper than a step
+    # what the comparison covered: similar_prior answers, an orphan adopted by an allocated id
+    told = [said for said in grouped_said if isinstance(said, dict)]
+    assert sum(1 for said in told if said.get("similar_prior")) > 20
+    assert ledger.chain("grouped", "o2")[-3:][0].exp_id == "031"
