@@ -10,6 +10,18 @@ one, after a few idle turns of the loop. Under load, groups form by themselves (
 requests that arrive while a commit is under way), so the commit and the project lock
 are paid once per group instead of once per trial.
 
+Writers in a tight loop (agents and scripts recording one trial after another over
+kept-alive connections) would otherwise split into alternating groups: the requests
+that arrived during a write form the next group, while the writers just answered are
+still sending. So a group also waits, at most :data:`PEER_WAIT_S`, until it holds as
+many requests as there are such writers: connections that sent a record of the project
+within :data:`PEER_WINDOW_S` and had sent one before (a connection used once, as by a
+client without keep-alive, is never waited for). This is PostgreSQL's
+``commit_delay``/``commit_siblings`` idea: on PostgreSQL a group's fixed cost is its
+round trips (about five), so four agents' records in groups of four instead of 1-3
+are ~15% more trials/s at ~15% less CPU a trial; on SQLite it is neutral. A lone writer
+never waits; a writer that stops after a burst costs the next group at most the wait.
+
 Only scheduling lives here: the queue holds requests not yet written, never a
 response's data; ids, parents and bests come from the database in the group's
 transaction, so several processes on one database stay correct.
@@ -32,6 +44,10 @@ if TYPE_CHECKING:
 #: the wire join (with 4 agents: groups of 4 instead of 1-3, +15% trials/s). A lone
 #: request waits four empty turns, some tens of microseconds.
 GATHER_TURNS = 4
+#: The longest a group waits for the project's other recent writers (module doc), seconds.
+PEER_WAIT_S = 0.002
+#: A connection is a recent writer of a project this long after its last record, seconds.
+PEER_WINDOW_S = 0.02
 
 _Waiting = list[tuple[RecordRequest, "asyncio.Future[object]"]]
 
@@ -39,17 +55,30 @@ _Waiting = list[tuple[RecordRequest, "asyncio.Future[object]"]]
 class RecordGroups:
     """One per app (per process): each project's waiting records."""
 
-    def __init__(self, write: Callable[..., Awaitable[Any]]) -> None:
+    def __init__(self, write: Callable[..., Awaitable[Any]], *, peer_wait_s: float = PEER_WAIT_S,
+                 peer_window_s: float = PEER_WINDOW_S) -> None:
         #: runs a group's write where small writes run (``api.deps.WriteLanes.small``)
         self._write_in_lane = write
         self._waiting: dict[str, _Waiting] = {}
         self._writing: set[str] = set()
+        self._peer_wait_s, self._peer_window_s = peer_wait_s, peer_window_s
+        #: per project: a connection -> (when it last sent a record, how many it sent)
+        self._writers: dict[str, dict[Any, tuple[float, int]]] = {}
+        #: per project: set when a record arrives while a group waits for its writers
+        self._arrived: dict[str, asyncio.Event] = {}
 
-    async def record(self, ledger: Ledger, project: str, request: RecordRequest) -> RecordResult:
-        """The request's outcome once its group is written; the ledger's refusal raised."""
+    async def record(self, ledger: Ledger, project: str, request: RecordRequest, writer: Any = None) -> RecordResult:
+        """The request's outcome once its group is written; the ledger's refusal raised.
+        ``writer``: the connection it came on (ASGI's ``client``), None when unknown."""
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[object] = loop.create_future()
         self._waiting.setdefault(project, []).append((request, outcome))
+        if writer is not None:
+            writers = self._writers.setdefault(project, {})
+            writers[writer] = (loop.time(), writers.get(writer, (0.0, 0))[1] + 1)
+            arrived = self._arrived.get(project)
+            if arrived is not None:
+                arrived.set()
         if project not in self._writing:
             self._writing.add(project)
             loop.create_task(self._write(ledger, project))
@@ -64,7 +93,7 @@ class RecordGroups:
         try:
             for _ in range(GATHER_TURNS):  # the requests already read reach the queue meanwhile
                 await asyncio.sleep(0)
-            while waiting := self._waiting.pop(project, None):
+            while await self._peers(project) and (waiting := self._waiting.pop(project, None)):
                 group, rest = waiting[:MAX_GROUP], waiting[MAX_GROUP:]
                 if rest:  # first in the next group, before anything arriving meanwhile
                     self._waiting[project] = rest
@@ -80,3 +109,29 @@ class RecordGroups:
                         future.set_result(result)
         finally:
             self._writing.discard(project)
+
+    async def _peers(self, project: str) -> bool:
+        """Wait, at most ``peer_wait_s``, until the queue holds as many records as the
+        project has recent writers (module doc); True."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._peer_wait_s
+        while self._waiting.get(project) and (now := loop.time()) < deadline:
+            if len(self._waiting[project]) >= min(self._recent_writers(project, now), MAX_GROUP):
+                break
+            arrived = self._arrived[project] = asyncio.Event()
+            try:
+                await asyncio.wait_for(arrived.wait(), deadline - now)
+            except asyncio.TimeoutError:
+                break
+            finally:
+                self._arrived.pop(project, None)
+        return True
+
+    def _recent_writers(self, project: str, now: float) -> int:
+        """The project's connections that sent a record within the window, and one before."""
+        writers = self._writers.get(project)
+        if not writers:
+            return 0
+        for gone in [writer for writer, (seen, _) in writers.items() if now - seen > self._peer_window_s]:
+            del writers[gone]
+        return sum(1 for _, sent in writers.values() if sent > 1)

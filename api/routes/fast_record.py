@@ -75,7 +75,8 @@ async def _answer(scope: Scope, receive: Receive, send: Send) -> None:
     app = request.app
     try:
         result = await app.state.record_groups.record(app.state.ledger, slug,
-                                                      RecordRequest(fields, key, similar_prior=True, anonymous=anonymous))
+                                                      RecordRequest(fields, key, similar_prior=True, anonymous=anonymous),
+                                                      scope.get("client"))
     except Unauthorized:
         if not anonymous:
             raise

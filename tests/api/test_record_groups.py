@@ -61,3 +61,70 @@ def test_concurrent_records_each_get_their_own_answer(serve, ledger: Ledger, db_
                        and t.status.value in ("keep", "baseline") and t.core_metric is not None]
             assert all(out["trial"]["core_metric"] < metric for metric in earlier)
     assert " 500 " not in server.output()
+
+
+class _Groups:
+    """A ledger stand-in for RecordGroups: records each group's size, answers each item."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def record_group(self, project: str, requests: list[Any]) -> list[Any]:
+        from lineage.domain import RecordResult, trial_from_mapping
+
+        self.sizes.append(len(requests))
+        return [RecordResult(trial_from_mapping({"exp_id": str(i), "status": "keep"}), True, None, False, ())
+                for i, _ in enumerate(requests)]
+
+
+def _groups(**options: float) -> tuple[Any, _Groups]:
+    from api.record_groups import RecordGroups
+    from lineage.service import RecordRequest
+
+    async def inline(fn, *args):  # type: ignore[no-untyped-def]
+        return fn(*args)
+
+    groups, ledger = RecordGroups(inline, **options), _Groups()
+    groups.request = RecordRequest({"status": "keep"})  # type: ignore[attr-defined]
+    return groups, ledger
+
+
+def test_a_group_waits_for_the_writers_in_a_loop_and_not_for_others() -> None:
+    """Writers that sent a record before on the same connection are waited for (up to the
+    wait); connections used once are not."""
+    import asyncio
+
+    async def scenario() -> None:
+        groups, ledger = _groups(peer_wait_s=60.0, peer_window_s=60.0)
+
+        def send(writer: Any, project: str = "p") -> Any:
+            return groups.record(ledger, project, groups.request, writer)
+
+        for _ in range(2):  # a, b and c record together, twice: writers in a loop
+            await asyncio.wait_for(asyncio.gather(*map(send, "abc")), 5)
+        assert ledger.sizes[-1] == 3
+        # a and b send together, c a little later: the group waits for c
+        both = asyncio.gather(send("a"), send("b"))
+        await asyncio.sleep(0.01)
+        await asyncio.wait_for(asyncio.gather(both, send("c")), 5)
+        assert ledger.sizes[-1] == 3
+        # connections used once each (a client without keep-alive) are never waited for
+        before = len(ledger.sizes)
+        for k in range(3):
+            await asyncio.wait_for(send(("10.0.0.1", 40000 + k), "q"), 5)
+        assert ledger.sizes[before:] == [1, 1, 1]
+
+    asyncio.run(scenario())
+
+
+def test_a_writer_that_stopped_costs_at_most_the_wait() -> None:
+    import asyncio
+
+    async def scenario() -> None:
+        groups, ledger = _groups(peer_wait_s=0.05, peer_window_s=60.0)
+        for _ in range(2):
+            await asyncio.gather(*(groups.record(ledger, "p", groups.request, w) for w in "abc"))
+        await asyncio.wait_for(asyncio.gather(*(groups.record(ledger, "p", groups.request, w) for w in "ab")), 5)
+        assert ledger.sizes[-1] == 2  # c never came: the group went without it
+
+    asyncio.run(scenario())
