@@ -151,6 +151,8 @@ def _project_from_row(row: Sequence[Any]) -> Project:
 #: look-ups whose plan does not depend on the values; ANALYZE (``lineage.db.
 #: refresh_statistics``) invalidates cached plans, so they follow the statistics.
 _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
+#: libpq's PQTRANS_IDLE (``psycopg.pq.TransactionStatus.IDLE``; this module imports no driver)
+_IDLE = 0
 
 
 class StoreBase:
@@ -210,14 +212,32 @@ class StoreBase:
     def _transaction(self, pipelined: bool) -> Iterator[Connection]:
         with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
             if pipelined and not self.sqlite:
-                with conn.connection.driver_connection.pipeline() as pipeline:  # type: ignore[union-attr]
-                    conn.info[PIPELINE_INFO] = pipeline
-                    try:
-                        with conn.begin():
-                            self._execute(conn, _GENERIC_PLANS)
-                            yield conn
-                    finally:
-                        conn.info.pop(PIPELINE_INFO, None)
+                driver = conn.connection.driver_connection
+                # psycopg begins a transaction itself at the first statement and, in a
+                # pipeline, waits for that BEGIN alone: a round trip. In autocommit it begins
+                # none, so BEGIN and COMMIT are written here and BEGIN goes out with the
+                # first statements. A failure is rolled back by psycopg as before (its
+                # rollback syncs the pipeline first, then reads the transaction's status).
+                manual = driver.info.transaction_status == _IDLE  # type: ignore[union-attr]
+                if manual:
+                    driver.autocommit = True  # type: ignore[union-attr]
+                try:
+                    with driver.pipeline() as pipeline:  # type: ignore[union-attr]
+                        conn.info[PIPELINE_INFO] = pipeline
+                        try:
+                            with conn.begin():
+                                if manual:
+                                    self._execute(conn, "BEGIN")
+                                self._execute(conn, _GENERIC_PLANS)
+                                yield conn
+                                if manual:
+                                    self._execute(conn, "COMMIT")
+                                    pipeline.sync()
+                        finally:
+                            conn.info.pop(PIPELINE_INFO, None)
+                finally:
+                    if manual and not driver.closed:  # type: ignore[union-attr]
+                        driver.autocommit = False  # type: ignore[union-attr]
             else:
                 with conn.begin():
                     yield conn

@@ -40,3 +40,38 @@ def test_connections_killed_while_pooled_are_replaced(fresh_db_url: str) -> None
         assert [t.hypothesis for t in ledger.list_trials("p")] == ["first", "second"]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_pipelined_write_begins_with_its_statements_and_fails_whole(fresh_db_url: str) -> None:
+    """A pipelined write sends its own BEGIN with its first statements (psycopg's would be
+    a round trip alone): an error that surfaces only at COMMIT (a statement whose result
+    nobody read) still rolls everything back, and the pooled connection comes back as it
+    was, usable by the next write and in a transaction of its own."""
+    engine = make_engine(fresh_db_url)
+    migrate.upgrade(engine)
+    ledger = Ledger(engine)
+    store = ledger.store
+    insert = "INSERT INTO ledger_settings (name, value, updated_at, updated_by) VALUES ('k', 'v', now(), 't')"
+    try:
+        ledger.create_project("p")
+        for _ in range(3):
+            with pytest.raises(Exception, match="duplicate key"):
+                with store.write(pipelined=True) as conn:
+                    store._execute(conn, "UPDATE projects SET title = 'changed' WHERE slug = 'p'")
+                    store._execute(conn, insert)
+                    store._execute(conn, insert)  # read by nobody: fails at COMMIT
+            assert ledger.project("p").title == "p"
+            assert store.peek("SELECT count(*) FROM ledger_settings WHERE name = 'k'")[0] == 0
+        with store.write(pipelined=True) as conn:
+            store._execute(conn, "UPDATE projects SET title = 'kept' WHERE slug = 'p'")
+            store._execute(conn, "SELECT pg_sleep(0.01)").fetchone()
+            # one transaction: its start (now()) is before this statement's, not the same
+            one_transaction = store._execute(conn, "SELECT now() < statement_timestamp()").fetchone()[0]
+        assert one_transaction
+        assert ledger.project("p").title == "kept"
+        with engine.connect() as conn:
+            driver = conn.connection.driver_connection
+            assert (driver.autocommit, int(driver.info.transaction_status)) == (False, 0)
+    finally:
+        ledger.close()
