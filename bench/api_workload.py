@@ -74,6 +74,30 @@ generic plans, its three reads go out together and its ranking runs while the da
 stores its writes: 1.32 ms wall a record (client 1.0 ms CPU, backend 0.5 ms). Over HTTP
 the four agents are one group, so a cycle is the group's write plus the answers and
 the next four requests' parsing, in turn: ~380-410 trials/s at load 1.5-2.7.
+
+Third round (2026-11-25). SQLite: the server is one busy core at ~1.0-1.1 ms CPU a
+record: the group's write 0.79 ms (the service alone takes 0.62-0.69 ms a record in
+groups of 2-4; ~20% more inside the server, between HTTP work), HTTP 0.25-0.34 ms (a
+server whose ledger answers from a cache: 0.25 ms CPU a request). similar_prior's
+ranking was 208 us of it: each ranking compared its ~50 words with the query through
+rapidfuzz; close words are now a process-wide table and a field's exact and far words
+set operations (121 us, identical scores on 1,999 captured rankings). The groups hold
+2.8-3.2 records on average: the client's four threads share a GIL, so their requests
+arrive staggered. PostgreSQL: psycopg spends ~50 us of CPU a statement in a pipeline,
+and the server waited on round trips a third of the time (the machine was 1.25 of 2
+cores busy). A group of four ran 28 statements: the access check per request (now read
+in the group's transaction), and each item's three reads (now read once for the group,
+``lineage.service.group_reads``) -> 20 statements, a lone record 7 -> 5 round trips
+(BEGIN now goes out with the first statements). Over HTTP the groups held 2.2 records
+(alternating 1-3, 2-2: the requests that arrived during a write formed the next group);
+a group now waits up to 2 ms for the writers in a loop (``api.record_groups``).
+Tried and dropped: two SQLite workers with a cross-process lock in front of BEGIN
+IMMEDIATE (694 vs 725/s: each process's page cache is thrown away by the other's
+commits, and the groups halve); ``gc.freeze`` (fewer than 200 collections in 4,000
+records); SQLite's cache_size and mmap_size (no change); PostgreSQL groups written from
+a worker thread, with smaller GIL switch intervals (257-281 vs 346/s); ``malloc_trim``
+for the idle RSS (-0.4 MiB; PostgreSQL's server holds psycopg, 9 MiB, and its SQLAlchemy
+dialect, 2.4 MiB, from the command line's schema check on).
 """
 
 from __future__ import annotations

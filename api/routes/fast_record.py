@@ -76,7 +76,7 @@ async def _answer(scope: Scope, receive: Receive, send: Send) -> None:
     try:
         result = await app.state.record_groups.record(app.state.ledger, slug,
                                                       RecordRequest(fields, key, similar_prior=True, anonymous=anonymous),
-                                                      scope.get("client"))
+                                                      _connection(scope))
     except Unauthorized:
         if not anonymous:
             raise
@@ -119,6 +119,13 @@ def _common_case(request: Request, body: bytes) -> tuple[str, dict[str, Any], st
                    ledger_open=ledger_open):
         return None
     return slug, fields, keys[0] if keys else None, bool(asked)
+
+
+def _connection(scope: Scope) -> tuple[Any, ...] | None:
+    """The request's connection, as record groups know their writers: its client address
+    (ASGI gives a list or a tuple, or nothing)."""
+    client = scope.get("client")
+    return tuple(client) if client else None
 
 
 async def _hand_back(scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
