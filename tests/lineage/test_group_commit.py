@@ -266,7 +266,10 @@ def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine,
         grouped_said += [_told(o) for o in ledger.record_group("grouped", requests)]
         single_said += [_told(o) for o in _one_by_one(ledger, "single", requests)]
     assert grouped_said == single_said
-    assert len(given_reads) >= len(grouped_said) - 3 and all(given_reads)
+    if engine.dialect.name == "sqlite":  # SQLite's items read one by one (group_reads' doc)
+        assert given_reads == []
+    else:
+        assert len(given_reads) >= len(grouped_said) - 3 and all(given_reads)
     assert stored_rows(ledger, "grouped") == stored_rows(ledger, "single")
     with engine.connect() as conn:
         links = {slug: conn.execute(text(
