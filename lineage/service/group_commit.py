@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lineage.auth import ANONYMOUS_WRITES, Role, Unauthorized, check_access, writes_open
 from sqlalchemy import Connection
 
+from lineage.auth import ANONYMOUS_WRITES, Role, Unauthorized, check_access, writes_open
 from lineage.domain import Project, RecordResult, next_exp_id
 from lineage.errors import LedgerError, NotFound
 from lineage.service.group_reads import GroupReads
@@ -148,10 +148,12 @@ class GroupCommitUses(RecordingUses):
                 return [_closed() if closed and request.anonymous else missing for request in requests]
             counters = Counters(next_seq, next_number)
             context = self.store.record_context(conn, project, first=bool(next_seq))
-            drafts = [_draft(project, request) for request in requests]
-            # PostgreSQL: the items' reads at once (one round trip for the group, not one
-            # an item); SQLite's reads are calls in process, cheaper one item at a time
-            group = None if self.store.sqlite else _read_together(self.store, conn, project, next_number, context, drafts)
+            if self.store.sqlite:  # reads are calls in process: cheaper one item at a time
+                drafts: list[Draft | None] = [None] * len(requests)  # each item drafts itself
+                group = None
+            else:  # the items' reads at once: one round trip for the group, not one an item
+                drafts = [_draft(project, request) for request in requests]
+                group = _read_together(self.store, conn, project, next_number, context, drafts)
             state = BatchState(context.best, context.first, [], group=group)
             subscribed, policy = context.hooks, context.policy
             created = 0
