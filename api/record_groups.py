@@ -93,7 +93,11 @@ class RecordGroups:
         try:
             for _ in range(GATHER_TURNS):  # the requests already read reach the queue meanwhile
                 await asyncio.sleep(0)
-            while await self._peers(project) and (waiting := self._waiting.pop(project, None)):
+            while True:
+                await self._peers(project)
+                waiting = self._waiting.pop(project, None)
+                if not waiting:
+                    break
                 group, rest = waiting[:MAX_GROUP], waiting[MAX_GROUP:]
                 if rest:  # first in the next group, before anything arriving meanwhile
                     self._waiting[project] = rest
@@ -110,9 +114,9 @@ class RecordGroups:
         finally:
             self._writing.discard(project)
 
-    async def _peers(self, project: str) -> bool:
+    async def _peers(self, project: str) -> None:
         """Wait, at most ``peer_wait_s``, until the queue holds as many records as the
-        project has recent writers (module doc); True."""
+        project has recent writers (module doc)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._peer_wait_s
         while self._waiting.get(project) and (now := loop.time()) < deadline:
@@ -125,7 +129,6 @@ class RecordGroups:
                 break
             finally:
                 self._arrived.pop(project, None)
-        return True
 
     def _recent_writers(self, project: str, now: float) -> int:
         """The project's connections that sent a record within the window, and one before."""
