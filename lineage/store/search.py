@@ -271,27 +271,17 @@ class SearchSql(StoreBase):
     def bands_cursor(self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int,
                      per_band: int) -> Any:
         """:meth:`prior_cursor`'s parts kept apart, for several shortlists at once (a group
-        of records, ``lineage.service.group_reads``): the newest ``recent`` trials (band
-        NULL) and, for each sketch key in ``keys``, the newest ``per_band`` trials holding it
-        (band: the key), as rows ``(band, *candidate row)``; a trial once per part it is in.
-        Read by :meth:`fetch_bands`."""
-        if self.sqlite:
-            parts = [f"SELECT NULL AS band, seq FROM (SELECT seq FROM trials WHERE project_id = ? "
-                     f"ORDER BY seq DESC LIMIT {recent})"]
-            parts += [f"SELECT ? AS band, seq FROM (SELECT seq FROM {SKETCH_TABLE} WHERE project_id = ? AND band = ? "
-                      f"ORDER BY seq DESC LIMIT {per_band})"] * len(keys)
-            params: list[Any] = [project_id]
-            for key in keys:
-                params += [key, project_id, key]
-            inner = " UNION ALL ".join(parts)
-        else:  # one statement text whatever the number of keys: psycopg prepares it
-            inner = (f"SELECT NULL::bigint AS band, seq FROM (SELECT seq FROM trials WHERE project_id = ? "
-                     f"ORDER BY seq DESC LIMIT {recent}) r "
-                     f"UNION ALL SELECT k.band, s.seq FROM unnest(?::bigint[]) AS k(band), LATERAL (SELECT seq "
-                     f"FROM {SKETCH_TABLE} WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s")
-            params = [project_id, list(keys), project_id]
+        of records on PostgreSQL, ``lineage.service.group_reads``; SQLite's items read
+        their own): the newest ``recent`` trials (band NULL) and, for each sketch key in
+        ``keys``, the newest ``per_band`` trials holding it (band: the key), as rows
+        ``(band, *candidate row)``; a trial once per part it is in. One statement text
+        whatever the number of keys, so psycopg prepares it. Read by :meth:`fetch_bands`."""
+        inner = (f"SELECT NULL::bigint AS band, seq FROM (SELECT seq FROM trials WHERE project_id = ? "
+                 f"ORDER BY seq DESC LIMIT {recent}) r "
+                 f"UNION ALL SELECT k.band, s.seq FROM unnest(?::bigint[]) AS k(band), LATERAL (SELECT seq "
+                 f"FROM {SKETCH_TABLE} WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s")
         sql = f"SELECT p.band, {_COLUMNS} FROM ({inner}) p JOIN trials t ON t.project_id = ? AND t.seq = p.seq"
-        return self._execute(conn, sql, [*params, project_id])
+        return self._execute(conn, sql, [project_id, list(keys), project_id, project_id])
 
     @staticmethod
     def fetch_bands(cursor: Any) -> tuple[list[CandidateRow], dict[int, list[CandidateRow]]]:

@@ -382,23 +382,16 @@ class TrialsSql(StoreBase):
 
     def parents_cursor(self, conn: Connection, project: Project, exp_ids: Sequence[str]) -> Any:
         """Which of ``exp_ids`` stored trials name as their parent (:meth:`has_children` for
-        several ids), sent; read by :meth:`fetch_column`."""
-        if self.sqlite:
-            where, params = f"parent_exp IN ({', '.join('?' * len(exp_ids))})", list(exp_ids)
-        else:  # one statement text whatever the number of ids: psycopg prepares it
-            where, params = "parent_exp = ANY(?::text[])", [list(exp_ids)]
-        return self._execute(conn, f"SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND {where}",
-                             (project.id, *params))
+        several ids; PostgreSQL, a group's reads), sent; read by :meth:`fetch_column`."""
+        return self._execute(conn, "SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? "
+                                   "AND parent_exp = ANY(?::text[])", (project.id, list(exp_ids)))
 
     def links_cursor(self, conn: Connection, project: Project, exp_ids: Sequence[str]) -> Any:
         """The stored chain links ``(exp_id, chain_depth, chain_skip)`` of those of ``exp_ids``
-        that are trials (:meth:`link_after` for several parents), sent; rows not read yet."""
-        if self.sqlite:
-            where, params = f"exp_id IN ({', '.join('?' * len(exp_ids))})", list(exp_ids)
-        else:
-            where, params = "exp_id = ANY(?::text[])", [list(exp_ids)]
-        return self._execute(conn, f"SELECT exp_id, chain_depth, chain_skip FROM trials WHERE project_id = ? AND {where}",
-                             (project.id, *params))
+        that are trials (:meth:`link_after` for several parents; PostgreSQL, a group's
+        reads), sent; rows not read yet."""
+        return self._execute(conn, "SELECT exp_id, chain_depth, chain_skip FROM trials WHERE project_id = ? "
+                                   "AND exp_id = ANY(?::text[])", (project.id, list(exp_ids)))
 
     @staticmethod
     def fetch_column(cursor: Any) -> set[Any]:
