@@ -42,7 +42,7 @@ Candidates (``Store.candidate_rows``, ``lineage.store.search``)
     words under it, from the vocabulary table, while they are few: the same set, read
     faster; ``lineage.store.search``.)
 
-Score of a candidate (:class:`FuzzyTokenRanker`), in [0, 1]
+Score of a candidate (:class:`FuzzyTokenRanker`; word closeness: ``lineage.word_closeness``), in [0, 1]
     For the query's concepts Q and a field's concepts D (distinct, stop-words left out), the
     closeness of tokens q and d is 1 when equal; else 0 when either is all digits
     (``300`` is not ``3000``); else 0.9 when one is a prefix of the other and the shorter
@@ -74,12 +74,11 @@ Candidates of similar_prior (``Store.prior_rows``)
 from __future__ import annotations
 
 import re
-import threading
 import unicodedata
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from math import fsum
 from typing import Any, Protocol, Sequence
+
+from lineage.word_closeness import QueryCloseness
 
 
 __all__ = [
@@ -350,184 +349,13 @@ class Ranker(Protocol):
     def scores(self, query: str, candidates: Sequence[Candidate]) -> list[float]: ...
 
 
-def _closeness(q: str, d: str) -> float:
-    if q == d:
-        return 1.0
-    if q.isdigit() or d.isdigit():  # 300 is not 3000
-        return 0.0
-    short, long_ = (q, d) if len(q) <= len(d) else (d, q)
-    if len(short) >= 3 and long_.startswith(short):
-        return 0.9
-    if len(short) >= 4:
-        from rapidfuzz import fuzz  # imported by the first fuzzy comparison, not at start
-
-        ratio = fuzz.ratio(q, d, score_cutoff=80.0)
-        return ratio / 100.0
-    return 0.0
-
-
-class _Neighbours:
-    """The words met by rankings and, for each, the others close to it (:func:`_closeness`
-    above 0, itself left out): computed once per word for the process, not once per
-    ranking (a ranking meets ~50 words, mostly met before; comparing each with the query
-    was half its time).
-
-    A word joins by being compared with every word already in (prefixes through an index
-    of first 3 characters, fuzzy ratios in one rapidfuzz call over the words of 4 or more
-    characters), under a lock, its own entry written last: a word found in :attr:`close`
-    has every pair with the words before it, and later words add theirs to it. Entries
-    are tuples, replaced, never changed in place, so readers need no lock. A full table
-    is replaced by an empty one (:func:`_neighbours`); a ranking keeps the table it began
-    with, which stays whole."""
-
-    #: words held before a new table is begun (a word's joining costs one comparison per word)
-    LIMIT = 20_000
-
-    def __init__(self) -> None:
-        #: word -> ((close word, closeness), ...)
-        self.close: dict[str, tuple[tuple[str, float], ...]] = {}
-        #: words close to no other word (most of them): set aside by rankings in one difference
-        self.lonely: set[str] = set()
-        self._by_head: dict[str, list[str]] = {}
-        self._fuzzy: list[str] = []
-        self._lock = threading.Lock()
-
-    def of(self, word: str) -> tuple[tuple[str, float], ...]:
-        found = self.close.get(word)
-        if found is None:
-            found = self._join(word)
-        return found
-
-    def _join(self, word: str) -> tuple[tuple[str, float], ...]:
-        with self._lock:
-            found = self.close.get(word)
-            if found is not None:  # joined by another thread meanwhile
-                return found
-            close: dict[str, float] = {}
-            if len(word) >= 3 and not word.isdigit():  # numbers and short words match only themselves
-                head = self._by_head.setdefault(word[:3], [])
-                for other in head:
-                    if other.startswith(word) or word.startswith(other):
-                        close[other] = 0.9
-                head.append(word)
-                if len(word) >= 4:
-                    if self._fuzzy:
-                        from rapidfuzz import fuzz, process  # the first ranking imports it, not the start
-
-                        for other, score, _ in process.extract(word, self._fuzzy, scorer=fuzz.ratio, processor=None,
-                                                               score_cutoff=80.0, limit=None):
-                            close.setdefault(other, score / 100.0)
-                    self._fuzzy.append(word)
-            for other, closeness in close.items():
-                self.close[other] = (*self.close[other], (word, closeness))
-                self.lonely.discard(other)
-            if not close:
-                self.lonely.add(word)
-            found = self.close[word] = tuple(close.items())
-            return found
-
-
-_NEIGHBOURS = _Neighbours()
-
-
-def _neighbours() -> _Neighbours:
-    """The process's table of close words (:class:`_Neighbours`), a new one once full."""
-    global _NEIGHBOURS
-    table = _NEIGHBOURS
-    if len(table.close) >= _Neighbours.LIMIT:
-        table = _NEIGHBOURS = _Neighbours()
-    return table
-
-
-class _QueryCloseness:
-    """The query's side of a ranking call: which query tokens each word met is close to
-    (from the process's :class:`_Neighbours`), kept per call by query index, sparse
-    (most words are close to one query token or none).
-
-    A field is scored with set operations: its words equal to a query token are one
-    intersection, and the words close to no query token (met before in this call, or
-    close to no word at all) are set aside by one difference, so only the words close to
-    a query token without being one, and the words not met before, are looked at one by
-    one."""
-
-    def __init__(self, query: Sequence[str]) -> None:
-        self.query = list(dict.fromkeys(query))
-        self.words = frozenset(self.query)
-        #: words met, not query tokens, close to no query token
-        self.far: set[str] = set()
-        #: words met, not query tokens, close to some: (best closeness, ((query index, closeness), ...))
-        self.near: dict[str, tuple[float, tuple[tuple[int, float], ...]]] = {}
-        self.index = {word: i for i, word in enumerate(self.query)}
-        #: the process's table of close words: the query's tokens join it first, so every
-        #: word met after has its pairs with them
-        table = self.neighbours = _neighbours()
-        for word in self.words.difference(table.close):
-            table.of(word)
-        #: query tokens close to other query tokens: those ((query index, closeness), ...)
-        self.linked = {word: tuple(close.items()) for word in self.words.difference(table.lonely)
-                       if (close := self._others(word))}
-
-    def _others(self, word: str) -> dict[int, float]:
-        """:func:`_closeness` of ``word`` to each query token other than itself, the
-        non-zero ones (query index -> closeness)."""
-        index = self.index
-        return {index[other]: closeness for other, closeness in self.neighbours.of(word) if other in index}
-
-    def f2(self, field: AbstractSet[str]) -> float:
-        """F2 of the soft recall of the query in ``field`` (its distinct tokens) and the
-        soft precision; closeness of two tokens: the module doc. Sums are exact-rounded
-        (``math.fsum``), so the score does not depend on the order sets are walked in."""
-        if not self.query or not field:
-            return 0.0
-        same = self.words.intersection(field)  # closeness 1: each counts 1 in both sums
-        tops: list[float] = []  # the best closeness of each other word close to a query token
-        best: dict[int, float] = {}  # query index -> best closeness below 1 of a word not equal to it
-        near, far = self.near, self.far
-        # one difference at a time: each walks the (smaller) left side, where several at
-        # once would walk every set given, the process's lonely words included
-        rest = field - self.words
-        if rest and far:
-            rest -= far
-        if rest:
-            rest -= self.neighbours.lonely
-        for word in rest:
-            found = near.get(word)
-            if found is None:
-                close = self._others(word)
-                if not close:
-                    far.add(word)
-                    continue
-                found = near[word] = (max(close.values()), tuple(close.items()))
-            tops.append(found[0])
-            for i, c in found[1]:
-                if c > best.get(i, 0.0):
-                    best[i] = c
-        if not same and not tops:
-            return 0.0
-        if self.linked:
-            for word in same.intersection(self.linked):
-                for i, c in self.linked[word]:
-                    if c > best.get(i, 0.0):
-                        best[i] = c
-        query = self.query
-        recall = (len(same) + fsum([c for i, c in best.items() if query[i] not in same])) / len(query)
-        precision = (len(same) + fsum(tops)) / len(field)
-        return 5 * recall * precision / (4 * precision + recall)
-
-
-def token_f2(query: Sequence[str], field: Sequence[str]) -> float:
-    """F2 of the soft recall of ``query`` in ``field`` and the soft precision (tokens
-    distinct, stop-words left out; closeness of two tokens: module doc)."""
-    return _QueryCloseness(query).f2(frozenset(field))
-
-
 class FuzzyTokenRanker:
     """The default ranker: token F2 of the query against hypothesis, notes and both."""
 
     def scores(self, query: str, candidates: Sequence[Candidate], *,
                query_concepts: Sequence[str] | None = None) -> list[float]:
         """``query_concepts``: the query's content concepts when the caller has them."""
-        closeness = _QueryCloseness(content_tokens(query) if query_concepts is None else query_concepts)
+        closeness = QueryCloseness(content_tokens(query) if query_concepts is None else query_concepts)
         # candidates often repeat a text (the same idea tried again): each distinct text
         # is tokenised and scored once per call
         fields: dict[str, tuple[frozenset[str], float]] = {}

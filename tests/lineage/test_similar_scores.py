@@ -1,5 +1,5 @@
 """The ranker's scores against the rule as the module doc writes it: every pair of tokens
-compared with ``_closeness``, soft recall and precision, F2, the best of hypothesis,
+compared with ``lineage.word_closeness.closeness``, soft recall and precision, F2, the best of hypothesis,
 notes and both (``lineage.similar``). The ranker finds the same numbers another way (the
 process's table of close words, set operations per field), so it is held to the plain
 definition on generated texts whose words are prefixes, typos and numbers of each other,
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lineage.similar as similar
+import lineage.word_closeness as word_closeness
 from lineage.similar import Candidate, FuzzyTokenRanker, content_tokens, stored_concepts
 
 
@@ -21,8 +21,8 @@ def _plain_f2(query: list[str], field: list[str]) -> float:
     query, field = list(dict.fromkeys(query)), list(dict.fromkeys(field))
     if not query or not field:
         return 0.0
-    recall = sum(max(similar._closeness(q, d) for d in field) for q in query) / len(query)
-    precision = sum(max(similar._closeness(q, d) for q in query) for d in field) / len(field)
+    recall = sum(max(word_closeness.closeness(q, d) for d in field) for q in query) / len(query)
+    precision = sum(max(word_closeness.closeness(q, d) for q in query) for d in field) / len(field)
     if not recall + precision:
         return 0.0
     return 5 * recall * precision / (4 * precision + recall)
@@ -62,17 +62,17 @@ def test_a_full_table_is_begun_anew_and_scores_do_not_change(monkeypatch: pytest
              ("cosine lr with warmups", "gradiant clips")]
     query = "normalization of reward, gradients clipped, warmup"
     expected = [_plain_score(query, h, n) for h, n in texts]
-    monkeypatch.setattr(similar._Neighbours, "LIMIT", 3)
-    monkeypatch.setattr(similar, "_NEIGHBOURS", similar._Neighbours())
+    monkeypatch.setattr(word_closeness.Neighbours, "LIMIT", 3)
+    monkeypatch.setattr(word_closeness, "_TABLE", word_closeness.Neighbours())
     tables = set()
     for _ in range(3):
         assert FuzzyTokenRanker().scores(query, _candidates(texts, stored=True)) == expected
-        tables.add(id(similar._NEIGHBOURS))
+        tables.add(id(word_closeness._TABLE))
     assert len(tables) > 1  # the table filled up and was replaced between rankings
 
 
 def test_threads_ranking_at_once_share_the_table_and_score_alike(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(similar, "_NEIGHBOURS", similar._Neighbours())
+    monkeypatch.setattr(word_closeness, "_TABLE", word_closeness.Neighbours())
     queries = [" ".join(_STEMS[i::5]) for i in range(5)]
     texts = [(" ".join(_STEMS[i::3]), " ".join(_STEMS[i::7])) for i in range(7)]
     expected = {q: [_plain_score(q, h, n) for h, n in texts] for q in queries}
