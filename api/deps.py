@@ -13,8 +13,9 @@ query to verify a token).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Awaitable, Callable, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool

@@ -103,7 +103,7 @@ class LazyStart:
         if self._built is not None and not self._built.done():
             try:  # a server stopped while it builds: let the build finish, then stop it cleanly
                 await asyncio.wait_for(asyncio.shield(self._built), timeout=30)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return
         if self._inner_lifespan is None or self._inner_queue is None or self._inner_events is None:
             return

@@ -33,7 +33,8 @@ import contextlib
 import functools
 import inspect
 import json
-from typing import Annotated, Any, Callable, Literal, TypeVar
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, WithJsonSchema
 

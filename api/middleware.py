@@ -17,8 +17,8 @@
 
 from __future__ import annotations
 
-import logging
 import itertools
+import logging
 import re
 import time
 import uuid

@@ -12,7 +12,6 @@ from api.schema_types import text
 from api.schemas import Strict
 from lineage.monitor.hooks import MAX_URL, URL_PATTERN
 
-
 HookUrl = text(max_length=MAX_URL, pattern=URL_PATTERN)
 
 

@@ -14,7 +14,7 @@ import hashlib
 import io
 import json
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -167,7 +167,7 @@ def _time(name: str, raw: str | None) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     except (ValueError, OverflowError):
         raise InvalidInput(name, f"must be an ISO 8601 time, got {raw!r}") from None
 

@@ -30,7 +30,8 @@ transaction, so several processes on one database stay correct.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from lineage.domain import RecordResult
 from lineage.service.group_commit import MAX_GROUP, RecordRequest
@@ -125,7 +126,7 @@ class RecordGroups:
             arrived = self._arrived[project] = asyncio.Event()
             try:
                 await asyncio.wait_for(arrived.wait(), deadline - now)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             finally:
                 self._arrived.pop(project, None)

@@ -18,17 +18,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage import telemetry
 from api.schema_types import Flag, JsonObject, Number, Text, non_blank, text, whole_number, word_list
+from lineage import telemetry
 from lineage.agent.prompt import MAX_PROMPT_TEMPLATE
-from lineage.browse.explore import GROUP_FIELDS
 from lineage.auth import MAX_TOKEN_NAME
-from lineage.domain import MAX_SLUG, METRIC_NAME_PATTERN
+from lineage.browse.explore import GROUP_FIELDS
+from lineage.domain import (
+    IDEMPOTENCY_KEY_PATTERN,
+    MAX_BATCH,
+    MAX_IDEMPOTENCY_KEY,
+    MAX_SLUG,
+    METRIC_NAME_PATTERN,
+    FailureLabel,
+)
 from lineage.service.projects import MAX_TITLE
 from lineage.similar import MAX_QUERY_CHARS
 from lineage.trial_fields import TRIAL_FIELDS
-from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_BATCH, MAX_IDEMPOTENCY_KEY, FailureLabel
-
 
 BestPolicyName = Literal["kept", "fieldkit"]
 RoleName = Literal["reader", "writer", "admin"]

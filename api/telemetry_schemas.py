@@ -4,10 +4,10 @@ are ``lineage.telemetry``'s rules (its constants)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from pydantic import ConfigDict, Field, TypeAdapter
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from api.schema_types import whole_number
 from lineage import telemetry

@@ -113,8 +113,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from bench import workload
 from bench.workload import CpuClock, Measured

@@ -23,7 +23,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lineage import loops  # noqa: E402
 from lineage.formats.text import check_text  # noqa: E402
 from lineage.service import Ledger  # noqa: E402
 from tests.servers import cpu_seconds  # noqa: E402

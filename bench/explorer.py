@@ -28,7 +28,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lineage import telemetry  # noqa: E402
 from lineage.domain import FailureLabel, Trial  # noqa: E402
 from lineage.service import Ledger  # noqa: E402
 from tests import servers  # noqa: E402

@@ -54,10 +54,10 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -65,9 +65,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.soak_load import (  # noqa: E402
-    AGENTS, API, PAGES, TRAINER, WATCHED, Recorder, Watcher, agent, percentile, researcher, trainer,
+    AGENTS,
+    API,
+    PAGES,
+    TRAINER,
+    WATCHED,
+    Recorder,
+    Watcher,
+    agent,
+    percentile,
+    researcher,
+    trainer,
 )
-from tests.servers import free_port, stop as stop_process  # noqa: E402
+from tests.servers import free_port  # noqa: E402
+from tests.servers import stop as stop_process
 
 POSTGRES_ADMIN_URL = os.environ.get("LINEAGE_TEST_POSTGRES_URL",
                                     "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")

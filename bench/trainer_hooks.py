@@ -45,8 +45,8 @@ import random
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 

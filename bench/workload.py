@@ -18,8 +18,9 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 #: 40 words of an ML loop's hypotheses.
 VOCABULARY: tuple[str, ...] = tuple("""
@@ -100,7 +101,7 @@ class CpuClock:
         t = os.times()
         return t.user + t.system + t.children_user + t.children_system + sum(proc_cpu(p) for p in self.pids)
 
-    def __enter__(self) -> "CpuClock":
+    def __enter__(self) -> CpuClock:
         self.t0, self.c0 = time.perf_counter(), self._cpu()
         return self
 

@@ -26,8 +26,9 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lineage.domain import check_idempotency_key
 from lineage.errors import Conflict, InvalidInput
@@ -110,7 +111,7 @@ def check_levels(levels: Iterable[str] | str | None) -> list[str] | None:
     return names or None
 
 
-def recent_alerts(store: "Store", conn: Any, project: Any, limit: int) -> list[Alert]:
+def recent_alerts(store: Store, conn: Any, project: Any, limit: int) -> list[Alert]:
     """The project's newest ``limit`` alerts, in the caller's transaction (the prompt's)."""
     return [_alert_from_row(row) for row in store.alert_rows(conn, project.id, limit=limit)]
 
@@ -122,7 +123,7 @@ def _hash(values: Sequence[Any]) -> str:
 class AlertUses:
     """record_alert, alerts, alerts_page (mixed into Ledger)."""
 
-    store: "Store"
+    store: Store
 
     def record_alert(self, project_slug: str, exp_id: str, fields: Mapping[str, Any], *,
                      idempotency_key: str | None = None) -> tuple[Alert, bool]:

@@ -52,10 +52,11 @@ import hmac
 import ipaddress
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from lineage.errors import Conflict, InvalidInput, LedgerError
 
@@ -99,11 +100,11 @@ class Role(str, Enum):
     def rank(self) -> int:
         return _RANK[self]
 
-    def covers(self, needed: "Role") -> bool:
+    def covers(self, needed: Role) -> bool:
         return self.rank >= needed.rank
 
     @classmethod
-    def parse(cls, raw: str) -> "Role":
+    def parse(cls, raw: str) -> Role:
         try:
             return cls(raw)
         except ValueError:
@@ -179,7 +180,7 @@ def _parse(stamp: str | None) -> datetime | None:
         parsed = datetime.fromisoformat(stamp)
     except ValueError:  # not a time the store wrote: treat the last use as unknown
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 class AnonymousWrites(str, Enum):
@@ -272,7 +273,7 @@ class TokenUses:
     """create_token, list_tokens, revoke_token, tokens_exist, principal, verify_token, access_state,
     anonymous_writes_open, anonymous_access, set_anonymous_writes (mixed into Ledger)."""
 
-    store: "Store"
+    store: Store
 
     def create_token(self, *, name: str, role: Role | str) -> tuple[TokenRecord, str]:
         """Create a token; returns its record and the secret (the only time it exists in clear).
@@ -366,7 +367,7 @@ class TokenUses:
         record = _record(row)
         if record is None or not record.active:
             return None
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         last = _parse(record.last_used_at)
         if last is None or now - last >= LAST_USED_RESOLUTION:
             self.store.touch_token(record.id, not_since=now - LAST_USED_RESOLUTION)  # type: ignore[arg-type]

@@ -12,8 +12,9 @@ its length) and :func:`on_chain`. Where the links are unknown (depth 0) they wal
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from lineage.domain import Project, Trial
 
@@ -60,13 +61,13 @@ def find_cycle(parents: Mapping[str, str]) -> list[str] | None:
     return None
 
 
-def current_best(store: "Store", conn: "Connection", project: Project) -> Trial | None:
+def current_best(store: Store, conn: Connection, project: Project) -> Trial | None:
     """The project's best (``Store.best_scored`` under its policy), falling back to its
     first trial when nothing eligible is scored."""
     return store.best_scored(conn, project) or store.first_trial(conn, project)
 
 
-def chain_to(store: "Store", conn: "Connection", project: Project, exp_id: str, *, brief: bool = False) -> list[Trial]:
+def chain_to(store: Store, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> list[Trial]:
     """Root-first chain of stored trials ending at ``exp_id`` (see :func:`walk_chain`)."""
     return walk_chain(exp_id, store.chain_rows(conn, project, exp_id, brief=brief))
 
@@ -90,17 +91,17 @@ class ChainView:
         return self.head + self.tail
 
 
-def _walked(store: "Store", conn: "Connection", project: Project, exp_id: str) -> list[Trial]:
+def _walked(store: Store, conn: Connection, project: Project, exp_id: str) -> list[Trial]:
     return walk_chain(exp_id, store.chain_tail(conn, project, exp_id, project.trial_count + 1))
 
 
-def chain_length(store: "Store", conn: "Connection", project: Project, exp_id: str) -> int:
+def chain_length(store: Store, conn: Connection, project: Project, exp_id: str) -> int:
     """How many trials the chain ending at ``exp_id`` has (its stored depth)."""
     depth = store.chain_depth(conn, project, exp_id)
     return depth if depth > 0 else len(store.chain_ids(conn, project, exp_id, project.trial_count + 1))
 
 
-def chain_slice(store: "Store", conn: "Connection", project: Project, exp_id: str, start: int, count: int,
+def chain_slice(store: Store, conn: Connection, project: Project, exp_id: str, start: int, count: int,
                 *, length: int | None = None) -> list[Trial]:
     """The trials at positions ``start`` to ``start + count - 1`` (0: the root) of the chain
     ending at ``exp_id``, root-first, ``extra`` without ``_git.patch``: one hop query to
@@ -116,7 +117,7 @@ def chain_slice(store: "Store", conn: "Connection", project: Project, exp_id: st
     return walk_chain(anchor, store.chain_tail(conn, project, anchor, end - start))
 
 
-def chain_ends(store: "Store", conn: "Connection", project: Project, exp_id: str, *, head: int = 5,
+def chain_ends(store: Store, conn: Connection, project: Project, exp_id: str, *, head: int = 5,
                tail: int = 15, fold: int = 5) -> ChainView:
     """The chain ending at ``exp_id`` as :class:`ChainView`: whole when it has at most
     ``head + tail + fold`` trials, else its first ``head`` and last ``tail``."""
@@ -127,7 +128,7 @@ def chain_ends(store: "Store", conn: "Connection", project: Project, exp_id: str
                      tuple(chain_slice(store, conn, project, exp_id, length - tail, tail, length=length)), length)
 
 
-def on_chain(store: "Store", conn: "Connection", project: Project, trial: str, exp_id: str) -> bool:
+def on_chain(store: Store, conn: Connection, project: Project, trial: str, exp_id: str) -> bool:
     """Whether ``trial`` is on the chain ending at ``exp_id`` (it included)."""
     if trial == exp_id:
         return True

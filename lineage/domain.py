@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from lineage.errors import InvalidInput
 
@@ -38,7 +39,7 @@ class FailureLabel(str, Enum):
         return self is not FailureLabel.HARNESS_ABORT
 
     @classmethod
-    def parse(cls, raw: str, *, field_name: str = "status") -> "FailureLabel":
+    def parse(cls, raw: str, *, field_name: str = "status") -> FailureLabel:
         try:
             return cls(raw)
         except ValueError:
@@ -184,7 +185,7 @@ class Trial:
         """The rendering of the id that fieldkit uses everywhere: ``exp_000``."""
         return f"exp_{self.exp_id}"
 
-    def with_changes(self, **changes: Any) -> "Trial":
+    def with_changes(self, **changes: Any) -> Trial:
         """A copy with ``changes`` applied (``dataclasses.replace``, minus its introspection cost)."""
         unknown = changes.keys() - _TRIAL_FIELD_SET
         if unknown:
@@ -236,10 +237,10 @@ class RunningBest:
         self.best = best
 
     @classmethod
-    def of(cls, project: "Project", best: float | None = None) -> "RunningBest":
+    def of(cls, project: Project, best: float | None = None) -> RunningBest:
         return cls(project.best_policy, project.lower_is_better, best)
 
-    def see(self, status: "FailureLabel | str", metric: float | None) -> float | None:
+    def see(self, status: FailureLabel | str, metric: float | None) -> float | None:
         """The delta of a trial with ``status`` and ``metric``; then the best moves past it."""
         delta = None if metric is None or self.best is None else metric - self.best
         self.offer(status if isinstance(status, str) else status.value, metric)
@@ -256,7 +257,7 @@ class RunningBest:
         return False
 
 
-def beats_best(project: "Project", trial: Trial, best_before: Trial | None) -> bool:
+def beats_best(project: Project, trial: Trial, best_before: Trial | None) -> bool:
     """Whether ``trial`` becomes the project's best over ``best_before`` (its policy's
     statuses, a metric, strictly better in the project's direction)."""
     if trial.core_metric is None or trial.status.value not in project.best_policy.eligible_statuses():
@@ -439,7 +440,7 @@ class RecordResult:
     best_before: Trial | None
     is_new_best: bool
     #: earlier trials close to this one (lineage.similar.PRIOR_THRESHOLD); new trials only
-    similar_prior: "tuple[Similar, ...]" = ()
+    similar_prior: tuple[Similar, ...] = ()
     #: the writer left ``parent_exp`` out and the ledger made the current best the parent
     parent_defaulted: bool = False
     #: what the recording rules did to the body (lineage.service.recording.prepare_record)

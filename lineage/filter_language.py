@@ -59,8 +59,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Union
+from datetime import UTC, datetime
 
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
@@ -146,16 +145,16 @@ class Word:
 
 @dataclass(frozen=True, slots=True)
 class Not:
-    node: "Node"
+    node: Node
 
 
 @dataclass(frozen=True, slots=True)
 class BoolOp:
     op: str  # "and" | "or"
-    nodes: tuple["Node", ...]
+    nodes: tuple[Node, ...]
 
 
-Node = Union[Test, Word, Not, BoolOp]
+Node = Test | Word | Not | BoolOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +361,7 @@ def parse_time(text: str, *, fail=None) -> datetime:  # type: ignore[no-untyped-
         if fail is None:
             raise
         raise fail(f"{text!r} is not an ISO 8601 time (e.g. 2026-05-01 or 2026-05-01T06:00Z)") from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def status_value(text: str) -> str:

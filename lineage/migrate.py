@@ -27,7 +27,7 @@ def migrations_dir() -> Path:
     return Path(package.__file__).resolve().parent
 
 
-def alembic_config(engine: Engine) -> "Config":
+def alembic_config(engine: Engine) -> Config:
     from alembic.config import Config
 
     config = Config()

@@ -75,11 +75,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from lineage.word_closeness import QueryCloseness
-
 
 __all__ = [
     "CANDIDATES", "PRIOR_PER_BAND", "PRIOR_RECENT", "SKETCH_BANDS", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",

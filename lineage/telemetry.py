@@ -63,8 +63,9 @@ import hashlib
 import marshal
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lineage.domain import check_idempotency_key
 from lineage.errors import Conflict, InvalidInput
@@ -248,7 +249,7 @@ def rows_from_valid(points: Iterable[Mapping[str, Any]]) -> list[Row]:
             for p in points]
 
 
-def batch_hash(rows: "Sequence[Row] | PointColumns") -> str:
+def batch_hash(rows: Sequence[Row] | PointColumns) -> str:
     """SHA-256 of a batch's points: equal for the same points however the JSON was written
     (``marshal`` version 2 writes values without object references, so equal values give
     equal bytes). Rows hash as the list of rows (as always), columns as the tuple of the
@@ -260,7 +261,7 @@ def batch_hash(rows: "Sequence[Row] | PointColumns") -> str:
     return hashlib.sha256(marshal.dumps(list(rows), 2)).hexdigest()
 
 
-def _other_form_hash(rows: "Sequence[Row] | PointColumns") -> str:
+def _other_form_hash(rows: Sequence[Row] | PointColumns) -> str:
     """:func:`batch_hash` of the same points in the other form (only a replay whose hash
     differs pays for it)."""
     if isinstance(rows, PointColumns):
@@ -293,9 +294,9 @@ def derive_summary(stats: Mapping[str, tuple[int, float, float, float, float]]) 
 class TelemetryUses:
     """ingest_telemetry, telemetry_series, telemetry_points, summarize_telemetry (mixed into Ledger)."""
 
-    store: "Store"
+    store: Store
 
-    def ingest_telemetry(self, project_slug: str, exp_id: str, rows: "Sequence[Row] | PointColumns", *,
+    def ingest_telemetry(self, project_slug: str, exp_id: str, rows: Sequence[Row] | PointColumns, *,
                          key: str | None = None) -> IngestResult:
         """Insert checked rows (:func:`check_points`) or columns (:func:`check_columns`) into
         trial ``exp_id``, all or nothing. With ``key``, idempotently (module doc): the same
@@ -415,7 +416,7 @@ class TelemetryUses:
                         for step, value in values)
         return out
 
-    def summarize_telemetry(self, project_slug: str, exp_id: str) -> tuple["Trial", dict[str, float]]:
+    def summarize_telemetry(self, project_slug: str, exp_id: str) -> tuple[Trial, dict[str, float]]:
         """Derive the trial's clip-scale statistics from its telemetry (module doc) and store
         them; returns the updated trial and the fields written."""
         store = self.store

@@ -27,7 +27,8 @@ failed, so a valid batch of a million points costs no per-point Python bytecode 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from lineage.errors import InvalidInput
 

@@ -12,9 +12,9 @@ from that table with set operations (its F2).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from math import fsum
-from typing import Sequence
 
 
 def closeness(q: str, d: str) -> float:

@@ -4,11 +4,17 @@ Each backend's database is created once per test session (per xdist worker) and 
 before every test, so tests stay fast and independent. PostgreSQL is found at
 ``$LINEAGE_TEST_POSTGRES_URL`` (default: the local server, trust auth); when it does not
 answer the suite fails rather than silently skipping half its tests.
+
+The fast local target (``LINEAGE_TEST_FAST=1``, set by ``tests/run_fast.sh``) is the one
+exception: it runs SQLite only and skips, each with its reason, the tests that need
+PostgreSQL, Chromium, npm or torch. CI runs everything (``tests/run_all.sh``).
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +30,49 @@ POSTGRES_ADMIN_URL = os.environ.get(
     "LINEAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 BACKENDS = ["sqlite", "postgres"]
+#: the fast local target: SQLite only, no browser, no npm, no torch (tests/run_fast.sh)
+FAST = os.environ.get("LINEAGE_TEST_FAST", "") not in ("", "0")
+_FAST_REASON = "the fast target (LINEAGE_TEST_FAST=1) runs without {}; tests/run_all.sh runs it"
+#: fixtures that need a heavy part, and what
+_HEAVY_FIXTURES = {"postgres_url": "PostgreSQL", "browser": "Chromium", "page": "Chromium"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In the fast target, skip (with the reason) what needs PostgreSQL, Chromium, npm or torch."""
+    if not FAST:
+        return
+    for item in items:
+        needs = _heavy_need(item)
+        if needs:
+            item.add_marker(pytest.mark.skip(reason=_FAST_REASON.format(needs)))
+
+
+def _heavy_need(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "postgres":
+        return "PostgreSQL"
+    for name in getattr(item, "fixturenames", ()):
+        if name in _HEAVY_FIXTURES:
+            return _HEAVY_FIXTURES[name]
+    module = getattr(item, "module", None)
+    if module is not None and module.__name__.endswith("test_mcp_inspector"):
+        return "npm (the MCP Inspector CLI)"
+    return None
+
+
+class _NoTorch(importlib.abc.MetaPathFinder):
+    """In the fast target, importing torch skips the test (or module) that asked for it:
+    the skip is raised from the import itself, so module-level imports and imports deep in
+    trainer code (transformers, TRL) skip alike, with the reason."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "torch" or name.startswith("torch."):
+            pytest.skip(_FAST_REASON.format("torch"), allow_module_level=True)
+        return None
+
+
+if FAST:
+    sys.meta_path.insert(0, _NoTorch())
 
 
 def _admin_engine():  # type: ignore[no-untyped-def]

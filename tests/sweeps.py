@@ -10,12 +10,13 @@ against it. ``to_fieldkit_trial`` / ``fieldkit_snapshot`` run fieldkit itself, t
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from lineage.agent.render import PromptView
 from lineage.demo_data import DEMO_TRIALS
 from lineage.domain import FIELDKIT_COLUMNS, BestPolicy, FailureLabel, Trial
-from lineage.agent.render import PromptView
 
 __all__ = [
     "HOSTILE_FRAGMENTS",

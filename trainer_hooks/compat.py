@@ -24,7 +24,8 @@ The presets (each pinned to the source it was checked against):
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["PRESETS", "resolve_options"]
 

@@ -9,7 +9,8 @@ Unknown names fail with the list of known ones.
 from __future__ import annotations
 
 import importlib
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 F = TypeVar("F", bound=Callable[..., object])
 

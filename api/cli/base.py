@@ -20,8 +20,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import click
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 import click
 
@@ -103,7 +104,9 @@ def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) 
             try:
                 write_parquet(frame, output)
             except ImportError:
-                raise click.ClickException("parquet export needs pyarrow: pip install 'lineage-ledger[parquet]'")
+                raise click.ClickException(
+                    "parquet export needs pyarrow: pip install 'lineage-ledger[parquet]'"
+                ) from None
         return
     from lineage.formats.fieldkit import write_trials
 

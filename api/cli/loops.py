@@ -16,7 +16,6 @@ import click
 
 from api.cli.base import TABLE_FORMATS, ColumnFlags, fmt_number, ledger_of, mapping_options, warn
 
-
 # -- record ------------------------------------------------------------------------------
 
 

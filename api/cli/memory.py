@@ -11,7 +11,6 @@ import click
 
 from api.cli.base import ledger_of
 
-
 # -- similar ---------------------------------------------------------------------------
 
 

@@ -30,7 +30,6 @@ from fastapi import Request
 
 from lineage.auth import Role, allowed
 
-
 SESSION_COOKIE = "lineage_session"
 CSRF_COOKIE = "lineage_csrf"
 CSRF_FIELD = "csrf"

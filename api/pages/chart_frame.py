@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from markupsafe import Markup, escape
 
@@ -145,8 +145,8 @@ class _Frame:
         sideways on a small screen keeps in view beside the plot (``.y-strip``, shown by
         the small-screen CSS only; hidden from assistive technology, the chart says it)."""
         marks = [part for part in self.parts
-                 if part.startswith('<text class="tick" x="' + f"{self.left - 6}" + '"')
-                 or part.startswith('<text class="label" transform=')]
+                 if part.startswith(('<text class="tick" x="' + f"{self.left - 6}" + '"',
+                                     '<text class="label" transform='))]
         x0, y0, y1 = self.left, self.height - self.bottom, self.top
         return Markup(
             f'<svg class="y-strip" viewBox="0 0 {x0 + 1} {self.height}" aria-hidden="true" focusable="false">'

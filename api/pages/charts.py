@@ -15,8 +15,8 @@ with no ``|safe`` of their own.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from markupsafe import Markup, escape
 

@@ -25,9 +25,9 @@ from api.pages.access import Viewer
 from api.pages.route import PageRoute, Reader, ledger_of, pages
 from api.pages.web import seg
 from api.schemas import ExploreArgs
+from lineage.browse.explore import CORE_METRIC, GROUP_FIELDS
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
-from lineage.browse.explore import CORE_METRIC, GROUP_FIELDS
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 

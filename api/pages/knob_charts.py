@@ -13,14 +13,14 @@ Category axes give each value a band (trials spread across it by their seq).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from markupsafe import Markup, escape
 
 from api.pages.chart_frame import _n, fmt_tick, nice_ticks, status_class
 from api.pages.web import fmt_metric, trial_url
 from lineage.browse.knobs import Axis, KnobPoint, KnobView
-
 
 #: The scatter draws the line of the chain through its last this many trials (a 400-step
 #: chain drawn whole is a scribble); every chain trial is ringed.

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import Request
@@ -86,7 +87,7 @@ def parse_time(value: str | None) -> datetime | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def fmt_ago(value: str | None, now: datetime | None = None) -> str:
@@ -94,7 +95,7 @@ def fmt_ago(value: str | None, now: datetime | None = None) -> str:
     parsed = parse_time(value)
     if parsed is None:
         return value or "—"
-    seconds = ((now or datetime.now(timezone.utc)) - parsed).total_seconds()
+    seconds = ((now or datetime.now(UTC)) - parsed).total_seconds()
     if seconds < 0:
         return parsed.strftime("%Y-%m-%d %H:%M UTC")
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):

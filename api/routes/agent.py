@@ -17,7 +17,15 @@ from fastapi.responses import JSONResponse
 
 from api import present
 from api.deps import Access, Admin, IfNoneMatch, ProjectSlug, Reader, Writer
-from api.monitor_schemas import GuardrailPolicyBody, GuardrailsOut, HookCreate, HookCreated, HookOut, ProgressOut, ProgressQuery
+from api.monitor_schemas import (
+    GuardrailPolicyBody,
+    GuardrailsOut,
+    HookCreate,
+    HookCreated,
+    HookOut,
+    ProgressOut,
+    ProgressQuery,
+)
 from api.schemas import (
     KnowledgeOut,
     KnowledgeQuery,

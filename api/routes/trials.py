@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from api import present
-from api.schema_types import non_blank
 from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
+from api.schema_types import non_blank
 from api.schemas import (
     BatchOut,
     ExportQuery,

@@ -29,8 +29,9 @@ forge a heading or break a table.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from lineage.agent.render import EMPTY_PROMPT, fmt_delta, fmt_metric, safe_cell, safe_text
 from lineage.domain import FailureLabel, Project, Trial

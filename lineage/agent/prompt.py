@@ -7,7 +7,8 @@ wrapper (``templates/prompt_wrapper.md.j2``), :func:`check_prompt_template` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from lineage.agent.render import inline_text
 from lineage.domain import FailureLabel, Project, Trial
@@ -94,8 +95,8 @@ def wrap_prompt(
     best: Trial | None,
     base_url: str | None,
     source: str | None = None,
-    summary: "progress.Progress | None" = None,
-    alerts: "Sequence[Alert]" = (),
+    summary: progress.Progress | None = None,
+    alerts: Sequence[Alert] = (),
     face: str = "http",
     layout: Any = None,
 ) -> str:
@@ -213,7 +214,7 @@ def wrap_prompt(
 
 
 
-def alert_line(alert: "Alert") -> str:
+def alert_line(alert: Alert) -> str:
     """One alert as a line of the prompt: level, trial, step, time, title and text, each
     folded to one line and fence-safe (the renderer's rule), title and text truncated."""
     step = f" at step {alert.step}" if alert.step is not None else ""

@@ -11,8 +11,9 @@ rules are :mod:`lineage.similar`'s), the progress summary, guardrail policies an
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -34,7 +35,6 @@ from lineage.loops.importing import layout_of
 from lineage.monitor import guardrails, hooks, progress
 from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
-
 
 #: alerts of the training code the wrapped prompt lists (the newest)
 PROMPT_ALERTS = 5
@@ -193,7 +193,7 @@ class AgentUses:
         project, view = self._project_and_view(project_slug, top_k=0, recent_n=recent_n, last_m=last_m)
         return project, render_knowledge(view, metric_name=project.metric_name)
 
-    def knowledge_data(self, project_slug: str, *, recent_n: int = 30) -> tuple[Project, "KnowledgeData"]:
+    def knowledge_data(self, project_slug: str, *, recent_n: int = 30) -> tuple[Project, KnowledgeData]:
         """What KNOWLEDGE.md says, as data: the best, the full chain to it (root first) and
         the last ``recent_n`` trials (oldest first), read in one transaction."""
         check_window("recent_n", recent_n, minimum=1)
@@ -251,21 +251,21 @@ class AgentUses:
 
     # -- the loop's health: progress summary, guardrails, webhooks (rules: lineage.monitor) --
 
-    def summary(self, project_slug: str, *, last_n: int = progress.DEFAULT_LAST_N) -> "progress.Progress":
+    def summary(self, project_slug: str, *, last_n: int = progress.DEFAULT_LAST_N) -> progress.Progress:
         """The project's progress summary with its guardrails, read in one transaction."""
         progress.check_last_n(last_n)
         with self.store.read() as conn:
             return self._summary(conn, self.store.project(conn, project_slug), last_n=last_n)
 
-    def _summary(self, conn: Connection, project: Project, *, last_n: int) -> "progress.Progress":
+    def _summary(self, conn: Connection, project: Project, *, last_n: int) -> progress.Progress:
         measured = progress.measure(self.store, conn, project, last_n=last_n)
         return measured.with_guardrails(guardrails.state(self.store, conn, project, measured))
 
-    def guardrail_policy(self, project_slug: str) -> "guardrails.GuardrailPolicy":
+    def guardrail_policy(self, project_slug: str) -> guardrails.GuardrailPolicy:
         with self.store.read() as conn:
             return guardrails.policy(self.store, conn, self.store.project(conn, project_slug))
 
-    def set_guardrails(self, project_slug: str, values: Mapping[str, Any]) -> "guardrails.GuardrailPolicy":
+    def set_guardrails(self, project_slug: str, values: Mapping[str, Any]) -> guardrails.GuardrailPolicy:
         """Replace the project's guardrail policy (a missing or null limit is off); a limit
         the project already reaches trips at once (and emits its event)."""
         guardrails.check_policy(values)
@@ -275,14 +275,14 @@ class AgentUses:
 
     def add_hook(
         self, project_slug: str, url: str, *, events: Iterable[str] | None = None, body_format: str = "json"
-    ) -> "tuple[hooks.Hook, str]":
+    ) -> tuple[hooks.Hook, str]:
         """Add a webhook; returns it and its signing secret (shown this once)."""
         hooks.check_url(url)
         with self.store.write() as conn:
             project = self.store.project(conn, project_slug)
             return hooks.add_hook(self.store, conn, project, url=url, events=events, body_format=body_format)
 
-    def hooks(self, project_slug: str) -> "list[hooks.Hook]":
+    def hooks(self, project_slug: str) -> list[hooks.Hook]:
         with self.store.read() as conn:
             return hooks.list_hooks(self.store, conn, self.store.project(conn, project_slug))
 

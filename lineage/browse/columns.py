@@ -25,8 +25,9 @@ Owns: :class:`Column`, :class:`ProjectColumns`, :func:`columns_of`, :class:`Colu
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
@@ -251,7 +252,7 @@ def _file_columns(project: Project, sampled: Sequence[tuple[str, bool, int]]) ->
     return tuple(columns.values())
 
 
-def columns_of(store: "Store", conn: "Connection", project: Project) -> ProjectColumns:
+def columns_of(store: Store, conn: Connection, project: Project) -> ProjectColumns:
     """The columns of ``project``: two SQL reads (the field aggregate, the ``extra`` keys
     of the newest trials); see the module's doc for the rule."""
     presence = store.field_presence(conn, project, sample=PRESENCE_SAMPLE)
@@ -271,7 +272,7 @@ def columns_of(store: "Store", conn: "Connection", project: Project) -> ProjectC
 class ColumnUses:
     """project_columns."""
 
-    store: "Store"
+    store: Store
 
     def project_columns(self, project_slug: str) -> ProjectColumns:
         """The columns ``project_slug``'s pages show (:mod:`lineage.browse.columns`)."""

@@ -56,8 +56,9 @@ the server starts without it); Python loops run over trials and groups, never po
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lineage.domain import CLIP_SCALE_COLUMNS, FIELDKIT_COLUMNS, FailureLabel, Trial
 from lineage.errors import InvalidInput
@@ -119,7 +120,7 @@ class ExploreQuery:
     limit: int = DEFAULT_TRIALS
     exact_budget: int = EXACT_BUDGET
 
-    def check(self) -> "ExploreQuery":
+    def check(self) -> ExploreQuery:
         """Refuse a bad query naming the field."""
         if not self.metrics:
             raise InvalidInput("metric", "name at least one metric (a telemetry name or core_metric)")
@@ -320,7 +321,7 @@ def _json_values(values: Any, reference: Any) -> list[float | None]:
 class ExploreUses:
     """explore (mixed into Ledger)."""
 
-    store: "Store"
+    store: Store
 
     def explore(self, project_slug: str, query: ExploreQuery) -> dict[str, Any]:
         """The explorer's answer for ``query`` (module doc): the chain (``select=chain``) is

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lineage.browse.columns import ProjectColumns, columns_of
 from lineage.chain import chain_length, current_best
@@ -175,7 +176,7 @@ def _natural(text: str) -> tuple[Any, ...]:
 class KnobUses:
     """knobs."""
 
-    store: "Store"
+    store: Store
 
     def knobs(self, project_slug: str, axes: Sequence[str] | None = None, *, limit: int = 2000) -> KnobView:
         """The trials (the newest ``limit`` with the first axis, and the chain to the best)

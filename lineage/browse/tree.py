@@ -24,7 +24,7 @@ ANCESTORS_SHOWN = 6
 @dataclass(slots=True)
 class TreeNode:
     trial: Trial
-    children: list["TreeNode"] = field(default_factory=list)
+    children: list[TreeNode] = field(default_factory=list)
     child_count: int = 0
     #: whether ``children`` were read (False at the window's depth or budget limit)
     loaded: bool = False
@@ -77,7 +77,7 @@ class TreeUses:
         offset: int = 0,
         orphan_scan_limit: int = 20_000,
         nested: bool = False,
-    ) -> "TreeWindow":
+    ) -> TreeWindow:
         """A window of the lineage tree: from ``root`` (default: the top, trials without a
         parent) ``depth`` levels down, at most ``per_node`` children a node (the window
         root's from ``offset``) and ``budget`` nodes in all. The chain to the best and the
@@ -206,7 +206,7 @@ class TreeUses:
                 + chain_slice(self.store, conn, project, exp_id, count - 3, 3, length=length)), count
 
     def _flat(self, conn, project: Project, best: Trial | None, length: int, focus: str | None,  # type: ignore[no-untyped-def]
-              offset: int, per_node: int, depth: int) -> "TreeWindow | None":
+              offset: int, per_node: int, depth: int) -> TreeWindow | None:
         """The flat view (see :meth:`tree_window`) of a chain to the best of ``length``
         trials: the page read alone; None when ``focus`` is neither on the chain nor a
         child of a chain trial (the nested tree shows it)."""

@@ -8,7 +8,7 @@ overview(s), dashboard, trial_context, trials_by_ids, calibration; the values ar
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from sqlalchemy import Connection
 
@@ -21,9 +21,9 @@ from lineage.browse.models import (
     ProjectOverview,
     TrialContext,
     bin_width,
-    running_by_trial,
-    running_by_bin,
     parse_expected_delta,
+    running_by_bin,
+    running_by_trial,
 )
 from lineage.chain import ChainView, chain_ends, chain_length, chain_slice, current_best, on_chain
 from lineage.domain import Project, Trial, check_window
@@ -39,16 +39,16 @@ class BrowseUses:
 
     store: Store
 
-    def overview(self, project_slug: str, *, bins: int = 60) -> "ProjectOverview":
+    def overview(self, project_slug: str, *, bins: int = 60) -> ProjectOverview:
         """A project with its best and its running best over time (for the index page)."""
         with self.store.read() as conn:
             return self._overview(conn, self.store.project(conn, project_slug), bins=bins)
 
-    def overviews(self, *, bins: int = 60) -> "list[ProjectOverview]":
+    def overviews(self, *, bins: int = 60) -> list[ProjectOverview]:
         with self.store.read() as conn:
             return [self._overview(conn, project, bins=bins) for project in self.store.projects(conn)]
 
-    def _overview(self, conn: Connection, project: Project, *, bins: int) -> "ProjectOverview":
+    def _overview(self, conn: Connection, project: Project, *, bins: int) -> ProjectOverview:
         latest = self.store.recent(conn, project, 1)
         return ProjectOverview(
             project=project,
@@ -64,7 +64,7 @@ class BrowseUses:
 
     def dashboard(
         self, project_slug: str, *, window: int = 1000, before_seq: int | None = None, recent_n: int = 20, bins: int = 200
-    ) -> "Dashboard":
+    ) -> Dashboard:
         """What the project dashboard shows: best, chain, counts, recent trials, and a
         window of ``window`` trials (the newest, or those before ``before_seq``) for the
         metric chart, with the running best through it."""
@@ -107,7 +107,7 @@ class BrowseUses:
             return None
         return min(candidates) if project.lower_is_better else max(candidates)
 
-    def trial_context(self, project_slug: str, exp_id: str, *, children_limit: int = 50) -> "TrialContext":
+    def trial_context(self, project_slug: str, exp_id: str, *, children_limit: int = 50) -> TrialContext:
         """A trial with its parent, first children, chain from the root and neighbours."""
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
@@ -136,7 +136,7 @@ class BrowseUses:
             )
 
     def chain_page(self, project_slug: str, to: str | None = None, *, offset: int = 0,
-                   limit: int = 500) -> "ChainPage":
+                   limit: int = 500) -> ChainPage:
         """Trials ``offset`` to ``offset + limit - 1`` (0: the root) of the chain to ``to``
         (default: the best), root-first, with the chain's length: the whole-chain page,
         a page at a time (a 100,000-trial loop's chain is 20,000 trials, 8 MB of HTML)."""
@@ -153,7 +153,7 @@ class BrowseUses:
             trials = chain_slice(self.store, conn, project, target, offset, limit, length=length)
             return ChainPage(project, best, target, tuple(trials), length, offset, limit)
 
-    def trials_by_ids(self, project_slug: str, exp_ids: Iterable[str]) -> "tuple[Project, list[Trial]]":
+    def trials_by_ids(self, project_slug: str, exp_ids: Iterable[str]) -> tuple[Project, list[Trial]]:
         """The project and those of ``exp_ids`` that are its trials, in the order asked;
         an unknown id raises :class:`NotFound`."""
         with self.store.read() as conn:
@@ -171,7 +171,7 @@ class BrowseUses:
         with self.store.read() as conn:
             return self.store.states_expectations(conn, self.store.project(conn, project_slug))
 
-    def calibration(self, project_slug: str, *, limit: int = 10_000) -> "Calibration":
+    def calibration(self, project_slug: str, *, limit: int = 10_000) -> Calibration:
         """Expected vs observed delta of the last ``limit`` trials that state an expectation."""
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)

@@ -21,8 +21,9 @@ Streams are text, UTF-8, opened with ``newline=""`` (see
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, TextIO
+from typing import Any, TextIO
 
 from lineage.domain import Trial
 from lineage.errors import InvalidInput
@@ -107,7 +108,6 @@ register(
 # -- results tables of autoresearch-style loops (tried after fieldkit) ----------------------
 
 from lineage.formats import autoresearch as _autoresearch  # noqa: E402
-
 
 register(
     Format(

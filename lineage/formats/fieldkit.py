@@ -43,17 +43,18 @@ import io
 import json
 import math
 import os
+from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Iterator, TextIO
+from typing import Any, TextIO
 
 from lineage.domain import (
     CLIP_SCALE_COLUMNS,
     DURATION_COLUMNS,
-    MAX_DURATION_S,
     FIELDKIT_COLUMNS,
     FLOAT_COLUMNS,
     FRACTION_COLUMNS,
     LONG_TEXT_COLUMNS,
+    MAX_DURATION_S,
     MAX_LONG_TEXT,
     MAX_SHORT_TEXT,
     SHORT_TEXT_COLUMNS,
@@ -186,7 +187,7 @@ class _Lines:
         self._next = iter(stream).__next__
         self.record: list[str] = []
 
-    def __iter__(self) -> "_Lines":
+    def __iter__(self) -> _Lines:
         return self
 
     def __next__(self) -> str:

@@ -24,8 +24,9 @@ imported lazily (the ``parquet`` extra).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from lineage.domain import TRIAL_FIELD_NAMES, Trial
 from lineage.trial_fields import TRIAL_FIELDS

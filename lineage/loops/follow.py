@@ -5,9 +5,10 @@ report of one pass, and what the ledger holds for each row of the file."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lineage.domain import BestPolicy, Trial
 from lineage.errors import LedgerError

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lineage.domain import Trial
 from lineage.formats.autoresearch import GIT_KEY, Layout

@@ -20,13 +20,14 @@ import contextlib
 import gc
 import io
 import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+from typing import IO, Any
 
 from lineage.domain import BestPolicy, ImportReport, Project, RunningBest, Trial, clean_metric_name
 from lineage.errors import InvalidInput, NotFound
-from lineage.formats import autoresearch as ar
 from lineage.formats import AUTO, get_format, sniff_text
+from lineage.formats import autoresearch as ar
 from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
 from lineage.formats.text import check_text
 from lineage.loops.git import link_git

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from lineage.service import Ledger
 
 
-def plot_progress(ledger: "Ledger", project_slug: str, output: str | os.PathLike[str], *, title: str | None = None,
+def plot_progress(ledger: Ledger, project_slug: str, output: str | os.PathLike[str], *, title: str | None = None,
                   max_labels: int = 25) -> int:
     """Draw the project's progress to ``output`` (.png, .svg, .pdf): every trial a dot,
     kept trials highlighted, crashes marked on the axis (never at 0), the running best as

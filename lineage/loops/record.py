@@ -4,9 +4,10 @@ results file in the file's own format (cooperating with ``lineage watch``)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from lineage.domain import Project, Trial
 from lineage.errors import Conflict, InvalidInput, NotFound
@@ -65,7 +66,7 @@ def _column_like(layout: Layout, *words: str) -> str | None:
 
 
 def record_result(
-    ledger: "Ledger",
+    ledger: Ledger,
     project_slug: str,
     *,
     metric: str | float | None,
@@ -212,7 +213,7 @@ def _append_line(path: Path, line: str, layout: Layout) -> None:
 
 
 def _project_for_record(
-    ledger: "Ledger",
+    ledger: Ledger,
     slug: str,
     path: Path | None,
     metric_name: str | None,

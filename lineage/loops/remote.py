@@ -5,7 +5,8 @@ HTTP API (:class:`RemoteSync`); what it shares with the local follower is
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lineage.domain import BestPolicy
 from lineage.errors import InvalidInput
@@ -14,6 +15,7 @@ from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, Li
 from lineage.loops.follow import FileFollower, SyncReport
 from lineage.loops.git import link_git
 from lineage.loops.importing import sniff_results_text
+
 
 class RemoteSync(FileFollower):
     """``lineage watch --server URL --token T``: follows a results file into a ledger

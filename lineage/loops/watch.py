@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from lineage.domain import BestPolicy, Project, Trial
 from lineage.errors import InvalidInput, NotFound

@@ -59,7 +59,7 @@ class DeliveryPolicy:
         return min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
 
     @classmethod
-    def from_env(cls) -> "DeliveryPolicy":
+    def from_env(cls) -> DeliveryPolicy:
         def number(name: str, default: float) -> float:
             raw = os.environ.get(name)
             return float(raw) if raw else default

@@ -27,15 +27,16 @@ the trials, and the loop's owner configures the project with the same role (``PA
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Connection
 
-from lineage.monitor import hooks
 from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
+from lineage.monitor import hooks
 from lineage.monitor.progress import CRASH_STATUSES, Progress, crash_streak, trials_since
 from lineage.store import Store
 
@@ -125,7 +126,7 @@ def _record_trips(
 ) -> list[str]:
     """Store the trips in force and emit one event per new trip; the names newly tripped."""
     old = row["tripped"]
-    stamp = datetime.now(timezone.utc).isoformat()
+    stamp = datetime.now(UTC).isoformat()
     state = {
         name: old[name] if name in old else {"value": value, "limit": limit, "exp_id": exp_id, "at": stamp}
         for name, (value, limit) in now.items()

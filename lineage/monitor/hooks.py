@@ -49,9 +49,10 @@ import json
 import re
 import secrets
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import Connection
@@ -194,7 +195,7 @@ def event_body(event_type: str, project: Project, data: Mapping[str, Any], *, ev
     if body_format == "slack":
         return json.dumps({"text": text}, ensure_ascii=False)
     event = {"version": 1, "id": event_id, "type": event_type, "project": project.slug,
-             "occurred_at": datetime.now(timezone.utc).isoformat(), "trial": None, **data, "text": text}
+             "occurred_at": datetime.now(UTC).isoformat(), "trial": None, **data, "text": text}
     return json.dumps(event, ensure_ascii=False, default=str)
 
 
@@ -209,7 +210,7 @@ def enqueue(
     if not wanted:
         return 0
     event_id = str(uuid.uuid4())
-    now = datetime.now(timezone.utc).timestamp()
+    now = datetime.now(UTC).timestamp()
     store.insert_deliveries(conn, [
         (hook_id, project.id, event_id, event_type,
          event_body(event_type, project, data, event_id=event_id, body_format=fmt), now)

@@ -43,8 +43,9 @@ keeps the earlier trial as the best, as everywhere in the ledger).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -72,7 +73,7 @@ class TrendRule:
     stuck_after: int
 
     @classmethod
-    def for_window(cls, window: int) -> "TrendRule":
+    def for_window(cls, window: int) -> TrendRule:
         return cls(window=window, stuck_after=STUCK_WINDOWS * window)
 
     def decide(self, *, has_best: bool, trials_since_improvement: int, crash_streak: int) -> str:
@@ -120,7 +121,7 @@ class Progress:
     #: when the project has no guardrails
     guardrails: Mapping[str, Any] | None = None
 
-    def with_guardrails(self, state: Mapping[str, Any] | None) -> "Progress":
+    def with_guardrails(self, state: Mapping[str, Any] | None) -> Progress:
         return replace(self, guardrails=state)
 
     def to_dict(self) -> dict[str, Any]:

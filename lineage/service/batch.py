@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from lineage.domain import MAX_BATCH, RecordResult, Trial, beats_best, check_idempotency_key
 from lineage.errors import Conflict, InvalidInput, LedgerError

@@ -30,7 +30,7 @@ class LedgerCore:
         self.store = Store(engine)
 
     @classmethod
-    def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> "LedgerCore":
+    def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> LedgerCore:
         """Open ``db`` (path or URL; default ./lineage.db) and bring its schema to head.
         ``wal_autocheckpoint``: SQLite only (``lineage.db.make_engine``)."""
         engine = make_engine(db, wal_autocheckpoint=wal_autocheckpoint)

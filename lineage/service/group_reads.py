@@ -63,7 +63,7 @@ class GroupReads:
 
     @classmethod
     def read(cls, store: Store, conn: Connection, project: Project, *, ids: Sequence[str], parents: Sequence[str],
-             keys: Sequence[int]) -> "GroupReads":
+             keys: Sequence[int]) -> GroupReads:
         """Read, in one go (one round trip on PostgreSQL), which of ``ids`` stored trials
         name, the links of ``parents``, and the stored shortlist rows of ``keys``."""
         ids, parents, keys = sorted(set(ids)), sorted(set(parents) - {""}), sorted(set(keys))

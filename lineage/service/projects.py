@@ -7,7 +7,8 @@ the project revision that ETags derive from.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lineage.agent.prompt import check_prompt_template
 from lineage.domain import BestPolicy, Project, check_metric_name, validate_slug

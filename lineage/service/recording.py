@@ -11,8 +11,9 @@ Idempotency-Key, the outbox events and guardrail trips of a new trial),
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
@@ -82,7 +83,7 @@ class BatchState:
     links: dict[str, tuple[int, str]] = field(default_factory=dict)
     #: a group of single records (``lineage.service.group_commit``): what its items read,
     #: read once for the group
-    group: "GroupReads | None" = None
+    group: GroupReads | None = None
 
     @property
     def bulk(self) -> bool:
@@ -114,7 +115,7 @@ class Draft:
     (:func:`prepare_record`), the trial proposed (its id and parent not decided yet), its
     stored concepts, ``similar_prior``'s query and its sketch keys (those its stored sketch gets)."""
 
-    prepared: "PreparedRecord"
+    prepared: PreparedRecord
     proposed: Trial
     concepts: str
     #: None: not made (:func:`draft_record`'s ``sketch``)
@@ -240,9 +241,9 @@ class RecordingUses:
             return result
 
     def _record_in(
-        self, conn: Connection, project: Project, counters: "Counters", fields: Mapping[str, Any], *,
+        self, conn: Connection, project: Project, counters: Counters, fields: Mapping[str, Any], *,
         idempotency_key: str | None, similar_prior: bool, state: BatchState | None = None,
-        draft: "Draft | None" = None,
+        draft: Draft | None = None,
     ) -> RecordResult:
         """One creation inside the caller's write transaction (the project locked): the
         recording rules, replay by key or exp_id, the next id, the parent default, the

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from lineage.chain import find_cycle
 from lineage.domain import FailureLabel, ImportReport, Project, Trial, check_window
@@ -241,7 +242,7 @@ class TableUses:
         limit: int = 50,
         count: bool = True,
         **filters: Any,
-    ) -> "TrialsPage":
+    ) -> TrialsPage:
         """A page of the trials table (keyset pagination, see ``Store.page_trials``).
         ``sort``: see :func:`check_sort` (a leading ``-`` overrides ``descending``)."""
         sort, descending = check_sort(sort, descending)
@@ -292,7 +293,7 @@ class TableUses:
         created_after: Any = None,
         created_before: Any = None,
         **filters: Any,
-    ) -> "TrialsQuery":
+    ) -> TrialsQuery:
         """A page of trials for the API and MCP: :meth:`trials_page` behind an opaque cursor.
 
         ``status`` values are checked labels; ``created_after``/``created_before`` are

@@ -27,11 +27,16 @@ each module's docstring lists its methods:
 
 from __future__ import annotations
 
-from lineage.store.base import TRIAL_COLUMNS, TRIAL_VALUE_COLUMNS, trial_from_row, utcnow
 from lineage.store.alerts import AlertsSql
+from lineage.store.base import (
+    TRIAL_COLUMNS,
+    TRIAL_VALUE_COLUMNS,
+    _stamp,  # noqa: F401 - lineage.monitor.hooks imports it from here
+    trial_from_row,
+    utcnow,
+)
 from lineage.store.chain import ChainSql
 from lineage.store.columns import ColumnsSql
-from lineage.store.base import _stamp  # noqa: F401 - lineage.monitor.hooks imports it from here
 from lineage.store.explore import ExploreSql
 from lineage.store.loops import LoopsSql
 from lineage.store.outbox import OutboxSql

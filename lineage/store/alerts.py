@@ -7,7 +7,8 @@ one trial, at some levels, before an id (the cursor of the next page).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 

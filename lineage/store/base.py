@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Any, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -77,14 +78,14 @@ def _json_text(value: Mapping[str, Any]) -> str:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _iso(value: datetime | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return value.isoformat()
 
 
@@ -292,7 +293,7 @@ class StoreBase:
 
     def db_time(self, value: datetime) -> Any:
         """``value`` in the form the driver compares with stored times (UTC text on SQLite)."""
-        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
         return value.strftime("%Y-%m-%d %H:%M:%S.%f") if self.sqlite else value
 
     def peek(self, sql: str, params: Sequence[Any] = ()) -> Any:

@@ -21,7 +21,8 @@ Methods: ``link_after``, ``relink``, ``set_links``, ``chain_links``, ``chain_dep
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -112,7 +113,7 @@ class ChainSql(StoreBase):
         if depth < 1:
             return None
         k = CHAIN_SKIP
-        target = "CASE WHEN h.skip <> '' AND (h.depth - 1) / {k} * {k} >= ? THEN h.skip ELSE h.parent_exp END".format(k=k)
+        target = f"CASE WHEN h.skip <> '' AND (h.depth - 1) / {k} * {k} >= ? THEN h.skip ELSE h.parent_exp END"
         if self.sqlite:
             step = f"""SELECT t.exp_id, t.parent_exp, t.chain_depth, t.chain_skip, h.n + 1 FROM hop h JOIN trials t
                   ON t.project_id = ? AND t.exp_id = {target} WHERE h.depth > ? AND h.n < ?"""

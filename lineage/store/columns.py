@@ -10,7 +10,8 @@ first, read in SQL: a trial field, an ``extra`` key or a telemetry summary),
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 

@@ -13,7 +13,8 @@ Methods: ``explore_trials`` (the trials table's filters, ``StoreBase._filter_sql
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 

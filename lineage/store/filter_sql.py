@@ -21,8 +21,9 @@ without one last, each phase tie-broken by ``seq``, so keyset pages are stable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from lineage.errors import InvalidInput
 from lineage.exp_ids import exp_sort_key, shown_forms

@@ -10,7 +10,7 @@ and the plot's points (``plot_rows``).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from sqlalchemy import Connection
 

@@ -20,7 +20,8 @@ the outbox (``insert_deliveries``, ``any_delivery_due``, ``claim_due_deliveries`
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 

@@ -11,7 +11,8 @@ are ``StoreBase._filter_sql``'s.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 

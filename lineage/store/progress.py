@@ -25,7 +25,8 @@ policies (``guardrail_policy``, ``save_guardrail_policy``, ``save_tripped``,
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 

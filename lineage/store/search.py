@@ -32,9 +32,10 @@ Methods: ``candidate_rows`` (with ``_expansions`` and ``_tier``), ``remember_ter
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 

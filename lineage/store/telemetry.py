@@ -9,8 +9,9 @@ the series: ``telemetry_series``, ``telemetry_points``, ``telemetry_buckets``,
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
@@ -53,7 +54,7 @@ class TelemetrySql(StoreBase):
             raise NotFound("trial", f"{project.slug}/{exp_id}", field="exp_id")
         return int(row[0])
 
-    def insert_points(self, conn: Connection, trial_id: int, rows: "Sequence[tuple[Any, ...]] | PointColumns") -> int:
+    def insert_points(self, conn: Connection, trial_id: int, rows: Sequence[tuple[Any, ...]] | PointColumns) -> int:
         """Insert ``(step, turn, name, value, wall_time)`` rows of one trial, or the same as
         :class:`~lineage.telemetry.PointColumns`: multi-row ``INSERT``s on SQLite, ``COPY`` on
         PostgreSQL."""

@@ -14,8 +14,9 @@ settings (``lineage.auth``'s anonymous writes): ``setting``, ``set_setting``,
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 

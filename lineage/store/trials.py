@@ -16,16 +16,17 @@ Every write of a trial's text also adds its words to the search vocabulary
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
+from lineage import similar
 from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project, Trial, ordered_best
 from lineage.errors import NotFound
 from lineage.exp_ids import exp_sort_key, shown_forms
-from lineage import similar
 from lineage.models import projects, trials
 from lineage.similar import search_text, stored_concepts
 from lineage.store.base import (

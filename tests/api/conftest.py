@@ -124,7 +124,7 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 120.0) -> "Server":  # an upper bound: a busy machine starts slowly
+    def start(self, timeout: float = 120.0) -> Server:  # an upper bound: a busy machine starts slowly
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         env.pop("LINEAGE_DATABASE_URL", None)
         out = self.log.open("ab")

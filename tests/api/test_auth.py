@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
@@ -115,7 +115,7 @@ def test_last_use_is_recorded_at_most_once_a_minute(seeded: TestClient, token_of
     assert ledger.list_tokens()[0].last_used_at == first
     with engine.begin() as conn:
         conn.execute(text("UPDATE api_tokens SET last_used_at = :t"),
-                     {"t": ledger.store.db_time(datetime.now(timezone.utc) - timedelta(minutes=2))})
+                     {"t": ledger.store.db_time(datetime.now(UTC) - timedelta(minutes=2))})
     stale = ledger.list_tokens()[0].last_used_at
     assert ledger.verify_token(secret) is not None
     assert ledger.list_tokens()[0].last_used_at != stale

@@ -88,7 +88,7 @@ def test_an_autoresearch_loop_recorded_both_ways_is_its_file(serve, tmp_path: Pa
                     fh.write(f"{commit}\t{metric:.6f}\t{memory:.1f}\t{status}\t{description}\n")
                 if status != "keep":  # program.md: discard and crash go back to where we were
                     _git(repo, "reset", "-q", "--hard", "HEAD~1")
-                _wait(lambda: _synced(ledger, i + 1))
+                _wait(lambda i=i: _synced(ledger, i + 1))
     finally:
         os.killpg(watcher.pid, 15)
         watcher.wait(timeout=30)

@@ -4,7 +4,7 @@ updates, lineage, filters, stable cursor pagination and TSV listings."""
 from __future__ import annotations
 
 import io
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -183,8 +183,8 @@ def test_filters(client: TestClient, ledger: Ledger) -> None:
     assert ids(timestamp_from="2026-01-03", timestamp_to="2026-01-04") == [f"{i:03d}" for i in range(20, 30)]
     page = client.get(TRIALS, params={"status": "keep", "limit": 5})
     assert page.json()["total"] == 20 and page.headers["x-total-count"] == "20"
-    future = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
-    past = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+    future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    past = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
     assert ids(created_after=future) == []
     assert len(ids(created_after=past, created_before=future)) == 60
     assert_problem(client.get(TRIALS, params={"status": "bogus"}), 422, "status")

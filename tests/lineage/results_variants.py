@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = ["VARIANTS", "all_fixtures", "write_all"]
 
@@ -657,7 +657,7 @@ def tsv_with_csv_style_quoting() -> Fixture:
             (1.5121, "discard", '--preset large --seq 768'), (None, "crash", '--preset tiny'),
             (1.4988, "keep", '--preset small --warmup 2%')]
     for i, (v, st, args) in enumerate(plan):
-        desc = '"run_tag=night-{0} exp=e{0} args=""{1}"""'.format(i, args)
+        desc = f'"run_tag=night-{i} exp=e{i} args=""{args}"""'
         d.row([_commit(("q", i // 3)), "" if v is None else _f(v), "" if v is None else "1.002", st, desc],
               v, st == "keep", numeric=v is not None)
     return d.render(), d.expected(

@@ -8,6 +8,7 @@ migration 0010; and the pages' chain reads (``chain_slice``, ``chain_ends``,
 from __future__ import annotations
 
 import random
+from datetime import UTC
 
 import pytest
 
@@ -191,13 +192,13 @@ def test_the_chain_page_comes_in_pages_that_add_up_to_the_chain(ledger: Ledger) 
 
 def _insert_old(engine, slug: str, rows: list[tuple[str, str]]) -> None:  # type: ignore[no-untyped-def]
     """Trial rows as schema 0009 holds them: ``(exp_id, parent_exp)``."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from sqlalchemy import text
 
     with engine.begin() as conn:
         project_id = conn.execute(text("SELECT id FROM projects WHERE slug = :s"), {"s": slug}).scalar_one()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         extra = "CAST('{}' AS json)" if engine.dialect.name == "postgresql" else "'{}'"
         conn.execute(text(
             "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.settings import Settings
 from bench.explorer import SPECIALISTS, generate_project
-from lineage.errors import InvalidInput, NotFound
 from lineage.browse.explore import CELL_BUDGET, ExploreQuery
+from lineage.errors import InvalidInput, NotFound
 from lineage.service import Ledger
 
 SLUG = "explore"

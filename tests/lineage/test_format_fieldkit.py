@@ -11,12 +11,10 @@ import inspect
 import io
 import random
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import pytest
-
-from lineage.domain import MAX_DURATION_S
 from fieldkit.lineage import FailureLabel as FkLabel
 from fieldkit.lineage import LineageStore
 from fieldkit.lineage import Trial as FkTrial
@@ -26,6 +24,7 @@ from hypothesis import strategies as st
 from lineage.domain import (
     CLIP_SCALE_COLUMNS,
     FIELDKIT_COLUMNS,
+    MAX_DURATION_S,
     MAX_LONG_TEXT,
     MAX_SHORT_TEXT,
     FailureLabel,

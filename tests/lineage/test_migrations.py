@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -146,13 +148,13 @@ def test_the_frozen_tokenizer_of_revision_0003_agrees_with_todays() -> None:
 def _insert_old_trial(engine, slug: str, exp_id: str, extra: dict) -> None:  # type: ignore[no-untyped-def]
     """A trial row as an older schema holds it (today's store writes columns it lacks)."""
     import json
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from sqlalchemy import text
 
     with engine.begin() as conn:
         project_id = conn.execute(text("SELECT id FROM projects WHERE slug = :s"), {"s": slug}).scalar_one()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         extra_mark = "CAST(:extra AS jsonb)" if engine.dialect.name == "postgresql" else ":extra"
         conn.execute(text(
             "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "

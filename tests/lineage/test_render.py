@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lineage.agent.render import EMPTY_PROMPT, PromptView, render_knowledge, render_prompt
 from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
 from lineage.domain import BestPolicy, FailureLabel, Project, Trial, validate_trial
-from lineage.agent.render import EMPTY_PROMPT, PromptView, render_knowledge, render_prompt
 from tests.sweeps import (
     HOSTILE_FRAGMENTS,
     SPECIALISTS,

@@ -36,7 +36,7 @@ class Receiver:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hook"
 
-    def start(self) -> "Receiver":
+    def start(self) -> Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -77,7 +77,7 @@ class Receiver:
             time.sleep(0.02)
         return self.requests
 
-    def __enter__(self) -> "Receiver":
+    def __enter__(self) -> Receiver:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -9,8 +9,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainer_hooks.advantages import retrain as R
 from trainer_hooks import registry
+from trainer_hooks.advantages import retrain as R
 
 try:  # tests/trainer_hooks may or may not be a package
     from . import retrain_loop_reference as ref

@@ -18,6 +18,7 @@ import pytest
 
 from bench.explorer import SPECIALISTS, generate_project, serving
 from lineage.service import Ledger
+
 # fixtures: browser (Chromium), page (a fresh context on this module's server; script errors fail the test)
 from tests.web.test_browser import browser, page, shot  # noqa: F401
 

@@ -9,7 +9,6 @@ import re
 from collections.abc import Iterator
 from html import unescape
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient

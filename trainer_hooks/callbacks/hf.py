@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from transformers import TrainerCallback
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from trainer_hooks.client.client import LedgerClient
 from trainer_hooks.client.outcome import TrialOutcome, failure_label
@@ -75,7 +76,7 @@ class TrialRecorder:
         self._trained: float | None = None
         self._planned = False
 
-    def __enter__(self) -> "TrialRecorder":
+    def __enter__(self) -> TrialRecorder:
         self.start()
         return self
 

@@ -12,7 +12,8 @@ are not numbers (strings, lists) are skipped.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from trainer_hooks.callbacks.recorder import TrialRecorder
 

@@ -56,10 +56,11 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, Transport, Unavailable, deliver
 from trainer_hooks.client.outcome import TrialOutcome
@@ -150,7 +151,7 @@ class LedgerClient:
                  gzip_level: int | None | str = "auto", system_metrics: bool | float | None = None,
                  keep_spool: bool = False, in_flight: int = 2) -> None:
         self.project = project
-        self.run_id = run_id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+        self.run_id = run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         if not _RUN_ID.match(self.run_id):
             raise ValueError(f"run_id must be 1-120 characters of A-Z, a-z, 0-9, '.', '_', '-', got {self.run_id!r}")
         directory = Path(spool_dir) if spool_dir is not None else default_spool_dir()
@@ -230,7 +231,7 @@ class LedgerClient:
         if exp_id is not None:
             body["exp_id"] = exp_id
             self.spool.set("exp_id", exp_id)
-        body.setdefault("timestamp", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"))
+        body.setdefault("timestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"))
         body["extra"] = {"run_id": self.run_id, "state": "running", **dict(body.get("extra") or {})}
         self._plan_extra = body["extra"]
         self._append_op("plan", body)
@@ -452,7 +453,7 @@ class LedgerClient:
                         "`lineage spool flush %s`)", ops, points, self.spool.path, self.spool.path.parent)
         return report
 
-    def __enter__(self) -> "LedgerClient":
+    def __enter__(self) -> LedgerClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -519,7 +520,7 @@ class LedgerClient:
         while not self._stop_sending.is_set():
             held = self.spool.pending() if self._unreachable_since is not None else (0, 0)
 
-            def sent(count: int) -> None:
+            def sent(count: int, held: tuple[int, int] = held) -> None:
                 self._reachable_again(held)
                 self._count_sent(count)
 

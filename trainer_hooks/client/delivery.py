@@ -47,8 +47,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, wait
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote
 
 import httpx

@@ -17,8 +17,9 @@ stored, its ``delta_vs_best``, and whether the trial is the project's best now.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = [
     "FAILURE_LABELS",
@@ -62,7 +63,7 @@ class TrialOutcome:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrialOutcome":
+    def from_dict(cls, data: Mapping[str, Any]) -> TrialOutcome:
         return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
     def describe(self) -> str:

@@ -32,7 +32,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = ["MAX_ABS_VALUE", "MAX_STEP", "MAX_TURN", "Record", "Row", "check_name", "dumps", "encode_columns", "encode_rows",
            "metric_values", "step_record", "step_rows", "turn_rows"]

@@ -63,9 +63,10 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 if sys.platform != "win32":
     import fcntl

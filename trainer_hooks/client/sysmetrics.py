@@ -40,7 +40,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["DEFAULT_INTERVAL_S", "SystemSampler", "sampler_settings"]
 

@@ -63,7 +63,8 @@ Nothing here imports verl except :func:`register`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch

@@ -58,7 +58,8 @@ than the current one: a version-tracking bug), ``behav_approx_kl`` (token-mean
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor

@@ -50,7 +50,8 @@ Fully masked rows (and fully masked batches)
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor

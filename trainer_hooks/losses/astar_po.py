@@ -45,7 +45,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from typing import Any, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor

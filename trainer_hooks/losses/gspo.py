@@ -44,7 +44,8 @@ log-ratio (verl's ``ppo_kl``), ``ratio_mean/min/max`` of the ratio used,
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor

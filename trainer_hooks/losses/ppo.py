@@ -68,7 +68,8 @@ Dtypes: bf16/fp16 inputs are computed in float32 and the loss is returned in flo
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F

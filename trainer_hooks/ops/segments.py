@@ -15,7 +15,8 @@ rows, groups, turns or tokens. Layouts used throughout ``trainer_hooks``:
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor

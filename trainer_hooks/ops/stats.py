@@ -53,7 +53,7 @@ def stacked_moments(values: Tensor, mask: Tensor, *, empty: float = 0.0) -> tupl
     return tuple(out.t().contiguous())  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bit_patterns(dtype: torch.dtype) -> tuple[torch.dtype, int, int]:
     """The integer dtype of ``dtype``'s width and the bit patterns of +inf and -inf in it."""
     ints = torch.int64 if dtype == torch.float64 else torch.int32

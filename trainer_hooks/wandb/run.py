@@ -18,9 +18,9 @@ import atexit
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from trainer_hooks.callbacks.recorder import exception_summary
 from trainer_hooks.client.outcome import failure_label
@@ -144,10 +144,10 @@ class Run:
     """A run (module doc). Made by :func:`trainer_hooks.wandb.init`; ``client`` None is a
     disabled run (``mode="disabled"``): every call works and nothing is recorded."""
 
-    def __init__(self, client: "LedgerClient | None", *, project: str, name: str | None, notes: str | None,
+    def __init__(self, client: LedgerClient | None, *, project: str, name: str | None, notes: str | None,
                  tags: tuple[str, ...], config: Config, group: str | None, job_type: str | None,
                  metric_key: str | None, base_url: str | None, extra: Mapping[str, Any], keep_margin: float = 0.0,
-                 on_finish: "Callable[[Run], None] | None" = None) -> None:
+                 on_finish: Callable[[Run], None] | None = None) -> None:
         self._client = client
         self.project = project
         self.name = name
@@ -166,7 +166,7 @@ class Run:
         self.resumed = False
         self.sweep_id: str | None = None
         self.start_time = time.time()
-        self.report: "ClientReport | None" = None
+        self.report: ClientReport | None = None
         #: the status the run was finished with ("auto": the ledger decides keep or discard)
         self.status: str | None = None
         self._base_url = base_url
@@ -214,7 +214,7 @@ class Run:
         return self._step
 
     @property
-    def client(self) -> "LedgerClient | None":
+    def client(self) -> LedgerClient | None:
         return self._client
 
     # -- logging ---------------------------------------------------------------------------
@@ -332,7 +332,7 @@ class Run:
         record the result, close the client (waiting at most its ``close_timeout``)."""
         self._finish(exit_code=exit_code)
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:

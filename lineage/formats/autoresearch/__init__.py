@@ -135,7 +135,8 @@ Round trip
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Sequence, TextIO
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TextIO
 
 from lineage.domain import BestPolicy, Trial
 from lineage.errors import InvalidInput
@@ -157,9 +158,9 @@ from lineage.formats.autoresearch.header import (
 )
 from lineage.formats.autoresearch.infer import SAMPLE_ROWS, ParsedTable, infer_layout, parse_table
 from lineage.formats.autoresearch.layout import (
+    DIRECTIONS,
     GENERIC,
     GIT_KEY,
-    DIRECTIONS,
     ID_WIDTH,
     LINE_KEY,
     NAME,

@@ -29,7 +29,7 @@ moves of measurements that zig-zag is chance, not a loop's choice).
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from lineage.domain import Trial
 from lineage.errors import InvalidInput

@@ -6,7 +6,7 @@ header text ends and the rows begin (:func:`first_nonblank`, :func:`header_end`)
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from lineage.formats.autoresearch.layout import Layout
 from lineage.formats.autoresearch.vocabulary import (

@@ -8,8 +8,9 @@ or data) are :mod:`.header`'s; the direction is :mod:`.direction`'s.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from lineage.domain import FailureLabel, Trial
 from lineage.errors import InvalidInput

@@ -10,8 +10,9 @@ header), :func:`format_number` (a number in a column's format) and the keys of
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from lineage.errors import InvalidInput
 
@@ -72,7 +73,7 @@ class ImportOptions:
         direction: str | None = None,
         status_map: str | Sequence[str] | None = None,
         columns: str | Sequence[str] | None = None,
-    ) -> "ImportOptions":
+    ) -> ImportOptions:
         """The options as every face receives them, as text (the command line, a query
         string, a form): a blank value is not given; ``direction`` is one of
         :data:`DIRECTIONS` (``lower``, ``higher``, ``infer``); ``status_map`` is
@@ -190,7 +191,7 @@ class Layout:
         return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Layout":
+    def from_dict(cls, data: Mapping[str, Any]) -> Layout:
         known = {f for f in cls.__dataclass_fields__ if not f.startswith("_")}
         return cls(**{k: v for k, v in dict(data).items() if k in known})
 

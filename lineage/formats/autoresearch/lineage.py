@@ -6,12 +6,13 @@ watch can go on with rows appended later.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from lineage.domain import MAX_LONG_TEXT, MAX_SHORT_TEXT, BestPolicy, RunningBest, Trial
 from lineage.errors import InvalidInput
 from lineage.formats.autoresearch.layout import Layout
 from lineage.formats.autoresearch.vocabulary import ADVANCING
+
 
 class LineageBuilder:
     """Names parsed rows (in file order, in place): exp_id, parent, baseline, and then

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from lineage.domain import TRIAL_FIELD_NAMES, FailureLabel, Trial
 from lineage.errors import InvalidInput

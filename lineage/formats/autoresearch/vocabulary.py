@@ -11,9 +11,17 @@ Pure values and functions; no layout, no file. The other modules of
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from lineage.domain import MAX_LONG_TEXT, MAX_SHORT_TEXT, NO_RESULT_LABELS, NO_RESULT_NUMBERS, FailureLabel, is_no_result
+from lineage.domain import (
+    MAX_LONG_TEXT,
+    MAX_SHORT_TEXT,
+    NO_RESULT_LABELS,
+    NO_RESULT_NUMBERS,
+    FailureLabel,
+    is_no_result,
+)
 from lineage.errors import InvalidInput
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Iterable, Mapping, TextIO
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
 
 from lineage.domain import Trial
 from lineage.errors import InvalidInput
@@ -24,6 +25,7 @@ from lineage.formats.autoresearch.layout import (
 )
 from lineage.formats.autoresearch.rows import RowParser, split_lines
 from lineage.formats.autoresearch.vocabulary import CRASH_LIKE
+
 
 def _clean(text: str, layout: Layout) -> str:
     if layout.is_csv:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import text

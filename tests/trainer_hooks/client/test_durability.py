@@ -62,7 +62,7 @@ def test_server_down_at_start_loses_nothing(serve, tmp_path: Path) -> None:  # t
     client = fast_client(f"http://127.0.0.1:{port}", tmp_path / "spool")
     client.ensure_project()
     client.plan_trial(hypothesis="down at start")
-    log_steps(client, range(0, 300))
+    log_steps(client, range(300))
     assert client.flush(timeout=0.3) is False  # nothing answers yet
     serve(db, port=port)
     log_steps(client, range(300, 600))
@@ -79,7 +79,7 @@ def test_server_killed_mid_run_and_restarted_loses_nothing(serve, engine, db_url
     client = fast_client(server.url, tmp_path / "spool")
     client.ensure_project()
     client.plan_trial(hypothesis="server dies")
-    log_steps(client, range(0, 200))
+    log_steps(client, range(200))
     assert client.flush(timeout=FLUSH_TIMEOUT_S)
     server.kill()
     log_steps(client, range(200, 400))
@@ -255,7 +255,7 @@ def test_a_spool_of_an_older_client_with_point_lists_is_still_delivered_once(ser
     db, port, spool_dir, client = offline_client(tmp_path, "mixed", "old and new spool ops")
     assert not client.close(timeout=0.2).delivered
     old = Spool(spool_dir / "mixed.spool")
-    old.append_points([encode_rows(point_rows(range(0, 40))), encode_rows(point_rows(range(40, 80)))], kind="points")
+    old.append_points([encode_rows(point_rows(range(40))), encode_rows(point_rows(range(40, 80)))], kind="points")
     old.append_points([encode_columns([point_rows(range(80, 150))])])
     old.append_points([encode_rows(point_rows(range(150, 200)))], kind="points")
     old.close()

@@ -11,8 +11,8 @@ import contextlib
 import importlib
 import logging
 import random
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Iterator
 
 import pytest
 import torch

@@ -21,8 +21,9 @@ Telemetry of :func:`compose_advantages` (flat ``dict[str, Tensor]``, 0-dim float
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -125,7 +126,7 @@ class RetrainAdvantageConfig:
     correct_threshold: float = CORRECT_THRESHOLD
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "RetrainAdvantageConfig":
+    def from_mapping(cls, values: Mapping[str, Any]) -> RetrainAdvantageConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(values) - known
         if unknown:
