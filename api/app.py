@@ -59,8 +59,9 @@ The experiment lineage ledger's JSON API.
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     configure_logging(settings.log_format, settings.log_level)
-    ledger = Ledger.open(settings.database_url, upgrade=settings.upgrade_on_start,
-                         wal_autocheckpoint=SERVER_WAL_AUTOCHECKPOINT)
+    ledger = Ledger.open(
+        settings.database_url, upgrade=settings.upgrade_on_start, wal_autocheckpoint=SERVER_WAL_AUTOCHECKPOINT
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

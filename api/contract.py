@@ -63,8 +63,11 @@ class Problem(BaseModel):
     title: str = Field(description="The status's phrase")
     status: int = Field(ge=100, le=599)
     detail: str = Field(description="What went wrong, and where, in a sentence")
-    code: str | None = Field(None, description="The problem's kind: not-found, conflict, invalid-input, "
-                             "invalid-request, unauthorized, forbidden, ...")
+    code: str | None = Field(
+        None,
+        description="The problem's kind: not-found, conflict, invalid-input, "
+        "invalid-request, unauthorized, forbidden, ...",
+    )
     instance: str | None = Field(None, description="The request's path")
     request_id: str | None = Field(None, description="Also the X-Request-ID header; the server log names it")
     field: str | None = Field(None, description="The field at fault (the first, for invalid-request)")
@@ -95,7 +98,7 @@ CONFLICTS: dict[str, str] = {
     "create_project": "A project with this slug exists",
     "record_trial": "This exp_id or Idempotency-Key holds another trial (existing and proposed in the problem)",
     "record_trials": "An item's exp_id or idempotency_key holds another trial (the field is trials[i].field), "
-                     "or this Idempotency-Key was used for other trials",
+    "or this Idempotency-Key was used for other trials",
     "upload_tsv": "A row's exp_id holds another trial",
     "post_telemetry": "This batch_id or Idempotency-Key holds another batch",
     "raise_alert": "This Idempotency-Key holds another alert",
@@ -120,12 +123,18 @@ LINKS: dict[tuple[str, int], dict[str, tuple[str, dict[str, str]]]] = {
     ("record_trial", 201): {
         "GetTrial": ("get_trial", {"project": "$request.path.project", "exp_id": "$response.body#/trial/exp_id"}),
         "UpdateTrial": ("update_trial", {"project": "$request.path.project", "exp_id": "$response.body#/trial/exp_id"}),
-        "TrialLineage": ("trial_lineage", {"project": "$request.path.project",
-                                           "exp_id": "$response.body#/trial/exp_id"}),
-        "PostTelemetry": ("post_telemetry", {"project": "$request.path.project",
-                                             "exp_id": "$response.body#/trial/exp_id"}),
-        "GetTelemetry": ("get_telemetry", {"project": "$request.path.project",
-                                           "exp_id": "$response.body#/trial/exp_id"}),
+        "TrialLineage": (
+            "trial_lineage",
+            {"project": "$request.path.project", "exp_id": "$response.body#/trial/exp_id"},
+        ),
+        "PostTelemetry": (
+            "post_telemetry",
+            {"project": "$request.path.project", "exp_id": "$response.body#/trial/exp_id"},
+        ),
+        "GetTelemetry": (
+            "get_telemetry",
+            {"project": "$request.path.project", "exp_id": "$response.body#/trial/exp_id"},
+        ),
         "RaiseAlert": ("raise_alert", {"project": "$request.path.project", "exp_id": "$response.body#/trial/exp_id"}),
     },
     ("post_telemetry", 201): {
@@ -189,14 +198,23 @@ def _all(dependant: Dependant, kind: str) -> list[Any]:
 
 def _problem_response(status: int, route: APIRoute) -> dict[str, Any]:
     if status == 304:
-        return {"description": "Not modified: the ETag in If-None-Match is current",
-                "headers": {"ETag": {"schema": {"type": "string"}}}}
+        return {
+            "description": "Not modified: the ETag in If-None-Match is current",
+            "headers": {"ETag": {"schema": {"type": "string"}}},
+        }
     description = CONFLICTS[route.name] if status == 409 else _DESCRIPTIONS[status]
-    response: dict[str, Any] = {"description": description,
-                                "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
     if status == 401:
-        response["headers"] = {"WWW-Authenticate": {"required": True, "schema": {"type": "string"},
-                                                    "description": 'Bearer realm="lineage"'}}
+        response["headers"] = {
+            "WWW-Authenticate": {
+                "required": True,
+                "schema": {"type": "string"},
+                "description": 'Bearer realm="lineage"',
+            }
+        }
     return response
 
 

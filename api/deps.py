@@ -127,7 +127,11 @@ ProjectSlug = Annotated[Text, Path(description="Project slug")]
 ExpId = Annotated[Text, Path(description="Trial exp_id")]
 IdempotencyKey = Annotated[
     str | None,
-    Header(alias="Idempotency-Key", max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN,
-           description="Client's key for this write: a retry with the same key never writes twice"),
+    Header(
+        alias="Idempotency-Key",
+        max_length=MAX_IDEMPOTENCY_KEY,
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="Client's key for this write: a retry with the same key never writes twice",
+    ),
 ]
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]

@@ -82,7 +82,8 @@ class LazyStart:
         self._inner_queue, self._inner_events = asyncio.Queue(), asyncio.Queue()
         queue, events = self._inner_queue, self._inner_events
         self._inner_lifespan = asyncio.create_task(
-            app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, queue.get, events.put))
+            app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, queue.get, events.put)
+        )
         await queue.put({"type": "lifespan.startup"})
         answer = await events.get()
         if answer["type"] != "lifespan.startup.complete":

@@ -121,8 +121,12 @@ def uvicorn_log_config(log_format: str = "text", level: str = "info") -> dict[st
         "filters": {"request_id": {"()": "api.logs.RequestIdFilter"}, "redact": {"()": "api.logs.RedactTokens"}},
         "formatters": {"main": {"()": formatter}},
         "handlers": {
-            "main": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "main",
-                     "filters": ["request_id", "redact"]},
+            "main": {
+                "class": "logging.StreamHandler",
+                "stream": "ext://sys.stderr",
+                "formatter": "main",
+                "filters": ["request_id", "redact"],
+            },
         },
         "loggers": {
             "uvicorn": {"handlers": ["main"], "level": level.upper(), "propagate": False},

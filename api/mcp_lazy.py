@@ -51,7 +51,9 @@ class LazyMcp:
         if self._wanted is None or self._ready is None:
             from starlette.responses import PlainTextResponse
 
-            await PlainTextResponse("MCP is not running (the app's lifespan has not started)", 503)(scope, receive, send)
+            await PlainTextResponse("MCP is not running (the app's lifespan has not started)", 503)(
+                scope, receive, send
+            )
             return
         self._wanted.set()
         await self._ready.wait()

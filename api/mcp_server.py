@@ -79,31 +79,58 @@ def _bounded(low: int, high: int, description: str) -> Any:
 
 ProjectArg = Annotated[str, Field(description="The project's slug (list_projects names them).")]
 ExpIdArg = Annotated[str, Field(description="The trial's exp_id, e.g. 004.")]
-SpecialistArg = Annotated[str, Field(
-    description="Who starts the session (an agent or role), shown in the prompt; leave empty in loops without "
-                "specialists.")]
+SpecialistArg = Annotated[
+    str,
+    Field(
+        description="Who starts the session (an agent or role), shown in the prompt; leave empty in loops without "
+        "specialists."
+    ),
+]
 TopKArg = Annotated[int, _bounded(0, 100_000, "Kept trials in the leaderboard.")]
 RecentArg = Annotated[int, _bounded(1, 100_000, "Trials in the recent-activity table.")]
 LastArg = Annotated[int, _bounded(1, 100_000, "Latest trials shown in full.")]
 TimestampArg = Annotated[str, Field(description="The session's time, shown in the prompt's heading (optional).")]
-FormatArg = Annotated[Literal["auto", "fieldkit", "loop"], Field(
-    description="auto: fieldkit's exact text for a fieldkit-style project given a specialist, else the loop's own "
-                "sections; fieldkit: fieldkit's exact text; loop: the loop's own sections.")]
+FormatArg = Annotated[
+    Literal["auto", "fieldkit", "loop"],
+    Field(
+        description="auto: fieldkit's exact text for a fieldkit-style project given a specialist, else the loop's own "
+        "sections; fieldkit: fieldkit's exact text; loop: the loop's own sections."
+    ),
+]
 TrialArg = Annotated[dict[str, Any], WithJsonSchema(record_schema())]
 ChangesArg = Annotated[dict[str, Any], WithJsonSchema(changes_schema())]
-FieldsArg = Annotated[list[str] | None, WithJsonSchema({
-    "type": "array", "items": {"type": "string", "enum": list(TRIAL_FIELD_NAMES)},
-    "description": f"The trial fields to return; default: {', '.join(DEFAULT_LIST_FIELDS)}."})]
-StatusesArg = Annotated[list[str] | None, WithJsonSchema({
-    "type": "array", "items": {"type": "string", "enum": [label.value for label in FailureLabel]},
-    "description": "Only trials with any of these statuses."})]
+FieldsArg = Annotated[
+    list[str] | None,
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {"type": "string", "enum": list(TRIAL_FIELD_NAMES)},
+            "description": f"The trial fields to return; default: {', '.join(DEFAULT_LIST_FIELDS)}.",
+        }
+    ),
+]
+StatusesArg = Annotated[
+    list[str] | None,
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {"type": "string", "enum": [label.value for label in FailureLabel]},
+            "description": "Only trials with any of these statuses.",
+        }
+    ),
+]
 
 
 def _batch_item_schema() -> dict[str, Any]:
     """record_trial's trial, with the item's own optional idempotency key."""
     schema = record_schema()
-    schema["properties"] = {**schema["properties"], "idempotency_key": {
-        "type": "string", "description": "Your key for this trial alone (1-255 printable characters)."}}
+    schema["properties"] = {
+        **schema["properties"],
+        "idempotency_key": {
+            "type": "string",
+            "description": "Your key for this trial alone (1-255 printable characters).",
+        },
+    }
     return schema
 
 
@@ -118,9 +145,11 @@ def _tool_error(exc: LedgerError, ledger: Ledger) -> ToolError:
     if isinstance(exc, NotFound) and exc.entity == "project":
         known = sorted(project.slug for project in ledger.projects())
         data["known_projects"] = known
-        data["detail"] = (f"project {exc.key!r} does not exist; known projects: {', '.join(known) or 'none'}. "
-                          "Create it with create_project (slug, metric_name, lower_is_better), or pass metric_name "
-                          "and lower_is_better to record_trial.")
+        data["detail"] = (
+            f"project {exc.key!r} does not exist; known projects: {', '.join(known) or 'none'}. "
+            "Create it with create_project (slug, metric_name, lower_is_better), or pass metric_name "
+            "and lower_is_better to record_trial."
+        )
     return ToolError(json.dumps(data, ensure_ascii=False, default=str))
 
 
@@ -150,11 +179,18 @@ class _Access:
         header = headers.get("authorization") if headers is not None else None
         principal = self.ledger.principal(header)
         try:
-            check_access(principal, role, anonymous_read=self.anonymous_read, exposed=self.exposed,
-                         ledger_open=self.ledger.anonymous_writes_open)
+            check_access(
+                principal,
+                role,
+                anonymous_read=self.anonymous_read,
+                exposed=self.exposed,
+                ledger_open=self.ledger.anonymous_writes_open,
+            )
         except Unauthorized as exc:
-            raise Unauthorized(f"{exc.message}. Over MCP, send the header 'Authorization: Bearer <token>' "
-                               f"with a {role.value} token (e.g. in the client's MCP server config)") from None
+            raise Unauthorized(
+                f"{exc.message}. Over MCP, send the header 'Authorization: Bearer <token>' "
+                f"with a {role.value} token (e.g. in the client's MCP server config)"
+            ) from None
 
 
 def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed: bool = False) -> MCPServer:
@@ -194,12 +230,17 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         out = []
         for project in ledger.projects():
             best = ledger.best(project.slug)
-            out.append({
-                "slug": project.slug, "title": project.title, "metric_name": project.metric_name,
-                "lower_is_better": project.lower_is_better, "trial_count": project.trial_count,
-                "fed_by": "results file" if (project.settings or {}).get("results_file") else "records",
-                "best": None if best is None else {"exp_id": best.exp_id, "core_metric": best.core_metric},
-            })
+            out.append(
+                {
+                    "slug": project.slug,
+                    "title": project.title,
+                    "metric_name": project.metric_name,
+                    "lower_is_better": project.lower_is_better,
+                    "trial_count": project.trial_count,
+                    "fed_by": "results file" if (project.settings or {}).get("results_file") else "records",
+                    "best": None if best is None else {"exp_id": best.exp_id, "core_metric": best.core_metric},
+                }
+            )
         return {"projects": out}
 
     @tool(Role.WRITER)
@@ -207,8 +248,9 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         ctx: Context,
         slug: Annotated[str, Field(description="The project's name in URLs and tools: a-z, 0-9, '-', '_', '.'.")],
         metric_name: Annotated[str, Field(description="What core_metric measures, e.g. val_bpb, accuracy, score.")],
-        lower_is_better: Annotated[bool, Field(description="true: a smaller metric is better (a loss); "
-                                                           "false: a larger one (an accuracy).")],
+        lower_is_better: Annotated[
+            bool, Field(description="true: a smaller metric is better (a loss); false: a larger one (an accuracy).")
+        ],
         title: Annotated[str, Field(description="A human title (optional).")] = "",
     ) -> dict[str, Any]:
         """Create a project (one research loop against one metric). Creating it again with the
@@ -221,17 +263,26 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         if (found.metric_name, found.lower_is_better) != (metric_name, lower_is_better):
             from lineage.errors import Conflict
 
-            raise Conflict(f"project {slug!r} exists with metric_name={found.metric_name!r}, "
-                           f"lower_is_better={found.lower_is_better}", field="slug", existing=_project(found),
-                           proposed={"slug": slug, "metric_name": metric_name, "lower_is_better": lower_is_better})
+            raise Conflict(
+                f"project {slug!r} exists with metric_name={found.metric_name!r}, "
+                f"lower_is_better={found.lower_is_better}",
+                field="slug",
+                existing=_project(found),
+                proposed={"slug": slug, "metric_name": metric_name, "lower_is_better": lower_is_better},
+            )
         return {"project": _project(found), "created": False}
 
     # -- the session-start prompt: a tool, a prompt and a resource -------------------------------
 
     @tool(Role.READER)
     def get_prompt(
-        ctx: Context, project: ProjectArg, specialist: SpecialistArg = "", top_k: TopKArg = 20,
-        recent_n: RecentArg = 30, last_m: LastArg = 10, timestamp: TimestampArg = "",
+        ctx: Context,
+        project: ProjectArg,
+        specialist: SpecialistArg = "",
+        top_k: TopKArg = 20,
+        recent_n: RecentArg = 30,
+        last_m: LastArg = 10,
+        timestamp: TimestampArg = "",
         raw: Annotated[bool, Field(description="true: the lineage block alone, without how to record.")] = False,
         format: FormatArg = "auto",
     ) -> str:
@@ -239,20 +290,34 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         the chain of kept changes to it, recent trials, where the loop stands, and how to
         record this session's trial. Read it first and follow it."""
         return ledger.prompt_document(
-            project, specialist=specialist, top_k=top_k, recent_n=recent_n, last_m=last_m, timestamp=timestamp,
-            wrap=not raw, base_url=None, face="mcp", style=format,
+            project,
+            specialist=specialist,
+            top_k=top_k,
+            recent_n=recent_n,
+            last_m=last_m,
+            timestamp=timestamp,
+            wrap=not raw,
+            base_url=None,
+            face="mcp",
+            style=format,
         )[1]
 
-    @server.prompt(name="session_start", description="The session-start prompt of a project: the lineage so far "
-                                                      "and how to record this session's trial.")
+    @server.prompt(
+        name="session_start",
+        description="The session-start prompt of a project: the lineage so far and how to record this session's trial.",
+    )
     def session_start(project: str, specialist: str = "") -> str:
         try:
             return prompt_text(project, specialist)
         except LedgerError as exc:
             raise _tool_error(exc, ledger) from None
 
-    @server.resource(PROMPT_RESOURCE, name="prompt", mime_type="text/markdown",
-                     description="A project's session-start prompt (Markdown).")
+    @server.resource(
+        PROMPT_RESOURCE,
+        name="prompt",
+        mime_type="text/markdown",
+        description="A project's session-start prompt (Markdown).",
+    )
     def prompt_resource(project: str) -> str:
         try:
             return prompt_text(project)
@@ -261,9 +326,14 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
 
     @tool(Role.READER)
     def get_knowledge(
-        ctx: Context, project: ProjectArg, recent_n: RecentArg = 30, last_m: LastArg = 10,
-        format: Annotated[Literal["markdown", "json"], Field(
-            description="markdown: the KNOWLEDGE.md block; json: the best, its chain and the recent trials.")] = "markdown",
+        ctx: Context,
+        project: ProjectArg,
+        recent_n: RecentArg = 30,
+        last_m: LastArg = 10,
+        format: Annotated[
+            Literal["markdown", "json"],
+            Field(description="markdown: the KNOWLEDGE.md block; json: the best, its chain and the recent trials."),
+        ] = "markdown",
     ) -> str:
         """The KNOWLEDGE.md block of a project: the chain to the best and the recent trials."""
         if format == "json":
@@ -285,11 +355,17 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         metric_min: Annotated[float | None, Field(description="Only trials with core_metric >= this.")] = None,
         metric_max: Annotated[float | None, Field(description="Only trials with core_metric <= this.")] = None,
         q: Annotated[str | None, Field(description="Text in the hypothesis, notes or exp_id.")] = None,
-        filter: Annotated[str | None, Field(description="A filter expression: `status = keep and core_metric < 0.99`, "
-                                             "`extra.memory_gb >= 45`, `hypothesis ~ warmup`, `exp_id > 1000`, "
-                                             "`status in (crash, discard)`; a bare word matches the text.")] = None,
-        sort: Annotated[str, Field(description="seq, metric, exp_id, any trial field or extra.KEY; a leading - "
-                                               "sorts descending.")] = "seq",
+        filter: Annotated[
+            str | None,
+            Field(
+                description="A filter expression: `status = keep and core_metric < 0.99`, "
+                "`extra.memory_gb >= 45`, `hypothesis ~ warmup`, `exp_id > 1000`, "
+                "`status in (crash, discard)`; a bare word matches the text."
+            ),
+        ] = None,
+        sort: Annotated[
+            str, Field(description="seq, metric, exp_id, any trial field or extra.KEY; a leading - sorts descending.")
+        ] = "seq",
         order: Annotated[Literal["asc", "desc"], Field(description="asc or desc.")] = "asc",
         limit: Annotated[int, _bounded(1, 1000, "Trials per page.")] = 50,
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
@@ -304,9 +380,19 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
             for word in status:
                 FailureLabel.parse(word)
         page = ledger.trials_query(
-            project, sort=sort, descending=order == "desc", cursor=cursor, limit=limit,
-            status=status, specialist=specialist, domain=domain, parent=parent, metric_min=metric_min,
-            metric_max=metric_max, text_query=q, expression=filter,
+            project,
+            sort=sort,
+            descending=order == "desc",
+            cursor=cursor,
+            limit=limit,
+            status=status,
+            specialist=specialist,
+            domain=domain,
+            parent=parent,
+            metric_min=metric_min,
+            metric_max=metric_max,
+            text_query=q,
+            expression=filter,
         ).to_dict()
         page["items"] = [select_fields(item, names) for item in page["items"]]
         page["fields"] = list(names)
@@ -323,14 +409,23 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         ctx: Context,
         project: ProjectArg,
         trial: TrialArg,
-        idempotency_key: Annotated[str | None, Field(
-            description="Your key for this trial (1-255 printable characters); reuse it on a retry and the "
-                        "trial is never stored twice.")] = None,
-        metric_name: Annotated[str | None, Field(
-            description="Only for a project that does not exist yet: its metric's name; with lower_is_better "
-                        "the project is created.")] = None,
-        lower_is_better: Annotated[bool | None, Field(
-            description="Only for a project that does not exist yet: the metric's direction.")] = None,
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                description="Your key for this trial (1-255 printable characters); reuse it on a retry and the "
+                "trial is never stored twice."
+            ),
+        ] = None,
+        metric_name: Annotated[
+            str | None,
+            Field(
+                description="Only for a project that does not exist yet: its metric's name; with lower_is_better "
+                "the project is created."
+            ),
+        ] = None,
+        lower_is_better: Annotated[
+            bool | None, Field(description="Only for a project that does not exist yet: the metric's direction.")
+        ] = None,
     ) -> dict[str, Any]:
         """Record a finished trial. Leave parent_exp out to fork from the current best
         (parent_defaulted says so) and exp_id out to get the next number. The answer holds the
@@ -350,13 +445,26 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
     def record_trials(
         ctx: Context,
         project: ProjectArg,
-        trials: Annotated[list[dict[str, Any]], WithJsonSchema({
-            "type": "array", "minItems": 1, "maxItems": MAX_BATCH, "items": _batch_item_schema(),
-            "description": f"1 to {MAX_BATCH:,} finished trials, each as record_trial's trial (plus an optional "
-                           "idempotency_key of its own), recorded in this order."})],
-        idempotency_key: Annotated[str | None, Field(
-            description="Your key for the whole batch; the same batch again gets the same trials back, never "
-                        "stored twice.")] = None,
+        trials: Annotated[
+            list[dict[str, Any]],
+            WithJsonSchema(
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_BATCH,
+                    "items": _batch_item_schema(),
+                    "description": f"1 to {MAX_BATCH:,} finished trials, each as record_trial's trial (plus an optional "
+                    "idempotency_key of its own), recorded in this order.",
+                }
+            ),
+        ],
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                description="Your key for the whole batch; the same batch again gets the same trials back, never "
+                "stored twice."
+            ),
+        ] = None,
         similar: Annotated[bool, Field(description="Also return each trial's similar_prior.")] = False,
     ) -> dict[str, Any]:
         """Record many finished trials at once, all or nothing (a day's results, a
@@ -375,7 +483,8 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
 
     @tool(Role.READER)
     def find_similar(
-        ctx: Context, project: ProjectArg,
+        ctx: Context,
+        project: ProjectArg,
         text: Annotated[str, Field(description="The idea to look for, in words (at most 2,000 characters).")],
         limit: Annotated[int, _bounded(1, 50, "Trials to return.")] = 5,
     ) -> dict[str, Any]:
@@ -387,7 +496,8 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
 
     @tool(Role.READER)
     def get_summary(
-        ctx: Context, project: ProjectArg,
+        ctx: Context,
+        project: ProjectArg,
         last: Annotated[int, _bounded(1, 100_000, "The window of the recent keep rate and trend.")] = 20,
     ) -> dict[str, Any]:
         """Where a project's loop stands: trials per status, keep rate, the best and when it
@@ -397,11 +507,19 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
 
     @tool(Role.READER)
     def list_alerts(
-        ctx: Context, project: ProjectArg,
+        ctx: Context,
+        project: ProjectArg,
         exp_id: Annotated[str | None, Field(description="Only this trial's alerts.")] = None,
-        level: Annotated[list[str] | None, WithJsonSchema({
-            "type": "array", "items": {"type": "string", "enum": list(ALERT_LEVELS)},
-            "description": "Only alerts of these levels."})] = None,
+        level: Annotated[
+            list[str] | None,
+            WithJsonSchema(
+                {
+                    "type": "array",
+                    "items": {"type": "string", "enum": list(ALERT_LEVELS)},
+                    "description": "Only alerts of these levels.",
+                }
+            ),
+        ] = None,
         limit: Annotated[int, _bounded(1, 1000, "Alerts per page.")] = 20,
         before_id: Annotated[int | None, Field(description="next_before_id of the previous page.")] = None,
     ) -> dict[str, Any]:
@@ -409,8 +527,9 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         first: id, exp_id, level (info / warn / error), title, text, step, when. Pass
         next_before_id back as before_id for older ones. Check it with the summary before
         starting a trial."""
-        items, next_before_id = ledger.alerts_page(project, exp_id=exp_id, levels=level, before_id=before_id,
-                                                   limit=limit)
+        items, next_before_id = ledger.alerts_page(
+            project, exp_id=exp_id, levels=level, before_id=before_id, limit=limit
+        )
         return {"items": [alert.to_dict() for alert in items], "next_before_id": next_before_id}
 
     return server
@@ -428,7 +547,9 @@ def http_app(ledger: Ledger, *, anonymous_read: bool, exposed: bool = False) -> 
         from mcp.server.transport_security import TransportSecuritySettings
 
         app = server.streamable_http_app(
-            streamable_http_path="/mcp", stateless_http=True, json_response=True,
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
     except TypeError:  # mcp 1.x: the same options are settings of the server
@@ -464,11 +585,18 @@ class McpEndpoint:
         if self.app is None:
             from starlette.responses import PlainTextResponse
 
-            await PlainTextResponse("MCP is not running (the app's lifespan has not started)", 503)(scope, receive, send)
+            await PlainTextResponse("MCP is not running (the app's lifespan has not started)", 503)(
+                scope, receive, send
+            )
             return
         await self.app(scope, receive, send)
 
 
 def _project(project: Any) -> dict[str, Any]:
-    return {"slug": project.slug, "title": project.title, "metric_name": project.metric_name,
-            "lower_is_better": project.lower_is_better, "trial_count": project.trial_count}
+    return {
+        "slug": project.slug,
+        "title": project.title,
+        "metric_name": project.metric_name,
+        "lower_is_better": project.lower_is_better,
+        "trial_count": project.trial_count,
+    }

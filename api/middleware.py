@@ -81,11 +81,19 @@ class RequestContext:
                 query = scope.get("query_string", b"").decode("latin-1")
                 path = scope.get("path", "") + (f"?{redact_query(query)}" if query else "")
                 access_log.info(
-                    '%s %s %d %.1fms %s', scope.get("method", "-"), path, status,
-                    (time.perf_counter() - started) * 1000, principal or "-",
-                    extra={"method": scope.get("method"), "path": scope.get("path"), "status": status,
-                           "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                           "principal": principal},
+                    "%s %s %d %.1fms %s",
+                    scope.get("method", "-"),
+                    path,
+                    status,
+                    (time.perf_counter() - started) * 1000,
+                    principal or "-",
+                    extra={
+                        "method": scope.get("method"),
+                        "path": scope.get("path"),
+                        "status": status,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                        "principal": principal,
+                    },
                 )
             REQUEST_ID.reset(reset)
 
@@ -117,8 +125,13 @@ class BodyGuard:
         length = _header(scope, b"content-length")
         encoding = (_header(scope, b"content-encoding") or "identity").strip().lower()
         if encoding not in ("identity", "gzip", "x-gzip", "deflate"):
-            await _refuse(scope, send, 415, f"Content-Encoding {encoding!r} is not supported; send gzip or identity",
-                          field="Content-Encoding")
+            await _refuse(
+                scope,
+                send,
+                415,
+                f"Content-Encoding {encoding!r} is not supported; send gzip or identity",
+                field="Content-Encoding",
+            )
             return
         if length is not None and (not length.isdigit() or (encoding == "identity" and int(length) > limit)):
             if length.isdigit():
@@ -183,13 +196,26 @@ async def _refuse(scope: Scope, send: Send, status: int, detail: str, **members:
     from http import HTTPStatus
 
     state = scope.get("state", {})
-    body: dict[str, Any] = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status,
-                            "detail": detail, "instance": scope.get("path", "")}
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": scope.get("path", ""),
+    }
     if state.get("request_id"):
         body["request_id"] = state["request_id"]
     body.update(members)
     payload = json.dumps(body).encode("utf-8")
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(payload)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", PROBLEM_JSON.encode()),
+                (b"content-length", str(len(payload)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})

@@ -36,8 +36,9 @@ class GuardrailPolicyBody(Strict):
     """A project's guardrails; a missing or null limit is off."""
 
     max_crash_streak: int | None = Field(None, ge=1, le=1_000_000, description="Trip after N consecutive crashes")
-    max_trials_without_improvement: int | None = Field(None, ge=1, le=1_000_000,
-                                                       description="Trip after M trials without a new best")
+    max_trials_without_improvement: int | None = Field(
+        None, ge=1, le=1_000_000, description="Trip after M trials without a new best"
+    )
     budget_hours: float | None = Field(None, gt=0, le=1_000_000, description="Trip when sum(total_s) reaches H hours")
 
 
@@ -82,7 +83,8 @@ class ProgressOut(BaseModel):
 class HookCreate(Strict):
     url: HookUrl = Field(description="http:// or https:// URL receiving the events")
     events: list[Literal["new_best", "guardrail_tripped", "trial_crashed", "alert"]] | None = Field(
-        None, min_length=1, description="Default: all")
+        None, min_length=1, description="Default: all"
+    )
     format: Literal["json", "slack"] = "json"
 
 

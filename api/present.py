@@ -76,8 +76,9 @@ def recorded(request: Request, slug: str, result: RecordResult) -> JSONResponse:
 
 
 def project_created(project: Project) -> JSONResponse:
-    return JSONResponse(project_json(project), status_code=201,
-                        headers={"Location": f"/api/v1/projects/{quote(project.slug, safe='')}"})
+    return JSONResponse(
+        project_json(project), status_code=201, headers={"Location": f"/api/v1/projects/{quote(project.slug, safe='')}"}
+    )
 
 
 # -- ETags ------------------------------------------------------------------------------------
@@ -121,7 +122,9 @@ def base_url(request: Request) -> str:
 # -- prompt and knowledge ---------------------------------------------------------------------
 
 
-def prompt(request: Request, ledger: Ledger, slug: str, args: schemas.PromptQuery, if_none_match: str | None) -> Response:
+def prompt(
+    request: Request, ledger: Ledger, slug: str, args: schemas.PromptQuery, if_none_match: str | None
+) -> Response:
     root = None if args.raw else base_url(request)
     key = ("prompt", slug, args.model_dump_json(), root, None if args.raw else _wrapper_version())
     if if_none_match:
@@ -129,14 +132,27 @@ def prompt(request: Request, ledger: Ledger, slug: str, args: schemas.PromptQuer
         if matches(if_none_match, tag):
             return not_modified(tag)
     project, text = ledger.prompt_document(
-        slug, specialist=args.specialist, top_k=args.top_k, recent_n=args.recent_n, last_m=args.last_m,
-        timestamp=args.timestamp, wrap=not args.raw, base_url=root, face="http", style=args.format,
+        slug,
+        specialist=args.specialist,
+        top_k=args.top_k,
+        recent_n=args.recent_n,
+        last_m=args.last_m,
+        timestamp=args.timestamp,
+        wrap=not args.raw,
+        base_url=root,
+        face="http",
+        style=args.format,
     )
-    return Response(text.encode("utf-8"), media_type=MARKDOWN,
-                    headers={"ETag": etag(project.revision, *key), "Cache-Control": "no-cache"})
+    return Response(
+        text.encode("utf-8"),
+        media_type=MARKDOWN,
+        headers={"ETag": etag(project.revision, *key), "Cache-Control": "no-cache"},
+    )
 
 
-def knowledge(request: Request, ledger: Ledger, slug: str, args: schemas.KnowledgeQuery, if_none_match: str | None) -> Response:
+def knowledge(
+    request: Request, ledger: Ledger, slug: str, args: schemas.KnowledgeQuery, if_none_match: str | None
+) -> Response:
     key = ("knowledge", slug, args.model_dump_json())
     if if_none_match:
         tag = etag(ledger.project_revision(slug), *key)
@@ -181,11 +197,24 @@ def wants_tsv(request: Request, args: schemas.TrialFilters) -> bool:
 
 def trials(request: Request, ledger: Ledger, slug: str, args: schemas.TrialFilters) -> Response:
     query = ledger.trials_query(
-        slug, sort=args.sort, descending=args.order == "desc", cursor=args.cursor, limit=args.limit,
-        count=args.count, status=args.status, specialist=args.specialist, domain=args.domain, parent=args.parent,
-        metric_min=args.metric_min, metric_max=args.metric_max, text_query=args.q,
-        created_after=_time("created_after", args.created_after), created_before=_time("created_before", args.created_before),
-        timestamp_from=args.timestamp_from, timestamp_to=args.timestamp_to, expression=args.filter,
+        slug,
+        sort=args.sort,
+        descending=args.order == "desc",
+        cursor=args.cursor,
+        limit=args.limit,
+        count=args.count,
+        status=args.status,
+        specialist=args.specialist,
+        domain=args.domain,
+        parent=args.parent,
+        metric_min=args.metric_min,
+        metric_max=args.metric_max,
+        text_query=args.q,
+        created_after=_time("created_after", args.created_after),
+        created_before=_time("created_before", args.created_before),
+        timestamp_from=args.timestamp_from,
+        timestamp_to=args.timestamp_to,
+        expression=args.filter,
     )
     headers: dict[str, str] = {}
     if query.next_cursor:
@@ -211,7 +240,8 @@ def tsv_download(ledger: Ledger, slug: str, extended: bool) -> StreamingResponse
     """Every trial of the project as one TSV, streamed from one read transaction."""
     ledger.project(slug)  # an unknown project is a 404 before the stream starts
     return StreamingResponse(
-        (chunk.encode("utf-8") for chunk in iter_tsv(ledger.stream_trials(slug), extended=extended)), media_type=TSV,
+        (chunk.encode("utf-8") for chunk in iter_tsv(ledger.stream_trials(slug), extended=extended)),
+        media_type=TSV,
         headers={"Content-Disposition": f'attachment; filename="{slug}.tsv"'},
     )
 
@@ -251,8 +281,11 @@ def _columnar_batch(body: bytes) -> tuple[list[Any], str | None] | None:
         return None
     for key in found:
         if key not in ("batch_id", "columns"):
-            raise InvalidInput(key, "is not a member of a columnar batch (batch_id, columns)"
-                               + ("; send points or columns, not both" if key == "points" else ""))
+            raise InvalidInput(
+                key,
+                "is not a member of a columnar batch (batch_id, columns)"
+                + ("; send points or columns, not both" if key == "points" else ""),
+            )
     batch_id = found.get("batch_id")
     if batch_id is not None and not isinstance(batch_id, str):
         raise InvalidInput("batch_id", f"must be a string or null, got {batch_id!r}")
@@ -275,14 +308,23 @@ def _loads(body: bytes) -> Any:
 
 def telemetry_accepted(result: Any) -> JSONResponse:
     """201 for a stored batch, 200 for a replay (nothing stored this time)."""
-    return JSONResponse({"accepted": result.accepted, "replayed": result.replayed, "batch_id": result.key},
-                        status_code=200 if result.replayed else 201)
+    return JSONResponse(
+        {"accepted": result.accepted, "replayed": result.replayed, "batch_id": result.key},
+        status_code=200 if result.replayed else 201,
+    )
 
 
-def telemetry_series(ledger: Ledger, slug: str, exp_id: str, args: schemas.TelemetryQuery, if_none_match: str | None) -> Response:
+def telemetry_series(
+    ledger: Ledger, slug: str, exp_id: str, args: schemas.TelemetryQuery, if_none_match: str | None
+) -> Response:
 
     found, (points, last_id) = ledger.telemetry_series(
-        slug, exp_id, names=args.name, step_min=args.step_min, step_max=args.step_max, max_points=args.max_points,
+        slug,
+        exp_id,
+        names=args.name,
+        step_min=args.step_min,
+        step_max=args.step_max,
+        max_points=args.max_points,
     )
     tag = etag(points, "telemetry", slug, exp_id, last_id, args.model_dump_json())
     if matches(if_none_match, tag):
@@ -304,8 +346,14 @@ def readiness(request: Request, ledger: Ledger) -> Response:
     except Exception as exc:  # any driver error means "not ready"
         return problem(request, 503, f"the database does not answer: {type(exc).__name__}", code="not-ready")
     if current != head:
-        return problem(request, 503, f"the schema is at {current or 'nothing'!r}, the code needs {head!r}; "
-                       "run `lineage db upgrade`", code="not-ready", schema_revision=current, head=head)
+        return problem(
+            request,
+            503,
+            f"the schema is at {current or 'nothing'!r}, the code needs {head!r}; run `lineage db upgrade`",
+            code="not-ready",
+            schema_revision=current,
+            head=head,
+        )
     return JSONResponse({"status": "ready", "schema_revision": current, "head": head})
 
 
@@ -327,13 +375,21 @@ def import_options(args: schemas.ImportQuery) -> ImportOptions:
     """The query's options as the core reads every face's (``ImportOptions.from_text``);
     ``direction`` and the older ``lower_is_better`` must agree."""
     options = ImportOptions.from_text(
-        id_column=args.id, metric=args.metric, status=args.status, description=args.description, parent=args.parent,
-        direction=args.direction, status_map=args.status_map, columns=args.columns,
+        id_column=args.id,
+        metric=args.metric,
+        status=args.status,
+        description=args.description,
+        parent=args.parent,
+        direction=args.direction,
+        status_map=args.status_map,
+        columns=args.columns,
     )
     if args.lower_is_better is not None:
         if options.lower_is_better is not None and options.lower_is_better != args.lower_is_better:
-            raise InvalidInput("direction", f"direction={args.direction} contradicts lower_is_better="
-                                            f"{str(args.lower_is_better).lower()}")
+            raise InvalidInput(
+                "direction",
+                f"direction={args.direction} contradicts lower_is_better={str(args.lower_is_better).lower()}",
+            )
         options = replace(options, lower_is_better=args.lower_is_better)
     return options
 
@@ -342,8 +398,13 @@ def import_tsv(ledger: Ledger, slug: str, text: str, args: schemas.ImportQuery) 
     """Import atomically through the one entrance (``Ledger.import_file``): 201 with what
     was stored and decided; a preview: 200, nothing stored."""
     report = ledger.import_file(
-        slug, io.StringIO(text, newline=""), fmt=args.format, source="request body",
-        create_with={} if args.create else None, options=import_options(args), best_policy=args.best_policy,
+        slug,
+        io.StringIO(text, newline=""),
+        fmt=args.format,
+        source="request body",
+        create_with={} if args.create else None,
+        options=import_options(args),
+        best_policy=args.best_policy,
         preview=args.preview,
     )
     return JSONResponse(report.to_dict(), status_code=201 if report.committed else 200)

@@ -125,14 +125,16 @@ def validation_problem(request: Request | None, errors: list[dict[str, Any]]) ->
         where, name = field_path(tuple(error.get("loc", ())))
         if where == "query":  # a repeated parameter's n-th value: the parameter is the field
             name = name.split("[", 1)[0]
-        described.append({"location": where, "field": name, "message": str(error.get("msg", "")),
-                          "type": str(error.get("type", ""))})
+        described.append(
+            {"location": where, "field": name, "message": str(error.get("msg", "")), "type": str(error.get("type", ""))}
+        )
     first = described[0] if described else {"field": "body", "message": "invalid request", "location": "body"}
     detail = f"{first['field']}: {first['message']}"
     if len(described) > 1:
         detail += f" (and {len(described) - 1} more)"
-    return problem(request, 422, detail, code="invalid-request", field=first["field"],
-                   location=first["location"], errors=described)
+    return problem(
+        request, 422, detail, code="invalid-request", field=first["field"], location=first["location"], errors=described
+    )
 
 
 def _allowed_methods(request: Request) -> str:
@@ -165,12 +167,15 @@ def install_problem_handlers(app: FastAPI) -> None:
         if exc.status_code == 405 and detail == "Method Not Allowed":
             allowed = _allowed_methods(request) or headers.get("Allow", "")
             headers["Allow"] = allowed
-            detail = f"{request.method} is not allowed on {request.url.path}" + (f"; allowed: {allowed}" if allowed else "")
+            detail = f"{request.method} is not allowed on {request.url.path}" + (
+                f"; allowed: {allowed}" if allowed else ""
+            )
         members = getattr(exc, "problem", None) or {}
         return problem(request, exc.status_code, detail, headers=headers, **members)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> ProblemResponse:
         log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path, exc_info=exc)
-        return problem(request, 500, "the server failed to handle this request; the error is in its log",
-                       code="internal-error")
+        return problem(
+            request, 500, "the server failed to handle this request; the error is in its log", code="internal-error"
+        )

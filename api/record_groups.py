@@ -56,8 +56,13 @@ _Waiting = list[tuple[RecordRequest, "asyncio.Future[object]"]]
 class RecordGroups:
     """One per app (per process): each project's waiting records."""
 
-    def __init__(self, write: Callable[..., Awaitable[Any]], *, peer_wait_s: float = PEER_WAIT_S,
-                 peer_window_s: float = PEER_WINDOW_S) -> None:
+    def __init__(
+        self,
+        write: Callable[..., Awaitable[Any]],
+        *,
+        peer_wait_s: float = PEER_WAIT_S,
+        peer_window_s: float = PEER_WINDOW_S,
+    ) -> None:
         #: runs a group's write where small writes run (``api.deps.WriteLanes.small``)
         self._write_in_lane = write
         self._waiting: dict[str, _Waiting] = {}

@@ -33,7 +33,10 @@ _NO_NUL_STRING = {"type": "string", "pattern": NO_NUL}
 JSON_VALUE_SCHEMA: dict[str, Any] = {
     "description": "Any JSON value; no NUL character in a string or key",
     "anyOf": [
-        _NO_NUL_STRING, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
+        _NO_NUL_STRING,
+        {"type": "number"},
+        {"type": "boolean"},
+        {"type": "null"},
         {"type": "array", "items": {"$ref": JSON_VALUE_REF}},
         {"type": "object", "propertyNames": _NO_NUL_STRING, "additionalProperties": {"$ref": JSON_VALUE_REF}},
     ],
@@ -86,7 +89,11 @@ class _NoNulPattern:
 
 class _JsonObjectSchema:
     def __get_pydantic_json_schema__(self, schema: cs.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        return {"type": "object", "propertyNames": dict(_NO_NUL_STRING), "additionalProperties": {"$ref": JSON_VALUE_REF}}
+        return {
+            "type": "object",
+            "propertyNames": dict(_NO_NUL_STRING),
+            "additionalProperties": {"$ref": JSON_VALUE_REF},
+        }
 
 
 Text = Annotated[str, AfterValidator(_clean_text), _NoNulPattern()]
@@ -105,8 +112,10 @@ class _WholeNumber:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> cs.CoreSchema:
         return cs.union_schema(
-            [cs.int_schema(strict=True, ge=self.minimum, le=self.maximum),
-             cs.no_info_plain_validator_function(self._whole_float)],
+            [
+                cs.int_schema(strict=True, ge=self.minimum, le=self.maximum),
+                cs.no_info_plain_validator_function(self._whole_float),
+            ],
             custom_error_type="whole_number",
             custom_error_message=f"Input should be a whole number from {self.minimum} to {self.maximum}",
         )
@@ -136,8 +145,12 @@ def text(*, pattern: str | None = None, min_length: int | None = None, max_lengt
     given after a validator from the JSON schema, so they go on the string itself)."""
     from pydantic import Field
 
-    return Annotated[str, Field(pattern=pattern, min_length=min_length, max_length=max_length),
-                     AfterValidator(_clean_text), _NoNulPattern()]
+    return Annotated[
+        str,
+        Field(pattern=pattern, min_length=min_length, max_length=max_length),
+        AfterValidator(_clean_text),
+        _NoNulPattern(),
+    ]
 
 
 def word_list(words: tuple[str, ...]) -> str:

@@ -45,17 +45,27 @@ class Strict(BaseModel):
 
 SLUG_PATTERN = "^[a-z0-9._-]+$"
 TOKEN_NAME_PATTERN = f"^[a-zA-Z0-9._@-]{{1,{MAX_TOKEN_NAME}}}$"
-Slug = Annotated[text(min_length=1, max_length=MAX_SLUG, pattern=SLUG_PATTERN), Field(
-                             description=f"URL name: a-z, 0-9, '-', '_', '.' (1 to {MAX_SLUG})")]
+Slug = Annotated[
+    text(min_length=1, max_length=MAX_SLUG, pattern=SLUG_PATTERN),
+    Field(description=f"URL name: a-z, 0-9, '-', '_', '.' (1 to {MAX_SLUG})"),
+]
 Title = Annotated[Text, Field(max_length=MAX_TITLE)]
-MetricName = Annotated[text(pattern=METRIC_NAME_PATTERN), Field(description="What core_metric measures (shown in "
-                                   "the prompt): one line, no '|' or control characters")]
-PromptTemplate = Annotated[Text, Field(max_length=MAX_PROMPT_TEMPLATE,
-                                       description="Jinja2 wrapper of the agent prompt (must compile and render)")]
+MetricName = Annotated[
+    text(pattern=METRIC_NAME_PATTERN),
+    Field(description="What core_metric measures (shown in the prompt): one line, no '|' or control characters"),
+]
+PromptTemplate = Annotated[
+    Text,
+    Field(max_length=MAX_PROMPT_TEMPLATE, description="Jinja2 wrapper of the agent prompt (must compile and render)"),
+]
 #: The idea to look for in the similar search: some text besides white space.
-Query = Annotated[text(max_length=MAX_QUERY_CHARS, pattern=non_blank()), Field(
-                              description=f"The idea to look for (1 to {MAX_QUERY_CHARS:,} characters, not only white "
-                              "space; a text with only stop-words, punctuation or markup is a 422 naming q)")]
+Query = Annotated[
+    text(max_length=MAX_QUERY_CHARS, pattern=non_blank()),
+    Field(
+        description=f"The idea to look for (1 to {MAX_QUERY_CHARS:,} characters, not only white "
+        "space; a text with only stop-words, punctuation or markup is a 422 naming q)"
+    ),
+]
 MetricRef = text(min_length=1)
 SimilarLimit = whole_number(1, 50)
 StatusName = Literal[tuple(label.value for label in FailureLabel)]  # type: ignore[misc]
@@ -245,18 +255,24 @@ class RecordOut(BaseModel):
     is_new_best: bool
     best_before: str | None = Field(description="exp_id of the best before this trial")
     parent_defaulted: bool = Field(False, description="parent_exp was left out: the current best became the parent")
-    warnings: list[str] = Field(default_factory=list,
-                                description="What the ledger read differently from the body, in words")
+    warnings: list[str] = Field(
+        default_factory=list, description="What the ledger read differently from the body, in words"
+    )
     similar_prior: list[SimilarOut] = Field(
-        default_factory=list, description="Earlier trials close to this one (new trials only), closest first")
+        default_factory=list, description="Earlier trials close to this one (new trials only), closest first"
+    )
 
 
 class TrialBatchItem(TrialCreate):
     """One trial of a batch: the body of ``POST .../trials``, with its own optional key."""
 
     idempotency_key: str | None = Field(
-        None, min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN,
-        description="This item's key: a later batch or single record with it gets this trial back")
+        None,
+        min_length=1,
+        max_length=MAX_IDEMPOTENCY_KEY,
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="This item's key: a later batch or single record with it gets this trial back",
+    )
 
 
 class TrialBatchIn(Strict):
@@ -280,11 +296,15 @@ class TrialPage(BaseModel):
 
 
 #: The filter expression's help (the grammar: lineage.filter_language).
-FILTER_HELP = ("A filter expression, e.g. `status = keep and core_metric < 0.99`, `extra.memory_gb >= 45`, "
-               "`not hypothesis ~ warmup`, `exp_id > exp_1000`, `status in (crash, discard)`, `specialist is null`; "
-               "a bare word matches the hypothesis, notes or exp_id. Errors name the column.")
-SORT_HELP = ("seq, metric, exp_id (numeric-aware), any trial field (core_metric, delta_vs_best, status, ...) or "
-             "extra.KEY; a leading - sorts descending (overrides order). Trials without a value come last.")
+FILTER_HELP = (
+    "A filter expression, e.g. `status = keep and core_metric < 0.99`, `extra.memory_gb >= 45`, "
+    "`not hypothesis ~ warmup`, `exp_id > exp_1000`, `status in (crash, discard)`, `specialist is null`; "
+    "a bare word matches the hypothesis, notes or exp_id. Errors name the column."
+)
+SORT_HELP = (
+    "seq, metric, exp_id (numeric-aware), any trial field (core_metric, delta_vs_best, status, ...) or "
+    "extra.KEY; a leading - sorts descending (overrides order). Trials without a value come last."
+)
 
 
 class TrialFilters(Strict):
@@ -297,10 +317,12 @@ class TrialFilters(Strict):
     metric_min: float | None = Field(None, allow_inf_nan=False)
     metric_max: float | None = Field(None, allow_inf_nan=False)
     q: Text | None = Field(None, description="Text in the hypothesis, notes or exp_id (case-insensitive)")
-    created_after: str | None = Field(None, description="Stored at or after this ISO 8601 time",
-                                      json_schema_extra={"format": "date-time"})
-    created_before: str | None = Field(None, description="Stored before this ISO 8601 time",
-                                       json_schema_extra={"format": "date-time"})
+    created_after: str | None = Field(
+        None, description="Stored at or after this ISO 8601 time", json_schema_extra={"format": "date-time"}
+    )
+    created_before: str | None = Field(
+        None, description="Stored before this ISO 8601 time", json_schema_extra={"format": "date-time"}
+    )
     timestamp_from: Text | None = Field(None, description="Trial timestamp text >= this")
     timestamp_to: Text | None = Field(None, description="Trial timestamp text < this")
     filter: Text | None = Field(None, max_length=2000, description=FILTER_HELP)
@@ -364,8 +386,9 @@ class TelemetryOut(BaseModel):
 class TelemetryQuery(Strict):
     name: list[Text] | None = Field(None, description="Only these series names (repeat the parameter)")
     step_min: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
-    step_max: int | None = Field(None, ge=0, le=telemetry.MAX_STEP,
-                                 description="Points up to this step; below step_min: no points")
+    step_max: int | None = Field(
+        None, ge=0, le=telemetry.MAX_STEP, description="Points up to this step; below step_min: no points"
+    )
     max_points: int = Field(2000, ge=2, le=100_000, description="Above this a series is min/max-bucketed")
 
 
@@ -380,9 +403,11 @@ class SummaryOut(BaseModel):
 class PromptQuery(Strict):
     specialist: Text = Field("", description="Who starts the session (optional; loops without specialists omit it)")
     format: Literal["auto", "fieldkit", "loop"] = Field(
-        "auto", description="fieldkit: fieldkit's exact text; loop: the loop's own sections (commits, the file's "
-                            "columns, diff sizes); auto: fieldkit for a project not fed by a results file when a "
-                            "specialist is given, else loop")
+        "auto",
+        description="fieldkit: fieldkit's exact text; loop: the loop's own sections (commits, the file's "
+        "columns, diff sizes); auto: fieldkit for a project not fed by a results file when a "
+        "specialist is given, else loop",
+    )
     top_k: int = Field(20, ge=0, le=100_000)
     recent_n: int = Field(30, ge=1, le=100_000)
     last_m: int = Field(10, ge=1, le=100_000)
@@ -415,16 +440,23 @@ class ImportQuery(Strict):
     autoresearch/generic files (a fieldkit file's columns are fixed)."""
 
     format: Literal["auto", "fieldkit", "autoresearch", "generic"] = Field(
-        "auto", description="auto: the first non-blank line decides (fieldkit, autoresearch, any tab/comma table)")
+        "auto", description="auto: the first non-blank line decides (fieldkit, autoresearch, any tab/comma table)"
+    )
     create: bool = Field(False, description="Create the project when it does not exist")
     direction: Literal["infer", "lower", "higher"] | None = Field(
-        None, description="Which way the metric is better, for a new project; infer (the default): from the file "
-        "(its metric's name and kept values; fieldkit: lower)")
+        None,
+        description="Which way the metric is better, for a new project; infer (the default): from the file "
+        "(its metric's name and kept values; fieldkit: lower)",
+    )
     lower_is_better: bool | None = Field(
-        None, description="The older spelling of direction=lower|higher; must agree with direction when both are given")
+        None, description="The older spelling of direction=lower|higher; must agree with direction when both are given"
+    )
     best_policy: BestPolicyName = "kept"
-    metric: Text | None = Field(None, description="The metric column (a name or a 1-based number); in a long-format "
-                                "file, one of the names in its metric-name column")
+    metric: Text | None = Field(
+        None,
+        description="The metric column (a name or a 1-based number); in a long-format "
+        "file, one of the names in its metric-name column",
+    )
     status: Text | None = Field(None, description="The status column; '-': the file has none")
     description: Text | None = Field(None, description="The description column")
     id: Text | None = Field(None, description="The column holding the exp_ids (default: row numbers 000, 001, ...)")
@@ -480,9 +512,12 @@ class AccessOut(BaseModel):
 
     anonymous_writes: Literal["until-first-token", "closed", "open"] = Field(
         description="until-first-token: a ledger that never had a token (open while it has none); closed from the "
-                    "first token on; open: re-opened by an admin")
-    anonymous_writes_open: bool = Field(description="Whether a write without a token is taken now (on a server "
-                                                    "that listens on loopback only; never on another address)")
+        "first token on; open: re-opened by an admin"
+    )
+    anonymous_writes_open: bool = Field(
+        description="Whether a write without a token is taken now (on a server "
+        "that listens on loopback only; never on another address)"
+    )
     active_tokens: bool
     changed_at: str | None
     changed_by: str | None
@@ -505,14 +540,19 @@ class ExploreArgs(Strict):
     """The explorer's view (``lineage.browse.explore``'s module doc gives every rule); the page
     ``/projects/{p}/explore`` takes the same parameters."""
 
-    metric: list[MetricRef] = Field(min_length=1, max_length=6, description="Telemetry names or core_metric (repeat the parameter)")
+    metric: list[MetricRef] = Field(
+        min_length=1, max_length=6, description="Telemetry names or core_metric (repeat the parameter)"
+    )
     select: Literal["filter", "chain", "subtree", "telemetry"] = Field(
-        "filter", description="Which trials: the filters alone, the chain to `to` (default the best), the subtree "
-                              "under `root`, or the trials that have telemetry (each narrowed by the filters)")
+        "filter",
+        description="Which trials: the filters alone, the chain to `to` (default the best), the subtree "
+        "under `root`, or the trials that have telemetry (each narrowed by the filters)",
+    )
     to: Text | None = Field(None, description="select=chain: the chain's last trial (default: the current best)")
     root: Text | None = Field(None, description="select=subtree: the subtree's root trial")
-    status: list[StatusList] | None = Field(None, description="Any of these statuses (repeat the parameter, or "
-                                            "comma-separate)")
+    status: list[StatusList] | None = Field(
+        None, description="Any of these statuses (repeat the parameter, or comma-separate)"
+    )
     specialist: Text | None = None
     domain: Text | None = None
     parent: Text | None = None
@@ -521,10 +561,16 @@ class ExploreArgs(Strict):
     q: Text | None = Field(None, description="Text in the hypothesis, notes or exp_id")
     filter: Text | None = Field(None, max_length=2000, description=FILTER_HELP)
     group: GroupBy | None = Field(None, description="A trial field or extra.KEY to group the curves by")
-    band: Literal["minmax", "std", "none"] = Field("minmax", description="Per group: mean with min-max or ± std, or none")
+    band: Literal["minmax", "std", "none"] = Field(
+        "minmax", description="Per group: mean with min-max or ± std, or none"
+    )
     x: Literal["step", "turn", "wall"] = "step"
-    turn: int | None = Field(None, ge=0, le=telemetry.MAX_TURN, description="x=step/wall: this turn's series "
-                             "(omitted: the not-per-turn series)")
+    turn: int | None = Field(
+        None,
+        ge=0,
+        le=telemetry.MAX_TURN,
+        description="x=step/wall: this turn's series (omitted: the not-per-turn series)",
+    )
     step_min: int | None = Field(None, ge=0, le=telemetry.MAX_STEP)
     step_max: int | None = Field(None, ge=0, le=telemetry.MAX_STEP, description="At least step_min (else a 422)")
     buckets: int = Field(400, ge=20, le=2000, description="Buckets of the shared step grid at most")
@@ -535,14 +581,31 @@ class ExploreArgs(Strict):
         from lineage.browse.explore import ExploreQuery
 
         statuses = [FailureLabel.parse(s).value for raw in self.status or () for s in raw.split(",") if s.strip()]
-        filters = {"status": statuses or None, "specialist": self.specialist, "domain": self.domain,
-                   "parent": self.parent, "metric_min": self.metric_min, "metric_max": self.metric_max,
-                   "text_query": self.q, "expression": self.filter}
+        filters = {
+            "status": statuses or None,
+            "specialist": self.specialist,
+            "domain": self.domain,
+            "parent": self.parent,
+            "metric_min": self.metric_min,
+            "metric_max": self.metric_max,
+            "text_query": self.q,
+            "expression": self.filter,
+        }
         metrics = tuple(dict.fromkeys(m for m in self.metric if m))  # names may hold commas: repeat the parameter
         return ExploreQuery(
-            metrics=metrics, select=self.select, to=self.to, root=self.root, filters=filters, group_by=self.group,
-            band=self.band, x=self.x, turn=self.turn, step_min=self.step_min, step_max=self.step_max,
-            buckets=self.buckets, limit=self.limit,
+            metrics=metrics,
+            select=self.select,
+            to=self.to,
+            root=self.root,
+            filters=filters,
+            group_by=self.group,
+            band=self.band,
+            x=self.x,
+            turn=self.turn,
+            step_min=self.step_min,
+            step_max=self.step_max,
+            buckets=self.buckets,
+            limit=self.limit,
         )
 
 

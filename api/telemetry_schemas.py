@@ -35,7 +35,9 @@ class TelemetryBatchIn(TypedDict):
     same id (or ``Idempotency-Key``) inserts nothing."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
-    batch_id: NotRequired[Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN)] | None]
+    batch_id: NotRequired[
+        Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN)] | None
+    ]
     points: Annotated[list[TelemetryPointIn], Field(max_length=telemetry.MAX_BATCH_POINTS)]
 
 
@@ -52,9 +54,13 @@ class TelemetryColumnsIn(TypedDict):
     (no point per turn; no sender clock) or hold nulls."""
 
     __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[misc]
-    step: Annotated[list[Annotated[int, Field(ge=0, le=telemetry.MAX_STEP)]], Field(description="Training step of each point")]
+    step: Annotated[
+        list[Annotated[int, Field(ge=0, le=telemetry.MAX_STEP)]], Field(description="Training step of each point")
+    ]
     names: NotRequired[Annotated[list[_NAME], Field(description="The batch's distinct names (name indexes into it)")]]
-    name: Annotated[list[_NAME] | list[Annotated[int, Field(ge=0)]], Field(description="Each point's name, or its index into names")]
+    name: Annotated[
+        list[_NAME] | list[Annotated[int, Field(ge=0)]], Field(description="Each point's name, or its index into names")
+    ]
     value: list[_NUMBER]
     turn: NotRequired[list[Annotated[int, Field(ge=0, le=telemetry.MAX_TURN)] | None]]
     wall_time: NotRequired[list[Annotated[float, Field(allow_inf_nan=False)] | None]]
@@ -64,10 +70,16 @@ class TelemetryColumnsBatchIn(TypedDict):
     """A batch in the columnar form; ``batch_id`` as in the point list form."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
-    batch_id: NotRequired[Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN)] | None]
-    columns: Annotated[TelemetryColumnsIn | list[TelemetryColumnsIn], Field(
-        description=f"The points, or blocks of them concatenated in order (each with its own names); at most "
-                    f"{telemetry.MAX_BATCH_POINTS} points in all")]
+    batch_id: NotRequired[
+        Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, pattern=IDEMPOTENCY_KEY_PATTERN)] | None
+    ]
+    columns: Annotated[
+        TelemetryColumnsIn | list[TelemetryColumnsIn],
+        Field(
+            description=f"The points, or blocks of them concatenated in order (each with its own names); at most "
+            f"{telemetry.MAX_BATCH_POINTS} points in all"
+        ),
+    ]
 
 
 #: Validates a batch straight from the JSON bytes into dicts (in pydantic-core: about a
@@ -94,5 +106,8 @@ def telemetry_batch_schema() -> dict[str, Any]:
     for adapter in (TELEMETRY_BATCH, TypeAdapter(TelemetryColumnsBatchIn)):
         schema = adapter.json_schema()
         forms.append(_inline_refs(schema, schema.get("$defs", {})))
-    return {"oneOf": forms, "description": "A batch of points: a list of point objects (points) or one array per "
-                                           "field (columns, the compact form for big batches)"}
+    return {
+        "oneOf": forms,
+        "description": "A batch of points: a list of point objects (points) or one array per "
+        "field (columns, the compact form for big batches)",
+    }

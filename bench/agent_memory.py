@@ -38,20 +38,50 @@ from lineage.service import Ledger  # noqa: E402
 
 ACTIONS = ["increase", "decrease", "halve", "double", "remove", "add", "tune", "swap", "freeze", "anneal"]
 KNOBS = [
-    "learning rate", "warmup steps", "batch size", "clip range", "entropy bonus", "kl penalty", "value head",
-    "dropout", "weight decay", "turn-group normalization", "advantage whitening", "reward scaling",
-    "gradient clipping", "rollout length", "gae lambda", "discount gamma", "adam beta2", "label smoothing",
-    "context length", "sampling temperature", "top-p", "lora rank", "critic width", "policy depth",
+    "learning rate",
+    "warmup steps",
+    "batch size",
+    "clip range",
+    "entropy bonus",
+    "kl penalty",
+    "value head",
+    "dropout",
+    "weight decay",
+    "turn-group normalization",
+    "advantage whitening",
+    "reward scaling",
+    "gradient clipping",
+    "rollout length",
+    "gae lambda",
+    "discount gamma",
+    "adam beta2",
+    "label smoothing",
+    "context length",
+    "sampling temperature",
+    "top-p",
+    "lora rank",
+    "critic width",
+    "policy depth",
 ]
-TAILS = ["with cosine decay", "per turn", "for deep turns", "on the critic only", "after step 2000",
-         "with α=0.3", "in the first epoch", "and re-tune the rest", "to fix instability", ""]
+TAILS = [
+    "with cosine decay",
+    "per turn",
+    "for deep turns",
+    "on the critic only",
+    "after step 2000",
+    "with α=0.3",
+    "in the first epoch",
+    "and re-tune the rest",
+    "to fix instability",
+    "",
+]
 QUERIES = [
-    "turn group norm α = 0.3",             # a reordered stored idea
+    "turn group norm α = 0.3",  # a reordered stored idea
     "increase the learning rate with cosine decay",
     "halve kl penalty per turn",
     "weight decay on the critic",
     "anneal sampling temperature after step 2000",
-    "swap tokenizer for byte level bpe",   # nothing like it was tried
+    "swap tokenizer for byte level bpe",  # nothing like it was tried
     "double lora rank and re-tune",
     "entropy",
 ]
@@ -69,8 +99,16 @@ def generate_ideas(n: int, seed: int = 11) -> list[Trial]:
             best = metric = min(metric, best - 0.0001)
         value = rng.choice(["0.1", "0.3", "3e-4", "512", "2x", "1/2"])
         hypothesis = f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} to {value} {rng.choice(TAILS)}".strip()
-        trials.append(Trial(exp_id=str(i).zfill(6), status=status, core_metric=metric, hypothesis=hypothesis,
-                            notes=f"run {i} on node {rng.randint(1, 64)}", seq=i))
+        trials.append(
+            Trial(
+                exp_id=str(i).zfill(6),
+                status=status,
+                core_metric=metric,
+                hypothesis=hypothesis,
+                notes=f"run {i} on node {rng.randint(1, 64)}",
+                seq=i,
+            )
+        )
     return trials
 
 
@@ -112,12 +150,19 @@ def bench_backend(url: str, label: str, n: int) -> None:
 
     print(f"\n[{label}] {n:,} trials")
     print(f"  import (index kept in step) {import_s:7.2f} s   ({n / import_s:,.0f} rows/s)")
-    print(f"  similar                     p50 {statistics.median(times):6.2f} ms  p95 {percentile(times, 0.95):6.2f} ms"
-          "  (target p50 <= 30 ms)")
-    for size, (p50_with, p50_without), level in ((1_000, small, "service"), (n, big, "service"),
-                                                 (n, big_http, "HTTP   ")):
-        print(f"  record ({level}) on {size:>7,} trials: with similar_prior p50 {p50_with:6.2f} ms, without"
-              f" {p50_without:6.2f} ms -> ratio {p50_with / p50_without:.2f}x (target <= 2x)")
+    print(
+        f"  similar                     p50 {statistics.median(times):6.2f} ms  p95 {percentile(times, 0.95):6.2f} ms"
+        "  (target p50 <= 30 ms)"
+    )
+    for size, (p50_with, p50_without), level in (
+        (1_000, small, "service"),
+        (n, big, "service"),
+        (n, big_http, "HTTP   "),
+    ):
+        print(
+            f"  record ({level}) on {size:>7,} trials: with similar_prior p50 {p50_with:6.2f} ms, without"
+            f" {p50_without:6.2f} ms -> ratio {p50_with / p50_without:.2f}x (target <= 2x)"
+        )
 
 
 def record_pair(ledger: Ledger, slug: str, count: int = 400) -> tuple[float, float]:
@@ -125,8 +170,11 @@ def record_pair(ledger: Ledger, slug: str, count: int = 400) -> tuple[float, flo
     rng = random.Random(5)
     with_ms, without_ms = [], []
     for i in range(count):
-        fields = {"status": "discard", "core_metric": 2.0,
-                  "hypothesis": f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} {rng.choice(TAILS)}"}
+        fields = {
+            "status": "discard",
+            "core_metric": 2.0,
+            "hypothesis": f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} {rng.choice(TAILS)}",
+        }
         prior = i % 2 == 0
         t0 = time.perf_counter()
         ledger.record_trial(slug, fields, similar_prior=prior)
@@ -170,12 +218,19 @@ def http_record_pair(url: str, slug: str, count: int = 400) -> tuple[float, floa
     conn = http.client.HTTPConnection("127.0.0.1", port)
     try:
         for i in range(count + 20):
-            body = {"status": "discard", "core_metric": 2.0,
-                    "hypothesis": f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} {rng.choice(TAILS)}"}
+            body = {
+                "status": "discard",
+                "core_metric": 2.0,
+                "hypothesis": f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} {rng.choice(TAILS)}",
+            }
             prior["on"] = i % 2 == 0
             t0 = time.perf_counter()
-            conn.request("POST", f"/api/v1/projects/{slug}/trials", body=json.dumps(body).encode(),
-                         headers={"Content-Type": "application/json"})
+            conn.request(
+                "POST",
+                f"/api/v1/projects/{slug}/trials",
+                body=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
             response = conn.getresponse()
             response.read()
             assert response.status == 201, response.status
@@ -240,13 +295,18 @@ def bench_progress(url: str, label: str, n: int) -> None:
     for slug in ("progress-plain", "progress-guarded"):
         ledger.create_project(slug, lower_is_better=True)
         ledger.import_trials(slug, iter(generate_ideas(1_000)))
-    ledger.set_guardrails("progress-guarded", {"max_crash_streak": 10_000, "max_trials_without_improvement": 10_000,
-                                               "budget_hours": 1e6})
+    ledger.set_guardrails(
+        "progress-guarded", {"max_crash_streak": 10_000, "max_trials_without_improvement": 10_000, "budget_hours": 1e6}
+    )
     ledger.add_hook("progress-guarded", "http://127.0.0.1:9/bench")  # never delivered here
     plain, guarded = [], []
     for i in range(600):
-        fields = {"status": rng.choice(["discard", "crash", "keep"]), "core_metric": rng.uniform(1.9, 2.1),
-                  "total_s": 100.0, "hypothesis": "bench"}
+        fields = {
+            "status": rng.choice(["discard", "crash", "keep"]),
+            "core_metric": rng.uniform(1.9, 2.1),
+            "total_s": 100.0,
+            "hypothesis": "bench",
+        }
         slug = "progress-guarded" if i % 2 else "progress-plain"
         t0 = time.perf_counter()
         ledger.record_trial(slug, fields)
@@ -256,10 +316,14 @@ def bench_progress(url: str, label: str, n: int) -> None:
     ledger.close()
     p50_plain, p50_guarded = statistics.median(plain), statistics.median(guarded)
     print(f"\n[{label}] progress summary, guardrails, webhooks")
-    print(f"  summary on {n:,} trials      p50 {statistics.median(times):6.2f} ms  p95 {percentile(times, 0.95):6.2f} ms"
-          "  (target p50 <= 20 ms)")
-    print(f"  record with guardrails + hook p50 {p50_guarded:6.2f} ms, without {p50_plain:6.2f} ms"
-          f" -> ratio {p50_guarded / p50_plain:.2f}x")
+    print(
+        f"  summary on {n:,} trials      p50 {statistics.median(times):6.2f} ms  p95 {percentile(times, 0.95):6.2f} ms"
+        "  (target p50 <= 20 ms)"
+    )
+    print(
+        f"  record with guardrails + hook p50 {p50_guarded:6.2f} ms, without {p50_plain:6.2f} ms"
+        f" -> ratio {p50_guarded / p50_plain:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -65,11 +65,20 @@ def serve(url: str):  # type: ignore[no-untyped-def]
     return server, thread, port
 
 
-def timed(conn: http.client.HTTPConnection, method: str, path: str, body: object | None = None,
-          headers: dict[str, str] | None = None) -> tuple[float, int, bytes]:
+def timed(
+    conn: http.client.HTTPConnection,
+    method: str,
+    path: str,
+    body: object | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[float, int, bytes]:
     t0 = time.perf_counter()
-    conn.request(method, path, body=None if body is None else json.dumps(body).encode(),
-                 headers={"Content-Type": "application/json", **(headers or {})})
+    conn.request(
+        method,
+        path,
+        body=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     response = conn.getresponse()
     data = response.read()
     return (time.perf_counter() - t0) * 1000, response.status, data
@@ -88,8 +97,11 @@ def bench(url: str, label: str, n: int) -> None:
     rng = random.Random(18)
     service: tuple[list[float], list[float]] = ([], [])
     for i in range(600):
-        body = {"status": "discard", "core_metric": 2.0,
-                "hypothesis": f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} {rng.choice(TAILS)}"}
+        body = {
+            "status": "discard",
+            "core_metric": 2.0,
+            "hypothesis": f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} {rng.choice(TAILS)}",
+        }
         if i % 2:
             body["parent_exp"] = ""
         t0 = time.perf_counter()
@@ -100,8 +112,12 @@ def bench(url: str, label: str, n: int) -> None:
     server, thread, port = serve(url)
     conn = http.client.HTTPConnection("127.0.0.1", port)
     mcp_headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "get_prompt", "arguments": {"project": SLUG}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "get_prompt", "arguments": {"project": SLUG}},
+    }
     mcp_ms, api_ms = [], []
     http_record: tuple[list[float], list[float]] = ([], [])
     try:
@@ -115,8 +131,11 @@ def bench(url: str, label: str, n: int) -> None:
             if i >= 30:
                 api_ms.append(ms)
         for i in range(440):
-            body = {"status": "discard", "core_metric": 2.0,
-                    "hypothesis": f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} {rng.choice(TAILS)}"}
+            body = {
+                "status": "discard",
+                "core_metric": 2.0,
+                "hypothesis": f"{rng.choice(ACTIONS)} {rng.choice(KNOBS)} {rng.choice(TAILS)}",
+            }
             if i % 2:
                 body["parent_exp"] = ""
             ms, status, _ = timed(conn, "POST", f"/api/v1/projects/{SLUG}/trials", body)
@@ -131,14 +150,20 @@ def bench(url: str, label: str, n: int) -> None:
     ledger.close()
 
     print(f"\n[{label}] {n:,} trials, chain to the best {chain:,} trials")
-    print(f"  MCP get_prompt (Streamable HTTP) p50 {statistics.median(mcp_ms):6.2f} ms  "
-          f"p95 {percentile(mcp_ms, 0.95):6.2f} ms  (target p50 <= 30 ms)")
-    print(f"  GET .../prompt (JSON API)        p50 {statistics.median(api_ms):6.2f} ms  "
-          f"p95 {percentile(api_ms, 0.95):6.2f} ms")
+    print(
+        f"  MCP get_prompt (Streamable HTTP) p50 {statistics.median(mcp_ms):6.2f} ms  "
+        f"p95 {percentile(mcp_ms, 0.95):6.2f} ms  (target p50 <= 30 ms)"
+    )
+    print(
+        f"  GET .../prompt (JSON API)        p50 {statistics.median(api_ms):6.2f} ms  "
+        f"p95 {percentile(api_ms, 0.95):6.2f} ms"
+    )
     for level, (defaulted, root) in (("service", service), ("HTTP   ", http_record)):
         a, b = statistics.median(defaulted), statistics.median(root)
-        print(f"  record ({level}) parent left out p50 {a:6.2f} ms, a root {b:6.2f} ms -> ratio {a / b:.2f}x "
-              "(target <= 1.1x)")
+        print(
+            f"  record ({level}) parent left out p50 {a:6.2f} ms, a root {b:6.2f} ms -> ratio {a / b:.2f}x "
+            "(target <= 1.1x)"
+        )
 
 
 def main() -> None:

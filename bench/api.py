@@ -91,7 +91,10 @@ class Server:
         env.pop("LINEAGE_DATABASE_URL", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "--db", db, "serve", "--port", str(self.port), "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         if not wait_healthy(self.url, self.proc, 30):
             raise SystemExit(f"server did not start: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
@@ -135,6 +138,7 @@ def bench_ingest(tmp: Path, count: int, mlflow: str | None) -> float:
     per_round = count // INGEST_ROUNDS
     best = {"http.client": 0.0, "mlflow": 0.0}
     try:
+
         def ours(first: int, n: int, prefix: str) -> float:
             return post_trials(server.port, url, ((f"{prefix}{i}", trial_body(i)) for i in range(first, first + n)))
 
@@ -158,10 +162,14 @@ def bench_ingest(tmp: Path, count: int, mlflow: str | None) -> float:
         if other is not None:
             other.stop()
     over_http = best["http.client"]
-    print(f"\n[trial ingest, SQLite, one client, {INGEST_ROUNDS} rounds of {per_round:,} trials (best), "
-          "each with an Idempotency-Key]")
-    print(f"  over HTTP (http.client) {over_http:7,.0f} trials/s   target >= {INGEST_TARGET:,.0f}: "
-          f"{over_http / INGEST_TARGET:4.2f}x the target")
+    print(
+        f"\n[trial ingest, SQLite, one client, {INGEST_ROUNDS} rounds of {per_round:,} trials (best), "
+        "each with an Idempotency-Key]"
+    )
+    print(
+        f"  over HTTP (http.client) {over_http:7,.0f} trials/s   target >= {INGEST_TARGET:,.0f}: "
+        f"{over_http / INGEST_TARGET:4.2f}x the target"
+    )
     print(f"  over HTTP (httpx)       {best['httpx']:7,.0f} trials/s   (client cost included)")
     print(f"  in-process service      {in_process:7,.0f} trials/s   HTTP / in-process = {over_http / in_process:4.2f}")
     if other is None:
@@ -169,8 +177,10 @@ def bench_ingest(tmp: Path, count: int, mlflow: str | None) -> float:
     else:
         rate = best["mlflow"]
         print(f"  MLflow tracking server  {rate:7,.0f} runs/s     (create + log-batch + update, http.client)")
-        print(f"  ours / MLflow           {over_http / rate:7.1f}x            target >= {MLFLOW_RATIO_TARGET:.0f}x: "
-              f"{over_http / rate / MLFLOW_RATIO_TARGET:4.2f}x the target")
+        print(
+            f"  ours / MLflow           {over_http / rate:7.1f}x            target >= {MLFLOW_RATIO_TARGET:.0f}x: "
+            f"{over_http / rate / MLFLOW_RATIO_TARGET:4.2f}x the target"
+        )
     return over_http
 
 
@@ -182,8 +192,12 @@ def post_trials(port: int, url: str, trials: Iterable[tuple[str, dict[str, objec
     count = 0
     start = time.perf_counter()
     for key, trial in trials:
-        conn.request("POST", url, body=json.dumps(trial).encode(),
-                     headers={"Content-Type": "application/json", "Idempotency-Key": key})
+        conn.request(
+            "POST",
+            url,
+            body=json.dumps(trial).encode(),
+            headers={"Content-Type": "application/json", "Idempotency-Key": key},
+        )
         response = conn.getresponse()
         response.read()
         assert response.status == 201, response.status
@@ -207,9 +221,21 @@ class MlflowServer:
     def __init__(self, tmp: Path, mlflow: str) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [mlflow, "server", "--backend-store-uri", f"sqlite:///{tmp / 'mlflow.db'}", "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", "1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                mlflow,
+                "server",
+                "--backend-store-uri",
+                f"sqlite:///{tmp / 'mlflow.db'}",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
             # its background job runner (AI features) has nothing to do with tracking and
             # only competes for the CPU
             env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
@@ -220,8 +246,12 @@ class MlflowServer:
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port)  # one a round: see runs()
 
     def _call(self, path: str, body: dict[str, object]) -> dict[str, Any]:
-        self.conn.request("POST", f"/api/2.0/mlflow/{path}", body=json.dumps(body).encode(),
-                          headers={"Content-Type": "application/json"})
+        self.conn.request(
+            "POST",
+            f"/api/2.0/mlflow/{path}",
+            body=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         response = self.conn.getresponse()
         data = response.read()
         assert response.status == 200, (response.status, data[:300])
@@ -235,12 +265,15 @@ class MlflowServer:
             now = int(time.time() * 1000)
             trial = trial_body(i)
             run = self._call("runs/create", {"experiment_id": "0", "start_time": now})["run"]["info"]["run_id"]
-            self._call("runs/log-batch", {
-                "run_id": run,
-                "params": [{"key": k, "value": str(trial[k])} for k in ("hypothesis", "specialist")],
-                "metrics": [{"key": "core_metric", "value": trial["core_metric"], "timestamp": now, "step": 0}],
-                "tags": [{"key": "status", "value": trial["status"]}],
-            })
+            self._call(
+                "runs/log-batch",
+                {
+                    "run_id": run,
+                    "params": [{"key": k, "value": str(trial[k])} for k in ("hypothesis", "specialist")],
+                    "metrics": [{"key": "core_metric", "value": trial["core_metric"], "timestamp": now, "step": 0}],
+                    "tags": [{"key": "status", "value": trial["status"]}],
+                },
+            )
             self._call("runs/update", {"run_id": run, "status": "FINISHED", "end_time": now})
         rate = n / (time.perf_counter() - start)
         self.conn.close()
@@ -264,8 +297,14 @@ def bench_telemetry(tmp: Path, batches: int, per_batch: int) -> float:
     names = [f"metric_{k}" for k in range(10)]
 
     def batch(b: int) -> dict[str, object]:
-        points = [{"step": b * per_batch // len(names) + i // len(names), "name": names[i % len(names)],
-                   "value": math.sin(i) * 0.1 + b} for i in range(per_batch)]
+        points = [
+            {
+                "step": b * per_batch // len(names) + i // len(names),
+                "name": names[i % len(names)],
+                "value": math.sin(i) * 0.1 + b,
+            }
+            for i in range(per_batch)
+        ]
         return {"batch_id": f"b{b}", "points": points}
 
     def body(b: int) -> bytes:
@@ -289,8 +328,9 @@ def bench_telemetry(tmp: Path, batches: int, per_batch: int) -> float:
             # end to end: the client's JSON encoding inside the clock, as a trainer sends
             start = time.perf_counter()
             for points in in_memory:
-                response = http.post(url, content=json.dumps(points).encode(),
-                                     headers={"Content-Type": "application/json"})
+                response = http.post(
+                    url, content=json.dumps(points).encode(), headers={"Content-Type": "application/json"}
+                )
                 assert response.status_code == 201, response.text
             rates["JSON, client encoding"] = batches * per_batch / (time.perf_counter() - start)
             replay_start = time.perf_counter()
@@ -300,8 +340,10 @@ def bench_telemetry(tmp: Path, batches: int, per_batch: int) -> float:
         server.stop()
     print(f"\n[telemetry ingest, SQLite, {batches} batches of {per_batch:,} points per encoding]")
     for label, rate in rates.items():
-        print(f"  {label:<22} {rate:9,.0f} points/s   target >= {TELEMETRY_TARGET:,.0f}: "
-              f"{rate / TELEMETRY_TARGET:4.2f}x the target")
+        print(
+            f"  {label:<22} {rate:9,.0f} points/s   target >= {TELEMETRY_TARGET:,.0f}: "
+            f"{rate / TELEMETRY_TARGET:4.2f}x the target"
+        )
     print(f"  replayed batch       {replay_ms:9.1f} ms (nothing written)")
     return min(rates.values())
 
@@ -330,7 +372,11 @@ def bench_prompt(tmp: Path, n: int, repeat: int) -> float:
                 "knowledge (json)": (f"{base}/knowledge", {"format": "json"}, {}),
             }
             tag = client.get(f"{base}/prompt", params={"specialist": "next", "timestamp": "t"}).headers["etag"]
-            cases["prompt, 304 poll"] = (f"{base}/prompt", {"specialist": "next", "timestamp": "t"}, {"If-None-Match": tag})
+            cases["prompt, 304 poll"] = (
+                f"{base}/prompt",
+                {"specialist": "next", "timestamp": "t"},
+                {"If-None-Match": tag},
+            )
             for label, (path, params, headers) in cases.items():
                 for _ in range(3):
                     client.get(path, params=params, headers=headers)
@@ -343,19 +389,30 @@ def bench_prompt(tmp: Path, n: int, repeat: int) -> float:
                 results[label] = times
         # trials recorded into the large project (what a long-lived loop's ingest costs):
         # sweep-like hypotheses, so the "was this tried?" look-up of each has work to do
-        large_rate = post_trials(server.port, "/api/v1/projects/bench/trials", (
-            (f"big{i}", {**trial_body(i), "hypothesis": f"raise the clip scale warmup to {i} steps"})
-            for i in range(LARGE_INGEST)))
+        large_rate = post_trials(
+            server.port,
+            "/api/v1/projects/bench/trials",
+            (
+                (f"big{i}", {**trial_body(i), "hypothesis": f"raise the clip scale warmup to {i} steps"})
+                for i in range(LARGE_INGEST)
+            ),
+        )
     finally:
         server.stop()
     print(f"\n[agent reads, SQLite, {n:,}-trial project (imported in {import_s:.1f} s), {repeat} requests each]")
     for label, times in results.items():
         p50 = statistics.median(times)
-        flag = f"target <= {PROMPT_TARGET_MS:.0f} ms: {PROMPT_TARGET_MS / p50:4.2f}x under" if label.startswith("prompt (w") else ""
+        flag = (
+            f"target <= {PROMPT_TARGET_MS:.0f} ms: {PROMPT_TARGET_MS / p50:4.2f}x under"
+            if label.startswith("prompt (w")
+            else ""
+        )
         print(f"  {label:<20} p50 {p50:6.2f} ms   p95 {percentile(times, 0.95):6.2f} ms   {flag}")
     print(f"  in-process render    {in_process_ms:6.2f} ms (Ledger.render_prompt, no HTTP)")
-    print(f"  ingest into it       {large_rate:6,.0f} trials/s (http.client, {LARGE_INGEST} trials; "
-          f"target >= {INGEST_TARGET:,.0f}: {large_rate / INGEST_TARGET:4.2f}x)")
+    print(
+        f"  ingest into it       {large_rate:6,.0f} trials/s (http.client, {LARGE_INGEST} trials; "
+        f"target >= {INGEST_TARGET:,.0f}: {large_rate / INGEST_TARGET:4.2f}x)"
+    )
     return statistics.median(results["prompt (wrapped)"])
 
 
@@ -367,21 +424,35 @@ def main() -> None:
     parser.add_argument("--project-size", type=int, default=100_000, help="trials of the prompt benchmark's project")
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--mlflow", default=None, help="mlflow executable for the comparison (optional)")
-    parser.add_argument("--only", choices=["ingest", "telemetry", "prompt", "workload"], default=None,
-                        help="run one benchmark (workload: issue 23's, bench/api_workload.py, with peers)")
+    parser.add_argument(
+        "--only",
+        choices=["ingest", "telemetry", "prompt", "workload"],
+        default=None,
+        help="run one benchmark (workload: issue 23's, bench/api_workload.py, with peers)",
+    )
     parser.add_argument("--workload-trials", type=int, default=5_000)
     parser.add_argument("--batch", type=int, default=500, help="trials per POST .../trials:batch")
     parser.add_argument("--peer-trials", type=int, default=500, help="trials of the workload the peers log")
     parser.add_argument("--backends", choices=["sqlite", "postgres", "both"], default="both")
-    parser.add_argument("--baseline-src", type=Path, default=None,
-                        help="another source tree of the ledger (git archive of main) for a before/after ratio")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="another source tree of the ledger (git archive of main) for a before/after ratio",
+    )
     args = parser.parse_args()
     if args.only == "workload":
         from bench.api_workload import run as run_workload
 
         with tempfile.TemporaryDirectory() as tmp:
-            met = run_workload(Path(tmp), trials=args.workload_trials, batch=args.batch, peer_trials=args.peer_trials,
-                               backends=args.backends, baseline_src=args.baseline_src)
+            met = run_workload(
+                Path(tmp),
+                trials=args.workload_trials,
+                batch=args.batch,
+                peer_trials=args.peer_trials,
+                backends=args.backends,
+                baseline_src=args.baseline_src,
+            )
         print(f"\nsingle-ingest targets met: {'yes' if met else 'NO'}")
         return
     with tempfile.TemporaryDirectory() as tmp:

@@ -146,7 +146,10 @@ class Served:
         start = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "--db", db, "serve", "--port", str(self.port), "--log-level", "warning"],
-            cwd=src, env={**env, "PYTHONPATH": str(src)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=src,
+            env={**env, "PYTHONPATH": str(src)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         while True:
             if self.proc.poll() is not None:
@@ -177,8 +180,13 @@ def _packaged(src: Path) -> None:
 
 def _upgrade(db: str, src: Path) -> None:
     _packaged(src)
-    subprocess.run([sys.executable, "-m", "api.cli", "--db", db, "db", "upgrade"], cwd=src, check=True,
-                   env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "api.cli", "--db", db, "db", "upgrade"],
+        cwd=src,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(src)},
+        capture_output=True,
+    )
 
 
 def _post(port: int, path: str, body: Any) -> dict[str, Any]:
@@ -243,8 +251,10 @@ def ledger_batch(db: str, count: int, batch: int) -> Measured:
         bodies = workload.trials(count)
         with CpuClock([server.proc.pid]) as clock:
             for first in range(0, count, batch):
-                out = _post(server.port, "/api/v1/projects/bench/trials:batch", {"trials": bodies[first:first + batch]})
-                assert out["created"] == len(bodies[first:first + batch])
+                out = _post(
+                    server.port, "/api/v1/projects/bench/trials:batch", {"trials": bodies[first : first + batch]}
+                )
+                assert out["created"] == len(bodies[first : first + batch])
         return clock.measured(count)
     finally:
         server.stop()
@@ -266,8 +276,13 @@ def startup(db: str, src: Path = ROOT, rounds: int = 3) -> tuple[float, float, f
 def trackio_peer(count: int, tmp: Path) -> Measured | None:
     if not TRACKIO_PYTHON.exists():
         return None
-    done = subprocess.run([str(TRACKIO_PYTHON), str(ROOT / "bench" / "peers" / "trackio_trials.py"), str(count),
-                           str(tmp / "trackio")], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(
+        [str(TRACKIO_PYTHON), str(ROOT / "bench" / "peers" / "trackio_trials.py"), str(count), str(tmp / "trackio")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if done.returncode != 0:
         print(f"  trackio failed: {done.stderr[-500:]}")
         return None
@@ -281,10 +296,24 @@ def mlflow_peer(count: int, tmp: Path) -> Measured | None:
     if not MLFLOW.exists():
         return None
     port = free_port()
-    proc = subprocess.Popen([str(MLFLOW), "server", "--backend-store-uri", f"sqlite:///{tmp / 'mlflow.db'}",
-                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    proc = subprocess.Popen(
+        [
+            str(MLFLOW),
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{tmp / 'mlflow.db'}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+    )
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -305,8 +334,12 @@ def mlflow_peer(count: int, tmp: Path) -> Measured | None:
         lock = threading.Lock()
 
         def call(conn: http.client.HTTPConnection, path: str, body: dict[str, Any]) -> dict[str, Any]:
-            conn.request("POST", f"/api/2.0/mlflow/{path}", body=json.dumps(body).encode(),
-                         headers={"Content-Type": "application/json"})
+            conn.request(
+                "POST",
+                f"/api/2.0/mlflow/{path}",
+                body=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
             response = conn.getresponse()
             data = response.read()
             assert response.status == 200, data[:300]
@@ -321,12 +354,18 @@ def mlflow_peer(count: int, tmp: Path) -> Measured | None:
                     return
                 body, now = bodies[i], int(time.time() * 1000)
                 run = call(conn, "runs/create", {"experiment_id": "0", "start_time": now})["run"]["info"]["run_id"]
-                call(conn, "runs/log-batch", {
-                    "run_id": run,
-                    "params": [{"key": k, "value": str(body[k])[:500]} for k in ("hypothesis", "specialist")],
-                    "metrics": [{"key": "core_metric", "value": body.get("core_metric", 0.0), "timestamp": now,
-                                 "step": 0}],
-                    "tags": [{"key": "status", "value": body["status"]}]})
+                call(
+                    conn,
+                    "runs/log-batch",
+                    {
+                        "run_id": run,
+                        "params": [{"key": k, "value": str(body[k])[:500]} for k in ("hypothesis", "specialist")],
+                        "metrics": [
+                            {"key": "core_metric", "value": body.get("core_metric", 0.0), "timestamp": now, "step": 0}
+                        ],
+                        "tags": [{"key": "status", "value": body["status"]}],
+                    },
+                )
                 call(conn, "runs/update", {"run_id": run, "status": "FINISHED", "end_time": now})
 
         pids = [proc.pid] + _children(proc.pid)
@@ -376,8 +415,10 @@ def run(tmp: Path, *, trials: int, batch: int, peer_trials: int, backends: str, 
     for backend in _backends(backends):
         dbs = Databases(backend, tmp)
         try:
-            print(f"\n[issue 23 workload, {backend}: {trials:,} trials, {workload.CLIENT_THREADS} client threads, "
-                  "keep-alive HTTP, similar_prior on every answer]")
+            print(
+                f"\n[issue 23 workload, {backend}: {trials:,} trials, {workload.CLIENT_THREADS} client threads, "
+                "keep-alive HTTP, similar_prior on every answer]"
+            )
             # rounds, alternating with the baseline: this shared host drifts by 20% within minutes
             nows: list[Measured] = []
             befores: list[Measured] = []
@@ -392,37 +433,51 @@ def run(tmp: Path, *, trials: int, batch: int, peer_trials: int, backends: str, 
                         print(f"  round {number + 1}: from {baseline_src.name:<9}{befores[-1].line()}")  # type: ignore[union-attr]
             single = _median(nows)
             target = SINGLE_TARGET[backend]
-            print(f"  single POST .../trials     {single.line()}   median of {len(nows)}; target >= {target:,.0f}/s "
-                  f"wall: {single.rate / target:4.2f}x")
+            print(
+                f"  single POST .../trials     {single.line()}   median of {len(nows)}; target >= {target:,.0f}/s "
+                f"wall: {single.rate / target:4.2f}x"
+            )
             ok &= single.rate >= target
             if baseline_src is not None:
                 before = _median(befores)
                 print(f"  same, from {baseline_src.name:<14} {before.line()}   median of {len(befores)}")
                 wall = statistics.median(a.rate / b.rate for a, b in zip(nows, befores))
                 cpu = statistics.median(a.per_cpu / b.per_cpu for a, b in zip(nows, befores))
-                print(f"  now / before               {wall:5.2f}x wall   {cpu:5.2f}x per CPU-second   "
-                      f"(medians of the rounds' ratios)")
+                print(
+                    f"  now / before               {wall:5.2f}x wall   {cpu:5.2f}x per CPU-second   "
+                    f"(medians of the rounds' ratios)"
+                )
             batched = ledger_batch(dbs.new(), trials, batch)
             goal = 14_500 * 0.7
-            print(f"  POST .../trials:batch x{batch:<4} {batched.line()}   near {goal:,.0f}/s (0.7 x the store's "
-                  f"14.5k): {batched.rate / goal:4.2f}x")
+            print(
+                f"  POST .../trials:batch x{batch:<4} {batched.line()}   near {goal:,.0f}/s (0.7 x the store's "
+                f"14.5k): {batched.rate / goal:4.2f}x"
+            )
             start, rss, load = startup(dbs.new())
-            print(f"  cold start (best of 3)     {start:6.3f} s (target <= {START_TARGET_S}; load {load:.2f})   "
-                  f"idle RSS {rss:5.1f} MiB (target <= {RSS_TARGET_MIB:.0f})")
+            print(
+                f"  cold start (best of 3)     {start:6.3f} s (target <= {START_TARGET_S}; load {load:.2f})   "
+                f"idle RSS {rss:5.1f} MiB (target <= {RSS_TARGET_MIB:.0f})"
+            )
             if baseline_src is not None:
                 b_start, b_rss, b_load = startup(dbs.new(), baseline_src)
-                print(f"  same, from {baseline_src.name:<14} {b_start:6.3f} s (load {b_load:.2f})   "
-                      f"idle RSS {b_rss:5.1f} MiB")
+                print(
+                    f"  same, from {baseline_src.name:<14} {b_start:6.3f} s (load {b_load:.2f})   "
+                    f"idle RSS {b_rss:5.1f} MiB"
+                )
         finally:
             dbs.drop()
         if backend == "sqlite":
             print(f"\n[peers: the same workload's first {peer_trials:,} trials]")
-            for name, measured in (("trackio (in process)", trackio_peer(peer_trials, tmp)),
-                                   ("MLflow server (REST)", mlflow_peer(peer_trials, tmp))):
+            for name, measured in (
+                ("trackio (in process)", trackio_peer(peer_trials, tmp)),
+                ("MLflow server (REST)", mlflow_peer(peer_trials, tmp)),
+            ):
                 if measured is None:
                     print(f"  {name:<26} not installed (see the module doc)")
                     continue
                 print(f"  {name:<26} {measured.line()}")
-                print(f"  ledger / {name.split()[0]:<17} {single.rate / measured.rate:5.1f}x wall   "
-                      f"{single.per_cpu / measured.per_cpu:5.1f}x per CPU-second")
+                print(
+                    f"  ledger / {name.split()[0]:<17} {single.rate / measured.rate:5.1f}x wall   "
+                    f"{single.per_cpu / measured.per_cpu:5.1f}x per CPU-second"
+                )
     return ok

@@ -28,8 +28,20 @@ from lineage.service import Ledger  # noqa: E402
 from tests.servers import cpu_seconds  # noqa: E402
 
 HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
-IDEAS = ["increase LR", "switch to GeLU", "add warmup", "muon lr", "weight decay", "rope base", "wider MLP",
-         "deeper model", "bigger batch", "qk norm", "value residual", "untied embeddings"]
+IDEAS = [
+    "increase LR",
+    "switch to GeLU",
+    "add warmup",
+    "muon lr",
+    "weight decay",
+    "rope base",
+    "wider MLP",
+    "deeper model",
+    "bigger batch",
+    "qk norm",
+    "value residual",
+    "untied embeddings",
+]
 
 
 def make_row(rng: random.Random, i: int, best: list[float]) -> str:
@@ -69,11 +81,15 @@ def bench_import(tmp: Path, rows: int, repeat: int) -> None:
         if attempt < repeat - 1:
             ledger.close()
     took = min(times)
-    print(f"import   {done.rows:>7,} rows  best {took:5.2f} s, median {statistics.median(times):5.2f} s of {repeat} "
-          f"({done.rows / took:,.0f} rows/s)  target <= 3 s: {'ok' if took <= 3 else 'MISSED'}")
+    print(
+        f"import   {done.rows:>7,} rows  best {took:5.2f} s, median {statistics.median(times):5.2f} s of {repeat} "
+        f"({done.rows / took:,.0f} rows/s)  target <= 3 s: {'ok' if took <= 3 else 'MISSED'}"
+    )
     fieldkit = _fieldkit_import(tmp, rows, repeat)
-    print(f"         the fieldkit import path on the same machine, same run: best {min(fieldkit):5.2f} s, "
-          f"median {statistics.median(fieldkit):5.2f} s")
+    print(
+        f"         the fieldkit import path on the same machine, same run: best {min(fieldkit):5.2f} s, "
+        f"median {statistics.median(fieldkit):5.2f} s"
+    )
     out = tmp / "export.tsv"
     start = time.perf_counter()
     with out.open("w", encoding="utf-8", newline="") as fh:
@@ -109,7 +125,9 @@ def bench_watch(tmp: Path, appends: int, idle_s: float) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen(
         [sys.executable, "-m", "api.cli", "--db", str(db), "watch", str(path), "--project", "w"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
     try:
         ledger = None
@@ -141,15 +159,19 @@ def bench_watch(tmp: Path, appends: int, idle_s: float) -> None:
         latencies.sort()
         p50 = statistics.median(latencies)
         p95 = latencies[max(0, int(len(latencies) * 0.95) - 1)]
-        print(f"watch    {appends} appends  latency p50 {p50 * 1000:.0f} ms  p95 {p95 * 1000:.0f} ms  "
-              f"max {latencies[-1] * 1000:.0f} ms  target p95 <= 1000 ms: {'ok' if p95 <= 1 else 'MISSED'}")
+        print(
+            f"watch    {appends} appends  latency p50 {p50 * 1000:.0f} ms  p95 {p95 * 1000:.0f} ms  "
+            f"max {latencies[-1] * 1000:.0f} ms  target p95 <= 1000 ms: {'ok' if p95 <= 1 else 'MISSED'}"
+        )
         time.sleep(1.0)
         before = cpu_seconds(proc.pid)
         time.sleep(idle_s)
         used = cpu_seconds(proc.pid) - before
         share = used / idle_s * 100
-        print(f"watch    idle {idle_s:.0f} s  CPU {used * 1000:.1f} ms = {share:.2f}% of a core  target < 1%: "
-              f"{'ok' if share < 1 else 'MISSED'}")
+        print(
+            f"watch    idle {idle_s:.0f} s  CPU {used * 1000:.1f} ms = {share:.2f}% of a core  target < 1%: "
+            f"{'ok' if share < 1 else 'MISSED'}"
+        )
         ledger.close()
     finally:
         proc.terminate()

@@ -52,11 +52,18 @@ def generate_project(ledger: Ledger, slug: str, *, trials: int, points: int, tur
     for i in range(trials):
         keep = i == 0 or i % 3 == 0
         exp_id = f"{i:03d}"
-        rows.append(Trial(exp_id=exp_id, status=FailureLabel.BASELINE if i == 0 else
-                          (FailureLabel.KEEP if keep else FailureLabel.DISCARD),
-                          core_metric=round(2.0 - 0.01 * i + (0 if keep else 0.05), 6),
-                          specialist=SPECIALISTS[i % len(SPECIALISTS)], parent_exp=tip, domain="rl",
-                          hypothesis=f"trial {i}", extra={"lr": [1e-4, 3e-4][i % 2]}))
+        rows.append(
+            Trial(
+                exp_id=exp_id,
+                status=FailureLabel.BASELINE if i == 0 else (FailureLabel.KEEP if keep else FailureLabel.DISCARD),
+                core_metric=round(2.0 - 0.01 * i + (0 if keep else 0.05), 6),
+                specialist=SPECIALISTS[i % len(SPECIALISTS)],
+                parent_exp=tip,
+                domain="rl",
+                hypothesis=f"trial {i}",
+                extra={"lr": [1e-4, 3e-4][i % 2]},
+            )
+        )
         if keep:
             tip = exp_id
     ledger.import_trials(slug, iter(rows))
@@ -111,9 +118,14 @@ def bench_json(db: str, slug: str, repeat: int) -> dict[str, Any]:
             start = time.perf_counter()
             ledger.explore(slug, query)
             sampled_direct.append(time.perf_counter() - start)
-    return {"best": min(times), "median": statistics.median(times), "bytes": size,
-            "method": body["panels"][0]["downsampling"], "exact_best": min(exact_times),
-            "sampled_best": min(sampled_direct)}
+    return {
+        "best": min(times),
+        "median": statistics.median(times),
+        "bytes": size,
+        "method": body["panels"][0]["downsampling"],
+        "exact_best": min(exact_times),
+        "sampled_best": min(sampled_direct),
+    }
 
 
 def bench_browser(db: str, slug: str, repeat: int) -> list[float]:
@@ -124,8 +136,9 @@ def bench_browser(db: str, slug: str, repeat: int) -> list[float]:
         httpx.get(f"{base}/projects/{slug}/explore?metric=loss&group=specialist", timeout=30)  # server warm
         out = []
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
-                                                 args=["--headless", "--no-sandbox", "--disable-gpu"])
+            browser = playwright.chromium.launch(
+                executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu"]
+            )
             for _ in range(repeat):
                 context = browser.new_context(viewport={"width": 1280, "height": 900})
                 page = context.new_page()
@@ -153,21 +166,29 @@ def main() -> None:
         built = time.perf_counter() - start
         ledger.close()
         total = args.trials * args.points
-        print(f"generated {args.trials} trials x {args.points:,} points = {total:,} points in {built:.1f} s "
-              f"({total / built:,.0f} points/s, through lineage.telemetry.ingest)")
+        print(
+            f"generated {args.trials} trials x {args.points:,} points = {total:,} points in {built:.1f} s "
+            f"({total / built:,.0f} points/s, through lineage.telemetry.ingest)"
+        )
         result = bench_json(db, "explore", args.repeat)
         ok = result["best"] * 1000 <= JSON_TARGET_MS and result["bytes"] <= JSON_TARGET_BYTES
-        print(f"explore JSON (HTTP, in-process): best {result['best'] * 1000:.0f} ms, median {result['median'] * 1000:.0f} ms, "
-              f"{result['bytes'] / 1e6:.2f} MB, {result['method']} "
-              f"(target <= {JSON_TARGET_MS:.0f} ms, <= 1 MB: {'ok' if ok else 'MISSED'})")
-        print(f"same view, exact rule forced (every point read): best {result['exact_best'] * 1000:.0f} ms; "
-              f"sampled rule: best {result['sampled_best'] * 1000:.0f} ms "
-              f"(exact / sampled = {result['exact_best'] / result['sampled_best']:.1f}x)")
+        print(
+            f"explore JSON (HTTP, in-process): best {result['best'] * 1000:.0f} ms, median {result['median'] * 1000:.0f} ms, "
+            f"{result['bytes'] / 1e6:.2f} MB, {result['method']} "
+            f"(target <= {JSON_TARGET_MS:.0f} ms, <= 1 MB: {'ok' if ok else 'MISSED'})"
+        )
+        print(
+            f"same view, exact rule forced (every point read): best {result['exact_best'] * 1000:.0f} ms; "
+            f"sampled rule: best {result['sampled_best'] * 1000:.0f} ms "
+            f"(exact / sampled = {result['exact_best'] / result['sampled_best']:.1f}x)"
+        )
         if args.browser:
             paints = bench_browser(db, "explore", max(3, args.repeat // 3))
             best = min(paints)
-            print(f"first curves in Chromium (cold context): best {best:.2f} s, median {statistics.median(paints):.2f} s "
-                  f"(target <= {PAINT_TARGET_S} s: {'ok' if best <= PAINT_TARGET_S else 'MISSED'})")
+            print(
+                f"first curves in Chromium (cold context): best {best:.2f} s, median {statistics.median(paints):.2f} s "
+                f"(target <= {PAINT_TARGET_S} s: {'ok' if best <= PAINT_TARGET_S else 'MISSED'})"
+            )
 
 
 if __name__ == "__main__":

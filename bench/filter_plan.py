@@ -51,8 +51,10 @@ def explain(ledger: Ledger, expression: str, sort: str) -> None:
         rows = store.page_trials(conn, project, sort=sort, limit=51, expression=expression)
         elapsed = time.perf_counter() - started
         store._execute = original  # type: ignore[method-assign]
-        print(f"\n[{'sqlite' if store.sqlite else 'postgresql'}] filter={expression!r} sort={sort}: "
-              f"{len(rows)} rows, {len(captured)} query, {elapsed * 1000:.1f} ms (load {os.getloadavg()[0]:.2f})")
+        print(
+            f"\n[{'sqlite' if store.sqlite else 'postgresql'}] filter={expression!r} sort={sort}: "
+            f"{len(rows)} rows, {len(captured)} query, {elapsed * 1000:.1f} ms (load {os.getloadavg()[0]:.2f})"
+        )
         for sql, params in captured:
             prefix = "EXPLAIN QUERY PLAN " if store.sqlite else "EXPLAIN "
             plan = original(conn, prefix + sql, params).fetchall()
@@ -77,8 +79,13 @@ def main() -> None:
                 from lineage import migrate
 
                 migrate.upgrade(ledger.engine)
-                ledger.import_file("loop", io.StringIO(tsv, newline=""), fmt="autoresearch", source="results.tsv",
-                                   create_with={"lower_is_better": True})
+                ledger.import_file(
+                    "loop",
+                    io.StringIO(tsv, newline=""),
+                    fmt="autoresearch",
+                    source="results.tsv",
+                    create_with={"lower_is_better": True},
+                )
                 for expression, sort in QUERIES:
                     explain(ledger, expression, sort)
                 ledger.close()

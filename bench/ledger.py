@@ -31,13 +31,26 @@ STATUSES = [label for label in FailureLabel if label not in (FailureLabel.BASELI
 def generate_sweep(n: int, seed: int = 7) -> list[Trial]:
     """A realistic sweep: a baseline, keeps that advance a branch, discards and failures off it."""
     rng = random.Random(seed)
-    trials = [Trial(exp_id="000", status=FailureLabel.BASELINE, core_metric=1.5, specialist="baseline",
-                    hypothesis="baseline run", timestamp="2026-01-01T00:00:00Z", seq=0)]
+    trials = [
+        Trial(
+            exp_id="000",
+            status=FailureLabel.BASELINE,
+            core_metric=1.5,
+            specialist="baseline",
+            hypothesis="baseline run",
+            timestamp="2026-01-01T00:00:00Z",
+            seq=0,
+        )
+    ]
     tip, best = "000", 1.5
     for i in range(1, n):
         # about 1% of trials improve on the best: the chain to the best is ~1,000 long
         status = FailureLabel.KEEP if rng.random() < 0.01 else rng.choice(STATUSES)
-        metric = None if status.value in ("crash", "preflight_crash", "harness_abort") else round(best + rng.gauss(0, 0.01), 6)
+        metric = (
+            None
+            if status.value in ("crash", "preflight_crash", "harness_abort")
+            else round(best + rng.gauss(0, 0.01), 6)
+        )
         if status is FailureLabel.KEEP and metric is not None:
             metric = min(metric, best - abs(rng.gauss(0, 0.001)))
         exp_id = str(i).zfill(3)
@@ -108,7 +121,9 @@ def bench_backend(db: str, label: str, tsv_text: str, n: int, fieldkit_ms: float
     print(f"  prompt render      {ours_ms:7.2f} ms  median (target <= 20 ms)")
     print(f"  KNOWLEDGE.md only  {knowledge_ms:7.2f} ms  median")
     if fieldkit_ms is not None:
-        print(f"  fieldkit render    {fieldkit_ms:7.1f} ms  median -> ours is {fieldkit_ms / ours_ms:,.0f}x faster (target >= 50x)")
+        print(
+            f"  fieldkit render    {fieldkit_ms:7.1f} ms  median -> ours is {fieldkit_ms / ours_ms:,.0f}x faster (target >= 50x)"
+        )
     print(f"  record_trial       {insert_rate:7,.0f} rows/s single writer (target >= 2,000)")
 
 

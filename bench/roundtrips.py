@@ -70,8 +70,20 @@ def _wrap(name: str) -> None:
     setattr(pq_ctypes.PGconn, name, counted)
 
 
-for _name in ("send_query", "send_query_params", "send_prepare", "send_query_prepared", "exec_", "exec_params",
-              "prepare", "exec_prepared", "pipeline_sync", "send_flush_request", "enter_pipeline_mode", "exit_pipeline_mode"):
+for _name in (
+    "send_query",
+    "send_query_params",
+    "send_prepare",
+    "send_query_prepared",
+    "exec_",
+    "exec_params",
+    "prepare",
+    "exec_prepared",
+    "pipeline_sync",
+    "send_flush_request",
+    "enter_pipeline_mode",
+    "exit_pipeline_mode",
+):
     _wrap(_name)
 
 
@@ -93,14 +105,21 @@ def main() -> None:
         with TestClient(create_app(Settings())) as client:
             assert client.post("/api/v1/projects", json={"slug": "p", "metric_name": "val_bpb"}).status_code == 201
             for i in range(5):
-                client.post("/api/v1/projects/p/trials",
-                            json={"hypothesis": f"warm up {i} lower lr", "core_metric": 1.0 - i / 100, "status": "keep"})
+                client.post(
+                    "/api/v1/projects/p/trials",
+                    json={"hypothesis": f"warm up {i} lower lr", "core_metric": 1.0 - i / 100, "status": "keep"},
+                )
             counts = []
             for i in range(3):
                 LOG.clear()
-                r = client.post("/api/v1/projects/p/trials",
-                                json={"hypothesis": f"try a cosine schedule {i} with warmup", "core_metric": 0.9 - i / 100,
-                                      "status": "keep" if i % 2 else "discard"})
+                r = client.post(
+                    "/api/v1/projects/p/trials",
+                    json={
+                        "hypothesis": f"try a cosine schedule {i} with warmup",
+                        "core_metric": 0.9 - i / 100,
+                        "status": "keep" if i % 2 else "discard",
+                    },
+                )
                 assert r.status_code == 201, r.text
                 counts.append(sum(not line.startswith("  (queued)") for line in LOG))
             print("\n".join(LOG))

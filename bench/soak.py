@@ -80,12 +80,22 @@ from bench.soak_load import (  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 from tests.servers import stop as stop_process
 
-POSTGRES_ADMIN_URL = os.environ.get("LINEAGE_TEST_POSTGRES_URL",
-                                    "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+POSTGRES_ADMIN_URL = os.environ.get(
+    "LINEAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 SAMPLE_S = 5.0
 RSS_GROWTH_LIMIT = 0.10
-KINDS = ("agent.prompt", "agent.poll304", "agent.record", "agent.retry", "trainer.telemetry", "trainer.trial",
-         "trainer.trial_total", *PAGES, "watch.lag")
+KINDS = (
+    "agent.prompt",
+    "agent.poll304",
+    "agent.record",
+    "agent.retry",
+    "trainer.telemetry",
+    "trainer.trial",
+    "trainer.trial_total",
+    *PAGES,
+    "watch.lag",
+)
 
 
 # -- the server and its database -------------------------------------------------------------
@@ -128,8 +138,13 @@ def server(db_url: str, workdir: Path, timeout: float = 120.0) -> Iterator[tuple
         env.pop(name, None)
     base = f"http://127.0.0.1:{port}"
     with open(workdir / "server.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--db", db_url, "--port", str(port),
-                                 "--log-level", "warning"], cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "serve", "--db", db_url, "--port", str(port), "--log-level", "warning"],
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -170,16 +185,24 @@ def soak(backend: str, minutes: float, *, agents: int, trainer_steps: int, quiet
     with tempfile.TemporaryDirectory(prefix=f"soak-{backend}-") as tmp:
         workdir = Path(tmp)
         with database(backend, workdir) as (db_url, db_size), server(db_url, workdir) as (base, proc):
-            httpx.post(f"{base}{API}", json={"slug": AGENTS, "title": "soak: agents", "metric_name": "val_loss"},
-                       timeout=60).raise_for_status()
+            httpx.post(
+                f"{base}{API}", json={"slug": AGENTS, "title": "soak: agents", "metric_name": "val_loss"}, timeout=60
+            ).raise_for_status()
             rec = Recorder()
             stop = threading.Event()
             samples: list[dict[str, float]] = []
 
             def sample() -> None:
                 try:
-                    samples.append({"t": rec.now(), "rss": rss_bytes(proc.pid), "fds": open_fds(proc.pid),
-                                    "db": db_size(), "load": os.getloadavg()[0]})
+                    samples.append(
+                        {
+                            "t": rec.now(),
+                            "rss": rss_bytes(proc.pid),
+                            "fds": open_fds(proc.pid),
+                            "db": db_size(),
+                            "load": os.getloadavg()[0],
+                        }
+                    )
                 except Exception as exc:  # the server gone is an error of the soak
                     rec.error("sampler", f"{type(exc).__name__}: {exc}")
 
@@ -189,15 +212,26 @@ def soak(backend: str, minutes: float, *, agents: int, trainer_steps: int, quiet
 
             sample()
             watcher = Watcher(rec, base, workdir, every_s=2.0)
-            threads = [threading.Thread(target=agent, args=(rec, base, stop),
-                                        kwargs={"seed": i, "poll_s": 0.5, "record_s": 3.0}, daemon=True)
-                       for i in range(agents)]
-            threads += [threading.Thread(target=trainer, args=(rec, base, stop),
-                                         kwargs={"spool_dir": workdir / "spool", "steps": trainer_steps, "step_s": 0.05},
-                                         daemon=True),
-                        threading.Thread(target=researcher, args=(rec, base, stop), kwargs={"every_s": 1.0}, daemon=True),
-                        threading.Thread(target=watcher.write, args=(stop,), daemon=True),
-                        threading.Thread(target=sampler, daemon=True)]
+            threads = [
+                threading.Thread(
+                    target=agent,
+                    args=(rec, base, stop),
+                    kwargs={"seed": i, "poll_s": 0.5, "record_s": 3.0},
+                    daemon=True,
+                )
+                for i in range(agents)
+            ]
+            threads += [
+                threading.Thread(
+                    target=trainer,
+                    args=(rec, base, stop),
+                    kwargs={"spool_dir": workdir / "spool", "steps": trainer_steps, "step_s": 0.05},
+                    daemon=True,
+                ),
+                threading.Thread(target=researcher, args=(rec, base, stop), kwargs={"every_s": 1.0}, daemon=True),
+                threading.Thread(target=watcher.write, args=(stop,), daemon=True),
+                threading.Thread(target=sampler, daemon=True),
+            ]
             for thread in threads:
                 thread.start()
             end = rec.now() + minutes * 60
@@ -223,8 +257,11 @@ def soak(backend: str, minutes: float, *, agents: int, trainer_steps: int, quiet
 
 def check_counts(rec: Recorder, base: str, watcher: Watcher) -> None:
     """The ledger holds exactly what the actors recorded."""
-    expected = {AGENTS: rec.counts.get("agent_trials", 0), TRAINER: rec.counts.get("trainer_trials", 0),
-                WATCHED: watcher.written}
+    expected = {
+        AGENTS: rec.counts.get("agent_trials", 0),
+        TRAINER: rec.counts.get("trainer_trials", 0),
+        WATCHED: watcher.written,
+    }
     for project, count in expected.items():
         try:
             got = httpx.get(f"{base}{API}/{project}/trials", params={"limit": 1}, timeout=60).json()["total"]
@@ -252,18 +289,30 @@ def minute_stats(rec: Recorder, samples: list[dict[str, float]], minute: int) ->
     for kind in KINDS:
         values = [ms for k, ms in timed if k == kind]
         if values:
-            kinds[kind] = {"n": len(values), "p50_ms": round(percentile(values, 50), 2),
-                           "p99_ms": round(percentile(values, 99), 2)}
+            kinds[kind] = {
+                "n": len(values),
+                "p50_ms": round(percentile(values, 50), 2),
+                "p99_ms": round(percentile(values, 99), 2),
+            }
     inside = [s for s in samples if lo <= s["t"] < hi] or samples[-1:]
     last = inside[-1] if inside else {"rss": 0, "fds": 0, "db": 0, "load": 0}
-    return {"minute": minute + 1, "errors": errors, "rss_mb": round(last["rss"] / 2**20, 1), "fds": int(last["fds"]),
-            "db_mb": round(last["db"] / 2**20, 2), "load1": round(last["load"], 2), "kinds": kinds}
+    return {
+        "minute": minute + 1,
+        "errors": errors,
+        "rss_mb": round(last["rss"] / 2**20, 1),
+        "fds": int(last["fds"]),
+        "db_mb": round(last["db"] / 2**20, 2),
+        "load1": round(last["load"], 2),
+        "kinds": kinds,
+    }
 
 
 def minute_line(rec: Recorder, samples: list[dict[str, float]], minute: int) -> str:
     m = minute_stats(rec, samples, minute)
-    head = (f"min {m['minute']:>3}  err {m['errors']}  rss {m['rss_mb']:.1f} MB  fds {m['fds']}  "
-            f"db {m['db_mb']:.2f} MB  load {m['load1']:.2f} |")
+    head = (
+        f"min {m['minute']:>3}  err {m['errors']}  rss {m['rss_mb']:.1f} MB  fds {m['fds']}  "
+        f"db {m['db_mb']:.2f} MB  load {m['load1']:.2f} |"
+    )
     return head + " ".join(f" {k} {v['p50_ms']:.0f}/{v['p99_ms']:.0f}" for k, v in m["kinds"].items())
 
 
@@ -284,22 +333,39 @@ def report(backend: str, minutes: float, rec: Recorder, samples: list[dict[str, 
     for kind in KINDS:
         if kind in by_kind:
             values = by_kind[kind]
-            overall[kind] = {"n": len(values), "p50_ms": round(percentile(values, 50), 2),
-                             "p99_ms": round(percentile(values, 99), 2)}
+            overall[kind] = {
+                "n": len(values),
+                "p50_ms": round(percentile(values, 50), 2),
+                "p99_ms": round(percentile(values, 99), 2),
+            }
     return {
-        "backend": backend, "minutes": minutes, "kinds": overall,
+        "backend": backend,
+        "minutes": minutes,
+        "kinds": overall,
         "per_minute": [minute_stats(rec, samples, m) for m in range(max(1, int(-(-duration // 60))))],
-        "errors": len(errors), "error_kinds": sorted({k for k, _, _ in errors}),
+        "errors": len(errors),
+        "error_kinds": sorted({k for k, _, _ in errors}),
         "first_errors": [f"{t:.0f}s {k}: {what}" for k, t, what in errors[:20]],
         "counts": counts,
-        "rss": {"start_mb": round(samples[0]["rss"] / 2**20, 1), "end_mb": round(samples[-1]["rss"] / 2**20, 1),
-                "window_s": round(window), "window_start_mb": round(rss_start / 2**20, 1),
-                "window_end_mb": round(rss_end / 2**20, 1), "growth": round(growth, 4),
-                "max_mb": round(max(s["rss"] for s in samples) / 2**20, 1)},
-        "fds": {"start": int(samples[0]["fds"]), "end": int(samples[-1]["fds"]), "max": int(max(s["fds"] for s in samples))},
+        "rss": {
+            "start_mb": round(samples[0]["rss"] / 2**20, 1),
+            "end_mb": round(samples[-1]["rss"] / 2**20, 1),
+            "window_s": round(window),
+            "window_start_mb": round(rss_start / 2**20, 1),
+            "window_end_mb": round(rss_end / 2**20, 1),
+            "growth": round(growth, 4),
+            "max_mb": round(max(s["rss"] for s in samples) / 2**20, 1),
+        },
+        "fds": {
+            "start": int(samples[0]["fds"]),
+            "end": int(samples[-1]["fds"]),
+            "max": int(max(s["fds"] for s in samples)),
+        },
         "db_mb": {"start": round(samples[0]["db"] / 2**20, 2), "end": round(samples[-1]["db"] / 2**20, 2)},
-        "load1": {"mean": round(statistics.mean(s["load"] for s in samples), 2),
-                  "max": round(max(s["load"] for s in samples), 2)},
+        "load1": {
+            "mean": round(statistics.mean(s["load"] for s in samples), 2),
+            "max": round(max(s["load"] for s in samples), 2),
+        },
         "samples": len(samples),
     }
 
@@ -311,15 +377,19 @@ def judge(summary: dict[str, Any], *, rss_rule: bool) -> list[str]:
         failed.append(f"{summary['errors']} errors ({', '.join(summary['error_kinds'])})")
     growth = summary["rss"]["growth"]
     if rss_rule and not growth <= RSS_GROWTH_LIMIT:
-        failed.append(f"RSS grew {growth:.1%} over the last {summary['rss']['window_s'] / 60:.0f} min "
-                      f"(limit {RSS_GROWTH_LIMIT:.0%})")
+        failed.append(
+            f"RSS grew {growth:.1%} over the last {summary['rss']['window_s'] / 60:.0f} min "
+            f"(limit {RSS_GROWTH_LIMIT:.0%})"
+        )
     return failed
 
 
 def print_summary(summary: dict[str, Any], failed: list[str]) -> None:
     rss, fds, db = summary["rss"], summary["fds"], summary["db_mb"]
-    print(f"\n== {summary['backend']}: {summary['minutes']:g} min, load average mean {summary['load1']['mean']} "
-          f"(max {summary['load1']['max']}) ==")
+    print(
+        f"\n== {summary['backend']}: {summary['minutes']:g} min, load average mean {summary['load1']['mean']} "
+        f"(max {summary['load1']['max']}) =="
+    )
     print(f"{'kind':<22}{'n':>8}{'p50 ms':>10}{'p99 ms':>10}")
     for kind, v in summary["kinds"].items():
         print(f"{kind:<22}{v['n']:>8}{v['p50_ms']:>10.1f}{v['p99_ms']:>10.1f}")
@@ -327,10 +397,13 @@ def print_summary(summary: dict[str, Any], failed: list[str]) -> None:
     print(f"errors: {summary['errors']}")
     for line in summary["first_errors"]:
         print(f"  {line}")
-    print(f"RSS: start {rss['start_mb']} MB, end {rss['end_mb']} MB, max {rss['max_mb']} MB; over the last "
-          f"{rss['window_s'] / 60:.1f} min {rss['window_start_mb']} -> {rss['window_end_mb']} MB ({rss['growth']:+.1%})")
-    print(f"open fds: start {fds['start']}, end {fds['end']}, max {fds['max']}; "
-          f"database: {db['start']} -> {db['end']} MB")
+    print(
+        f"RSS: start {rss['start_mb']} MB, end {rss['end_mb']} MB, max {rss['max_mb']} MB; over the last "
+        f"{rss['window_s'] / 60:.1f} min {rss['window_start_mb']} -> {rss['window_end_mb']} MB ({rss['growth']:+.1%})"
+    )
+    print(
+        f"open fds: start {fds['start']}, end {fds['end']}, max {fds['max']}; database: {db['start']} -> {db['end']} MB"
+    )
     print("PASS" if not failed else "FAIL: " + "; ".join(failed), flush=True)
 
 
@@ -339,11 +412,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30.0, help="length of each backend's run (default 30)")
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--agents", type=int, default=2, help="agent threads (default 2)")
-    parser.add_argument("--trainer-steps", type=int, default=400,
-                        help="steps of each trainer trial, 0.05 s apart (default 400: a trial every ~20 s)")
+    parser.add_argument(
+        "--trainer-steps",
+        type=int,
+        default=400,
+        help="steps of each trainer trial, 0.05 s apart (default 400: a trial every ~20 s)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the summaries here (a list, one per backend)")
-    parser.add_argument("--rss-rule", choices=["judge", "report"], default="judge",
-                        help="judge: RSS growth over the window is a rule; report: only printed")
+    parser.add_argument(
+        "--rss-rule",
+        choices=["judge", "report"],
+        default="judge",
+        help="judge: RSS growth over the window is a rule; report: only printed",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-minute lines while running")
     args = parser.parse_args(argv)
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]

@@ -33,9 +33,22 @@ import httpx
 
 API = "/api/v1/projects"
 AGENTS, TRAINER, WATCHED = "soak-agents", "soak-trainer", "soak-watch"
-IDEAS = ["increase matrix LR to 0.04", "switch MLP to GeLU", "add 200 warmup steps", "muon momentum 0.95",
-         "weight decay 0.1 on embeddings", "rope base 50k", "wider MLP", "one more layer", "qk-norm",
-         "value residual", "untie embeddings", "logit soft-capping", "shorter cooldown", "z-loss 1e-4"]
+IDEAS = [
+    "increase matrix LR to 0.04",
+    "switch MLP to GeLU",
+    "add 200 warmup steps",
+    "muon momentum 0.95",
+    "weight decay 0.1 on embeddings",
+    "rope base 50k",
+    "wider MLP",
+    "one more layer",
+    "qk-norm",
+    "value residual",
+    "untie embeddings",
+    "logit soft-capping",
+    "shorter cooldown",
+    "z-loss 1e-4",
+]
 
 
 @dataclass
@@ -75,8 +88,17 @@ class Recorder:
         return random.sample(recent, min(k, len(recent)))
 
 
-def call(rec: Recorder, http: httpx.Client, kind: str, method: str, url: str, *, expect: tuple[int, ...],
-         kinds: dict[int, str] | None = None, **kwargs: Any) -> httpx.Response | None:
+def call(
+    rec: Recorder,
+    http: httpx.Client,
+    kind: str,
+    method: str,
+    url: str,
+    *,
+    expect: tuple[int, ...],
+    kinds: dict[int, str] | None = None,
+    **kwargs: Any,
+) -> httpx.Response | None:
     """One timed request, as ``kind`` (or ``kinds[status]``); an error (and None) unless
     its status is in ``expect``."""
     start = time.perf_counter()
@@ -110,8 +132,16 @@ def agent(rec: Recorder, base: str, stop: threading.Event, *, seed: int, poll_s:
     with httpx.Client(base_url=base, timeout=60) as http:
         while not stop.is_set():
             headers = {"If-None-Match": etag} if etag else {}
-            got = call(rec, http, "agent.prompt", "GET", f"{API}/{AGENTS}/prompt", headers=headers,
-                       expect=(200, 304) if etag else (200,), kinds={304: "agent.poll304"})
+            got = call(
+                rec,
+                http,
+                "agent.prompt",
+                "GET",
+                f"{API}/{AGENTS}/prompt",
+                headers=headers,
+                expect=(200, 304) if etag else (200,),
+                kinds={304: "agent.poll304"},
+            )
             if got is not None:
                 rec.count("prompt_304" if got.status_code == 304 else "prompt_200")
                 etag = got.headers.get("etag") or etag
@@ -121,12 +151,24 @@ def agent(rec: Recorder, base: str, stop: threading.Event, *, seed: int, poll_s:
                 next_record += record_s
                 metric = metric + rng.gauss(0.001, 0.004)
                 status = rng.choices(["keep", "discard", "crash"], [3, 6, 1])[0]
-                body = {"status": status, "core_metric": None if status == "crash" else round(metric, 6),
-                        "hypothesis": f"{rng.choice(IDEAS)} (agent {seed}, try {rng.getrandbits(32):08x})",
-                        "expected_delta": "-0.002", "extra": {"agent": seed, "lr": rng.choice([0.01, 0.02, 0.04])}}
+                body = {
+                    "status": status,
+                    "core_metric": None if status == "crash" else round(metric, 6),
+                    "hypothesis": f"{rng.choice(IDEAS)} (agent {seed}, try {rng.getrandbits(32):08x})",
+                    "expected_delta": "-0.002",
+                    "extra": {"agent": seed, "lr": rng.choice([0.01, 0.02, 0.04])},
+                }
                 key = uuid.uuid4().hex
-                got = call(rec, http, "agent.record", "POST", f"{API}/{AGENTS}/trials", json=body,
-                           headers={"Idempotency-Key": key}, expect=(201,))
+                got = call(
+                    rec,
+                    http,
+                    "agent.record",
+                    "POST",
+                    f"{API}/{AGENTS}/trials",
+                    json=body,
+                    headers={"Idempotency-Key": key},
+                    expect=(201,),
+                )
                 if got is not None:
                     first = got.json()
                     exp_id = first["trial"]["exp_id"]
@@ -134,8 +176,16 @@ def agent(rec: Recorder, base: str, stop: threading.Event, *, seed: int, poll_s:
                     if exp_id:
                         rec.add_id(AGENTS, str(exp_id))
                     if rng.random() < 0.25:  # a lost response: the same request again is a 200, no duplicate
-                        again = call(rec, http, "agent.retry", "POST", f"{API}/{AGENTS}/trials", json=body,
-                                     headers={"Idempotency-Key": key}, expect=(200,))
+                        again = call(
+                            rec,
+                            http,
+                            "agent.retry",
+                            "POST",
+                            f"{API}/{AGENTS}/trials",
+                            json=body,
+                            headers={"Idempotency-Key": key},
+                            expect=(200,),
+                        )
                         if again is not None:
                             again_id = again.json()["trial"]["exp_id"]
                             if again_id != exp_id:
@@ -194,8 +244,15 @@ def trainer(rec: Recorder, base: str, stop: threading.Event, *, spool_dir: Path,
                 if stop.is_set():
                     break
                 loss = loss * (1 - lr * 2) + rng.gauss(0, 0.01)
-                run.log(step, {"train_loss": loss, "lr": lr * min(1.0, (step + 1) / 50),
-                               "grad_norm": abs(rng.gauss(1.0, 0.3)), "tokens_per_s": rng.gauss(9e4, 3e3)})
+                run.log(
+                    step,
+                    {
+                        "train_loss": loss,
+                        "lr": lr * min(1.0, (step + 1) / 50),
+                        "grad_norm": abs(rng.gauss(1.0, 0.3)),
+                        "tokens_per_s": rng.gauss(9e4, 3e3),
+                    },
+                )
                 if step % 50 == 49:
                     run.log(step, {"val_loss": loss + 0.05 + rng.gauss(0, 0.005)})
                 time.sleep(step_s)
@@ -203,8 +260,11 @@ def trainer(rec: Recorder, base: str, stop: threading.Event, *, spool_dir: Path,
         report = client.close()
         rec.time("trainer.trial_total", time.monotonic() - started)
         if not report.delivered or report.outcome is None or not report.spool_removed:
-            rec.error("trainer.outcome", f"trial {trial}: delivered={report.delivered} outcome={report.outcome} "
-                                         f"pending={report.pending_ops} error={report.error}")
+            rec.error(
+                "trainer.outcome",
+                f"trial {trial}: delivered={report.delivered} outcome={report.outcome} "
+                f"pending={report.pending_ops} error={report.error}",
+            )
             continue
         rec.count("trainer_trials")
         rec.count("trainer_points", report.points_sent)
@@ -265,9 +325,16 @@ class Watcher:
 
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "watch", str(self.path), "--project", WATCHED, "--server", base],
-            cwd=workdir, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.readers = [threading.Thread(target=self._read_out, daemon=True),
-                        threading.Thread(target=self._read_err, daemon=True)]
+            cwd=workdir,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.readers = [
+            threading.Thread(target=self._read_out, daemon=True),
+            threading.Thread(target=self._read_err, daemon=True),
+        ]
         for reader in self.readers:
             reader.start()
 

@@ -73,15 +73,54 @@ SAMPLER_TARGET = 0.005
 STEP_S = 0.1  # the training step the sampler's share is quoted for
 TURNS = 4
 STEP_NAMES = (
-    "ig_mean", "ig_std", "normed_ig_mean", "normed_ig_std", "clip_scale_mean", "clip_scale_std", "clip_scale_min",
-    "clip_scale_max", "clip_scale_frac_low", "clip_scale_frac_high", "turn_adv_mean", "turn_adv_std", "pg_loss",
-    "clipfrac_low", "clipfrac_high", "clipfrac_dual", "approx_kl", "ratio_mean", "ratio_min", "ratio_max",
-    "ratio_std", "entropy_mean", "adv_mean", "adv_std", "adv_min", "adv_max", "reward_mean", "budget_global",
-    "spent_global", "rollbacks", "alloc_mean", "alloc_min", "alloc_max",
+    "ig_mean",
+    "ig_std",
+    "normed_ig_mean",
+    "normed_ig_std",
+    "clip_scale_mean",
+    "clip_scale_std",
+    "clip_scale_min",
+    "clip_scale_max",
+    "clip_scale_frac_low",
+    "clip_scale_frac_high",
+    "turn_adv_mean",
+    "turn_adv_std",
+    "pg_loss",
+    "clipfrac_low",
+    "clipfrac_high",
+    "clipfrac_dual",
+    "approx_kl",
+    "ratio_mean",
+    "ratio_min",
+    "ratio_max",
+    "ratio_std",
+    "entropy_mean",
+    "adv_mean",
+    "adv_std",
+    "adv_min",
+    "adv_max",
+    "reward_mean",
+    "budget_global",
+    "spent_global",
+    "rollbacks",
+    "alloc_mean",
+    "alloc_min",
+    "alloc_max",
     *(f"{kind}:group:{k}" for kind in ("score", "alloc", "cost") for k in range(4)),
 )
-TURN_NAMES = ("ig_mean", "ig_std", "clip_scale_mean", "clip_scale_std", "clip_scale_min", "clip_scale_max",
-              "clip_scale_frac_low", "clip_scale_frac_high", "turn_adv_mean", "turn_adv_std", "turn_count")
+TURN_NAMES = (
+    "ig_mean",
+    "ig_std",
+    "clip_scale_mean",
+    "clip_scale_std",
+    "clip_scale_min",
+    "clip_scale_max",
+    "clip_scale_frac_low",
+    "clip_scale_frac_high",
+    "turn_adv_mean",
+    "turn_adv_std",
+    "turn_count",
+)
 STEP_POINTS = len(STEP_NAMES) + len(TURN_NAMES) * (TURNS + 1)
 
 
@@ -203,8 +242,11 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=1_000_000, help="points of the ingest run")
     parser.add_argument("--rounds", type=int, default=3, help="ingest rounds (best of)")
     parser.add_argument("--wandb-calls", type=int, default=3000, help="wandb.log / trackio.log calls per case")
-    parser.add_argument("--trackio-python", default=os.environ.get("TRACKIO_PYTHON") or "/tmp/peers/trackio/bin/python",
-                        help="the python of a virtual environment with trackio installed")
+    parser.add_argument(
+        "--trackio-python",
+        default=os.environ.get("TRACKIO_PYTHON") or "/tmp/peers/trackio/bin/python",
+        help="the python of a virtual environment with trackio installed",
+    )
     parser.add_argument("--sampler-samples", type=int, default=300, help="samples timed for the sampler's cost")
     parser.add_argument("--only", choices=["client", "wandb", "sampler", "e2e"], default=None, help="run one part only")
     telemetry_e2e.add_arguments(parser)
@@ -228,18 +270,26 @@ def main() -> None:
                 sampler_cost(args)
             if args.only not in (None, "client"):
                 return
-            print(f"\n[client overhead per logged step: {STEP_POINTS} points (0-dim and [T] tensors), {args.steps} steps]")
+            print(
+                f"\n[client overhead per logged step: {STEP_POINTS} points (0-dim and [T] tensors), {args.steps} steps]"
+            )
             for label, url in cases.items():
                 costs = overhead(url, tmp / f"spool-{label.split()[0]}", args.steps)
                 median_ms = statistics.median(costs) * 1e3
-                print(f"  server {label:<14} median {median_ms:6.3f} ms   p99 {percentile(costs, 0.99) * 1e3:6.3f} ms   "
-                      f"target < {OVERHEAD_TARGET_MS} ms: {'met' if median_ms < OVERHEAD_TARGET_MS else 'NOT met'} "
-                      f"({OVERHEAD_TARGET_MS / median_ms:.1f}x)")
+                print(
+                    f"  server {label:<14} median {median_ms:6.3f} ms   p99 {percentile(costs, 0.99) * 1e3:6.3f} ms   "
+                    f"target < {OVERHEAD_TARGET_MS} ms: {'met' if median_ms < OVERHEAD_TARGET_MS else 'NOT met'} "
+                    f"({OVERHEAD_TARGET_MS / median_ms:.1f}x)"
+                )
             rates = [ingest(server.url, tmp / f"spool-ingest-{r}", args.points) for r in range(args.rounds)]
             best = max(rates)
-            print(f"\n[end-to-end ingest, client -> spool -> HTTP -> SQLite, {args.points:,} points, best of {args.rounds}]")
-            print(f"  {best:12,.0f} points/s (rounds: {', '.join(f'{r:,.0f}' for r in rates)})   "
-                  f"target >= {INGEST_TARGET:,.0f}: {'met' if best >= INGEST_TARGET else 'NOT met'} ({best / INGEST_TARGET:.2f}x)")
+            print(
+                f"\n[end-to-end ingest, client -> spool -> HTTP -> SQLite, {args.points:,} points, best of {args.rounds}]"
+            )
+            print(
+                f"  {best:12,.0f} points/s (rounds: {', '.join(f'{r:,.0f}' for r in rates)})   "
+                f"target >= {INGEST_TARGET:,.0f}: {'met' if best >= INGEST_TARGET else 'NOT met'} ({best / INGEST_TARGET:.2f}x)"
+            )
         finally:
             slow.stop()
             server.stop()
@@ -247,20 +297,26 @@ def main() -> None:
 
 
 def wandb_vs_trackio(cases: dict[str, str], tmp: Path, args: argparse.Namespace) -> None:
-    print(f"\n[wandb.log of {WANDB_SCALARS} scalars: per call in the training thread, {args.wandb_calls} calls, "
-          "1 ms between calls]")
+    print(
+        f"\n[wandb.log of {WANDB_SCALARS} scalars: per call in the training thread, {args.wandb_calls} calls, "
+        "1 ms between calls]"
+    )
     trackio = trackio_log_costs(args.trackio_python, tmp, args.wandb_calls)
     trackio_median = statistics.median(trackio["costs"]) * 1e6 if isinstance(trackio, dict) else None
     for label, url in cases.items():
         costs = wandb_log_costs(url, tmp / f"spool-wandb-{label.split()[0]}", args.wandb_calls)
         median_us = statistics.median(costs) * 1e6
         versus = f"   {trackio_median / median_us:.1f}x faster than trackio" if trackio_median else ""
-        print(f"  trainer_hooks.wandb, server {label:<14} median {median_us:6.1f} us   p99 "
-              f"{percentile(costs, 0.99) * 1e6:7.1f} us   target <= {WANDB_TARGET_US:g} us: "
-              f"{'met' if median_us <= WANDB_TARGET_US else 'NOT met'}{versus}")
+        print(
+            f"  trainer_hooks.wandb, server {label:<14} median {median_us:6.1f} us   p99 "
+            f"{percentile(costs, 0.99) * 1e6:7.1f} us   target <= {WANDB_TARGET_US:g} us: "
+            f"{'met' if median_us <= WANDB_TARGET_US else 'NOT met'}{versus}"
+        )
     if isinstance(trackio, dict):
-        print(f"  trackio {trackio['version']} log (in process, local SQLite)  median {trackio_median:6.1f} us   p99 "
-              f"{percentile(trackio['costs'], 0.99) * 1e6:7.1f} us")
+        print(
+            f"  trackio {trackio['version']} log (in process, local SQLite)  median {trackio_median:6.1f} us   p99 "
+            f"{percentile(trackio['costs'], 0.99) * 1e6:7.1f} us"
+        )
     else:
         print(f"  trackio: not measured ({trackio})")
 
@@ -269,10 +325,12 @@ def sampler_cost(args: argparse.Namespace) -> None:
     cpu = sampler_cpu_per_sample(args.sampler_samples)
     share = cpu / DEFAULT_INTERVAL_S
     print(f"\n[system metrics sampler: {args.sampler_samples} samples]")
-    print(f"  one sample: {cpu * 1e6:7.1f} us of CPU; every {DEFAULT_INTERVAL_S:g} s that is {share * 100:.4f}% of "
-          f"any step (a 100 ms step: {share * STEP_S * 1e6:.2f} us)   target <= {SAMPLER_TARGET * 100:g}%: "
-          f"{'met' if share <= SAMPLER_TARGET else 'NOT met'} ({SAMPLER_TARGET / share:,.0f}x); the sampler backs "
-          f"off whenever a sample exceeds {DEFAULT_BUDGET * 100:g}% of its interval")
+    print(
+        f"  one sample: {cpu * 1e6:7.1f} us of CPU; every {DEFAULT_INTERVAL_S:g} s that is {share * 100:.4f}% of "
+        f"any step (a 100 ms step: {share * STEP_S * 1e6:.2f} us)   target <= {SAMPLER_TARGET * 100:g}%: "
+        f"{'met' if share <= SAMPLER_TARGET else 'NOT met'} ({SAMPLER_TARGET / share:,.0f}x); the sampler backs "
+        f"off whenever a sample exceeds {DEFAULT_BUDGET * 100:g}% of its interval"
+    )
 
 
 if __name__ == "__main__":

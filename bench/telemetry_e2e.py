@@ -48,8 +48,18 @@ from bench.api import Server  # noqa: E402
 
 TARGET = 300_000.0
 TARGET_RATIO = 1.8
-SCALARS = ("train_loss", "lr", "grad_norm", "tokens_per_s", "step_time_ms", "mfu", "loss_scale", "weight_norm",
-           "update_ratio", "train_ppl")
+SCALARS = (
+    "train_loss",
+    "lr",
+    "grad_norm",
+    "tokens_per_s",
+    "step_time_ms",
+    "mfu",
+    "loss_scale",
+    "weight_norm",
+    "update_ratio",
+    "train_ppl",
+)
 VAL_EVERY = 250
 
 #: the loop both sides run: ``LOG(step, metrics)`` is their log call
@@ -111,7 +121,9 @@ def ledger_e2e(server: Server, spool: Path, steps: int, in_flight: int | None = 
     from trainer_hooks.client import LedgerClient
 
     window = {} if in_flight is None else {"in_flight": in_flight}
-    client = LedgerClient(server.url, None, "bench", spool_dir=spool, close_timeout=600.0, system_metrics=False, **window)
+    client = LedgerClient(
+        server.url, None, "bench", spool_dir=spool, close_timeout=600.0, system_metrics=False, **window
+    )
     client.ensure_project()
     client.plan_trial(hypothesis="e2e")
     assert client.flush(timeout=30)
@@ -123,8 +135,13 @@ def ledger_e2e(server: Server, spool: Path, steps: int, in_flight: int | None = 
     client_cpu, server_cpu = time.process_time() - cpu0, proc_cpu(server.proc.pid) - scpu0
     if not report.delivered or report.points_sent != points_of(steps):
         raise SystemExit(f"the ledger did not get everything: {report}")
-    return {"elapsed": elapsed, "cpu": client_cpu + server_cpu, "points": report.points_sent,
-            "client_cpu": client_cpu, "server_cpu": server_cpu}
+    return {
+        "elapsed": elapsed,
+        "cpu": client_cpu + server_cpu,
+        "points": report.points_sent,
+        "client_cpu": client_cpu,
+        "server_cpu": server_cpu,
+    }
 
 
 def ledger_server_only(server: Server, steps: int, batch: int) -> dict[str, float]:
@@ -132,10 +149,12 @@ def ledger_server_only(server: Server, steps: int, batch: int) -> dict[str, floa
     from trainer_hooks.client import points as wire
 
     http = httpx.Client(base_url=server.url, timeout=600)
-    exp = http.post("/api/v1/projects/bench/trials", json={"hypothesis": "server only", "status": "harness_abort"}).json()["trial"]["exp_id"]
+    exp = http.post(
+        "/api/v1/projects/bench/trials", json={"hypothesis": "server only", "status": "harness_abort"}
+    ).json()["trial"]["exp_id"]
     rows: list[Any] = []
     workload_fn()(lambda step, metrics: rows.extend(wire.step_rows(step, metrics, None, 1.0)[0]), steps)
-    bodies = [wire.encode_batch(f"so-{uuid.uuid4().hex}", rows[i:i + batch]) for i in range(0, len(rows), batch)]
+    bodies = [wire.encode_batch(f"so-{uuid.uuid4().hex}", rows[i : i + batch]) for i in range(0, len(rows), batch)]
     url = f"/api/v1/projects/bench/trials/{exp}/telemetry"
     scpu0, start = proc_cpu(server.proc.pid), time.perf_counter()
     for body in bodies:
@@ -153,8 +172,13 @@ def trackio_side(python: str, tmp: Path, steps: int) -> dict[str, Any] | str:
     workdir = tmp / f"trackio-{uuid.uuid4().hex[:6]}"
     workdir.mkdir()
     script = TRACKIO_SCRIPT % {"workload": WORKLOAD % {"names": SCALARS, "val": VAL_EVERY}, "steps": steps}
-    env = {**os.environ, "TRACKIO_DIR": str(workdir / "trackio"), "HF_HOME": str(workdir / "hf"),
-           "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {
+        **os.environ,
+        "TRACKIO_DIR": str(workdir / "trackio"),
+        "HF_HOME": str(workdir / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
     done = subprocess.run([python, "-c", script], cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         return f"trackio failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}"
@@ -178,17 +202,22 @@ def fresh_postgres(url: str) -> str:
 
 def line(label: str, found: dict[str, float]) -> str:
     rate, per_cpu = found["points"] / found["elapsed"], found["points"] / max(found["cpu"], 1e-9)
-    split = (f"; CPU-s: client {found['client_cpu']:.2f}, server {found['server_cpu']:.2f}"
-             if "client_cpu" in found else "")
-    return (f"  {label:<38} {rate:10,.0f} points/s   {per_cpu:10,.0f} per CPU-s   "
-            f"({found['points']:,} points in {found['elapsed']:.2f} s{split})   [{load()}]")
+    split = (
+        f"; CPU-s: client {found['client_cpu']:.2f}, server {found['server_cpu']:.2f}" if "client_cpu" in found else ""
+    )
+    return (
+        f"  {label:<38} {rate:10,.0f} points/s   {per_cpu:10,.0f} per CPU-s   "
+        f"({found['points']:,} points in {found['elapsed']:.2f} s{split})   [{load()}]"
+    )
 
 
 def run(args: argparse.Namespace) -> None:
     steps = args.e2e_steps
-    print(f"\n[telemetry end to end: 1 run, {len(SCALARS)} scalars a step + val_bpb every {VAL_EVERY}, "
-          f"{steps:,} steps = {points_of(steps):,} points; best of {args.e2e_rounds}; "
-          f"{os.cpu_count()} CPUs, {load()}]")
+    print(
+        f"\n[telemetry end to end: 1 run, {len(SCALARS)} scalars a step + val_bpb every {VAL_EVERY}, "
+        f"{steps:,} steps = {points_of(steps):,} points; best of {args.e2e_rounds}; "
+        f"{os.cpu_count()} CPUs, {load()}]"
+    )
     backends = [("SQLite", None)] + ([("PostgreSQL", args.postgres)] if args.postgres else [])
     windows: list[int | None] = [int(n) for n in args.in_flight.split(",")] if args.in_flight else [None]
     with tempfile.TemporaryDirectory(prefix="lineage-bench-e2e-") as tmp_name:
@@ -206,12 +235,22 @@ def run(args: argparse.Namespace) -> None:
                 db = str(tmp / f"ledger-{r}.db") if url is None else fresh_postgres(url)
                 server = Server(db)
                 try:
-                    sides = [(f"{label} end to end (client{'' if n is None else f', {n} in flight'})",
-                              lambda n=n: ledger_e2e(server, tmp / f"spool-{r}-{n}", steps, n)) for n in windows]
-                    sides.append((f"{label} server only (pre-encoded)", lambda: ledger_server_only(server, steps, args.batch)))
+                    sides = [
+                        (
+                            f"{label} end to end (client{'' if n is None else f', {n} in flight'})",
+                            lambda n=n: ledger_e2e(server, tmp / f"spool-{r}-{n}", steps, n),
+                        )
+                        for n in windows
+                    ]
+                    sides.append(
+                        (f"{label} server only (pre-encoded)", lambda: ledger_server_only(server, steps, args.batch))
+                    )
                     for key, one in sides:
                         got = one()
-                        if key not in results or got["points"] / got["elapsed"] > results[key]["points"] / results[key]["elapsed"]:
+                        if (
+                            key not in results
+                            or got["points"] / got["elapsed"] > results[key]["points"] / results[key]["elapsed"]
+                        ):
                             results[key] = got
                 finally:
                     server.stop()
@@ -231,17 +270,25 @@ def run(args: argparse.Namespace) -> None:
                 found = results[f"{label} end to end (client{'' if n is None else f', {n} in flight'})"]
                 rate = found["points"] / found["elapsed"]
                 ratio = rate / t_rate
-                print(f"  {label} end to end{'' if n is None else f' ({n} in flight)'} / trackio: {ratio:.2f}x wall, "
-                      f"{found['points'] / found['cpu'] / t_cpu:.2f}x per CPU-s   target >= {TARGET:,.0f} points/s and "
-                      f">= {TARGET_RATIO}x: {'met' if rate >= TARGET and ratio >= TARGET_RATIO else 'NOT met'}   [{load()}]")
+                print(
+                    f"  {label} end to end{'' if n is None else f' ({n} in flight)'} / trackio: {ratio:.2f}x wall, "
+                    f"{found['points'] / found['cpu'] / t_cpu:.2f}x per CPU-s   target >= {TARGET:,.0f} points/s and "
+                    f">= {TARGET_RATIO}x: {'met' if rate >= TARGET and ratio >= TARGET_RATIO else 'NOT met'}   [{load()}]"
+                )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--e2e-steps", type=int, default=100_000, help="steps of the end-to-end workload")
     parser.add_argument("--e2e-rounds", type=int, default=2, help="end-to-end rounds (best of)")
-    parser.add_argument("--batch", type=int, default=200_000, help="points per pre-encoded body (server only; the client's default)")
-    parser.add_argument("--in-flight", default="", help="the client's telemetry requests in flight, e.g. 1,2 "
-                        "(each measured, in the same rounds; default: the client's default)")
+    parser.add_argument(
+        "--batch", type=int, default=200_000, help="points per pre-encoded body (server only; the client's default)"
+    )
+    parser.add_argument(
+        "--in-flight",
+        default="",
+        help="the client's telemetry requests in flight, e.g. 1,2 "
+        "(each measured, in the same rounds; default: the client's default)",
+    )
     parser.add_argument("--postgres", default=None, help="also on PostgreSQL: a server URL (a fresh database is made)")
 
 

@@ -182,7 +182,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--cold-heap", action="store_true", help="leave glibc's malloc thresholds at their start values")
+    parser.add_argument(
+        "--cold-heap", action="store_true", help="leave glibc's malloc thresholds at their start values"
+    )
     args = parser.parse_args()
     heap = "default malloc thresholds (cold heap)" if args.cold_heap or not settle_heap() else "trainer-like heap"
     device = torch.device(args.device)
@@ -195,14 +197,24 @@ def main() -> None:
     B, T, L = 256, 8, 512
     batch = make_batch(B, T, L)
     x = to_tensors(batch, device)
-    loop_args = (batch["outcome"], batch["prompt_group"], batch["ig"], batch["ig_mask"], batch["turn_ids"],
-                 batch["response_mask"])
+    loop_args = (
+        batch["outcome"],
+        batch["prompt_group"],
+        batch["ig"],
+        batch["ig_mask"],
+        batch["turn_ids"],
+        batch["response_mask"],
+    )
     cpu_x = {k: v.cpu() for k, v in x.items()}
 
     def loop_on_tensors() -> None:
         # What a trainer would pay: tensors in, loop, tensors out.
-        out = ref.a2tgpo(*(cpu_x[k].tolist() for k in ("outcome_rewards", "prompt_group", "ig", "ig_mask",
-                                                       "turn_ids", "response_mask")))
+        out = ref.a2tgpo(
+            *(
+                cpu_x[k].tolist()
+                for k in ("outcome_rewards", "prompt_group", "ig", "ig_mask", "turn_ids", "response_mask")
+            )
+        )
         torch.tensor(out["advantages"]), torch.tensor(out["clip_scale"])
 
     vec, loop, loop_t = best_times(
@@ -223,18 +235,30 @@ def main() -> None:
 
     print(f"\n(a) A2TGPO advantages, {B} traj x {T} turns x {L} tokens ({n_tok} turn tokens), turn-group-v1d")
     print(f"    loop reference, lists in/out          {loop * 1e3:9.2f} ms   (the Python loop alone)")
-    print(f"    loop reference, tensors in/out        {loop_t * 1e3:9.2f} ms   (+ .tolist() / torch.tensor(): "
-          f"{(loop_t - loop) * 1e3:.2f} ms of it)")
+    print(
+        f"    loop reference, tensors in/out        {loop_t * 1e3:9.2f} ms   (+ .tolist() / torch.tensor(): "
+        f"{(loop_t - loop) * 1e3:.2f} ms of it)"
+    )
     print(f"    vectorized ({device.type}), with telemetry    {vec * 1e3:9.2f} ms")
-    print(f"    vectorized ({device.type}), no telemetry      {vec_bare * 1e3:9.2f} ms   (what the loop computes; "
-          f"{faults:.0f} page faults per call)")
-    print(f"    vectorized, 8 traj x 64 tokens          {fixed * 1e3:9.2f} ms   (the fixed cost per call; "
-          f"{loop / fixed:.1f} x is the ceiling of any eager pipeline that launches as many kernels)")
-    print(f"    per token of the batch: loop {loop / (B * L) * 1e9:.0f} ns, vectorized {vec_bare / (B * L) * 1e9:.1f} ns")
-    print(f"    speed-up vs loop (lists)              {loop / vec_bare:9.1f} x   ({loop / vec:.1f} x with telemetry)"
-          "   (no target)")
-    print(f"    speed-up vs loop (tensors in/out)     {loop_t / vec_bare:9.1f} x   ({loop_t / vec:.1f} x with telemetry)"
-          f"   {verdict(loop_t / vec_bare)}")
+    print(
+        f"    vectorized ({device.type}), no telemetry      {vec_bare * 1e3:9.2f} ms   (what the loop computes; "
+        f"{faults:.0f} page faults per call)"
+    )
+    print(
+        f"    vectorized, 8 traj x 64 tokens          {fixed * 1e3:9.2f} ms   (the fixed cost per call; "
+        f"{loop / fixed:.1f} x is the ceiling of any eager pipeline that launches as many kernels)"
+    )
+    print(
+        f"    per token of the batch: loop {loop / (B * L) * 1e9:.0f} ns, vectorized {vec_bare / (B * L) * 1e9:.1f} ns"
+    )
+    print(
+        f"    speed-up vs loop (lists)              {loop / vec_bare:9.1f} x   ({loop / vec:.1f} x with telemetry)"
+        "   (no target)"
+    )
+    print(
+        f"    speed-up vs loop (tensors in/out)     {loop_t / vec_bare:9.1f} x   ({loop_t / vec:.1f} x with telemetry)"
+        f"   {verdict(loop_t / vec_bare)}"
+    )
 
     # (b) -----------------------------------------------------------------------------
     old, lp, adv, mask, scale, turn_ids = loss_inputs(batch, device)
@@ -249,7 +273,9 @@ def main() -> None:
     plain, plain_telemetry, *others = best_times(fns, device, args.repeats * 2)
     print(f"\n(b) PPO loss forward+backward, {B} x {L} tokens (target <= 1.2x of plain)")
     print(f"    plain clipped PPO (loss only)                {plain * 1e3:8.2f} ms   1.00 x")
-    print(f"    plain clipped PPO + the same telemetry       {plain_telemetry * 1e3:8.2f} ms   {plain_telemetry / plain:.2f} x")
+    print(
+        f"    plain clipped PPO + the same telemetry       {plain_telemetry * 1e3:8.2f} ms   {plain_telemetry / plain:.2f} x"
+    )
     for (name, kw), took in zip(rows, others):
         like_for_like = took / (plain if kw.get("with_telemetry") is False else plain_telemetry)
         print(f"    {name:44s} {took * 1e3:8.2f} ms   {took / plain:.2f} x   like for like {like_for_like:.2f} x")
@@ -263,13 +289,16 @@ def main() -> None:
         xb = to_tensors(b, device)
         t_adv = best_time(lambda: compute_a2tgpo_advantages(**xb), device, max(args.repeats // 2, 5))
         o, p, a, m, s, ids = loss_inputs(b, device)
-        t_loss = best_time(fwd_bwd(a2tgpo_policy_loss, o, p, a, m, clip_scale=s, turn_ids=ids), device,
-                             max(args.repeats // 2, 5))
+        t_loss = best_time(
+            fwd_bwd(a2tgpo_policy_loss, o, p, a, m, clip_scale=s, turn_ids=ids), device, max(args.repeats // 2, 5)
+        )
         per_adv, per_loss = t_adv / n, t_loss / n
         base_adv = base_adv or per_adv
         base_loss = base_loss or per_loss
-        print(f"    {n:5d} {t_adv * 1e3:9.2f} ms {per_adv * 1e6:8.1f} us {per_adv / base_adv:6.2f} |"
-              f" {t_loss * 1e3:12.2f} ms {per_loss * 1e6:8.1f} us {per_loss / base_loss:6.2f}")
+        print(
+            f"    {n:5d} {t_adv * 1e3:9.2f} ms {per_adv * 1e6:8.1f} us {per_adv / base_adv:6.2f} |"
+            f" {t_loss * 1e3:12.2f} ms {per_loss * 1e6:8.1f} us {per_loss / base_loss:6.2f}"
+        )
     print("    (per-trajectory time flat or falling = linear or better)")
 
     against_verl(device, args.repeats)
@@ -308,8 +337,10 @@ def against_verl(device: torch.device, repeats: int) -> None:
     t_verl, t_ours, t_bare = best_times([verl_ppo, ours_ppo, bare], device, repeats * 3)
     print(f"\n(d) against verl {verl.__version__}, {B} x {L} tokens")
     print(f"    verl compute_policy_loss_vanilla f+b      {t_verl * 1e3:8.2f} ms   1.00 x")
-    print(f"    ours, ledger_ppo (verl's metrics) f+b     {t_ours * 1e3:8.2f} ms   {t_ours / t_verl:.2f} x   "
-          f"{'meets' if t_ours <= t_verl else 'MISSES'} <= 1.0x")
+    print(
+        f"    ours, ledger_ppo (verl's metrics) f+b     {t_ours * 1e3:8.2f} ms   {t_ours / t_verl:.2f} x   "
+        f"{'meets' if t_ours <= t_verl else 'MISSES'} <= 1.0x"
+    )
     print(f"    ours, ppo_policy_loss without metrics     {t_bare * 1e3:8.2f} ms   {t_bare / t_verl:.2f} x")
 
     rewards = torch.zeros(B, L, device=device)
@@ -318,20 +349,30 @@ def against_verl(device: torch.device, repeats: int) -> None:
     response_mask = (torch.arange(L, device=device)[None, :] < lengths[:, None]).float()
     uids = np.array([f"uid-{i // 8}" for i in range(B)], dtype=object)  # 32 prompts x 8 rollouts
     t_verl, t_ours = best_blocks(
-        [lambda: core_algos.compute_grpo_outcome_advantage(rewards, response_mask, uids),
-         lambda: ledger_verl.grpo_outcome_advantage(rewards, response_mask, uids)],
-        device, repeats,
+        [
+            lambda: core_algos.compute_grpo_outcome_advantage(rewards, response_mask, uids),
+            lambda: ledger_verl.grpo_outcome_advantage(rewards, response_mask, uids),
+        ],
+        device,
+        repeats,
     )
     print(f"    verl compute_grpo_outcome_advantage       {t_verl * 1e3:8.2f} ms   (blocks of {repeats} calls)")
-    print(f"    ours, ledger_grpo                         {t_ours * 1e3:8.2f} ms   {t_verl / t_ours:.1f} x faster   "
-          f"{'meets' if t_verl / t_ours >= 10 else 'MISSES'} >= 10x")
-    i_verl, i_ours = best_times(
-        [lambda: core_algos.compute_grpo_outcome_advantage(rewards, response_mask, uids),
-         lambda: ledger_verl.grpo_outcome_advantage(rewards, response_mask, uids)],
-        device, repeats * 3,
+    print(
+        f"    ours, ledger_grpo                         {t_ours * 1e3:8.2f} ms   {t_verl / t_ours:.1f} x faster   "
+        f"{'meets' if t_verl / t_ours >= 10 else 'MISSES'} >= 10x"
     )
-    print(f"    the same, calls interleaved one by one    {i_verl * 1e3:8.2f} / {i_ours * 1e3:.2f} ms   "
-          f"{i_verl / i_ours:.1f} x   (ours then runs on caches verl's loop just churned)")
+    i_verl, i_ours = best_times(
+        [
+            lambda: core_algos.compute_grpo_outcome_advantage(rewards, response_mask, uids),
+            lambda: ledger_verl.grpo_outcome_advantage(rewards, response_mask, uids),
+        ],
+        device,
+        repeats * 3,
+    )
+    print(
+        f"    the same, calls interleaved one by one    {i_verl * 1e3:8.2f} / {i_ours * 1e3:.2f} ms   "
+        f"{i_verl / i_ours:.1f} x   (ours then runs on caches verl's loop just churned)"
+    )
 
 
 if __name__ == "__main__":

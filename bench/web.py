@@ -30,8 +30,14 @@ from tests.servers import serving  # noqa: E402
 from tests.web.loop_project import load_loop_project  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 FCP_TARGET_S = 0.5
 BYTES_TARGET = 1_000_000
 SLUG = "ar-loop"
@@ -50,8 +56,11 @@ def pages(made, filter_param: bool) -> list[tuple[str, str]]:  # type: ignore[no
     n, best, latest = made.trials, made.best_exp, made.exp_ids[-1]
     middle = made.exp_ids[n // 2]
     tele = made.with_telemetry[-1]
-    filtered = (f"/projects/{SLUG}/trials?filter=status%3D%3D%27keep%27%20and%20extra.memory_gb%3E46"
-                if filter_param else f"/projects/{SLUG}/trials?status=keep&q=warmup&sort=metric&order=asc")
+    filtered = (
+        f"/projects/{SLUG}/trials?filter=status%3D%3D%27keep%27%20and%20extra.memory_gb%3E46"
+        if filter_param
+        else f"/projects/{SLUG}/trials?status=keep&q=warmup&sort=metric&order=asc"
+    )
     return [
         ("index", "/"),
         ("dashboard", f"/projects/{SLUG}"),
@@ -71,8 +80,10 @@ def pages(made, filter_param: bool) -> list[tuple[str, str]]:  # type: ignore[no
         ("explore", f"/projects/{SLUG}/explore"),
         ("knobs (memory_gb)", f"/projects/{SLUG}/knobs"),
         ("knobs (commit, categories)", f"/projects/{SLUG}/knobs?x=extra.commit"),
-        ("knobs (telemetry, parallel)", f"/projects/{SLUG}/knobs?x=telemetry.train_loss.last&log=1"
-                                        f"&axes=extra.memory_gb,telemetry.lr.last"),
+        (
+            "knobs (telemetry, parallel)",
+            f"/projects/{SLUG}/knobs?x=telemetry.train_loss.last&log=1&axes=extra.memory_gb,telemetry.lr.last",
+        ),
     ]
 
 
@@ -117,8 +128,10 @@ def measure(base: str, made, repeat: int, filter_param: bool) -> bool:  # type: 
             html = statistics.median(r["html"] for r in runs)
             passed = fcp <= FCP_TARGET_S and sent <= BYTES_TARGET
             ok &= passed
-            print(f"  {name:32s} {fcp:7.3f}s {ttfb:7.3f}s {sent / 1024:7.0f}KiB {html / 1024:7.0f}KiB "
-                  f"{os.getloadavg()[0]:5.2f}  {'ok' if passed else 'MISSED'}")
+            print(
+                f"  {name:32s} {fcp:7.3f}s {ttfb:7.3f}s {sent / 1024:7.0f}KiB {html / 1024:7.0f}KiB "
+                f"{os.getloadavg()[0]:5.2f}  {'ok' if passed else 'MISSED'}"
+            )
         browser.close()
     return ok
 
@@ -138,8 +151,10 @@ def main() -> None:
     parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument("--filter", action="store_true", help="the filtered table uses ?filter= (the filter language)")
     args = parser.parse_args()
-    print(f"bench/web.py: {args.trials:,} trials, {args.repeat} cold loads a page, Chromium {CHROMIUM}; "
-          f"targets: FCP <= {FCP_TARGET_S} s, <= {BYTES_TARGET / 1e6:g} MB a page")
+    print(
+        f"bench/web.py: {args.trials:,} trials, {args.repeat} cold loads a page, Chromium {CHROMIUM}; "
+        f"targets: FCP <= {FCP_TARGET_S} s, <= {BYTES_TARGET / 1e6:g} MB a page"
+    )
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_sqlite:

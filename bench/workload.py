@@ -23,15 +23,21 @@ from dataclasses import dataclass
 from typing import Any
 
 #: 40 words of an ML loop's hypotheses.
-VOCABULARY: tuple[str, ...] = tuple("""
+VOCABULARY: tuple[str, ...] = tuple(
+    """
 learning rate warmup cosine schedule decay weight batch size layer norm attention head dropout
 residual scale embedding init optimizer adam momentum beta gradient clip loss label smoothing
 depth width rotary softcap logit muon matrix value token mixing ema steps tied
-""".split())
+""".split()
+)
 assert len(VOCABULARY) == 40, len(VOCABULARY)
 #: fieldkit's statuses with about 30% keep.
 STATUS_MIX: tuple[tuple[str, int], ...] = (
-    ("keep", 30), ("discard", 45), ("crash", 10), ("eval_budget_overrun", 5), ("train_budget_overrun", 5),
+    ("keep", 30),
+    ("discard", 45),
+    ("crash", 10),
+    ("eval_budget_overrun", 5),
+    ("train_budget_overrun", 5),
     ("preflight_crash", 5),
 )
 HYPOTHESIS_CHARS = 200
@@ -87,8 +93,10 @@ class Measured:
         return self.items / self.cpu if self.cpu > 0 else float("nan")
 
     def line(self, unit: str = "trials") -> str:
-        return (f"{self.rate:9,.0f} {unit}/s wall   {self.per_cpu:9,.0f} {unit}/CPU-s   "
-                f"(load {self.load:.2f}, {self.items:,} in {self.wall:.2f} s, {self.cpu:.2f} CPU-s)")
+        return (
+            f"{self.rate:9,.0f} {unit}/s wall   {self.per_cpu:9,.0f} {unit}/CPU-s   "
+            f"(load {self.load:.2f}, {self.items:,} in {self.wall:.2f} s, {self.cpu:.2f} CPU-s)"
+        )
 
 
 class CpuClock:
@@ -114,8 +122,15 @@ class CpuClock:
         return Measured(items, self.wall, self.cpu, self.load)
 
 
-def post_parallel(port: int, path: str, bodies: Sequence[Any], *, threads: int = CLIENT_THREADS,
-                  expect: tuple[int, ...] = (201,), check: Callable[[dict[str, Any]], None] | None = None) -> None:
+def post_parallel(
+    port: int,
+    path: str,
+    bodies: Sequence[Any],
+    *,
+    threads: int = CLIENT_THREADS,
+    expect: tuple[int, ...] = (201,),
+    check: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
     """POST every body (JSON) to ``path``, ``threads`` keep-alive connections at once,
     each taking the next body; every answer must have a status in ``expect``."""
     lock = threading.Lock()
@@ -130,8 +145,9 @@ def post_parallel(port: int, path: str, bodies: Sequence[Any], *, threads: int =
                     i = next(position, None)
                 if i is None or errors:
                     return
-                conn.request("POST", path, body=json.dumps(bodies[i]).encode(),
-                             headers={"Content-Type": "application/json"})
+                conn.request(
+                    "POST", path, body=json.dumps(bodies[i]).encode(), headers={"Content-Type": "application/json"}
+                )
                 response = conn.getresponse()
                 data = response.read()
                 if response.status not in expect:

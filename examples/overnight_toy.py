@@ -58,18 +58,18 @@ from trainer_hooks.step_telemetry import step_telemetry, token_entropy, turn_tel
 class Config:
     """Hyperparameters; the defaults are the CI's small run."""
 
-    entities: int = 12          # size of the fact table
-    max_hops: int = 3           # questions need 1..max_hops look-ups (turns)
-    questions: int = 8          # prompts per step (GRPO groups)
-    samples: int = 4            # trajectories per prompt
-    steps: int = 6              # training steps
-    ppo_epochs: int = 2         # passes over each step's batch
+    entities: int = 12  # size of the fact table
+    max_hops: int = 3  # questions need 1..max_hops look-ups (turns)
+    questions: int = 8  # prompts per step (GRPO groups)
+    samples: int = 4  # trajectories per prompt
+    steps: int = 6  # training steps
+    ppo_epochs: int = 2  # passes over each step's batch
     lr: float = 3e-3
     d_model: int = 32
     layers: int = 1
-    clip_beta: float = 0.3      # adaptive clip-scale amplitude
+    clip_beta: float = 0.3  # adaptive clip-scale amplitude
     adv_rescale_alpha: float = 0.3
-    allocator: bool = True      # SmallGain-KL allocator on 4 position groups
+    allocator: bool = True  # SmallGain-KL allocator on 4 position groups
     eval_questions: int = 64
     seed: int = 0
 
@@ -115,8 +115,9 @@ class TinyCausalLM(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
         self.pos = nn.Embedding(max_len, d_model)
-        layer = nn.TransformerEncoderLayer(d_model, nhead=4, dim_feedforward=4 * d_model, dropout=0.0,
-                                           batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            d_model, nhead=4, dim_feedforward=4 * d_model, dropout=0.0, batch_first=True, norm_first=True
+        )
         self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(d_model, vocab)
 
@@ -151,8 +152,18 @@ class Rollout:
     ig_mask: Tensor
 
 
-def rollout(model: nn.Module, start: Tensor, hops: Tensor, gold: Tensor, facts: Tensor, vocab: Vocab,
-            cfg: Config, *, greedy: bool = False, generator: torch.Generator | None = None) -> Rollout:
+def rollout(
+    model: nn.Module,
+    start: Tensor,
+    hops: Tensor,
+    gold: Tensor,
+    facts: Tensor,
+    vocab: Vocab,
+    cfg: Config,
+    *,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> Rollout:
     """Play every question to the end (``max_hops + 1`` forward passes, batched)."""
     B, T = start.shape[0], cfg.max_hops
     L = 3 + 3 * T + 2
@@ -165,7 +176,11 @@ def rollout(model: nn.Module, start: Tensor, hops: Tensor, gold: Tensor, facts: 
             asking, answering = t < hops, t == hops
             seq[:, look] = torch.where(asking, vocab.LOOK, torch.where(answering, vocab.ANS, vocab.PAD))
             logits = model(seq[:, :pos])[:, -1, : vocab.E]
-            picked = logits.argmax(-1) if greedy else torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
+            picked = (
+                logits.argmax(-1)
+                if greedy
+                else torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
+            )
             active = asking | answering
             seq[:, pos] = torch.where(active, picked, vocab.PAD)
             turn_ids[:, pos] = torch.where(active, torch.full_like(hops, t), -1)
@@ -193,19 +208,36 @@ def gold_contexts(run: Rollout, vocab: Vocab, max_hops: int) -> tuple[Tensor, Te
 # -- one training step ------------------------------------------------------------------------
 
 
-def train_step(step: int, model: nn.Module, ref: nn.Module, optimizer: torch.optim.Optimizer, facts: Tensor,
-               vocab: Vocab, cfg: Config, generator: torch.Generator, allocator: SmallGainKLAllocator | None,
-               run: TrialRecorder) -> dict[str, float]:
+def train_step(
+    step: int,
+    model: nn.Module,
+    ref: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    facts: Tensor,
+    vocab: Vocab,
+    cfg: Config,
+    generator: torch.Generator,
+    allocator: SmallGainKLAllocator | None,
+    run: TrialRecorder,
+) -> dict[str, float]:
     start, hops, gold = questions(cfg.questions, cfg, facts, generator)
     rep = lambda x: x.repeat_interleave(cfg.samples)  # noqa: E731
     played = rollout(model, rep(start), rep(hops), rep(gold), facts, vocab, cfg, generator=generator)
     played.group = rep(torch.arange(cfg.questions))
 
     ctx_ids, ctx_mask = gold_contexts(played, vocab, cfg.max_hops)
-    ig, _ = information_gain_from_model(model, ctx_ids, ctx_mask, played.gold.unsqueeze(1), turn_mask=played.ig_mask,
-                                        pad_token_id=vocab.PAD)
-    adv = compute_a2tgpo_advantages(played.reward, played.group, ig, played.ig_mask, played.turn_ids,
-                                    clip_beta=cfg.clip_beta, adv_rescale_alpha=cfg.adv_rescale_alpha)
+    ig, _ = information_gain_from_model(
+        model, ctx_ids, ctx_mask, played.gold.unsqueeze(1), turn_mask=played.ig_mask, pad_token_id=vocab.PAD
+    )
+    adv = compute_a2tgpo_advantages(
+        played.reward,
+        played.group,
+        ig,
+        played.ig_mask,
+        played.turn_ids,
+        clip_beta=cfg.clip_beta,
+        adv_rescale_alpha=cfg.adv_rescale_alpha,
+    )
     mask = played.turn_ids >= 0
     taken = played.seq.clamp_max(vocab.E - 1).unsqueeze(-1)
     with torch.no_grad():
@@ -222,18 +254,42 @@ def train_step(step: int, model: nn.Module, ref: nn.Module, optimizer: torch.opt
         logp = logp_all.gather(-1, taken).squeeze(-1)
         if token_weight is not None:
             logp = scale_grad(logp, token_weight)
-        loss, policy = a2tgpo_policy_loss(old, logp, adv.advantages, mask, clip_scale=adv.clip_scale,
-                                          turn_ids=played.turn_ids, clip_beta=cfg.clip_beta, ig=ig, ig_mask=played.ig_mask)
+        loss, policy = a2tgpo_policy_loss(
+            old,
+            logp,
+            adv.advantages,
+            mask,
+            clip_scale=adv.clip_scale,
+            turn_ids=played.turn_ids,
+            clip_beta=cfg.clip_beta,
+            ig=ig,
+            ig_mask=played.ig_mask,
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     entropy = nn.functional.pad(token_entropy(logits[:, :-1, : vocab.E]), (1, 0))  # [B, L], as logp
     extra = step_telemetry(adv.advantages, mask, log_ratio=(logp - old).detach(), entropy=entropy)
-    metrics = {**adv.telemetry, **policy, **extra, "reward_mean": played.reward.mean(),
-               **(allocator.telemetry() if allocator is not None else {})}
+    metrics = {
+        **adv.telemetry,
+        **policy,
+        **extra,
+        "reward_mean": played.reward.mean(),
+        **(allocator.telemetry() if allocator is not None else {}),
+    }
     run.log(step, metrics)
-    run.log_turns(step, turn_telemetry(adv.turn_clip_scale, adv.turn_advantages, adv.turn_valid, ig, played.ig_mask,
-                                       adv.normed_ig, clip_beta=cfg.clip_beta))
+    run.log_turns(
+        step,
+        turn_telemetry(
+            adv.turn_clip_scale,
+            adv.turn_advantages,
+            adv.turn_valid,
+            ig,
+            played.ig_mask,
+            adv.normed_ig,
+            clip_beta=cfg.clip_beta,
+        ),
+    )
     run.log_turns(step, turn_token_telemetry(played.turn_ids, mask, log_ratio=(logp - old).detach(), entropy=entropy))
     return {"reward": float(played.reward.mean()), "loss": float(loss.detach())}
 
@@ -246,7 +302,9 @@ def evaluate(model: nn.Module, facts: Tensor, vocab: Vocab, cfg: Config) -> floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--url", default=os.environ.get("LINEAGE_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--token", default=os.environ.get("LINEAGE_TOKEN"))
     parser.add_argument("--project", default="overnight-toy")
@@ -274,11 +332,18 @@ def main(argv: list[str] | None = None) -> int:
     allocator = SmallGainKLAllocator(4) if cfg.allocator else None
 
     client = LedgerClient(args.url, args.token, args.project, spool_dir=args.spool_dir, handle_sigterm=True)
-    client.ensure_project(lower_is_better=False, title="Overnight toy: multi-hop look-ups",
-                          metric_name="greedy accuracy")
-    plan = {"hypothesis": args.hypothesis, "expected_delta": "+accuracy", "parent_exp": args.parent,
-            "specialist": "a2tgpo-toy", "domain": "multi-hop-lookup", "job_name": "overnight_toy",
-            "extra": {"config": vars(cfg)}}
+    client.ensure_project(
+        lower_is_better=False, title="Overnight toy: multi-hop look-ups", metric_name="greedy accuracy"
+    )
+    plan = {
+        "hypothesis": args.hypothesis,
+        "expected_delta": "+accuracy",
+        "parent_exp": args.parent,
+        "specialist": "a2tgpo-toy",
+        "domain": "multi-hop-lookup",
+        "job_name": "overnight_toy",
+        "extra": {"config": vars(cfg)},
+    }
     started = time.monotonic()
     with TrialRecorder(client, keep_margin=args.keep_margin, **plan) as run:
         for step in range(cfg.steps):
@@ -289,10 +354,21 @@ def main(argv: list[str] | None = None) -> int:
         accuracy = evaluate(model, facts, vocab, cfg)
         run.result(accuracy, eval_s=time.monotonic() - t0)
     report = client.close()
-    print(json.dumps({"project": args.project, "exp_id": report.exp_id, "core_metric": accuracy,
-                      "points_logged": report.points_logged, "delivered": report.delivered,
-                      "spool": report.spool, "error": report.error, "seconds": round(time.monotonic() - started, 2),
-                      "trial_page": f"{args.url.rstrip('/')}/projects/{args.project}/trials/{report.exp_id}"}))
+    print(
+        json.dumps(
+            {
+                "project": args.project,
+                "exp_id": report.exp_id,
+                "core_metric": accuracy,
+                "points_logged": report.points_logged,
+                "delivered": report.delivered,
+                "spool": report.spool,
+                "error": report.error,
+                "seconds": round(time.monotonic() - started, 2),
+                "trial_page": f"{args.url.rstrip('/')}/projects/{args.project}/trials/{report.exp_id}",
+            }
+        )
+    )
     return 0 if report.delivered else 1
 
 

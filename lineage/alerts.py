@@ -38,8 +38,16 @@ from lineage.store import _stamp
 if TYPE_CHECKING:  # pragma: no cover
     from lineage.store import Store
 
-__all__ = ["ALERT_LEVELS", "MAX_TEXT", "MAX_TITLE", "Alert", "AlertUses", "check_alert", "check_levels",
-           "recent_alerts"]
+__all__ = [
+    "ALERT_LEVELS",
+    "MAX_TEXT",
+    "MAX_TITLE",
+    "Alert",
+    "AlertUses",
+    "check_alert",
+    "check_levels",
+    "recent_alerts",
+]
 
 ALERT_LEVELS: tuple[str, ...] = ("info", "warn", "error")
 MAX_TITLE = 300
@@ -68,8 +76,16 @@ class Alert:
 
 def _alert_from_row(row: Sequence[Any]) -> Alert:
     id_, exp_id, level, title, text, step, wall, created = row
-    return Alert(int(id_), exp_id, level, title, text or "", None if step is None else int(step),
-                 None if wall is None else float(wall), _stamp(created))
+    return Alert(
+        int(id_),
+        exp_id,
+        level,
+        title,
+        text or "",
+        None if step is None else int(step),
+        None if wall is None else float(wall),
+        _stamp(created),
+    )
 
 
 def check_alert(fields: Mapping[str, Any]) -> tuple[str, str, str, int | None, float | None]:
@@ -103,8 +119,12 @@ def check_levels(levels: Iterable[str] | str | None) -> list[str] | None:
     """The levels asked for (``"warn,error"`` or a list), each a known one; None: all."""
     if levels is None:
         return None
-    names = [part.strip() for raw in ([levels] if isinstance(levels, str) else levels)
-             for part in str(raw).split(",") if part.strip()]
+    names = [
+        part.strip()
+        for raw in ([levels] if isinstance(levels, str) else levels)
+        for part in str(raw).split(",")
+        if part.strip()
+    ]
     for name in names:
         if name not in ALERT_LEVELS:
             raise InvalidInput("level", f"unknown level {name!r}; known: {', '.join(ALERT_LEVELS)}")
@@ -125,8 +145,9 @@ class AlertUses:
 
     store: Store
 
-    def record_alert(self, project_slug: str, exp_id: str, fields: Mapping[str, Any], *,
-                     idempotency_key: str | None = None) -> tuple[Alert, bool]:
+    def record_alert(
+        self, project_slug: str, exp_id: str, fields: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> tuple[Alert, bool]:
         """Store an alert of trial ``exp_id`` with its webhook event (module doc);
         ``(the alert, whether it was stored now)``."""
         level, title, text, step, wall = check_alert(fields)
@@ -138,8 +159,9 @@ class AlertUses:
             trial_id = store.trial_row_id(conn, project, exp_id)
             if key is not None and not store.claim_key(conn, project, SCOPE, key, exp_id=exp_id, body_hash=digest):
                 return self._replayed_alert(conn, project, key, digest, exp_id, level, title, text), False
-            alert_id = store.insert_alert(conn, project.id, trial_id, level=level, title=title, text=text, step=step,
-                                          wall_time=wall)
+            alert_id = store.insert_alert(
+                conn, project.id, trial_id, level=level, title=title, text=text, step=step, wall_time=wall
+            )
             if key is not None:
                 store.set_key_result(conn, project, SCOPE, key, {"alert_id": alert_id})
             store.bump_revision(conn, project.id)
@@ -147,29 +169,43 @@ class AlertUses:
             hooks.alert_event(store, conn, project, store.trial(conn, project, exp_id), alert.to_dict())
         return alert, True
 
-    def _replayed_alert(self, conn: Any, project: Any, key: str, digest: str, exp_id: str, level: str, title: str,
-                  text: str) -> Alert:
+    def _replayed_alert(
+        self, conn: Any, project: Any, key: str, digest: str, exp_id: str, level: str, title: str, text: str
+    ) -> Alert:
         found = self.store.find_key(conn, project, SCOPE, key)
         stored_exp, stored_hash, result = found if found is not None else ("", "", {})
         row = self.store.alert_row(conn, project.id, int(result.get("alert_id", 0)))
         if stored_hash != digest or row is None:
             raise Conflict(
-                f"Idempotency-Key {key!r} was used for another alert" + (
-                    f" (of trial {stored_exp!r})" if stored_exp != exp_id else ""),
+                f"Idempotency-Key {key!r} was used for another alert"
+                + (f" (of trial {stored_exp!r})" if stored_exp != exp_id else ""),
                 field="idempotency_key",
                 existing=_alert_from_row(row).to_dict() if row is not None else {"exp_id": stored_exp},
                 proposed={"exp_id": exp_id, "level": level, "title": title, "text": text},
             )
         return _alert_from_row(row)
 
-    def alerts(self, project_slug: str, *, exp_id: str | None = None, levels: Iterable[str] | str | None = None,
-               before_id: int | None = None, limit: int = 50) -> list[Alert]:
+    def alerts(
+        self,
+        project_slug: str,
+        *,
+        exp_id: str | None = None,
+        levels: Iterable[str] | str | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> list[Alert]:
         """The project's alerts (of trial ``exp_id``), newest first (module doc)."""
         return self.alerts_page(project_slug, exp_id=exp_id, levels=levels, before_id=before_id, limit=limit)[0]
 
-    def alerts_page(self, project_slug: str, *, exp_id: str | None = None,
-                    levels: Iterable[str] | str | None = None, before_id: int | None = None,
-                    limit: int = 50) -> tuple[list[Alert], int | None]:
+    def alerts_page(
+        self,
+        project_slug: str,
+        *,
+        exp_id: str | None = None,
+        levels: Iterable[str] | str | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> tuple[list[Alert], int | None]:
         """:meth:`alerts`, and the ``before_id`` of the next page (None when none is left)."""
         chosen = check_levels(levels)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -180,7 +216,8 @@ class AlertUses:
         with store.read() as conn:
             project = store.project(conn, project_slug)
             trial_id = store.trial_row_id(conn, project, exp_id) if exp_id is not None else None
-            rows = store.alert_rows(conn, project.id, trial_id=trial_id, levels=chosen, before_id=before_id,
-                                    limit=limit + 1)
+            rows = store.alert_rows(
+                conn, project.id, trial_id=trial_id, levels=chosen, before_id=before_id, limit=limit + 1
+            )
         found = [_alert_from_row(row) for row in rows[:limit]]
         return found, (found[-1].id if len(rows) > limit else None)

@@ -208,8 +208,13 @@ class AccessState:
         return writes_open(None if setting is AnonymousWrites.UNTIL_FIRST_TOKEN else setting.value, self.active_tokens)
 
     def to_dict(self) -> dict[str, object]:
-        return {"anonymous_writes": self.anonymous_writes.value, "anonymous_writes_open": self.anonymous_writes_open,
-                "active_tokens": self.active_tokens, "changed_at": self.changed_at, "changed_by": self.changed_by}
+        return {
+            "anonymous_writes": self.anonymous_writes.value,
+            "anonymous_writes_open": self.anonymous_writes_open,
+            "active_tokens": self.active_tokens,
+            "changed_at": self.changed_at,
+            "changed_by": self.changed_by,
+        }
 
 
 def is_loopback(host: str) -> bool:
@@ -258,8 +263,13 @@ def check_access(
 ) -> None:
     """Raise :class:`Unauthorized` or :class:`Forbidden` unless :func:`allowed` lets
     ``principal`` (None: no token presented) do what needs role ``needed``."""
-    if allowed(principal.role if principal is not None else None, needed, anonymous_read=anonymous_read,
-               exposed=exposed, ledger_open=ledger_open):
+    if allowed(
+        principal.role if principal is not None else None,
+        needed,
+        anonymous_read=anonymous_read,
+        exposed=exposed,
+        ledger_open=ledger_open,
+    ):
         return
     if principal is not None:
         raise Forbidden(f"token {principal.name!r} has role {principal.role.value!r}; this needs {needed.value!r}")
@@ -281,9 +291,12 @@ class TokenUses:
         checked_role = role if isinstance(role, Role) else Role.parse(role)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self.store.write() as conn:
-            row = self.store.insert_token(conn, name=_checked_name(name), role=checked_role.value, token_hash=hash_token(secret))
-            if self.store.set_setting(conn, ANONYMOUS_WRITES, AnonymousWrites.CLOSED.value,
-                                      by=f"first token {name!r}", only_if_absent=True):
+            row = self.store.insert_token(
+                conn, name=_checked_name(name), role=checked_role.value, token_hash=hash_token(secret)
+            )
+            if self.store.set_setting(
+                conn, ANONYMOUS_WRITES, AnonymousWrites.CLOSED.value, by=f"first token {name!r}", only_if_absent=True
+            ):
                 audit_log.warning("anonymous writes closed: the ledger's first token %r was created", name)
         return _record(row), secret  # type: ignore[return-value]
 
@@ -298,8 +311,11 @@ class TokenUses:
             found = self.store.token_role(conn, name)
             if found is not None and found == (Role.ADMIN.value, True) and not last_admin:
                 if self.store.active_admins(conn) == [name]:
-                    raise Conflict(f"token {name!r} is the last active admin token; create another admin token "
-                                   "first, or revoke it explicitly (lineage token revoke --last-admin)", field="name")
+                    raise Conflict(
+                        f"token {name!r} is the last active admin token; create another admin token "
+                        "first, or revoke it explicitly (lineage token revoke --last-admin)",
+                        field="name",
+                    )
             self.store.revoke_token(conn, name)
         if found is not None and found[1]:
             audit_log.info("token %r (%s) revoked", name, found[0])

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from lineage.store import Store
 
+
 def walk_chain(start: str, by_id: Mapping[str, Trial]) -> list[Trial]:
     """Root-first chain from ``start`` by parent pointers.
 
@@ -57,7 +58,7 @@ def find_cycle(parents: Mapping[str, str]) -> list[str] | None:
             path.append(current)
             current = parents[current] or None
         if current and state.get(current) == walk:
-            return path[path.index(current):]
+            return path[path.index(current) :]
     return None
 
 
@@ -101,8 +102,9 @@ def chain_length(store: Store, conn: Connection, project: Project, exp_id: str) 
     return depth if depth > 0 else len(store.chain_ids(conn, project, exp_id, project.trial_count + 1))
 
 
-def chain_slice(store: Store, conn: Connection, project: Project, exp_id: str, start: int, count: int,
-                *, length: int | None = None) -> list[Trial]:
+def chain_slice(
+    store: Store, conn: Connection, project: Project, exp_id: str, start: int, count: int, *, length: int | None = None
+) -> list[Trial]:
     """The trials at positions ``start`` to ``start + count - 1`` (0: the root) of the chain
     ending at ``exp_id``, root-first, ``extra`` without ``_git.patch``: one hop query to
     the last of them and ``count`` look-ups (``length``: the chain's, when known)."""
@@ -117,15 +119,19 @@ def chain_slice(store: Store, conn: Connection, project: Project, exp_id: str, s
     return walk_chain(anchor, store.chain_tail(conn, project, anchor, end - start))
 
 
-def chain_ends(store: Store, conn: Connection, project: Project, exp_id: str, *, head: int = 5,
-               tail: int = 15, fold: int = 5) -> ChainView:
+def chain_ends(
+    store: Store, conn: Connection, project: Project, exp_id: str, *, head: int = 5, tail: int = 15, fold: int = 5
+) -> ChainView:
     """The chain ending at ``exp_id`` as :class:`ChainView`: whole when it has at most
     ``head + tail + fold`` trials, else its first ``head`` and last ``tail``."""
     length = chain_length(store, conn, project, exp_id)
     if length <= head + tail + fold:
         return ChainView(tuple(chain_slice(store, conn, project, exp_id, 0, length, length=length)), (), length)
-    return ChainView(tuple(chain_slice(store, conn, project, exp_id, 0, head, length=length)),
-                     tuple(chain_slice(store, conn, project, exp_id, length - tail, tail, length=length)), length)
+    return ChainView(
+        tuple(chain_slice(store, conn, project, exp_id, 0, head, length=length)),
+        tuple(chain_slice(store, conn, project, exp_id, length - tail, tail, length=length)),
+        length,
+    )
 
 
 def on_chain(store: Store, conn: Connection, project: Project, trial: str, exp_id: str) -> bool:

@@ -161,11 +161,15 @@ def refresh_statistics(engine: Engine) -> list[str]:
         if not cursor.execute("SELECT pg_try_advisory_lock(%s)", (_STATISTICS_LOCK,)).fetchone()[0]:
             return []
         try:
-            stale = [name for (name,) in cursor.execute(
-                "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() "
-                "AND n_mod_since_analyze >= %s "
-                "AND n_mod_since_analyze >= %s * GREATEST(n_live_tup - n_mod_since_analyze, 0) ORDER BY relname",
-                (STATISTICS_MIN_ROWS, STATISTICS_SHARE)).fetchall()]
+            stale = [
+                name
+                for (name,) in cursor.execute(
+                    "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() "
+                    "AND n_mod_since_analyze >= %s "
+                    "AND n_mod_since_analyze >= %s * GREATEST(n_live_tup - n_mod_since_analyze, 0) ORDER BY relname",
+                    (STATISTICS_MIN_ROWS, STATISTICS_SHARE),
+                ).fetchall()
+            ]
             from psycopg import sql
 
             for name in stale:

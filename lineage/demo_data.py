@@ -53,10 +53,7 @@ DEMO_TRIALS: tuple[Trial, ...] = (
         parent_exp="000",
         baseline_exp="000",
         domain=_DOMAIN,
-        hypothesis=(
-            "Switch token-level IS to turn-level IS; keep joint IG/outcome normalization; "
-            "clip still fixed"
-        ),
+        hypothesis=("Switch token-level IS to turn-level IS; keep joint IG/outcome normalization; clip still fixed"),
         expected_delta="+0.5 EM over baseline",
         status=FailureLabel.KEEP,
         core_metric=34.02,
@@ -84,10 +81,7 @@ DEMO_TRIALS: tuple[Trial, ...] = (
         total_s=13850.0,
         job_name="atgpo-atpo-separate-002",
         snapshot_path="",
-        notes=(
-            "info_gain_norm_mode=separate; turn-1 and turn-5 IG still share one scale, "
-            "deep-turn advantages drift"
-        ),
+        notes=("info_gain_norm_mode=separate; turn-1 and turn-5 IG still share one scale, deep-turn advantages drift"),
         seq=2,
     ),
     Trial(
@@ -117,8 +111,7 @@ DEMO_TRIALS: tuple[Trial, ...] = (
         baseline_exp="000",
         domain=_DOMAIN,
         hypothesis=(
-            "Full A²TGPO: turn-group norm + variance-rescaled "
-            "discounted accumulation + adaptive clip via sigmoid"
+            "Full A²TGPO: turn-group norm + variance-rescaled discounted accumulation + adaptive clip via sigmoid"
         ),
         expected_delta="+0.75 EM over turn-group",
         status=FailureLabel.KEEP,

@@ -322,9 +322,7 @@ def trial_from_mapping(data: Mapping[str, Any], *, exp_id: str | None = None) ->
     return validate_trial(Trial(**values))
 
 
-def ordered_best(
-    candidates: Iterable[Trial], *, lower_is_better: bool
-) -> Trial | None:
+def ordered_best(candidates: Iterable[Trial], *, lower_is_better: bool) -> Trial | None:
     """The best of already-eligible, scored ``candidates``; ties to the lowest ``seq``."""
     best: Trial | None = None
     for trial in candidates:
@@ -381,8 +379,10 @@ _METRIC_NAME_BAD = re.compile(f"[{METRIC_NAME_FORBIDDEN}]")
 def check_metric_name(value: object) -> str:
     """``value`` if it is a metric name (:data:`METRIC_NAME_PATTERN`), else InvalidInput."""
     if not isinstance(value, str) or not _METRIC_NAME.fullmatch(value):
-        raise InvalidInput("metric_name", f"must be 1-{MAX_METRIC_NAME} characters without tabs, line breaks, "
-                           "other control characters or '|'")
+        raise InvalidInput(
+            "metric_name",
+            f"must be 1-{MAX_METRIC_NAME} characters without tabs, line breaks, other control characters or '|'",
+        )
     return value
 
 

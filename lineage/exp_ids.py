@@ -49,5 +49,5 @@ def shown_forms(text: str) -> tuple[str, ...]:
     typed = text.strip()
     forms = [typed]
     if len(typed) > len(SHOWN_PREFIX) and typed[: len(SHOWN_PREFIX)].lower() == SHOWN_PREFIX:
-        forms.append(typed[len(SHOWN_PREFIX):])
+        forms.append(typed[len(SHOWN_PREFIX) :])
     return tuple(dict.fromkeys(forms))

@@ -67,7 +67,16 @@ from lineage.exp_ids import shown_forms
 from lineage.trial_fields import TRIAL_FIELDS
 
 __all__ = [
-    "ALIASES", "FIELD_KINDS", "MAX_LENGTH", "BoolOp", "Node", "Not", "Test", "Word", "field_kind", "parse",
+    "ALIASES",
+    "FIELD_KINDS",
+    "MAX_LENGTH",
+    "BoolOp",
+    "Node",
+    "Not",
+    "Test",
+    "Word",
+    "field_kind",
+    "parse",
     "resolve_field",
 ]
 
@@ -89,8 +98,15 @@ for _spec in TRIAL_FIELDS:
     else:
         FIELD_KINDS[_spec.name] = _spec.kind
 ALIASES: dict[str, str] = {
-    "metric": "core_metric", "label": "status", "failure_label": "status", "description": "hypothesis",
-    "parent": "parent_exp", "id": "exp_id", "exp": "exp_id", "created": "created_at", "updated": "updated_at",
+    "metric": "core_metric",
+    "label": "status",
+    "failure_label": "status",
+    "description": "hypothesis",
+    "parent": "parent_exp",
+    "id": "exp_id",
+    "exp": "exp_id",
+    "created": "created_at",
+    "updated": "updated_at",
     "delta": "delta_vs_best",
 }
 
@@ -172,7 +188,7 @@ class _Token:
 def _fail(source: str, column: int, message: str) -> InvalidInput:
     excerpt = source.replace("\n", " ").replace("\t", " ")
     start = max(0, column - 1 - 40)
-    shown = excerpt[start:start + 80]
+    shown = excerpt[start : start + 80]
     caret = " " * (column - 1 - start) + "^"
     return InvalidInput("filter", f"{message}\n  {shown}\n  {caret}", column=column)
 
@@ -190,8 +206,13 @@ def _tokens(source: str) -> list[_Token]:
             text = re.sub(r"\\(.)", r"\1", text[1:-1], flags=re.S)
         elif kind == "name" and text.lower() == "contains":
             kind = "op"
-        if kind == "string" and out and out[-1].kind == "name" and out[-1].text.lower() == "extra." \
-                and out[-1].column + 6 == position + 1:  # extra."odd key"
+        if (
+            kind == "string"
+            and out
+            and out[-1].kind == "name"
+            and out[-1].text.lower() == "extra."
+            and out[-1].column + 6 == position + 1
+        ):  # extra."odd key"
             out[-1] = _Token("name", out[-1].text + text, out[-1].column)
         elif kind != "ws":
             out.append(_Token(kind, text, position + 1))
@@ -275,7 +296,7 @@ class _Parser:
             self._next()
             node = self.or_()
             if self.token.text != ")":
-                raise self.fail(self.token, "expected ')' to close the '(' at column " f"{token.column}")
+                raise self.fail(self.token, f"expected ')' to close the '(' at column {token.column}")
             self._next()
             return node
         if token.kind == "end":
@@ -284,7 +305,8 @@ class _Parser:
             raise self.fail(token, f"expected a field or a word, got {token.text!r}")
         following = self.tokens[self.at + 1]
         is_test = token.kind == "name" and (
-            following.kind == "op" or following.keyword in ("in", "is")
+            following.kind == "op"
+            or following.keyword in ("in", "is")
             or (following.keyword == "not" and self.tokens[self.at + 2].keyword == "in")
         )
         if not is_test:
@@ -299,8 +321,11 @@ class _Parser:
         field = resolve_field(name.text)
         if field is None:
             known = ", ".join(sorted(FIELD_KINDS))
-            raise self.fail(name, f"unknown field {name.text!r}; known: {known}, or extra.KEY "
-                                  "(a key of the trial's extra, e.g. extra.memory_gb)")
+            raise self.fail(
+                name,
+                f"unknown field {name.text!r}; known: {known}, or extra.KEY "
+                "(a key of the trial's extra, e.g. extra.memory_gb)",
+            )
         if field.startswith("extra.") and '"' in field:
             raise self.fail(name, "an extra key cannot hold '\"'")
         token = self._next()
@@ -379,7 +404,7 @@ def parse(source: str) -> Node | None:
     if not isinstance(source, str):
         raise InvalidInput("filter", "must be text")
     if len(source) > MAX_LENGTH:
-        raise _fail(source[:MAX_LENGTH + 1], MAX_LENGTH + 1, f"longer than {MAX_LENGTH} characters")
+        raise _fail(source[: MAX_LENGTH + 1], MAX_LENGTH + 1, f"longer than {MAX_LENGTH} characters")
     if not source.strip():
         return None
     return _Parser(source).parse()

@@ -47,6 +47,7 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+
 class _JSONB(TypeDecorator):  # type: ignore[type-arg]
     """JSON, as ``jsonb`` on PostgreSQL: the PostgreSQL dialect's type is imported when a
     PostgreSQL connection needs it, so a SQLite server never loads that dialect."""

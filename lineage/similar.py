@@ -82,9 +82,26 @@ from typing import Any, Protocol
 from lineage.word_closeness import QueryCloseness
 
 __all__ = [
-    "CANDIDATES", "PRIOR_PER_BAND", "PRIOR_RECENT", "SKETCH_BANDS", "MAX_QUERY_CHARS", "MAX_QUERY_TOKENS", "MIN_SCORE", "PRIOR_LIMIT", "PRIOR_THRESHOLD",
-    "SPELLINGS", "STOP_WORDS", "Candidate", "FuzzyTokenRanker", "Ranker", "Similar", "concepts", "query_terms", "rank",
-    "search_text", "tokens",
+    "CANDIDATES",
+    "PRIOR_PER_BAND",
+    "PRIOR_RECENT",
+    "SKETCH_BANDS",
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_TOKENS",
+    "MIN_SCORE",
+    "PRIOR_LIMIT",
+    "PRIOR_THRESHOLD",
+    "SPELLINGS",
+    "STOP_WORDS",
+    "Candidate",
+    "FuzzyTokenRanker",
+    "Ranker",
+    "Similar",
+    "concepts",
+    "query_terms",
+    "rank",
+    "search_text",
+    "tokens",
 ]
 
 #: Longest query text accepted, in characters (a longer one is bad input).
@@ -127,13 +144,31 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "attn": ("attention", "attentions", "self attention", "self attn"),
     "ffn": ("mlp", "feed forward", "feedforward", "feed forward network", "ff layer"),
     "emb": ("embedding", "embeddings", "embed", "embeds"),
-    "dmodel": ("d model", "model dim", "model dimension", "hidden size", "hidden dim", "hidden dimension",
-               "embedding dim", "embedding dimension", "n embd", "width"),
+    "dmodel": (
+        "d model",
+        "model dim",
+        "model dimension",
+        "hidden size",
+        "hidden dim",
+        "hidden dimension",
+        "embedding dim",
+        "embedding dimension",
+        "n embd",
+        "width",
+    ),
     "nlayers": ("n layer", "n layers", "nlayer", "num layers", "number of layers", "layer count", "depth"),
     "nheads": ("n head", "n heads", "nhead", "num heads", "number of heads", "head count"),
     "seqlen": ("seq len", "sequence length", "context length", "ctx len", "context window", "block size"),
-    "gradclip": ("grad clip", "gradient clipping", "gradient clip", "grad clipping", "clip grad", "clip grad norm",
-                 "grad norm clipping", "gradient norm clipping"),
+    "gradclip": (
+        "grad clip",
+        "gradient clipping",
+        "gradient clip",
+        "grad clipping",
+        "clip grad",
+        "clip grad norm",
+        "grad norm clipping",
+        "gradient norm clipping",
+    ),
     "warmup": ("warm up", "warmup steps", "warm up steps", "lr warmup"),
     "dropout": ("drop out",),
     "ema": ("exponential moving average",),
@@ -143,8 +178,13 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "optim": ("optimizer", "optimiser", "optimizers", "optimisers"),
     "hparams": ("hyperparameters", "hyperparameter", "hyper parameters", "hparam"),
     "moe": ("mixture of experts",),
-    "rope": ("rotary embedding", "rotary embeddings", "rotary position embedding", "rotary positional embedding",
-             "rotary positional embeddings"),
+    "rope": (
+        "rotary embedding",
+        "rotary embeddings",
+        "rotary position embedding",
+        "rotary positional embedding",
+        "rotary positional embeddings",
+    ),
     "vocab": ("vocabulary", "vocab size", "vocabulary size"),
     "bpe": ("byte pair encoding", "byte level bpe"),
     "relu2": ("relu squared", "squared relu", "relu 2"),
@@ -223,7 +263,7 @@ def concepts(text: str) -> list[str]:
         longest = starts.get(word)
         if longest is not None:  # a spelling of several words may start here: the longest wins
             for length in range(min(longest, n - i), 1, -1):
-                concept = concept_of.get(tuple(words[i:i + length]))
+                concept = concept_of.get(tuple(words[i : i + length]))
                 if concept is not None:
                     out.append(concept)
                     i += length
@@ -251,8 +291,7 @@ def stored_concepts(hypothesis: str, notes: str) -> str:
     """What the store writes to ``trials.search_concepts``: the tag of the spelling table
     in use, a tab, the content concepts (:func:`content_tokens`) of ``hypothesis``, a
     tab, those of ``notes``; each list space-joined (concepts hold neither)."""
-    return (_spellings().tag + "\t" + " ".join(content_tokens(hypothesis)) + "\t"
-            + " ".join(content_tokens(notes)))
+    return _spellings().tag + "\t" + " ".join(content_tokens(hypothesis)) + "\t" + " ".join(content_tokens(notes))
 
 
 def split_concepts(stored: str) -> tuple[list[str], list[str]] | None:
@@ -334,8 +373,12 @@ class Similar:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "exp_id": self.exp_id, "status": self.status, "core_metric": self.core_metric,
-            "delta_vs_best": self.delta_vs_best, "score": self.score, "hypothesis": self.hypothesis,
+            "exp_id": self.exp_id,
+            "status": self.status,
+            "core_metric": self.core_metric,
+            "delta_vs_best": self.delta_vs_best,
+            "score": self.score,
+            "hypothesis": self.hypothesis,
         }
 
 
@@ -352,8 +395,9 @@ class Ranker(Protocol):
 class FuzzyTokenRanker:
     """The default ranker: token F2 of the query against hypothesis, notes and both."""
 
-    def scores(self, query: str, candidates: Sequence[Candidate], *,
-               query_concepts: Sequence[str] | None = None) -> list[float]:
+    def scores(
+        self, query: str, candidates: Sequence[Candidate], *, query_concepts: Sequence[str] | None = None
+    ) -> list[float]:
         """``query_concepts``: the query's content concepts when the caller has them."""
         closeness = QueryCloseness(content_tokens(query) if query_concepts is None else query_concepts)
         # candidates often repeat a text (the same idea tried again): each distinct text
@@ -381,7 +425,7 @@ class FuzzyTokenRanker:
         for candidate in candidates:
             if candidate.concepts is not None and candidate.concepts.startswith(tag):
                 # computed at write (trials.search_concepts), with this spelling table
-                hypothesis_part, _, notes_part = candidate.concepts[len(tag):].partition("\t")
+                hypothesis_part, _, notes_part = candidate.concepts[len(tag) :].partition("\t")
                 hypothesis, hypothesis_score = stored(hypothesis_part)
                 notes, notes_score = stored(notes_part)
             else:
@@ -400,8 +444,13 @@ DEFAULT_RANKER = FuzzyTokenRanker()
 
 
 def rank(
-    query: str, candidates: Sequence[Candidate], *, limit: int, min_score: float = MIN_SCORE,
-    ranker: Ranker | None = None, query_concepts: Sequence[str] | None = None,
+    query: str,
+    candidates: Sequence[Candidate],
+    *,
+    limit: int,
+    min_score: float = MIN_SCORE,
+    ranker: Ranker | None = None,
+    query_concepts: Sequence[str] | None = None,
 ) -> list[Similar]:
     """The ``limit`` closest candidates scoring at least ``min_score``: by score
     descending, then newest first. ``query_concepts``: the query's content concepts, when
@@ -413,8 +462,15 @@ def rank(
     kept = [(score, c) for score, c in zip(scores, candidates) if score >= min_score]
     kept.sort(key=lambda pair: (-pair[0], -pair[1].seq))
     return [
-        Similar(exp_id=c.exp_id, status=c.status, core_metric=c.core_metric, delta_vs_best=c.delta_vs_best,
-                score=score, hypothesis=c.hypothesis, seq=c.seq)
+        Similar(
+            exp_id=c.exp_id,
+            status=c.status,
+            core_metric=c.core_metric,
+            delta_vs_best=c.delta_vs_best,
+            score=score,
+            hypothesis=c.hypothesis,
+            seq=c.seq,
+        )
         for score, c in kept[:limit]
     ]
 

@@ -141,8 +141,14 @@ class Series:
     n: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "turn": self.turn, "count": self.count, "method": self.method,
-                               "downsampled": self.method != "raw", "step": self.step}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "turn": self.turn,
+            "count": self.count,
+            "method": self.method,
+            "downsampled": self.method != "raw",
+            "step": self.step,
+        }
         if self.method == "raw":
             out["value"] = self.value
         else:
@@ -177,21 +183,31 @@ def check_points(points: Iterable[Any]) -> list[Row]:
     isfinite = math.isfinite
     for index, point in enumerate(points):
         if isinstance(point, Mapping):
-            step, turn, name, value, wall = (point.get("step"), point.get("turn"), point.get("name"),
-                                             point.get("value"), point.get("wall_time"))
+            step, turn, name, value, wall = (
+                point.get("step"),
+                point.get("turn"),
+                point.get("name"),
+                point.get("value"),
+                point.get("wall_time"),
+            )
         else:
             step, turn, name, value, wall = point.step, point.turn, point.name, point.value, point.wall_time
         if type(step) is not int or not 0 <= step <= MAX_STEP:
             step = _whole(step)
             if step is None or not 0 <= step <= MAX_STEP:
-                raise _bad(index, "step", f"must be an integer from 0 to {MAX_STEP}, got {point_field(point, 'step')!r}")
+                raise _bad(
+                    index, "step", f"must be an integer from 0 to {MAX_STEP}, got {point_field(point, 'step')!r}"
+                )
         if turn is None:
             turn = -1
         elif type(turn) is not int or not 0 <= turn <= MAX_TURN:
             turn = _whole(turn)
             if turn is None or not 0 <= turn <= MAX_TURN:
-                raise _bad(index, "turn", f"must be an integer from 0 to {MAX_TURN} or null, "
-                                          f"got {point_field(point, 'turn')!r}")
+                raise _bad(
+                    index,
+                    "turn",
+                    f"must be an integer from 0 to {MAX_TURN} or null, got {point_field(point, 'turn')!r}",
+                )
         if type(name) is not str or not 0 < len(name) <= MAX_NAME or not _NAME.match(name):
             raise _bad(index, "name", f"must be 1-{MAX_NAME} characters without control characters")
         if type(value) is not float:
@@ -237,16 +253,28 @@ def check_columns(columns: Any) -> PointColumns:
     rules as :func:`check_points`; ``.rows()`` equal its rows for the same points."""
     from lineage.telemetry_columns import check_columns as check
 
-    return PointColumns(*check(columns, {"MAX_STEP": MAX_STEP, "MAX_TURN": MAX_TURN, "MAX_NAME": MAX_NAME,
-                                         "NAME": _NAME, "MAX_ABS_VALUE": MAX_ABS_VALUE,
-                                         "MAX_BATCH_POINTS": MAX_BATCH_POINTS}))
+    return PointColumns(
+        *check(
+            columns,
+            {
+                "MAX_STEP": MAX_STEP,
+                "MAX_TURN": MAX_TURN,
+                "MAX_NAME": MAX_NAME,
+                "NAME": _NAME,
+                "MAX_ABS_VALUE": MAX_ABS_VALUE,
+                "MAX_BATCH_POINTS": MAX_BATCH_POINTS,
+            },
+        )
+    )
 
 
 def rows_from_valid(points: Iterable[Mapping[str, Any]]) -> list[Row]:
     """Rows from points already held to the rules above (the API validates them with a
     schema built from this module's constants): the conversion alone, no checks."""
-    return [(p["step"], -1 if (turn := p.get("turn")) is None else turn, p["name"], p["value"], p.get("wall_time"))
-            for p in points]
+    return [
+        (p["step"], -1 if (turn := p.get("turn")) is None else turn, p["name"], p["value"], p.get("wall_time"))
+        for p in points
+    ]
 
 
 def batch_hash(rows: Sequence[Row] | PointColumns) -> str:
@@ -267,7 +295,9 @@ def _other_form_hash(rows: Sequence[Row] | PointColumns) -> str:
     if isinstance(rows, PointColumns):
         return batch_hash(rows.rows())
     found = list(rows)
-    return batch_hash(PointColumns(*(list(column) for column in zip(*found))) if found else PointColumns([], [], [], [], []))
+    return batch_hash(
+        PointColumns(*(list(column) for column in zip(*found))) if found else PointColumns([], [], [], [], [])
+    )
 
 
 def derive_summary(stats: Mapping[str, tuple[int, float, float, float, float]]) -> dict[str, float]:
@@ -296,8 +326,9 @@ class TelemetryUses:
 
     store: Store
 
-    def ingest_telemetry(self, project_slug: str, exp_id: str, rows: Sequence[Row] | PointColumns, *,
-                         key: str | None = None) -> IngestResult:
+    def ingest_telemetry(
+        self, project_slug: str, exp_id: str, rows: Sequence[Row] | PointColumns, *, key: str | None = None
+    ) -> IngestResult:
         """Insert checked rows (:func:`check_points`) or columns (:func:`check_columns`) into
         trial ``exp_id``, all or nothing. With ``key``, idempotently (module doc): the same
         points replayed in either form are the same batch."""
@@ -325,7 +356,9 @@ class TelemetryUses:
             store.insert_points(conn, trial_id, rows)
         return IngestResult(accepted=len(rows), replayed=False, key=key)
 
-    def telemetry_series(self, project_slug: str,
+    def telemetry_series(
+        self,
+        project_slug: str,
         exp_id: str,
         *,
         names: Sequence[str] | None = None,
@@ -350,8 +383,16 @@ class TelemetryUses:
                 shown_turn = None if turn < 0 else turn
                 if count <= max_points:
                     points = store.telemetry_points(conn, trial_id, name, turn, step_min=step_min, step_max=step_max)
-                    out.append(Series(name, shown_turn, count, "raw", step=[int(s) for s, _ in points],
-                                      value=[float(v) for _, v in points]))
+                    out.append(
+                        Series(
+                            name,
+                            shown_turn,
+                            count,
+                            "raw",
+                            step=[int(s) for s, _ in points],
+                            value=[float(v) for _, v in points],
+                        )
+                    )
                     continue
                 found = Series(name, shown_turn, count, "minmax")
                 for lo, hi, vmin, vmax, mean, n in store.telemetry_buckets(
@@ -377,8 +418,9 @@ class TelemetryUses:
             points.extend({"step": s, "turn": one.turn, "name": one.name, "value": v} for s, v in zip(one.step, values))
         return points
 
-    def shared_telemetry(self, project_slug: str, exp_ids: Sequence[str], *, max_points: int = 300,
-                         min_trials: int = 2) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    def shared_telemetry(
+        self, project_slug: str, exp_ids: Sequence[str], *, max_points: int = 300, min_trials: int = 2
+    ) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """What the compare page overlays: ``name -> exp_id -> points`` (``{step, turn,
         value}``) of every telemetry name that at least ``min_trials`` of the trials have.
         Reads, in one transaction: the names of each trial (one index seek per name), then
@@ -408,12 +450,17 @@ class TelemetryUses:
                         values = store.telemetry_points(conn, row, name, turn)
                     else:  # one index seek per bucket: the cost follows max_points, not the points stored
                         width = -(-(last - first + 1) // max_points)
-                        values = [(first + bucket * width, value) for _, _, bucket, value, _ in store.explore_cells_sampled(
-                            conn, [(row, turn)], name, lo=first, width=width, count=-(-(last - first + 1) // width))]
+                        values = [
+                            (first + bucket * width, value)
+                            for _, _, bucket, value, _ in store.explore_cells_sampled(
+                                conn, [(row, turn)], name, lo=first, width=width, count=-(-(last - first + 1) // width)
+                            )
+                        ]
                     shown_turn = None if turn < 0 else turn
                     out.setdefault(name, {}).setdefault(exp_id, []).extend(
                         {"step": int(step), "turn": shown_turn, "name": name, "value": float(value)}
-                        for step, value in values)
+                        for step, value in values
+                    )
         return out
 
     def summarize_telemetry(self, project_slug: str, exp_id: str) -> tuple[Trial, dict[str, float]]:

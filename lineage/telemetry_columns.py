@@ -77,16 +77,18 @@ def check_columns(columns: Any, limits: Mapping[str, Any]) -> tuple[list[int], A
 def _moved(exc: InvalidInput, block: int, offset: int) -> InvalidInput:
     """A block's error as the batch's: points counted from the first block, the block named."""
     field = exc.field
-    message = str(exc)[len(field) + 2:]
+    message = str(exc)[len(field) + 2 :]
     if field.startswith("points["):
         end = field.index("]")
-        return InvalidInput(f"points[{int(field[7:end]) + offset}]{field[end + 1:]}", message)
-    return InvalidInput(f"columns[{block}]{field[len('columns'):]}", message)
+        return InvalidInput(f"points[{int(field[7:end]) + offset}]{field[end + 1 :]}", message)
+    return InvalidInput(f"columns[{block}]{field[len('columns') :]}", message)
 
 
 def _check_block(columns: Any, limits: Mapping[str, Any]) -> tuple[list[int], Any, list[str], list[float], Any]:
     if not isinstance(columns, Mapping):
-        raise InvalidInput("columns", "must be an object of arrays (step, name, value; names, turn, wall_time optional)")
+        raise InvalidInput(
+            "columns", "must be an object of arrays (step, name, value; names, turn, wall_time optional)"
+        )
     for key in columns:
         if key not in COLUMNS:
             raise InvalidInput(f"columns.{key}", f"is not a column; the columns are {', '.join(COLUMNS)}")
@@ -100,8 +102,11 @@ def _check_block(columns: Any, limits: Mapping[str, Any]) -> tuple[list[int], An
     for key in ("step", "name", "value", "turn", "wall_time"):
         found = columns.get(key)
         if found is not None and (not isinstance(found, list) or len(found) != n):
-            raise InvalidInput(f"columns.{key}", f"must be an array of {n} entries (as columns.step), "
-                                                 f"got {len(found) if isinstance(found, list) else type(found).__name__}")
+            raise InvalidInput(
+                f"columns.{key}",
+                f"must be an array of {n} entries (as columns.step), "
+                f"got {len(found) if isinstance(found, list) else type(found).__name__}",
+            )
     if not n:
         return [], [], [], [], []
     max_step = limits["MAX_STEP"]

@@ -23,8 +23,15 @@ from lineage.domain import (
 )
 
 __all__ = [
-    "DEFAULT_LIST_FIELDS", "STATUS_MEANINGS", "TRIAL_FIELDS", "FieldSpec", "changes_schema", "check_fields",
-    "record_schema", "select_fields", "trial_output_schema",
+    "DEFAULT_LIST_FIELDS",
+    "STATUS_MEANINGS",
+    "TRIAL_FIELDS",
+    "FieldSpec",
+    "changes_schema",
+    "check_fields",
+    "record_schema",
+    "select_fields",
+    "trial_output_schema",
 ]
 
 
@@ -77,7 +84,7 @@ STATUS_MEANINGS: dict[str, str] = {
     FailureLabel.SIZE_BLOCKED.value: "the model exceeded a size limit and was not run",
     FailureLabel.PREFLIGHT_CRASH.value: "it failed before training started (syntax, import, build error)",
     FailureLabel.HARNESS_ABORT.value: "the harness stopped it (killed, preempted, still running): says nothing "
-                                      "about the idea",
+    "about the idea",
     FailureLabel.DISQUALIFIED.value: "its result is invalid (a leak, a broken evaluation)",
     FailureLabel.BASELINE.value: "the reference run the loop starts from",
 }
@@ -88,55 +95,123 @@ _CLIP = "A²TGPO's adaptive clip scale over the run"
 
 #: Every field of a trial, in :data:`lineage.domain.TRIAL_FIELD_NAMES` order.
 TRIAL_FIELDS: tuple[FieldSpec, ...] = (
-    FieldSpec("exp_id", "text", "The trial's id. Leave it out: the ledger allocates the next number (000, 001, ...).",
-              max_length=MAX_SHORT_TEXT),
+    FieldSpec(
+        "exp_id",
+        "text",
+        "The trial's id. Leave it out: the ledger allocates the next number (000, 001, ...).",
+        max_length=MAX_SHORT_TEXT,
+    ),
     FieldSpec("timestamp", "text", "When the trial ran, as text (e.g. 2026-05-01T06:00Z).", max_length=MAX_SHORT_TEXT),
-    FieldSpec("specialist", "text", "Who ran the trial (an agent or role); leave it out in loops without specialists.",
-              max_length=MAX_SHORT_TEXT),
-    FieldSpec("parent_exp", "text",
-              "exp_id of the trial this one changes (its parent in the lineage). Leave it out: the ledger uses "
-              "the current best and says so (parent_defaulted). Send \"\" or null to record a root without a parent.",
-              updatable=True, max_length=MAX_SHORT_TEXT),
-    FieldSpec("baseline_exp", "text", "exp_id of the baseline this trial is compared with (optional).",
-              max_length=MAX_SHORT_TEXT),
-    FieldSpec("domain", "text", "The area of the change (optimizer, data, architecture, ...); optional.",
-              max_length=MAX_SHORT_TEXT),
-    FieldSpec("hypothesis", "text",
-              "What the trial changed and why, in a sentence (a results file's description). Searched by "
-              "find_similar.", updatable=True, max_length=MAX_LONG_TEXT),
-    FieldSpec("expected_delta", "text", "The change of the metric you expect, as text (e.g. -0.002).",
-              max_length=MAX_LONG_TEXT),
+    FieldSpec(
+        "specialist",
+        "text",
+        "Who ran the trial (an agent or role); leave it out in loops without specialists.",
+        max_length=MAX_SHORT_TEXT,
+    ),
+    FieldSpec(
+        "parent_exp",
+        "text",
+        "exp_id of the trial this one changes (its parent in the lineage). Leave it out: the ledger uses "
+        'the current best and says so (parent_defaulted). Send "" or null to record a root without a parent.',
+        updatable=True,
+        max_length=MAX_SHORT_TEXT,
+    ),
+    FieldSpec(
+        "baseline_exp",
+        "text",
+        "exp_id of the baseline this trial is compared with (optional).",
+        max_length=MAX_SHORT_TEXT,
+    ),
+    FieldSpec(
+        "domain",
+        "text",
+        "The area of the change (optimizer, data, architecture, ...); optional.",
+        max_length=MAX_SHORT_TEXT,
+    ),
+    FieldSpec(
+        "hypothesis",
+        "text",
+        "What the trial changed and why, in a sentence (a results file's description). Searched by find_similar.",
+        updatable=True,
+        max_length=MAX_LONG_TEXT,
+    ),
+    FieldSpec(
+        "expected_delta",
+        "text",
+        "The change of the metric you expect, as text (e.g. -0.002).",
+        max_length=MAX_LONG_TEXT,
+    ),
     FieldSpec("status", "status", f"The outcome. {_STATUS_TEXT}.", updatable=True),
-    FieldSpec("core_metric", "number",
-              "The project's metric for this trial (the project's metric_name, e.g. val_bpb; get it from "
-              f"list_projects). null or left out: no result. On a failure status 0 and {_SENTINELS} mean no result "
-              "and are stored as none (kept in extra._reported_metric).", updatable=True),
-    FieldSpec("val_bpb", "number",
-              "Validation bits per byte when measured apart from core_metric; in a project whose metric is val_bpb "
-              "it is the same value as core_metric.", updatable=True),
-    FieldSpec("delta_vs_best", "number", "Computed by the ledger: core_metric minus the best before the trial. "
-              "Never send it.", recordable=False),
+    FieldSpec(
+        "core_metric",
+        "number",
+        "The project's metric for this trial (the project's metric_name, e.g. val_bpb; get it from "
+        f"list_projects). null or left out: no result. On a failure status 0 and {_SENTINELS} mean no result "
+        "and are stored as none (kept in extra._reported_metric).",
+        updatable=True,
+    ),
+    FieldSpec(
+        "val_bpb",
+        "number",
+        "Validation bits per byte when measured apart from core_metric; in a project whose metric is val_bpb "
+        "it is the same value as core_metric.",
+        updatable=True,
+    ),
+    FieldSpec(
+        "delta_vs_best",
+        "number",
+        "Computed by the ledger: core_metric minus the best before the trial. Never send it.",
+        recordable=False,
+    ),
     FieldSpec("train_s", "number", "Training time in seconds.", updatable=True, minimum=0, maximum=MAX_DURATION_S),
-    FieldSpec("total_s", "number", "Wall time of the whole trial in seconds.", updatable=True, minimum=0,
-              maximum=MAX_DURATION_S),
+    FieldSpec(
+        "total_s",
+        "number",
+        "Wall time of the whole trial in seconds.",
+        updatable=True,
+        minimum=0,
+        maximum=MAX_DURATION_S,
+    ),
     FieldSpec("job_name", "text", "The scheduler's job name (optional).", updatable=True, max_length=MAX_SHORT_TEXT),
-    FieldSpec("snapshot_path", "text", "Where the trial's checkpoint or code snapshot is (optional).",
-              updatable=True, max_length=MAX_SHORT_TEXT),
-    FieldSpec("notes", "text", "What was learned: surprises, why it failed, what to try next. Searched by "
-              "find_similar.", updatable=True, max_length=MAX_LONG_TEXT),
+    FieldSpec(
+        "snapshot_path",
+        "text",
+        "Where the trial's checkpoint or code snapshot is (optional).",
+        updatable=True,
+        max_length=MAX_SHORT_TEXT,
+    ),
+    FieldSpec(
+        "notes",
+        "text",
+        "What was learned: surprises, why it failed, what to try next. Searched by find_similar.",
+        updatable=True,
+        max_length=MAX_LONG_TEXT,
+    ),
     *(
-        FieldSpec(name, "number", f"{_CLIP}: {what} (optional).", updatable=True,
-                  minimum=0 if name in FRACTION_COLUMNS else None, maximum=1 if name in FRACTION_COLUMNS else None)
+        FieldSpec(
+            name,
+            "number",
+            f"{_CLIP}: {what} (optional).",
+            updatable=True,
+            minimum=0 if name in FRACTION_COLUMNS else None,
+            maximum=1 if name in FRACTION_COLUMNS else None,
+        )
         for name, what in (
-            ("ig_clip_scale_mean", "mean"), ("ig_clip_scale_std", "standard deviation"), ("ig_clip_scale_min", "minimum"),
-            ("ig_clip_scale_max", "maximum"), ("ig_clip_scale_frac_low", "fraction of tokens at the lower bound"),
+            ("ig_clip_scale_mean", "mean"),
+            ("ig_clip_scale_std", "standard deviation"),
+            ("ig_clip_scale_min", "minimum"),
+            ("ig_clip_scale_max", "maximum"),
+            ("ig_clip_scale_frac_low", "fraction of tokens at the lower bound"),
             ("ig_clip_scale_frac_high", "fraction of tokens at the upper bound"),
         )
     ),
-    FieldSpec("extra", "object",
-              "Any other values of the trial as a JSON object: a results file's other columns (commit, "
-              "memory_gb, ...). The ledger keeps its own keys there too (_git: the commit's diffstat).",
-              updatable=True),
+    FieldSpec(
+        "extra",
+        "object",
+        "Any other values of the trial as a JSON object: a results file's other columns (commit, "
+        "memory_gb, ...). The ledger keeps its own keys there too (_git: the commit's diffstat).",
+        updatable=True,
+    ),
     FieldSpec("seq", "number", "The trial's position in the project (0 first); the ledger's.", recordable=False),
     FieldSpec("created_at", "text", "When the ledger stored the trial (ISO 8601); the ledger's.", recordable=False),
     FieldSpec("updated_at", "text", "When the trial last changed (ISO 8601); the ledger's.", recordable=False),
@@ -146,13 +221,23 @@ _BY_NAME = {spec.name: spec for spec in TRIAL_FIELDS}
 
 #: What ``list_trials`` returns per trial when no ``fields`` are asked for.
 DEFAULT_LIST_FIELDS: tuple[str, ...] = (
-    "exp_id", "status", "core_metric", "delta_vs_best", "parent_exp", "hypothesis", "notes",
+    "exp_id",
+    "status",
+    "core_metric",
+    "delta_vs_best",
+    "parent_exp",
+    "hypothesis",
+    "notes",
 )
 
 
 def _object(properties: dict[str, Any], required: list[str], description: str) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False,
-                              "description": description}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+        "description": description,
+    }
     if required:
         schema["required"] = required
     return schema
@@ -163,8 +248,12 @@ def record_schema() -> dict[str, Any]:
     ``status`` is required. (A body may also carry the project's metric under its own
     name, e.g. ``val_bpb`` or ``score``: read as ``core_metric``, with a warning.)"""
     properties = {spec.name: spec.json_schema() for spec in TRIAL_FIELDS if spec.recordable}
-    return _object(properties, ["status"], "The trial to record. Only status is required; send core_metric when "
-                   "there is a result, and hypothesis so that the next agent knows what was tried.")
+    return _object(
+        properties,
+        ["status"],
+        "The trial to record. Only status is required; send core_metric when "
+        "there is a result, and hypothesis so that the next agent knows what was tried.",
+    )
 
 
 def changes_schema() -> dict[str, Any]:
@@ -198,4 +287,3 @@ def check_fields(names: Any, *, field: str = "fields") -> tuple[str, ...]:
 def select_fields(trial: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
     """The ``names`` of a trial as the ledger answers it (``Trial.to_dict``)."""
     return {name: trial[name] for name in names}
-

@@ -82,8 +82,9 @@ class Neighbours:
                     if self._fuzzy:
                         from rapidfuzz import fuzz, process  # the first ranking imports it, not the start
 
-                        for other, score, _ in process.extract(word, self._fuzzy, scorer=fuzz.ratio, processor=None,
-                                                               score_cutoff=80.0, limit=None):
+                        for other, score, _ in process.extract(
+                            word, self._fuzzy, scorer=fuzz.ratio, processor=None, score_cutoff=80.0, limit=None
+                        ):
                             close.setdefault(other, score / 100.0)
                     self._fuzzy.append(word)
             for other, value in close.items():
@@ -132,8 +133,9 @@ class QueryCloseness:
         for word in self.words.difference(table.close):
             table.of(word)
         #: query tokens close to other query tokens: those ((query index, closeness), ...)
-        self.linked = {word: tuple(close.items()) for word in self.words.difference(table.lonely)
-                       if (close := self._others(word))}
+        self.linked = {
+            word: tuple(close.items()) for word in self.words.difference(table.lonely) if (close := self._others(word))
+        }
 
     def _others(self, word: str) -> dict[int, float]:
         """:func:`closeness` of ``word`` to each query token other than itself, the

@@ -29,8 +29,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(workdir: Path | str | None, *args: str, demo: bool = False,
-            timeout: float = START_TIMEOUT_S) -> Iterator[str]:
+def serving(
+    workdir: Path | str | None, *args: str, demo: bool = False, timeout: float = START_TIMEOUT_S
+) -> Iterator[str]:
     """``lineage serve [--demo] ARGS`` in ``workdir`` (its ./lineage.db unless ARGS has
     ``--db``; None: the current directory) on a free loopback port, with no
     ``LINEAGE_DATABASE_URL`` or ``LINEAGE_ANONYMOUS_READ`` from the environment; yields its
@@ -42,9 +43,24 @@ def serving(workdir: Path | str | None, *args: str, demo: bool = False,
     env.pop("LINEAGE_ANONYMOUS_READ", None)
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a full pipe would stall the server
-        proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", *(["--demo"] if demo else []),
-                                 "--port", str(port), "--log-level", "warning", *args],
-                                cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "api.cli",
+                "serve",
+                *(["--demo"] if demo else []),
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+                *args,
+            ],
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
         def said() -> str:
             log.seek(0)

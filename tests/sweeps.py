@@ -104,9 +104,7 @@ _P_UNSCORED: dict[FailureLabel, float] = {
     FailureLabel.BASELINE: 0.1,
 }
 _NON_BASELINE = tuple(label for label in FailureLabel if label is not FailureLabel.BASELINE)
-_STATUS_WEIGHTS = tuple(
-    {FailureLabel.KEEP: 30, FailureLabel.DISCARD: 30}.get(label, 5) for label in _NON_BASELINE
-)
+_STATUS_WEIGHTS = tuple({FailureLabel.KEEP: 30, FailureLabel.DISCARD: 30}.get(label, 5) for label in _NON_BASELINE)
 #: fieldkit's truncation widths, and one either side: texts of exactly these lengths appear.
 _EDGE_LENGTHS = (79, 80, 81, 99, 100, 101, 109, 110, 111, 199, 200, 201)
 

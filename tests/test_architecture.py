@@ -219,8 +219,11 @@ def test_the_checks_see_a_broken_rule_and_a_circle(tmp_path: Path) -> None:
     modules = module_files(tmp_path)
     imports = all_imports(tmp_path)
     assert sorted(c for c in circles(imports, modules)) == [["api.a", "api.b"]]
-    broken = [(part_of(i.source), part_of(i.target)) for i in imports if (part_of(i.source), part_of(i.target))
-              in {(a, b) for a, b, _ in NEVER}]
+    broken = [
+        (part_of(i.source), part_of(i.target))
+        for i in imports
+        if (part_of(i.source), part_of(i.target)) in {(a, b) for a, b, _ in NEVER}
+    ]
     assert sorted(broken) == [("Core", "Faces"), ("Trainer", "Core")]
 
 

@@ -34,24 +34,41 @@ def test_installed_wheel_carries_migrations_and_templates_and_runs_from_another_
     assert "lineage/migrations/script.py.mako" in names
     assert any(n.startswith("lineage/migrations/versions/0001_") for n in names)
     assert "lineage/templates/base.html" in names and "lineage/templates/static/app.css" in names
-    for package in ("lineage/formats/fieldkit.py", "lineage/store/base.py", "api/cli/__init__.py",
-                    "api/cli/__main__.py", "api/routes/__init__.py", "api/pages/__init__.py",
-                    "trainer_hooks/registry.py"):
+    for package in (
+        "lineage/formats/fieldkit.py",
+        "lineage/store/base.py",
+        "api/cli/__init__.py",
+        "api/cli/__main__.py",
+        "api/routes/__init__.py",
+        "api/pages/__init__.py",
+        "trainer_hooks/registry.py",
+    ):
         assert package in names
     assert "lineage/formats/autoresearch/rows.py" in names and "lineage/formats/text.py" in names
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
     env = {**os.environ, "PYTHONPATH": str(target)}
     env.pop("LINEAGE_DATABASE_URL", None)
-    code = ("import lineage, api.cli, sys; root = sys.argv.pop(1); "
-            "assert lineage.__file__.startswith(root), lineage.__file__; api.cli.main()")
-    result = subprocess.run([sys.executable, "-c", code, str(target), "demo"], cwd=workdir, env=env,
-                            capture_output=True, text=True)
+    code = (
+        "import lineage, api.cli, sys; root = sys.argv.pop(1); "
+        "assert lineage.__file__.startswith(root), lineage.__file__; api.cli.main()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(target), "demo"], cwd=workdir, env=env, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert (workdir / "lineage.db").exists()
-    result = subprocess.run([sys.executable, "-c", code, str(target), "best", "--project", "a2tgpo-demo"],
-                            cwd=workdir, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(target), "best", "--project", "a2tgpo-demo"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.stdout.startswith("exp_004\t34.960000\tkeep")

@@ -31,9 +31,25 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_soak_one_minute(backend: str, tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     run = subprocess.run(
-        [sys.executable, "bench/soak.py", "--minutes", "1", "--backend", backend, "--trainer-steps", "100",
-         "--rss-rule", "report", "--quiet", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "bench/soak.py",
+            "--minutes",
+            "1",
+            "--backend",
+            backend,
+            "--trainer-steps",
+            "100",
+            "--rss-rule",
+            "report",
+            "--quiet",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.exists(), f"no summary written (exit {run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     [summary] = json.loads(out.read_text())
@@ -49,14 +65,21 @@ def test_soak_one_minute(backend: str, tmp_path: Path) -> None:
     assert counts["prompt_304"] > 0, "the prompt never answered 304 to its own ETag"
     [minute] = summary["per_minute"]
     assert minute["rss_mb"] > 0 and minute["fds"] > 0 and minute["db_mb"] > 0 and minute["kinds"]
-    assert summary["rss"]["start_mb"] > 0 and summary["rss"]["end_mb"] > 0 and summary["rss"]["growth"] == summary["rss"]["growth"]
+    assert (
+        summary["rss"]["start_mb"] > 0
+        and summary["rss"]["end_mb"] > 0
+        and summary["rss"]["growth"] == summary["rss"]["growth"]
+    )
     assert summary["fds"]["end"] > 0 and summary["db_mb"]["end"] > summary["db_mb"]["start"]
     assert summary["samples"] >= 10
 
 
 def _summary(errors: int, growth: float) -> dict:
-    return {"errors": errors, "error_kinds": ["agent.record"] if errors else [],
-            "rss": {"growth": growth, "window_s": 1200}}
+    return {
+        "errors": errors,
+        "error_kinds": ["agent.record"] if errors else [],
+        "rss": {"growth": growth, "window_s": 1200},
+    }
 
 
 def test_the_rules_judge_errors_and_rss_growth() -> None:

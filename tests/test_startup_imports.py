@@ -64,14 +64,25 @@ def test_the_cli_and_its_help_import_no_heavy_library() -> None:
 #: start and idle memory): Alembic and Mako (only an upgrade needs them), the MCP SDK (the
 #: first /mcp request), Jinja and the page modules (the first page), rapidfuzz (the first
 #: ranking) and the PostgreSQL dialect (a PostgreSQL database).
-LAZY = ("alembic", "mako", "mcp", "jinja2", "rapidfuzz", "sqlalchemy.dialects.postgresql", "api.pages.web",
-        "api.pages.project", "api.pages.route", "api.pages.charts")
+LAZY = (
+    "alembic",
+    "mako",
+    "mcp",
+    "jinja2",
+    "rapidfuzz",
+    "sqlalchemy.dialects.postgresql",
+    "api.pages.web",
+    "api.pages.project",
+    "api.pages.route",
+    "api.pages.charts",
+)
 
 
 def test_a_server_at_head_starts_without_what_it_uses_later(tmp_path) -> None:
     url = "sqlite:///" + str(tmp_path / "z.db")
-    subprocess.run([sys.executable, "-m", "api.cli", "--db", url, "db", "upgrade"], check=True, capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "api.cli", "--db", url, "db", "upgrade"], check=True, capture_output=True, timeout=120
+    )
     loaded = _modules_after(
         "from fastapi.testclient import TestClient\n"
         "from api.app import create_app\n"

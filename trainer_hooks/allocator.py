@@ -95,8 +95,9 @@ def fractional_knapsack(score: Tensor, cost: Tensor, budget: Tensor | float, act
     order = torch.argsort(key, descending=True, stable=True)
     c = torch.where(active, cost, torch.zeros_like(cost))[order]
     remaining = torch.as_tensor(budget, dtype=c.dtype, device=c.device) - (torch.cumsum(c, 0) - c)
-    frac_sorted = torch.where(c > 0, (remaining / torch.where(c > 0, c, torch.ones_like(c))).clamp(0.0, 1.0),
-                              (remaining > 0).to(c.dtype))
+    frac_sorted = torch.where(
+        c > 0, (remaining / torch.where(c > 0, c, torch.ones_like(c))).clamp(0.0, 1.0), (remaining > 0).to(c.dtype)
+    )
     frac_sorted = frac_sorted * active[order].to(c.dtype)
     return torch.empty_like(frac_sorted).scatter(0, order, frac_sorted)
 

@@ -134,10 +134,14 @@ class TangentPlaneNoise:
         remaining = torch.where(allowed > 0, (allowed - spent_t) / allowed.clamp_min(self.eps), torch.zeros_like(B))
         overshoot = torch.as_tensor(kl_overshoot, dtype=torch.bool, device=self.s.device)
         shrink = overshoot | (remaining < self.low_budget_fraction)
-        grow = ~shrink & (torch.as_tensor(rotation, **f64) > self.rotation_threshold) & (
-            remaining >= self.high_budget_fraction
+        grow = (
+            ~shrink
+            & (torch.as_tensor(rotation, **f64) > self.rotation_threshold)
+            & (remaining >= self.high_budget_fraction)
         )
-        self.s = torch.where(shrink, self.s * self.s_down, torch.where(grow, (self.s + self.s_up).clamp(max=1.0), self.s))
+        self.s = torch.where(
+            shrink, self.s * self.s_down, torch.where(grow, (self.s + self.s_up).clamp(max=1.0), self.s)
+        )
         skipped = spent_t >= allowed - self.kappa * B
         beta = torch.where(skipped, torch.zeros_like(self.s), self.s * self.beta_max)
         return self.s, beta, skipped
@@ -176,7 +180,9 @@ class TangentPlaneNoise:
         if rotation is None:
             rotation = gradient_rotation(g, self._prev_grad) if self._prev_grad is not None else 0.0
             self._prev_grad = [t.clone() for t in g]
-        s, beta, skipped = self.controller_step(budget=budget, spent=spent, kl_overshoot=kl_overshoot, rotation=rotation)
+        s, beta, skipped = self.controller_step(
+            budget=budget, spent=spent, kl_overshoot=kl_overshoot, rotation=rotation
+        )
         if noise is None:
             z = [torch.randn(t.shape, dtype=t.dtype, device=t.device, generator=generator) * self.sigma for t in g]
         else:

@@ -31,8 +31,16 @@ from trainer_hooks.ops.stats import BOUND_TOLERANCE, masked_moments, stacked_mom
 __all__ = ["step_telemetry", "token_entropy", "turn_telemetry", "turn_token_telemetry"]
 
 
-def turn_telemetry(turn_clip_scale: Tensor, turn_advantages: Tensor, turn_valid: Tensor, ig: Tensor,
-                   ig_mask: Tensor, normed_ig: Tensor | None = None, *, clip_beta: float = 0.3) -> dict[str, Tensor]:
+def turn_telemetry(
+    turn_clip_scale: Tensor,
+    turn_advantages: Tensor,
+    turn_valid: Tensor,
+    ig: Tensor,
+    ig_mask: Tensor,
+    normed_ig: Tensor | None = None,
+    *,
+    clip_beta: float = 0.3,
+) -> dict[str, Tensor]:
     """Per-turn statistics (module doc).
 
     Args:
@@ -54,18 +62,38 @@ def turn_telemetry(turn_clip_scale: Tensor, turn_advantages: Tensor, turn_valid:
         tol = BOUND_TOLERANCE * clip_beta
         low = scale <= 1.0 - clip_beta + tol if clip_beta > 0 else torch.zeros_like(valid)
         high = scale >= 1.0 + clip_beta - tol if clip_beta > 0 else torch.zeros_like(valid)
-        z = pad(normed_ig.detach().to(dt), (0, K - normed_ig.shape[1])) if normed_ig is not None else torch.zeros_like(scale)
-        values = torch.stack([pad(ig.detach().to(dt), (0, K - ig.shape[1])), z, scale,
-                              turn_advantages.detach().to(dt), low.to(dt), high.to(dt)])  # [6, B, K]
+        z = (
+            pad(normed_ig.detach().to(dt), (0, K - normed_ig.shape[1]))
+            if normed_ig is not None
+            else torch.zeros_like(scale)
+        )
+        values = torch.stack(
+            [
+                pad(ig.detach().to(dt), (0, K - ig.shape[1])),
+                z,
+                scale,
+                turn_advantages.detach().to(dt),
+                low.to(dt),
+                high.to(dt),
+            ]
+        )  # [6, B, K]
         masks = torch.stack([ig_valid, ig_valid, valid, valid, valid, valid])
-        mean, std, vmin, vmax = stacked_moments(values.transpose(1, 2).reshape(6 * K, B),
-                                                masks.transpose(1, 2).reshape(6 * K, B))
+        mean, std, vmin, vmax = stacked_moments(
+            values.transpose(1, 2).reshape(6 * K, B), masks.transpose(1, 2).reshape(6 * K, B)
+        )
         mean, std, vmin, vmax = (x.view(6, K) for x in (mean, std, vmin, vmax))
         out = {
-            "ig_mean": mean[0], "ig_std": std[0], "normed_ig_mean": mean[1],
-            "clip_scale_mean": mean[2], "clip_scale_std": std[2], "clip_scale_min": vmin[2], "clip_scale_max": vmax[2],
-            "clip_scale_frac_low": mean[4], "clip_scale_frac_high": mean[5],
-            "turn_adv_mean": mean[3], "turn_adv_std": std[3],
+            "ig_mean": mean[0],
+            "ig_std": std[0],
+            "normed_ig_mean": mean[1],
+            "clip_scale_mean": mean[2],
+            "clip_scale_std": std[2],
+            "clip_scale_min": vmin[2],
+            "clip_scale_max": vmax[2],
+            "clip_scale_frac_low": mean[4],
+            "clip_scale_frac_high": mean[5],
+            "turn_adv_mean": mean[3],
+            "turn_adv_std": std[3],
             "turn_count": valid.sum(0).to(dt),
         }
         if normed_ig is None:
@@ -80,8 +108,9 @@ def token_entropy(logits: Tensor) -> Tensor:
         return categorical_entropy(torch.log_softmax(logits.detach().float(), dim=-1))
 
 
-def step_telemetry(advantages: Tensor, response_mask: Tensor, *, log_ratio: Tensor | None = None,
-                   entropy: Tensor | None = None) -> dict[str, Tensor]:
+def step_telemetry(
+    advantages: Tensor, response_mask: Tensor, *, log_ratio: Tensor | None = None, entropy: Tensor | None = None
+) -> dict[str, Tensor]:
     """Per-step statistics over the response tokens (module doc); all inputs ``[B, L]``."""
     with torch.no_grad():
         mask = response_mask.to(torch.bool)
@@ -93,8 +122,9 @@ def step_telemetry(advantages: Tensor, response_mask: Tensor, *, log_ratio: Tens
         return out
 
 
-def turn_token_telemetry(turn_ids: Tensor, response_mask: Tensor, *, log_ratio: Tensor | None = None,
-                         entropy: Tensor | None = None) -> dict[str, Tensor]:
+def turn_token_telemetry(
+    turn_ids: Tensor, response_mask: Tensor, *, log_ratio: Tensor | None = None, entropy: Tensor | None = None
+) -> dict[str, Tensor]:
     """Per-turn token means (module doc). ``turn_ids: [B, L] int`` (-1 outside turns),
     ``response_mask, log_ratio, entropy: [B, L]``. Returns ``name -> [K]`` (0 for a turn
     with no tokens); empty when no token is in a turn."""
@@ -113,5 +143,10 @@ def turn_token_telemetry(turn_ids: Tensor, response_mask: Tensor, *, log_ratio: 
         if entropy is not None:
             values["entropy_mean"] = entropy.detach().float()
         n = count.clamp_min(1.0)
-        return {name: torch.zeros(K, device=turn_ids.device).scatter_add_(0, index, v.reshape(-1).masked_fill(~valid.reshape(-1), 0.0)) / n
-                for name, v in values.items()}
+        return {
+            name: torch.zeros(K, device=turn_ids.device).scatter_add_(
+                0, index, v.reshape(-1).masked_fill(~valid.reshape(-1), 0.0)
+            )
+            / n
+            for name, v in values.items()
+        }

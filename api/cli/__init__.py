@@ -35,12 +35,28 @@ from api.cli.base import cli
 __all__ = ["cli", "main"]
 
 for _command in (
-    serve.serve, serve.demo, serve.db_group, serve.backup, serve.token, serve.mcp,
-    projects.project, projects.prompt, projects.knowledge, projects.best, trials.trials,
-    files.import_cmd, files.export_cmd,
-    loops.record, loops.watch, loops.plot,
-    memory.similar, memory.summary, memory.guardrail, memory.hook,
-    alerts.alerts, skill.skill,
+    serve.serve,
+    serve.demo,
+    serve.db_group,
+    serve.backup,
+    serve.token,
+    serve.mcp,
+    projects.project,
+    projects.prompt,
+    projects.knowledge,
+    projects.best,
+    trials.trials,
+    files.import_cmd,
+    files.export_cmd,
+    loops.record,
+    loops.watch,
+    loops.plot,
+    memory.similar,
+    memory.summary,
+    memory.guardrail,
+    memory.hook,
+    alerts.alerts,
+    skill.skill,
 ):
     cli.add_command(_command)
 

@@ -16,21 +16,39 @@ LINE_TEXT = 120
 @click.command()
 @click.option("--project", "-p", required=True, help="Project slug.")
 @click.option("--exp", "exp_id", default=None, help="Only this trial's alerts.")
-@click.option("--level", "levels", multiple=True, metavar="LEVEL[,LEVEL]",
-              help="Only these levels: info, warn, error (repeatable or comma-separated).")
+@click.option(
+    "--level",
+    "levels",
+    multiple=True,
+    metavar="LEVEL[,LEVEL]",
+    help="Only these levels: info, warn, error (repeatable or comma-separated).",
+)
 @click.option("--limit", default=20, show_default=True, type=int, help="Alerts to show, at most 1000.")
 @click.option("--before", "before_id", default=None, type=int, help="Only alerts older than this id (the next page).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
-def alerts(ctx: click.Context, project: str, exp_id: str | None, levels: tuple[str, ...], limit: int,
-           before_id: int | None, fmt: str) -> None:
+def alerts(
+    ctx: click.Context,
+    project: str,
+    exp_id: str | None,
+    levels: tuple[str, ...],
+    limit: int,
+    before_id: int | None,
+    fmt: str,
+) -> None:
     """Alerts that PROJECT's training code raised, newest first: id, trial, level, step,
     time, title and text."""
-    items, next_before_id = ledger_of(ctx).alerts_page(project, exp_id=exp_id, levels=list(levels) or None,
-                                                       before_id=before_id, limit=limit)
+    items, next_before_id = ledger_of(ctx).alerts_page(
+        project, exp_id=exp_id, levels=list(levels) or None, before_id=before_id, limit=limit
+    )
     if fmt == "json":
-        click.echo(json.dumps({"project": project, "items": [a.to_dict() for a in items],
-                               "next_before_id": next_before_id}, indent=2, ensure_ascii=False))
+        click.echo(
+            json.dumps(
+                {"project": project, "items": [a.to_dict() for a in items], "next_before_id": next_before_id},
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return
     if not items:
         click.echo("no alerts")

@@ -104,8 +104,9 @@ class LedgerGroup(click.Group):
         except Exception as exc:  # noqa: BLE001 - any failure of a plugin's import is reported, not raised
             self._broken.add(name)
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())
-            click.echo(f"warning: command {name!r} from {entry.value} ({self.plugin_group}) is left out: {reason}",
-                       err=True)
+            click.echo(
+                f"warning: command {name!r} from {entry.value} ({self.plugin_group}) is left out: {reason}", err=True
+            )
             return None
         self.add_command(command, name)
         return command
@@ -158,8 +159,17 @@ class ColumnFlags:
 
     def columns_given(self) -> bool:
         """Whether any flag that reads the file's columns was given (not ``--git-repo``)."""
-        return any((self.id_column, self.metric_column, self.status_column, self.description_column,
-                    self.parent_column, self.status_map, self.column_names))
+        return any(
+            (
+                self.id_column,
+                self.metric_column,
+                self.status_column,
+                self.description_column,
+                self.parent_column,
+                self.status_map,
+                self.column_names,
+            )
+        )
 
     def import_options(self, lower_is_better: bool | None) -> Any:
         """The flags as the core's :class:`~lineage.formats.autoresearch.ImportOptions`,
@@ -169,8 +179,12 @@ class ColumnFlags:
         from lineage.formats.autoresearch import ImportOptions
 
         options = ImportOptions.from_text(
-            id_column=self.id_column, metric=self.metric_column, status=self.status_column,
-            description=self.description_column, parent=self.parent_column, status_map=list(self.status_map),
+            id_column=self.id_column,
+            metric=self.metric_column,
+            status=self.status_column,
+            description=self.description_column,
+            parent=self.parent_column,
+            status_map=list(self.status_map),
             columns=self.column_names,
         )
         return replace(options, lower_is_better=lower_is_better)
@@ -181,26 +195,63 @@ def mapping_options(command: Callable[..., Any]) -> Callable[..., Any]:
     files (a fieldkit file has fixed columns). The command receives them as one
     ``columns: ColumnFlags`` argument."""
     options = [
-        click.option("--id", "id_column", default=None, metavar="COL",
-                     help="autoresearch/generic: column holding the exp_ids (default: row numbers 000, 001, ...)."),
-        click.option("--metric", "metric_column", default=None, metavar="COL",
-                     help="autoresearch/generic: the metric column (default: the first numeric column after the "
-                          "id columns)."),
-        click.option("--status", "status_column", default=None, metavar="COL",
-                     help="autoresearch/generic: the status column (default: found by name); '-': the file has none."),
-        click.option("--description", "description_column", default=None, metavar="COL",
-                     help="autoresearch/generic: the description column (default: found by name)."),
-        click.option("--parent", "parent_column", default=None, metavar="COL",
-                     help="autoresearch/generic: a column naming each row's parent (its commit or id); default: "
-                          "the last keep before the row."),
-        click.option("--status-map", "status_map", multiple=True, metavar="WORD=LABEL,...",
-                     help="autoresearch/generic: more status words, e.g. oom=crash,flaky=discard (repeatable)."),
-        click.option("--columns", "column_names", default=None, metavar="NAME,NAME,...",
-                     help="autoresearch/generic: the column names of a file without a header line (its first line "
-                          "is data); the usual inference then runs on them."),
-        click.option("--git-repo", type=click.Path(exists=True, file_okay=False), default=None,
-                     help="autoresearch/generic: store subject, author time, diffstat and patch of each trial's "
-                          "commit."),
+        click.option(
+            "--id",
+            "id_column",
+            default=None,
+            metavar="COL",
+            help="autoresearch/generic: column holding the exp_ids (default: row numbers 000, 001, ...).",
+        ),
+        click.option(
+            "--metric",
+            "metric_column",
+            default=None,
+            metavar="COL",
+            help="autoresearch/generic: the metric column (default: the first numeric column after the id columns).",
+        ),
+        click.option(
+            "--status",
+            "status_column",
+            default=None,
+            metavar="COL",
+            help="autoresearch/generic: the status column (default: found by name); '-': the file has none.",
+        ),
+        click.option(
+            "--description",
+            "description_column",
+            default=None,
+            metavar="COL",
+            help="autoresearch/generic: the description column (default: found by name).",
+        ),
+        click.option(
+            "--parent",
+            "parent_column",
+            default=None,
+            metavar="COL",
+            help="autoresearch/generic: a column naming each row's parent (its commit or id); default: "
+            "the last keep before the row.",
+        ),
+        click.option(
+            "--status-map",
+            "status_map",
+            multiple=True,
+            metavar="WORD=LABEL,...",
+            help="autoresearch/generic: more status words, e.g. oom=crash,flaky=discard (repeatable).",
+        ),
+        click.option(
+            "--columns",
+            "column_names",
+            default=None,
+            metavar="NAME,NAME,...",
+            help="autoresearch/generic: the column names of a file without a header line (its first line "
+            "is data); the usual inference then runs on them.",
+        ),
+        click.option(
+            "--git-repo",
+            type=click.Path(exists=True, file_okay=False),
+            default=None,
+            help="autoresearch/generic: store subject, author time, diffstat and patch of each trial's commit.",
+        ),
     ]
     names = [field.name for field in fields(ColumnFlags)]
 

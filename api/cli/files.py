@@ -32,8 +32,11 @@ from api.cli.base import ColumnFlags, ledger_of, mapping_options, progress_bar, 
     show_default=True,
     help="auto: sniff the first line (fieldkit, then autoresearch, then any tab/comma table).",
 )
-@click.option("--lower-is-better/--higher-is-better", default=None,
-              help="Direction, when the project is new (autoresearch/generic: else inferred; fieldkit: else lower).")
+@click.option(
+    "--lower-is-better/--higher-is-better",
+    default=None,
+    help="Direction, when the project is new (autoresearch/generic: else inferred; fieldkit: else lower).",
+)
 @click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default=None)
 @mapping_options
 @click.option("--preview", is_flag=True, help="Check the file and show what would be imported; store nothing.")
@@ -55,8 +58,15 @@ def import_cmd(
     text = check_text(file.read_bytes(), source=str(file))
     with progress_bar("importing", text.count("\n") - 1) as progress:
         report = ledger.import_file(
-            project, io.StringIO(text, newline=""), fmt=fmt, source=str(file), progress=progress, create_with={},
-            options=columns.import_options(lower_is_better), best_policy=best_policy, git_repo=columns.git_repo,
+            project,
+            io.StringIO(text, newline=""),
+            fmt=fmt,
+            source=str(file),
+            progress=progress,
+            create_with={},
+            options=columns.import_options(lower_is_better),
+            best_policy=best_policy,
+            git_repo=columns.git_repo,
             preview=preview,
         )
     warn(report.warnings)
@@ -68,8 +78,10 @@ def import_summary(report: Any) -> str:
     direction = "lower" if report.lower_is_better else "higher"
     done = "imported" if report.committed else "would import (preview; nothing stored)"
     text = f"; {len(report.text_lines)} lines kept as text" if report.text_lines else ""
-    return (f"{done} {report.rows} trials into {report.project!r} ({report.format}; metric {report.metric!r}, "
-            f"{direction} is better: {report.direction}{text})")
+    return (
+        f"{done} {report.rows} trials into {report.project!r} ({report.format}; metric {report.metric!r}, "
+        f"{direction} is better: {report.direction}{text})"
+    )
 
 
 @click.command("export")

@@ -27,10 +27,18 @@ from api.cli.base import TABLE_FORMATS, ColumnFlags, fmt_number, ledger_of, mapp
 @click.option("--commit", default=None, help="The git commit of the trial.")
 @click.option("--memory-gb", default=None, help="Peak GPU memory (the file's memory column).")
 @click.option("--set", "values", multiple=True, metavar="COL=VALUE", help="Another column of the file (repeatable).")
-@click.option("--append-tsv", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also append the line to this results file, in its own format.")
-@click.option("--git-repo", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Store the commit's subject, author time, diffstat and patch.")
+@click.option(
+    "--append-tsv",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also append the line to this results file, in its own format.",
+)
+@click.option(
+    "--git-repo",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Store the commit's subject, author time, diffstat and patch.",
+)
 @click.option("--metric-name", default=None, help="For a new project without a file: the metric's name (val_bpb).")
 @click.option("--lower-is-better/--higher-is-better", default=None, help="For a new project: the direction.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -61,8 +69,17 @@ def record(
             raise click.UsageError(f"--set wants COL=VALUE, got {item!r}")
         pairs[name] = value
     outcome = loops.record_result(
-        ledger_of(ctx), project, metric=metric, status=status, description=description, commit=commit,
-        memory_gb=memory_gb, values=pairs, append_to=append_tsv, git_repo=git_repo, metric_name=metric_name,
+        ledger_of(ctx),
+        project,
+        metric=metric,
+        status=status,
+        description=description,
+        commit=commit,
+        memory_gb=memory_gb,
+        values=pairs,
+        append_to=append_tsv,
+        git_repo=git_repo,
+        metric_name=metric_name,
         lower_is_better=lower_is_better,
     )
     if fmt == "json":
@@ -70,14 +87,20 @@ def record(
         return
     warn(outcome.warnings)
     trial = outcome.trial
-    parts = [f"exp_{trial.exp_id}", trial.status.value, f"{outcome.metric_name}={fmt_number(trial.core_metric)}",
-             f"Δ={fmt_number(trial.delta_vs_best, signed=True)}"]
+    parts = [
+        f"exp_{trial.exp_id}",
+        trial.status.value,
+        f"{outcome.metric_name}={fmt_number(trial.core_metric)}",
+        f"Δ={fmt_number(trial.delta_vs_best, signed=True)}",
+    ]
     if outcome.best_before is not None:
         parts.append(f"vs best exp_{outcome.best_before.exp_id} ({fmt_number(outcome.best_before.core_metric)})")
     parts.append("NEW BEST" if outcome.is_new_best else "not a new best")
     click.echo("  ".join(parts))
     for similar in outcome.similar_prior:  # "was this tried?": the agent learns it at once
-        click.echo(f"  similar to exp_{similar.exp_id} ({similar.status}, score {similar.score:.2f}): {similar.hypothesis}")
+        click.echo(
+            f"  similar to exp_{similar.exp_id} ({similar.status}, score {similar.score:.2f}): {similar.hypothesis}"
+        )
 
 
 # -- watch -------------------------------------------------------------------------------
@@ -90,8 +113,12 @@ def record(
 @click.option("--lower-is-better/--higher-is-better", default=None, help="Direction, when the project is new.")
 @click.option("--best-policy", type=click.Choice(["kept", "fieldkit"]), default=None)
 @mapping_options
-@click.option("--server", default=None, metavar="URL",
-              help="Send the rows to a lineage server (http://host:8000) instead of the local --db.")
+@click.option(
+    "--server",
+    default=None,
+    metavar="URL",
+    help="Send the rows to a lineage server (http://host:8000) instead of the local --db.",
+)
 @click.option("--token", envvar="LINEAGE_TOKEN", default=None, help="Bearer token for --server ($LINEAGE_TOKEN).")
 @click.option("--once", is_flag=True, help="Sync once and exit.")
 @click.option("--poll", is_flag=True, help="Poll the file instead of using file notifications (network drives).")
@@ -117,12 +144,25 @@ def watch(
     options = columns.import_options(lower_is_better)
     sync: Any
     if server:
-        sync = RemoteSync(server, token, project, file, fmt=None if fmt == "auto" else fmt, options=options,
-                          best_policy=best_policy, git_repo=columns.git_repo)
+        sync = RemoteSync(
+            server,
+            token,
+            project,
+            file,
+            fmt=None if fmt == "auto" else fmt,
+            options=options,
+            best_policy=best_policy,
+            git_repo=columns.git_repo,
+        )
     else:
         sync = ResultsSync(
-            ledger_of(ctx), project, file, fmt=None if fmt == "auto" else fmt, options=options,
-            best_policy=best_policy, git_repo=columns.git_repo,
+            ledger_of(ctx),
+            project,
+            file,
+            fmt=None if fmt == "auto" else fmt,
+            options=options,
+            best_policy=best_policy,
+            git_repo=columns.git_repo,
         )
 
     def show(report: Any) -> None:
@@ -152,8 +192,9 @@ def _ids(ids: list[str], limit: int = 12) -> str:
 
 @click.command()
 @click.option("--project", "-p", required=True, help="Project slug.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="progress.png, .svg or .pdf")
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="progress.png, .svg or .pdf"
+)
 @click.option("--title", default=None)
 @click.pass_context
 def plot(ctx: click.Context, project: str, output: Path, title: str | None) -> None:

@@ -25,8 +25,11 @@ def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -
     TEXT, closest first, with a score in [0, 1] and the delta against the best before each."""
     found = ledger_of(ctx).find_similar(project, text, limit)
     if fmt == "json":
-        click.echo(json.dumps({"project": project, "q": text, "items": [s.to_dict() for s in found]},
-                              indent=2, ensure_ascii=False))
+        click.echo(
+            json.dumps(
+                {"project": project, "q": text, "items": [s.to_dict() for s in found]}, indent=2, ensure_ascii=False
+            )
+        )
         return
     if not found:
         click.echo("nothing similar was tried")
@@ -42,8 +45,14 @@ def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -
 
 @click.command()
 @click.option("--project", "-p", required=True, help="Project slug.")
-@click.option("--last", "last_n", default=20, show_default=True, type=int,
-              help="The window of the recent keep rate and of the trend rule.")
+@click.option(
+    "--last",
+    "last_n",
+    default=20,
+    show_default=True,
+    type=int,
+    help="The window of the recent keep rate and of the trend rule.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
 def summary(ctx: click.Context, project: str, last_n: int, fmt: str) -> None:
@@ -66,17 +75,27 @@ def guardrail() -> None:
 @guardrail.command("set")
 @click.option("--project", "-p", required=True, help="Project slug.")
 @click.option("--max-crash-streak", type=int, default=None, help="Trip after this many consecutive crashes.")
-@click.option("--max-trials-without-improvement", type=int, default=None,
-              help="Trip after this many trials without a new best.")
+@click.option(
+    "--max-trials-without-improvement", type=int, default=None, help="Trip after this many trials without a new best."
+)
 @click.option("--budget-hours", type=float, default=None, help="Trip when the trials' total_s reach this many hours.")
 @click.pass_context
-def guardrail_set(ctx: click.Context, project: str, max_crash_streak: int | None,
-                  max_trials_without_improvement: int | None, budget_hours: float | None) -> None:
+def guardrail_set(
+    ctx: click.Context,
+    project: str,
+    max_crash_streak: int | None,
+    max_trials_without_improvement: int | None,
+    budget_hours: float | None,
+) -> None:
     """Replace PROJECT's guardrails (a limit left out is off; none at all removes them)."""
-    policy = ledger_of(ctx).set_guardrails(project, {
-        "max_crash_streak": max_crash_streak, "max_trials_without_improvement": max_trials_without_improvement,
-        "budget_hours": budget_hours,
-    })
+    policy = ledger_of(ctx).set_guardrails(
+        project,
+        {
+            "max_crash_streak": max_crash_streak,
+            "max_trials_without_improvement": max_trials_without_improvement,
+            "budget_hours": budget_hours,
+        },
+    )
     click.echo(json.dumps(policy.to_dict()))
 
 
@@ -86,8 +105,13 @@ def guardrail_set(ctx: click.Context, project: str, max_crash_streak: int | None
 def guardrail_show(ctx: click.Context, project: str) -> None:
     """PROJECT's guardrails and which of them are tripped (JSON)."""
     found = ledger_of(ctx).summary(project)
-    click.echo(json.dumps(found.guardrails or {"policy": ledger_of(ctx).guardrail_policy(project).to_dict(),
-                                                "tripped": []}, indent=2, ensure_ascii=False))
+    click.echo(
+        json.dumps(
+            found.guardrails or {"policy": ledger_of(ctx).guardrail_policy(project).to_dict(), "tripped": []},
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
 
 
 @click.group()
@@ -98,17 +122,30 @@ def hook() -> None:
 @hook.command("add")
 @click.option("--project", "-p", required=True, help="Project slug.")
 @click.option("--url", required=True, help="An http:// or https:// URL that receives the events.")
-@click.option("--events", multiple=True, metavar="EVENT[,EVENT]",
-              help="new_best, guardrail_tripped, trial_crashed, alert (repeatable or comma-separated; default: all).")
-@click.option("--format", "body_format", type=click.Choice(["json", "slack"]), default="json", show_default=True,
-              help="json: the event with a 'text' line; slack: {'text': ...} alone.")
+@click.option(
+    "--events",
+    multiple=True,
+    metavar="EVENT[,EVENT]",
+    help="new_best, guardrail_tripped, trial_crashed, alert (repeatable or comma-separated; default: all).",
+)
+@click.option(
+    "--format",
+    "body_format",
+    type=click.Choice(["json", "slack"]),
+    default="json",
+    show_default=True,
+    help="json: the event with a 'text' line; slack: {'text': ...} alone.",
+)
 @click.pass_context
 def hook_add(ctx: click.Context, project: str, url: str, events: tuple[str, ...], body_format: str) -> None:
     """Add a webhook to PROJECT; prints its signing secret (shown this once) on stdout."""
     added, secret = ledger_of(ctx).add_hook(project, url, events=events or None, body_format=body_format)
     click.echo(secret)
-    click.echo(f"added webhook {added.id} -> {added.url} ({', '.join(added.events)}); "
-               "the secret above signs its deliveries and is shown only this once", err=True)
+    click.echo(
+        f"added webhook {added.id} -> {added.url} ({', '.join(added.events)}); "
+        "the secret above signs its deliveries and is shown only this once",
+        err=True,
+    )
 
 
 @hook.command("list")
@@ -122,8 +159,10 @@ def hook_list(ctx: click.Context, project: str, fmt: str) -> None:
         click.echo(json.dumps([h.to_dict() for h in found], indent=2))
         return
     for h in found:
-        click.echo(f"{h.id}  {h.url}  {','.join(h.events)}  {h.body_format}  "
-                   f"pending={h.pending} delivered={h.delivered} failed={h.failed}")
+        click.echo(
+            f"{h.id}  {h.url}  {','.join(h.events)}  {h.body_format}  "
+            f"pending={h.pending} delivered={h.delivered} failed={h.failed}"
+        )
 
 
 @hook.command("remove")

@@ -57,20 +57,40 @@ def project_list(ctx: click.Context, fmt: str) -> None:
 @click.option("--recent-n", default=30, show_default=True, type=int)
 @click.option("--last-m", default=10, show_default=True, type=int)
 @click.option("--timestamp", default="", help="Session timestamp shown in the header.")
-@click.option("--format", "style", type=click.Choice(["auto", "fieldkit", "loop"]), default="auto", show_default=True,
-              help="fieldkit: fieldkit's exact text; loop: the loop's own sections (commits, the file's columns, "
-                   "diff sizes); auto: fieldkit for a project not fed by a results file when --specialist is "
-                   "given, else loop.")
+@click.option(
+    "--format",
+    "style",
+    type=click.Choice(["auto", "fieldkit", "loop"]),
+    default="auto",
+    show_default=True,
+    help="fieldkit: fieldkit's exact text; loop: the loop's own sections (commits, the file's columns, "
+    "diff sizes); auto: fieldkit for a project not fed by a results file when --specialist is "
+    "given, else loop.",
+)
 @click.option("--wrap", is_flag=True, help="Add how to record this session's trial (with `lineage record`).")
 @click.pass_context
 def prompt(
-    ctx: click.Context, project: str, specialist: str, top_k: int, recent_n: int, last_m: int, timestamp: str,
-    style: str, wrap: bool,
+    ctx: click.Context,
+    project: str,
+    specialist: str,
+    top_k: int,
+    recent_n: int,
+    last_m: int,
+    timestamp: str,
+    style: str,
+    wrap: bool,
 ) -> None:
     """Print the session-start prompt (fieldkit's text for fieldkit projects)."""
     text = ledger_of(ctx).prompt_document(
-        project, specialist=specialist, top_k=top_k, recent_n=recent_n, last_m=last_m, timestamp=timestamp,
-        wrap=wrap, face="cli", style=style,
+        project,
+        specialist=specialist,
+        top_k=top_k,
+        recent_n=recent_n,
+        last_m=last_m,
+        timestamp=timestamp,
+        wrap=wrap,
+        face="cli",
+        style=style,
     )[1]
     click.echo(text, nl=False)
 

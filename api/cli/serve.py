@@ -19,22 +19,41 @@ EXIT_REFUSED = 2
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind. A non-loopback address needs a token first (lineage token create).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind. A non-loopback address needs a token first (lineage token create).",
+)
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
 @click.option("--db", "db_option", default=None, help="SQLite file or database URL (overrides the global --db).")
 @click.option("--demo/--no-demo", default=False, help="Load the A²TGPO demo project if it is missing.")
 @click.option("--workers", default=1, show_default=True, type=int, help="Worker processes.")
 @click.option("--log-level", default="info", show_default=True)
-@click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
-              help="Log lines as text or JSON objects (default: $LINEAGE_LOG_FORMAT or text).")
-@click.option("--anonymous-read/--no-anonymous-read", default=None,
-              help="Allow reads without a token (default: $LINEAGE_ANONYMOUS_READ or on).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=None,
+    help="Log lines as text or JSON objects (default: $LINEAGE_LOG_FORMAT or text).",
+)
+@click.option(
+    "--anonymous-read/--no-anonymous-read",
+    default=None,
+    help="Allow reads without a token (default: $LINEAGE_ANONYMOUS_READ or on).",
+)
 @click.option("--max-body-bytes", type=int, default=None, help="Largest API request body, after gzip decoding.")
 @click.pass_context
 def serve(
-    ctx: click.Context, host: str, port: int, db_option: str | None, demo: bool, workers: int, log_level: str,
-    log_format: str | None, anonymous_read: bool | None, max_body_bytes: int | None,
+    ctx: click.Context,
+    host: str,
+    port: int,
+    db_option: str | None,
+    demo: bool,
+    workers: int,
+    log_level: str,
+    log_format: str | None,
+    anonymous_read: bool | None,
+    max_body_bytes: int | None,
 ) -> None:
     """Start the HTTP service (upgrades the schema first)."""
     import os
@@ -52,18 +71,31 @@ def serve(
         _load_demo(ledger, quiet=True)
     os.environ[ENV_DATABASE_URL] = resolve_url(ctx.find_root().obj["db"])
     os.environ["LINEAGE_BIND_HOST"] = host  # not loopback: no anonymous write while it runs (lineage.auth)
-    for name, value in (("LINEAGE_LOG_FORMAT", log_format), ("LINEAGE_LOG_LEVEL", log_level),
-                        ("LINEAGE_MAX_BODY_BYTES", max_body_bytes),
-                        ("LINEAGE_ANONYMOUS_READ", None if anonymous_read is None else str(anonymous_read).lower())):
+    for name, value in (
+        ("LINEAGE_LOG_FORMAT", log_format),
+        ("LINEAGE_LOG_LEVEL", log_level),
+        ("LINEAGE_MAX_BODY_BYTES", max_body_bytes),
+        ("LINEAGE_ANONYMOUS_READ", None if anonymous_read is None else str(anonymous_read).lower()),
+    ):
         if value is not None:
             os.environ[name] = str(value)
-    click.echo(f"lineage: serving {ledger.engine.url.render_as_string(hide_password=True)} on http://{host}:{port}", err=True)
+    click.echo(
+        f"lineage: serving {ledger.engine.url.render_as_string(hide_password=True)} on http://{host}:{port}", err=True
+    )
     # the app opens its own ledger: the command line's connections would sit idle for the server's life
     ledger.close()
     del ledger
     fmt = os.environ.get("LINEAGE_LOG_FORMAT", "text")
-    uvicorn.run("api.lazy_start:lazy_app_from_env", factory=True, host=host, port=port, workers=workers, log_level=log_level,
-                log_config=uvicorn_log_config(fmt if fmt in ("text", "json") else "text", log_level), access_log=False)
+    uvicorn.run(
+        "api.lazy_start:lazy_app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        log_config=uvicorn_log_config(fmt if fmt in ("text", "json") else "text", log_level),
+        access_log=False,
+    )
 
 
 @click.command()
@@ -218,8 +250,11 @@ def token_list(ctx: click.Context, fmt: str) -> None:
 
 @token.command("revoke")
 @click.argument("name")
-@click.option("--last-admin", is_flag=True,
-              help="Allow revoking the last active admin token (nobody can manage tokens over HTTP after).")
+@click.option(
+    "--last-admin",
+    is_flag=True,
+    help="Allow revoking the last active admin token (nobody can manage tokens over HTTP after).",
+)
 @click.pass_context
 def token_revoke(ctx: click.Context, name: str, last_admin: bool) -> None:
     """Revoke token NAME (effective on the next request of every server). Anonymous

@@ -75,9 +75,14 @@ before proposing a trial ask `find_similar`; after every run record it (`record_
 
 
 @click.command()
-@click.option("--install", "install_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              metavar="DIR", help="Write DIR/lineage-ledger/SKILL.md (e.g. .claude/skills or .agents/skills) and "
-                                  "print a snippet for AGENTS.md.")
+@click.option(
+    "--install",
+    "install_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Write DIR/lineage-ledger/SKILL.md (e.g. .claude/skills or .agents/skills) and print a snippet for AGENTS.md.",
+)
 def skill(install_dir: Path | None) -> None:
     """Print the ledger's agent skill (SKILL.md, the Agent Skills format), or install it
     into a skills directory and print the AGENTS.md snippet that points agents to it."""

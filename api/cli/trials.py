@@ -19,9 +19,13 @@ _HEADERS = ("exp", "status", "metric", "Δ", "parent", "specialist", "hypothesis
 
 @click.command()
 @project_option
-@click.option("--filter", "expression", default=None,
-              help="A filter expression: 'status = keep and core_metric < 0.99', 'extra.memory_gb >= 45', "
-                   "'hypothesis ~ warmup', 'exp_id > exp_1000'; a bare word searches the text (see README).")
+@click.option(
+    "--filter",
+    "expression",
+    default=None,
+    help="A filter expression: 'status = keep and core_metric < 0.99', 'extra.memory_gb >= 45', "
+    "'hypothesis ~ warmup', 'exp_id > exp_1000'; a bare word searches the text (see README).",
+)
 @click.option("--status", multiple=True, help="Only these statuses (repeatable).")
 @click.option("--specialist", default=None, help="Only this specialist's trials.")
 @click.option("--domain", default=None, help="Only trials of this domain.")
@@ -29,33 +33,65 @@ _HEADERS = ("exp", "status", "metric", "Δ", "parent", "specialist", "hypothesis
 @click.option("--min", "metric_min", type=float, default=None, help="core_metric >= this.")
 @click.option("--max", "metric_max", type=float, default=None, help="core_metric <= this.")
 @click.option("-q", "--text", "text_query", default=None, help="Text in the hypothesis, notes or exp_id.")
-@click.option("--sort", default=None,
-              help="seq (default), metric, exp_id (numeric-aware), any trial field or extra.KEY; -KEY descending.")
-@click.option("--limit", type=int, default=None,
-              help="At most this many: the most recent (no --sort), else the first in sort order.")
+@click.option(
+    "--sort",
+    default=None,
+    help="seq (default), metric, exp_id (numeric-aware), any trial field or extra.KEY; -KEY descending.",
+)
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help="At most this many: the most recent (no --sort), else the first in sort order.",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("--width", type=int, default=None,
-              help="Table width to wrap hypotheses at (default: the terminal's; 0: never wrap).")
+@click.option(
+    "--width",
+    type=int,
+    default=None,
+    help="Table width to wrap hypotheses at (default: the terminal's; 0: never wrap).",
+)
 @click.pass_context
-def trials(ctx: click.Context, project: str, expression: str | None, status: tuple[str, ...], specialist: str | None,
-           domain: str | None, parent: str | None, metric_min: float | None, metric_max: float | None,
-           text_query: str | None, sort: str | None, limit: int | None, fmt: str, width: int | None) -> None:
+def trials(
+    ctx: click.Context,
+    project: str,
+    expression: str | None,
+    status: tuple[str, ...],
+    specialist: str | None,
+    domain: str | None,
+    parent: str | None,
+    metric_min: float | None,
+    metric_max: float | None,
+    text_query: str | None,
+    sort: str | None,
+    limit: int | None,
+    fmt: str,
+    width: int | None,
+) -> None:
     """List PROJECT's trials, filtered and sorted as the API does."""
     ledger = ledger_of(ctx)
     if limit is not None and limit < 1:
         raise click.BadParameter("must be at least 1", param_hint="--limit")
     filters: dict[str, Any] = {
         "status": [s.strip() for raw in status for s in raw.split(",") if s.strip()] or None,
-        "specialist": specialist, "domain": domain, "parent": parent, "metric_min": metric_min,
-        "metric_max": metric_max, "text_query": text_query, "expression": expression,
+        "specialist": specialist,
+        "domain": domain,
+        "parent": parent,
+        "metric_min": metric_min,
+        "metric_max": metric_max,
+        "text_query": text_query,
+        "expression": expression,
     }
     if filters["status"]:
         from lineage.domain import FailureLabel
 
         filters["status"] = [FailureLabel.parse(s).value for s in filters["status"]]
     if sort is None:  # the most recent, printed oldest first
-        rows = list(itertools.islice(ledger.iter_trials_page(project, sort="seq", descending=True, **filters),
-                                     limit)) if limit is not None else None
+        rows = (
+            list(itertools.islice(ledger.iter_trials_page(project, sort="seq", descending=True, **filters), limit))
+            if limit is not None
+            else None
+        )
         if rows is None:
             rows = list(ledger.iter_trials_page(project, sort="seq", **filters))
         else:
@@ -75,8 +111,15 @@ def trials(ctx: click.Context, project: str, expression: str | None, status: tup
 
 def _table(rows: list[Any], width: int) -> None:
     table = [
-        (t.label, t.status.value, fmt_number(t.core_metric), fmt_number(t.delta_vs_best, signed=True),
-         f"exp_{t.parent_exp}" if t.parent_exp else "", t.specialist, " ".join(t.hypothesis.split()))
+        (
+            t.label,
+            t.status.value,
+            fmt_number(t.core_metric),
+            fmt_number(t.delta_vs_best, signed=True),
+            f"exp_{t.parent_exp}" if t.parent_exp else "",
+            t.specialist,
+            " ".join(t.hypothesis.split()),
+        )
         for t in rows
     ]
     headers = _HEADERS

@@ -73,8 +73,9 @@ class Viewer:
 
     def _may(self, needed: Role) -> bool:
         role = self.principal.role if self.principal is not None else None
-        return allowed(role, needed, anonymous_read=self.anonymous_read, exposed=self.exposed,
-                       ledger_open=lambda: self.ledger_open)
+        return allowed(
+            role, needed, anonymous_read=self.anonymous_read, exposed=self.exposed, ledger_open=lambda: self.ledger_open
+        )
 
     @property
     def can_write(self) -> bool:

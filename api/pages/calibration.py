@@ -32,16 +32,31 @@ def calibration(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRes
         shown = points[-CALIBRATION_PANEL_POINTS:]
         svg = charts.scatter(
             [
-                Point(x=p.expected, y=p.observed, cls=status_class(p.status),
-                      title=f"exp_{p.exp_id} · {p.status} · expected {p.expected_text!s} · observed Δ {fmt_delta(p.observed)}",
-                      href=trial_url(slug, p.exp_id))
+                Point(
+                    x=p.expected,
+                    y=p.observed,
+                    cls=status_class(p.status),
+                    title=f"exp_{p.exp_id} · {p.status} · expected {p.expected_text!s} · observed Δ {fmt_delta(p.observed)}",
+                    href=trial_url(slug, p.exp_id),
+                )
                 for p in shown
             ],
             label=f"expected vs observed delta of {specialist}",
             x_label="expected delta (parsed)",
             y_label="observed delta_vs_best",
         )
-        panels.append({"specialist": specialist, "svg": svg, "summary": calibration_summary(points), "shown": len(shown)})
+        panels.append(
+            {"specialist": specialist, "svg": svg, "summary": calibration_summary(points), "shown": len(shown)}
+        )
     overall = calibration_summary(cal.points) if cal.points else None
-    return pages(request).render(request, "calibration.html", {"project": cal.project, "cal": cal, "panels": panels,
-                                                                "overall": overall, "panel_limit": CALIBRATION_PANEL_POINTS})
+    return pages(request).render(
+        request,
+        "calibration.html",
+        {
+            "project": cal.project,
+            "cal": cal,
+            "panels": panels,
+            "overall": overall,
+            "panel_limit": CALIBRATION_PANEL_POINTS,
+        },
+    )

@@ -53,7 +53,7 @@ def fmt_tick(value: float, step: float | None = None) -> str:
     if step is None or step <= 0 or not math.isfinite(step):
         return f"{value:.4g}"
     decimals = max(0, min(8, -math.floor(math.log10(step) + 1e-9)))
-    if step * 10 ** decimals % 1 > 1e-6:  # steps of 2.5 x 10^k need one more decimal
+    if step * 10**decimals % 1 > 1e-6:  # steps of 2.5 x 10^k need one more decimal
         decimals += 1
     if abs(value) >= 1e6 or (value != 0 and abs(value) < 1e-4 and decimals > 6):
         return f"{value:.3g}"
@@ -111,8 +111,15 @@ class _Frame:
         self.x = _Scale(xd[0], xd[1], self.left, self.width - self.right)
         self.y = _Scale(yd[0], yd[1], self.height - self.bottom, self.top)
 
-    def axes(self, *, x_label: str = "", y_label: str = "", x_ticks: int = 6, y_ticks: int = 5,
-             x_format: Callable[[float, float | None], str] = fmt_tick) -> None:
+    def axes(
+        self,
+        *,
+        x_label: str = "",
+        y_label: str = "",
+        x_ticks: int = 6,
+        y_ticks: int = 5,
+        x_format: Callable[[float, float | None], str] = fmt_tick,
+    ) -> None:
         p = self.parts
         x0, x1 = self.left, self.width - self.right
         y0, y1 = self.height - self.bottom, self.top
@@ -121,18 +128,24 @@ class _Frame:
         for tick in yt:
             py = self.y(tick)
             p.append(f'<line class="grid" x1="{x0}" x2="{x1}" y1="{_n(py)}" y2="{_n(py)}"/>')
-            p.append(f'<text class="tick" x="{x0 - 6}" y="{_n(py + 4)}" text-anchor="end">{escape(fmt_tick(tick, ystep))}</text>')
+            p.append(
+                f'<text class="tick" x="{x0 - 6}" y="{_n(py + 4)}" text-anchor="end">{escape(fmt_tick(tick, ystep))}</text>'
+            )
         xt = nice_ticks(self.x.lo, self.x.hi, x_ticks)
         xstep = xt[1] - xt[0] if len(xt) > 1 else None
         for tick in xt:
             px = self.x(tick)
             p.append(f'<line class="tickmark xt" x1="{_n(px)}" x2="{_n(px)}" y1="{y0}" y2="{y0 + 4}"/>')
-            p.append(f'<text class="tick xt" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(x_format(tick, xstep))}</text>')
+            p.append(
+                f'<text class="tick xt" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(x_format(tick, xstep))}</text>'
+            )
         p.append(f'<line class="axis" x1="{x0}" x2="{x1}" y1="{y0}" y2="{y0}"/>')
         p.append(f'<line class="axis" x1="{x0}" x2="{x0}" y1="{y0}" y2="{y1}"/>')
         if x_label:
             ly = self.height - 4 if self.x_label_y is None else self.x_label_y
-            p.append(f'<text class="label" x="{(x0 + x1) / 2:.0f}" y="{ly:.0f}" text-anchor="middle">{escape(x_label)}</text>')
+            p.append(
+                f'<text class="label" x="{(x0 + x1) / 2:.0f}" y="{ly:.0f}" text-anchor="middle">{escape(x_label)}</text>'
+            )
         if y_label:
             p.append(
                 f'<text class="label" transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" '
@@ -144,9 +157,11 @@ class _Frame:
         SVG as wide as the left margin, at the chart's scale: what a chart that scrolls
         sideways on a small screen keeps in view beside the plot (``.y-strip``, shown by
         the small-screen CSS only; hidden from assistive technology, the chart says it)."""
-        marks = [part for part in self.parts
-                 if part.startswith(('<text class="tick" x="' + f"{self.left - 6}" + '"',
-                                     '<text class="label" transform='))]
+        marks = [
+            part
+            for part in self.parts
+            if part.startswith(('<text class="tick" x="' + f"{self.left - 6}" + '"', '<text class="label" transform='))
+        ]
         x0, y0, y1 = self.left, self.height - self.bottom, self.top
         return Markup(
             f'<svg class="y-strip" viewBox="0 0 {x0 + 1} {self.height}" aria-hidden="true" focusable="false">'
@@ -172,8 +187,10 @@ class _Frame:
             f'<defs><clipPath id="{clip}"><rect x="{x0}" y="{y1 - 4}" width="{x1 - x0}" height="{y0 - y1 + 8}"/></clipPath></defs>'
             f'<g clip-path="url(#{clip})"><g class="plotarea">{body}</g></g>'
         ]
-        return (f' data-zoom="x" data-x0="{self.x.lo!r}" data-x1="{self.x.hi!r}" data-px0="{x0}" data-px1="{x1}"'
-                f' data-axis-y="{y0}"{" data-integer-x" if integer_x else ""}')
+        return (
+            f' data-zoom="x" data-x0="{self.x.lo!r}" data-x1="{self.x.hi!r}" data-px0="{x0}" data-px1="{x1}"'
+            f' data-axis-y="{y0}"{" data-integer-x" if integer_x else ""}'
+        )
 
 
 def _empty(label: str, message: str, width: int = 640, height: int = 120) -> Markup:

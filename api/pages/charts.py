@@ -124,8 +124,11 @@ def metric_chart(
     xd = (min(xs) - 0.5, max(xs) + 0.5)
     yd = metric_domain(scored, running_best)
     frame.set_domains(xd, yd)
-    frame.axes(x_label="trial (insertion order)", y_label=metric_name,
-               x_format=lambda v, s: f"{v:,.0f}" if float(v).is_integer() else "")
+    frame.axes(
+        x_label="trial (insertion order)",
+        y_label=metric_name,
+        x_format=lambda v, s: f"{v:,.0f}" if float(v).is_integer() else "",
+    )
     parts = frame.parts
     # the band of unscored trials, under the x axis labels' baseline
     band_y = height - 34
@@ -146,8 +149,15 @@ def metric_chart(
             if p.cls == cls:
                 parts.append(_marker(p, frame.x(p.x), frame.y(p.y), radius))  # type: ignore[arg-type]
     for p in outside:  # off the axis: a triangle at the edge, pointing the way, its value in the title
-        parts.append(_edge_marker(p, frame.x(p.x), frame.top if p.y > yd[1] else height - frame.bottom,  # type: ignore[operator]
-                                  up=p.y > yd[1], size=radius + 1.5))  # type: ignore[operator]
+        parts.append(
+            _edge_marker(
+                p,
+                frame.x(p.x),
+                frame.top if p.y > yd[1] else height - frame.bottom,  # type: ignore[operator]
+                up=p.y > yd[1],
+                size=radius + 1.5,
+            )
+        )  # type: ignore[operator]
     if running_best:
         parts.append(f'<path class="runbest" d="{_step_path(running_best, frame.x, frame.y, xd[1])}"/>')
     if best_x is not None:
@@ -185,16 +195,24 @@ def _edge_marker(point: Point, px: float, edge_y: float, *, up: bool, size: floa
     the value, titled with the real value."""
     tip = edge_y - size if up else edge_y + size
     base = edge_y + size * 0.6 if up else edge_y - size * 0.6
-    shape = (f'<path class="pt pt-edge pt-{point.cls}" d="M{_n(px)},{_n(tip)}L{_n(px + size)},{_n(base)}'
-             f'L{_n(px - size)},{_n(base)}Z"/>')
+    shape = (
+        f'<path class="pt pt-edge pt-{point.cls}" d="M{_n(px)},{_n(tip)}L{_n(px + size)},{_n(base)}'
+        f'L{_n(px - size)},{_n(base)}Z"/>'
+    )
     title = f"{point.title} · off the axis ({'above' if up else 'below'})" if point.title else "off the axis"
     body = f"{shape}<title>{escape(title)}</title>"
     return f'<a href="{escape(point.href)}">{body}</a>' if point.href else f"<g>{body}</g>"
 
 
 def step_chart(
-    series: Sequence[tuple[float, float]], *, x_max: float, label: str, metric_name: str,
-    width: int = 960, height: int = 150, window: tuple[float, float] | None = None,
+    series: Sequence[tuple[float, float]],
+    *,
+    x_max: float,
+    label: str,
+    metric_name: str,
+    width: int = 960,
+    height: int = 150,
+    window: tuple[float, float] | None = None,
 ) -> Markup:
     """The running best over a project's whole history (``window``: the span the metric
     chart shows, shaded)."""
@@ -278,8 +296,9 @@ def line_chart(
         legend = []
     per_row = max(1, (width - 70) // 150)
     legend_rows = -(-len(legend) // per_row)
-    frame = _Frame(width, height + legend_rows * 18, left=64, right=14, top=10, bottom=44 + legend_rows * 18,
-                   x_label_y=height - 6)
+    frame = _Frame(
+        width, height + legend_rows * 18, left=64, right=14, top=10, bottom=44 + legend_rows * 18, x_label_y=height - 6
+    )
     xs = [x for s in drawn for x, _ in s.points] + [x for b in bands for x, _ in b.lower]
     ys = [y for s in drawn for _, y in s.points]
     ys += [y for b in bands for _, y in (*b.lower, *b.upper)]
@@ -297,9 +316,11 @@ def line_chart(
         if not band.lower:
             continue
         upper = list(band.upper)
-        d = _line_path(band.lower, frame.x, frame.y) + "".join(
-            f"L{_n(frame.x(x))},{_n(frame.y(y))}" for x, y in reversed(upper)
-        ) + "Z"
+        d = (
+            _line_path(band.lower, frame.x, frame.y)
+            + "".join(f"L{_n(frame.x(x))},{_n(frame.y(y))}" for x, y in reversed(upper))
+            + "Z"
+        )
         parts.append(f'<path class="band {band.css}" d="{d}"><title>{escape(band.name)}</title></path>')
     for h in hlines:
         py = frame.y(h.y)
@@ -309,7 +330,9 @@ def line_chart(
         )
     for s in drawn:
         dash = " dashed" if s.dashed else ""
-        parts.append(f'<path class="ln {s.css}{dash}" d="{_line_path(s.points, frame.x, frame.y)}"><title>{escape(s.name)}</title></path>')
+        parts.append(
+            f'<path class="ln {s.css}{dash}" d="{_line_path(s.points, frame.x, frame.y)}"><title>{escape(s.name)}</title></path>'
+        )
         if markers or len(s.points) == 1 or len(s.points) <= SPARSE_POINTS:
             for x, y in s.points:
                 parts.append(f'<circle class="dot {s.css}" cx="{_n(frame.x(x))}" cy="{_n(frame.y(y))}" r="2.5"/>')
@@ -361,9 +384,13 @@ def scatter(
     parts = frame.parts
     x0, x1 = frame.x.lo, frame.x.hi
     if frame.y.lo <= 0 <= frame.y.hi:
-        parts.append(f'<line class="zero" x1="{_n(frame.x(x0))}" x2="{_n(frame.x(x1))}" y1="{_n(frame.y(0))}" y2="{_n(frame.y(0))}"/>')
+        parts.append(
+            f'<line class="zero" x1="{_n(frame.x(x0))}" x2="{_n(frame.x(x1))}" y1="{_n(frame.y(0))}" y2="{_n(frame.y(0))}"/>'
+        )
     if frame.x.lo <= 0 <= frame.x.hi:
-        parts.append(f'<line class="zero" x1="{_n(frame.x(0))}" x2="{_n(frame.x(0))}" y1="{_n(frame.y(frame.y.lo))}" y2="{_n(frame.y(frame.y.hi))}"/>')
+        parts.append(
+            f'<line class="zero" x1="{_n(frame.x(0))}" x2="{_n(frame.x(0))}" y1="{_n(frame.y(frame.y.lo))}" y2="{_n(frame.y(frame.y.hi))}"/>'
+        )
     if diagonal:
         lo, hi = max(x0, frame.y.lo), min(x1, frame.y.hi)
         parts.append(
@@ -378,9 +405,7 @@ def scatter(
     return frame.svg(label)
 
 
-def bars(
-    items: Sequence[tuple[str, int, str, str | None]], *, label: str, width: int = 420, row: int = 22
-) -> Markup:
+def bars(items: Sequence[tuple[str, int, str, str | None]], *, label: str, width: int = 420, row: int = 22) -> Markup:
     """Horizontal bars ``(name, count, css, href)`` (trials per failure label)."""
     if not items:
         return _empty(label, "no trials", width, 60)
@@ -399,7 +424,7 @@ def bars(
         parts.append(f'<a href="{escape(href)}">{group}</a>' if href else f"<g>{group}</g>")
     return Markup(
         f'<svg class="chart bars" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}">'
-        f'<title>{escape(label)}</title>{"".join(parts)}</svg>'
+        f"<title>{escape(label)}</title>{''.join(parts)}</svg>"
     )
 
 
@@ -437,10 +462,14 @@ def clip_scale_figure(
     for tick in ticks:
         px = fx(tick)
         parts.append(f'<line class="tickmark" x1="{_n(px)}" x2="{_n(px)}" y1="{axis_y}" y2="{axis_y + 4}"/>')
-        parts.append(f'<text class="tick" x="{_n(px)}" y="{axis_y + 16}" text-anchor="middle">{escape(fmt_tick(tick, step))}</text>')
+        parts.append(
+            f'<text class="tick" x="{_n(px)}" y="{axis_y + 16}" text-anchor="middle">{escape(fmt_tick(tick, step))}</text>'
+        )
     for bound, frac, side in ((1 - beta, frac_low, "low"), (1 + beta, frac_high, "high")):
         px = fx(bound)
-        parts.append(f'<line class="hl bound" x1="{_n(px)}" x2="{_n(px)}" y1="14" y2="{axis_y}"><title>bound 1 {"-" if side == "low" else "+"} β = {bound:g}</title></line>')
+        parts.append(
+            f'<line class="hl bound" x1="{_n(px)}" x2="{_n(px)}" y1="14" y2="{axis_y}"><title>bound 1 {"-" if side == "low" else "+"} β = {bound:g}</title></line>'
+        )
         anchor = "start" if side == "low" else "end"
         shift = 4 if side == "low" else -4
         note = f"1{'−' if side == 'low' else '+'}β = {bound:g}"
@@ -449,22 +478,33 @@ def clip_scale_figure(
         parts.append(f'<text class="tick" x="{_n(px + shift)}" y="12" text-anchor="{anchor}">{escape(note)}</text>')
     parts.append(f'<line class="zero" x1="{_n(fx(1.0))}" x2="{_n(fx(1.0))}" y1="24" y2="{axis_y}"/>')
     if low is not None and high is not None:
-        parts.append(f'<line class="whisker" x1="{_n(fx(low))}" x2="{_n(fx(high))}" y1="{mid}" y2="{mid}"><title>min {low:g} – max {high:g}</title></line>')
+        parts.append(
+            f'<line class="whisker" x1="{_n(fx(low))}" x2="{_n(fx(high))}" y1="{mid}" y2="{mid}"><title>min {low:g} – max {high:g}</title></line>'
+        )
         for v in (low, high):
             parts.append(f'<line class="whisker" x1="{_n(fx(v))}" x2="{_n(fx(v))}" y1="{mid - 8}" y2="{mid + 8}"/>')
     if mean is not None and std is not None:
         x0, x1 = fx(mean - std), fx(mean + std)
-        parts.append(f'<rect class="box" x="{_n(x0)}" y="{mid - 12}" width="{_n(max(1.0, x1 - x0))}" height="24"><title>mean ± std: {mean:g} ± {std:g}</title></rect>')
+        parts.append(
+            f'<rect class="box" x="{_n(x0)}" y="{mid - 12}" width="{_n(max(1.0, x1 - x0))}" height="24"><title>mean ± std: {mean:g} ± {std:g}</title></rect>'
+        )
     if mean is not None:
-        parts.append(f'<line class="meanline" x1="{_n(fx(mean))}" x2="{_n(fx(mean))}" y1="{mid - 14}" y2="{mid + 14}"><title>mean {mean:g}</title></line>')
+        parts.append(
+            f'<line class="meanline" x1="{_n(fx(mean))}" x2="{_n(fx(mean))}" y1="{mid - 14}" y2="{mid + 14}"><title>mean {mean:g}</title></line>'
+        )
     return Markup(
         f'<svg class="chart clipfig" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}">'
-        f'<title>{escape(label)}</title>{"".join(parts)}</svg>'
+        f"<title>{escape(label)}</title>{''.join(parts)}</svg>"
     )
 
 
 def dot_rows(
-    items: Sequence[tuple[str, float | None, str, str | None]], *, label: str, x_label: str, width: int = 520, row: int = 26
+    items: Sequence[tuple[str, float | None, str, str | None]],
+    *,
+    label: str,
+    x_label: str,
+    width: int = 520,
+    row: int = 26,
 ) -> Markup:
     """One row per item ``(name, value, css, href)``, its value a dot on a shared axis
     (the compared trials' metrics: close values stay apart, unlike bars from zero)."""
@@ -481,17 +521,22 @@ def dot_rows(
     for tick in ticks:
         px = frame.x(tick)
         parts.append(f'<line class="grid" x1="{_n(px)}" x2="{_n(px)}" y1="{frame.top}" y2="{y0}"/>')
-        parts.append(f'<text class="tick" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(fmt_tick(tick, step))}</text>')
+        parts.append(
+            f'<text class="tick" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(fmt_tick(tick, step))}</text>'
+        )
     parts.append(f'<line class="axis" x1="{frame.left}" x2="{width - frame.right}" y1="{y0}" y2="{y0}"/>')
-    parts.append(f'<text class="label" x="{(frame.left + width - frame.right) / 2:.0f}" y="{height - 4}" text-anchor="middle">{escape(x_label)}</text>')
+    parts.append(
+        f'<text class="label" x="{(frame.left + width - frame.right) / 2:.0f}" y="{height - 4}" text-anchor="middle">{escape(x_label)}</text>'
+    )
     for index, (name, value, css, href) in enumerate(items):
         cy = frame.top + row * index + row / 2
         text = f'<text class="tick" x="{frame.left - 8}" y="{_n(cy + 4)}" text-anchor="end">{escape(_clip(name, 14))}</text>'
         mark = ""
         if value is not None:
             cx = frame.x(value)
-            mark = (f'<line class="grid" x1="{frame.left}" x2="{_n(cx)}" y1="{_n(cy)}" y2="{_n(cy)}"/>'
-                    + _marker(Point(value, value, css, f"{name}: {value:.6f}"), cx, cy, 5.0))
+            mark = f'<line class="grid" x1="{frame.left}" x2="{_n(cx)}" y1="{_n(cy)}" y2="{_n(cy)}"/>' + _marker(
+                Point(value, value, css, f"{name}: {value:.6f}"), cx, cy, 5.0
+            )
         else:
             mark = f'<text class="tick" x="{frame.left + 6}" y="{_n(cy + 4)}">no metric</text>'
         group = text + mark

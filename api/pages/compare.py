@@ -58,9 +58,22 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
         raise InvalidInput("exp", f"compare at most {MAX_COMPARE} trials at once, got {len(ids)}")
     project = ledger.project(slug)
     if len(ids) < 2:
-        return pages(request).render(request, "compare.html", {"project": project, "trials": [], "ids": ids, "rows": [],
-                                                             "cols_value": "", "columns": None, "picked_keys": [],
-                                                             "diffs": [], "plots": [], "figure": None})
+        return pages(request).render(
+            request,
+            "compare.html",
+            {
+                "project": project,
+                "trials": [],
+                "ids": ids,
+                "rows": [],
+                "cols_value": "",
+                "columns": None,
+                "picked_keys": [],
+                "diffs": [],
+                "plots": [],
+                "figure": None,
+            },
+        )
     project, trials = ledger.trials_by_ids(slug, ids)
     columns = ledger.project_columns(slug)
     picked = columns.pick(request.query_params.getlist("cols"), default=columns.detail(trials))
@@ -71,18 +84,34 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
     first = trials[0]
     diffs = [(t, word_diff(first.hypothesis, t.hypothesis)) for t in trials[1:]]
     shared = ledger.shared_telemetry(slug, [t.exp_id for t in trials], max_points=telemetry_plots.MAX_POINTS)
-    views = {f"exp_{t.exp_id}": telemetry_plots.build_view(
-        point for per_trial in shared.values() for point in per_trial.get(t.exp_id, ())) for t in trials}
+    views = {
+        f"exp_{t.exp_id}": telemetry_plots.build_view(
+            point for per_trial in shared.values() for point in per_trial.get(t.exp_id, ())
+        )
+        for t in trials
+    }
     plots = telemetry_plots.compare_plots(views)
     figure = charts.dot_rows(
         [(f"exp_{t.exp_id}", t.core_metric, status_class(t.status.value), trial_url(slug, t.exp_id)) for t in trials],
-        label=f"{project.metric_name} of the compared trials", x_label=project.metric_name,
+        label=f"{project.metric_name} of the compared trials",
+        x_label=project.metric_name,
     )
     return pages(request).render(
         request,
         "compare.html",
-        {"project": project, "trials": trials, "ids": ids, "rows": rows, "diffs": diffs, "plots": plots,
-         "cols_value": ",".join(c.key for c in picked) if any(a.strip() for a in request.query_params.getlist("cols")) else "",
-         "columns": columns, "picked_keys": [c.key for c in picked],
-         "figure": figure, "any_telemetry": any(views.values())},
+        {
+            "project": project,
+            "trials": trials,
+            "ids": ids,
+            "rows": rows,
+            "diffs": diffs,
+            "plots": plots,
+            "cols_value": ",".join(c.key for c in picked)
+            if any(a.strip() for a in request.query_params.getlist("cols"))
+            else "",
+            "columns": columns,
+            "picked_keys": [c.key for c in picked],
+            "figure": figure,
+            "any_telemetry": any(views.values()),
+        },
     )

@@ -96,23 +96,50 @@ def _fallback_figure(panel: dict[str, Any], answer: dict[str, Any]) -> Markup:
     if panel["kind"] == "trial":
         series = []
         for group in groups:
-            points = [(x, y) for x, y, t in zip(panel["x"], panel["y"], answer["trials"])
-                      if y is not None and t["group"] == group["index"]]
+            points = [
+                (x, y)
+                for x, y, t in zip(panel["x"], panel["y"], answer["trials"])
+                if y is not None and t["group"] == group["index"]
+            ]
             series.append(charts.Series(group["key"], points, css_of[group["index"]]))
-        return charts.line_chart(series, label=label, x_label="trial seq", y_label=panel["metric"], markers=True,
-                                 width=900, height=320, integer_x=True)
+        return charts.line_chart(
+            series,
+            label=label,
+            x_label="trial seq",
+            y_label=panel["metric"],
+            markers=True,
+            width=900,
+            height=320,
+            integer_x=True,
+        )
     grid = panel["grid"]
     series, bands = [], []
     for group in panel["groups"]:
         css = css_of[group["index"]]
-        series.append(charts.Series(f"{group['key']} mean", [(x, y) for x, y in zip(grid, group["mean"]) if y is not None], css))
+        series.append(
+            charts.Series(f"{group['key']} mean", [(x, y) for x, y in zip(grid, group["mean"]) if y is not None], css)
+        )
         if group["lo"] is not None:
             pairs = [(x, lo, hi) for x, lo, hi in zip(grid, group["lo"], group["hi"]) if lo is not None]
-            bands.append(charts.Band(f"{group['key']} {answer['band']}", [(x, lo) for x, lo, _ in pairs],
-                                     [(x, hi) for x, _, hi in pairs], css))
+            bands.append(
+                charts.Band(
+                    f"{group['key']} {answer['band']}",
+                    [(x, lo) for x, lo, _ in pairs],
+                    [(x, hi) for x, _, hi in pairs],
+                    css,
+                )
+            )
     sparse = bool(series) and max(len(s.points) for s in series) <= SPARSE_POINTS
-    return charts.line_chart(series, bands=bands, label=label, x_label=answer["x"], y_label=panel["metric"],
-                             width=900, height=320, markers=sparse)
+    return charts.line_chart(
+        series,
+        bands=bands,
+        label=label,
+        x_label=answer["x"],
+        y_label=panel["metric"],
+        width=900,
+        height=320,
+        markers=sparse,
+    )
 
 
 def default_metric(answer: dict[str, Any], metric_name: str) -> str | None:
@@ -156,10 +183,12 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
             "figures": figures,
             "data": _script_json({"answer": answer, "slug": slug, "css": group_css(answer)}),
             "group_css": group_css(answer),
-            "json_url": f"/api/v1/projects/{seg(slug)}/explore?" + urlencode(
+            "json_url": f"/api/v1/projects/{seg(slug)}/explore?"
+            + urlencode(
                 [(k, v) for k, v in request.query_params.multi_items() if k not in (*_CLIENT, "metric") and v.strip()]
                 + ([("select", args.select)] if "select" not in request.query_params else [])
-                + [("metric", m) for m in args.metric]),
+                + [("metric", m) for m in args.metric]
+            ),
             "client": client,
             "metrics_chosen": list(args.to_query().metrics),
             "metric_options": [CORE_METRIC, *answer["names"]],

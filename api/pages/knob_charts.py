@@ -34,7 +34,7 @@ def metric_domain(points: Sequence[KnobPoint]) -> tuple[float, float]:
     values = list(kept)
     if rest:
         cut = int(len(rest) * 0.02)
-        values += rest[cut:len(rest) - cut] if len(rest) - 2 * cut > 0 else rest
+        values += rest[cut : len(rest) - cut] if len(rest) - 2 * cut > 0 else rest
     if not values:
         values = [p.metric for p in points if p.metric is not None]
     if not values:
@@ -47,8 +47,16 @@ def metric_domain(points: Sequence[KnobPoint]) -> tuple[float, float]:
 class _Axis:
     """Value -> pixel along one axis (numeric, log or category) and its ticks."""
 
-    def __init__(self, axis: Axis | None, values: Sequence[Any], px0: float, px1: float, *, log: bool = False,
-                 domain: tuple[float, float] | None = None) -> None:
+    def __init__(
+        self,
+        axis: Axis | None,
+        values: Sequence[Any],
+        px0: float,
+        px1: float,
+        *,
+        log: bool = False,
+        domain: tuple[float, float] | None = None,
+    ) -> None:
         self.px0, self.px1 = px0, px1
         self.categories = list(axis.categories) if axis is not None and axis.kind == "category" else None
         self.log = bool(log and axis is not None and axis.positive)
@@ -77,9 +85,9 @@ class _Axis:
             return value, 0
         t = self._t(value)
         if t < self.lo:
-            return (10 ** self.lo if self.log else self.lo), -1
+            return (10**self.lo if self.log else self.lo), -1
         if t > self.hi:
-            return (10 ** self.hi if self.log else self.hi), 1
+            return (10**self.hi if self.log else self.hi), 1
         return value, 0
 
     def ticks(self) -> list[tuple[float, str]]:
@@ -92,13 +100,19 @@ class _Axis:
                 for m in (1, 2, 5) if self.hi - self.lo < 3 else (1,):
                     t = k + math.log10(m)
                     if self.lo <= t <= self.hi:
-                        out.append((self.px0 + (t - self.lo) * (self.px1 - self.px0) / ((self.hi - self.lo) or 1.0),
-                                    fmt_tick(10 ** t, 10 ** t)))
+                        out.append(
+                            (
+                                self.px0 + (t - self.lo) * (self.px1 - self.px0) / ((self.hi - self.lo) or 1.0),
+                                fmt_tick(10**t, 10**t),
+                            )
+                        )
             return out
         ticks = nice_ticks(self.lo, self.hi, 5)
         step = ticks[1] - ticks[0] if len(ticks) > 1 else None
-        return [(self.px0 + (t - self.lo) * (self.px1 - self.px0) / ((self.hi - self.lo) or 1.0), fmt_tick(t, step))
-                for t in ticks]
+        return [
+            (self.px0 + (t - self.lo) * (self.px1 - self.px0) / ((self.hi - self.lo) or 1.0), fmt_tick(t, step))
+            for t in ticks
+        ]
 
 
 def _scale_values(points: Sequence[KnobPoint], index: int) -> list[Any]:
@@ -130,15 +144,21 @@ def _title(point: KnobPoint, labels: Sequence[tuple[int, str]], metric_name: str
 def _mark(cls: str, px: float, py: float, r: float, edge: int) -> str:
     if abs(edge) == 2:  # off the x scale: a triangle on the left or right edge
         d = 1 if edge > 0 else -1
-        return (f'<path class="pt pt-{cls} pt-edge" d="M{_n(px)},{_n(py - r)}L{_n(px)},{_n(py + r)}'
-                f'L{_n(px + d * r * 1.6)},{_n(py)}Z"/>')
+        return (
+            f'<path class="pt pt-{cls} pt-edge" d="M{_n(px)},{_n(py - r)}L{_n(px)},{_n(py + r)}'
+            f'L{_n(px + d * r * 1.6)},{_n(py)}Z"/>'
+        )
     if edge:  # a triangle on the edge, pointing out of the plot
         d = -1 if edge > 0 else 1
-        return (f'<path class="pt pt-{cls} pt-edge" d="M{_n(px - r)},{_n(py)}L{_n(px + r)},{_n(py)}'
-                f'L{_n(px)},{_n(py - d * r * 1.6)}Z"/>')
+        return (
+            f'<path class="pt pt-{cls} pt-edge" d="M{_n(px - r)},{_n(py)}L{_n(px + r)},{_n(py)}'
+            f'L{_n(px)},{_n(py - d * r * 1.6)}Z"/>'
+        )
     if cls == "failed":
-        return (f'<path class="pt pt-failed" d="M{_n(px - r)},{_n(py - r)}L{_n(px + r)},{_n(py + r)}'
-                f'M{_n(px - r)},{_n(py + r)}L{_n(px + r)},{_n(py - r)}"/>')
+        return (
+            f'<path class="pt pt-failed" d="M{_n(px - r)},{_n(py - r)}L{_n(px + r)},{_n(py + r)}'
+            f'M{_n(px - r)},{_n(py + r)}L{_n(px + r)},{_n(py - r)}"/>'
+        )
     return f'<circle class="pt pt-{cls}" cx="{_n(px)}" cy="{_n(py)}" r="{r}"/>'
 
 
@@ -155,8 +175,16 @@ def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int 
     metric_name = view.project.metric_name
     label = f"{metric_name} against {axis.label}: kept, discarded and failed trials, the chain to the best as a line"
     if not view.points:
-        return _svg(width, 120, label, [f'<text class="label" x="{width / 2:.0f}" y="60" text-anchor="middle">'
-                                        f'no trial has {escape(axis.label)}</text>'], "knobs empty")
+        return _svg(
+            width,
+            120,
+            label,
+            [
+                f'<text class="label" x="{width / 2:.0f}" y="60" text-anchor="middle">'
+                f"no trial has {escape(axis.label)}</text>"
+            ],
+            "knobs empty",
+        )
     left, right, top, bottom = 72, 16, 12, 74 if axis.kind == "category" else 58
     fx = _Axis(axis, _scale_values(view.points, 0), left, width - right, log=log)
     fy = _Axis(None, [], height - bottom, top, domain=metric_domain(view.points))
@@ -169,16 +197,22 @@ def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int 
     for px, text in fx.ticks():
         parts.append(f'<line class="tickmark" x1="{_n(px)}" x2="{_n(px)}" y1="{y0}" y2="{y0 + 4}"/>')
         if rotate:
-            parts.append(f'<text class="tick" transform="translate({_n(px + 3)} {y0 + 12}) rotate(40)">{escape(text)}</text>')
+            parts.append(
+                f'<text class="tick" transform="translate({_n(px + 3)} {y0 + 12}) rotate(40)">{escape(text)}</text>'
+            )
         else:
             parts.append(f'<text class="tick" x="{_n(px)}" y="{y0 + 16}" text-anchor="middle">{escape(text)}</text>')
     parts.append(f'<line class="axis" x1="{x0}" x2="{x1}" y1="{y0}" y2="{y0}"/>')
     parts.append(f'<line class="axis" x1="{x0}" x2="{x0}" y1="{y0}" y2="{y1}"/>')
     scale = " (log scale)" if fx.log else ""
-    parts.append(f'<text class="label" x="{(x0 + x1) / 2:.0f}" y="{height - 4}" text-anchor="middle">'
-                 f'{escape(axis.label)}{scale}</text>')
-    parts.append(f'<text class="label" transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" '
-                 f'text-anchor="middle">{escape(metric_name)}</text>')
+    parts.append(
+        f'<text class="label" x="{(x0 + x1) / 2:.0f}" y="{height - 4}" text-anchor="middle">'
+        f"{escape(axis.label)}{scale}</text>"
+    )
+    parts.append(
+        f'<text class="label" transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" '
+        f'text-anchor="middle">{escape(metric_name)}</text>'
+    )
     slug = view.project.slug
     labels = [(0, axis.label)]
     radius = 3.5 if len(view.points) <= 300 else 2.6 if len(view.points) <= 2500 else 1.8
@@ -198,8 +232,10 @@ def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int 
                 edge = edge or (2 * x_edge)
                 where[p.exp_id] = (px, py)
                 shape = _mark(cls, px, py, radius, edge)
-            parts.append(f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}">{shape}'
-                         f'<title>{escape(_title(p, labels, metric_name))}</title></a>')
+            parts.append(
+                f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}">{shape}'
+                f"<title>{escape(_title(p, labels, metric_name))}</title></a>"
+            )
     chain = [where[e] for e in view.chain if e in where]
     for x, y in chain:  # every trial of the chain ringed; the line through its last steps
         parts.append(f'<circle class="pt-chain" cx="{_n(x)}" cy="{_n(y)}" r="{radius + 1.5}"/>')
@@ -221,13 +257,17 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
     axes = [view.axes[i] for i in indices]
     label = f"parallel coordinates: {', '.join(a.label for a in axes)} and {metric_name}"
     if not view.points or not axes:
-        return _svg(width, 120, label, ['<text class="label" x="480" y="60" text-anchor="middle">no trials</text>'],
-                    "knobs empty")
+        return _svg(
+            width,
+            120,
+            label,
+            ['<text class="label" x="480" y="60" text-anchor="middle">no trials</text>'],
+            "knobs empty",
+        )
     left, right, top, bottom = 40, 72, 34, 56
     n = len(axes) + 1
     xs = [left + (width - left - right) * i / (n - 1) for i in range(n)]
-    scales: list[_Axis] = [_Axis(a, _scale_values(view.points, i), height - bottom, top)
-                           for a, i in zip(axes, indices)]
+    scales: list[_Axis] = [_Axis(a, _scale_values(view.points, i), height - bottom, top) for a, i in zip(axes, indices)]
     scales.append(_Axis(None, [], height - bottom, top, domain=metric_domain(view.points)))
     parts: list[str] = []
     names = [a.label for a in axes] + [metric_name]
@@ -256,7 +296,9 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
             pen = "L"
         return "".join(out)
 
-    ordered = sorted(view.points, key=lambda p: (p.on_chain, {"discarded": 0, "failed": 1, "kept": 2}[status_class(p.status)]))
+    ordered = sorted(
+        view.points, key=lambda p: (p.on_chain, {"discarded": 0, "failed": 1, "kept": 2}[status_class(p.status)])
+    )
     for p in ordered:
         d = path(p)
         if not d:
@@ -264,6 +306,8 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
         css = f"pc pc-{status_class(p.status)}" + (" pc-chain" if p.on_chain else "")
         if p.exp_id == view.best_exp:
             css += " pc-best"
-        parts.append(f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}"><path class="{css}" '
-                     f'd="{d}"><title>exp_{escape(p.exp_id)} · {escape(p.status)} · {escape(fmt_metric(p.metric))}</title></path></a>')
+        parts.append(
+            f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}"><path class="{css}" '
+            f'd="{d}"><title>exp_{escape(p.exp_id)} · {escape(p.status)} · {escape(fmt_metric(p.metric))}</title></path></a>'
+        )
     return _svg(width, height, label, parts, "knobs parallel")

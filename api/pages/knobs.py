@@ -45,7 +45,9 @@ def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
     log = log_raw in ("1", "on")
     first = ledger.knobs(slug, [x] if x else None, limit=1)  # the default x and the suggested axes
     x = x or first.axes[0].key
-    parallel_keys = chosen or [k for k in first.suggested if k != x][:3] + ([x] if first.axes[0].kind == "number" else [])
+    parallel_keys = chosen or [k for k in first.suggested if k != x][:3] + (
+        [x] if first.axes[0].kind == "number" else []
+    )
     keys = [x] + [k for k in parallel_keys if k != x]
     view = ledger.knobs(slug, keys, limit=limit)  # type: ignore[arg-type]
     indices = [keys.index(k) for k in parallel_keys]
@@ -72,9 +74,18 @@ def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
             "parallel": parallel,
             "counts": counts,
             "on_chain": sum(1 for p in view.points if p.on_chain),
-            "log_url": with_query(base, {"x": x, "axes": ",".join(chosen) or None, "log": None if log else 1,
-                                         "limit": limit if limit != DEFAULT_LIMIT else None}),
-            "json_url": with_query(f"/api/v1/projects/{slug}/knobs", {"x": x, "axes": ",".join(chosen) or None,
-                                                                      "limit": limit if limit != DEFAULT_LIMIT else None}),
+            "log_url": with_query(
+                base,
+                {
+                    "x": x,
+                    "axes": ",".join(chosen) or None,
+                    "log": None if log else 1,
+                    "limit": limit if limit != DEFAULT_LIMIT else None,
+                },
+            ),
+            "json_url": with_query(
+                f"/api/v1/projects/{slug}/knobs",
+                {"x": x, "axes": ",".join(chosen) or None, "limit": limit if limit != DEFAULT_LIMIT else None},
+            ),
         },
     )

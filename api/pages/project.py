@@ -51,8 +51,14 @@ def index(request: Request, viewer: Viewer = Reader) -> HTMLResponse:
 @router.get("/favicon.ico", include_in_schema=False)
 def favicon(request: Request) -> Response:
     """The site icon where browsers and crawlers look for it first (the pages link the SVG)."""
-    return finish(request, Response((STATIC_DIR / "favicon.svg").read_bytes(), media_type="image/svg+xml",
-                                    headers={"Cache-Control": "public, max-age=86400"}))
+    return finish(
+        request,
+        Response(
+            (STATIC_DIR / "favicon.svg").read_bytes(),
+            media_type="image/svg+xml",
+            headers={"Cache-Control": "public, max-age=86400"},
+        ),
+    )
 
 
 # -- project dashboard ------------------------------------------------------------------------
@@ -116,7 +122,10 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
     order = [label.value for label in FailureLabel]
     counts = sorted(board.status_counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
     bars = charts.bars(
-        [(status, count, status_class(status), project_url(slug, "/trials", status=status)) for status, count in counts],
+        [
+            (status, count, status_class(status), project_url(slug, "/trials", status=status))
+            for status, count in counts
+        ],
         label="trials per status",
     )
     return pages(request).render(
@@ -144,15 +153,26 @@ def chain_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResp
     """The whole chain from the root to ``to`` (default: the best), every trial linked."""
     ledger = ledger_of(request)
     target = q_str(request, "to")
-    page = ledger.chain_page(slug, target, offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
-                             limit=CHAIN_PAGE)
+    page = ledger.chain_page(
+        slug,
+        target,
+        offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
+        limit=CHAIN_PAGE,
+    )
     best = page.best
     to = target and page.target  # the stored id of an id as shown
     return pages(request).render(
-        request, "chain.html",
-        {"project": page.project, "page": page, "chain": page.trials, "best": best, "target": to,
-         "brief_cols_list": ledger.project_columns(slug).brief(),
-         "to_best": not to or (best is not None and to == best.exp_id)},
+        request,
+        "chain.html",
+        {
+            "project": page.project,
+            "page": page,
+            "chain": page.trials,
+            "best": best,
+            "target": to,
+            "brief_cols_list": ledger.project_columns(slug).brief(),
+            "to_best": not to or (best is not None and to == best.exp_id),
+        },
     )
 
 
@@ -179,9 +199,16 @@ def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
         offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
         nested=q_str(request, "view") == "nested",
     )
-    return pages(request).render(request, "tree.html", {"project": window.project, "w": window,
-                                                         "nested": q_str(request, "view") == "nested",
-                                                         "brief_cols_list": ledger_of(request).project_columns(slug).brief()})
+    return pages(request).render(
+        request,
+        "tree.html",
+        {
+            "project": window.project,
+            "w": window,
+            "nested": q_str(request, "view") == "nested",
+            "brief_cols_list": ledger_of(request).project_columns(slug).brief(),
+        },
+    )
 
 
 def _exists(request: Request, slug: str, exp_id: str) -> bool:

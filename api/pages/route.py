@@ -61,7 +61,9 @@ def ledger_of(request: Request) -> Ledger:
 
 
 def error_page(request: Request, status: int, title: str, message: str) -> HTMLResponse:
-    return pages(request).render(request, "error.html", {"status": status, "title": title, "message": message}, status=status)
+    return pages(request).render(
+        request, "error.html", {"status": status, "title": title, "message": message}, status=status
+    )
 
 
 # -- query parameters -------------------------------------------------------------------------
@@ -75,7 +77,9 @@ def q_str(request: Request, name: str) -> str | None:
     return value or None
 
 
-def q_int(request: Request, name: str, default: int | None, *, minimum: int = 0, maximum: int = 1_000_000_000) -> int | None:
+def q_int(
+    request: Request, name: str, default: int | None, *, minimum: int = 0, maximum: int = 1_000_000_000
+) -> int | None:
     raw = q_str(request, name)
     if raw is None:
         return default

@@ -118,8 +118,12 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     asked = request.query_params.getlist("cols")
     shown = columns.pick(asked)
     params = {**_filter_params(filters), "cols": cols_param(shown) if any(a.strip() for a in asked) else None}
-    view = {**params, "sort": sort if sort != "seq" else None, "order": order if order != ("desc" if sort == "seq" else "asc") else None,
-            "limit": limit if limit != 50 else None}
+    view = {
+        **params,
+        "sort": sort if sort != "seq" else None,
+        "order": order if order != ("desc" if sort == "seq" else "asc") else None,
+        "limit": limit if limit != 50 else None,
+    }
     base = project_url(slug, "/trials")
     return pages(request).render(
         request,
@@ -132,11 +136,15 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
             "order": order,
             "limit": limit,
             "statuses": [label.value for label in FailureLabel],
-            "next_url": with_query(base, {**view, "after": encode_cursor(sort, descending, page.next_after)}) if page.next_after else None,
+            "next_url": with_query(base, {**view, "after": encode_cursor(sort, descending, page.next_after)})
+            if page.next_after
+            else None,
             "first_url": with_query(base, view) if after is not None else None,
             "tsv_url": with_query(base, {**view, "limit": None, "format": "tsv"}),
             "tsv_extended_url": with_query(base, {**view, "limit": None, "format": "tsv", "columns": "extended"}),
-            "sort_url": lambda key, direction: with_query(base, {**params, "sort": key, "order": direction, "limit": view["limit"]}),
+            "sort_url": lambda key, direction: with_query(
+                base, {**params, "sort": key, "order": direction, "limit": view["limit"]}
+            ),
             "filtered": any(v not in (None, "", []) for v in filters.values()),
             "columns": columns,
             "sort_of": sort_of,

@@ -72,7 +72,7 @@ def split_name(name: str) -> tuple[str, int | None]:
     """``ig_turn_3`` / ``ig/turn3`` / ``ig[3]`` -> (``ig``, 3); other names -> (name, None)."""
     for prefix in _PREFIXES:
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
     match = _TURN.match(name)
     if match:
         return match.group("base"), int(match.group("turn"))
@@ -155,7 +155,12 @@ def _ig_plot(view: TelemetryView) -> Plot | None:
         if turns:
             series = [Series(f"turn {t}", thin(turns[t]), f"s{i % 8}") for i, t in enumerate(sorted(turns)[:8])]
             caption = "" if len(turns) <= 8 else f"the first 8 of {len(turns)} turns"
-            return Plot("ig", "Information gain per turn", _chart(series, label="information gain per turn", y_label="IG"), caption)
+            return Plot(
+                "ig",
+                "Information gain per turn",
+                _chart(series, label="information gain per turn", y_label="IG"),
+                caption,
+            )
     stats = _stats(view, _IG)
     if stats:
         mean, std = thin(stats["mean"]), stats["std"]
@@ -176,14 +181,21 @@ def _clip_plots(view: TelemetryView, beta: float) -> list[Plot]:
         if stats["std"]:
             bands.append(Band("mean ± std", _plus(mean, stats["std"], -1), _plus(mean, stats["std"], 1), "s0"))
         hlines = [HLine(1 - beta, f"bound 1−β = {1 - beta:g}"), HLine(1 + beta, f"bound 1+β = {1 + beta:g}")]
-        svg = _chart([Series("mean", mean, "s0")], bands=bands, hlines=hlines, label="clip-scale distribution", y_label="clip scale")
+        svg = _chart(
+            [Series("mean", mean, "s0")],
+            bands=bands,
+            hlines=hlines,
+            label="clip-scale distribution",
+            y_label="clip scale",
+        )
         plots.append(Plot("clip", "Clip-scale distribution and bounds", svg))
     low = view.get(*(f"{p}_frac_low" for p in _CLIP))
     high = view.get(*(f"{p}_frac_high" for p in _CLIP))
     if low or high:
         svg = _chart(
             [Series("at lower bound", thin(low), "s3"), Series("at upper bound", thin(high), "s1")],
-            label="fraction of turns at a bound", y_label="fraction",
+            label="fraction of turns at a bound",
+            y_label="fraction",
         )
         plots.append(Plot("clip-frac", "Turns at the clip-scale bounds", svg))
     return plots
@@ -283,9 +295,17 @@ def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
     for name, count in others.items():
         if count < 2:
             continue
-        series = [Series(label, thin(view.scalars[name]), f"s{i % 8}")
-                  for i, (label, view) in enumerate(views.items()) if view.scalars.get(name)]
+        series = [
+            Series(label, thin(view.scalars[name]), f"s{i % 8}")
+            for i, (label, view) in enumerate(views.items())
+            if view.scalars.get(name)
+        ]
         sparse = max(len(s.points) for s in series) <= 60
-        plots.append(Plot(f"cmp-{name}", f"{name} over steps", _chart(series, label=f"{name} of the compared trials",
-                                                          y_label=name, markers=sparse)))
+        plots.append(
+            Plot(
+                f"cmp-{name}",
+                f"{name} over steps",
+                _chart(series, label=f"{name} of the compared trials", y_label=name, markers=sparse),
+            )
+        )
     return plots

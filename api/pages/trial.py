@@ -36,8 +36,14 @@ def _chain_figure(slug: str, chain: tuple[Trial, ...], length: int, metric_name:
     series = [charts.Series(f"{metric_name} along the chain", scored, "s0")]
     what = "from the root" if first == 0 else f"over the last {len(chain):,} generations"
     return charts.line_chart(
-        series, label=f"{metric_name} {what} to this trial", x_label="generation (root = 0)",
-        y_label=metric_name, markers=len(scored) <= 60, height=220, integer_x=True, zoomable=True,
+        series,
+        label=f"{metric_name} {what} to this trial",
+        x_label="generation (root = 0)",
+        y_label=metric_name,
+        markers=len(scored) <= 60,
+        height=220,
+        integer_x=True,
+        zoomable=True,
     )
 
 
@@ -54,8 +60,12 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
     clip = None
     if any(getattr(trial, name) is not None for name in CLIP_SCALE_COLUMNS):
         clip = charts.clip_scale_figure(
-            mean=trial.ig_clip_scale_mean, std=trial.ig_clip_scale_std, low=trial.ig_clip_scale_min,
-            high=trial.ig_clip_scale_max, frac_low=trial.ig_clip_scale_frac_low, frac_high=trial.ig_clip_scale_frac_high,
+            mean=trial.ig_clip_scale_mean,
+            std=trial.ig_clip_scale_std,
+            low=trial.ig_clip_scale_min,
+            high=trial.ig_clip_scale_max,
+            frac_low=trial.ig_clip_scale_frac_low,
+            frac_high=trial.ig_clip_scale_frac_high,
             beta=beta if beta is not None else (view.beta if view.beta is not None else telemetry_plots.DEFAULT_BETA),
             label=f"clip-scale summary of exp_{exp_id}",
         )
@@ -64,8 +74,11 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
     alerts, older_alerts = ledger.alerts_page(slug, exp_id=exp_id, limit=ALERTS_SHOWN)
     shown = columns.shown_extra_keys()
     # the format's bookkeeping (_row, _line...) is no reader's business; _git is the code change
-    extra = {k: v for k, v in trial.extra.items()
-             if k not in shown and (k not in RESERVED_KEYS or (k == GIT_KEY and code is None))}
+    extra = {
+        k: v
+        for k, v in trial.extra.items()
+        if k not in shown and (k not in RESERVED_KEYS or (k == GIT_KEY and code is None))
+    }
     return pages(request).render(
         request,
         "trial.html",

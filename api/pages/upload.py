@@ -39,8 +39,18 @@ MAX_TEXT_LINES_SHOWN = 50
 
 #: The form's text fields and their defaults (the option names of ``lineage import``).
 FORM_DEFAULTS: dict[str, str] = {
-    "project": "", "format": "auto", "direction": "infer", "policy": "kept", "metric": "", "status": "",
-    "description": "", "id": "", "parent": "", "status_map": "", "columns": "", "source": "",
+    "project": "",
+    "format": "auto",
+    "direction": "infer",
+    "policy": "kept",
+    "metric": "",
+    "status": "",
+    "description": "",
+    "id": "",
+    "parent": "",
+    "status_map": "",
+    "columns": "",
+    "source": "",
 }
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -91,8 +101,9 @@ def _offending_line(text: str, error: InvalidInput) -> dict[str, Any] | None:
 def _text_lines(text: str, report: ImportReport) -> list[tuple[int, str]]:
     """The lines the import kept as text, numbered, for the report."""
     lines = _lines(text)
-    return [(n, lines[n - 1].rstrip("\r")[:200]) for n in report.text_lines[:MAX_TEXT_LINES_SHOWN]
-            if 1 <= n <= len(lines)]
+    return [
+        (n, lines[n - 1].rstrip("\r")[:200]) for n in report.text_lines[:MAX_TEXT_LINES_SHOWN] if 1 <= n <= len(lines)
+    ]
 
 
 @router.post("/upload", response_class=HTMLResponse)
@@ -121,19 +132,33 @@ async def upload(request: Request, viewer: Viewer = Reader) -> HTMLResponse:
         context["error"] = InvalidInput("file", "choose a file or paste the results file")
         return pages(request).render(request, "upload.html", context, status=400)
     if len(data) > MAX_UPLOAD_BYTES:
-        context["error"] = InvalidInput("file", f"is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB; use `lineage import`")
+        context["error"] = InvalidInput(
+            "file", f"is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB; use `lineage import`"
+        )
         return pages(request).render(request, "upload.html", context, status=413)
     text = ""
     try:
         text = check_text(data, source=source, field="file")
         options = ImportOptions.from_text(
-            id_column=values["id"], metric=values["metric"], status=values["status"],
-            description=values["description"], parent=values["parent"], direction=values["direction"],
-            status_map=values["status_map"], columns=values["columns"],
+            id_column=values["id"],
+            metric=values["metric"],
+            status=values["status"],
+            description=values["description"],
+            parent=values["parent"],
+            direction=values["direction"],
+            status_map=values["status_map"],
+            columns=values["columns"],
         )
         report = await run_in_threadpool(
-            ledger_of(request).import_file, slug, io.StringIO(text, newline=""), fmt=values["format"],
-            source=source, create_with={}, options=options, best_policy=values["policy"], preview=preview,
+            ledger_of(request).import_file,
+            slug,
+            io.StringIO(text, newline=""),
+            fmt=values["format"],
+            source=source,
+            create_with={},
+            options=options,
+            best_policy=values["policy"],
+            preview=preview,
         )
     except InvalidInput as exc:
         context["error"] = exc
@@ -156,7 +181,9 @@ async def upload(request: Request, viewer: Viewer = Reader) -> HTMLResponse:
 
 @router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request) -> HTMLResponse:
-    return pages(request).render(request, "login.html", {"next": access.safe_next(q_str(request, "next")), "error": None})
+    return pages(request).render(
+        request, "login.html", {"next": access.safe_next(q_str(request, "next")), "error": None}
+    )
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -168,12 +195,19 @@ async def login(request: Request) -> Response:
     principal = await run_in_threadpool(access.verify, ledger_of(request), token)
     if principal is None:
         return pages(request).render(
-            request, "login.html", {"next": target, "error": "That token is not valid (unknown, revoked or expired)."},
+            request,
+            "login.html",
+            {"next": target, "error": "That token is not valid (unknown, revoked or expired)."},
             status=401,
         )
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
-        access.SESSION_COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/",
+        access.SESSION_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
     )
     return finish(request, response)
 

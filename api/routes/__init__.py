@@ -76,8 +76,17 @@ from api.routes.fast_record import FastRecordRoute
 __all__ = ["install_routes"]
 
 #: Inclusion order (the OpenAPI document's path order).
-ROUTERS = (ops.router, projects.router, trials.router, telemetry.router, agent.router, tokens.router,
-           tokens.access_router, explore.router, alerts.router)
+ROUTERS = (
+    ops.router,
+    projects.router,
+    trials.router,
+    telemetry.router,
+    agent.router,
+    tokens.router,
+    tokens.access_router,
+    explore.router,
+    alerts.router,
+)
 
 
 def install_routes(app: FastAPI) -> None:

@@ -40,6 +40,7 @@ router = APIRouter(prefix="/api/v1/projects/{project}")
 AGENT = ["agent"]
 PROGRESS = ["progress"]
 
+
 def _component_refs(model: type) -> dict[str, Any]:
     """``model``'s JSON schema referring to the document's components (its models are
     response models of other routes, so they are there)."""
@@ -54,10 +55,14 @@ _MARKDOWN = {"content": {"text/markdown": {"schema": {"type": "string"}}}, "desc
 # -- prompt, knowledge, similar ---------------------------------------------------------------
 
 
-@router.get("/prompt", tags=AGENT, response_class=Response,
-            responses={200: _MARKDOWN, 304: {"description": "unchanged"}})
+@router.get(
+    "/prompt", tags=AGENT, response_class=Response, responses={200: _MARKDOWN, 304: {"description": "unchanged"}}
+)
 async def get_prompt(
-    project: ProjectSlug, args: Annotated[PromptQuery, Query()], request: Request, who: Reader,
+    project: ProjectSlug,
+    args: Annotated[PromptQuery, Query()],
+    request: Request,
+    who: Reader,
     if_none_match: IfNoneMatch = None,
 ) -> Response:
     """The session-start prompt. ``raw=true``: exactly `lineage prompt`'s bytes; else inside
@@ -65,12 +70,25 @@ async def get_prompt(
     return present.prompt(request, who.ledger, project, args, if_none_match)
 
 
-@router.get("/knowledge", tags=AGENT, response_class=Response,
-            responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}},
-                                         "application/json": {"schema": _component_refs(KnowledgeOut)}}},
-                       304: {"description": "unchanged"}})
+@router.get(
+    "/knowledge",
+    tags=AGENT,
+    response_class=Response,
+    responses={
+        200: {
+            "content": {
+                "text/markdown": {"schema": {"type": "string"}},
+                "application/json": {"schema": _component_refs(KnowledgeOut)},
+            }
+        },
+        304: {"description": "unchanged"},
+    },
+)
 async def get_knowledge(
-    project: ProjectSlug, args: Annotated[KnowledgeQuery, Query()], request: Request, who: Reader,
+    project: ProjectSlug,
+    args: Annotated[KnowledgeQuery, Query()],
+    request: Request,
+    who: Reader,
     if_none_match: IfNoneMatch = None,
 ) -> Response:
     """The KNOWLEDGE.md block; ``format=json``: the best, its chain and the recent trials as data."""
@@ -135,8 +153,9 @@ async def list_hooks(project: ProjectSlug, who: Admin) -> list[dict[str, Any]]:
 @router.post("/hooks", tags=PROGRESS, status_code=201, response_model=HookCreated)
 async def add_hook(project: ProjectSlug, body: HookCreate, who: Admin) -> JSONResponse:
     """Add a webhook; its signing secret is in this response only."""
-    hook, secret = await who.small_write(who.ledger.add_hook, project, body.url, events=body.events,
-                                         body_format=body.format)
+    hook, secret = await who.small_write(
+        who.ledger.add_hook, project, body.url, events=body.events, body_format=body.format
+    )
     return JSONResponse({**hook.to_dict(), "secret": secret}, status_code=201, headers={"Cache-Control": "no-store"})
 
 

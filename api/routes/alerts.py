@@ -75,30 +75,39 @@ class ProjectAlertQuery(AlertQuery):
     exp_id: Text | None = Field(None, description="Only this trial's")
 
 
-@router.post("/trials/{exp_id}/alerts", status_code=201, response_model=AlertOut,
-             responses={200: {"model": AlertOut, "description": "already stored under this Idempotency-Key"}})
-async def raise_alert(project: ProjectSlug, exp_id: ExpId, body: AlertCreate, who: Writer,
-                      key: IdempotencyKey = None) -> JSONResponse:
+@router.post(
+    "/trials/{exp_id}/alerts",
+    status_code=201,
+    response_model=AlertOut,
+    responses={200: {"model": AlertOut, "description": "already stored under this Idempotency-Key"}},
+)
+async def raise_alert(
+    project: ProjectSlug, exp_id: ExpId, body: AlertCreate, who: Writer, key: IdempotencyKey = None
+) -> JSONResponse:
     """Store an alert of the trial and send its ``alert`` event to the project's webhooks."""
-    alert, created = await who.small_write(who.ledger.record_alert, project, exp_id, body.model_dump(),
-                                           idempotency_key=key)
+    alert, created = await who.small_write(
+        who.ledger.record_alert, project, exp_id, body.model_dump(), idempotency_key=key
+    )
     return JSONResponse(alert.to_dict(), status_code=201 if created else 200)
 
 
 @router.get("/trials/{exp_id}/alerts", response_model=AlertPage)
-async def trial_alerts(project: ProjectSlug, exp_id: ExpId, args: Annotated[AlertQuery, Query()],
-                       who: Reader) -> dict[str, Any]:
+async def trial_alerts(
+    project: ProjectSlug, exp_id: ExpId, args: Annotated[AlertQuery, Query()], who: Reader
+) -> dict[str, Any]:
     return _page(who, project, exp_id, args)
 
 
 @router.get("/alerts", response_model=AlertPage)
-async def project_alerts(project: ProjectSlug, args: Annotated[ProjectAlertQuery, Query()],
-                         who: Reader) -> dict[str, Any]:
+async def project_alerts(
+    project: ProjectSlug, args: Annotated[ProjectAlertQuery, Query()], who: Reader
+) -> dict[str, Any]:
     """The project's alerts, newest first (``exp_id``: one trial's)."""
     return _page(who, project, args.exp_id, args)
 
 
 def _page(who: Any, project: str, exp_id: str | None, args: AlertQuery) -> dict[str, Any]:
-    items, next_before_id = who.ledger.alerts_page(project, exp_id=exp_id, levels=args.level,
-                                                   before_id=args.before_id, limit=args.limit)
+    items, next_before_id = who.ledger.alerts_page(
+        project, exp_id=exp_id, levels=args.level, before_id=args.before_id, limit=args.limit
+    )
     return {"items": [alert.to_dict() for alert in items], "next_before_id": next_before_id}

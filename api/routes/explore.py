@@ -26,8 +26,13 @@ def explore(project: ProjectSlug, args: Annotated[ExploreArgs, Query()], who: Re
 def knobs(
     project: ProjectSlug,
     who: Reader,
-    x: Annotated[str | None, Query(description="the knob: a column key (extra.KEY, a trial field) or "
-                                               "telemetry.NAME.SUMMARY (last, first, min, max, mean)")] = None,
+    x: Annotated[
+        str | None,
+        Query(
+            description="the knob: a column key (extra.KEY, a trial field) or "
+            "telemetry.NAME.SUMMARY (last, first, min, max, mean)"
+        ),
+    ] = None,
     axes: Annotated[str | None, Query(description="more axes, comma-separated (parallel coordinates)")] = None,
     limit: Annotated[int, Query(ge=1, le=20_000, description="the newest trials with the knob to read")] = 2000,
 ) -> JSONResponse:

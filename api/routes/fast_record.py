@@ -74,9 +74,12 @@ async def _answer(scope: Scope, receive: Receive, send: Send) -> None:
     slug, fields, key, anonymous = found
     app = request.app
     try:
-        result = await app.state.record_groups.record(app.state.ledger, slug,
-                                                      RecordRequest(fields, key, similar_prior=True, anonymous=anonymous),
-                                                      _connection(scope))
+        result = await app.state.record_groups.record(
+            app.state.ledger,
+            slug,
+            RecordRequest(fields, key, similar_prior=True, anonymous=anonymous),
+            _connection(scope),
+        )
     except Unauthorized:
         if not anonymous:
             raise
@@ -114,9 +117,13 @@ def _common_case(request: Request, body: bytes) -> tuple[str, dict[str, Any], st
         asked.append(True)
         return True
 
-    if not allowed(principal.role if principal is not None else None, Role.WRITER,
-                   anonymous_read=state.settings.anonymous_read, exposed=state.settings.exposed,
-                   ledger_open=ledger_open):
+    if not allowed(
+        principal.role if principal is not None else None,
+        Role.WRITER,
+        anonymous_read=state.settings.anonymous_read,
+        exposed=state.settings.exposed,
+        ledger_open=ledger_open,
+    ):
         return None
     return slug, fields, keys[0] if keys else None, bool(asked)
 

@@ -30,8 +30,9 @@ async def get_project(project: ProjectSlug, who: Reader, if_none_match: IfNoneMa
 
 @router.patch("/{project}", response_model=ProjectOut)
 async def update_project(project: ProjectSlug, body: ProjectUpdate, who: Writer) -> dict[str, Any]:
-    return present.project_json(await who.small_write(who.ledger.update_project, project,
-                                                      body.model_dump(exclude_unset=True)))
+    return present.project_json(
+        await who.small_write(who.ledger.update_project, project, body.model_dump(exclude_unset=True))
+    )
 
 
 @router.delete("/{project}", status_code=204, response_class=Response)

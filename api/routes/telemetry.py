@@ -15,10 +15,15 @@ from api.schemas import SummaryOut, TelemetryAccepted, TelemetryOut, TelemetryQu
 router = APIRouter(prefix="/api/v1/projects/{project}/trials/{exp_id}/telemetry", tags=["telemetry"])
 
 
-@router.post("", status_code=201, response_model=TelemetryAccepted,
-             responses={200: {"model": TelemetryAccepted, "description": "a replayed batch: nothing written"}},
-             openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": telemetry_batch_schema()}}}})
+@router.post(
+    "",
+    status_code=201,
+    response_model=TelemetryAccepted,
+    responses={200: {"model": TelemetryAccepted, "description": "a replayed batch: nothing written"}},
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": telemetry_batch_schema()}}}
+    },
+)
 async def post_telemetry(
     project: ProjectSlug, exp_id: ExpId, request: Request, who: Writer, key: IdempotencyKey = None
 ) -> Response:
@@ -30,7 +35,10 @@ async def post_telemetry(
 
 @router.get("", response_model=TelemetryOut)
 def get_telemetry(
-    project: ProjectSlug, exp_id: ExpId, args: Annotated[TelemetryQuery, Query()], who: Reader,
+    project: ProjectSlug,
+    exp_id: ExpId,
+    args: Annotated[TelemetryQuery, Query()],
+    who: Reader,
     if_none_match: IfNoneMatch = None,
 ) -> Response:
     """Series by ``(name, turn)``: whole up to ``max_points`` points, else min/max per

@@ -33,8 +33,12 @@ _TSV_CONTENT = {"content": {"text/tab-separated-values": {"schema": {"type": "st
 _TSV_UPLOAD = {"content": {"text/tab-separated-values": {"schema": {"type": "string", "pattern": non_blank()}}}}
 
 
-@router.post("/trials", status_code=201, response_model=RecordOut,
-             responses={200: {"model": RecordOut, "description": "already stored (a retry): the stored trial"}})
+@router.post(
+    "/trials",
+    status_code=201,
+    response_model=RecordOut,
+    responses={200: {"model": RecordOut, "description": "already stored (a retry): the stored trial"}},
+)
 async def record_trial(
     project: ProjectSlug, body: TrialCreate, request: Request, who: Writer, key: IdempotencyKey = None
 ) -> Response:
@@ -44,11 +48,22 @@ async def record_trial(
     return present.recorded(request, project, result)
 
 
-@router.post("/trials:batch", status_code=201, response_model=BatchOut,
-             responses={200: {"model": BatchOut, "description": "nothing new: every item (or the whole batch, by "
-                                                                 "its Idempotency-Key) was already stored"}})
+@router.post(
+    "/trials:batch",
+    status_code=201,
+    response_model=BatchOut,
+    responses={
+        200: {
+            "model": BatchOut,
+            "description": "nothing new: every item (or the whole batch, by its Idempotency-Key) was already stored",
+        }
+    },
+)
 async def record_trials(
-    project: ProjectSlug, body: TrialBatchIn, who: Writer, key: IdempotencyKey = None,
+    project: ProjectSlug,
+    body: TrialBatchIn,
+    who: Writer,
+    key: IdempotencyKey = None,
     similar: Annotated[bool, Query(description="Each new item's similar_prior (earlier close trials)")] = False,
 ) -> Response:
     """Record up to 1,000 trials (``{"trials": [...]}``, each the body of ``POST
@@ -64,8 +79,7 @@ async def record_trials(
     gets 200 with the first answer's trials (``replayed: true``); other trials under
     the key are a 409. Webhooks and guardrails are evaluated once per batch."""
     items = [item.model_dump(exclude_unset=True) for item in body.trials]
-    result = await who.long_write(who.ledger.record_trials, project, items, idempotency_key=key,
-                                  similar_prior=similar)
+    result = await who.long_write(who.ledger.record_trials, project, items, idempotency_key=key, similar_prior=similar)
     return present.FastJSONResponse(result.to_dict(), status_code=201 if result.created else 200)
 
 
@@ -84,9 +98,13 @@ def download_tsv(project: ProjectSlug, args: Annotated[ExportQuery, Query()], wh
     return present.tsv_download(who.ledger, project, args.extended)
 
 
-@router.post("/trials.tsv", status_code=201, response_model=ImportOut,
-             responses={200: {"model": ImportOut, "description": "a preview: checked and decided, nothing stored"}},
-             openapi_extra={"requestBody": {"required": True, **_TSV_UPLOAD}})
+@router.post(
+    "/trials.tsv",
+    status_code=201,
+    response_model=ImportOut,
+    responses={200: {"model": ImportOut, "description": "a preview: checked and decided, nothing stored"}},
+    openapi_extra={"requestBody": {"required": True, **_TSV_UPLOAD}},
+)
 async def upload_tsv(
     project: ProjectSlug, args: Annotated[ImportQuery, Query()], request: Request, who: Writer
 ) -> Response:

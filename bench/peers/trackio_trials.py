@@ -28,8 +28,9 @@ trackio.log({"x": 1.0})
 trackio.finish()
 t0, c0 = time.perf_counter(), time.process_time()
 for i, body in enumerate(bodies):
-    trackio.init(project="bench", name=f"t{i}", config={k: v for k, v in body.items() if k != "core_metric"},
-                 embed=False)
+    trackio.init(
+        project="bench", name=f"t{i}", config={k: v for k, v in body.items() if k != "core_metric"}, embed=False
+    )
     trackio.log({"core_metric": body.get("core_metric", float("nan"))})
     trackio.finish()
 print(json.dumps({"items": count, "wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}))

@@ -17,10 +17,22 @@ from pathlib import Path
 
 HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
 IDEAS = [
-    "increase matrix LR to 0.04", "switch MLP to GeLU", "add 200 warmup steps", "muon momentum 0.95",
-    "weight decay 0.1 on embeddings", "rope base 50k", "wider MLP (4x -> 5x)", "one more layer",
-    "batch 2x with grad accumulation", "qk-norm", "value residual", "untie embeddings", "logit soft-capping",
-    "shorter cooldown", "z-loss 1e-4", "smaller init std",
+    "increase matrix LR to 0.04",
+    "switch MLP to GeLU",
+    "add 200 warmup steps",
+    "muon momentum 0.95",
+    "weight decay 0.1 on embeddings",
+    "rope base 50k",
+    "wider MLP (4x -> 5x)",
+    "one more layer",
+    "batch 2x with grad accumulation",
+    "qk-norm",
+    "value residual",
+    "untie embeddings",
+    "logit soft-capping",
+    "shorter cooldown",
+    "z-loss 1e-4",
+    "smaller init std",
 ]
 
 

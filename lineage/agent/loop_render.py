@@ -168,11 +168,17 @@ def render_loop_prompt(view: LoopView, *, specialist: str = "", timestamp: str =
     commit = _value(best, view.columns.commit)
     at = f", commit `{safe_text(commit)}`" if commit else ""
     count = f"{view.trial_count} trial{'' if view.trial_count == 1 else 's'}"
-    lines.append(f"Project `{safe_text(project.slug)}`: {count}; {metric}, {direction} is better. "
-                 f"Current best: **exp_{safe_text(best.exp_id)}** ({metric}={fmt_metric(best.core_metric)}{at}).")
+    lines.append(
+        f"Project `{safe_text(project.slug)}`: {count}; {metric}, {direction} is better. "
+        f"Current best: **exp_{safe_text(best.exp_id)}** ({metric}={fmt_metric(best.core_metric)}{at})."
+    )
     against = "" if best.delta_vs_best is None else f" (Δ={fmt_delta(best.delta_vs_best)} against the best before it)"
-    lines += ["", "## Current best", f"- **exp_id**: {safe_text(best.exp_id)}",
-              f"- **{metric}**: {fmt_metric(best.core_metric)}{against}"]
+    lines += [
+        "",
+        "## Current best",
+        f"- **exp_id**: {safe_text(best.exp_id)}",
+        f"- **{metric}**: {fmt_metric(best.core_metric)}{against}",
+    ]
     if commit:
         lines.append(f"- **commit**: `{safe_text(commit)}`")
     if best.specialist:
@@ -197,16 +203,25 @@ def render_loop_prompt(view: LoopView, *, specialist: str = "", timestamp: str =
 
 def _chain(view: LoopView, metric: str) -> list[str]:
     table = _Table(view, view.chain)
-    heading = (f"## Kept changes to the best (the last {len(view.chain)}, oldest first)" if view.earlier
-               else "## Kept changes to the best (root → best)")
+    heading = (
+        f"## Kept changes to the best (the last {len(view.chain)}, oldest first)"
+        if view.earlier
+        else "## Kept changes to the best (root → best)"
+    )
     lines = [heading, "", "```"]
     if view.earlier:
         lines.append("⋮  earlier kept changes (the whole chain: get_knowledge, or GET .../trials/ID/lineage)")
     for i, trial in enumerate(view.chain):
         prefix = "" if i == 0 and not view.earlier else " └─ "
         first = i == 0 and not view.earlier
-        tags = ", ".join([_word(view, trial), f"{metric}={fmt_metric(trial.core_metric)}",
-                          *([] if first else [f"Δ={fmt_delta(trial.delta_vs_best)}"]), *table.tags(trial)])
+        tags = ", ".join(
+            [
+                _word(view, trial),
+                f"{metric}={fmt_metric(trial.core_metric)}",
+                *([] if first else [f"Δ={fmt_delta(trial.delta_vs_best)}"]),
+                *table.tags(trial),
+            ]
+        )
         lines.append(f"{prefix}exp_{safe_text(trial.exp_id)} [{tags}] {safe_text(trial.hypothesis, _TABLE_WIDTH)}")
     lines[-1] += " ← BEST"
     return [*lines, "```", ""]
@@ -217,11 +232,20 @@ def _top(view: LoopView, metric: str, described: str) -> list[str]:
         return []
     table = _Table(view, view.top_kept)
     head = ["exp", metric, "Δ", *table.head(), described]
-    lines = [f"## Top {len(view.top_kept)} kept trials", "", "| " + " | ".join(safe_cell(h) for h in head) + " |",
-             "|" + "|".join("---" for _ in head) + "|"]
+    lines = [
+        f"## Top {len(view.top_kept)} kept trials",
+        "",
+        "| " + " | ".join(safe_cell(h) for h in head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
     for trial in view.top_kept:
-        cells = [safe_cell(trial.exp_id), fmt_metric(trial.core_metric), fmt_delta(trial.delta_vs_best),
-                 *table.cells(trial), safe_cell(trial.hypothesis, _TABLE_WIDTH)]
+        cells = [
+            safe_cell(trial.exp_id),
+            fmt_metric(trial.core_metric),
+            fmt_delta(trial.delta_vs_best),
+            *table.cells(trial),
+            safe_cell(trial.hypothesis, _TABLE_WIDTH),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -232,12 +256,22 @@ def _recent(view: LoopView, metric: str, described: str) -> list[str]:
         return []
     table = _Table(view, recent)
     head = ["exp", "status", metric, "Δ", *table.head(), described]
-    lines = [f"## Recent trials (last {len(recent)}, newest first)", "",
-             "| " + " | ".join(safe_cell(h) for h in head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines = [
+        f"## Recent trials (last {len(recent)}, newest first)",
+        "",
+        "| " + " | ".join(safe_cell(h) for h in head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
     for i, trial in enumerate(recent):
         width = None if i < view.full else _RECENT_WIDTH
-        cells = [safe_cell(trial.exp_id), safe_cell(_word(view, trial)), fmt_metric(trial.core_metric),
-                 fmt_delta(trial.delta_vs_best), *table.cells(trial), safe_cell(trial.hypothesis, width)]
+        cells = [
+            safe_cell(trial.exp_id),
+            safe_cell(_word(view, trial)),
+            fmt_metric(trial.core_metric),
+            fmt_delta(trial.delta_vs_best),
+            *table.cells(trial),
+            safe_cell(trial.hypothesis, width),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     noted = [t for t in recent[: view.full] if t.notes]
     if noted:
@@ -269,8 +303,16 @@ def loop_columns(layout: Any) -> LoopColumns:
     writers may send ``extra["commit"]``)."""
     if layout is None:
         return LoopColumns(commit="commit")
-    shown_apart = {layout.metric, layout.status, layout.description, layout.id_column, layout.commit, layout.parent,
-                   layout.long_names, *layout.fields}
+    shown_apart = {
+        layout.metric,
+        layout.status,
+        layout.description,
+        layout.id_column,
+        layout.commit,
+        layout.parent,
+        layout.long_names,
+        *layout.fields,
+    }
     return LoopColumns(
         commit=layout.extra_key(layout.commit) if layout.commit else "commit",
         word=layout.extra_key(layout.status) if layout.status else None,

@@ -26,7 +26,6 @@ PROMPT_FACES = ("http", "mcp", "cli")
 DEFAULT_PROMPT_TEMPLATE_FILE = "prompt_wrapper.md.j2"
 
 
-
 def _template_environment():  # type: ignore[no-untyped-def]
     """The Jinja2 environment of prompt templates: sandboxed (templates come from API
     users), no autoescaping (the output is Markdown), trailing newline kept."""
@@ -59,7 +58,9 @@ def default_prompt_template() -> str:
     if _DEFAULT_TEMPLATE is None:
         from importlib.resources import files
 
-        _DEFAULT_TEMPLATE = files("lineage.templates").joinpath(DEFAULT_PROMPT_TEMPLATE_FILE).read_text(encoding="utf-8")
+        _DEFAULT_TEMPLATE = (
+            files("lineage.templates").joinpath(DEFAULT_PROMPT_TEMPLATE_FILE).read_text(encoding="utf-8")
+        )
     return _DEFAULT_TEMPLATE
 
 
@@ -78,10 +79,20 @@ def check_prompt_template(source: str) -> str:
     try:
         _compiled(source)
     except TemplateSyntaxError as exc:
-        raise InvalidInput("prompt_template", f"is not a valid Jinja2 template: {exc.message}", line=exc.lineno) from None
+        raise InvalidInput(
+            "prompt_template", f"is not a valid Jinja2 template: {exc.message}", line=exc.lineno
+        ) from None
     sample = Project(slug="sample", title="Sample", metric_name="core_metric")
-    wrap_prompt(sample, "# Session start\n", specialist="s", timestamp="", next_exp_id="001",
-                best=Trial(exp_id="000", core_metric=1.0), base_url=None, source=source)
+    wrap_prompt(
+        sample,
+        "# Session start\n",
+        specialist="s",
+        timestamp="",
+        next_exp_id="001",
+        best=Trial(exp_id="000", core_metric=1.0),
+        base_url=None,
+        source=source,
+    )
     return source
 
 
@@ -134,7 +145,11 @@ def wrap_prompt(
 
     root = inline_text((base_url or "$LINEAGE_URL").rstrip("/"))
     record_url = f"{root}/api/v1/projects/{quote(project.slug, safe='')}/trials"
-    metric_name, specialist, timestamp = inline_text(project.metric_name), inline_text(specialist), inline_text(timestamp)
+    metric_name, specialist, timestamp = (
+        inline_text(project.metric_name),
+        inline_text(specialist),
+        inline_text(timestamp),
+    )
     next_exp_id = inline_text(next_exp_id)
     commit_column = (layout.commit if layout is not None else None) or "commit"
     commit_key = layout.extra_key(commit_column) if layout is not None else commit_column
@@ -142,8 +157,12 @@ def wrap_prompt(
     best_commit = inline_text(best_commit) if isinstance(best_commit, str) and best_commit else None
     example: dict[str, Any] = {"status": "keep", "core_metric": None, "hypothesis": "<what you changed and why>"}
     if layout is None:
-        example = {**({"specialist": specialist} if specialist else {}), **example,
-                   "expected_delta": f"<e.g. -0.002 on {metric_name}>", "notes": ""}
+        example = {
+            **({"specialist": specialist} if specialist else {}),
+            **example,
+            "expected_delta": f"<e.g. -0.002 on {metric_name}>",
+            "notes": "",
+        }
     if best_commit is not None or layout is not None and layout.commit:
         example["extra"] = {commit_column: "<the trial's commit>"}
     body = json.dumps(example, indent=2, ensure_ascii=False)
@@ -155,20 +174,34 @@ def wrap_prompt(
         "  --data-binary @- <<'JSON'\n"
         f"{body}\nJSON"
     )
-    mcp_example = json.dumps({"project": project.slug, "trial": example, "idempotency_key": "<a fresh uuid>"},
-                             indent=2, ensure_ascii=False)
+    mcp_example = json.dumps(
+        {"project": project.slug, "trial": example, "idempotency_key": "<a fresh uuid>"}, indent=2, ensure_ascii=False
+    )
     results_file = None
     record_command = ""
     words = dict(layout.words) if layout is not None else {}
     if layout is not None:
         results_file = {
-            "columns": list(layout.columns), "delimiter": "comma" if layout.delimiter == "," else "tab",
-            "metric": layout.metric, "status": layout.status, "description": layout.description,
+            "columns": list(layout.columns),
+            "delimiter": "comma" if layout.delimiter == "," else "tab",
+            "metric": layout.metric,
+            "status": layout.status,
+            "description": layout.description,
             "commit": layout.commit,
         }
         name = "results.csv" if layout.delimiter == "," else "results.tsv"
-        parts = ["lineage", "record", "-p", project.slug, "--metric", "<" + metric_name + ">",
-                 "--status", words.get("keep", "keep"), "-d", '"<what you changed>"']
+        parts = [
+            "lineage",
+            "record",
+            "-p",
+            project.slug,
+            "--metric",
+            "<" + metric_name + ">",
+            "--status",
+            words.get("keep", "keep"),
+            "-d",
+            '"<what you changed>"',
+        ]
         if layout.commit:
             parts += ["--commit", "<commit>"]
         memory = next((c for c in layout.columns if "mem" in c.lower()), None)
@@ -177,15 +210,25 @@ def wrap_prompt(
         parts += ["--append-tsv", name]
         record_command = " ".join(part if part[:1] in '<"' else shlex.quote(part) for part in parts)
     used = (summary.by_status if summary is not None else {}) or {}
-    labels = [label.value for label in FailureLabel
-              if label.value in used or label.value in words or label.value in ("keep", "discard", "crash")]
+    labels = [
+        label.value
+        for label in FailureLabel
+        if label.value in used or label.value in words or label.value in ("keep", "discard", "crash")
+    ]
     context = {
         "prompt": prompt,
-        "project": _inline({
-            "slug": project.slug, "title": project.title, "metric_name": metric_name,
-            "lower_is_better": project.lower_is_better, "direction": "lower" if project.lower_is_better else "higher",
-            "best_policy": project.best_policy.value, "revision": project.revision, "trial_count": project.trial_count,
-        }),
+        "project": _inline(
+            {
+                "slug": project.slug,
+                "title": project.title,
+                "metric_name": metric_name,
+                "lower_is_better": project.lower_is_better,
+                "direction": "lower" if project.lower_is_better else "higher",
+                "best_policy": project.best_policy.value,
+                "revision": project.revision,
+                "trial_count": project.trial_count,
+            }
+        ),
         "specialist": specialist,
         "timestamp": timestamp,
         "next_exp_id": next_exp_id,
@@ -202,8 +245,9 @@ def wrap_prompt(
         "curl_example": curl_example,
         "progress": _inline_lines(summary.short_text()) if summary is not None else "",
         "trend": summary.trend if summary is not None else None,
-        "guardrails_tripped": _inline([t["message"] for t in ((summary.guardrails or {}).get("tripped", ())
-                                                              if summary else ())]),
+        "guardrails_tripped": _inline(
+            [t["message"] for t in ((summary.guardrails or {}).get("tripped", ()) if summary else ())]
+        ),
         "alerts": [alert_line(alert) for alert in alerts],
     }
     text = source if source is not None else (project.prompt_template or default_prompt_template())
@@ -213,15 +257,16 @@ def wrap_prompt(
         raise InvalidInput("prompt_template", f"fails to render: {type(exc).__name__}: {exc}") from None
 
 
-
 def alert_line(alert: Alert) -> str:
     """One alert as a line of the prompt: level, trial, step, time, title and text, each
     folded to one line and fence-safe (the renderer's rule), title and text truncated."""
     step = f" at step {alert.step}" if alert.step is not None else ""
     when = f" ({alert.created_at[:16].replace('T', ' ')} UTC)" if alert.created_at else ""
     text = f": {inline_text(alert.text, 200)}" if alert.text.strip() else ""
-    return (f"- ALERT ({alert.level}) from exp {inline_text(alert.exp_id, 40)}{step}{when}: "
-            f"**{inline_text(alert.title, 120)}**{text}")
+    return (
+        f"- ALERT ({alert.level}) from exp {inline_text(alert.exp_id, 40)}{step}{when}: "
+        f"**{inline_text(alert.title, 120)}**{text}"
+    )
 
 
 def _inline(value: Any) -> Any:

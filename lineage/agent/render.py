@@ -49,8 +49,18 @@ from dataclasses import dataclass
 
 from lineage.domain import FailureLabel, Trial
 
-__all__ = ["EMPTY_PROMPT", "KNOWLEDGE_HEADING", "PromptView", "fmt_delta", "fmt_metric", "inline_text",
-           "render_knowledge", "render_prompt", "safe_cell", "safe_text"]
+__all__ = [
+    "EMPTY_PROMPT",
+    "KNOWLEDGE_HEADING",
+    "PromptView",
+    "fmt_delta",
+    "fmt_metric",
+    "inline_text",
+    "render_knowledge",
+    "render_prompt",
+    "safe_cell",
+    "safe_text",
+]
 
 #: The whole prompt of a project without trials (fieldkit's wording).
 EMPTY_PROMPT = "# Session start — empty lineage\n"

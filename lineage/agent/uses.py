@@ -51,10 +51,13 @@ class KnowledgeData:
     def to_dict(self, project: Project) -> dict[str, Any]:
         """KNOWLEDGE.md as JSON, as every face answers it (``project`` as read with it)."""
         return {
-            "project": project.slug, "revision": project.revision, "metric_name": project.metric_name,
+            "project": project.slug,
+            "revision": project.revision,
+            "metric_name": project.metric_name,
             "lower_is_better": project.lower_is_better,
             "best": self.best.to_dict() if self.best is not None else None,
-            "chain": [t.to_dict() for t in self.chain], "recent": [t.to_dict() for t in self.recent],
+            "chain": [t.to_dict() for t in self.chain],
+            "recent": [t.to_dict() for t in self.recent],
         }
 
 
@@ -107,7 +110,9 @@ class AgentUses:
         project, view = self._project_and_view(project_slug, top_k=0, recent_n=recent_n, last_m=last_m)
         return render_knowledge(view, metric_name=project.metric_name)
 
-    def _project_and_view(self, project_slug: str, *, top_k: int, recent_n: int, last_m: int) -> tuple[Project, PromptView]:
+    def _project_and_view(
+        self, project_slug: str, *, top_k: int, recent_n: int, last_m: int
+    ) -> tuple[Project, PromptView]:
         _check_prompt_windows(top_k, recent_n, last_m)
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
@@ -165,13 +170,22 @@ class AgentUses:
             summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N)
             alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
         return project, wrap_prompt(
-            project, text, specialist=specialist, timestamp=timestamp, best=best, base_url=base_url,
-            next_exp_id=next_exp_id(next_number - 1 if next_number else None), summary=summary, alerts=alerts,
-            face=face, layout=layout,
+            project,
+            text,
+            specialist=specialist,
+            timestamp=timestamp,
+            best=best,
+            base_url=base_url,
+            next_exp_id=next_exp_id(next_number - 1 if next_number else None),
+            summary=summary,
+            alerts=alerts,
+            face=face,
+            layout=layout,
         )
 
-    def _loop_view(self, conn: Connection, project: Project, layout: Any, *, top_k: int, recent_n: int,
-                   last_m: int) -> LoopView:
+    def _loop_view(
+        self, conn: Connection, project: Project, layout: Any, *, top_k: int, recent_n: int, last_m: int
+    ) -> LoopView:
         columns = loop_columns(layout)
         best = current_best(self.store, conn, project)
         if best is None:
@@ -183,9 +197,16 @@ class AgentUses:
         top = self.store.top_kept(conn, project, top_k, lean=True)
         seen = [t.status.value for t in (*chain, *recent, *top)]
         return LoopView(
-            project=project, best=chain[-1] if chain else best, chain=chain, earlier=earlier,
-            top_kept=tuple(top), recent=tuple(recent), full=min(last_m, len(recent)), columns=columns,
-            statuses=loop_statuses(seen, columns), trial_count=project.trial_count,
+            project=project,
+            best=chain[-1] if chain else best,
+            chain=chain,
+            earlier=earlier,
+            top_kept=tuple(top),
+            recent=tuple(recent),
+            full=min(last_m, len(recent)),
+            columns=columns,
+            statuses=loop_statuses(seen, columns),
+            trial_count=project.trial_count,
         )
 
     def knowledge_document(self, project_slug: str, *, recent_n: int = 30, last_m: int = 10) -> tuple[Project, str]:
@@ -207,7 +228,13 @@ class AgentUses:
     # -- "was this tried?" ---------------------------------------------------------------
 
     def find_similar(
-        self, project_slug: str, text: str, limit: int = 5, *, ranker: Ranker | None = None, field: str = "text",
+        self,
+        project_slug: str,
+        text: str,
+        limit: int = 5,
+        *,
+        ranker: Ranker | None = None,
+        field: str = "text",
     ) -> list[Similar]:
         """Past trials of the project closest to ``text`` (hypothesis and notes), best
         first, each with a score in [0, 1]; the rule is ``lineage.similar``'s docstring.
@@ -222,17 +249,30 @@ class AgentUses:
             return self._ranked_similar(conn, project, text, terms, limit=limit, ranker=ranker)
 
     def _ranked_similar(
-        self, conn: Connection, project: Project, text: str, terms: Sequence[str], *, limit: int,
-        min_score: float = similar_text.MIN_SCORE, ranker: Ranker | None = None,
+        self,
+        conn: Connection,
+        project: Project,
+        text: str,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        min_score: float = similar_text.MIN_SCORE,
+        ranker: Ranker | None = None,
         candidates: int = similar_text.CANDIDATES,
     ) -> list[Similar]:
         rows = self.store.candidate_rows(conn, project.id, terms, limit=candidates)
-        return similar_text.rank(text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score,
-                                 ranker=ranker)
+        return similar_text.rank(
+            text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score, ranker=ranker
+        )
 
     def _similar_prior(
-        self, conn: Connection, project: Project, trial: Trial, concepts: str | None = None,
-        rows: Sequence[Any] | None = None, query: tuple[str, list[str]] | None = None,
+        self,
+        conn: Connection,
+        project: Project,
+        trial: Trial,
+        concepts: str | None = None,
+        rows: Sequence[Any] | None = None,
+        query: tuple[str, list[str]] | None = None,
     ) -> tuple[Similar, ...]:
         """The earlier trials close to ``trial`` (``lineage.similar``, "Candidates of
         similar_prior"): ranked on a bounded shortlist, the newest trials and those
@@ -244,10 +284,22 @@ class AgentUses:
         if not words:
             return ()
         if rows is None:
-            rows = self.store.prior_rows(conn, project.id, similar_text.sketch(words),
-                                         recent=similar_text.PRIOR_RECENT, per_band=similar_text.PRIOR_PER_BAND)
-        return tuple(similar_text.rank(text, [Candidate(*row) for row in rows], limit=similar_text.PRIOR_LIMIT,
-                                       min_score=similar_text.PRIOR_THRESHOLD, query_concepts=words))
+            rows = self.store.prior_rows(
+                conn,
+                project.id,
+                similar_text.sketch(words),
+                recent=similar_text.PRIOR_RECENT,
+                per_band=similar_text.PRIOR_PER_BAND,
+            )
+        return tuple(
+            similar_text.rank(
+                text,
+                [Candidate(*row) for row in rows],
+                limit=similar_text.PRIOR_LIMIT,
+                min_score=similar_text.PRIOR_THRESHOLD,
+                query_concepts=words,
+            )
+        )
 
     # -- the loop's health: progress summary, guardrails, webhooks (rules: lineage.monitor) --
 

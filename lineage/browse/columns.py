@@ -87,10 +87,29 @@ NUMBER_KINDS = frozenset({"metric", "delta", "number", "seconds"})
 _TABLE_HEAD = ("exp_id", "status", "metric", "delta_vs_best", "parent_exp")
 _TABLE_TAIL = ("specialist", "domain", "hypothesis", "when")
 #: Fields of the trial page and compare (hypothesis and notes have their own place).
-_DETAIL = ("status", "metric", "delta_vs_best", "parent_exp", "baseline_exp", "specialist", "domain",
-           "expected_delta", "val_bpb", "train_s", "total_s", "job_name", "snapshot_path", "timestamp",
-           "ig_clip_scale_mean", "ig_clip_scale_std", "ig_clip_scale_min", "ig_clip_scale_max",
-           "ig_clip_scale_frac_low", "ig_clip_scale_frac_high", "seq")
+_DETAIL = (
+    "status",
+    "metric",
+    "delta_vs_best",
+    "parent_exp",
+    "baseline_exp",
+    "specialist",
+    "domain",
+    "expected_delta",
+    "val_bpb",
+    "train_s",
+    "total_s",
+    "job_name",
+    "snapshot_path",
+    "timestamp",
+    "ig_clip_scale_mean",
+    "ig_clip_scale_std",
+    "ig_clip_scale_min",
+    "ig_clip_scale_max",
+    "ig_clip_scale_frac_low",
+    "ig_clip_scale_frac_high",
+    "seq",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +186,14 @@ class ProjectColumns:
             if key not in by_key and key != "metric" and any(getattr(t, key) not in (None, "") for t in trials):
                 by_key[key] = _field(key, self.project)
         shown = [by_key[k] for k in _DETAIL if k in by_key]
-        cut = next((i for i, c in enumerate(shown) if c.kind != "metric" and c.key not in ("status", "delta_vs_best", "parent_exp")),
-                   len(shown))
+        cut = next(
+            (
+                i
+                for i, c in enumerate(shown)
+                if c.kind != "metric" and c.key not in ("status", "delta_vs_best", "parent_exp")
+            ),
+            len(shown),
+        )
         return (*shown[:cut], *self.file, *shown[cut:])
 
     def brief(self, count: int = 3) -> tuple[Column, ...]:
@@ -184,14 +209,15 @@ class ProjectColumns:
         key = key.strip()
         if key in ("core_metric", "metric", self.project.metric_name):
             metric = next((c for c in self.fields if c.kind == "metric"), None)
-            if metric is not None and (key != self.project.metric_name or not any(
-                    c.key == key and c.kind != "metric" for c in self.fields)):
+            if metric is not None and (
+                key != self.project.metric_name or not any(c.key == key and c.kind != "metric" for c in self.fields)
+            ):
                 return metric
         for column in (*self.fields, *self.file):
             if column.key == key:
                 return column
         if key.startswith(EXTRA) and len(key) > len(EXTRA):
-            name = key[len(EXTRA):]
+            name = key[len(EXTRA) :]
             return Column(key, name, "text", "extra", name)
         if key in _FIELDS:  # a field empty across the project, asked for by name
             return _field(key, self.project)
@@ -237,8 +263,15 @@ def _file_columns(project: Project, sampled: Sequence[tuple[str, bool, int]]) ->
     numeric_sampled = {key: numeric for key, numeric, _ in sampled}
     if isinstance(data, Mapping):
         layout = Layout.from_dict(data)
-        mapped = {layout.metric, layout.status, layout.description, layout.id_column, layout.parent,
-                  layout.long_names, *layout.fields}
+        mapped = {
+            layout.metric,
+            layout.status,
+            layout.description,
+            layout.id_column,
+            layout.parent,
+            layout.long_names,
+            *layout.fields,
+        }
         for name in layout.columns:
             if name in mapped:
                 continue
@@ -265,8 +298,9 @@ def columns_of(store: Store, conn: Connection, project: Project) -> ProjectColum
             present = presence.get({"metric": "core_metric"}.get(key, key), 0) > 0
         if present:
             fields.append(_field(key, project, presence))
-    return ProjectColumns(project=project, presence=presence, file=_file_columns(project, sampled),
-                          fields=tuple(fields))
+    return ProjectColumns(
+        project=project, presence=presence, file=_file_columns(project, sampled), fields=tuple(fields)
+    )
 
 
 class ColumnUses:

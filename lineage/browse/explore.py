@@ -126,15 +126,20 @@ class ExploreQuery:
             raise InvalidInput("metric", "name at least one metric (a telemetry name or core_metric)")
         if len(self.metrics) > MAX_METRICS:
             raise InvalidInput("metric", f"at most {MAX_METRICS} metrics at once, got {len(self.metrics)}")
-        for name, value, known in (("select", self.select, SELECTIONS), ("band", self.band, BANDS), ("x", self.x, X_AXES)):
+        for name, value, known in (
+            ("select", self.select, SELECTIONS),
+            ("band", self.band, BANDS),
+            ("x", self.x, X_AXES),
+        ):
             if value not in known:
                 raise InvalidInput(name, f"must be one of {', '.join(known)}, got {value!r}")
         if self.select == "subtree" and not self.root:
             raise InvalidInput("root", "select=subtree needs the trial whose subtree to show")
         if self.group_by is not None and self.group_by not in GROUP_FIELDS:
             if not (self.group_by.startswith("extra.") and len(self.group_by) > 6):
-                raise InvalidInput("group", f"must be a trial field ({', '.join(GROUP_FIELDS)}) or extra.KEY, "
-                                            f"got {self.group_by!r}")
+                raise InvalidInput(
+                    "group", f"must be a trial field ({', '.join(GROUP_FIELDS)}) or extra.KEY, got {self.group_by!r}"
+                )
         if not MIN_BUCKETS <= self.buckets <= MAX_BUCKETS:
             raise InvalidInput("buckets", f"must be from {MIN_BUCKETS} to {MAX_BUCKETS}, got {self.buckets}")
         if not 1 <= self.limit <= MAX_TRIALS:
@@ -179,23 +184,51 @@ def _core_panel(trials: Sequence[Trial], keys: Sequence[str], groups: Sequence[s
     for index, _ in enumerate(groups):
         mine = values[key_index == index]
         mine = mine[np.isfinite(mine)]
-        stats.append(None if not mine.size else {
-            "n": int(mine.size), "mean": float(mine.mean()), "min": float(mine.min()), "max": float(mine.max()),
-            "std": float(mine.std())})
-    return {"metric": CORE_METRIC, "kind": "trial", "x": [t.seq for t in trials], "y": _json_values(values, values),
-            "group_stats": stats}
+        stats.append(
+            None
+            if not mine.size
+            else {
+                "n": int(mine.size),
+                "mean": float(mine.mean()),
+                "min": float(mine.min()),
+                "max": float(mine.max()),
+                "std": float(mine.std()),
+            }
+        )
+    return {
+        "metric": CORE_METRIC,
+        "kind": "trial",
+        "x": [t.seq for t in trials],
+        "y": _json_values(values, values),
+        "group_stats": stats,
+    }
 
 
-def _series_panel(store: Any, conn: Any, ids: Sequence[int], trials: Sequence[Trial], keys: Sequence[str],
-                  groups: Sequence[str], metric: str, query: ExploreQuery) -> dict[str, Any]:
+def _series_panel(
+    store: Any,
+    conn: Any,
+    ids: Sequence[int],
+    trials: Sequence[Trial],
+    keys: Sequence[str],
+    groups: Sequence[str],
+    metric: str,
+    query: ExploreQuery,
+) -> dict[str, Any]:
     """One telemetry metric: the trials' cells on a shared grid and each group's band."""
     import numpy as np
 
     per_turn = query.x == "turn"
-    series = store.explore_series(conn, ids, metric, turn=query.turn, per_turn=per_turn,
-                                  step_min=query.step_min, step_max=query.step_max)
-    empty = {"metric": metric, "kind": "series", "grid": [], "trials": [], "groups": [],
-             "downsampling": {"method": "none", "buckets": 0, "width": 0, "points_read": 0}}
+    series = store.explore_series(
+        conn, ids, metric, turn=query.turn, per_turn=per_turn, step_min=query.step_min, step_max=query.step_max
+    )
+    empty = {
+        "metric": metric,
+        "kind": "series",
+        "grid": [],
+        "trials": [],
+        "groups": [],
+        "downsampling": {"method": "none", "buckets": 0, "width": 0, "points_read": 0},
+    }
     if not series:
         return empty
     lo = min(s[2] for s in series)
@@ -213,15 +246,23 @@ def _series_panel(store: Any, conn: Any, ids: Sequence[int], trials: Sequence[Tr
     buckets = max(1, -(-(hi - lo + 1) // width))
     exact = store.telemetry_points_at_most(conn, [(s[0], s[1]) for s in series], metric, lo, hi, query.exact_budget)
     if exact:
-        found = store.explore_cells_exact(conn, ids, metric, turn=query.turn, per_turn=per_turn, lo=lo, hi=hi, width=width)
+        found = store.explore_cells_exact(
+            conn, ids, metric, turn=query.turn, per_turn=per_turn, lo=lo, hi=hi, width=width
+        )
         cells = [c[:5] for c in found]
         points_read = sum(c[5] for c in found)
         method = "exact"
     else:
         samples = TURN_SAMPLES if per_turn else buckets
         sample_width = max(1, -(-(hi - lo + 1) // samples))
-        cells = store.explore_cells_sampled(conn, [(s[0], s[1]) for s in series], metric, lo=lo,
-                                            width=sample_width, count=-(-(hi - lo + 1) // sample_width))
+        cells = store.explore_cells_sampled(
+            conn,
+            [(s[0], s[1]) for s in series],
+            metric,
+            lo=lo,
+            width=sample_width,
+            count=-(-(hi - lo + 1) // sample_width),
+        )
         if per_turn:
             cells = [(t, turn, 0, v, w) for t, turn, _, v, w in cells]
         points_read = len(cells)
@@ -274,12 +315,20 @@ def _series_panel(store: Any, conn: Any, ids: Sequence[int], trials: Sequence[Tr
     return {
         "metric": metric,
         "kind": "series",
-        "grid": _json_values(np.asarray(grid, dtype=float), np.asarray(grid, dtype=float)) if query.x == "wall" else grid,
-        "trials": [{"exp_id": trials[i].exp_id, "group": int(key_index[i]), "y": _json_values(matrix[i], reference)}
-                   for i in shown],
+        "grid": _json_values(np.asarray(grid, dtype=float), np.asarray(grid, dtype=float))
+        if query.x == "wall"
+        else grid,
+        "trials": [
+            {"exp_id": trials[i].exp_id, "group": int(key_index[i]), "y": _json_values(matrix[i], reference)}
+            for i in shown
+        ],
         "groups": out_groups,
-        "downsampling": {"method": method, "buckets": n_cols, "width": width if query.x == "step" else None,
-                         "points_read": int(points_read)},
+        "downsampling": {
+            "method": method,
+            "buckets": n_cols,
+            "width": width if query.x == "step" else None,
+            "points_read": int(points_read),
+        },
     }
 
 
@@ -335,8 +384,12 @@ class ExploreUses:
             if query.select == "telemetry":
                 within = store.exp_ids_with_telemetry(conn, project)
             rows, matched = store.explore_trials(
-                conn, project, filters=dict(query.filters), exp_ids=within,
-                subtree_of=query.root if query.select == "subtree" else None, limit=query.limit,
+                conn,
+                project,
+                filters=dict(query.filters),
+                exp_ids=within,
+                subtree_of=query.root if query.select == "subtree" else None,
+                limit=query.limit,
             )
             if query.select == "chain" and chain_ids is not None:
                 order = {exp_id: i for i, exp_id in enumerate(chain_ids)}
@@ -357,16 +410,33 @@ class ExploreUses:
             "project": project.slug,
             "metric_name": project.metric_name,
             "lower_is_better": project.lower_is_better,
-            "selection": {"select": query.select, "to": chain_ids[-1] if chain_ids else query.to, "root": query.root,
-                          "matched": matched, "shown": len(trials), "truncated": matched > len(trials)},
+            "selection": {
+                "select": query.select,
+                "to": chain_ids[-1] if chain_ids else query.to,
+                "root": query.root,
+                "matched": matched,
+                "shown": len(trials),
+                "truncated": matched > len(trials),
+            },
             "group_by": query.group_by,
             "band": query.band,
             "x": query.x,
             "turn": query.turn,
-            "groups": [{"key": g, "index": i, "trials": [t.exp_id for t, k in zip(trials, keys) if k == g]}
-                       for i, g in enumerate(groups)],
-            "trials": [{"exp_id": t.exp_id, "seq": t.seq, "status": t.status.value, "specialist": t.specialist,
-                        "core_metric": t.core_metric, "group": groups.index(k)} for t, k in zip(trials, keys)],
+            "groups": [
+                {"key": g, "index": i, "trials": [t.exp_id for t, k in zip(trials, keys) if k == g]}
+                for i, g in enumerate(groups)
+            ],
+            "trials": [
+                {
+                    "exp_id": t.exp_id,
+                    "seq": t.seq,
+                    "status": t.status.value,
+                    "specialist": t.specialist,
+                    "core_metric": t.core_metric,
+                    "group": groups.index(k),
+                }
+                for t, k in zip(trials, keys)
+            ],
             "names": names,
             "name_trials": name_trials,
             "panels": panels,

@@ -75,8 +75,16 @@ class Axis:
     positive: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "label": self.label, "kind": self.kind, "source": self.source, "name": self.name,
-                "summary": self.summary, "categories": list(self.categories), "positive": self.positive}
+        return {
+            "key": self.key,
+            "label": self.label,
+            "kind": self.kind,
+            "source": self.source,
+            "name": self.name,
+            "summary": self.summary,
+            "categories": list(self.categories),
+            "positive": self.positive,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +98,14 @@ class KnobPoint:
     on_chain: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return {"exp_id": self.exp_id, "seq": self.seq, "status": self.status, "metric": self.metric,
-                "values": list(self.values), "on_chain": self.on_chain}
+        return {
+            "exp_id": self.exp_id,
+            "seq": self.seq,
+            "status": self.status,
+            "metric": self.metric,
+            "values": list(self.values),
+            "on_chain": self.on_chain,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +126,19 @@ class KnobView:
     suggested: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"project": self.project.slug, "metric_name": self.project.metric_name,
-                "lower_is_better": self.project.lower_is_better, "axes": [a.as_dict() for a in self.axes],
-                "points": [p.as_dict() for p in self.points], "chain": list(self.chain), "best_exp": self.best_exp,
-                "choices": [{"key": k, "label": label} for k, label in self.choices], "limit": self.limit,
-                "truncated": self.truncated, "suggested": list(self.suggested)}
+        return {
+            "project": self.project.slug,
+            "metric_name": self.project.metric_name,
+            "lower_is_better": self.project.lower_is_better,
+            "axes": [a.as_dict() for a in self.axes],
+            "points": [p.as_dict() for p in self.points],
+            "chain": list(self.chain),
+            "best_exp": self.best_exp,
+            "choices": [{"key": k, "label": label} for k, label in self.choices],
+            "limit": self.limit,
+            "truncated": self.truncated,
+            "suggested": list(self.suggested),
+        }
 
 
 def parse_axis(key: str, columns: ProjectColumns, field: str = "x") -> Axis:
@@ -124,10 +146,12 @@ def parse_axis(key: str, columns: ProjectColumns, field: str = "x") -> Axis:
     unusable: an :class:`InvalidInput` naming ``field``."""
     key = key.strip()
     if key.startswith(TELEMETRY):
-        name, _, summary = key[len(TELEMETRY):].rpartition(".")
+        name, _, summary = key[len(TELEMETRY) :].rpartition(".")
         if not name or summary not in SUMMARIES:
-            raise InvalidInput(field, f"a telemetry axis is telemetry.NAME.SUMMARY with SUMMARY one of "
-                                      f"{', '.join(SUMMARIES)}, got {key!r}")
+            raise InvalidInput(
+                field,
+                f"a telemetry axis is telemetry.NAME.SUMMARY with SUMMARY one of {', '.join(SUMMARIES)}, got {key!r}",
+            )
         return Axis(key, f"{name} ({summary})", "number", "telemetry", name, summary)
     try:
         column = columns.column(key)
@@ -157,8 +181,12 @@ def _settle(axis: Axis, raw: list[Any]) -> tuple[Axis, list[Any]]:
         values = [_number(v) for v in raw]
         positive = bool(present) and all(n > 0 for n in numbers)  # type: ignore[operator]
         return Axis(axis.key, axis.label, "number", axis.source, axis.name, axis.summary, (), positive), values
-    texts = [None if v is None else (("true" if v else "false") if isinstance(v, bool) else
-                                     (f"{v:g}" if isinstance(v, float) else str(v))) for v in raw]
+    texts = [
+        None
+        if v is None
+        else (("true" if v else "false") if isinstance(v, bool) else (f"{v:g}" if isinstance(v, float) else str(v)))
+        for v in raw
+    ]
     counts = Counter(t for t in texts if t is not None)
     named = {t for t, _ in counts.most_common(MAX_CATEGORIES)}
     values = [None if t is None else (t if t in named else OTHER) for t in texts]
@@ -219,11 +247,19 @@ class KnobUses:
         on_chain = set(chain)
         settled = [_settle(axis, [row[4 + i] for row in rows]) for i, axis in enumerate(parsed)]
         points = tuple(
-            KnobPoint(row[0], int(row[1]), row[2], row[3], tuple(values[j] for _, values in settled), row[0] in on_chain)
+            KnobPoint(
+                row[0], int(row[1]), row[2], row[3], tuple(values[j] for _, values in settled), row[0] in on_chain
+            )
             for j, row in enumerate(rows)
         )
-        return KnobView(project=project, axes=tuple(a for a, _ in settled), points=points, chain=tuple(chain),
-                        best_exp=best.exp_id if best else None, choices=tuple(choices), limit=limit,
-                        truncated=truncated,
-                        suggested=tuple(k for k in default_knobs(columns) if k != "seq"
-                                        and columns.column(k).numeric)[:4])
+        return KnobView(
+            project=project,
+            axes=tuple(a for a, _ in settled),
+            points=points,
+            chain=tuple(chain),
+            best_exp=best.exp_id if best else None,
+            choices=tuple(choices),
+            limit=limit,
+            truncated=truncated,
+            suggested=tuple(k for k in default_knobs(columns) if k != "seq" and columns.column(k).numeric)[:4],
+        )

@@ -67,7 +67,9 @@ def running_by_bin(per_bin: Iterable[tuple[int, float]], width: int, project: Pr
     return [(index * width, metric) for index, metric in per_bin if running.offer(FailureLabel.KEEP.value, metric)]
 
 
-def running_by_trial(points: Iterable[MetricPoint], start: float | None, project: Project) -> Iterator[tuple[int, float]]:
+def running_by_trial(
+    points: Iterable[MetricPoint], start: float | None, project: Project
+) -> Iterator[tuple[int, float]]:
     """``(seq, best so far)`` at each trial of ``points`` that moves the best (from ``start``)."""
     running = RunningBest.of(project, start)
     first = True
@@ -167,6 +169,11 @@ def calibration_summary(points: Sequence[CalibrationPoint]) -> dict[str, Any]:
         if se > 0 and so > 0:
             corr = sum((e - mean_e) * (o - mean_o) for e, o in zip(expected, observed)) / (se * so)
     return {
-        "n": n, "mean_expected": mean_e, "mean_observed": mean_o, "mean_error": sum(errors) / n,
-        "mae": sum(abs(x) for x in errors) / n, "sign_agreement": agree / n, "corr": corr,
+        "n": n,
+        "mean_expected": mean_e,
+        "mean_observed": mean_o,
+        "mean_error": sum(errors) / n,
+        "mae": sum(abs(x) for x in errors) / n,
+        "sign_agreement": agree / n,
+        "corr": corr,
     }

@@ -59,7 +59,6 @@ class TreeWindow:
     ancestors_total: int = 0
 
 
-
 class TreeUses:
     """tree_window."""
 
@@ -117,8 +116,13 @@ class TreeUses:
                 root_depth = chain_length(self.store, conn, project, root)
                 ancestors, ancestors_total = self._ancestors(conn, project, root, root_depth - 1, root_depth)
             # the chain to the best where this window can show it: from the window root's level down
-            best_chain = chain_slice(self.store, conn, project, best.exp_id, max(0, root_depth - 1),
-                                     depth + 2, length=chain_total) if best else []
+            best_chain = (
+                chain_slice(
+                    self.store, conn, project, best.exp_id, max(0, root_depth - 1), depth + 2, length=chain_total
+                )
+                if best
+                else []
+            )
             forced: dict[str, str] = {}  # parent -> child that must be shown
             for parent, child in zip(best_chain, best_chain[1:]):
                 forced.setdefault(parent.exp_id, child.exp_id)
@@ -173,7 +177,8 @@ class TreeUses:
             if not root and offset == 0:
                 orphans = (
                     self.store.orphans(conn, project, limit=per_node)
-                    if project.trial_count <= orphan_scan_limit else None
+                    if project.trial_count <= orphan_scan_limit
+                    else None
                 )
             return TreeWindow(
                 project=project,
@@ -193,20 +198,36 @@ class TreeUses:
                 orphans=tuple(orphans) if orphans is not None else None,
             )
 
-
-    def _ancestors(self, conn, project: Project, exp_id: str, count: int,  # type: ignore[no-untyped-def]
-                   length: int) -> tuple[list[Trial], int]:
+    def _ancestors(
+        self,
+        conn,
+        project: Project,
+        exp_id: str,
+        count: int,  # type: ignore[no-untyped-def]
+        length: int,
+    ) -> tuple[list[Trial], int]:
         """The first ``count`` trials of the chain ending at ``exp_id`` (of ``length``) as
         the breadcrumb shows them: all, or the first two and the last three."""
         if count <= 0:
             return [], 0
         if count <= ANCESTORS_SHOWN:
             return chain_slice(self.store, conn, project, exp_id, 0, count, length=length), count
-        return (chain_slice(self.store, conn, project, exp_id, 0, 2, length=length)
-                + chain_slice(self.store, conn, project, exp_id, count - 3, 3, length=length)), count
+        return (
+            chain_slice(self.store, conn, project, exp_id, 0, 2, length=length)
+            + chain_slice(self.store, conn, project, exp_id, count - 3, 3, length=length)
+        ), count
 
-    def _flat(self, conn, project: Project, best: Trial | None, length: int, focus: str | None,  # type: ignore[no-untyped-def]
-              offset: int, per_node: int, depth: int) -> TreeWindow | None:
+    def _flat(
+        self,
+        conn,
+        project: Project,
+        best: Trial | None,
+        length: int,
+        focus: str | None,  # type: ignore[no-untyped-def]
+        offset: int,
+        per_node: int,
+        depth: int,
+    ) -> TreeWindow | None:
         """The flat view (see :meth:`tree_window`) of a chain to the best of ``length``
         trials: the page read alone; None when ``focus`` is neither on the chain nor a
         child of a chain trial (the nested tree shows it)."""
@@ -233,8 +254,12 @@ class TreeUses:
         nodes = []
         for trial in page:
             folded = [k for k in kids.get(trial.exp_id, []) if k.exp_id != after.get(trial.exp_id)][:per_node]
-            if focus_trial is not None and focus_trial.parent_exp == trial.exp_id and focus != after.get(trial.exp_id) \
-                    and all(k.exp_id != focus for k in folded):
+            if (
+                focus_trial is not None
+                and focus_trial.parent_exp == trial.exp_id
+                and focus != after.get(trial.exp_id)
+                and all(k.exp_id != focus for k in folded)
+            ):
                 folded.append(focus_trial)
             nodes.append(TreeNode(trial=trial, children=[TreeNode(trial=k) for k in folded], loaded=True))
         counts = self.store.child_counts(conn, project, [*ids, *(c.trial.exp_id for n in nodes for c in n.children)])
@@ -244,9 +269,22 @@ class TreeUses:
                 child.child_count = counts.get(child.trial.exp_id, 0)
         focus_ids: frozenset[str] = frozenset()
         if focus_trial is not None:  # the path to it is the chain up to it (or to its parent): no second walk
-            focus_ids = frozenset([*(t.exp_id for t in page[:upto - offset + 1]), focus_trial.exp_id])
+            focus_ids = frozenset([*(t.exp_id for t in page[: upto - offset + 1]), focus_trial.exp_id])
         return TreeWindow(
-            project=project, best=best, chain_ids=frozenset(ids), focus_ids=focus_ids, focus=focus, root=None,
-            ancestors=(), nodes=nodes, top_count=length, offset=offset, per_node=per_node, depth=depth,
-            truncated=False, orphans=None, flat=True, chain_total=length,
+            project=project,
+            best=best,
+            chain_ids=frozenset(ids),
+            focus_ids=focus_ids,
+            focus=focus,
+            root=None,
+            ancestors=(),
+            nodes=nodes,
+            top_count=length,
+            offset=offset,
+            per_node=per_node,
+            depth=depth,
+            truncated=False,
+            orphans=None,
+            flat=True,
+            chain_total=length,
         )

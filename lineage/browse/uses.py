@@ -63,7 +63,13 @@ class BrowseUses:
         return running_by_bin(self.store.best_per_bin(conn, project, width=width), width, project)
 
     def dashboard(
-        self, project_slug: str, *, window: int = 1000, before_seq: int | None = None, recent_n: int = 20, bins: int = 200
+        self,
+        project_slug: str,
+        *,
+        window: int = 1000,
+        before_seq: int | None = None,
+        recent_n: int = 20,
+        bins: int = 200,
     ) -> Dashboard:
         """What the project dashboard shows: best, chain, counts, recent trials, and a
         window of ``window`` trials (the newest, or those before ``before_seq``) for the
@@ -101,7 +107,11 @@ class BrowseUses:
         first = seq // width
         candidates = [metric for index, metric in per_bin if index < first]
         eligible = project.best_policy.eligible_statuses()
-        partial = self.store.metric_window(conn, project, before_seq=seq, limit=seq - first * width) if seq > first * width else []
+        partial = (
+            self.store.metric_window(conn, project, before_seq=seq, limit=seq - first * width)
+            if seq > first * width
+            else []
+        )
         candidates += [row[3] for row in partial if row[3] is not None and row[2] in eligible]
         if not candidates:
             return None
@@ -116,8 +126,15 @@ class BrowseUses:
             chain = chain_ends(self.store, conn, project, exp_id)
             shown = chain.shown
             parent = shown[-2] if len(shown) > 1 and shown[-2].exp_id == trial.parent_exp else None
-            recent = chain_slice(self.store, conn, project, exp_id, chain.length - FIGURE_GENERATIONS,
-                                 FIGURE_GENERATIONS, length=chain.length)
+            recent = chain_slice(
+                self.store,
+                conn,
+                project,
+                exp_id,
+                chain.length - FIGURE_GENERATIONS,
+                FIGURE_GENERATIONS,
+                length=chain.length,
+            )
             best = current_best(self.store, conn, project)
             previous, following = self.store.neighbours(conn, project, trial.seq or 0)
             children = self.store.children_window(conn, project, [exp_id], limit=children_limit)[exp_id]
@@ -135,8 +152,7 @@ class BrowseUses:
                 next_id=following,
             )
 
-    def chain_page(self, project_slug: str, to: str | None = None, *, offset: int = 0,
-                   limit: int = 500) -> ChainPage:
+    def chain_page(self, project_slug: str, to: str | None = None, *, offset: int = 0, limit: int = 500) -> ChainPage:
         """Trials ``offset`` to ``offset + limit - 1`` (0: the root) of the chain to ``to``
         (default: the best), root-first, with the chain's length: the whole-chain page,
         a page at a time (a 100,000-trial loop's chain is 20,000 trials, 8 MB of HTML)."""
@@ -164,7 +180,6 @@ class BrowseUses:
                 raise NotFound("trial", f"{project.slug}/{missing[0]}", field="exp_id")
             return project, [found[i] for i in exp_ids]
 
-
     def states_expectations(self, project_slug: str) -> bool:
         """Whether one of the project's newest 5,000 trials states an expected delta (what the
         calibration page plots; the pages show its tab only then)."""
@@ -186,5 +201,11 @@ class BrowseUses:
                 unobserved += 1
             else:
                 points.append(CalibrationPoint(exp_id, specialist, expected_text, expected, observed, status))
-        return Calibration(project=project, points=tuple(points), unparsed=unparsed, unobserved=unobserved,
-                           considered=len(rows), limit=limit)
+        return Calibration(
+            project=project,
+            points=tuple(points),
+            unparsed=unparsed,
+            unobserved=unobserved,
+            considered=len(rows),
+            limit=limit,
+        )

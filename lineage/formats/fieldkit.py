@@ -331,9 +331,7 @@ def read_trials(
     except csv.Error as exc:
         column = _failing_column("".join(text for text in record if isinstance(text, str)))
         field = EXTENDED_HEADER[column - 1] if column <= len(EXTENDED_HEADER) else "row"
-        raise InvalidInput(
-            field, f"unreadable cell: {exc} (in {source})", line=newlines + 1, column=column
-        ) from None
+        raise InvalidInput(field, f"unreadable cell: {exc} (in {source})", line=newlines + 1, column=column) from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(
             "encoding",
@@ -464,7 +462,9 @@ def _parse_extra(raw: str, line: int, source: str) -> dict[str, Any]:
         raise InvalidInput("extra", f"is not JSON: {exc} (in {source})", line=line, column=_EXTRA_INDEX + 1) from None
     if not isinstance(value, dict):
         kind = type(value).__name__
-        raise InvalidInput("extra", f"must be a JSON object, got {kind} (in {source})", line=line, column=_EXTRA_INDEX + 1)
+        raise InvalidInput(
+            "extra", f"must be a JSON object, got {kind} (in {source})", line=line, column=_EXTRA_INDEX + 1
+        )
     return value
 
 
@@ -590,4 +590,3 @@ def count_lines(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20) -> i
             count += chunk.count(b"\n")
             last = chunk[-1:]
     return count + (last != b"\n")
-

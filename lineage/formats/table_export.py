@@ -83,8 +83,13 @@ def extra_types(trials: Iterable[Trial]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key in sorted(kinds):
         present = kinds[key] - {"null"}
-        out[f"extra.{key}"] = ("int64" if present <= {"int"} and present else
-                               "float64" if present and present <= {"int", "float"} else "string")
+        out[f"extra.{key}"] = (
+            "int64"
+            if present <= {"int"} and present
+            else "float64"
+            if present and present <= {"int", "float"}
+            else "string"
+        )
     return out
 
 

@@ -27,14 +27,20 @@ def check_text(data: bytes, *, source: str, field: str = "file") -> str:
     NUL bytes, not UTF-8."""
     nul = data.find(b"\x00")
     if nul >= 0:
-        raise InvalidInput(field, f"NUL bytes: a binary file, not a results table (in {source})",
-                           line=data.count(b"\n", 0, nul) + 1, column=_column(data, nul))
+        raise InvalidInput(
+            field,
+            f"NUL bytes: a binary file, not a results table (in {source})",
+            line=data.count(b"\n", 0, nul) + 1,
+            column=_column(data, nul),
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput(
-            field, f"not UTF-8 text ({exc.reason} at byte {exc.start}): not a results table (in {source})",
-            line=data.count(b"\n", 0, exc.start) + 1, column=_column(data, exc.start),
+            field,
+            f"not UTF-8 text ({exc.reason} at byte {exc.start}): not a results table (in {source})",
+            line=data.count(b"\n", 0, exc.start) + 1,
+            column=_column(data, exc.start),
         ) from None
 
 

@@ -145,15 +145,25 @@ class FileFollower:
             from watchfiles._rust_notify import RustNotify  # what watchfiles.watch runs on
 
             polling = bool(force_polling) or os.environ.get("WATCHFILES_FORCE_POLLING", "").lower() in (
-                "1", "true", "yes")
+                "1",
+                "true",
+                "yes",
+            )
             notify = RustNotify([directory], False, polling, 300, False, False)
         except (ImportError, TypeError):  # pragma: no cover - another watchfiles: its public generator
             notify = None
         if notify is None:  # pragma: no cover
             sync(first=True)
-            for _ in watch_changes(directory, watch_filter=lambda _c, p: os.path.abspath(p) == target,
-                                   debounce=debounce_ms, step=step_ms, stop_event=stop, recursive=False,
-                                   force_polling=force_polling, raise_interrupt=False):
+            for _ in watch_changes(
+                directory,
+                watch_filter=lambda _c, p: os.path.abspath(p) == target,
+                debounce=debounce_ms,
+                step=step_ms,
+                stop_event=stop,
+                recursive=False,
+                force_polling=force_polling,
+                raise_interrupt=False,
+            ):
                 sync()
             return
         with notify as watcher:

@@ -22,7 +22,10 @@ MAX_PATCH_BYTES = 64 * 1024
 def _git(repo: str | os.PathLike[str], *args: str) -> bytes | None:
     try:
         done = subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, timeout=30, check=False,
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            timeout=30,
+            check=False,
             env={**os.environ, "GIT_PAGER": "cat", "LC_ALL": "C"},
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -106,4 +109,3 @@ def link_git(
             continue
         trials[index] = trial.with_changes(extra={**trial.extra, GIT_KEY: details})
     return [f"{unresolved} commit(s) do not resolve in {repo}; no git details for them"] if unresolved else []
-

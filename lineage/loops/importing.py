@@ -56,10 +56,17 @@ class LoopImport:
     def report(self) -> ImportReport:
         """The answer every face shows (:class:`~lineage.domain.ImportReport`)."""
         return ImportReport(
-            project=self.project, rows=self.rows, warnings=self.warnings, format=self.layout.format,
-            metric=self.layout.metric, metric_name=results_metric_name(self.layout.metric_name),
-            lower_is_better=self.lower_is_better, direction=self.direction, text_lines=self.text_lines,
-            created=self.created, committed=self.committed,
+            project=self.project,
+            rows=self.rows,
+            warnings=self.warnings,
+            format=self.layout.format,
+            metric=self.layout.metric,
+            metric_name=results_metric_name(self.layout.metric_name),
+            lower_is_better=self.lower_is_better,
+            direction=self.direction,
+            text_lines=self.text_lines,
+            created=self.created,
+            committed=self.committed,
         )
 
 
@@ -113,17 +120,38 @@ class FileUses:
             self.project(project_slug)  # type: ignore[attr-defined]  # NotFound: nothing is created
         if fmt in TABLE_FORMATS:
             done = self.import_results(
-                project_slug, stream.read(), fmt=fmt, source=source, options=options, best_policy=policy,
-                git_repo=git_repo, progress=progress, create_with=create, preview=preview,
+                project_slug,
+                stream.read(),
+                fmt=fmt,
+                source=source,
+                options=options,
+                best_policy=policy,
+                git_repo=git_repo,
+                progress=progress,
+                create_with=create,
+                preview=preview,
             )
             return done.report()
-        flags = [name for name, given in (
-            ("metric", options.metric), ("status", options.status), ("description", options.description),
-            ("id", options.id_column), ("parent", options.parent), ("status_map", options.status_map),
-            ("columns", options.columns), ("git_repo", git_repo)) if given]
+        flags = [
+            name
+            for name, given in (
+                ("metric", options.metric),
+                ("status", options.status),
+                ("description", options.description),
+                ("id", options.id_column),
+                ("parent", options.parent),
+                ("status_map", options.status_map),
+                ("columns", options.columns),
+                ("git_repo", git_repo),
+            )
+            if given
+        ]
         if flags:
-            raise InvalidInput(flags[0], f"the column options ({', '.join(flags)}) are for autoresearch and generic "
-                                         f"files; this one is read as {fmt}, whose columns are fixed")
+            raise InvalidInput(
+                flags[0],
+                f"the column options ({', '.join(flags)}) are for autoresearch and generic "
+                f"files; this one is read as {fmt}, whose columns are fixed",
+            )
         project = self._existing(project_slug, options.lower_is_better)
         if project is not None:
             lower_is_better, how, metric_name = project.lower_is_better, "the project's", project.metric_name
@@ -134,14 +162,29 @@ class FileUses:
             metric_name = "core_metric"
         lines: list[int] = []
         rows = get_format(fmt).read_trials(stream, source=source, row_lines=lines)
-        create_new = {**create, "lower_is_better": lower_is_better,
-                      "best_policy": BestPolicy(policy or BestPolicy.KEPT).value, "source_format": fmt}
+        create_new = {
+            **create,
+            "lower_is_better": lower_is_better,
+            "best_policy": BestPolicy(policy or BestPolicy.KEPT).value,
+            "source_format": fmt,
+        }
         stored = self.import_trials(  # type: ignore[attr-defined]
-            project_slug, rows, progress=progress, locate=lines.__getitem__,
-            create_with=create_new if create_with is not None else None, preview=preview,
+            project_slug,
+            rows,
+            progress=progress,
+            locate=lines.__getitem__,
+            create_with=create_new if create_with is not None else None,
+            preview=preview,
         )
-        return replace(stored, format=fmt, metric="core_metric", metric_name=metric_name,
-                       lower_is_better=lower_is_better, direction=how, created=project is None)
+        return replace(
+            stored,
+            format=fmt,
+            metric="core_metric",
+            metric_name=metric_name,
+            lower_is_better=lower_is_better,
+            direction=how,
+            created=project is None,
+        )
 
     def _existing(self, project_slug: str, flag: bool | None) -> Project | None:
         """The project if it exists; a direction flag must agree with its direction."""
@@ -176,13 +219,21 @@ class FileUses:
         rolled back."""
         with _gc_paused():
             return self._import_results(
-                project_slug, text, fmt=fmt, source=source, options=options, best_policy=best_policy,
-                git_repo=git_repo, progress=progress, create_with=create_with, preview=preview,
+                project_slug,
+                text,
+                fmt=fmt,
+                source=source,
+                options=options,
+                best_policy=best_policy,
+                git_repo=git_repo,
+                progress=progress,
+                create_with=create_with,
+                preview=preview,
             )
 
     def _import_results(
-            self,
-            project_slug: str,
+        self,
+        project_slug: str,
         text: str,
         *,
         fmt: str,
@@ -236,17 +287,35 @@ class FileUses:
                 source_format=fmt,
                 settings={**dict(create.get("settings") or {}), SETTINGS_KEY: settings_value},
             )
-            report = self.import_trials(project_slug, iter(trials), progress=progress, locate=lines.__getitem__,
-                                          create_with=create, preview=preview)
+            report = self.import_trials(
+                project_slug,
+                iter(trials),
+                progress=progress,
+                locate=lines.__getitem__,
+                create_with=create,
+                preview=preview,
+            )
         else:
             changes: dict[str, Any] = {"settings": {**dict(project.settings), SETTINGS_KEY: settings_value}}
             if project.metric_name == "core_metric":
                 changes["metric_name"] = results_metric_name(layout.metric_name)
-            report = self.import_trials(project_slug, iter(trials), progress=progress, locate=lines.__getitem__,
-                                          project_changes=changes, preview=preview)
+            report = self.import_trials(
+                project_slug,
+                iter(trials),
+                progress=progress,
+                locate=lines.__getitem__,
+                project_changes=changes,
+                preview=preview,
+            )
         return LoopImport(
-            project=report.project, rows=report.rows, layout=layout, lower_is_better=lower, direction=how,
-            warnings=tuple(warnings), created=project is None, text_lines=table.text_lines,
+            project=report.project,
+            rows=report.rows,
+            layout=layout,
+            lower_is_better=lower,
+            direction=how,
+            warnings=tuple(warnings),
+            created=project is None,
+            text_lines=table.text_lines,
             committed=report.committed,
         )
 

@@ -164,7 +164,9 @@ def record_result(
         else:
             exp_id = (values or {}).get(layout.id_column) or commit
             if not exp_id:
-                raise InvalidInput("id", f"the file names trials by column {layout.id_column!r}: pass --set {layout.id_column}=ID")
+                raise InvalidInput(
+                    "id", f"the file names trials by column {layout.id_column!r}: pass --set {layout.id_column}=ID"
+                )
         preview = Trial(exp_id, extra=extra, **{k: v for k, v in fields.items()})
         parent_value = None
         if layout.parent and parent:
@@ -185,8 +187,14 @@ def record_result(
     if path is not None and line is not None:
         _append_line(path, line, layout)  # type: ignore[arg-type]
     return RecordOutcome(
-        trial=result.trial, created=result.created, best_before=result.best_before, is_new_best=result.is_new_best,
-        metric_name=project.metric_name, word=word, line=line, similar_prior=result.similar_prior,
+        trial=result.trial,
+        created=result.created,
+        best_before=result.best_before,
+        is_new_best=result.is_new_best,
+        metric_name=project.metric_name,
+        word=word,
+        line=line,
+        similar_prior=result.similar_prior,
         warnings=result.warnings,
     )
 
@@ -226,15 +234,24 @@ def _project_for_record(
         pass
     if path is not None and path.exists() and path.stat().st_size:
         text = read_results_text(path, source=str(path))
-        ledger.import_results(slug, text, fmt=sniff_results_text(text), source=str(path),
-                       options=ImportOptions(lower_is_better=lower_is_better), git_repo=git_repo)
+        ledger.import_results(
+            slug,
+            text,
+            fmt=sniff_results_text(text),
+            source=str(path),
+            options=ImportOptions(lower_is_better=lower_is_better),
+            git_repo=git_repo,
+        )
         return ledger.project(slug)
     name = metric_name or "val_bpb"
     lower, _how = ar.infer_direction(name, [], lower_is_better)
     layout = ar.default_layout(name)
     try:
         return ledger.create_project(
-            slug, metric_name=results_metric_name(name), lower_is_better=lower, source_format=ar.NAME,
+            slug,
+            metric_name=results_metric_name(name),
+            lower_is_better=lower,
+            source_format=ar.NAME,
             settings={SETTINGS_KEY: layout.to_dict()},
         )
     except Conflict:

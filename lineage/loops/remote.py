@@ -56,8 +56,15 @@ class RemoteSync(FileFollower):
         self.sent: dict[str, tuple[str, str]] = {}
         self.rows_seen = 0
 
-    def _call(self, method: str, path: str, *, body: Any = None, data: str | None = None,
-              query: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        data: str | None = None,
+        query: Mapping[str, Any] | None = None,
+    ) -> tuple[int, Any]:
         import json
         import urllib.error
         import urllib.parse
@@ -94,7 +101,9 @@ class RemoteSync(FileFollower):
 
     @staticmethod
     def _body(trial: Any) -> dict[str, Any]:
-        return {k: v for k, v in trial.to_dict().items() if k not in ("seq", "created_at", "updated_at", "delta_vs_best")}
+        return {
+            k: v for k, v in trial.to_dict().items() if k not in ("seq", "created_at", "updated_at", "delta_vs_best")
+        }
 
     def _send_batches(self, slug: str, pending: list[Any], report: SyncReport) -> list[Any]:
         """Send ``pending`` rows ``(trial, state)`` as JSON batches, in order; the rows of a
@@ -102,9 +111,10 @@ class RemoteSync(FileFollower):
         by one (a 201/200 row, or a 409 then PATCHed)."""
         left: list[Any] = []
         for first in range(0, len(pending), BATCH_ROWS):
-            chunk = pending[first:first + BATCH_ROWS]
-            status, answer = self._call("POST", f"/projects/{slug}/trials:batch",
-                                        body={"trials": [self._body(trial) for trial, _ in chunk]})
+            chunk = pending[first : first + BATCH_ROWS]
+            status, answer = self._call(
+                "POST", f"/projects/{slug}/trials:batch", body={"trials": [self._body(trial) for trial, _ in chunk]}
+            )
             if status == 409:
                 left.extend(chunk)
                 continue
@@ -122,8 +132,14 @@ class RemoteSync(FileFollower):
             report.inserted.append(trial.exp_id)
         elif status == 409:
             existing = (answer or {}).get("existing") or {}
-            patch = {"status": trial.status.value, "core_metric": trial.core_metric, "val_bpb": trial.val_bpb,
-                     "hypothesis": trial.hypothesis, "parent_exp": trial.parent_exp, "extra": dict(trial.extra)}
+            patch = {
+                "status": trial.status.value,
+                "core_metric": trial.core_metric,
+                "val_bpb": trial.val_bpb,
+                "hypothesis": trial.hypothesis,
+                "parent_exp": trial.parent_exp,
+                "extra": dict(trial.extra),
+            }
             patch = {k: v for k, v in patch.items() if existing.get(k, _MISSING) != v}
             if patch:
                 status, answer = self._call(
@@ -142,9 +158,13 @@ class RemoteSync(FileFollower):
             fmt = self.fmt or sniff_results_text(text)
             table = ar.parse_table(text, source=self.source, fmt=fmt, options=self.options)
             lower, _how = ar.decide_direction(table, self.options.lower_is_better, report.warnings)
-            query = {**self.options.to_text(), "format": fmt, "create": "true",
-                     "direction": "lower" if lower else "higher",
-                     "best_policy": BestPolicy(self.best_policy or BestPolicy.KEPT).value}
+            query = {
+                **self.options.to_text(),
+                "format": fmt,
+                "create": "true",
+                "direction": "lower" if lower else "higher",
+                "best_policy": BestPolicy(self.best_policy or BestPolicy.KEPT).value,
+            }
             status, answer = self._call("POST", f"/projects/{slug}/trials.tsv", data=text, query=query)
             if status != 201:
                 self._fail(status, answer, "importing the file")
@@ -156,7 +176,8 @@ class RemoteSync(FileFollower):
         settings = answer.get("settings") or {}
         if not isinstance(settings.get(SETTINGS_KEY), Mapping):
             raise InvalidInput(
-                "project", f"project {self.slug!r} on the server has no results-file layout; "
+                "project",
+                f"project {self.slug!r} on the server has no results-file layout; "
                 "import the file into it first (lineage import, or POST .../trials.tsv?format=autoresearch)",
             )
         self.layout = Layout.from_dict(settings[SETTINGS_KEY])
@@ -206,7 +227,6 @@ _MISSING = object()
 BATCH_FROM = 20
 #: Rows per ``POST .../trials:batch`` (the server's limit is lineage.domain.MAX_BATCH).
 BATCH_ROWS = 500
-
 
 
 def urllib_quote(text: str) -> str:

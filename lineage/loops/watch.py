@@ -26,9 +26,23 @@ if TYPE_CHECKING:
     pass
 
 #: Changed fields a rewritten row may carry to its trial.
-_ROW_FIELDS = ("status", "core_metric", "hypothesis", "parent_exp", "baseline_exp", "timestamp", "specialist",
-               "domain", "job_name", "snapshot_path", "notes", "expected_delta", "val_bpb", "train_s", "total_s")
-
+_ROW_FIELDS = (
+    "status",
+    "core_metric",
+    "hypothesis",
+    "parent_exp",
+    "baseline_exp",
+    "timestamp",
+    "specialist",
+    "domain",
+    "job_name",
+    "snapshot_path",
+    "notes",
+    "expected_delta",
+    "val_bpb",
+    "train_s",
+    "total_s",
+)
 
 
 class ResultsSync(FileFollower):
@@ -88,8 +102,12 @@ class ResultsSync(FileFollower):
         assert self.project is not None and self.layout is not None
         start = ar.header_end(ar.split_lines(self.layout.header_text), self.layout) if self.layout.has_header else 0
         parser = ar.RowParser(self.layout, source=self.source, first_line=start + 1)
-        builder = LineageBuilder(self.layout, lower_is_better=self.project.lower_is_better,
-                                 best_policy=self.project.best_policy, source=self.source)
+        builder = LineageBuilder(
+            self.layout,
+            lower_is_better=self.project.lower_is_better,
+            best_policy=self.project.best_policy,
+            source=self.source,
+        )
         return parser, builder
 
     # -- reading the file ----------------------------------------------------------------
@@ -131,7 +149,12 @@ class ResultsSync(FileFollower):
                 f"{self.source}: the header line differs from the project's; rows are read with its columns "
                 f"({', '.join(self.layout.columns)})"
             )
-        if self.parser is not None and self.done_text and self.done_text.endswith("\n") and text.startswith(self.done_text):
+        if (
+            self.parser is not None
+            and self.done_text
+            and self.done_text.endswith("\n")
+            and text.startswith(self.done_text)
+        ):
             if len(text) == len(self.done_text):
                 report.rows = self.file_rows
                 return report
@@ -142,8 +165,13 @@ class ResultsSync(FileFollower):
 
     def _create(self, text: str, report: SyncReport) -> None:
         done = self.ledger.import_results(
-            self.slug, text, fmt=self.fmt or sniff_results_text(text), source=self.source,
-            options=self.options, best_policy=self.best_policy, git_repo=self.git_repo,
+            self.slug,
+            text,
+            fmt=self.fmt or sniff_results_text(text),
+            source=self.source,
+            options=self.options,
+            best_policy=self.best_policy,
+            git_repo=self.git_repo,
         )
         report.warnings.extend(done.warnings)
         self._load()
@@ -161,13 +189,15 @@ class ResultsSync(FileFollower):
             self.layout.segments = [[0, self.ledger.next_exp_number(self.slug)]]
         self._save_layout()
         if self.project.metric_name == "core_metric":
-            self.project = self.ledger.update_project(self.slug, {"metric_name": results_metric_name(self.layout.metric_name)})
+            self.project = self.ledger.update_project(
+                self.slug, {"metric_name": results_metric_name(self.layout.metric_name)}
+            )
 
     def _append(self, text: str, report: SyncReport) -> None:
         assert self.parser is not None and self.builder is not None
         before = len(self.parser.rows)
         warned = len(self.parser.warnings)
-        self.parser.feed(ar.split_lines(text[len(self.done_text):]))
+        self.parser.feed(ar.split_lines(text[len(self.done_text) :]))
         report.warnings.extend(self.parser.warnings[warned:])
         trials = self.parser.rows[before:]
         self.builder.name(trials, first_row=before, lines=self.parser.lines[before:])
@@ -185,8 +215,10 @@ class ResultsSync(FileFollower):
         assert self.layout is not None and self.known is not None
         for _attempt in range(8):
             parser, builder = self._fresh_state()
-            body = text[len(self.layout.header_text):] if self.layout.has_header and text.startswith(self.layout.header_text) else (
-                text[header_length(text):] if self.layout.has_header else text
+            body = (
+                text[len(self.layout.header_text) :]
+                if self.layout.has_header and text.startswith(self.layout.header_text)
+                else (text[header_length(text) :] if self.layout.has_header else text)
             )
             parser.feed(ar.split_lines(body))
             trials = parser.rows
@@ -330,9 +362,13 @@ class ResultsSync(FileFollower):
     def _link_changes(self, current: Trial, row: Trial) -> dict[str, Any]:
         """What a linked trial takes from its row: the row's columns, status, metric and
         parent; the API's other fields and ``extra`` entries stay."""
-        changes: dict[str, Any] = {"status": row.status, "core_metric": row.core_metric, "hypothesis": row.hypothesis,
-                                   "val_bpb": row.val_bpb if row.val_bpb is not None else current.val_bpb,
-                                   "extra": {**current.extra, **row.extra}}
+        changes: dict[str, Any] = {
+            "status": row.status,
+            "core_metric": row.core_metric,
+            "hypothesis": row.hypothesis,
+            "val_bpb": row.val_bpb if row.val_bpb is not None else current.val_bpb,
+            "extra": {**current.extra, **row.extra},
+        }
         for name in _ROW_FIELDS:
             value = getattr(row, name)
             if name not in changes and value not in ("", None):

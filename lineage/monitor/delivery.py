@@ -102,10 +102,18 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 def post(url: str, body: bytes, *, secret: str, headers: dict[str, str], timeout: float) -> str | None:
     """POST one signed delivery; None when the receiver answered 2xx, else the error."""
     timestamp = str(int(time.time()))
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": USER_AGENT, TIMESTAMP_HEADER: timestamp,
-        SIGNATURE_HEADER: sign(secret, timestamp, body), **headers,
-    })
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            TIMESTAMP_HEADER: timestamp,
+            SIGNATURE_HEADER: sign(secret, timestamp, body),
+            **headers,
+        },
+    )
     try:
         with _OPENER.open(request, timeout=timeout) as response:
             response.read(65_536)
@@ -118,7 +126,11 @@ def post(url: str, body: bytes, *, secret: str, headers: dict[str, str], timeout
 
 
 def deliver_due(  # type: ignore[no-untyped-def]
-    ledger, policy: DeliveryPolicy | None = None, *, now: float | None = None, stop: threading.Event | None = None,
+    ledger,
+    policy: DeliveryPolicy | None = None,
+    *,
+    now: float | None = None,
+    stop: threading.Event | None = None,
 ) -> DeliveryReport:
     """Claim the due deliveries (a batch at a time) and send each once; what happened.
 
@@ -134,8 +146,9 @@ def deliver_due(  # type: ignore[no-untyped-def]
             if not store.any_delivery_due(conn, now=started):
                 return report
         with store.write() as conn:
-            claimed = store.claim_due_deliveries(conn, now=started, lease_until=started + policy.lease_s,
-                                                 token=token, limit=policy.batch)
+            claimed = store.claim_due_deliveries(
+                conn, now=started, lease_until=started + policy.lease_s, token=token, limit=policy.batch
+            )
         if not claimed:
             return report
         for delivery_id, _hook_id, event_id, event_type, body, attempts, url, secret in claimed:
@@ -143,9 +156,17 @@ def deliver_due(  # type: ignore[no-untyped-def]
                 with store.write() as conn:
                     store.release_deliveries(conn, token)
                 return report
-            error = post(url, body.encode("utf-8"), secret=secret, timeout=policy.timeout_s, headers={
-                "X-Lineage-Event": event_type, "X-Lineage-Event-Id": event_id, "X-Lineage-Delivery": str(delivery_id),
-            })
+            error = post(
+                url,
+                body.encode("utf-8"),
+                secret=secret,
+                timeout=policy.timeout_s,
+                headers={
+                    "X-Lineage-Event": event_type,
+                    "X-Lineage-Event-Id": event_id,
+                    "X-Lineage-Delivery": str(delivery_id),
+                },
+            )
             attempt = attempts + 1
             if error is None:
                 state, next_at = "delivered", time.time()
@@ -160,8 +181,9 @@ def deliver_due(  # type: ignore[no-untyped-def]
                 report.errors.append(f"delivery {delivery_id} to {url}: {error}")
                 log.warning("webhook delivery %s (%s) attempt %s: %s", delivery_id, event_type, attempt, error)
             with store.write() as conn:
-                store.finish_delivery(conn, delivery_id, token, state=state, attempts=attempt,
-                                      next_attempt_at=next_at, error=error or "")
+                store.finish_delivery(
+                    conn, delivery_id, token, state=state, attempts=attempt, next_attempt_at=next_at, error=error or ""
+                )
         if len(claimed) < policy.batch:
             return report
 

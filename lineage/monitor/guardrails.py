@@ -75,16 +75,23 @@ def check_policy(values: Mapping[str, Any]) -> GuardrailPolicy:
     checked: dict[str, Any] = {}
     for name in ("max_crash_streak", "max_trials_without_improvement"):
         value = values.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or not 1 <= value <= MAX_COUNT_LIMIT):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT_LIMIT
+        ):
             raise InvalidInput(name, f"must be an integer from 1 to {MAX_COUNT_LIMIT} (or null: off), got {value!r}")
         checked[name] = value
     hours = values.get("budget_hours")
     if hours is not None:
-        if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not math.isfinite(hours) \
-                or not 0 < hours <= MAX_BUDGET_HOURS:
-            raise InvalidInput("budget_hours", f"must be a number of hours above 0 and at most {MAX_BUDGET_HOURS:g} "
-                                               f"(or null: off), got {hours!r}")
+        if (
+            isinstance(hours, bool)
+            or not isinstance(hours, (int, float))
+            or not math.isfinite(hours)
+            or not 0 < hours <= MAX_BUDGET_HOURS
+        ):
+            raise InvalidInput(
+                "budget_hours",
+                f"must be a number of hours above 0 and at most {MAX_BUDGET_HOURS:g} (or null: off), got {hours!r}",
+            )
         hours = float(hours)
     checked["budget_hours"] = hours
     return GuardrailPolicy(**checked)
@@ -103,15 +110,18 @@ def message(name: str, value: float, limit: float) -> str:
     return f"{value:.2f} hours spent (budget {limit:g} h): the budget is used up; stop"
 
 
-def tripped_now(policy: GuardrailPolicy, *, crash_streak: int, trials_since_improvement: int,
-                hours: Callable[[], float]) -> dict[str, tuple[float, float]]:
+def tripped_now(
+    policy: GuardrailPolicy, *, crash_streak: int, trials_since_improvement: int, hours: Callable[[], float]
+) -> dict[str, tuple[float, float]]:
     """``name -> (value, limit)`` of the guardrails the figures trip. ``hours`` is called
     only when a budget is set (it reads the per-status totals of ``total_s``)."""
     found: dict[str, tuple[float, float]] = {}
     if policy.max_crash_streak is not None and crash_streak >= policy.max_crash_streak:
         found["crash_streak"] = (crash_streak, policy.max_crash_streak)
-    if (policy.max_trials_without_improvement is not None
-            and trials_since_improvement >= policy.max_trials_without_improvement):
+    if (
+        policy.max_trials_without_improvement is not None
+        and trials_since_improvement >= policy.max_trials_without_improvement
+    ):
         found["no_improvement"] = (trials_since_improvement, policy.max_trials_without_improvement)
     if policy.budget_hours is not None:
         spent = hours()
@@ -121,8 +131,14 @@ def tripped_now(policy: GuardrailPolicy, *, crash_streak: int, trials_since_impr
 
 
 def _record_trips(
-    store: Store, conn: Connection, project: Project, row: Mapping[str, Any],
-    now: Mapping[str, tuple[float, float]], *, exp_id: str | None, subscribed: list[hooks.Subscription] | None = None,
+    store: Store,
+    conn: Connection,
+    project: Project,
+    row: Mapping[str, Any],
+    now: Mapping[str, tuple[float, float]],
+    *,
+    exp_id: str | None,
+    subscribed: list[hooks.Subscription] | None = None,
 ) -> list[str]:
     """Store the trips in force and emit one event per new trip; the names newly tripped."""
     old = row["tripped"]
@@ -136,16 +152,30 @@ def _record_trips(
         store.save_tripped(conn, project.id, state)
     for name in new:
         value, limit = now[name]
-        hooks.enqueue(store, conn, project, "guardrail_tripped", {
-            "guardrail": {"name": name, "value": value, "limit": limit, "message": message(name, value, limit)},
-            "trial": {"exp_id": exp_id} if exp_id else None,
-        }, subscribed=subscribed)
+        hooks.enqueue(
+            store,
+            conn,
+            project,
+            "guardrail_tripped",
+            {
+                "guardrail": {"name": name, "value": value, "limit": limit, "message": message(name, value, limit)},
+                "trial": {"exp_id": exp_id} if exp_id else None,
+            },
+            subscribed=subscribed,
+        )
     return new
 
 
 def after_trial(
-    store: Store, conn: Connection, project: Project, trial: Trial, *, best: Trial | None, trial_count: int,
-    subscribed: list[hooks.Subscription] | None = None, policy: dict[str, Any] | None | bool = False,
+    store: Store,
+    conn: Connection,
+    project: Project,
+    trial: Trial,
+    *,
+    best: Trial | None,
+    trial_count: int,
+    subscribed: list[hooks.Subscription] | None = None,
+    policy: dict[str, Any] | None | bool = False,
 ) -> list[str]:
     """After ``trial`` was recorded (in the writer's transaction): update the trips; the
     names newly tripped. One primary-key look-up when the project has no guardrails; with
@@ -156,8 +186,12 @@ def after_trial(
         return []
     policy = _policy_of(row)
     streak = crash_streak(store, conn, project.id, trial_count) if trial.status.value in CRASH_STATUSES else 0
-    now = tripped_now(policy, crash_streak=streak, trials_since_improvement=trials_since(best, trial_count),
-                      hours=lambda: store.total_seconds(conn, project.id) / 3600)
+    now = tripped_now(
+        policy,
+        crash_streak=streak,
+        trials_since_improvement=trials_since(best, trial_count),
+        hours=lambda: store.total_seconds(conn, project.id) / 3600,
+    )
     return _record_trips(store, conn, project, row, now, exp_id=trial.exp_id, subscribed=subscribed)
 
 
@@ -202,15 +236,24 @@ def state(store: Store, conn: Connection, project: Project, progress: Progress) 
     if row is None:
         return None
     current = _policy_of(row)
-    now = tripped_now(current, crash_streak=progress.crash_streak,
-                      trials_since_improvement=progress.trials_since_improvement,
-                      hours=lambda: progress.time_spent_s / 3600)
+    now = tripped_now(
+        current,
+        crash_streak=progress.crash_streak,
+        trials_since_improvement=progress.trials_since_improvement,
+        hours=lambda: progress.time_spent_s / 3600,
+    )
     stored = row["tripped"]
     return {
         "policy": current.to_dict(),
         "tripped": [
-            {"name": name, "value": value, "limit": limit, "message": message(name, value, limit),
-             "since_exp_id": stored.get(name, {}).get("exp_id"), "since": stored.get(name, {}).get("at")}
+            {
+                "name": name,
+                "value": value,
+                "limit": limit,
+                "message": message(name, value, limit),
+                "since_exp_id": stored.get(name, {}).get("exp_id"),
+                "since": stored.get(name, {}).get("at"),
+            }
             for name, (value, limit) in now.items()
         ],
     }

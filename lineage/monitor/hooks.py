@@ -71,8 +71,7 @@ _REG_NAME = "[-A-Za-z0-9._~%!$&'()*+,;=]"  # RFC 3986's reg-name characters (an 
 #: 3986's reg-name (a name or IPv4 address; no IPv6 literal), an optional port up to
 #: 65535, then no white space or control characters. The API's schema documents the
 #: same pattern (ECMA 262 and Python read it alike).
-URL_PATTERN = (f"^[hH][tT][tT][pP][sS]?://({_REG_NAME[:-1]}:]*@)?{_REG_NAME}+"
-               f"(:({_PORT}))?([/?#]{_URL_CHAR}]*)?$")
+URL_PATTERN = f"^[hH][tT][tT][pP][sS]?://({_REG_NAME[:-1]}:]*@)?{_REG_NAME}+(:({_PORT}))?([/?#]{_URL_CHAR}]*)?$"
 _URL = re.compile(URL_PATTERN)
 #: Characters of a hypothesis an event carries.
 EVENT_TEXT_CHARS = 500
@@ -94,9 +93,15 @@ class Hook:
     failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "project": self.project, "url": self.url, "events": list(self.events),
-                "format": self.body_format, "created_at": self.created_at,
-                "deliveries": {"pending": self.pending, "delivered": self.delivered, "failed": self.failed}}
+        return {
+            "id": self.id,
+            "project": self.project,
+            "url": self.url,
+            "events": list(self.events),
+            "format": self.body_format,
+            "created_at": self.created_at,
+            "deliveries": {"pending": self.pending, "delivered": self.delivered, "failed": self.failed},
+        }
 
 
 def check_url(url: Any) -> str:
@@ -104,8 +109,11 @@ def check_url(url: Any) -> str:
     if not isinstance(url, str) or not url:
         raise InvalidInput("url", "must be an http:// or https:// URL")
     if len(url) <= MAX_URL and not _URL.fullmatch(url) and not any(c.isspace() or ord(c) < 32 for c in url):
-        raise InvalidInput("url", "must be an http:// or https:// URL with a host of RFC 3986's reg-name "
-                           "characters (a name in punycode or an IPv4 address) and a port up to 65535, if any")
+        raise InvalidInput(
+            "url",
+            "must be an http:// or https:// URL with a host of RFC 3986's reg-name "
+            "characters (a name in punycode or an IPv4 address) and a port up to 65535, if any",
+        )
     if len(url) > MAX_URL or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
         raise InvalidInput("url", f"must be at most {MAX_URL} characters without spaces or control characters")
     try:
@@ -150,7 +158,12 @@ def new_secret() -> str:
 
 
 def add_hook(
-    store: Store, conn: Connection, project: Project, *, url: str, events: Iterable[str] | None = None,
+    store: Store,
+    conn: Connection,
+    project: Project,
+    *,
+    url: str,
+    events: Iterable[str] | None = None,
     body_format: str = "json",
 ) -> tuple[Hook, str]:
     """Add a hook; returns it with its signing secret (shown this once)."""
@@ -161,8 +174,10 @@ def add_hook(
 
 
 def list_hooks(store: Store, conn: Connection, project: Project) -> list[Hook]:
-    return [Hook(id_, project.slug, url, tuple(events), fmt, _stamp(created), pending, delivered, failed)
-            for id_, url, events, fmt, created, pending, delivered, failed in store.hooks(conn, project.id)]
+    return [
+        Hook(id_, project.slug, url, tuple(events), fmt, _stamp(created), pending, delivered, failed)
+        for id_, url, events, fmt, created, pending, delivered, failed in store.hooks(conn, project.id)
+    ]
 
 
 def subscriptions(store: Store, conn: Connection, project: Project) -> list[Subscription]:
@@ -170,9 +185,16 @@ def subscriptions(store: Store, conn: Connection, project: Project) -> list[Subs
 
 
 def _trial_brief(trial: Trial) -> dict[str, Any]:
-    return {"exp_id": trial.exp_id, "status": trial.status.value, "core_metric": trial.core_metric,
-            "delta_vs_best": trial.delta_vs_best, "specialist": trial.specialist, "parent_exp": trial.parent_exp,
-            "seq": trial.seq, "hypothesis": trial.hypothesis[:EVENT_TEXT_CHARS]}
+    return {
+        "exp_id": trial.exp_id,
+        "status": trial.status.value,
+        "core_metric": trial.core_metric,
+        "delta_vs_best": trial.delta_vs_best,
+        "specialist": trial.specialist,
+        "parent_exp": trial.parent_exp,
+        "seq": trial.seq,
+        "hypothesis": trial.hypothesis[:EVENT_TEXT_CHARS],
+    }
 
 
 def _text(event_type: str, project: Project, data: Mapping[str, Any]) -> str:
@@ -180,8 +202,10 @@ def _text(event_type: str, project: Project, data: Mapping[str, Any]) -> str:
     if event_type == "new_best":
         before = data.get("best_before")
         was = f" (was exp {before['exp_id']}: {before['core_metric']})" if before else ""
-        return (f"[{project.slug}] new best: exp {trial.get('exp_id')} {project.metric_name} = "
-                f"{trial.get('core_metric')}{was}")
+        return (
+            f"[{project.slug}] new best: exp {trial.get('exp_id')} {project.metric_name} = "
+            f"{trial.get('core_metric')}{was}"
+        )
     if event_type == "trial_crashed":
         return f"[{project.slug}] trial exp {trial.get('exp_id')} crashed ({trial.get('status')})"
     if event_type == "alert":
@@ -194,13 +218,26 @@ def event_body(event_type: str, project: Project, data: Mapping[str, Any], *, ev
     text = _text(event_type, project, data)
     if body_format == "slack":
         return json.dumps({"text": text}, ensure_ascii=False)
-    event = {"version": 1, "id": event_id, "type": event_type, "project": project.slug,
-             "occurred_at": datetime.now(UTC).isoformat(), "trial": None, **data, "text": text}
+    event = {
+        "version": 1,
+        "id": event_id,
+        "type": event_type,
+        "project": project.slug,
+        "occurred_at": datetime.now(UTC).isoformat(),
+        "trial": None,
+        **data,
+        "text": text,
+    }
     return json.dumps(event, ensure_ascii=False, default=str)
 
 
 def enqueue(
-    store: Store, conn: Connection, project: Project, event_type: str, data: Mapping[str, Any], *,
+    store: Store,
+    conn: Connection,
+    project: Project,
+    event_type: str,
+    data: Mapping[str, Any],
+    *,
     subscribed: Sequence[Subscription] | None = None,
 ) -> int:
     """Write ``event_type`` to the outbox for each hook that wants it, in the caller's
@@ -211,16 +248,31 @@ def enqueue(
         return 0
     event_id = str(uuid.uuid4())
     now = datetime.now(UTC).timestamp()
-    store.insert_deliveries(conn, [
-        (hook_id, project.id, event_id, event_type,
-         event_body(event_type, project, data, event_id=event_id, body_format=fmt), now)
-        for hook_id, fmt in wanted
-    ])
+    store.insert_deliveries(
+        conn,
+        [
+            (
+                hook_id,
+                project.id,
+                event_id,
+                event_type,
+                event_body(event_type, project, data, event_id=event_id, body_format=fmt),
+                now,
+            )
+            for hook_id, fmt in wanted
+        ],
+    )
     return len(wanted)
 
 
 def trial_events(
-    store: Store, conn: Connection, project: Project, trial: Trial, *, best_before: Trial | None, is_new_best: bool,
+    store: Store,
+    conn: Connection,
+    project: Project,
+    trial: Trial,
+    *,
+    best_before: Trial | None,
+    is_new_best: bool,
     subscribed: Sequence[Subscription],
 ) -> None:
     """The events of a recorded trial: ``new_best`` and ``trial_crashed``."""
@@ -230,8 +282,14 @@ def trial_events(
         return
     if is_new_best:
         before = None if best_before is None else {"exp_id": best_before.exp_id, "core_metric": best_before.core_metric}
-        enqueue(store, conn, project, "new_best", {"trial": _trial_brief(trial), "best_before": before},
-                subscribed=subscribed)
+        enqueue(
+            store,
+            conn,
+            project,
+            "new_best",
+            {"trial": _trial_brief(trial), "best_before": before},
+            subscribed=subscribed,
+        )
     if trial.status.value in CRASH_STATUSES:
         enqueue(store, conn, project, "trial_crashed", {"trial": _trial_brief(trial)}, subscribed=subscribed)
 
@@ -245,13 +303,16 @@ ALERT_TEXT_CHARS = 1000
 def _alert_text(project: Project, alert: Mapping[str, Any]) -> str:
     """An alert for people (Slack mrkdwn): mark, project and trial, the title in bold, the
     text quoted below; ``&``, ``<`` and ``>`` escaped as Slack asks."""
+
     def escape(text: str) -> str:
         return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
     level = str(alert.get("level") or "info")
     step = f" at step {alert['step']}" if alert.get("step") is not None else ""
-    head = (f"{_ALERT_MARKS.get(level, '')} [{project.slug}] {level.upper()} alert from exp {alert.get('exp_id')}"
-            f"{step}: *{escape(str(alert.get('title') or ''))}*")
+    head = (
+        f"{_ALERT_MARKS.get(level, '')} [{project.slug}] {level.upper()} alert from exp {alert.get('exp_id')}"
+        f"{step}: *{escape(str(alert.get('title') or ''))}*"
+    )
     text = escape(str(alert.get("text") or ""))[:ALERT_TEXT_CHARS]
     return head + ("\n" + "\n".join(f"> {line}" for line in text.splitlines()) if text.strip() else "")
 

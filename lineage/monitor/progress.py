@@ -89,9 +89,11 @@ class TrendRule:
             "improving_if_new_best_within": self.window,
             "stuck_if_no_new_best_within": self.stuck_after,
             "stuck_if_crash_streak_at_least": self.window,
-            "rule": (f"improving: a new best within the last {self.window} trials; stuck: no new best within "
-                     f"the last {self.stuck_after} trials or a crash streak of {self.window}; "
-                     "plateauing: otherwise"),
+            "rule": (
+                f"improving: a new best within the last {self.window} trials; stuck: no new best within "
+                f"the last {self.stuck_after} trials or a crash streak of {self.window}; "
+                "plateauing: otherwise"
+            ),
         }
 
 
@@ -137,7 +139,9 @@ class Progress:
             "last_n": self.last_n,
             "keep_rate_last_n": self.keep_rate_last_n,
             "baseline": _brief(self.baseline),
-            "best": None if best is None else {
+            "best": None
+            if best is None
+            else {
                 **_brief(best),
                 "reached_at": best.timestamp or best.created_at,
                 "reached_at_trial": (best.seq or 0) + 1,
@@ -156,18 +160,21 @@ class Progress:
         """A few lines for an agent's prompt: the figures that say whether to change course."""
         parts = [f"{self.trials} trials"]
         if self.keep_rate is not None:
-            recent = "" if self.keep_rate_last_n is None else f", {_pct(self.keep_rate_last_n)} of the last {self.last_n}"
+            recent = (
+                "" if self.keep_rate_last_n is None else f", {_pct(self.keep_rate_last_n)} of the last {self.last_n}"
+            )
             parts.append(f"keep rate {_pct(self.keep_rate)}{recent}")
         if self.best is not None and self.best.core_metric is not None:
-            parts.append(f"best exp {self.best.exp_id} ({self.metric_name} {self.best.core_metric:.6f}, trial "
-                         f"{(self.best.seq or 0) + 1}, {self.trials_since_improvement} trials ago)")
+            parts.append(
+                f"best exp {self.best.exp_id} ({self.metric_name} {self.best.core_metric:.6f}, trial "
+                f"{(self.best.seq or 0) + 1}, {self.trials_since_improvement} trials ago)"
+            )
         if self.improvement_vs_baseline is not None:
             parts.append(f"{self.improvement_vs_baseline:+.6g} vs baseline")
         if self.crash_streak:
             parts.append(f"crash streak {self.crash_streak}")
         parts.append(f"{self.time_spent_s / 3600:.1f} h spent")
-        lines = [f"- Progress: {'; '.join(parts)}.",
-                 f"- Trend: **{self.trend}** ({self.rule.to_dict()['rule']})."]
+        lines = [f"- Progress: {'; '.join(parts)}.", f"- Trend: **{self.trend}** ({self.rule.to_dict()['rule']})."]
         for trip in (self.guardrails or {}).get("tripped", ()):
             lines.append(f"- GUARDRAIL TRIPPED: {trip['message']}")
         return "\n".join(lines)
@@ -176,8 +183,13 @@ class Progress:
 def _brief(trial: Trial | None) -> dict[str, Any] | None:
     if trial is None:
         return None
-    return {"exp_id": trial.exp_id, "status": trial.status.value, "core_metric": trial.core_metric,
-            "seq": trial.seq, "specialist": trial.specialist}
+    return {
+        "exp_id": trial.exp_id,
+        "status": trial.status.value,
+        "core_metric": trial.core_metric,
+        "seq": trial.seq,
+        "specialist": trial.specialist,
+    }
 
 
 def _pct(value: float) -> str:
@@ -216,8 +228,9 @@ def measure(store: Store, conn: Connection, project: Project, *, last_n: int = D
     trials = sum(by_status.values())
     recent = store.recent_status_counts(conn, project.id, last_n) if trials else {}
     best = store.best_scored(conn, project)
-    baseline = (store.first_with_status(conn, project.id, FailureLabel.BASELINE.value)
-                or store.first_trial(conn, project))
+    baseline = store.first_with_status(conn, project.id, FailureLabel.BASELINE.value) or store.first_trial(
+        conn, project
+    )
     lower = project.lower_is_better
     improvement = None
     if best is not None and baseline is not None and baseline.core_metric is not None:

@@ -52,15 +52,44 @@ from lineage.service.tables import TRIAL_SORTS, TableUses, TrialsPage, TrialsQue
 from lineage.telemetry import TelemetryUses
 
 __all__ = [
-    "BatchResult", "ImportReport", "KnowledgeData", "Ledger", "RecordRequest", "RecordResult", "TRIAL_SORTS",
-    "TrialsPage", "TrialsQuery", "check_prompt_template", "decode_cursor", "default_prompt_template", "encode_cursor",
-    "find_cycle", "new_project", "parse_expected_delta", "walk_chain", "wrap_prompt",
+    "BatchResult",
+    "ImportReport",
+    "KnowledgeData",
+    "Ledger",
+    "RecordRequest",
+    "RecordResult",
+    "TRIAL_SORTS",
+    "TrialsPage",
+    "TrialsQuery",
+    "check_prompt_template",
+    "decode_cursor",
+    "default_prompt_template",
+    "encode_cursor",
+    "find_cycle",
+    "new_project",
+    "parse_expected_delta",
+    "walk_chain",
+    "wrap_prompt",
 ]
 
 
 class Ledger(
-    LedgerCore, ProjectUses, BatchUses, GroupCommitUses, RecordingUses, TableUses, FileUses, TelemetryUses, AgentUses,
-    BrowseUses, TreeUses, ExploreUses, TokenUses, AlertUses, ColumnUses, KnobUses,
+    LedgerCore,
+    ProjectUses,
+    BatchUses,
+    GroupCommitUses,
+    RecordingUses,
+    TableUses,
+    FileUses,
+    TelemetryUses,
+    AgentUses,
+    BrowseUses,
+    TreeUses,
+    ExploreUses,
+    TokenUses,
+    AlertUses,
+    ColumnUses,
+    KnobUses,
 ):
     """The ledger on one database: every use-case, by mixin (see the module docstring).
     Stateless beyond its engine: safe to run many of, in many processes."""

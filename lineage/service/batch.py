@@ -91,7 +91,11 @@ class BatchUses(RecordingUses):
     """record_trials."""
 
     def record_trials(
-        self, project_slug: str, items: Sequence[Mapping[str, Any]], *, idempotency_key: str | None = None,
+        self,
+        project_slug: str,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
         similar_prior: bool = False,
     ) -> BatchResult:
         """Record ``items`` (each the body of a single record, optionally with its own
@@ -116,9 +120,12 @@ class BatchUses(RecordingUses):
                 if replay is not None:
                     return replay
             counters = Counters(next_seq, next_number)
-            state = BatchState(self.store.best_scored(conn, project),
-                               self.store.first_trial(conn, project) if next_seq else None, [],
-                               rows=None if similar_prior else [])
+            state = BatchState(
+                self.store.best_scored(conn, project),
+                self.store.first_trial(conn, project) if next_seq else None,
+                [],
+                rows=None if similar_prior else [],
+            )
             results: list[RecordResult] = []
             stored: list[tuple[int, Trial]] = []  # the new items, by index
             for i, item in enumerate(items):
@@ -127,8 +134,17 @@ class BatchUses(RecordingUses):
                 try:
                     if item_key is not None:
                         check_idempotency_key(item_key, field_name=ITEM_KEY)
-                    results.append(self._record_in(conn, project, counters, fields, idempotency_key=item_key,
-                                                   similar_prior=similar_prior, state=state))
+                    results.append(
+                        self._record_in(
+                            conn,
+                            project,
+                            counters,
+                            fields,
+                            idempotency_key=item_key,
+                            similar_prior=similar_prior,
+                            state=state,
+                        )
+                    )
                 except (InvalidInput, Conflict) as error:
                     self._flush(conn, state)
                     self._adoptions(conn, project, stored, before_seq=next_seq)  # an earlier item's comes first
@@ -144,8 +160,15 @@ class BatchUses(RecordingUses):
                 self.store.advance_counters(conn, project, rows=len(new), exp_number=counters.next_number)
                 self._after_batch(conn, project, new, trial_count=counters.next_seq)
             if key is not None:
-                self.store.claim_key(conn, project, BATCH_SCOPE, key, exp_id=results[0].trial.exp_id, body_hash=whole,
-                                     result={"exp_ids": [result.trial.exp_id for result in results]})
+                self.store.claim_key(
+                    conn,
+                    project,
+                    BATCH_SCOPE,
+                    key,
+                    exp_id=results[0].trial.exp_id,
+                    body_hash=whole,
+                    result={"exp_ids": [result.trial.exp_id for result in results]},
+                )
             return BatchResult(tuple(results))
 
     def _adoptions(self, conn: Any, project: Any, stored: Sequence[tuple[int, Trial]], *, before_seq: int) -> None:
@@ -156,8 +179,9 @@ class BatchUses(RecordingUses):
         recomputed. Only batches without similar_prior defer this (``BatchState.bulk``)."""
         if not stored:
             return
-        waited_for = self.store.named_as_parent(conn, project, [trial.exp_id for _, trial in stored],
-                                                before_seq=before_seq)
+        waited_for = self.store.named_as_parent(
+            conn, project, [trial.exp_id for _, trial in stored], before_seq=before_seq
+        )
         for i, trial in stored:
             if trial.exp_id in waited_for:
                 if trial.parent_exp:
@@ -191,7 +215,15 @@ class BatchUses(RecordingUses):
         if subscribed:
             for result in new:
                 is_new_best = moved and result.trial.exp_id == best.exp_id  # type: ignore[union-attr]
-                hooks.trial_events(self.store, conn, project, result.trial, best_before=best_before,
-                                   is_new_best=is_new_best, subscribed=subscribed)
-        guardrails.after_trial(self.store, conn, project, new[-1].trial, best=best, trial_count=trial_count,
-                               subscribed=subscribed)
+                hooks.trial_events(
+                    self.store,
+                    conn,
+                    project,
+                    result.trial,
+                    best_before=best_before,
+                    is_new_best=is_new_best,
+                    subscribed=subscribed,
+                )
+        guardrails.after_trial(
+            self.store, conn, project, new[-1].trial, best=best, trial_count=trial_count, subscribed=subscribed
+        )

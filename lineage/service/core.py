@@ -41,7 +41,6 @@ class LedgerCore:
     def close(self) -> None:
         self.engine.dispose()
 
-
     def best(self, project_slug: str) -> Trial | None:
         with self.store.read() as conn:
             return current_best(self.store, conn, self.store.project(conn, project_slug))

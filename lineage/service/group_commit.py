@@ -76,8 +76,14 @@ def _draft(project: Project, request: RecordRequest) -> Draft | None:
         return None
 
 
-def _read_together(store: Store, conn: Connection, project: Project, next_number: int, context: RecordContext,
-                   drafts: Sequence[Draft | None]) -> GroupReads:
+def _read_together(
+    store: Store,
+    conn: Connection,
+    project: Project,
+    next_number: int,
+    context: RecordContext,
+    drafts: Sequence[Draft | None],
+) -> GroupReads:
     """What the group's items will read (:mod:`lineage.service.group_reads`): the ids
     they may be given (those they name, the next numbers), their parents (those they
     name, the best and the first trial, which a parent left out defaults to), their
@@ -127,8 +133,12 @@ class GroupCommitUses(RecordingUses):
     def _alone(self, project_slug: str, request: RecordRequest) -> Outcome:
         """``request`` recorded in a transaction of its own; any error is its outcome."""
         try:
-            return self.record_trial(project_slug, request.fields, idempotency_key=request.idempotency_key,
-                                     similar_prior=request.similar_prior)
+            return self.record_trial(
+                project_slug,
+                request.fields,
+                idempotency_key=request.idempotency_key,
+                similar_prior=request.similar_prior,
+            )
         except Exception as error:  # noqa: BLE001 - told to its request (RecordGroups raises it there)
             return error
 
@@ -138,8 +148,11 @@ class GroupCommitUses(RecordingUses):
         item fewer), a refused item raises :class:`_Refused` and rolls back the group."""
         outcomes: list[Outcome] = []
         with self.store.write(pipelined=True) as conn:
-            access = (self.store.access_cursor(conn, ANONYMOUS_WRITES)
-                      if any(request.anonymous for request in requests) else None)
+            access = (
+                self.store.access_cursor(conn, ANONYMOUS_WRITES)
+                if any(request.anonymous for request in requests)
+                else None
+            )
             locked = self.store.lock_cursor(conn, project_slug)
             closed = access is not None and not writes_open(*self.store.fetch_access(access))
             try:
@@ -171,15 +184,28 @@ class GroupCommitUses(RecordingUses):
                 if savepoints:
                     self.store.savepoint(conn, savepoint)
                 try:
-                    result = self._record_in(conn, project, counters, request.fields,
-                                             idempotency_key=request.idempotency_key,
-                                             similar_prior=request.similar_prior, state=state, draft=drafts[i])
+                    result = self._record_in(
+                        conn,
+                        project,
+                        counters,
+                        request.fields,
+                        idempotency_key=request.idempotency_key,
+                        similar_prior=request.similar_prior,
+                        state=state,
+                        draft=drafts[i],
+                    )
                     if result.created:
                         created += 1
                         # the trips a guardrail records are read back by the next item's check
                         hooks_policy = policy if policy is None else False
-                        self._events_of(conn, project, result, trial_count=counters.next_seq,
-                                        subscribed=subscribed, policy=hooks_policy)
+                        self._events_of(
+                            conn,
+                            project,
+                            result,
+                            trial_count=counters.next_seq,
+                            subscribed=subscribed,
+                            policy=hooks_policy,
+                        )
                 except LedgerError as error:
                     if not savepoints:
                         raise _Refused from error

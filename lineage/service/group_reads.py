@@ -62,23 +62,43 @@ class GroupReads:
     made: list[tuple[CandidateRow, frozenset[int]]] = field(default_factory=list)
 
     @classmethod
-    def read(cls, store: Store, conn: Connection, project: Project, *, ids: Sequence[str], parents: Sequence[str],
-             keys: Sequence[int]) -> GroupReads:
+    def read(
+        cls,
+        store: Store,
+        conn: Connection,
+        project: Project,
+        *,
+        ids: Sequence[str],
+        parents: Sequence[str],
+        keys: Sequence[int],
+    ) -> GroupReads:
         """Read, in one go (one round trip on PostgreSQL), which of ``ids`` stored trials
         name, the links of ``parents``, and the stored shortlist rows of ``keys``."""
         ids, parents, keys = sorted(set(ids)), sorted(set(parents) - {""}), sorted(set(keys))
         named = store.parents_cursor(conn, project, ids) if ids else None
         links = store.links_cursor(conn, project, parents) if parents else None
-        bands = store.bands_cursor(conn, project.id, keys, recent=similar.PRIOR_RECENT,
-                                   per_band=similar.PRIOR_PER_BAND)
+        bands = store.bands_cursor(conn, project.id, keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND)
         named_ids = frozenset(store.fetch_column(named)) if named is not None else frozenset()
         stored_links = {row[0]: (row[1], row[2]) for row in links.fetchall()} if links is not None else {}
         recent, by_band = store.fetch_bands(bands)
-        return cls(frozenset(ids), named_ids, {parent: next_link(parent, stored_links.get(parent)) for parent in parents},
-                   recent, by_band, frozenset(keys))
+        return cls(
+            frozenset(ids),
+            named_ids,
+            {parent: next_link(parent, stored_links.get(parent)) for parent in parents},
+            recent,
+            by_band,
+            frozenset(keys),
+        )
 
-    def new_trial(self, store: Store, conn: Connection, project: Project, exp_id: str, parent_exp: str,
-                  prior_keys: Sequence[int] | None) -> NewTrialReads:
+    def new_trial(
+        self,
+        store: Store,
+        conn: Connection,
+        project: Project,
+        exp_id: str,
+        parent_exp: str,
+        prior_keys: Sequence[int] | None,
+    ) -> NewTrialReads:
         """What :meth:`Store.new_trial_reads` would read for the next item (module doc)."""
         named = exp_id in self.named if exp_id in self.checked else store.has_children(conn, project, exp_id)
         link = self.links.get(parent_exp) if parent_exp else (1, "")
@@ -89,8 +109,9 @@ class GroupReads:
         elif self.bands.issuperset(prior_keys):
             prior = self._shortlist(prior_keys)
         else:
-            prior = store.prior_rows(conn, project.id, prior_keys, recent=similar.PRIOR_RECENT,
-                                     per_band=similar.PRIOR_PER_BAND)
+            prior = store.prior_rows(
+                conn, project.id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
+            )
         return NewTrialReads(named, link, prior)
 
     def _shortlist(self, keys: Sequence[int]) -> list[CandidateRow]:
@@ -105,15 +126,29 @@ class GroupReads:
                 rows[row[0]] = row
         return sorted(rows.values(), key=lambda row: -row[0])
 
-    def written(self, trial: Trial, concepts: str, keys: Sequence[int], link: tuple[int, str], *,
-                adopted: bool) -> None:
+    def written(
+        self, trial: Trial, concepts: str, keys: Sequence[int], link: tuple[int, str], *, adopted: bool
+    ) -> None:
         """``trial`` was written with ``concepts``, sketch ``keys`` and chain ``link``;
         ``adopted``: it became the parent of stored trials (their links were rewritten)."""
         if adopted:
             self.links.clear()
         self.links[trial.exp_id] = next_link(trial.exp_id, link)
-        self.made.append(((trial.seq, trial.exp_id, trial.status.value, trial.core_metric, trial.delta_vs_best,
-                           trial.hypothesis, trial.notes, concepts), frozenset(keys)))
+        self.made.append(
+            (
+                (
+                    trial.seq,
+                    trial.exp_id,
+                    trial.status.value,
+                    trial.core_metric,
+                    trial.delta_vs_best,
+                    trial.hypothesis,
+                    trial.notes,
+                    concepts,
+                ),
+                frozenset(keys),
+            )
+        )
 
     def mark(self) -> tuple[int, dict[str, tuple[int, str]]]:
         """Where the group is, to go back to when an item is rolled back (:meth:`undo`)."""

@@ -56,7 +56,6 @@ class ProjectUses:
             project = self.store.project(conn, slug)
             return self.store.update_project(conn, project, values)
 
-
     def project_revision(self, project_slug: str) -> int:
         """The project's revision (bumped by every write): what ETags derive from."""
         with self.store.read() as conn:
@@ -102,7 +101,6 @@ def _checked_policy(value: BestPolicy | str) -> BestPolicy:
 
 def _checked_metric_name(value: str) -> str:
     return check_metric_name(value)
-
 
 
 def _checked_title(title: str) -> str:

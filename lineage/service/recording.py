@@ -174,8 +174,11 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
             body["core_metric"] = own
             warnings.append(f"{name} is this project's metric: read as core_metric={own!r} (send it as core_metric)")
         elif own is not None and own != sent:
-            raise InvalidInput(name, f"{name}={own!r} conflicts with core_metric={sent!r}; {name} is this "
-                                     "project's metric, so send it once, as core_metric")
+            raise InvalidInput(
+                name,
+                f"{name}={own!r} conflicts with core_metric={sent!r}; {name} is this "
+                "project's metric, so send it once, as core_metric",
+            )
     if name == "val_bpb" and _number(body.get("core_metric")) and body.get("val_bpb") is None:
         body["val_bpb"] = body["core_metric"]
 
@@ -192,12 +195,15 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
             body["core_metric"] = None
             if name == "val_bpb" and body.get("val_bpb", current.val_bpb if current else None) == metric:
                 body["val_bpb"] = None
-            warnings.append(f"core_metric={metric!r} on a {label.value} means no result: stored without a metric "
-                            f"(the value sent is kept in extra.{REPORTED_METRIC_KEY})")
+            warnings.append(
+                f"core_metric={metric!r} on a {label.value} means no result: stored without a metric "
+                f"(the value sent is kept in extra.{REPORTED_METRIC_KEY})"
+            )
             metric = None
     if touched and label in _ADVANCING and metric is None:
-        warnings.append(f"a {label.value} without a metric can never be the best; send core_metric "
-                        f"(this project's metric: {name})")
+        warnings.append(
+            f"a {label.value} without a metric can never be the best; send core_metric (this project's metric: {name})"
+        )
 
     parent_omitted = current is None and "parent_exp" not in body
     return PreparedRecord(body, parent_omitted, tuple(warnings))
@@ -209,7 +215,11 @@ class RecordingUses:
     store: Store
 
     def record_trial(
-        self, project_slug: str, fields: Mapping[str, Any], *, idempotency_key: str | None = None,
+        self,
+        project_slug: str,
+        fields: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
         similar_prior: bool = False,
     ) -> RecordResult:
         """Record one trial, idempotently.
@@ -232,17 +242,26 @@ class RecordingUses:
         with self.store.write(pipelined=True) as conn:
             project, next_seq, next_number = self.store.locked_project(conn, project_slug)
             counters = Counters(next_seq, next_number)
-            result = self._record_in(conn, project, counters, fields, idempotency_key=idempotency_key,
-                                     similar_prior=similar_prior)
+            result = self._record_in(
+                conn, project, counters, fields, idempotency_key=idempotency_key, similar_prior=similar_prior
+            )
             if result.created:
                 self.store.advance_counters(conn, project, rows=1, exp_number=counters.next_number)
-                self._after_record(conn, project, result.trial, result.best_before, result.is_new_best,
-                                   trial_count=counters.next_seq)
+                self._after_record(
+                    conn, project, result.trial, result.best_before, result.is_new_best, trial_count=counters.next_seq
+                )
             return result
 
     def _record_in(
-        self, conn: Connection, project: Project, counters: Counters, fields: Mapping[str, Any], *,
-        idempotency_key: str | None, similar_prior: bool, state: BatchState | None = None,
+        self,
+        conn: Connection,
+        project: Project,
+        counters: Counters,
+        fields: Mapping[str, Any],
+        *,
+        idempotency_key: str | None,
+        similar_prior: bool,
+        state: BatchState | None = None,
         draft: Draft | None = None,
     ) -> RecordResult:
         """One creation inside the caller's write transaction (the project locked): the
@@ -255,12 +274,16 @@ class RecordingUses:
             draft = draft_record(project, fields, sketch=bool(similar_prior and next_seq))
         prepared, proposed, concepts = draft.prepared, draft.proposed, draft.concepts
         body = prepared.body
-        key_hash = (_trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
-                    if idempotency_key is not None else "")
+        key_hash = (
+            _trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
+            if idempotency_key is not None
+            else ""
+        )
         if idempotency_key is not None:
             self._flush(conn, state)  # the key's trial may be an earlier item's
-            keyed = self._keyed_replay(conn, project, check_idempotency_key(idempotency_key), key_hash, proposed,
-                                       body, prepared)
+            keyed = self._keyed_replay(
+                conn, project, check_idempotency_key(idempotency_key), key_hash, proposed, body, prepared
+            )
             if keyed is not None:
                 return keyed
         if not body.get("exp_id"):
@@ -293,18 +316,35 @@ class RecordingUses:
             # asked together: whether stored trials already name it as parent (for the cycle
             # check and the links the insert rewrites), its chain link, similar_prior's shortlist
             reads = self.store.new_trial_reads(conn, project, proposed.exp_id, proposed.parent_exp, prior_keys)
-        self._check_references(conn, project, proposed, known_parent=defaulted is not None, new=True,
-                               named=reads.named, made=state.made if state is not None else ())
+        self._check_references(
+            conn,
+            project,
+            proposed,
+            known_parent=defaulted is not None,
+            new=True,
+            named=reads.named,
+            made=state.made if state is not None else (),
+        )
         delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
-        stored = self.store.insert_trial(conn, project, proposed.with_changes(delta_vs_best=delta), seq=next_seq,
-                                         concepts=concepts, named=reads.named, link=reads.link,
-                                         deferred=state.pending if state is not None and not similar_prior else None,
-                                         terms=state.terms if state is not None else None,
-                                         buffer=state.rows if state is not None else None,
-                                         sketch=prior_keys)  # the same concepts: the same keys
+        stored = self.store.insert_trial(
+            conn,
+            project,
+            proposed.with_changes(delta_vs_best=delta),
+            seq=next_seq,
+            concepts=concepts,
+            named=reads.named,
+            link=reads.link,
+            deferred=state.pending if state is not None and not similar_prior else None,
+            terms=state.terms if state is not None else None,
+            buffer=state.rows if state is not None else None,
+            sketch=prior_keys,
+        )  # the same concepts: the same keys
         # ranked once the writes are sent: on PostgreSQL the server stores them meanwhile
-        prior = (self._similar_prior(conn, project, proposed, rows=reads.prior, query=query)
-                 if reads.prior is not None else ())
+        prior = (
+            self._similar_prior(conn, project, proposed, rows=reads.prior, query=query)
+            if reads.prior is not None
+            else ()
+        )
         if state is not None and state.group is not None:
             state.group.written(stored, concepts, draft.keys or (), reads.link, adopted=reads.named)
         if state is not None and state.bulk:  # its children's link, without a read
@@ -320,13 +360,22 @@ class RecordingUses:
             state.first = state.first or stored
         warnings = prepared.warnings
         if defaulted is not None:
-            warnings = (f"parent_exp left out: the parent is the current best, exp_{defaulted.exp_id} "
-                        "(send \"parent_exp\": \"\" to record a root)", *warnings)
-        return RecordResult(stored, True, best_before, is_new_best, prior, parent_defaulted=defaulted is not None,
-                            warnings=warnings)
+            warnings = (
+                f"parent_exp left out: the parent is the current best, exp_{defaulted.exp_id} "
+                '(send "parent_exp": "" to record a root)',
+                *warnings,
+            )
+        return RecordResult(
+            stored, True, best_before, is_new_best, prior, parent_defaulted=defaulted is not None, warnings=warnings
+        )
 
     def _replayed(
-        self, conn: Connection, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord,
+        self,
+        conn: Connection,
+        project: Project,
+        existing: Trial,
+        proposed: Trial,
+        prepared: PreparedRecord,
     ) -> RecordResult:
         names = [name for name in IDEMPOTENT_FIELDS if not (prepared.parent_omitted and name == "parent_exp")]
         mine = {name: getattr(existing, name) for name in names}
@@ -359,8 +408,15 @@ class RecordingUses:
             values = {k: v for k, v in prepared.body.items() if k not in ("delta_vs_best", "exp_id")}
             if "status" in values and not isinstance(values["status"], FailureLabel):
                 values["status"] = FailureLabel.parse(str(values["status"]))
-            for name in ("parent_exp", "baseline_exp", "notes", "hypothesis", "expected_delta", "job_name",
-                         "snapshot_path"):  # null clears a text
+            for name in (
+                "parent_exp",
+                "baseline_exp",
+                "notes",
+                "hypothesis",
+                "expected_delta",
+                "job_name",
+                "snapshot_path",
+            ):  # null clears a text
                 if name in values and values[name] is None:
                     values[name] = ""
             updated = validate_trial(current.with_changes(**values))
@@ -373,8 +429,15 @@ class RecordingUses:
             return stored
 
     def _check_references(
-        self, conn: Connection, project: Project, trial: Trial, *, known_parent: bool = False, new: bool = False,
-        named: bool | None = None, made: Collection[str] = (),
+        self,
+        conn: Connection,
+        project: Project,
+        trial: Trial,
+        *,
+        known_parent: bool = False,
+        new: bool = False,
+        named: bool | None = None,
+        made: Collection[str] = (),
     ) -> None:
         """The parent and baseline are trials of the project, and the parent makes no cycle.
         ``known_parent``: the parent was just read (the default one). ``new``: ``trial`` is
@@ -404,7 +467,8 @@ class RecordingUses:
         ancestors = self.store.chain_rows(conn, project, parent_exp)
         if exp_id in ancestors or any(trial.parent_exp == exp_id for trial in ancestors.values()):
             raise InvalidInput(
-                "parent_exp", f"{parent_exp!r} descends from {exp_id!r}; that parent would make a cycle",
+                "parent_exp",
+                f"{parent_exp!r} descends from {exp_id!r}; that parent would make a cycle",
             )
 
     # -- lineage ------------------------------------------------------------------------
@@ -416,7 +480,13 @@ class RecordingUses:
     # wrapped prompt, KNOWLEDGE.md as data, and the trials listing with opaque cursors.
 
     def _keyed_replay(
-        self, conn: Connection, project: Project, key: str, key_hash: str, proposed: Trial, body: Mapping[str, Any],
+        self,
+        conn: Connection,
+        project: Project,
+        key: str,
+        key_hash: str,
+        proposed: Trial,
+        body: Mapping[str, Any],
         prepared: PreparedRecord,
     ) -> RecordResult | None:
         """The stored result of an earlier creation with ``key``; None when the key is new."""
@@ -445,13 +515,25 @@ class RecordingUses:
             self.store.claim_key(conn, project, "trial", key, exp_id=exp_id, body_hash=key_hash)
 
     def _after_record(
-        self, conn: Connection, project: Project, stored: Trial, best_before: Trial | None, is_new_best: bool,
-        *, trial_count: int,
+        self,
+        conn: Connection,
+        project: Project,
+        stored: Trial,
+        best_before: Trial | None,
+        is_new_best: bool,
+        *,
+        trial_count: int,
     ) -> None:
         """In a new trial's transaction: its events to the outbox and the guardrails' trips."""
         subscribed, policy = self.store.hooks_and_guardrails(conn, project.id)
-        self._events_of(conn, project, RecordResult(stored, True, best_before, is_new_best),
-                        trial_count=trial_count, subscribed=subscribed, policy=policy)
+        self._events_of(
+            conn,
+            project,
+            RecordResult(stored, True, best_before, is_new_best),
+            trial_count=trial_count,
+            subscribed=subscribed,
+            policy=policy,
+        )
 
     def _flush(self, conn: Connection, state: BatchState | None) -> None:
         """Send the rows a batch holds back (``BatchState.rows``), before a read could miss them."""
@@ -460,22 +542,49 @@ class RecordingUses:
             state.rows.clear()
 
     def _events_of(
-        self, conn: Connection, project: Project, result: RecordResult, *, trial_count: int,
-        subscribed: list[Any], policy: dict[str, Any] | None | bool,
+        self,
+        conn: Connection,
+        project: Project,
+        result: RecordResult,
+        *,
+        trial_count: int,
+        subscribed: list[Any],
+        policy: dict[str, Any] | None | bool,
     ) -> None:
         """A new trial's events and trips, with the webhooks and guardrail row read already
         (``policy=False``: read it here)."""
         best = result.trial if result.is_new_best else result.best_before
-        hooks.trial_events(self.store, conn, project, result.trial, best_before=result.best_before,
-                           is_new_best=result.is_new_best, subscribed=subscribed)
-        guardrails.after_trial(self.store, conn, project, result.trial, best=best, trial_count=trial_count,
-                               subscribed=subscribed, policy=policy)
+        hooks.trial_events(
+            self.store,
+            conn,
+            project,
+            result.trial,
+            best_before=result.best_before,
+            is_new_best=result.is_new_best,
+            subscribed=subscribed,
+        )
+        guardrails.after_trial(
+            self.store,
+            conn,
+            project,
+            result.trial,
+            best=best,
+            trial_count=trial_count,
+            subscribed=subscribed,
+            policy=policy,
+        )
 
 
 def _replay_result(existing: Trial, prepared: PreparedRecord) -> RecordResult:
     """The answer to a retry: the stored trial, with what the rules said about the body."""
-    return RecordResult(existing, False, None, False, parent_defaulted=prepared.parent_omitted and bool(existing.parent_exp),
-                        warnings=prepared.warnings)
+    return RecordResult(
+        existing,
+        False,
+        None,
+        False,
+        parent_defaulted=prepared.parent_omitted and bool(existing.parent_exp),
+        warnings=prepared.warnings,
+    )
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -96,8 +96,11 @@ class TrialsQuery:
 
     def to_dict(self) -> dict[str, Any]:
         """A page of the listing as JSON, as the API and MCP answer it."""
-        return {"items": [t.to_dict() for t in self.page.trials], "next_cursor": self.next_cursor,
-                "total": self.page.total}
+        return {
+            "items": [t.to_dict() for t in self.page.trials],
+            "next_cursor": self.next_cursor,
+            "total": self.page.total,
+        }
 
 
 class _RolledBack(Exception):
@@ -136,8 +139,15 @@ class TableUses:
         ``preview``: do all of it, then roll the transaction back (``committed=False``).
         """
         try:
-            return self._import_trials(project_slug, rows, progress=progress, locate=locate, create_with=create_with,
-                                       project_changes=project_changes, preview=preview)
+            return self._import_trials(
+                project_slug,
+                rows,
+                progress=progress,
+                locate=locate,
+                create_with=create_with,
+                project_changes=project_changes,
+                preview=preview,
+            )
         except _RolledBack as done:
             return done.report
 
@@ -229,7 +239,6 @@ class TableUses:
             )
         self.store.backup_sqlite(target)
 
-
     # -- read models for the web pages ---------------------------------------------------
 
     def trials_page(
@@ -259,12 +268,17 @@ class TableUses:
                 next_after = keyset_after(sort, rows[-1])
             unfiltered = not any(v not in (None, "", [], ()) for v in filters.values())
             total = (
-                project.trial_count if unfiltered
-                else self.store.count_matching(conn, project, **filters) if count else None
+                project.trial_count
+                if unfiltered
+                else self.store.count_matching(conn, project, **filters)
+                if count
+                else None
             )
             return TrialsPage(project=project, trials=tuple(rows), next_after=next_after, total=total)
 
-    def iter_trials_page(self, project_slug: str, *, sort: str = "seq", descending: bool = False, **filters: Any) -> Iterator[Trial]:
+    def iter_trials_page(
+        self, project_slug: str, *, sort: str = "seq", descending: bool = False, **filters: Any
+    ) -> Iterator[Trial]:
         """Every trial matching ``filters`` in ``sort`` order, streamed a page at a time from
         one read transaction (the TSV export of a trials-table view)."""
         sort, descending = check_sort(sort, descending)
@@ -306,8 +320,14 @@ class TableUses:
             if bound is not None:
                 filters[name] = self.store.db_time(bound)
         page = self.trials_page(
-            project_slug, sort=sort, descending=descending, after=after, limit=limit, count=count,
-            status=statuses, **filters,
+            project_slug,
+            sort=sort,
+            descending=descending,
+            after=after,
+            limit=limit,
+            count=count,
+            status=statuses,
+            **filters,
         )
         next_cursor = encode_cursor(sort, descending, page.next_after) if page.next_after is not None else None
         return TrialsQuery(page=page, next_cursor=next_cursor)
@@ -369,10 +389,13 @@ def decode_cursor(cursor: str, *, sort: str, descending: bool, field: str = "cur
         order = "descending" if made_desc else "ascending"
         raise InvalidInput(field, f"was made for sort={made_sort!r} ({order}); ask with the same order")
     shape = (int,) if sort == "seq" else (int, (float, int, str, type(None)), int)
-    if (not isinstance(after, list) or len(after) != len(shape)
-            or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(after, shape))
-            or not all(-(2**63) <= v < 2**63 for v in after if isinstance(v, int))
-            or not all(math.isfinite(v) for v in after if isinstance(v, float))):
+    if (
+        not isinstance(after, list)
+        or len(after) != len(shape)
+        or not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(after, shape))
+        or not all(-(2**63) <= v < 2**63 for v in after if isinstance(v, int))
+        or not all(math.isfinite(v) for v in after if isinstance(v, float))
+    ):
         raise InvalidInput(field, "is not a cursor of this listing; start again without it")
     if sort != "seq" and after[1] is not None and not _keyset_value_fits(sort, after[0], after[1]):
         raise InvalidInput(field, "is not a cursor of this listing; start again without it")

@@ -52,7 +52,18 @@ __all__ = ["BULK_BATCH", "TRIAL_COLUMNS", "TRIAL_VALUE_COLUMNS", "Store", "trial
 
 
 class Store(
-    ProjectsSql, TrialsSql, PagesSql, LoopsSql, TokensSql, TelemetrySql, ExploreSql, SearchSql, OutboxSql, ProgressSql,
-    AlertsSql, ColumnsSql, ChainSql,
+    ProjectsSql,
+    TrialsSql,
+    PagesSql,
+    LoopsSql,
+    TokensSql,
+    TelemetrySql,
+    ExploreSql,
+    SearchSql,
+    OutboxSql,
+    ProgressSql,
+    AlertsSql,
+    ColumnsSql,
+    ChainSql,
 ):
     """SQL access for one database (one engine): the mixins above over ``StoreBase``."""

@@ -15,15 +15,27 @@ from sqlalchemy import Connection
 from lineage.store.base import StoreBase
 
 #: what an alert query selects, in :class:`lineage.alerts.Alert`'s order
-_ALERT_SELECT = ("SELECT a.id, t.exp_id, a.level, a.title, a.text, a.step, a.wall_time, a.created_at "
-                 "FROM trial_alerts a JOIN trials t ON t.id = a.trial_id")
+_ALERT_SELECT = (
+    "SELECT a.id, t.exp_id, a.level, a.title, a.text, a.step, a.wall_time, a.created_at "
+    "FROM trial_alerts a JOIN trials t ON t.id = a.trial_id"
+)
 
 
 class AlertsSql(StoreBase):
     """Alerts in, alerts out."""
 
-    def insert_alert(self, conn: Connection, project_id: int, trial_id: int, *, level: str, title: str, text: str,
-                     step: int | None, wall_time: float | None) -> int:
+    def insert_alert(
+        self,
+        conn: Connection,
+        project_id: int,
+        trial_id: int,
+        *,
+        level: str,
+        title: str,
+        text: str,
+        step: int | None,
+        wall_time: float | None,
+    ) -> int:
         cursor = self._execute(
             conn,
             "INSERT INTO trial_alerts (project_id, trial_id, level, title, text, step, wall_time, created_at) "
@@ -34,13 +46,21 @@ class AlertsSql(StoreBase):
 
     def alert_row(self, conn: Connection, project_id: int, alert_id: int) -> tuple[Any, ...] | None:
         """``(id, exp_id, level, title, text, step, wall_time, created_at)`` of one alert."""
-        row = self._execute(conn, f"{_ALERT_SELECT} WHERE a.project_id = ? AND a.id = ?",
-                            (project_id, alert_id)).fetchone()
+        row = self._execute(
+            conn, f"{_ALERT_SELECT} WHERE a.project_id = ? AND a.id = ?", (project_id, alert_id)
+        ).fetchone()
         return None if row is None else tuple(row)
 
-    def alert_rows(self, conn: Connection, project_id: int, *, trial_id: int | None = None,
-                   levels: Sequence[str] | None = None, before_id: int | None = None,
-                   limit: int = 50) -> list[tuple[Any, ...]]:
+    def alert_rows(
+        self,
+        conn: Connection,
+        project_id: int,
+        *,
+        trial_id: int | None = None,
+        levels: Sequence[str] | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> list[tuple[Any, ...]]:
         """A project's alerts, newest first: ``(id, exp_id, level, title, text, step,
         wall_time, created_at)`` each (indexed by project or trial, then id)."""
         where, params = ["a.project_id = ?"], [project_id]
@@ -53,6 +73,7 @@ class AlertsSql(StoreBase):
         if before_id is not None:
             where.append("a.id < ?")
             params.append(before_id)
-        cursor = self._execute(conn, f"{_ALERT_SELECT} WHERE {' AND '.join(where)} ORDER BY a.id DESC LIMIT ?",
-                               (*params, limit))
+        cursor = self._execute(
+            conn, f"{_ALERT_SELECT} WHERE {' AND '.join(where)} ORDER BY a.id DESC LIMIT ?", (*params, limit)
+        )
         return [tuple(row) for row in cursor.fetchall()]

@@ -51,19 +51,28 @@ _LEAN_EXTRA = {
     # extra is json (kept as written, migration 0006); only a row that holds a patch goes
     # through jsonb to lose it, so every other row keeps its text exactly
     "postgresql": "CASE WHEN extra::jsonb #> '{_git,patch}' IS NULL THEN extra "
-                  "ELSE (extra::jsonb #- '{_git,patch}')::json END AS extra",
+    "ELSE (extra::jsonb #- '{_git,patch}')::json END AS extra",
 }
-_BULK_COLUMNS: tuple[str, ...] = ("project_id", "seq", *TRIAL_VALUE_COLUMNS, "extra", "created_at", "updated_at",
-                                  "search_text", "exp_key", "search_concepts", "chain_depth", "chain_skip")
+_BULK_COLUMNS: tuple[str, ...] = (
+    "project_id",
+    "seq",
+    *TRIAL_VALUE_COLUMNS,
+    "extra",
+    "created_at",
+    "updated_at",
+    "search_text",
+    "exp_key",
+    "search_concepts",
+    "chain_depth",
+    "chain_skip",
+)
 
 
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 try:  # the C encoder json.dumps builds per call, built once (about 3x faster per row)
     from json.encoder import c_encode_basestring, c_make_encoder
 
-    _C_ENCODE = c_make_encoder(
-        None, _JSON_ENCODER.default, c_encode_basestring, None, ":", ",", False, False, True
-    )
+    _C_ENCODE = c_make_encoder(None, _JSON_ENCODER.default, c_encode_basestring, None, ":", ",", False, False, True)
 except (ImportError, TypeError):  # pragma: no cover - no C accelerator
     _C_ENCODE = None
 
@@ -118,16 +127,28 @@ def trial_from_row(row: Sequence[Any]) -> Trial:
 
 
 _PROJECT_COLUMNS = (
-    "id", "slug", "title", "metric_name", "lower_is_better", "best_policy", "prompt_template",
-    "source_format", "settings", "revision", "next_seq", "created_at", "updated_at",
+    "id",
+    "slug",
+    "title",
+    "metric_name",
+    "lower_is_better",
+    "best_policy",
+    "prompt_template",
+    "source_format",
+    "settings",
+    "revision",
+    "next_seq",
+    "created_at",
+    "updated_at",
 )
 _PROJECT_SELECT = f"SELECT {', '.join(_PROJECT_COLUMNS)} FROM projects"
 
 
 def _project_from_row(row: Sequence[Any]) -> Project:
     """A Project from a row selected as ``_PROJECT_COLUMNS``."""
-    (id_, slug, title, metric_name, lower, policy, template, source, settings, revision, next_seq,
-     created, updated) = row
+    (id_, slug, title, metric_name, lower, policy, template, source, settings, revision, next_seq, created, updated) = (
+        row
+    )
     return Project(
         id=id_,
         slug=slug,
@@ -363,8 +384,12 @@ class StoreBase:
         SQL here (``lineage.store.filter_sql``).
         """
         where, params = ["project_id = ?"], [project.id]
-        for clause, bound in (("created_at >= ?", created_after), ("created_at < ?", created_before),
-                              ("timestamp >= ?", timestamp_from), ("timestamp < ?", timestamp_to)):
+        for clause, bound in (
+            ("created_at >= ?", created_after),
+            ("created_at < ?", created_before),
+            ("timestamp >= ?", timestamp_from),
+            ("timestamp < ?", timestamp_to),
+        ):
             if bound is not None:
                 where.append(clause)
                 params.append(bound)

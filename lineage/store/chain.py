@@ -55,8 +55,11 @@ class ChainSql(StoreBase):
 
     def link_cursor(self, conn: Connection, project: Project, parent_exp: str) -> Any:
         """:meth:`link_after`'s statement, sent; its row not read yet (:meth:`fetch_link`)."""
-        return self._execute(conn, "SELECT chain_depth, chain_skip FROM trials WHERE project_id = ? AND exp_id = ?",
-                             (project.id, parent_exp))
+        return self._execute(
+            conn,
+            "SELECT chain_depth, chain_skip FROM trials WHERE project_id = ? AND exp_id = ?",
+            (project.id, parent_exp),
+        )
 
     @staticmethod
     def fetch_link(parent_exp: str, cursor: Any) -> tuple[int, str]:
@@ -89,20 +92,23 @@ class ChainSql(StoreBase):
         rows = [(depth, skip, project.id, exp_id) for exp_id, depth, skip in links]
         if rows:
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.executemany(self._sql("UPDATE trials SET chain_depth = ?, chain_skip = ? "
-                                         "WHERE project_id = ? AND exp_id = ?"), rows)
+            cursor.executemany(
+                self._sql("UPDATE trials SET chain_depth = ?, chain_skip = ? WHERE project_id = ? AND exp_id = ?"), rows
+            )
 
     def chain_links(self, conn: Connection, project: Project) -> dict[str, tuple[int, str]]:
         """Every stored trial's ``(depth, skip)``, by exp_id (an import into a project that
         has trials reads its parents whole already)."""
-        rows = self._execute(conn, "SELECT exp_id, chain_depth, chain_skip FROM trials WHERE project_id = ?",
-                             (project.id,)).fetchall()
+        rows = self._execute(
+            conn, "SELECT exp_id, chain_depth, chain_skip FROM trials WHERE project_id = ?", (project.id,)
+        ).fetchall()
         return {row[0]: (row[1], row[2]) for row in rows}
 
     def chain_depth(self, conn: Connection, project: Project, exp_id: str) -> int:
         """The stored length of the chain ending at ``exp_id``; 0 when unknown or no such trial."""
-        row = self._execute(conn, "SELECT chain_depth FROM trials WHERE project_id = ? AND exp_id = ?",
-                            (project.id, exp_id)).fetchone()
+        row = self._execute(
+            conn, "SELECT chain_depth FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, exp_id)
+        ).fetchone()
         return int(row[0]) if row else 0
 
     def ancestor_at(self, conn: Connection, project: Project, exp_id: str, depth: int) -> str | None:

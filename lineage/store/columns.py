@@ -20,16 +20,36 @@ from lineage.store.base import StoreBase
 
 #: The trial fields whose emptiness ``field_presence`` looks at: text fields are empty
 #: when ``''``, the others when NULL.
-TEXT_FIELDS = ("timestamp", "specialist", "parent_exp", "baseline_exp", "domain", "hypothesis", "expected_delta",
-               "job_name", "snapshot_path", "notes")
-NUMBER_FIELDS = ("core_metric", "delta_vs_best", "train_s", "total_s", "ig_clip_scale_mean", "ig_clip_scale_std",
-                 "ig_clip_scale_min", "ig_clip_scale_max", "ig_clip_scale_frac_low", "ig_clip_scale_frac_high")
+TEXT_FIELDS = (
+    "timestamp",
+    "specialist",
+    "parent_exp",
+    "baseline_exp",
+    "domain",
+    "hypothesis",
+    "expected_delta",
+    "job_name",
+    "snapshot_path",
+    "notes",
+)
+NUMBER_FIELDS = (
+    "core_metric",
+    "delta_vs_best",
+    "train_s",
+    "total_s",
+    "ig_clip_scale_mean",
+    "ig_clip_scale_std",
+    "ig_clip_scale_min",
+    "ig_clip_scale_max",
+    "ig_clip_scale_frac_low",
+    "ig_clip_scale_frac_high",
+)
 #: The telemetry summaries ``knob_rows`` computes per trial (one index range each).
 TELEMETRY_SUMMARIES = {
     "last": "SELECT value FROM telemetry_points p WHERE p.trial_id = t.id AND p.name = ? AND p.turn = -1 "
-            "ORDER BY p.step DESC LIMIT 1",
+    "ORDER BY p.step DESC LIMIT 1",
     "first": "SELECT value FROM telemetry_points p WHERE p.trial_id = t.id AND p.name = ? AND p.turn = -1 "
-             "ORDER BY p.step LIMIT 1",
+    "ORDER BY p.step LIMIT 1",
     "min": "SELECT MIN(value) FROM telemetry_points p WHERE p.trial_id = t.id AND p.name = ? AND p.turn = -1",
     "max": "SELECT MAX(value) FROM telemetry_points p WHERE p.trial_id = t.id AND p.name = ? AND p.turn = -1",
     "mean": "SELECT AVG(value) FROM telemetry_points p WHERE p.trial_id = t.id AND p.name = ? AND p.turn = -1",
@@ -51,11 +71,16 @@ class ColumnsSql(StoreBase):
         project would cost ~0.1 s a page)."""
         parts = [f"SUM(CASE WHEN {name} <> '' THEN 1 ELSE 0 END)" for name in TEXT_FIELDS]
         parts += [f"COUNT({name})" for name in NUMBER_FIELDS]
-        parts.append("SUM(CASE WHEN val_bpb IS NOT NULL AND (core_metric IS NULL OR val_bpb <> core_metric) "
-                     "THEN 1 ELSE 0 END)")
+        parts.append(
+            "SUM(CASE WHEN val_bpb IS NOT NULL AND (core_metric IS NULL OR val_bpb <> core_metric) THEN 1 ELSE 0 END)"
+        )
         names = ", ".join((*TEXT_FIELDS, *NUMBER_FIELDS, "val_bpb"))
-        row = self._execute(conn, f"SELECT COUNT(*), {', '.join(parts)} FROM (SELECT {names} FROM trials "
-                                  "WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s", (project.id, sample)).fetchone()
+        row = self._execute(
+            conn,
+            f"SELECT COUNT(*), {', '.join(parts)} FROM (SELECT {names} FROM trials "
+            "WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s",
+            (project.id, sample),
+        ).fetchone()
         names = ("", *TEXT_FIELDS, *NUMBER_FIELDS, "val_bpb")
         return {name: int(value or 0) for name, value in zip(names, row)}
 
@@ -63,14 +88,18 @@ class ColumnsSql(StoreBase):
         """``(key, every value a number, trials with it)`` of the keys of ``extra`` among the
         newest ``sample`` trials (JSON nulls do not count), most common first."""
         if self.sqlite:
-            sql = ("SELECT j.key, MIN(CASE WHEN j.type IN ('integer', 'real') THEN 1 ELSE 0 END), COUNT(*) "
-                   "FROM (SELECT extra FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s, "
-                   "json_each(s.extra) j WHERE j.type <> 'null' GROUP BY j.key")
+            sql = (
+                "SELECT j.key, MIN(CASE WHEN j.type IN ('integer', 'real') THEN 1 ELSE 0 END), COUNT(*) "
+                "FROM (SELECT extra FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s, "
+                "json_each(s.extra) j WHERE j.type <> 'null' GROUP BY j.key"
+            )
         else:
-            sql = ("SELECT k, MIN(CASE WHEN json_typeof(s.extra -> k) = 'number' THEN 1 ELSE 0 END), COUNT(*) "
-                   "FROM (SELECT extra FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s "
-                   "CROSS JOIN LATERAL json_object_keys(CASE WHEN json_typeof(s.extra) = 'object' THEN s.extra "
-                   "ELSE '{}'::json END) k WHERE json_typeof(s.extra -> k) <> 'null' GROUP BY k")
+            sql = (
+                "SELECT k, MIN(CASE WHEN json_typeof(s.extra -> k) = 'number' THEN 1 ELSE 0 END), COUNT(*) "
+                "FROM (SELECT extra FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s "
+                "CROSS JOIN LATERAL json_object_keys(CASE WHEN json_typeof(s.extra) = 'object' THEN s.extra "
+                "ELSE '{}'::json END) k WHERE json_typeof(s.extra -> k) <> 'null' GROUP BY k"
+            )
         rows = self._execute(conn, sql, (project.id, sample)).fetchall()
         out = [(str(key), bool(numeric), int(count)) for key, numeric, count in rows]
         out.sort(key=lambda item: (-item[2], item[0]))
@@ -89,7 +118,12 @@ class ColumnsSql(StoreBase):
         raise ValueError(f"unknown column source {source!r}")
 
     def knob_rows(
-        self, conn: Connection, project: Project, columns: Sequence[tuple[str, str, str | None]], *, limit: int,
+        self,
+        conn: Connection,
+        project: Project,
+        columns: Sequence[tuple[str, str, str | None]],
+        *,
+        limit: int,
         exp_ids: Sequence[str] | None = None,
     ) -> list[tuple[Any, ...]]:
         """``(exp_id, seq, status, core_metric, value, ..., chain_depth)`` of the newest
@@ -125,11 +159,15 @@ class ColumnsSql(StoreBase):
                 where_params = [*with_telemetry, project.id]
                 order = "+seq DESC"
         if columns[0][0] == "field":
-            sql = (f"SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
-                   f"WHERE {where} AND {exprs[0]} IS NOT NULL ORDER BY {order.replace('seq', 't.seq')} LIMIT ?")
+            sql = (
+                f"SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
+                f"WHERE {where} AND {exprs[0]} IS NOT NULL ORDER BY {order.replace('seq', 't.seq')} LIMIT ?"
+            )
         else:  # the first value is an expression with parameters: filter on it outside
-            sql = (f"SELECT * FROM (SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
-                   f"WHERE {where}) k WHERE k.v0 IS NOT NULL ORDER BY {order.replace('seq', 'k.seq')} LIMIT ?")
+            sql = (
+                f"SELECT * FROM (SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
+                f"WHERE {where}) k WHERE k.v0 IS NOT NULL ORDER BY {order.replace('seq', 'k.seq')} LIMIT ?"
+            )
         return [tuple(row) for row in self._execute(conn, sql, (*params, *where_params, limit)).fetchall()]
 
     def telemetry_trial_ids(self, conn: Connection, project: Project, *, limit: int) -> list[int]:

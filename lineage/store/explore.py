@@ -26,8 +26,14 @@ class ExploreSql(StoreBase):
     """The explorer's reads: trials by filter and subtree, series, buckets, names."""
 
     def explore_trials(
-        self, conn: Connection, project: Project, *, filters: Mapping[str, Any], exp_ids: Sequence[str] | None,
-        subtree_of: str | None, limit: int,
+        self,
+        conn: Connection,
+        project: Project,
+        *,
+        filters: Mapping[str, Any],
+        exp_ids: Sequence[str] | None,
+        subtree_of: str | None,
+        limit: int,
     ) -> tuple[list[tuple[int, Trial]], int]:
         """``([(row id, trial)], matched)``: the last ``limit`` trials by seq (oldest first)
         matching the trials-table ``filters``, within ``exp_ids`` when given and within the
@@ -41,13 +47,17 @@ class ExploreSql(StoreBase):
             params.extend(exp_ids)
         if subtree_of is not None:
             subtree_of = self.trial(conn, project, subtree_of).exp_id  # type: ignore[attr-defined]
-            prefix = ("WITH RECURSIVE sub(exp_id) AS (SELECT exp_id FROM trials WHERE project_id = ? AND exp_id = ? "
-                      "UNION SELECT t.exp_id FROM trials t JOIN sub ON t.project_id = ? AND t.parent_exp = sub.exp_id) ")
+            prefix = (
+                "WITH RECURSIVE sub(exp_id) AS (SELECT exp_id FROM trials WHERE project_id = ? AND exp_id = ? "
+                "UNION SELECT t.exp_id FROM trials t JOIN sub ON t.project_id = ? AND t.parent_exp = sub.exp_id) "
+            )
             params = [project.id, subtree_of, project.id, *params]
             where += " AND exp_id IN (SELECT exp_id FROM sub)"
         matched = int(self._execute(conn, f"{prefix}SELECT COUNT(*) FROM trials WHERE {where}", params).fetchone()[0])
         cursor = self._execute(
-            conn, f"{prefix}SELECT id, {_COLUMN_LIST} FROM trials WHERE {where} ORDER BY seq DESC LIMIT ?", (*params, limit)
+            conn,
+            f"{prefix}SELECT id, {_COLUMN_LIST} FROM trials WHERE {where} ORDER BY seq DESC LIMIT ?",
+            (*params, limit),
         )
         rows = [(int(row[0]), trial_from_row(row[1:])) for row in cursor.fetchall()]
         rows.reverse()
@@ -68,8 +78,15 @@ class ExploreSql(StoreBase):
         return turns
 
     def explore_series(
-        self, conn: Connection, trial_ids: Sequence[int], name: str, *, turn: int | None, per_turn: bool,
-        step_min: int | None, step_max: int | None,
+        self,
+        conn: Connection,
+        trial_ids: Sequence[int],
+        name: str,
+        *,
+        turn: int | None,
+        per_turn: bool,
+        step_min: int | None,
+        step_max: int | None,
     ) -> list[tuple[int, int, int, int, float | None]]:
         """``(trial id, turn, first step, last step, wall_time of the first point)`` of each
         series ``name`` of the trials with points in the step range: the per-turn series
@@ -116,8 +133,16 @@ class ExploreSql(StoreBase):
         return True
 
     def explore_cells_exact(
-        self, conn: Connection, trial_ids: Sequence[int], name: str, *, turn: int | None, per_turn: bool,
-        lo: int, hi: int, width: int,
+        self,
+        conn: Connection,
+        trial_ids: Sequence[int],
+        name: str,
+        *,
+        turn: int | None,
+        per_turn: bool,
+        lo: int,
+        hi: int,
+        width: int,
     ) -> list[tuple[int, int, int, float, float | None, int]]:
         """``(trial id, turn, bucket, mean value, mean wall_time, points)`` of each non-empty
         bucket ``(step - lo) // width`` of each series, in one GROUP BY."""
@@ -131,8 +156,10 @@ class ExploreSql(StoreBase):
             "AND step >= ? AND step <= ? GROUP BY trial_id, turn, bucket",
             (lo, width, *trial_ids, name, *turn_params, lo, hi),
         )
-        return [(int(t), int(u), int(b), float(v), None if w is None else float(w), int(n))
-                for t, u, b, v, w, n in cursor.fetchall()]
+        return [
+            (int(t), int(u), int(b), float(v), None if w is None else float(w), int(n))
+            for t, u, b, v, w, n in cursor.fetchall()
+        ]
 
     def explore_cells_sampled(
         self, conn: Connection, series: Sequence[tuple[int, int]], name: str, *, lo: int, width: int, count: int
@@ -153,7 +180,9 @@ class ExploreSql(StoreBase):
             JOIN telemetry_points p ON p.id = c.pid"""
         params = [count - 1, *(v for key in series for v in key), name, lo, width, lo, width]
         cursor = self._execute(conn, sql, params)
-        return [(int(t), int(u), int(i), float(v), None if w is None else float(w)) for t, u, i, v, w in cursor.fetchall()]
+        return [
+            (int(t), int(u), int(i), float(v), None if w is None else float(w)) for t, u, i, v, w in cursor.fetchall()
+        ]
 
     def exp_ids_with_telemetry(self, conn: Connection, project: Project, *, cap: int = 5_000) -> list[str]:
         """The exp ids of the project's trials that have telemetry: one index seek per trial
@@ -171,11 +200,14 @@ class ExploreSql(StoreBase):
             found.append(current)
         out: list[str] = []
         for start in range(0, len(found), 500):
-            chunk = found[start:start + 500]
+            chunk = found[start : start + 500]
             # "+project_id": rowid look-ups (SQLite's planner would scan the project's
             # (project_id, exp_id) index otherwise: 9 ms for 100,000 trials)
-            cursor = self._execute(conn, f"SELECT exp_id FROM trials WHERE id IN ({self._in(chunk)}) AND +project_id = ?",
-                                   (*chunk, project.id))
+            cursor = self._execute(
+                conn,
+                f"SELECT exp_id FROM trials WHERE id IN ({self._in(chunk)}) AND +project_id = ?",
+                (*chunk, project.id),
+            )
             out.extend(str(r[0]) for r in cursor.fetchall())
         return out
 

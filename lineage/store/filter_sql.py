@@ -66,25 +66,34 @@ class _Compiler:
 
     def extra_number(self, key: str) -> str:
         if self.sqlite:
-            return (f"(CASE WHEN json_type(extra, {self.bind(_extra_path(key))}) IN ('integer', 'real') "
-                    f"THEN json_extract(extra, {self.bind(_extra_path(key))}) END)")
-        return (f"(CASE WHEN json_typeof(extra -> CAST({self.bind(key)} AS text)) = 'number' "
-                f"THEN CAST(extra ->> CAST({self.bind(key)} AS text) AS double precision) END)")
+            return (
+                f"(CASE WHEN json_type(extra, {self.bind(_extra_path(key))}) IN ('integer', 'real') "
+                f"THEN json_extract(extra, {self.bind(_extra_path(key))}) END)"
+            )
+        return (
+            f"(CASE WHEN json_typeof(extra -> CAST({self.bind(key)} AS text)) = 'number' "
+            f"THEN CAST(extra ->> CAST({self.bind(key)} AS text) AS double precision) END)"
+        )
 
     def extra_text(self, key: str) -> str:
         if self.sqlite:
-            return (f"(CASE WHEN json_type(extra, {self.bind(_extra_path(key))}) = 'text' "
-                    f"THEN json_extract(extra, {self.bind(_extra_path(key))}) END)")
-        return (f"(CASE WHEN json_typeof(extra -> CAST({self.bind(key)} AS text)) = 'string' "
-                f"THEN extra ->> CAST({self.bind(key)} AS text) END)")
+            return (
+                f"(CASE WHEN json_type(extra, {self.bind(_extra_path(key))}) = 'text' "
+                f"THEN json_extract(extra, {self.bind(_extra_path(key))}) END)"
+            )
+        return (
+            f"(CASE WHEN json_typeof(extra -> CAST({self.bind(key)} AS text)) = 'string' "
+            f"THEN extra ->> CAST({self.bind(key)} AS text) END)"
+        )
 
     def text_number(self, column: str) -> str:
         """A text column's value as a number when it holds a JSON number, else NULL."""
         if self.sqlite:
-            return (f"(CASE WHEN json_valid({column}) AND json_type({column}) IN ('integer', 'real') "
-                    f"THEN CAST({column} AS REAL) END)")
-        return (f"(CASE WHEN {column} ~ {self.bind(_JSON_NUMBER)} "
-                f"THEN CAST({column} AS double precision) END)")
+            return (
+                f"(CASE WHEN json_valid({column}) AND json_type({column}) IN ('integer', 'real') "
+                f"THEN CAST({column} AS REAL) END)"
+            )
+        return f"(CASE WHEN {column} ~ {self.bind(_JSON_NUMBER)} THEN CAST({column} AS double precision) END)"
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -96,8 +105,13 @@ class _Compiler:
             return f"(NOT {self.node(node.node)})"
         if isinstance(node, Word):
             pattern = _like(node.text)
-            return ("(" + " OR ".join(f"LOWER({c}) LIKE {self.bind(pattern)} ESCAPE '\\'"
-                                      for c in ("hypothesis", "notes", "exp_id")) + ")")
+            return (
+                "("
+                + " OR ".join(
+                    f"LOWER({c}) LIKE {self.bind(pattern)} ESCAPE '\\'" for c in ("hypothesis", "notes", "exp_id")
+                )
+                + ")"
+            )
         return self.test(node)
 
     def test(self, test: Test) -> str:
@@ -201,8 +215,11 @@ def parse_sort(sort: str) -> tuple[str, bool | None]:
     key = SORT_ALIASES.get(text, text)
     field = resolve_field(key)
     if field is None or field in ("created_at", "updated_at") or (field.startswith("extra.") and '"' in field):
-        raise InvalidInput("sort", f"unknown sort {sort!r}; sort by seq, exp_id, a trial field (core_metric, "
-                                   "delta_vs_best, status, ...) or extra.KEY, with a leading - for descending")
+        raise InvalidInput(
+            "sort",
+            f"unknown sort {sort!r}; sort by seq, exp_id, a trial field (core_metric, "
+            "delta_vs_best, status, ...) or extra.KEY, with a leading - for descending",
+        )
     return field, descending
 
 
@@ -224,8 +241,12 @@ def sort_phases(key: str, *, sqlite: bool) -> tuple[SortPhase, ...]:
         text, text_params = extra.extra_text(name), tuple(extra.params)
         return (
             SortPhase(f" AND {number} IS NOT NULL", number_params, number, number_params),
-            SortPhase(f" AND {number} IS NULL AND {text} IS NOT NULL", number_params + text_params,
-                      f"{text}{collate}", text_params),
+            SortPhase(
+                f" AND {number} IS NULL AND {text} IS NOT NULL",
+                number_params + text_params,
+                f"{text}{collate}",
+                text_params,
+            ),
             SortPhase(f" AND {number} IS NULL AND {text} IS NULL", number_params + text_params, None, ()),
         )
     return (SortPhase("", (), f"{key}{collate}", ()),)

@@ -29,7 +29,8 @@ class LoopsSql(StoreBase):
     def last_with_status(self, conn: Connection, project: Project, statuses: Sequence[str]) -> Trial | None:
         """The latest trial (by seq) whose status is one of ``statuses``."""
         return self._trial_where(
-            conn, f"project_id = ? AND status IN ({self._in(statuses)}) ORDER BY seq DESC LIMIT 1",
+            conn,
+            f"project_id = ? AND status IN ({self._in(statuses)}) ORDER BY seq DESC LIMIT 1",
             (project.id, *statuses),
         )
 

@@ -28,7 +28,7 @@ from sqlalchemy import Connection
 from lineage.store.base import StoreBase
 
 _HOOK_COLUMNS = "id, url, events, body_format, created_at"
-_DUE = ("state = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)")
+_DUE = "state = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)"
 
 
 def events_list(value: Any) -> list[str]:
@@ -66,8 +66,16 @@ class OutboxSql(StoreBase):
             ).fetchall()
         }
         return [
-            (id_, url, events_list(events), fmt, created,
-             counts.get((id_, "pending"), 0), counts.get((id_, "delivered"), 0), counts.get((id_, "failed"), 0))
+            (
+                id_,
+                url,
+                events_list(events),
+                fmt,
+                created,
+                counts.get((id_, "pending"), 0),
+                counts.get((id_, "delivered"), 0),
+                counts.get((id_, "failed"), 0),
+            )
             for id_, url, events, fmt, created in rows
         ]
 
@@ -91,17 +99,22 @@ class OutboxSql(StoreBase):
         if values:
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             cursor.executemany(
-                self._sql("INSERT INTO hook_deliveries (hook_id, project_id, event_id, event_type, body, "
-                          "next_attempt_at, state, attempts, last_error, created_at) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                self._sql(
+                    "INSERT INTO hook_deliveries (hook_id, project_id, event_id, event_type, body, "
+                    "next_attempt_at, state, attempts, last_error, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                ),
                 values,
             )
 
     def any_delivery_due(self, conn: Connection, *, now: float) -> bool:
         """Whether a delivery may be due (a read: the loop takes no write lock when idle)."""
-        return self._execute(
-            conn, "SELECT 1 FROM hook_deliveries WHERE state = 'pending' AND next_attempt_at <= ? LIMIT 1", (now,)
-        ).fetchone() is not None
+        return (
+            self._execute(
+                conn, "SELECT 1 FROM hook_deliveries WHERE state = 'pending' AND next_attempt_at <= ? LIMIT 1", (now,)
+            ).fetchone()
+            is not None
+        )
 
     def claim_due_deliveries(
         self, conn: Connection, *, now: float, lease_until: float, token: str, limit: int
@@ -116,11 +129,14 @@ class OutboxSql(StoreBase):
                 (lease_until, token, now, now, limit),
             )
         else:
-            ids = [row[0] for row in self._execute(
-                conn,
-                f"SELECT id FROM hook_deliveries WHERE {_DUE} ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
-                (now, now, limit),
-            ).fetchall()]
+            ids = [
+                row[0]
+                for row in self._execute(
+                    conn,
+                    f"SELECT id FROM hook_deliveries WHERE {_DUE} ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
+                    (now, now, limit),
+                ).fetchall()
+            ]
             if not ids:
                 return []
             self._execute(
@@ -128,16 +144,26 @@ class OutboxSql(StoreBase):
                 f"UPDATE hook_deliveries SET claimed_until = ?, claim_token = ? WHERE id IN ({self._in(ids)})",
                 (lease_until, token, *ids),
             )
-        return [tuple(row) for row in self._execute(  # type: ignore[misc]
-            conn,
-            "SELECT d.id, d.hook_id, d.event_id, d.event_type, d.body, d.attempts, w.url, w.secret "
-            "FROM hook_deliveries d JOIN webhooks w ON w.id = d.hook_id WHERE d.claim_token = ? ORDER BY d.id",
-            (token,),
-        ).fetchall()]
+        return [
+            tuple(row)
+            for row in self._execute(  # type: ignore[misc]
+                conn,
+                "SELECT d.id, d.hook_id, d.event_id, d.event_type, d.body, d.attempts, w.url, w.secret "
+                "FROM hook_deliveries d JOIN webhooks w ON w.id = d.hook_id WHERE d.claim_token = ? ORDER BY d.id",
+                (token,),
+            ).fetchall()
+        ]
 
     def finish_delivery(
-        self, conn: Connection, delivery_id: int, token: str, *, state: str, attempts: int,
-        next_attempt_at: float, error: str,
+        self,
+        conn: Connection,
+        delivery_id: int,
+        token: str,
+        *,
+        state: str,
+        attempts: int,
+        next_attempt_at: float,
+        error: str,
     ) -> bool:
         """Record an attempt's outcome while this worker holds the claim; False if it lost it."""
         delivered = ", delivered_at = ?" if state == "delivered" else ""
@@ -154,15 +180,19 @@ class OutboxSql(StoreBase):
 
     def release_deliveries(self, conn: Connection, token: str) -> None:
         """Give back the deliveries this worker claimed and did not attempt (it is stopping)."""
-        self._execute(conn, "UPDATE hook_deliveries SET claimed_until = NULL, claim_token = NULL WHERE claim_token = ?",
-                      (token,))
+        self._execute(
+            conn, "UPDATE hook_deliveries SET claimed_until = NULL, claim_token = NULL WHERE claim_token = ?", (token,)
+        )
 
     def deliveries(self, conn: Connection, project_id: int, *, limit: int) -> list[tuple[Any, ...]]:
         """The newest ``limit`` deliveries: ``(id, hook_id, event_id, event_type, state,
         attempts, last_error, body)``."""
-        return [tuple(row) for row in self._execute(
-            conn,
-            "SELECT id, hook_id, event_id, event_type, state, attempts, last_error, body FROM hook_deliveries "
-            "WHERE project_id = ? ORDER BY id DESC LIMIT ?",
-            (project_id, limit),
-        ).fetchall()]
+        return [
+            tuple(row)
+            for row in self._execute(
+                conn,
+                "SELECT id, hook_id, event_id, event_type, state, attempts, last_error, body FROM hook_deliveries "
+                "WHERE project_id = ? ORDER BY id DESC LIMIT ?",
+                (project_id, limit),
+            ).fetchall()
+        ]

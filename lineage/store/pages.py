@@ -26,7 +26,9 @@ class PagesSql(StoreBase):
 
     def status_counts(self, conn: Connection, project: Project) -> dict[str, int]:
         """Trials per status (an index-only scan of ``project_id, status, ...``)."""
-        cursor = self._execute(conn, "SELECT status, COUNT(*) FROM trials WHERE project_id = ? GROUP BY status", (project.id,))
+        cursor = self._execute(
+            conn, "SELECT status, COUNT(*) FROM trials WHERE project_id = ? GROUP BY status", (project.id,)
+        )
         return {status: count for status, count in cursor.fetchall()}
 
     def _eligible_sql(self, project: Project) -> tuple[str, list[str]]:
@@ -76,8 +78,10 @@ class PagesSql(StoreBase):
         ids = list(dict.fromkeys(exp_ids))
         found: dict[str, Trial] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            for trial in self._trials_where(conn, f"project_id = ? AND exp_id IN ({self._in(chunk)})", (project.id, *chunk)):
+            chunk = ids[start : start + 500]
+            for trial in self._trials_where(
+                conn, f"project_id = ? AND exp_id IN ({self._in(chunk)})", (project.id, *chunk)
+            ):
                 found[trial.exp_id] = trial
         for asked in ids:
             if asked not in found:
@@ -90,7 +94,9 @@ class PagesSql(StoreBase):
     def neighbours(self, conn: Connection, project: Project, seq: int) -> tuple[str | None, str | None]:
         """The exp_ids of the trials just before and just after ``seq`` (insertion order)."""
         before = self._execute(
-            conn, "SELECT exp_id FROM trials WHERE project_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1", (project.id, seq)
+            conn,
+            "SELECT exp_id FROM trials WHERE project_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1",
+            (project.id, seq),
         ).fetchone()
         after = self._execute(
             conn, "SELECT exp_id FROM trials WHERE project_id = ? AND seq > ? ORDER BY seq LIMIT 1", (project.id, seq)
@@ -132,7 +138,7 @@ class PagesSql(StoreBase):
         ids = list(dict.fromkeys(parents))
         counts: dict[str, int] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
+            chunk = ids[start : start + 500]
             cursor = self._execute(
                 conn,
                 f"SELECT parent_exp, COUNT(*) FROM trials WHERE project_id = ? AND parent_exp IN ({self._in(chunk)}) "

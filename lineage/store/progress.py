@@ -54,7 +54,8 @@ class ProgressSql(StoreBase):
     def status_totals(self, conn: Connection, project_id: int) -> dict[str, tuple[int, float]]:
         """``status -> (trials, sum of total_s)`` (the totals' rows: one per status)."""
         cursor = self._execute(
-            conn, "SELECT status, trials, seconds FROM trial_status_totals WHERE project_id = ? AND trials > 0",
+            conn,
+            "SELECT status, trials, seconds FROM trial_status_totals WHERE project_id = ? AND trials > 0",
             (project_id,),
         )
         return {status: (int(count), float(seconds)) for status, count, seconds in cursor.fetchall()}
@@ -89,8 +90,10 @@ class ProgressSql(StoreBase):
         walk read the whole project for a status no trial has: 40 ms at 100,000 trials),
         then one look-up."""
         return self._trial_where(
-            conn, "project_id = ? AND seq = (SELECT MIN(+seq) FROM trials WHERE project_id = ? AND status = ?)",
-            (project_id, project_id, status))
+            conn,
+            "project_id = ? AND seq = (SELECT MIN(+seq) FROM trials WHERE project_id = ? AND status = ?)",
+            (project_id, project_id, status),
+        )
 
     # -- guardrail policies ------------------------------------------------------------------
 
@@ -99,7 +102,9 @@ class ProgressSql(StoreBase):
         return _policy_values(self._policy_cursor(conn, project_id).fetchone())
 
     def hooks_and_guardrails(
-        self, conn: Connection, project_id: int,
+        self,
+        conn: Connection,
+        project_id: int,
     ) -> tuple[list[tuple[int, list[str], str]], dict[str, Any] | None]:
         """What a new trial's events and guardrails need: the project's hooks (as
         ``subscriptions`` gives them) and its guardrail row (as :meth:`guardrail_policy`).
@@ -109,8 +114,10 @@ class ProgressSql(StoreBase):
 
     def hooks_cursors(self, conn: Connection, project_id: int) -> tuple[Any, Any]:
         """:meth:`hooks_and_guardrails`' two statements, sent; read by :meth:`fetch_hooks`."""
-        return (self._execute(conn, "SELECT id, events, body_format FROM webhooks WHERE project_id = ?", (project_id,)),
-                self._policy_cursor(conn, project_id))
+        return (
+            self._execute(conn, "SELECT id, events, body_format FROM webhooks WHERE project_id = ?", (project_id,)),
+            self._policy_cursor(conn, project_id),
+        )
 
     @staticmethod
     def fetch_hooks(cursors: tuple[Any, Any]) -> tuple[list[tuple[int, list[str], str]], dict[str, Any] | None]:
@@ -124,8 +131,13 @@ class ProgressSql(StoreBase):
         )
 
     def save_guardrail_policy(
-        self, conn: Connection, project_id: int, *, max_crash_streak: int | None,
-        max_trials_without_improvement: int | None, budget_hours: float | None,
+        self,
+        conn: Connection,
+        project_id: int,
+        *,
+        max_crash_streak: int | None,
+        max_trials_without_improvement: int | None,
+        budget_hours: float | None,
     ) -> None:
         """Insert or replace the project's limits (its trips are kept; the caller re-evaluates)."""
         params = (max_crash_streak, max_trials_without_improvement, budget_hours, self._now(), project_id)
@@ -156,5 +168,6 @@ class ProgressSql(StoreBase):
 
     def bump_revision(self, conn: Connection, project_id: int) -> None:
         """Move the project's revision (its prompt and pages show the guardrails: ETags change)."""
-        self._execute(conn, "UPDATE projects SET revision = revision + 1, updated_at = ? WHERE id = ?",
-                      (self._now(), project_id))
+        self._execute(
+            conn, "UPDATE projects SET revision = revision + 1, updated_at = ? WHERE id = ?", (self._now(), project_id)
+        )

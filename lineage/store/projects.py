@@ -73,7 +73,8 @@ class ProjectsSql(StoreBase):
         out with the next statement whose result is read); :meth:`fetch_locked` reads it."""
         lock = "" if self.sqlite else " FOR UPDATE"
         return self._execute(
-            conn, f"SELECT {', '.join(_PROJECT_COLUMNS)}, next_exp_number FROM projects WHERE slug = ?{lock}", (slug,))
+            conn, f"SELECT {', '.join(_PROJECT_COLUMNS)}, next_exp_number FROM projects WHERE slug = ?{lock}", (slug,)
+        )
 
     @staticmethod
     def fetch_locked(cursor: Any, slug: str) -> tuple[Project, int, int]:
@@ -101,7 +102,9 @@ class ProjectsSql(StoreBase):
 
     def project_counters(self, conn: Connection, project: Project) -> tuple[int, int]:
         """``(next_seq, next_exp_number)`` of the project as this transaction sees them."""
-        row = self._execute(conn, "SELECT next_seq, next_exp_number FROM projects WHERE id = ?", (project.id,)).fetchone()
+        row = self._execute(
+            conn, "SELECT next_seq, next_exp_number FROM projects WHERE id = ?", (project.id,)
+        ).fetchone()
         if row is None:
             raise NotFound("project", project.slug, field="project")
         return int(row[0]), int(row[1])
@@ -109,7 +112,9 @@ class ProjectsSql(StoreBase):
     def delete_project(self, conn: Connection, project: Project) -> None:
         """Delete the project; its trials, their telemetry and its idempotency keys go with it
         (``ON DELETE CASCADE`` foreign keys)."""
-        trial_count = self._execute(conn, "SELECT count(*) FROM trials WHERE project_id = ?", (project.id,)).fetchone()[0]
+        trial_count = self._execute(conn, "SELECT count(*) FROM trials WHERE project_id = ?", (project.id,)).fetchone()[
+            0
+        ]
         self._execute(conn, "DELETE FROM projects WHERE id = ?", (project.id,))
         self.trials_deleted(conn, trial_count)  # type: ignore[attr-defined]
 

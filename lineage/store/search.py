@@ -97,8 +97,11 @@ def sqlite_bulk_index(cursor: Any) -> Iterator[None]:
     last_id = cursor.execute("SELECT coalesce(max(id), 0) FROM trials").fetchone()[0]
     cursor.execute(f"INSERT INTO {BULK_FLAG_TABLE} (importing) VALUES (1)")
     yield
-    cursor.execute(f"INSERT INTO {SEARCH_TABLE}(rowid, search_text) "
-                   "SELECT -id, search_text FROM trials WHERE id > ? ORDER BY id DESC", (last_id,))
+    cursor.execute(
+        f"INSERT INTO {SEARCH_TABLE}(rowid, search_text) "
+        "SELECT -id, search_text FROM trials WHERE id > ? ORDER BY id DESC",
+        (last_id,),
+    )
     cursor.execute(f"DELETE FROM {BULK_FLAG_TABLE}")
 
 
@@ -136,6 +139,7 @@ def _match(syntax: _Syntax, terms: Sequence[Any], every: bool, expanded: dict[st
     concept's spellings (a tuple, ``lineage.similar.query_terms``) as the OR of their
     phrases, its one-word spellings as prefix terms like any word. Terms are runs of
     letters and digits (lineage.similar.tokens): quoting is enough."""
+
     def word(term: str) -> str:
         words = expanded.get(term)
         if words is None:
@@ -150,8 +154,11 @@ def _match(syntax: _Syntax, terms: Sequence[Any], every: bool, expanded: dict[st
         if isinstance(term, str):
             parts.append(word(term))
         else:  # a concept: its one-word spellings as prefix terms, the others as phrases
-            parts.append("(" + syntax.or_.join(word(words[0]) if len(words) == 1 else _phrase(syntax, words)
-                                               for words in term) + ")")
+            parts.append(
+                "("
+                + syntax.or_.join(word(words[0]) if len(words) == 1 else _phrase(syntax, words) for words in term)
+                + ")"
+            )
     return (syntax.and_ if every else syntax.or_).join(parts)
 
 
@@ -174,11 +181,13 @@ class SearchSql(StoreBase):
         if not listed:
             return
         if self.sqlite:
-            self._execute(conn, f"INSERT OR IGNORE INTO {TERMS_TABLE}(term) SELECT value FROM json_each(?)",
-                          (json.dumps(listed),))
+            self._execute(
+                conn, f"INSERT OR IGNORE INTO {TERMS_TABLE}(term) SELECT value FROM json_each(?)", (json.dumps(listed),)
+            )
         else:
-            self._execute(conn, f"INSERT INTO {TERMS_TABLE}(term) SELECT unnest(?::text[]) ON CONFLICT DO NOTHING",
-                          (listed,))
+            self._execute(
+                conn, f"INSERT INTO {TERMS_TABLE}(term) SELECT unnest(?::text[]) ON CONFLICT DO NOTHING", (listed,)
+            )
 
     def write_sketches(self, conn: Connection, rows: Sequence[tuple[int, int, str]]) -> None:
         """The ``trial_sketch`` rows of trials ``(project_id, seq, search_concepts)``, in
@@ -198,19 +207,29 @@ class SearchSql(StoreBase):
             return
         if not self.sqlite and len(values) > 16:  # one statement of three arrays, whatever the count
             project_ids, bands, seqs = zip(*values)
-            self._execute(conn, f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) SELECT * FROM "
-                                "unnest(?::integer[], ?::bigint[], ?::bigint[]) ON CONFLICT DO NOTHING",
-                          (list(project_ids), list(bands), list(seqs)))
+            self._execute(
+                conn,
+                f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) SELECT * FROM "
+                "unnest(?::integer[], ?::bigint[], ?::bigint[]) ON CONFLICT DO NOTHING",
+                (list(project_ids), list(bands), list(seqs)),
+            )
             return
         if len(values) <= 16:  # one statement (its text is prepared per row count)
-            sql = (f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) VALUES "
-                   + ", ".join(["(?, ?, ?)"] * len(values)) + " ON CONFLICT DO NOTHING")
+            sql = (
+                f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) VALUES "
+                + ", ".join(["(?, ?, ?)"] * len(values))
+                + " ON CONFLICT DO NOTHING"
+            )
             self._execute(conn, sql, [v for row in values for v in row])
             return
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            cursor.executemany(self._sql(f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) VALUES (?, ?, ?) "
-                                         "ON CONFLICT DO NOTHING"), values)
+            cursor.executemany(
+                self._sql(
+                    f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+                ),
+                values,
+            )
         finally:
             cursor.close()
 
@@ -222,24 +241,30 @@ class SearchSql(StoreBase):
         done = 0
         last = 0
         while True:
-            rows = self._execute(conn, "SELECT id, project_id, seq, hypothesis, notes FROM trials "
-                                       f"WHERE id > ? AND search_concepts IS NULL ORDER BY id LIMIT {batch}",
-                                 (last,)).fetchall()
+            rows = self._execute(
+                conn,
+                "SELECT id, project_id, seq, hypothesis, notes FROM trials "
+                f"WHERE id > ? AND search_concepts IS NULL ORDER BY id LIMIT {batch}",
+                (last,),
+            ).fetchall()
             if not rows:
                 return done
             filled = [(row[0], row[1], row[2], stored_concepts(row[3], row[4])) for row in rows]
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             try:
-                cursor.executemany(self._sql("UPDATE trials SET search_concepts = ? WHERE id = ?"),
-                                   [(concepts, id_) for id_, _, _, concepts in filled])
+                cursor.executemany(
+                    self._sql("UPDATE trials SET search_concepts = ? WHERE id = ?"),
+                    [(concepts, id_) for id_, _, _, concepts in filled],
+                )
             finally:
                 cursor.close()
             self.write_sketches(conn, [(project_id, seq, concepts) for _, project_id, seq, concepts in filled])
             done += len(rows)
             last = rows[-1][0]
 
-    def prior_rows(self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int,
-                   per_band: int) -> list[CandidateRow]:
+    def prior_rows(
+        self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int, per_band: int
+    ) -> list[CandidateRow]:
         """``similar_prior``'s shortlist: the newest ``recent`` trials of the project and,
         for each sketch key in ``keys``, the newest ``per_band`` trials holding it; newest
         first, each once. Every part is a bounded walk of a primary key or unique index,
@@ -250,37 +275,45 @@ class SearchSql(StoreBase):
     def fetch_prior(cursor: Any) -> list[CandidateRow]:
         return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
 
-    def prior_cursor(self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int,
-                     per_band: int) -> Any:
+    def prior_cursor(
+        self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int, per_band: int
+    ) -> Any:
         """:meth:`prior_rows`' statement, sent; its rows not read yet (:meth:`fetch_prior`)."""
         if self.sqlite:
             parts = [f"SELECT seq FROM (SELECT seq FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT {recent})"]
-            parts += [f"SELECT seq FROM (SELECT seq FROM {SKETCH_TABLE} WHERE project_id = ? AND band = ? "
-                      f"ORDER BY seq DESC LIMIT {per_band})"] * len(keys)
+            parts += [
+                f"SELECT seq FROM (SELECT seq FROM {SKETCH_TABLE} WHERE project_id = ? AND band = ? "
+                f"ORDER BY seq DESC LIMIT {per_band})"
+            ] * len(keys)
             params: list[Any] = [project_id, project_id]
             for key in keys:
                 params += [project_id, key]
             inner = " UNION ".join(parts)
         else:  # one statement text whatever the number of keys: psycopg prepares it
-            inner = (f"SELECT seq FROM (SELECT seq FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT {recent}) r "
-                     f"UNION SELECT s.seq FROM unnest(?::bigint[]) AS k(band), LATERAL (SELECT seq FROM {SKETCH_TABLE} "
-                     f"WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s")
+            inner = (
+                f"SELECT seq FROM (SELECT seq FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT {recent}) r "
+                f"UNION SELECT s.seq FROM unnest(?::bigint[]) AS k(band), LATERAL (SELECT seq FROM {SKETCH_TABLE} "
+                f"WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s"
+            )
             params = [project_id, project_id, list(keys), project_id]
         sql = f"SELECT {_COLUMNS} FROM trials t WHERE t.project_id = ? AND t.seq IN ({inner}) ORDER BY t.seq DESC"
         return self._execute(conn, sql, params)
 
-    def bands_cursor(self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int,
-                     per_band: int) -> Any:
+    def bands_cursor(
+        self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int, per_band: int
+    ) -> Any:
         """:meth:`prior_cursor`'s parts kept apart, for several shortlists at once (a group
         of records on PostgreSQL, ``lineage.service.group_reads``; SQLite's items read
         their own): the newest ``recent`` trials (band NULL) and, for each sketch key in
         ``keys``, the newest ``per_band`` trials holding it (band: the key), as rows
         ``(band, *candidate row)``; a trial once per part it is in. One statement text
         whatever the number of keys, so psycopg prepares it. Read by :meth:`fetch_bands`."""
-        inner = (f"SELECT NULL::bigint AS band, seq FROM (SELECT seq FROM trials WHERE project_id = ? "
-                 f"ORDER BY seq DESC LIMIT {recent}) r "
-                 f"UNION ALL SELECT k.band, s.seq FROM unnest(?::bigint[]) AS k(band), LATERAL (SELECT seq "
-                 f"FROM {SKETCH_TABLE} WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s")
+        inner = (
+            f"SELECT NULL::bigint AS band, seq FROM (SELECT seq FROM trials WHERE project_id = ? "
+            f"ORDER BY seq DESC LIMIT {recent}) r "
+            f"UNION ALL SELECT k.band, s.seq FROM unnest(?::bigint[]) AS k(band), LATERAL (SELECT seq "
+            f"FROM {SKETCH_TABLE} WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s"
+        )
         sql = f"SELECT p.band, {_COLUMNS} FROM ({inner}) p JOIN trials t ON t.project_id = ? AND t.seq = p.seq"
         return self._execute(conn, sql, [project_id, list(keys), project_id, project_id])
 
@@ -308,22 +341,37 @@ class SearchSql(StoreBase):
             sql = " UNION ALL ".join(f"SELECT * FROM ({one})" for _ in prefixes)
             params: list[Any] = [value for prefix in prefixes for value in (prefix, prefix + _ABOVE_EVERY_CHAR)]
         else:  # one statement text whatever the number of terms: psycopg prepares it
-            sql = (f"SELECT w.term FROM unnest(?::text[]) AS p(prefix), LATERAL (SELECT term FROM {TERMS_TABLE} "
-                   f"WHERE term >= p.prefix AND term < p.prefix || chr(1114111) ORDER BY term LIMIT {MAX_EXPANSION + 1}) w")
+            sql = (
+                f"SELECT w.term FROM unnest(?::text[]) AS p(prefix), LATERAL (SELECT term FROM {TERMS_TABLE} "
+                f"WHERE term >= p.prefix AND term < p.prefix || chr(1114111) ORDER BY term LIMIT {MAX_EXPANSION + 1}) w"
+            )
             params = [prefixes]
         words = [row[0] for row in self._execute(conn, sql, params).fetchall()]
         return {prefix: [word for word in words if word.startswith(prefix)] for prefix in prefixes}
 
-    def _tier(self, conn: Connection, project_id: int, terms: Sequence[Any], expanded: dict[str, list[str]], *,
-              every: bool, before_seq: int | None, limit: int) -> list[CandidateRow]:
+    def _tier(
+        self,
+        conn: Connection,
+        project_id: int,
+        terms: Sequence[Any],
+        expanded: dict[str, list[str]],
+        *,
+        every: bool,
+        before_seq: int | None,
+        limit: int,
+    ) -> list[CandidateRow]:
         if self.sqlite:
-            sql = (f"SELECT {_COLUMNS} FROM {SEARCH_TABLE} s JOIN trials t ON t.id = -s.rowid "
-                   f"WHERE {SEARCH_TABLE} MATCH ? AND t.project_id = ?")
+            sql = (
+                f"SELECT {_COLUMNS} FROM {SEARCH_TABLE} s JOIN trials t ON t.id = -s.rowid "
+                f"WHERE {SEARCH_TABLE} MATCH ? AND t.project_id = ?"
+            )
             params: list[Any] = [_match(_FTS5, terms, every, expanded), project_id]
             order = "s.rowid"  # -trials.id: newest first
         else:
-            sql = (f"SELECT {_COLUMNS} FROM trials t WHERE t.project_id = ? "
-                   f"AND t.{POSTGRES_VECTOR_COLUMN} @@ to_tsquery('simple'::regconfig, ?)")
+            sql = (
+                f"SELECT {_COLUMNS} FROM trials t WHERE t.project_id = ? "
+                f"AND t.{POSTGRES_VECTOR_COLUMN} @@ to_tsquery('simple'::regconfig, ?)"
+            )
             params = [project_id, _match(_TSQUERY, terms, every, expanded)]
             order = "t.seq DESC"
         if before_seq is not None:
@@ -333,7 +381,13 @@ class SearchSql(StoreBase):
         return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
 
     def candidate_rows(
-        self, conn: Connection, project_id: int, terms: Sequence[Any], *, limit: int, before_seq: int | None = None,
+        self,
+        conn: Connection,
+        project_id: int,
+        terms: Sequence[Any],
+        *,
+        limit: int,
+        before_seq: int | None = None,
     ) -> list[CandidateRow]:
         """At most ``limit`` trials of the project holding the query ``terms`` (words, or a
         concept's spellings: ``lineage.similar.query_terms``): first those holding every

@@ -39,9 +39,11 @@ def _insert_sqlite(cursor: Any, trial_id: int, params: Iterable[Sequence[Any]], 
     whole = count // per * per
     if whole:
         width = 5 * per
-        cursor.executemany(_INSERT + ", ".join([row] * per), (flat[at:at + width] for at in range(0, 5 * whole, width)))
+        cursor.executemany(
+            _INSERT + ", ".join([row] * per), (flat[at : at + width] for at in range(0, 5 * whole, width))
+        )
     if whole < count:
-        rest = iter(flat[5 * whole:])
+        rest = iter(flat[5 * whole :])
         cursor.executemany(_INSERT + row, zip(rest, rest, rest, rest, rest))
 
 
@@ -49,7 +51,9 @@ class TelemetrySql(StoreBase):
     """Telemetry points in, series out."""
 
     def trial_row_id(self, conn: Connection, project: Project, exp_id: str) -> int:
-        row = self._execute(conn, "SELECT id FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, exp_id)).fetchone()
+        row = self._execute(
+            conn, "SELECT id FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, exp_id)
+        ).fetchone()
         if row is None:
             raise NotFound("trial", f"{project.slug}/{exp_id}", field="exp_id")
         return int(row[0])
@@ -71,8 +75,13 @@ class TelemetrySql(StoreBase):
                 # are null); SQLite stores a bound NaN as NULL, so missing wall times go as NaN.
                 walls = rows.wall_time
                 nulls = walls.count(None) if isinstance(walls, list) else count
-                wall_times: Any = (repeat(_NAN, count) if nulls == count else walls if not nulls
-                                   else [_NAN if w is None else w for w in walls])
+                wall_times: Any = (
+                    repeat(_NAN, count)
+                    if nulls == count
+                    else walls
+                    if not nulls
+                    else [_NAN if w is None else w for w in walls]
+                )
                 params = zip(rows.step, rows.turn, rows.name, rows.value, wall_times)
             cursor = raw.cursor()  # type: ignore[union-attr]
             try:
@@ -82,7 +91,9 @@ class TelemetrySql(StoreBase):
         else:
             found = rows if isinstance(rows, Sequence) else rows.rows()
             with raw.cursor() as cursor:  # type: ignore[union-attr]
-                with cursor.copy("COPY telemetry_points (trial_id, step, turn, name, value, wall_time) FROM STDIN") as copy:
+                with cursor.copy(
+                    "COPY telemetry_points (trial_id, step, turn, name, value, wall_time) FROM STDIN"
+                ) as copy:
                     for row in found:
                         copy.write_row((trial_id, *row))
         return count
@@ -104,8 +115,13 @@ class TelemetrySql(StoreBase):
         return " AND ".join(where), params
 
     def telemetry_series(
-        self, conn: Connection, trial_id: int, *, names: Sequence[str] | None = None,
-        step_min: int | None = None, step_max: int | None = None,
+        self,
+        conn: Connection,
+        trial_id: int,
+        *,
+        names: Sequence[str] | None = None,
+        step_min: int | None = None,
+        step_max: int | None = None,
     ) -> list[tuple[str, int, int, int, int]]:
         """``(name, turn, count, first step, last step)`` of each series, by name and turn."""
         where, params = self._telemetry_where(trial_id, names, step_min, step_max)
@@ -118,18 +134,34 @@ class TelemetrySql(StoreBase):
         return [(name, int(turn), int(n), int(lo), int(hi)) for name, turn, n, lo, hi in cursor.fetchall()]
 
     def telemetry_points(
-        self, conn: Connection, trial_id: int, name: str, turn: int, *, step_min: int | None = None,
+        self,
+        conn: Connection,
+        trial_id: int,
+        name: str,
+        turn: int,
+        *,
+        step_min: int | None = None,
         step_max: int | None = None,
     ) -> list[tuple[int, float]]:
         """``(step, value)`` of one series in step order (insertion order among equal steps)."""
         where, params = self._telemetry_where(trial_id, [name], step_min, step_max)
         cursor = self._execute(
-            conn, f"SELECT step, value FROM telemetry_points WHERE {where} AND turn = ? ORDER BY step, id", (*params, turn)
+            conn,
+            f"SELECT step, value FROM telemetry_points WHERE {where} AND turn = ? ORDER BY step, id",
+            (*params, turn),
         )
         return cursor.fetchall()
 
     def telemetry_buckets(
-        self, conn: Connection, trial_id: int, name: str, turn: int, *, first: int, last: int, buckets: int,
+        self,
+        conn: Connection,
+        trial_id: int,
+        name: str,
+        turn: int,
+        *,
+        first: int,
+        last: int,
+        buckets: int,
     ) -> list[tuple[int, int, float, float, float, int]]:
         """One series cut into at most ``buckets`` equal-width step ranges from ``first`` to
         ``last`` (each ``ceil((last - first + 1) / buckets)`` steps wide): ``(first step,
@@ -142,8 +174,10 @@ class TelemetrySql(StoreBase):
             f"FROM telemetry_points WHERE {where} AND turn = ? GROUP BY 1 ORDER BY 1",
             (first, width, *params, turn),
         )
-        return [(int(lo), int(hi), float(vmin), float(vmax), float(mean), int(n))
-                for _, lo, hi, vmin, vmax, mean, n in cursor.fetchall()]
+        return [
+            (int(lo), int(hi), float(vmin), float(vmax), float(mean), int(n))
+            for _, lo, hi, vmin, vmax, mean, n in cursor.fetchall()
+        ]
 
     def telemetry_aggregates(
         self, conn: Connection, trial_id: int, names: Sequence[str], *, turn: int = -1
@@ -156,10 +190,14 @@ class TelemetrySql(StoreBase):
             f"WHERE {where} AND turn = ? GROUP BY name",
             (*params, turn),
         )
-        return {name: (int(n), float(mean), float(lo), float(hi), float(sq)) for name, n, mean, lo, hi, sq in cursor.fetchall()}
+        return {
+            name: (int(n), float(mean), float(lo), float(hi), float(sq))
+            for name, n, mean, lo, hi, sq in cursor.fetchall()
+        }
 
     def telemetry_count(self, conn: Connection, trial_id: int) -> tuple[int, int]:
         """``(points, largest point id)`` of the trial: what a telemetry ETag derives from."""
-        row = self._execute(conn, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM telemetry_points WHERE trial_id = ?",
-                            (trial_id,)).fetchone()
+        row = self._execute(
+            conn, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM telemetry_points WHERE trial_id = ?", (trial_id,)
+        ).fetchone()
         return int(row[0]), int(row[1])

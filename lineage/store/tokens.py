@@ -25,8 +25,10 @@ from lineage.errors import Conflict, NotFound
 from lineage.store.base import StoreBase, _json_text, _stamp
 
 #: A setting's value and whether an active token exists (``access_state``).
-_ACCESS_SQL = ("SELECT (SELECT value FROM ledger_settings WHERE name = ?), "
-               "(SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1)")
+_ACCESS_SQL = (
+    "SELECT (SELECT value FROM ledger_settings WHERE name = ?), "
+    "(SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1)"
+)
 
 
 def _access_of(row: Sequence[Any]) -> tuple[str | None, bool]:
@@ -50,11 +52,13 @@ class TokensSql(StoreBase):
         row = self._execute(conn, "SELECT revoked_at FROM api_tokens WHERE name = ?", (name,)).fetchone()
         if row is not None:
             if row[0] is None:
-                raise Conflict(f"a token named {name!r} already exists; revoke it first or choose another name",
-                               field="name")
+                raise Conflict(
+                    f"a token named {name!r} already exists; revoke it first or choose another name", field="name"
+                )
             self._execute(conn, "DELETE FROM api_tokens WHERE name = ?", (name,))
         self._execute(
-            conn, "INSERT INTO api_tokens (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
+            conn,
+            "INSERT INTO api_tokens (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
             (name, role, token_hash, self._now()),
         )
         return self.token_by_hash(conn, token_hash)  # type: ignore[return-value]
@@ -134,17 +138,25 @@ class TokensSql(StoreBase):
 
     def setting(self, conn: Connection, name: str) -> tuple[str, str | None, str] | None:
         """``(value, updated_at, updated_by)`` of the setting ``name``, or None."""
-        row = self._execute(conn, "SELECT value, updated_at, updated_by FROM ledger_settings WHERE name = ?",
-                            (name,)).fetchone()
+        row = self._execute(
+            conn, "SELECT value, updated_at, updated_by FROM ledger_settings WHERE name = ?", (name,)
+        ).fetchone()
         return None if row is None else (row[0], _stamp(row[1]), row[2])
 
     def set_setting(self, conn: Connection, name: str, value: str, *, by: str, only_if_absent: bool = False) -> bool:
         """Store the setting (``only_if_absent``: unless it is set already); whether it changed."""
-        action = "NOTHING" if only_if_absent else (
-            "UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by")
+        action = (
+            "NOTHING"
+            if only_if_absent
+            else (
+                "UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by"
+            )
+        )
         cursor = self._execute(
-            conn, f"INSERT INTO ledger_settings (name, value, updated_at, updated_by) VALUES (?, ?, ?, ?) "
-                  f"ON CONFLICT (name) DO {action}", (name, value, self._now(), by[:200]),
+            conn,
+            f"INSERT INTO ledger_settings (name, value, updated_at, updated_by) VALUES (?, ?, ?, ?) "
+            f"ON CONFLICT (name) DO {action}",
+            (name, value, self._now(), by[:200]),
         )
         return cursor.rowcount == 1
 
@@ -165,10 +177,13 @@ class TokensSql(StoreBase):
 
     # idempotency keys
 
-    def find_key(self, conn: Connection, project: Project, scope: str, key: str) -> tuple[str, str, dict[str, Any]] | None:
+    def find_key(
+        self, conn: Connection, project: Project, scope: str, key: str
+    ) -> tuple[str, str, dict[str, Any]] | None:
         """``(exp_id, body_hash, result)`` stored for ``key``, or None."""
         row = self._execute(
-            conn, "SELECT exp_id, body_hash, result FROM idempotency_keys WHERE project_id = ? AND scope = ? AND key = ?",
+            conn,
+            "SELECT exp_id, body_hash, result FROM idempotency_keys WHERE project_id = ? AND scope = ? AND key = ?",
             (project.id, scope, key),
         ).fetchone()
         if row is None:
@@ -179,7 +194,14 @@ class TokensSql(StoreBase):
         return row[0], row[1], dict(result or {})
 
     def claim_key(
-        self, conn: Connection, project: Project, scope: str, key: str, *, exp_id: str, body_hash: str,
+        self,
+        conn: Connection,
+        project: Project,
+        scope: str,
+        key: str,
+        *,
+        exp_id: str,
+        body_hash: str,
         result: Mapping[str, Any] | None = None,
     ) -> bool:
         """Store ``key``; False when it is already stored (then nothing changes).
@@ -196,9 +218,12 @@ class TokensSql(StoreBase):
         )
         return cursor.rowcount == 1
 
-    def set_key_result(self, conn: Connection, project: Project, scope: str, key: str, result: Mapping[str, Any]) -> None:
+    def set_key_result(
+        self, conn: Connection, project: Project, scope: str, key: str, result: Mapping[str, Any]
+    ) -> None:
         mark = self._json_mark()
         self._execute(
-            conn, f"UPDATE idempotency_keys SET result = {mark} WHERE project_id = ? AND scope = ? AND key = ?",
+            conn,
+            f"UPDATE idempotency_keys SET result = {mark} WHERE project_id = ? AND scope = ? AND key = ?",
             (_json_text(result), project.id, scope, key),
         )

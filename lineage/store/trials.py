@@ -47,12 +47,16 @@ from lineage.store.search import sqlite_bulk_index, vocabulary
 _TRIAL_SELECT = [trials.c[name] for name in TRIAL_COLUMNS]
 #: The columns a chain line of the prompt needs; the others are selected as empty values
 #: so rows still map positionally onto Trial.
-_BRIEF_COLUMNS = frozenset({"exp_id", "specialist", "parent_exp", "hypothesis", "status", "core_metric",
-                            "delta_vs_best", "seq"})
+_BRIEF_COLUMNS = frozenset(
+    {"exp_id", "specialist", "parent_exp", "hypothesis", "status", "core_metric", "delta_vs_best", "seq"}
+)
 _BRIEF_COLUMN_LIST = ", ".join(
-    name if name in _BRIEF_COLUMNS
-    else "'{}'" if name == "extra"
-    else "NULL" if name in (*CLIP_SCALE_COLUMNS, "val_bpb", "train_s", "total_s", "created_at", "updated_at")
+    name
+    if name in _BRIEF_COLUMNS
+    else "'{}'"
+    if name == "extra"
+    else "NULL"
+    if name in (*CLIP_SCALE_COLUMNS, "val_bpb", "train_s", "total_s", "created_at", "updated_at")
     else "''"
     for name in TRIAL_COLUMNS
 )
@@ -101,11 +105,21 @@ class TrialsSql(StoreBase):
 
     # -- trials: single rows --------------------------------------------------------------
 
-    def insert_trial(self, conn: Connection, project: Project, trial: Trial, *, seq: int,
-                     concepts: str | None = None, deferred: list[tuple[str, int, int, str]] | None = None,
-                     named: bool | None = None, link: tuple[int, str] | None = None,
-                     terms: list[str] | None = None, buffer: list[tuple[Any, ...]] | None = None,
-                     sketch: Sequence[int] | None = None) -> Trial:
+    def insert_trial(
+        self,
+        conn: Connection,
+        project: Project,
+        trial: Trial,
+        *,
+        seq: int,
+        concepts: str | None = None,
+        deferred: list[tuple[str, int, int, str]] | None = None,
+        named: bool | None = None,
+        link: tuple[int, str] | None = None,
+        terms: list[str] | None = None,
+        buffer: list[tuple[Any, ...]] | None = None,
+        sketch: Sequence[int] | None = None,
+    ) -> Trial:
         """Insert ``trial`` at ``seq``; ``concepts``: its ``stored_concepts`` when the
         caller computed them already. ``deferred``: its search words and sketch are added
         to that list instead of written (:meth:`write_deferred`, later in the transaction).
@@ -122,8 +136,19 @@ class TrialsSql(StoreBase):
         if concepts is None:
             concepts = stored_concepts(trial.hypothesis, trial.notes)
         depth, skip = link if link is not None else self.link_after(conn, project, trial.parent_exp)  # type: ignore[attr-defined]
-        row = (project.id, seq, *values, _json_text(trial.extra), now, now, text, exp_sort_key(trial.exp_id), concepts,
-               depth, skip)
+        row = (
+            project.id,
+            seq,
+            *values,
+            _json_text(trial.extra),
+            now,
+            now,
+            text,
+            exp_sort_key(trial.exp_id),
+            concepts,
+            depth,
+            skip,
+        )
         if buffer is not None:
             buffer.append(row)
         else:
@@ -145,7 +170,12 @@ class TrialsSql(StoreBase):
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
 
     def new_trial_reads(
-        self, conn: Connection, project: Project, exp_id: str, parent_exp: str, prior_keys: Sequence[int] | None,
+        self,
+        conn: Connection,
+        project: Project,
+        exp_id: str,
+        parent_exp: str,
+        prior_keys: Sequence[int] | None,
     ) -> NewTrialReads:
         """What recording a new trial ``exp_id`` under ``parent_exp`` reads, every statement
         sent before any result is read (in a pipelined PostgreSQL write: one round trip, not
@@ -153,8 +183,13 @@ class TrialsSql(StoreBase):
         ``prior_keys`` (its sketch), ``similar_prior``'s shortlist."""
         named = self._children_cursor(conn, project, exp_id)
         link = self.link_cursor(conn, project, parent_exp) if parent_exp else None  # type: ignore[attr-defined]
-        prior = (None if prior_keys is None else self.prior_cursor(  # type: ignore[attr-defined]
-            conn, project.id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND))
+        prior = (
+            None
+            if prior_keys is None
+            else self.prior_cursor(  # type: ignore[attr-defined]
+                conn, project.id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
+            )
+        )
         return NewTrialReads(
             named.fetchone() is not None,
             self.fetch_link(parent_exp, link) if link is not None else (1, ""),  # type: ignore[attr-defined]
@@ -173,14 +208,19 @@ class TrialsSql(StoreBase):
         finally:
             cursor.close()
 
-    def named_as_parent(self, conn: Connection, project: Project, exp_ids: Sequence[str], *,
-                        before_seq: int) -> set[str]:
+    def named_as_parent(
+        self, conn: Connection, project: Project, exp_ids: Sequence[str], *, before_seq: int
+    ) -> set[str]:
         """Which of ``exp_ids`` a trial stored before ``before_seq`` names as its parent."""
         found: set[str] = set()
         for first in range(0, len(exp_ids), 500):
-            chunk = list(exp_ids[first:first + 500])
-            rows = self._execute(conn, f"SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND seq < ? "
-                                       f"AND parent_exp IN ({self._in(chunk)})", (project.id, before_seq, *chunk))
+            chunk = list(exp_ids[first : first + 500])
+            rows = self._execute(
+                conn,
+                f"SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND seq < ? "
+                f"AND parent_exp IN ({self._in(chunk)})",
+                (project.id, before_seq, *chunk),
+            )
             found.update(row[0] for row in rows.fetchall())
         return found
 
@@ -204,8 +244,9 @@ class TrialsSql(StoreBase):
         self.remember_terms(conn, vocabulary((values["search_text"],)))  # type: ignore[attr-defined]
         self._execute(conn, "DELETE FROM trial_sketch WHERE project_id = ? AND seq = ?", (project.id, trial.seq))
         self.write_sketches(conn, [(project.id, trial.seq, values["search_concepts"])])  # type: ignore[attr-defined]
-        before = self._execute(conn, "SELECT parent_exp FROM trials WHERE project_id = ? AND exp_id = ?",
-                               (project.id, trial.exp_id)).fetchone()
+        before = self._execute(
+            conn, "SELECT parent_exp FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, trial.exp_id)
+        ).fetchone()
         conn.execute(
             update(trials)
             .where(trials.c.project_id == project.id, trials.c.exp_id == trial.exp_id)
@@ -237,14 +278,20 @@ class TrialsSql(StoreBase):
         forms = shown_forms(shown)
         if not forms or not forms[0]:
             return None
-        rows = self._execute(conn, f"SELECT exp_id FROM trials WHERE project_id = ? AND exp_id IN ({self._in(forms)})",
-                             (project.id, *forms)).fetchall()
+        rows = self._execute(
+            conn,
+            f"SELECT exp_id FROM trials WHERE project_id = ? AND exp_id IN ({self._in(forms)})",
+            (project.id, *forms),
+        ).fetchall()
         stored = {row[0] for row in rows}
         for form in forms:
             if form in stored:
                 return form
-        same = self._execute(conn, "SELECT exp_id FROM trials WHERE project_id = ? AND exp_key = ? ORDER BY seq LIMIT 2",
-                             (project.id, exp_sort_key(forms[-1]))).fetchall()
+        same = self._execute(
+            conn,
+            "SELECT exp_id FROM trials WHERE project_id = ? AND exp_key = ? ORDER BY seq LIMIT 2",
+            (project.id, exp_sort_key(forms[-1])),
+        ).fetchall()
         return same[0][0] if len(same) == 1 else None
 
     def find_trial(self, conn: Connection, project: Project, exp_id: str) -> Trial | None:
@@ -261,9 +308,7 @@ class TrialsSql(StoreBase):
         return set(conn.scalars(select(trials.c.exp_id).where(trials.c.project_id == project.id)))
 
     def parents(self, conn: Connection, project: Project) -> dict[str, str]:
-        rows = conn.execute(
-            select(trials.c.exp_id, trials.c.parent_exp).where(trials.c.project_id == project.id)
-        ).all()
+        rows = conn.execute(select(trials.c.exp_id, trials.c.parent_exp).where(trials.c.project_id == project.id)).all()
         return {r.exp_id: r.parent_exp for r in rows}
 
     # -- lineage queries ------------------------------------------------------------------
@@ -291,8 +336,12 @@ class TrialsSql(StoreBase):
         if project.best_policy is BestPolicy.FIELDKIT:
             excluded = [label.value for label in FailureLabel if label.value not in eligible]
             marks = ", ".join("?" * len(excluded))
-            return self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status NOT IN ({marks}) "
-                                       f"ORDER BY {order}, seq LIMIT 1", (*params, *excluded))
+            return self._execute(
+                conn,
+                f"SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status NOT IN ({marks}) "
+                f"ORDER BY {order}, seq LIMIT 1",
+                (*params, *excluded),
+            )
         # one round trip: each status's best from its own index range, glued together
         per_status = f"SELECT * FROM (SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status = ? ORDER BY {order}, seq LIMIT 1) AS s"
         statuses = sorted(eligible)
@@ -308,8 +357,9 @@ class TrialsSql(StoreBase):
         return _first_of(self._first_cursor(conn, project))
 
     def _first_cursor(self, conn: Connection, project: Project) -> Any:
-        return self._execute(conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq LIMIT 1",
-                             (project.id,))
+        return self._execute(
+            conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq LIMIT 1", (project.id,)
+        )
 
     def record_context(self, conn: Connection, project: Project, *, first: bool) -> RecordContext:
         """What records in the project's locked write start from, every statement sent
@@ -319,9 +369,11 @@ class TrialsSql(StoreBase):
         best = self.best_cursor(conn, project)
         first_cursor = self._first_cursor(conn, project) if first else None
         hooks = self.hooks_cursors(conn, project.id)  # type: ignore[attr-defined]
-        return RecordContext(self.fetch_best(project, best),
-                             _first_of(first_cursor) if first_cursor is not None else None,
-                             *self.fetch_hooks(hooks))  # type: ignore[attr-defined]
+        return RecordContext(
+            self.fetch_best(project, best),
+            _first_of(first_cursor) if first_cursor is not None else None,
+            *self.fetch_hooks(hooks),
+        )  # type: ignore[attr-defined]
 
     def chain_rows(self, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> dict[str, Trial]:
         """Every trial reachable from ``exp_id`` by parent pointers, in one recursive query.
@@ -378,21 +430,28 @@ class TrialsSql(StoreBase):
         return self._children_cursor(conn, project, exp_id).fetchone() is not None
 
     def _children_cursor(self, conn: Connection, project: Project, exp_id: str) -> Any:
-        return self._execute(conn, "SELECT 1 FROM trials WHERE project_id = ? AND parent_exp = ? LIMIT 1",
-                             (project.id, exp_id))
+        return self._execute(
+            conn, "SELECT 1 FROM trials WHERE project_id = ? AND parent_exp = ? LIMIT 1", (project.id, exp_id)
+        )
 
     def parents_cursor(self, conn: Connection, project: Project, exp_ids: Sequence[str]) -> Any:
         """Which of ``exp_ids`` stored trials name as their parent (:meth:`has_children` for
         several ids; PostgreSQL, a group's reads), sent; read by :meth:`fetch_column`."""
-        return self._execute(conn, "SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? "
-                                   "AND parent_exp = ANY(?::text[])", (project.id, list(exp_ids)))
+        return self._execute(
+            conn,
+            "SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND parent_exp = ANY(?::text[])",
+            (project.id, list(exp_ids)),
+        )
 
     def links_cursor(self, conn: Connection, project: Project, exp_ids: Sequence[str]) -> Any:
         """The stored chain links ``(exp_id, chain_depth, chain_skip)`` of those of ``exp_ids``
         that are trials (:meth:`link_after` for several parents; PostgreSQL, a group's
         reads), sent; rows not read yet."""
-        return self._execute(conn, "SELECT exp_id, chain_depth, chain_skip FROM trials WHERE project_id = ? "
-                                   "AND exp_id = ANY(?::text[])", (project.id, list(exp_ids)))
+        return self._execute(
+            conn,
+            "SELECT exp_id, chain_depth, chain_skip FROM trials WHERE project_id = ? AND exp_id = ANY(?::text[])",
+            (project.id, list(exp_ids)),
+        )
 
     @staticmethod
     def fetch_column(cursor: Any) -> set[Any]:
@@ -420,15 +479,18 @@ class TrialsSql(StoreBase):
         base = "project_id = ? AND status = 'keep' AND core_metric IS"
         unscored = f"{base} NULL ORDER BY seq LIMIT ?"
         if project.lower_is_better:
-            first = self._trials_where(conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit),
-                                       lean=lean)
+            first = self._trials_where(
+                conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit), lean=lean
+            )
             if len(first) < limit:
                 first += self._trials_where(conn, unscored, (project.id, limit - len(first)), lean=lean)
             return first
         first = self._trials_where(conn, unscored, (project.id, limit), lean=lean)
         if len(first) < limit:
             first += self._trials_where(
-                conn, f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?", (project.id, limit - len(first)),
+                conn,
+                f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?",
+                (project.id, limit - len(first)),
                 lean=lean,
             )
         return first
@@ -437,8 +499,9 @@ class TrialsSql(StoreBase):
         """The last ``limit`` trials, oldest first (``lean``: ``extra`` without ``_git.patch``)."""
         if limit <= 0:
             return []
-        newest_first = self._trials_where(conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit),
-                                          lean=lean)
+        newest_first = self._trials_where(
+            conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit), lean=lean
+        )
         newest_first.reverse()
         return newest_first
 
@@ -490,8 +553,15 @@ class TrialsSql(StoreBase):
 
     # -- bulk insert ----------------------------------------------------------------------
 
-    def bulk_insert(self, conn: Connection, project: Project, rows: Iterable[Trial], *, first_seq: int,
-                    link_of: Callable[[Trial], tuple[int, str]]) -> int:
+    def bulk_insert(
+        self,
+        conn: Connection,
+        project: Project,
+        rows: Iterable[Trial],
+        *,
+        first_seq: int,
+        link_of: Callable[[Trial], tuple[int, str]],
+    ) -> int:
         """Insert ``rows`` (already validated) with consecutive seqs from ``first_seq``;
         ``link_of`` gives each row's ``(chain_depth, chain_skip)`` (``lineage.store.chain``).
 
@@ -516,8 +586,18 @@ class TrialsSql(StoreBase):
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
                 concepts = stored_concepts(trial.hypothesis, trial.notes)
                 sketched.append((project.id, first_seq + offset, concepts))
-                yield (project.id, first_seq + offset, *values, _json_text(trial.extra), stamp, stamp, text,
-                       exp_sort_key(trial.exp_id), concepts, *link_of(trial))
+                yield (
+                    project.id,
+                    first_seq + offset,
+                    *values,
+                    _json_text(trial.extra),
+                    stamp,
+                    stamp,
+                    text,
+                    exp_sort_key(trial.exp_id),
+                    concepts,
+                    *link_of(trial),
+                )
 
         writer(conn, tuples())
         self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]

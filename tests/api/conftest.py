@@ -130,7 +130,11 @@ class Server:
         out = self.log.open("ab")
         self.proc = subprocess.Popen(
             [*LINEAGE, "serve", "--db", self.db, "--port", str(self.port), *self.args],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         out.close()
         deadline = time.monotonic() + timeout
@@ -171,8 +175,9 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     started: list[Server] = []
 
     def start(db: str, *args: str, env: dict[str, str] | None = None, port: int | None = None) -> Server:
-        server = Server(db=db, port=port or free_port(), log=tmp_path / f"server-{len(started)}.log",
-                        args=args, env=env or {})
+        server = Server(
+            db=db, port=port or free_port(), log=tmp_path / f"server-{len(started)}.log", args=args, env=env or {}
+        )
         started.append(server)
         return server.start()
 

@@ -36,8 +36,9 @@ def main() -> int:
             body = {"status": "discard", "core_metric": float(i), "notes": args.prefix, "specialist": args.prefix}
             while True:
                 try:
-                    response = client.post(f"/api/v1/projects/{args.project}/trials", json=body,
-                                           headers={"Idempotency-Key": key})
+                    response = client.post(
+                        f"/api/v1/projects/{args.project}/trials", json=body, headers={"Idempotency-Key": key}
+                    )
                 except httpx.TransportError as exc:
                     failures_in_a_row += 1
                     if failures_in_a_row >= args.give_up:

@@ -42,8 +42,9 @@ def test_raise_and_list_alerts_over_http(trial: TestClient) -> None:
     assert [a["title"] for a in everything] == ["OOM soon", "slow", "loss diverging"]
     loud = trial.get(f"{API}/projects/p/alerts", params=[("level", "warn"), ("level", "error")]).json()["items"]
     assert [a["title"] for a in loud] == ["OOM soon", "loss diverging"]
-    assert [a["title"] for a in trial.get(f"{API}/projects/p/alerts", params={"level": "info,warn"}).json()["items"]] \
-        == ["slow", "loss diverging"]
+    assert [
+        a["title"] for a in trial.get(f"{API}/projects/p/alerts", params={"level": "info,warn"}).json()["items"]
+    ] == ["slow", "loss diverging"]
     page = trial.get(f"{API}/projects/p/alerts", params={"limit": 2}).json()
     rest = trial.get(f"{API}/projects/p/alerts", params={"limit": 2, "before_id": page["next_before_id"]}).json()
     assert [a["title"] for a in page["items"] + rest["items"]] == ["OOM soon", "slow", "loss diverging"]
@@ -57,24 +58,28 @@ def test_a_retry_with_its_idempotency_key_is_a_200_with_the_stored_alert(trial: 
     first = trial.post(ALERTS, json=body, headers={"Idempotency-Key": "run-alert-9"})
     again = trial.post(ALERTS, json=body, headers={"Idempotency-Key": "run-alert-9"})
     assert (first.status_code, again.status_code) == (201, 200) and first.json() == again.json()
-    other = assert_problem(trial.post(ALERTS, json={**body, "step": 4}, headers={"Idempotency-Key": "run-alert-9"}),
-                           409, "idempotency_key")
+    other = assert_problem(
+        trial.post(ALERTS, json={**body, "step": 4}, headers={"Idempotency-Key": "run-alert-9"}), 409, "idempotency_key"
+    )
     assert other["existing"]["step"] == 3 and other["proposed"]["exp_id"] == "001"
     assert len(trial.get(ALERTS).json()["items"]) == 1
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"text": "no title"}, "title"),
-    ({"title": ""}, "title"),
-    ({"title": "a\nb"}, "title"),
-    ({"title": "x" * 301}, "title"),
-    ({"title": "t", "level": "fatal"}, "level"),
-    ({"title": "t", "step": -1}, "step"),
-    ({"title": "t", "step": "3"}, "step"),
-    ({"title": "t", "wall_time": "now"}, "wall_time"),
-    ({"title": "t", "text": "y" * 10_001}, "text"),
-    ({"title": "t", "colour": "red"}, "colour"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"text": "no title"}, "title"),
+        ({"title": ""}, "title"),
+        ({"title": "a\nb"}, "title"),
+        ({"title": "x" * 301}, "title"),
+        ({"title": "t", "level": "fatal"}, "level"),
+        ({"title": "t", "step": -1}, "step"),
+        ({"title": "t", "step": "3"}, "step"),
+        ({"title": "t", "wall_time": "now"}, "wall_time"),
+        ({"title": "t", "text": "y" * 10_001}, "text"),
+        ({"title": "t", "colour": "red"}, "colour"),
+    ],
+)
 def test_a_bad_alert_is_a_problem_naming_its_field(trial: TestClient, body: dict[str, Any], field: str) -> None:
     assert_problem(trial.post(ALERTS, json=body), 422, field)
     assert trial.get(ALERTS).json()["items"] == []
@@ -102,8 +107,7 @@ def test_readers_list_writers_raise(client: TestClient, token_of) -> None:  # ty
 def test_the_trial_page_shows_its_alerts_escaped(trial: TestClient) -> None:
     page = trial.get("/projects/p/trials/001")
     assert page.status_code == 200 and 'id="alerts"' not in page.text  # no alerts, no section
-    trial.post(ALERTS, json={"title": "<script>x</script> diverging", "text": "loss & lr", "level": "error",
-                             "step": 7})
+    trial.post(ALERTS, json={"title": "<script>x</script> diverging", "text": "loss & lr", "level": "error", "step": 7})
     page = trial.get("/projects/p/trials/001").text
     section = page.split('id="alerts"', 1)[1].split("</section>", 1)[0]
     assert "&lt;script&gt;x&lt;/script&gt; diverging" in section and "<script>x" not in page

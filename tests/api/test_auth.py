@@ -39,7 +39,9 @@ def _requests(n: int):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def seeded(client: TestClient) -> TestClient:
     new_project(client)
-    assert client.post(f"{P}/trials", json={"exp_id": "000", "status": "baseline", "core_metric": 1.0}).status_code == 201
+    assert (
+        client.post(f"{P}/trials", json={"exp_id": "000", "status": "baseline", "core_metric": 1.0}).status_code == 201
+    )
     return client
 
 
@@ -95,7 +97,9 @@ def test_tokens_over_http_are_admin_only_and_shown_once(seeded: TestClient, toke
     assert {t["name"]: t["role"] for t in listed} == {"ci-trainer": "writer", "root": "admin"}
     assert secret not in str(listed)
     assert seeded.post(f"{P}/trials", json={"status": "discard"}, headers=bearer(secret)).status_code == 201
-    assert_problem(seeded.post(f"{API}/tokens", json={"name": "ci-trainer", "role": "reader"}, headers=admin), 409, "name")
+    assert_problem(
+        seeded.post(f"{API}/tokens", json={"name": "ci-trainer", "role": "reader"}, headers=admin), 409, "name"
+    )
     assert_problem(seeded.post(f"{API}/tokens", json={"name": "x", "role": "root"}, headers=admin), 422, "role")
     assert seeded.delete(f"{API}/tokens/ci-trainer", headers=admin).status_code == 204
     assert_problem(seeded.post(f"{P}/trials", json={"status": "discard"}, headers=bearer(secret)), 401)
@@ -114,15 +118,22 @@ def test_last_use_is_recorded_at_most_once_a_minute(seeded: TestClient, token_of
     seeded.get(f"{API}/projects", headers=bearer(secret))
     assert ledger.list_tokens()[0].last_used_at == first
     with engine.begin() as conn:
-        conn.execute(text("UPDATE api_tokens SET last_used_at = :t"),
-                     {"t": ledger.store.db_time(datetime.now(UTC) - timedelta(minutes=2))})
+        conn.execute(
+            text("UPDATE api_tokens SET last_used_at = :t"),
+            {"t": ledger.store.db_time(datetime.now(UTC) - timedelta(minutes=2))},
+        )
     stale = ledger.list_tokens()[0].last_used_at
     assert ledger.verify_token(secret) is not None
     assert ledger.list_tokens()[0].last_used_at != stale
 
 
-def test_tokens_never_reach_a_log(db_url: str, ledger: Ledger, token_of, caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_tokens_never_reach_a_log(
+    db_url: str,
+    ledger: Ledger,
+    token_of,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     secrets_ = [token_of("admin", "a"), token_of("writer", "w")]
     bogus = "llt_" + "Q" * 43
     caplog.set_level(logging.DEBUG)
@@ -144,8 +155,9 @@ def test_tokens_never_reach_a_log(db_url: str, ledger: Ledger, token_of, caplog:
 
 
 def test_cli_tokens_create_list_revoke(db_url: str, ledger: Ledger) -> None:
-    made = CliRunner().invoke(cli, ["--db", db_url, "token", "create", "--role", "writer", "--name", "ci-trainer"],
-                              catch_exceptions=False)
+    made = CliRunner().invoke(
+        cli, ["--db", db_url, "token", "create", "--role", "writer", "--name", "ci-trainer"], catch_exceptions=False
+    )
     assert made.exit_code == 0
     secret = made.stdout.strip()
     assert secret.startswith("llt_") and len(secret.splitlines()) == 1
@@ -162,8 +174,9 @@ def test_cli_tokens_create_list_revoke(db_url: str, ledger: Ledger) -> None:
 def test_the_database_holds_only_a_hash_of_each_token(db_url: str, ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
     import hashlib
 
-    made = CliRunner().invoke(cli, ["--db", db_url, "token", "create", "--role", "admin", "--name", "root"],
-                              catch_exceptions=False)
+    made = CliRunner().invoke(
+        cli, ["--db", db_url, "token", "create", "--role", "admin", "--name", "root"], catch_exceptions=False
+    )
     secret = made.stdout.strip()
     with engine.connect() as conn:
         rows = [tuple(map(str, row)) for row in conn.execute(text("SELECT * FROM api_tokens"))]
@@ -174,8 +187,13 @@ def test_the_database_holds_only_a_hash_of_each_token(db_url: str, ledger: Ledge
 
 def test_serve_refuses_a_public_address_without_tokens(tmp_path) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "open.db")
-    done = subprocess.run([*LINEAGE, "--db", db, "serve", "--host", "0.0.0.0", "--port", str(free_port())],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*LINEAGE, "--db", db, "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "lineage token create" in lines[0] and "0.0.0.0" in lines[0]
@@ -242,10 +260,12 @@ def test_an_admin_reopens_anonymous_writes_explicitly_and_it_is_logged(  # type:
     assert _anonymous_write(seeded, 0) == 401
     caplog.set_level(logging.INFO, logger="lineage.audit")
     assert_problem(seeded.put(f"{API}/access", json={"anonymous_writes": "open"}), 401)
-    assert_problem(seeded.put(f"{API}/access", json={"anonymous_writes": "open"}, headers=bearer(token_of("writer"))),
-                   403)
-    assert_problem(seeded.put(f"{API}/access", json={"anonymous_writes": "maybe"}, headers=admin), 422,
-                   "anonymous_writes")
+    assert_problem(
+        seeded.put(f"{API}/access", json={"anonymous_writes": "open"}, headers=bearer(token_of("writer"))), 403
+    )
+    assert_problem(
+        seeded.put(f"{API}/access", json={"anonymous_writes": "maybe"}, headers=admin), 422, "anonymous_writes"
+    )
     opened = seeded.put(f"{API}/access", json={"anonymous_writes": "open"}, headers=admin)
     assert opened.status_code == 200, opened.text
     assert opened.json()["anonymous_writes"] == "open" and opened.json()["changed_by"] == "token 'root'"
@@ -280,8 +300,13 @@ def test_the_cli_shows_and_sets_anonymous_writes(db_url: str, ledger: Ledger) ->
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)
 
-    assert run() == {"anonymous_writes": "until-first-token", "anonymous_writes_open": True, "active_tokens": False,
-                     "changed_at": None, "changed_by": None}
+    assert run() == {
+        "anonymous_writes": "until-first-token",
+        "anonymous_writes_open": True,
+        "active_tokens": False,
+        "changed_at": None,
+        "changed_by": None,
+    }
     ledger.create_token(name="t", role="reader")
     assert run()["anonymous_writes"] == "closed" and ledger.anonymous_writes_open() is False
     opened = run("open")

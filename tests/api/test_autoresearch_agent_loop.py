@@ -40,10 +40,16 @@ EXPERIMENTS = [
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@example.org",
-           "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@example.org"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          env=env).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "agent",
+        "GIT_AUTHOR_EMAIL": "agent@example.org",
+        "GIT_COMMITTER_NAME": "agent",
+        "GIT_COMMITTER_EMAIL": "agent@example.org",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
 
 
 def _wait(check, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
@@ -66,8 +72,13 @@ def test_an_autoresearch_loop_recorded_both_ways_is_its_file(serve, tmp_path: Pa
     Ledger.open(db).close()
     server = serve(db)
     log = (tmp_path / "watch.log").open("wb")
-    watcher = subprocess.Popen([*LINEAGE, "--db", db, "watch", str(results), "-p", "nano", "--git-repo", str(repo),
-                                "--poll"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    watcher = subprocess.Popen(
+        [*LINEAGE, "--db", db, "watch", str(results), "-p", "nano", "--git-repo", str(repo), "--poll"],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     ledger = Ledger.open(db)
     api = f"{server.url}/api/v1/projects/nano"
     try:
@@ -80,8 +91,16 @@ def test_an_autoresearch_loop_recorded_both_ways_is_its_file(serve, tmp_path: Pa
                 if over_http:  # as the prompt says: POST with an Idempotency-Key, the commit in extra
                     prompt = client.get(f"{api}/prompt").text
                     assert "Idempotency-Key" in prompt and '"commit": "<the trial\'s commit>"' in prompt
-                    posted = client.post(f"{api}/trials", headers={"Idempotency-Key": str(uuid.uuid4())}, json={
-                        "status": status, "core_metric": metric, "hypothesis": description, "extra": {"commit": commit}})
+                    posted = client.post(
+                        f"{api}/trials",
+                        headers={"Idempotency-Key": str(uuid.uuid4())},
+                        json={
+                            "status": status,
+                            "core_metric": metric,
+                            "hypothesis": description,
+                            "extra": {"commit": commit},
+                        },
+                    )
                     assert posted.status_code == 201, posted.text
                     assert posted.json()["trial"]["exp_id"] == f"{i:03d}"
                 with results.open("a") as fh:  # program.md: log the row
@@ -101,8 +120,12 @@ def test_an_autoresearch_loop_recorded_both_ways_is_its_file(serve, tmp_path: Pa
     assert len(trials) == len(EXPERIMENTS) and len(set(commits)) == len(commits)
     assert all(t.extra.get("_git", {}).get("diffstat") for t in trials)
     assert [t.exp_id for t in ledger.chain("nano", ledger.best("nano").exp_id)] == ["000", "001", "004", "006", "009"]  # type: ignore[union-attr]
-    exported = subprocess.run([*LINEAGE, "--db", db, "export", "-p", "nano", "--format", "autoresearch"], cwd=ROOT,
-                              capture_output=True, check=True).stdout
+    exported = subprocess.run(
+        [*LINEAGE, "--db", db, "export", "-p", "nano", "--format", "autoresearch"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
     assert exported == results.read_bytes()
     prompt = ledger.prompt_document("nano", face="http", base_url=server.url)[1]
     assert "--append-tsv results.tsv" in prompt and "| change |" in prompt and "(1 file)" in prompt

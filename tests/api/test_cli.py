@@ -74,10 +74,27 @@ def test_prompt_of_an_imported_file_equals_fieldkits(db_url: str, tmp_path: Path
 
     source = fieldkit_tsv(tmp_path, lower=False)
     run(db_url, "import", str(source), "--project", "fk", "--higher-is-better", "--best-policy", "fieldkit")
-    got = run(db_url, "prompt", "--project", "fk", "--specialist", "next", "--top-k", "5",
-              "--recent-n", "7", "--last-m", "3", "--timestamp", "T").output
-    want = LineageStore(source.parent, lower_is_better=False).render_prompt(
-        "next", top_k=5, recent_n=7, last_m_full=3, session_timestamp="T").rendered_prompt
+    got = run(
+        db_url,
+        "prompt",
+        "--project",
+        "fk",
+        "--specialist",
+        "next",
+        "--top-k",
+        "5",
+        "--recent-n",
+        "7",
+        "--last-m",
+        "3",
+        "--timestamp",
+        "T",
+    ).output
+    want = (
+        LineageStore(source.parent, lower_is_better=False)
+        .render_prompt("next", top_k=5, recent_n=7, last_m_full=3, session_timestamp="T")
+        .rendered_prompt
+    )
     assert got == want
 
 
@@ -97,7 +114,9 @@ def test_bad_row_imports_nothing_and_names_line_and_column(db_url: str, tmp_path
     assert missing.exit_code == 2 and "not found" in missing.stderr
 
 
-def test_importing_an_exp_id_already_stored_names_its_line_and_keeps_the_stored_rows(db_url: str, tmp_path: Path) -> None:
+def test_importing_an_exp_id_already_stored_names_its_line_and_keeps_the_stored_rows(
+    db_url: str, tmp_path: Path
+) -> None:
     source = fieldkit_tsv(tmp_path, n=10)
     run(db_url, "import", str(source), "--project", "dup")
     before = run(db_url, "export", "--project", "dup").output
@@ -161,8 +180,15 @@ def test_extended_export_carries_clip_scale_statistics(db_url: str) -> None:
     run(db_url, "demo")
     text = run(db_url, "export", "--project", "a2tgpo-demo", "--format", "extended").output
     header, *rows = text.splitlines()
-    assert header.split("\t")[17:] == ["ig_clip_scale_mean", "ig_clip_scale_std", "ig_clip_scale_min",
-                                       "ig_clip_scale_max", "ig_clip_scale_frac_low", "ig_clip_scale_frac_high", "extra"]
+    assert header.split("\t")[17:] == [
+        "ig_clip_scale_mean",
+        "ig_clip_scale_std",
+        "ig_clip_scale_min",
+        "ig_clip_scale_max",
+        "ig_clip_scale_frac_low",
+        "ig_clip_scale_frac_high",
+        "extra",
+    ]
     assert rows[4].split("\t")[17:19] == ["1.014", "0.087"]
 
 
@@ -218,8 +244,13 @@ def test_serve_starts_a_real_server_with_the_demo_from_any_directory(tmp_path: P
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("LINEAGE_DATABASE_URL", None)
-    proc = subprocess.Popen([*LINEAGE, "serve", "--demo", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [*LINEAGE, "serve", "--demo", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -65,8 +65,9 @@ def lineage(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PLUGIN_MARKER": str(site / "imported.marker")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     env.pop("LINEAGE_DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "api.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def warnings_about(stderr: str, name: str) -> list[str]:

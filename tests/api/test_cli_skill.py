@@ -16,7 +16,7 @@ from lineage.service import Ledger
 
 def _front_matter(text: str) -> dict[str, str]:
     assert text.startswith("---\n")
-    head = text[4:text.index("\n---\n")]
+    head = text[4 : text.index("\n---\n")]
     pairs = [line.split(": ", 1) for line in head.splitlines()]  # plain one-line YAML scalars
     assert all(len(pair) == 2 and pair[1].strip() and not pair[1].startswith(("'", '"', "|", ">")) for pair in pairs)
     return {key: value for key, value in pairs}
@@ -34,8 +34,9 @@ def test_the_skill_is_in_the_agent_skills_format_and_names_what_exists(tmp_path:
     tools = {tool.name for tool in anyio.run(build_server(ledger).list_tools)}
     ledger.close()
     named_tools = set(re.findall(r"`([a-z_]+)`", body)) & {name for name in re.findall(r"[a-z]+_[a-z_]+", body)}
-    mentioned = {name for name in named_tools if name.split("_")[0] in ("list", "create", "get", "find", "record",
-                                                                           "update")}
+    mentioned = {
+        name for name in named_tools if name.split("_")[0] in ("list", "create", "get", "find", "record", "update")
+    }
     assert mentioned and mentioned <= tools, mentioned - tools
     commands = set(re.findall(r"`lineage ([a-z]+)", body))
     assert commands and all(cli.get_command(None, name) is not None for name in commands), commands  # type: ignore[arg-type]

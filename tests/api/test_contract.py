@@ -36,8 +36,9 @@ def _st() -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["anonymous", "token"])
-def test_schemathesis_finds_nothing(mode: str, backend: str, ledger: Ledger, db_url: str, tmp_path: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_schemathesis_finds_nothing(
+    mode: str, backend: str, ledger: Ledger, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     headers: list[str] = []
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SCHEMATHESIS_HOOKS": "tests.api.contract_hooks"}
     if mode == "token":
@@ -49,10 +50,31 @@ def test_schemathesis_finds_nothing(mode: str, backend: str, ledger: Ledger, db_
     report, har = tmp_path / "report.json", tmp_path / "requests.har"
     with serving(tmp_path, "--db", db_url) as base:
         command = [
-            *_st(), "--config-file", str(HERE / "schemathesis.toml"), "run", f"{base}/openapi.json",
-            "--checks", "all", "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED), "--workers", "1",
-            "--generation-database", "none", "--request-timeout", "120", "--no-color",
-            "--report", "json,har", "--report-json-path", str(report), "--report-har-path", str(har), *headers,
+            *_st(),
+            "--config-file",
+            str(HERE / "schemathesis.toml"),
+            "run",
+            f"{base}/openapi.json",
+            "--checks",
+            "all",
+            "--max-examples",
+            str(MAX_EXAMPLES),
+            "--seed",
+            str(SEED),
+            "--workers",
+            "1",
+            "--generation-database",
+            "none",
+            "--request-timeout",
+            "120",
+            "--no-color",
+            "--report",
+            "json,har",
+            "--report-json-path",
+            str(report),
+            "--report-har-path",
+            str(har),
+            *headers,
         ]
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         if mode == "token":  # the fuzzer's token outlived the run
@@ -60,14 +82,17 @@ def test_schemathesis_finds_nothing(mode: str, backend: str, ledger: Ledger, db_
     summary = json.loads(report.read_text())
     requests = len(json.loads(har.read_text())["log"]["entries"])
     failures = sum(kind["count"] for kind in summary["failures"])
-    counts = (f"schemathesis {summary['schemathesis_version']} {backend}/{mode}: "
-              f"{summary['operations']['tested']}/{summary['operations']['total']} operations, "
-              f"{summary['test_cases']['generated']} test cases, {requests} requests, {failures} failures, "
-              f"{len(summary['errors'])} errors, phases "
-              + ", ".join(f"{name}={phase['status']}" for name, phase in summary["phases"].items()))
+    counts = (
+        f"schemathesis {summary['schemathesis_version']} {backend}/{mode}: "
+        f"{summary['operations']['tested']}/{summary['operations']['total']} operations, "
+        f"{summary['test_cases']['generated']} test cases, {requests} requests, {failures} failures, "
+        f"{len(summary['errors'])} errors, phases "
+        + ", ".join(f"{name}={phase['status']}" for name, phase in summary["phases"].items())
+    )
     print(counts)
     assert failures == 0 and not summary["errors"] and done.returncode == 0, (
-        f"{counts}\n{done.stdout[-20000:]}\n{done.stderr[-3000:]}")
+        f"{counts}\n{done.stdout[-20000:]}\n{done.stderr[-3000:]}"
+    )
     assert summary["operations"]["tested"] == summary["operations"]["total"] >= 30, counts
     assert summary["phases"]["stateful"]["status"] == "success", counts
 
@@ -90,7 +115,8 @@ def test_the_document_is_deterministic_and_every_error_is_a_problem(tmp_path: Pa
             if int(status) >= 400:
                 assert list(response["content"]) == ["application/problem+json"], (name, status)
                 assert response["content"]["application/problem+json"]["schema"] == {
-                    "$ref": "#/components/schemas/Problem"}, (name, status)
+                    "$ref": "#/components/schemas/Problem"
+                }, (name, status)
     statuses = {name: sorted(op["responses"]) for name, op in operations.items()}
     assert statuses["DELETE /api/v1/tokens/{name}"] == ["204", "401", "403", "404", "409", "422"]
     assert statuses["GET /api/v1/projects/{project}/trials/{exp_id}"] == ["200", "401", "404", "422"]

@@ -36,9 +36,16 @@ def test_body_limit_by_content_length_by_stream_and_after_gzip(small: TestClient
     assert_problem(chunked, 413)
     bomb = gzip.compress(b'{"status": "keep", "notes": "' + b"0" * 2_000_000 + b'"}')
     assert len(bomb) < 4096
-    assert_problem(small.post(url, content=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}), 413)
+    assert_problem(
+        small.post(url, content=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}), 413
+    )
     fine = gzip.compress(json.dumps({"status": "keep", "notes": "y" * 3000}).encode())
-    assert small.post(url, content=fine, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}).status_code == 201
+    assert (
+        small.post(
+            url, content=fine, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        ).status_code
+        == 201
+    )
     assert_problem(small.post(url, content=b"{}", headers={"Content-Length": "abc"}), 400)
 
 
@@ -75,8 +82,12 @@ def test_json_logs_carry_the_request_id(db_url: str, ledger, capsys: pytest.Capt
     assert access[0]["path"] == f"{API}/projects" and access[0]["level"] == "info"
 
 
-def test_settings_come_from_the_environment(db_url: str, ledger, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
-                                            token_of) -> None:
+def test_settings_come_from_the_environment(
+    db_url: str,
+    ledger,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+    token_of,
+) -> None:
     """``Settings`` reads ``LINEAGE_*`` (pydantic-settings): the body limit and anonymous reads."""
     from api.app import create_app
     from api.settings import Settings
@@ -89,8 +100,9 @@ def test_settings_come_from_the_environment(db_url: str, ledger, monkeypatch: py
     assert (settings.max_body_bytes, settings.anonymous_read, settings.database_url) == (2048, False, db_url)
     with TestClient(create_app(settings)) as client:
         assert_problem(client.get(f"{API}/projects"), 401)
-        big = client.post(f"{API}/projects", content=b'{"slug": "' + b"x" * 3000 + b'"}',
-                          headers={"Content-Type": "application/json"})
+        big = client.post(
+            f"{API}/projects", content=b'{"slug": "' + b"x" * 3000 + b'"}', headers={"Content-Type": "application/json"}
+        )
         assert assert_problem(big, 413)["limit"] == 2048
     monkeypatch.setenv("LINEAGE_MAX_BODY_BYTES", "lots")
     with pytest.raises(ValueError, match="max_body_bytes"):

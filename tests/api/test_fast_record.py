@@ -29,12 +29,12 @@ def _requests(admin: str, reader: str) -> list[tuple[str, dict[str, str], bytes 
         ("p", {}, None, good),
         ("p", {"Idempotency-Key": "k-1"}, None, {"status": "discard", "core_metric": 0.95}),
         ("p", {"Idempotency-Key": "k-1"}, None, {"status": "discard", "core_metric": 0.95}),  # replay: 200
-        ("p", {"Idempotency-Key": "k-1"}, None, {"status": "discard", "core_metric": 0.5}),   # 409
-        ("p", {}, None, {"exp_id": "000", "status": "keep", "core_metric": 0.1}),            # 409: another body
+        ("p", {"Idempotency-Key": "k-1"}, None, {"status": "discard", "core_metric": 0.5}),  # 409
+        ("p", {}, None, {"exp_id": "000", "status": "keep", "core_metric": 0.1}),  # 409: another body
         ("p", {}, None, {"status": "crash", "core_metric": 0, "parent_exp": ""}),
-        ("p", {}, None, {"status": "keep", "core_metric": 0.8, "parent_exp": "404"}),       # ledger's 422
-        ("nowhere", {}, None, good),                                                       # 404
-        ("p", {}, None, {"status": "sideways"}),                                           # schema 422
+        ("p", {}, None, {"status": "keep", "core_metric": 0.8, "parent_exp": "404"}),  # ledger's 422
+        ("nowhere", {}, None, good),  # 404
+        ("p", {}, None, {"status": "sideways"}),  # schema 422
         ("p", {}, None, {"core_metric": "0.5"}),
         ("p", {}, None, {"status": "keep", "no_such_field": 1}),
         ("p", {}, None, [good]),
@@ -43,11 +43,11 @@ def _requests(admin: str, reader: str) -> list[tuple[str, dict[str, str], bytes 
         ("p", {"Content-Type": "text/plain"}, b'{"status": "keep"}', None),
         ("p", {"Idempotency-Key": "has space"}, None, good),
         ("p", {"Idempotency-Key": "x" * 300}, None, good),
-        ("p", {"Authorization": "Bearer nope"}, None, good),                               # 401
-        ("p", {"Authorization": f"Bearer {reader}"}, None, good),                          # 403
+        ("p", {"Authorization": "Bearer nope"}, None, good),  # 401
+        ("p", {"Authorization": f"Bearer {reader}"}, None, good),  # 403
         ("p", {"Authorization": "Basic abc"}, None, good),
-        ("p", {"Authorization": ""}, None, good),                                          # anonymous: 401
-        ("nowhere", {"Authorization": ""}, None, good),                                    # 401 before 404
+        ("p", {"Authorization": ""}, None, good),  # anonymous: 401
+        ("nowhere", {"Authorization": ""}, None, good),  # 401 before 404
     ]
 
 
@@ -80,8 +80,11 @@ def test_every_answer_is_the_documented_routes(ledger: Ledger, db_url: str, toke
                 if not headers["Authorization"]:
                     del headers["Authorization"]
                 url = f"{API}/projects/{project}/trials"
-                response = (client.post(url, content=raw, headers=headers) if raw is not None
-                            else client.post(url, json=body, headers=headers))
+                response = (
+                    client.post(url, content=raw, headers=headers)
+                    if raw is not None
+                    else client.post(url, json=body, headers=headers)
+                )
                 said.append(_said(response))
             answers.append(said)
     fast_answers, route_answers = answers

@@ -27,12 +27,26 @@ def _tsv(n: int = 30, seed: int = 5) -> str:
 def test_upload_then_download_round_trips_byte_for_byte(client: TestClient, db_url: str, backend: str) -> None:
     text = _tsv()
     assert_problem(client.post(f"{P}/trials.tsv", content=text.encode()), 404, "project")
-    made = client.post(f"{P}/trials.tsv", params={"create": "true", "lower_is_better": "false"}, content=text.encode(),
-                       headers={"content-type": "text/tab-separated-values"})
+    made = client.post(
+        f"{P}/trials.tsv",
+        params={"create": "true", "lower_is_better": "false"},
+        content=text.encode(),
+        headers={"content-type": "text/tab-separated-values"},
+    )
     assert made.status_code == 201
-    assert made.json() == {"project": "p", "rows": 30, "committed": True, "created": True, "format": "fieldkit",
-                           "metric": "core_metric", "metric_name": "core_metric", "lower_is_better": False,
-                           "direction": "from the flag", "warnings": [], "text_lines": []}
+    assert made.json() == {
+        "project": "p",
+        "rows": 30,
+        "committed": True,
+        "created": True,
+        "format": "fieldkit",
+        "metric": "core_metric",
+        "metric_name": "core_metric",
+        "lower_is_better": False,
+        "direction": "from the flag",
+        "warnings": [],
+        "text_lines": [],
+    }
     down = client.get(f"{P}/trials.tsv")
     assert down.status_code == 200 and down.headers["content-type"].startswith("text/tab-separated-values")
     # README, known differences: SQLite stores -0.0 as 0.0
@@ -70,9 +84,27 @@ def test_raw_prompt_is_exactly_what_the_cli_prints(client: TestClient, ledger: L
     args = {"specialist": "a2tgpo-v2", "top_k": 3, "recent_n": 4, "last_m": 2, "timestamp": "2026-11-24T06:00Z"}
     got = client.get(f"{P}/prompt", params={**args, "raw": "1"})
     assert got.status_code == 200 and got.headers["content-type"] == "text/markdown; charset=utf-8"
-    cli_out = CliRunner().invoke(cli, ["--db", db_url, "prompt", "--project", "p", "--specialist", "a2tgpo-v2",
-                                       "--top-k", "3", "--recent-n", "4", "--last-m", "2",
-                                       "--timestamp", "2026-11-24T06:00Z"], catch_exceptions=False)
+    cli_out = CliRunner().invoke(
+        cli,
+        [
+            "--db",
+            db_url,
+            "prompt",
+            "--project",
+            "p",
+            "--specialist",
+            "a2tgpo-v2",
+            "--top-k",
+            "3",
+            "--recent-n",
+            "4",
+            "--last-m",
+            "2",
+            "--timestamp",
+            "2026-11-24T06:00Z",
+        ],
+        catch_exceptions=False,
+    )
     assert got.content == cli_out.stdout_bytes
 
 
@@ -100,8 +132,11 @@ def test_wrapped_prompt_says_how_to_record_and_follows_the_project_template(clie
 
 def test_etags_make_polling_free_until_something_changes(client: TestClient, ledger: Ledger) -> None:
     _demo(ledger)
-    for path, params in ((f"{P}/prompt", {"specialist": "s"}), (f"{P}/knowledge", {}),
-                         (f"{P}/knowledge", {"format": "json"})):
+    for path, params in (
+        (f"{P}/prompt", {"specialist": "s"}),
+        (f"{P}/knowledge", {}),
+        (f"{P}/knowledge", {"format": "json"}),
+    ):
         first = client.get(path, params=params)
         tag = first.headers["etag"]
         assert tag.startswith('W/"')

@@ -62,6 +62,11 @@ def test_no_server_error_and_every_error_is_a_problem(fuzz_app: object) -> None:
         strategies = [operation.as_strategy(), operation.as_strategy(GenerationMode.NEGATIVE)]
         if known:
             strategies.append(operation.as_strategy(path_parameters=known))
-        run = settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-                       suppress_health_check=list(HealthCheck))(given(case=st.one_of(strategies))(_check))
+        run = settings(
+            max_examples=MAX_EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )(given(case=st.one_of(strategies))(_check))
         run()

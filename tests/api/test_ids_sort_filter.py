@@ -23,13 +23,17 @@ def _project(ledger: Ledger, slug: str = "p") -> None:
     rng = random.Random(7)
     trials = []
     for i, exp_id in enumerate(IDS):
-        trials.append(Trial(
-            exp_id=exp_id, status=FailureLabel.KEEP if i % 3 else FailureLabel.DISCARD,
-            core_metric=None if i % 5 == 4 else round(rng.uniform(0.9, 1.0), 4),
-            delta_vs_best=None if i == 0 else round(rng.uniform(-0.01, 0.01), 4),
-            parent_exp="" if i == 0 else IDS[i - 1], hypothesis=f"idea {i}",
-            extra={"memory_gb": 40 + i % 4} if i % 4 else ({"memory_gb": "n/a"} if i % 8 == 0 else {}),
-        ))
+        trials.append(
+            Trial(
+                exp_id=exp_id,
+                status=FailureLabel.KEEP if i % 3 else FailureLabel.DISCARD,
+                core_metric=None if i % 5 == 4 else round(rng.uniform(0.9, 1.0), 4),
+                delta_vs_best=None if i == 0 else round(rng.uniform(-0.01, 0.01), 4),
+                parent_exp="" if i == 0 else IDS[i - 1],
+                hypothesis=f"idea {i}",
+                extra={"memory_gb": 40 + i % 4} if i % 4 else ({"memory_gb": "n/a"} if i % 8 == 0 else {}),
+            )
+        )
     ledger.import_trials(slug, trials, create_with={"lower_is_better": True})
 
 
@@ -68,14 +72,19 @@ def test_api_sorts_exp_ids_numeric_aware_across_pages(ledger: Ledger, client: Te
         assert seen == (expected if order == "asc" else list(reversed(expected)))
 
 
-@pytest.mark.parametrize("sort", ["core_metric", "-delta_vs_best", "extra.memory_gb", "-extra.memory_gb", "status",
-                                  "-hypothesis", "metric"])
-def test_any_field_sorts_in_stable_pages_with_missing_values_last(ledger: Ledger, client: TestClient, sort: str) -> None:
+@pytest.mark.parametrize(
+    "sort", ["core_metric", "-delta_vs_best", "extra.memory_gb", "-extra.memory_gb", "status", "-hypothesis", "metric"]
+)
+def test_any_field_sorts_in_stable_pages_with_missing_values_last(
+    ledger: Ledger, client: TestClient, sort: str
+) -> None:
     _project(ledger)
     trials = {t.exp_id: t for t in ledger.stream_trials("p")}
     seen, cursor = [], None
     while True:
-        body = client.get(f"{API}/p/trials", params={"sort": sort, "limit": 3, **({"cursor": cursor} if cursor else {})})
+        body = client.get(
+            f"{API}/p/trials", params={"sort": sort, "limit": 3, **({"cursor": cursor} if cursor else {})}
+        )
         assert body.status_code == 200, body.text
         seen += [t["exp_id"] for t in body.json()["items"]]
         cursor = body.json()["next_cursor"]
@@ -110,12 +119,19 @@ def test_sort_and_filter_errors_are_problems_naming_the_field(ledger: Ledger, cl
 
 def test_api_filter_narrows_the_listing_and_its_count(ledger: Ledger, client: TestClient) -> None:
     _project(ledger)
-    body = client.get(f"{API}/p/trials", params={"filter": "extra.memory_gb >= 42 and exp_id < exp_1000",
-                                                "sort": "exp_id"})
+    body = client.get(
+        f"{API}/p/trials", params={"filter": "extra.memory_gb >= 42 and exp_id < exp_1000", "sort": "exp_id"}
+    )
     assert body.status_code == 200
-    expected = _numeric_order([t.exp_id for t in ledger.stream_trials("p")
-                               if isinstance(t.extra.get("memory_gb"), int) and t.extra["memory_gb"] >= 42
-                               and exp_sort_key(t.exp_id) < exp_sort_key("1000")])
+    expected = _numeric_order(
+        [
+            t.exp_id
+            for t in ledger.stream_trials("p")
+            if isinstance(t.extra.get("memory_gb"), int)
+            and t.extra["memory_gb"] >= 42
+            and exp_sort_key(t.exp_id) < exp_sort_key("1000")
+        ]
+    )
     assert [t["exp_id"] for t in body.json()["items"]] == expected and body.json()["total"] == len(expected)
     assert expected  # the filter kept some and dropped some
     assert len(expected) < len(IDS)
@@ -157,9 +173,19 @@ def _run(db_url: str, *args: str) -> str:
 
 def test_cli_trials_filters_sorts_and_prints_whole_hypotheses(ledger: Ledger, db_url: str) -> None:
     long = "a hypothesis long enough to be cut by the old sixty character table of the command line, and then some"
-    ledger.import_trials("p", [Trial(exp_id=e, status=FailureLabel.KEEP, core_metric=1.0 - i / 100,
-                                     hypothesis=long if e == "100" else f"idea {e}")
-                               for i, e in enumerate(["1000", "99", "100", "101"])], create_with={})
+    ledger.import_trials(
+        "p",
+        [
+            Trial(
+                exp_id=e,
+                status=FailureLabel.KEEP,
+                core_metric=1.0 - i / 100,
+                hypothesis=long if e == "100" else f"idea {e}",
+            )
+            for i, e in enumerate(["1000", "99", "100", "101"])
+        ],
+        create_with={},
+    )
     out = _run(db_url, "trials", "-p", "p", "--sort", "exp_id", "--width", "0")
     assert [line.split()[0] for line in out.splitlines()[1:]] == ["exp_99", "exp_100", "exp_101", "exp_1000"]
     assert long in out
@@ -167,8 +193,9 @@ def test_cli_trials_filters_sorts_and_prints_whole_hypotheses(ledger: Ledger, db
     lines = wrapped.splitlines()[1:]
     assert len(lines) > 1 and all(len(line) <= 70 for line in lines)
     assert " ".join(" ".join(lines).split()).endswith(long.split()[-1])
-    csv_out = _run(db_url, "trials", "-p", "p", "--filter", "core_metric < 0.985", "--sort", "-core_metric",
-                   "--format", "csv")
+    csv_out = _run(
+        db_url, "trials", "-p", "p", "--filter", "core_metric < 0.985", "--sort", "-core_metric", "--format", "csv"
+    )
     assert [row.split(",")[0] for row in csv_out.splitlines()[1:]] == ["100", "101"]
     bad = CliRunner().invoke(cli, ["--db", db_url, "trials", "-p", "p", "--filter", "core_metric <"])
     assert bad.exit_code != 0 and "column 14" in bad.output
@@ -179,17 +206,33 @@ def test_export_schema_is_typed_and_stable_with_all_null_columns(ledger: Ledger,
     import pandas as pd
     import pyarrow.parquet as pq
 
-    ledger.import_trials("p", [
-        Trial(exp_id="000", status=FailureLabel.BASELINE, core_metric=0.99999, extra={"commit": "abc", "memory_gb": 44}),
-        Trial(exp_id="001", status=FailureLabel.KEEP, core_metric=0.9953, delta_vs_best=0.9953 - 0.99999,
-              extra={"commit": "1234567", "memory_gb": 44.5, "note": {"a": 1}}),
-    ], create_with={})
+    ledger.import_trials(
+        "p",
+        [
+            Trial(
+                exp_id="000",
+                status=FailureLabel.BASELINE,
+                core_metric=0.99999,
+                extra={"commit": "abc", "memory_gb": 44},
+            ),
+            Trial(
+                exp_id="001",
+                status=FailureLabel.KEEP,
+                core_metric=0.9953,
+                delta_vs_best=0.9953 - 0.99999,
+                extra={"commit": "1234567", "memory_gb": 44.5, "note": {"a": 1}},
+            ),
+        ],
+        create_with={},
+    )
     _run(db_url, "export", "-p", "p", "--format", "parquet", "-o", str(tmp_path / "t.parquet"))
     schema = pq.read_schema(tmp_path / "t.parquet")
     types = {name: str(schema.field(name).type) for name in schema.names}
     assert types["train_s"] == "double" and types["notes"] == "string" and types["ig_clip_scale_mean"] == "double"
     assert types["created_at"] == "timestamp[us, tz=UTC]" and types["seq"] == "int64"
-    assert types["extra.memory_gb"] == "double" and types["extra.commit"] == "string" and types["extra.note"] == "string"
+    assert (
+        types["extra.memory_gb"] == "double" and types["extra.commit"] == "string" and types["extra.note"] == "string"
+    )
     assert "extra" not in types
     frame = pd.read_parquet(tmp_path / "t.parquet")
     assert str(frame["created_at"].dt.tz) == "UTC"

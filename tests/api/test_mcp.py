@@ -64,23 +64,34 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     async def steps(session: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {}
         out["tools"] = sorted(tool.name for tool in (await session.list_tools()).tools)
-        out["raw"] = _text(await session.call_tool("get_prompt", {"project": "p", "specialist": "agent-1",
-                                                                  "timestamp": "t0", "raw": True}))
+        out["raw"] = _text(
+            await session.call_tool(
+                "get_prompt", {"project": "p", "specialist": "agent-1", "timestamp": "t0", "raw": True}
+            )
+        )
         out["wrapped"] = _text(await session.call_tool("get_prompt", {"project": "p", "specialist": "agent-1"}))
         out["knowledge"] = _text(await session.call_tool("get_knowledge", {"project": "p"}))
-        out["knowledge_json"] = json.loads(_text(await session.call_tool("get_knowledge", {"project": "p",
-                                                                                            "format": "json"})))
-        trial = {"status": "keep", "core_metric": 99.0, "parent_exp": "004", "hypothesis": "via MCP",
-                 "delta_vs_best": -1000.0}
+        out["knowledge_json"] = json.loads(
+            _text(await session.call_tool("get_knowledge", {"project": "p", "format": "json"}))
+        )
+        trial = {
+            "status": "keep",
+            "core_metric": 99.0,
+            "parent_exp": "004",
+            "hypothesis": "via MCP",
+            "delta_vs_best": -1000.0,
+        }
         first = await session.call_tool("record_trial", {"project": "p", "trial": trial, "idempotency_key": "mcp-1"})
         again = await session.call_tool("record_trial", {"project": "p", "trial": trial, "idempotency_key": "mcp-1"})
         out["first"], out["again"] = _data(first), _data(again)
-        out["updated"] = _data(await session.call_tool("update_trial", {"project": "p", "exp_id": "006",
-                                                                         "changes": {"notes": "checked"}}))
+        out["updated"] = _data(
+            await session.call_tool("update_trial", {"project": "p", "exp_id": "006", "changes": {"notes": "checked"}})
+        )
         out["got"] = _data(await session.call_tool("get_trial", {"project": "p", "exp_id": "006"}))
         page = _data(await session.call_tool("list_trials", {"project": "p", "limit": 4}))
-        rest = _data(await session.call_tool("list_trials", {"project": "p", "limit": 4,
-                                                             "cursor": page["next_cursor"]}))
+        rest = _data(
+            await session.call_tool("list_trials", {"project": "p", "limit": 4, "cursor": page["next_cursor"]})
+        )
         out["listed"] = [t["exp_id"] for t in page["items"] + rest["items"]]
         missing = await session.call_tool("get_trial", {"project": "p", "exp_id": "nope"})
         bad = await session.call_tool("record_trial", {"project": "p", "trial": {"status": "exploded"}})
@@ -88,8 +99,20 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         return out
 
     out = anyio.run(_session_run, db, steps)
-    assert out["tools"] == ["create_project", "find_similar", "get_knowledge", "get_prompt", "get_summary", "get_trial",
-                            "list_alerts", "list_projects", "list_trials", "record_trial", "record_trials", "update_trial"]
+    assert out["tools"] == [
+        "create_project",
+        "find_similar",
+        "get_knowledge",
+        "get_prompt",
+        "get_summary",
+        "get_trial",
+        "list_alerts",
+        "list_projects",
+        "list_trials",
+        "record_trial",
+        "record_trials",
+        "update_trial",
+    ]
     assert out["raw"] == expected_prompt
     assert out["wrapped"].startswith(expected_head) and "Next exp_id: `006`" in out["wrapped"]
     assert out["knowledge"] == expected_knowledge

@@ -36,20 +36,33 @@ def test_an_agent_starts_from_a_blank_database_over_stdio(tmp_path: Path) -> Non
         out["empty"] = _data(await session.call_tool("list_projects", {}))
         missing = await session.call_tool("record_trial", {"project": "nano", "trial": {"status": "baseline"}})
         out["missing"] = (_failed(missing), _text(missing))
-        made = await session.call_tool("record_trial", {
-            "project": "nano", "metric_name": "val_bpb", "lower_is_better": True,
-            "trial": {"status": "baseline", "core_metric": 0.998, "hypothesis": "baseline"}})
+        made = await session.call_tool(
+            "record_trial",
+            {
+                "project": "nano",
+                "metric_name": "val_bpb",
+                "lower_is_better": True,
+                "trial": {"status": "baseline", "core_metric": 0.998, "hypothesis": "baseline"},
+            },
+        )
         out["made"] = _data(made)
-        again = await session.call_tool("create_project", {"slug": "nano", "metric_name": "val_bpb",
-                                                            "lower_is_better": True})
+        again = await session.call_tool(
+            "create_project", {"slug": "nano", "metric_name": "val_bpb", "lower_is_better": True}
+        )
         out["again"] = _data(again)
-        other = await session.call_tool("create_project", {"slug": "nano", "metric_name": "loss",
-                                                            "lower_is_better": True})
+        other = await session.call_tool(
+            "create_project", {"slug": "nano", "metric_name": "loss", "lower_is_better": True}
+        )
         out["other"] = (_failed(other), _text(other))
         records = []
         for status, metric in [("keep", 0.99), ("discard", 0.995), ("crash", 0), ("keep", 0.985)]:
-            result = await session.call_tool("record_trial", {"project": "nano", "trial": {
-                "status": status, "core_metric": metric, "hypothesis": f"{status} at {metric}"}})
+            result = await session.call_tool(
+                "record_trial",
+                {
+                    "project": "nano",
+                    "trial": {"status": status, "core_metric": metric, "hypothesis": f"{status} at {metric}"},
+                },
+            )
             records.append(_data(result))
         out["records"] = records
         bad = {}
@@ -64,8 +77,11 @@ def test_an_agent_starts_from_a_blank_database_over_stdio(tmp_path: Path) -> Non
         out["bad"] = bad
         out["unknown project"] = _text(await session.call_tool("get_summary", {"project": "nanoo"}))
         out["listed"] = _data(await session.call_tool("list_trials", {"project": "nano"}))
-        out["chosen"] = _data(await session.call_tool("list_trials", {"project": "nano", "fields": ["exp_id", "extra"],
-                                                                      "status": ["crash"]}))
+        out["chosen"] = _data(
+            await session.call_tool(
+                "list_trials", {"project": "nano", "fields": ["exp_id", "extra"], "status": ["crash"]}
+            )
+        )
         bad_field = await session.call_tool("list_trials", {"project": "nano", "fields": ["exp_id", "colour"]})
         out["bad field"] = (_failed(bad_field), _text(bad_field))
         out["projects"] = _data(await session.call_tool("list_projects", {}))
@@ -81,7 +97,9 @@ def test_an_agent_starts_from_a_blank_database_over_stdio(tmp_path: Path) -> Non
 
     out = anyio.run(_session_run, db, steps)
     tools = out["tools"]
-    assert {"list_projects", "create_project", "record_trial", "get_prompt", "find_similar", "get_summary"} <= set(tools)
+    assert {"list_projects", "create_project", "record_trial", "get_prompt", "find_similar", "get_summary"} <= set(
+        tools
+    )
     for tool in tools.values():
         assert tool.description and "\n    " not in tool.description and not tool.description.startswith(" "), tool.name
         for name, schema in _schema(tool).get("properties", {}).items():
@@ -104,8 +122,12 @@ def test_an_agent_starts_from_a_blank_database_over_stdio(tmp_path: Path) -> Non
     assert discard["trial"]["parent_exp"] == "001" and crash["trial"]["parent_exp"] == "001"
     assert crash["trial"]["core_metric"] is None and crash["trial"]["delta_vs_best"] is None
     assert keep2["is_new_best"] and keep2["trial"]["parent_exp"] == "001"
-    for name, field in [("wrong type", "core_metric"), ("unknown status", "status"), ("unknown field", "learning_rate"),
-                        ("not an object", "trial")]:
+    for name, field in [
+        ("wrong type", "core_metric"),
+        ("unknown status", "status"),
+        ("unknown field", "learning_rate"),
+        ("not an object", "trial"),
+    ]:
         failed, text = out["bad"][name]
         assert failed and field in text, (name, text)
     assert "known projects: nano" in out["unknown project"]
@@ -125,8 +147,9 @@ def _rpc(client: httpx.Client, url: str, method: str, params: dict[str, Any], to
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    response = client.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
-                           headers=headers)
+    response = client.post(
+        f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, headers=headers
+    )
     assert response.status_code == 200, response.text
     return response.json()["result"]
 
@@ -143,8 +166,12 @@ def test_mcp_over_streamable_http_from_lineage_serve_checks_tokens_and_roles(ser
     reader = ledger.create_token(name="r", role="reader")[1]
     server = serve(db)
     with httpx.Client(timeout=30) as client:
-        init = _rpc(client, server.url, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                                        "clientInfo": {"name": "test", "version": "0"}})
+        init = _rpc(
+            client,
+            server.url,
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+        )
         assert init["serverInfo"]["name"] == "lineage-ledger"
         listed = _call(client, server.url, "list_projects", {})  # anonymous reads are on by default
         assert listed["structuredContent"]["projects"][0]["slug"] == "p"
@@ -156,8 +183,13 @@ def test_mcp_over_streamable_http_from_lineage_serve_checks_tokens_and_roles(ser
         revoked = _call(client, server.url, "list_projects", {}, "llt_not-a-token")
         assert revoked["isError"] and "unknown or revoked" in revoked["content"][0]["text"]
         assert ledger.project("p").trial_count == 0
-        done = _call(client, server.url, "record_trial",
-                     {"project": "p", "trial": {"status": "baseline", "core_metric": 2.0}}, writer)
+        done = _call(
+            client,
+            server.url,
+            "record_trial",
+            {"project": "p", "trial": {"status": "baseline", "core_metric": 2.0}},
+            writer,
+        )
         assert not done["isError"] and done["structuredContent"]["trial"]["exp_id"] == "000"
         # what MCP wrote, the JSON API reads
         assert client.get(f"{server.url}/api/v1/projects/p/trials/000").json()["core_metric"] == 2.0

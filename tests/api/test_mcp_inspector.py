@@ -27,8 +27,10 @@ pytestmark = pytest.mark.slow
 
 #: The pinned Inspector (tests/run_all.sh installs the same version).
 INSPECTOR_VERSION = "2.12.0"
-INSPECTOR_DIR = Path(os.environ.get("LINEAGE_INSPECTOR_DIR")
-                     or Path.home() / ".cache" / "lineage-tests" / f"mcp-inspector-{INSPECTOR_VERSION}")
+INSPECTOR_DIR = Path(
+    os.environ.get("LINEAGE_INSPECTOR_DIR")
+    or Path.home() / ".cache" / "lineage-tests" / f"mcp-inspector-{INSPECTOR_VERSION}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +42,26 @@ def inspector() -> Path:
     if npm is None:
         pytest.skip("npm is not installed: the MCP Inspector CLI cannot be fetched")
     done = subprocess.run(
-        [npm, "install", "--prefix", str(INSPECTOR_DIR), "--no-audit", "--no-fund", "--ignore-scripts",
-         f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}"],
-        capture_output=True, text=True, timeout=600, check=False)
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(INSPECTOR_DIR),
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if done.returncode != 0 or not binary.exists():
-        pytest.skip(f"npm could not fetch @modelcontextprotocol/inspector@{INSPECTOR_VERSION}: "
-                    f"{(done.stderr or done.stdout).strip()[-300:]}")
+        pytest.skip(
+            f"npm could not fetch @modelcontextprotocol/inspector@{INSPECTOR_VERSION}: "
+            f"{(done.stderr or done.stdout).strip()[-300:]}"
+        )
     return binary
 
 
@@ -57,8 +73,9 @@ class Agent:
         self.server = [*_lineage_command(), "mcp", "--db", db]
 
     def run(self, *args: str) -> tuple[int, Any, str]:
-        done = subprocess.run([str(self.binary), "--cli", *self.server, *args], capture_output=True, text=True,
-                              timeout=180, check=False)
+        done = subprocess.run(
+            [str(self.binary), "--cli", *self.server, *args], capture_output=True, text=True, timeout=180, check=False
+        )
         text = done.stdout.strip()
         data, _ = json.JSONDecoder().raw_decode(text) if text.startswith("{") else (None, 0)
         return done.returncode, data, done.stderr
@@ -88,14 +105,21 @@ def test_the_inspector_drives_lineage_mcp_from_a_blank_database(inspector: Path,
     made = agent.call("create_project", slug="nano", metric_name="val_bpb", lower_is_better=True)
     assert made["structuredContent"]["created"] is True
 
-    loop = [("baseline", 0.9979, "baseline"), ("keep", 0.9932, "increase LR to 0.04"),
-            ("discard", 1.005, "switch to GeLU activation"), ("crash", 0, "double model width (OOM)"),
-            ("keep", 0.9901, "add 200 warmup steps"), ("discard", 0.991, "weight decay 0.2"),
-            ("crash", -999, "flash attention variant"), ("keep", 0.9876, "muon MATRIX_LR 0.05")]
+    loop = [
+        ("baseline", 0.9979, "baseline"),
+        ("keep", 0.9932, "increase LR to 0.04"),
+        ("discard", 1.005, "switch to GeLU activation"),
+        ("crash", 0, "double model width (OOM)"),
+        ("keep", 0.9901, "add 200 warmup steps"),
+        ("discard", 0.991, "weight decay 0.2"),
+        ("crash", -999, "flash attention variant"),
+        ("keep", 0.9876, "muon MATRIX_LR 0.05"),
+    ]
     answers = []
     for status, metric, description in loop:
-        answer = agent.call("record_trial", project="nano",
-                            trial={"status": status, "core_metric": metric, "hypothesis": description})
+        answer = agent.call(
+            "record_trial", project="nano", trial={"status": status, "core_metric": metric, "hypothesis": description}
+        )
         assert not answer["isError"], answer
         answers.append(answer["structuredContent"])
     assert [a["trial"]["exp_id"] for a in answers] == [f"{i:03d}" for i in range(8)]
@@ -142,8 +166,20 @@ def test_the_inspector_reaches_mcp_over_http_from_lineage_serve(inspector: Path,
     token = ledger.create_token(name="agent", role="writer")[1]
     ledger.close()
     server = serve(db)
-    base = [str(inspector), "--cli", f"{server.url}/mcp", "--transport", "http", "--method", "tools/call",
-            "--tool-name", "record_trial", "--tool-arg", "project=p", 'trial={"status": "baseline", "core_metric": 2}']
+    base = [
+        str(inspector),
+        "--cli",
+        f"{server.url}/mcp",
+        "--transport",
+        "http",
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "record_trial",
+        "--tool-arg",
+        "project=p",
+        'trial={"status": "baseline", "core_metric": 2}',
+    ]
 
     def run(*extra: str) -> dict[str, Any]:
         done = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=180, check=False)

@@ -8,8 +8,16 @@ from tests.api.conftest import API, assert_problem, bearer, new_project, record
 
 
 def test_create_list_get_update(client: TestClient) -> None:
-    created = client.post(f"{API}/projects", json={"slug": "rl-loop", "title": "RL", "metric_name": "val_bpb",
-                                                   "lower_is_better": True, "best_policy": "fieldkit"})
+    created = client.post(
+        f"{API}/projects",
+        json={
+            "slug": "rl-loop",
+            "title": "RL",
+            "metric_name": "val_bpb",
+            "lower_is_better": True,
+            "best_policy": "fieldkit",
+        },
+    )
     assert created.status_code == 201
     assert created.headers["location"] == f"{API}/projects/rl-loop"
     body = created.json()
@@ -22,8 +30,10 @@ def test_create_list_get_update(client: TestClient) -> None:
     tag = got.headers["etag"]
     assert client.get(f"{API}/projects/rl-loop", headers={"If-None-Match": tag}).status_code == 304
 
-    changed = client.patch(f"{API}/projects/rl-loop", json={"title": "New", "lower_is_better": False,
-                                                            "metric_name": "em", "prompt_template": "{{ prompt }}"})
+    changed = client.patch(
+        f"{API}/projects/rl-loop",
+        json={"title": "New", "lower_is_better": False, "metric_name": "em", "prompt_template": "{{ prompt }}"},
+    )
     assert changed.status_code == 200
     assert changed.json()["title"] == "New" and changed.json()["lower_is_better"] is False
     assert changed.json()["revision"] > body["revision"]
@@ -42,8 +52,9 @@ def test_project_errors_name_the_field(client: TestClient) -> None:
     assert_problem(client.patch(f"{API}/projects/dup", json={"lower_is_better": 0}), 422, "lower_is_better")
     assert_problem(client.patch(f"{API}/projects/dup", json={"title": None}), 422, "title")
     assert_problem(client.patch(f"{API}/projects/dup", json={"slug": "other"}), 422, "slug")
-    bad = assert_problem(client.patch(f"{API}/projects/dup", json={"prompt_template": "ok\n{% if %}"}), 422,
-                         "prompt_template")
+    bad = assert_problem(
+        client.patch(f"{API}/projects/dup", json={"prompt_template": "ok\n{% if %}"}), 422, "prompt_template"
+    )
     assert bad["line"] == 2
     assert_problem(client.patch(f"{API}/projects/dup", json={"metric_name": "a|b"}), 422, "metric_name")
     assert_problem(client.get(f"{API}/projects/missing"), 404, "project")

@@ -25,12 +25,19 @@ def test_concurrent_records_each_get_their_own_answer(serve, ledger: Ledger, db_
     def client(k: int) -> None:
         with httpx.Client(base_url=server.url, timeout=60) as http:
             for i in range(PER_THREAD):
-                body: dict[str, Any] = {"status": "keep" if i % 3 else "discard", "core_metric": 1.0 - (k * 100 + i) / 1e4,
-                                        "hypothesis": f"client {k} idea {i} warmup cosine schedule", "notes": f"{k}-{i}"}
+                body: dict[str, Any] = {
+                    "status": "keep" if i % 3 else "discard",
+                    "core_metric": 1.0 - (k * 100 + i) / 1e4,
+                    "hypothesis": f"client {k} idea {i} warmup cosine schedule",
+                    "notes": f"{k}-{i}",
+                }
                 if i % 10 == 7:  # a bad one among the good ones
                     body["parent_exp"] = "nowhere"
-                response = http.post(f"{API}/projects/p/trials", json=body,
-                                     headers={"Idempotency-Key": f"k{k}-{i}"} if i % 5 == 0 else {})
+                response = http.post(
+                    f"{API}/projects/p/trials",
+                    json=body,
+                    headers={"Idempotency-Key": f"k{k}-{i}"} if i % 5 == 0 else {},
+                )
                 with lock:
                     answers.append((body, response.status_code, response.json()))
 
@@ -57,8 +64,11 @@ def test_concurrent_records_each_get_their_own_answer(serve, ledger: Ledger, db_
     # the best moved as the answers say: each "is_new_best" trial beats every trial stored before it
     for _, _, out in good:
         if out["is_new_best"]:
-            earlier = [t.core_metric for t in stored.values() if t.seq < out["trial"]["seq"]
-                       and t.status.value in ("keep", "baseline") and t.core_metric is not None]
+            earlier = [
+                t.core_metric
+                for t in stored.values()
+                if t.seq < out["trial"]["seq"] and t.status.value in ("keep", "baseline") and t.core_metric is not None
+            ]
             assert all(out["trial"]["core_metric"] < metric for metric in earlier)
     assert " 500 " not in server.output()
 
@@ -73,8 +83,10 @@ class _Groups:
         from lineage.domain import RecordResult, trial_from_mapping
 
         self.sizes.append(len(requests))
-        return [RecordResult(trial_from_mapping({"exp_id": str(i), "status": "keep"}), True, None, False, ())
-                for i, _ in enumerate(requests)]
+        return [
+            RecordResult(trial_from_mapping({"exp_id": str(i), "status": "keep"}), True, None, False, ())
+            for i, _ in enumerate(requests)
+        ]
 
 
 def _groups(**options: float) -> tuple[Any, _Groups]:

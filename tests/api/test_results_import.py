@@ -23,8 +23,12 @@ from tests.lineage.autoresearch_files import HEADERLESS_COLUMNS, HEADERLESS_MODE
 URL = f"{API}/projects/loop/trials.tsv"
 
 #: issue 19, case 4: one word in val_bpb must not hand the metric to memory_gb
-AMBIGUOUS = tsv("commit\tval_bpb\tmemory_gb\tstatus\tdescription", "a1b2c3d\t0.997900\t44.0\tkeep\tbaseline",
-                "b2c3d4e\tsee log\t44.0\tdiscard\tbroken run", "c3d4e5f\tpending eval\t44.2\tkeep\tlr 0.04")
+AMBIGUOUS = tsv(
+    "commit\tval_bpb\tmemory_gb\tstatus\tdescription",
+    "a1b2c3d\t0.997900\t44.0\tkeep\tbaseline",
+    "b2c3d4e\tsee log\t44.0\tdiscard\tbroken run",
+    "c3d4e5f\tpending eval\t44.2\tkeep\tlr 0.04",
+)
 
 
 def exported(ledger: Ledger, slug: str = "loop") -> str:
@@ -69,15 +73,29 @@ def test_http_import_answers_the_lines_kept_as_text_and_the_warnings(client: Tes
 
 def test_http_import_takes_every_option_of_the_cli(client: TestClient, ledger: Ledger) -> None:
     # columns for a headerless file, a direction word, a status map, the metric
-    answer = post(client, HEADERLESS_MODELS, columns=HEADERLESS_COLUMNS, direction="higher",
-                  status_map="keep=keep", metric="tok_s").json()
+    answer = post(
+        client,
+        HEADERLESS_MODELS,
+        columns=HEADERLESS_COLUMNS,
+        direction="higher",
+        status_map="keep=keep",
+        metric="tok_s",
+    ).json()
     assert (answer["metric"], answer["lower_is_better"], answer["direction"]) == ("tok_s", False, "from the flag")
     assert ledger.results_layout("loop").has_header is False  # type: ignore[union-attr]
     assert exported(ledger) == HEADERLESS_MODELS
     text = tsv("commit\tscore\tverdict\tnote", "a1b2c3d\t0.5\tshipped\tbase", "b2c3d4e\t0.6\tshipped\tmore")
-    made = client.post(f"{API}/projects/mapped/trials.tsv", content=text.encode(),
-                       params=[("create", "true"), ("status", "verdict"), ("description", "note"),
-                               ("status_map", "shipped=keep"), ("id", "commit")])
+    made = client.post(
+        f"{API}/projects/mapped/trials.tsv",
+        content=text.encode(),
+        params=[
+            ("create", "true"),
+            ("status", "verdict"),
+            ("description", "note"),
+            ("status_map", "shipped=keep"),
+            ("id", "commit"),
+        ],
+    )
     assert made.status_code == 201, made.text
     assert [t.exp_id for t in ledger.chain("mapped")] == ["a1b2c3d", "b2c3d4e"]
 
@@ -121,9 +139,7 @@ def test_http_bytes_are_read_by_the_files_rule_and_a_bom_comes_back(client: Test
 # -- the upload page ----------------------------------------------------------------------------
 
 
-def test_page_defaults_to_auto_and_infer_and_shows_what_the_import_decided(
-    client: TestClient, ledger: Ledger
-) -> None:
+def test_page_defaults_to_auto_and_infer_and_shows_what_the_import_decided(client: TestClient, ledger: Ledger) -> None:
     form = client.get("/upload").text
     assert '<option value="auto" selected' in form and 'value="infer" checked' in form
     page = upload(client, ORIGINAL)
@@ -143,8 +159,16 @@ def test_page_preview_shows_warnings_and_text_lines_then_imports_the_carried_tex
         ledger.project("loop")
     # the previewed file comes back in the text box; importing it stores exactly the file
     client.get("/upload")
-    done = client.post("/upload", data={"csrf": client.cookies.get("lineage_csrf"), "project": "loop",
-                                        "text": case.text, "source": "results.tsv", "action": "import"})
+    done = client.post(
+        "/upload",
+        data={
+            "csrf": client.cookies.get("lineage_csrf"),
+            "project": "loop",
+            "text": case.text,
+            "source": "results.tsv",
+            "action": "import",
+        },
+    )
     assert done.status_code == 200 and f"Imported {case.rows} trials into loop" in done.text
     assert exported(ledger) == case.text
 
@@ -184,12 +208,14 @@ def test_cli_columns_names_a_headerless_file_and_preview_stores_nothing(
     runner = CliRunner()
     refused = runner.invoke(cli, ["--db", db_url, "import", str(source), "--project", "loop"])
     assert refused.exit_code == 2 and "line 1" in refused.stderr and "--columns" in refused.stderr
-    preview = runner.invoke(cli, ["--db", db_url, "import", str(source), "--project", "loop", "--preview",
-                                  "--columns", HEADERLESS_COLUMNS])
+    preview = runner.invoke(
+        cli, ["--db", db_url, "import", str(source), "--project", "loop", "--preview", "--columns", HEADERLESS_COLUMNS]
+    )
     assert preview.exit_code == 0 and "would import (preview; nothing stored) 4 trials" in preview.output
     with pytest.raises(NotFound):
         ledger.project("loop")
-    done = runner.invoke(cli, ["--db", db_url, "import", str(source), "--project", "loop", "--columns",
-                               HEADERLESS_COLUMNS])
+    done = runner.invoke(
+        cli, ["--db", db_url, "import", str(source), "--project", "loop", "--columns", HEADERLESS_COLUMNS]
+    )
     assert done.exit_code == 0 and "imported 4 trials into 'loop' (generic; metric 'tok_s'" in done.output
     assert exported(ledger) == HEADERLESS_MODELS

@@ -54,8 +54,9 @@ def test_three_servers_starting_at_once_on_a_fresh_database_all_come_up(fresh_db
     from lineage.db import make_engine
     from tests.api.conftest import Server
 
-    servers = [Server(db=fresh_db_url, port=free_port(), log=tmp_path / f"server-{i}.log", args=("--demo",))
-               for i in range(3)]
+    servers = [
+        Server(db=fresh_db_url, port=free_port(), log=tmp_path / f"server-{i}.log", args=("--demo",)) for i in range(3)
+    ]
     failures: list[str] = []
 
     def start(server: Server) -> None:
@@ -91,19 +92,37 @@ def test_end_to_end_over_real_http(serve, tmp_path: Path) -> None:  # type: igno
     with httpx.Client(base_url=server.url, timeout=HTTP_TIMEOUT_S) as http:
         assert http.get("/ready").json()["status"] == "ready"
         assert http.post(f"{API}/projects", json={"slug": "p", "lower_is_better": False}).status_code == 201
-        made = http.post(f"{API}/projects/p/trials", json={"status": "baseline", "core_metric": 1.0},
-                         headers={"X-Request-ID": "e2e-1", "Idempotency-Key": "k"})
+        made = http.post(
+            f"{API}/projects/p/trials",
+            json={"status": "baseline", "core_metric": 1.0},
+            headers={"X-Request-ID": "e2e-1", "Idempotency-Key": "k"},
+        )
         assert made.status_code == 201 and made.headers["x-request-id"] == "e2e-1"
-        assert http.post(f"{API}/projects/p/trials", json={"status": "baseline", "core_metric": 1.0},
-                         headers={"Idempotency-Key": "k"}).status_code == 200
+        assert (
+            http.post(
+                f"{API}/projects/p/trials",
+                json={"status": "baseline", "core_metric": 1.0},
+                headers={"Idempotency-Key": "k"},
+            ).status_code
+            == 200
+        )
         points = [{"step": i, "name": "kl", "value": i / 10} for i in range(5000)]
-        sent = http.post(f"{API}/projects/p/trials/000/telemetry", content=gzip.compress(json.dumps({"points": points}).encode()),
-                         headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+        sent = http.post(
+            f"{API}/projects/p/trials/000/telemetry",
+            content=gzip.compress(json.dumps({"points": points}).encode()),
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+        )
         assert sent.status_code == 201 and sent.json()["accepted"] == 5000
         prompt = http.get(f"{API}/projects/p/prompt", params={"specialist": "s"})
         assert prompt.status_code == 200 and f"{server.url}/api/v1/projects/p/trials" in prompt.text
-        assert http.get(f"{API}/projects/p/prompt", params={"specialist": "s"},
-                        headers={"If-None-Match": prompt.headers["etag"]}).status_code == 304
+        assert (
+            http.get(
+                f"{API}/projects/p/prompt",
+                params={"specialist": "s"},
+                headers={"If-None-Match": prompt.headers["etag"]},
+            ).status_code
+            == 304
+        )
         assert http.get("/projects/p").status_code == 200  # the pages are served too
     server.stop()
     records = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
@@ -112,13 +131,19 @@ def test_end_to_end_over_real_http(serve, tmp_path: Path) -> None:  # type: igno
 
 def test_public_bind_with_a_token_serves_and_keeps_it_out_of_the_log(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "public.db")
-    made = CliRunner().invoke(cli, ["--db", db, "token", "create", "--role", "writer", "--name", "ci"], catch_exceptions=False)
+    made = CliRunner().invoke(
+        cli, ["--db", db, "token", "create", "--role", "writer", "--name", "ci"], catch_exceptions=False
+    )
     secret = made.stdout.strip()
     server = serve(db, "--host", "0.0.0.0", "--log-level", "debug")
     with httpx.Client(base_url=server.url, timeout=HTTP_TIMEOUT_S) as http:
         assert http.post(f"{API}/projects", json={"slug": "p"}).status_code == 401
-        assert http.post(f"{API}/projects", json={"slug": "p"},
-                         headers={**bearer(secret), "X-Request-ID": "text-log-1"}).status_code == 201
+        assert (
+            http.post(
+                f"{API}/projects", json={"slug": "p"}, headers={**bearer(secret), "X-Request-ID": "text-log-1"}
+            ).status_code
+            == 201
+        )
         assert http.get(f"{API}/projects").status_code == 200  # anonymous reads: on by default
         assert http.get(f"{API}/projects", headers=bearer(secret + "x")).status_code == 401
         assert http.get(f"{API}/projects?token={secret}").status_code == 200
@@ -137,8 +162,16 @@ def test_eight_clients_recording_at_once(serve, ledger: Ledger, db_url: str, bac
     writer at a time anyway, so one process serves it best."""
     ledger.create_project("race")
     server = serve(db_url, "--workers", "2" if backend == "postgres" else "1", "--log-level", "warning")
-    procs = [subprocess.Popen(_client_cmd(server.url, "race", PER_CLIENT, f"c{i}"), cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(CLIENTS)]
+    procs = [
+        subprocess.Popen(
+            _client_cmd(server.url, "race", PER_CLIENT, f"c{i}"),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(CLIENTS)
+    ]
     acks: dict[str, str] = {}
     fails: list[str] = []
     for proc in procs:
@@ -163,8 +196,13 @@ def test_kill_9_mid_storm_loses_no_acknowledged_write(serve, tmp_path: Path) -> 
     db = str(tmp_path / "storm.db")
     Ledger.open(db).create_project("storm")
     server = serve(db, "--log-level", "warning")
-    client = subprocess.Popen(_client_cmd(server.url, "storm", 100_000, "s", "--give-up", "10"), cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = subprocess.Popen(
+        _client_cmd(server.url, "storm", 100_000, "s", "--give-up", "10"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen: list[str] = []
     assert client.stdout is not None
     for line in client.stdout:
@@ -183,14 +221,21 @@ def test_kill_9_mid_storm_loses_no_acknowledged_write(serve, tmp_path: Path) -> 
         total = listed["total"]
         stored = {t["exp_id"]: t for t in listed["items"]}
         while listed["next_cursor"]:
-            listed = http.get(f"{API}/projects/storm/trials", params={"limit": 1000, "cursor": listed["next_cursor"]}).json()
+            listed = http.get(
+                f"{API}/projects/storm/trials", params={"limit": 1000, "cursor": listed["next_cursor"]}
+            ).json()
             stored.update({t["exp_id"]: t for t in listed["items"]})
     assert len(stored) == total
     for key, exp_id in acks.items():
         assert exp_id in stored, f"acknowledged {key} -> {exp_id} is missing after the crash"
     # the client retries every key from the start: nothing it had written is written twice
-    again = subprocess.run(_client_cmd(restarted.url, "storm", len(acks) + 5, "s"), cwd=ROOT,
-                           capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
+    again = subprocess.run(
+        _client_cmd(restarted.url, "storm", len(acks) + 5, "s"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT_S,
+    )
     replayed, failed = _parse(again.stdout)
     assert failed == []
     assert all(replayed[key] == exp_id for key, exp_id in acks.items())

@@ -77,8 +77,13 @@ def test_bad_post_bodies_are_problems_naming_the_field(client) -> None:  # type:
     _seed(client)
     for q in ("", "the of and", "x" * 5_000, MEGABYTE_OF_TEXT):
         assert_problem(client.post(f"{API}/projects/p/similar", json={"q": q}), 422, "q")
-    for bad, field in (({}, "q"), ({"q": 3}, "q"), ({"q": "batch", "limit": "2"}, "limit"),
-                       ({"q": "batch", "limit": 0}, "limit"), ({"q": "batch", "extra": 1}, "extra")):
+    for bad, field in (
+        ({}, "q"),
+        ({"q": 3}, "q"),
+        ({"q": "batch", "limit": "2"}, "limit"),
+        ({"q": "batch", "limit": 0}, "limit"),
+        ({"q": "batch", "extra": 1}, "extra"),
+    ):
         assert_problem(client.post(f"{API}/projects/p/similar", json=bad), 422, field)
     assert_problem(client.post(f"{API}/projects/nope/similar", json={"q": "batch"}), 404)
 
@@ -128,7 +133,7 @@ def test_mcp_find_similar_refuses_a_megabyte_naming_text(tmp_path: Path) -> None
     huge, fine = anyio.run(_session_run, db, steps)
     assert _failed(huge)
     message = _text(huge)  # mcp may put "Error executing tool find_similar: " in front
-    error = json.loads(message[message.index("{"):])
+    error = json.loads(message[message.index("{") :])
     assert error["field"] == "text" and "1,048,575 characters long" in error["detail"], error
     assert not _failed(fine) and json.loads(_text(fine))["items"][0]["exp_id"] == "000"
 
@@ -148,7 +153,9 @@ def test_cli_similar_prints_json_and_text(ledger: Ledger, db_url: str) -> None:
     for idea in IDEAS:
         ledger.record_trial("p", {"status": "discard", "hypothesis": idea})
     runner = CliRunner()
-    out = runner.invoke(cli, ["--db", db_url, "similar", "--project", "p", "α = 0.3 turn group norm", "--format", "json"])
+    out = runner.invoke(
+        cli, ["--db", db_url, "similar", "--project", "p", "α = 0.3 turn group norm", "--format", "json"]
+    )
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["items"][0]["exp_id"] == "000"
     text = runner.invoke(cli, ["--db", db_url, "similar", "-p", "p", "batch size 512", "--limit", "1"])
@@ -166,11 +173,24 @@ def test_cli_similar_bad_query_is_one_line_on_stderr(ledger: Ledger, db_url: str
 def test_cli_record_prints_similar_prior(ledger: Ledger, db_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     runner = CliRunner()
     base = ["--db", db_url, "record", "--project", "loop"]
-    first = runner.invoke(cli, [*base, "--metric", "1.0", "--status", "keep", "--description",
-                                "turn-group normalization with α=0.3"])
+    first = runner.invoke(
+        cli, [*base, "--metric", "1.0", "--status", "keep", "--description", "turn-group normalization with α=0.3"]
+    )
     assert first.exit_code == 0, first.output + first.stderr
-    again = runner.invoke(cli, [*base, "--metric", "1.1", "--status", "discard", "--description",
-                                "α = 0.3 turn group norm", "--format", "json"])
+    again = runner.invoke(
+        cli,
+        [
+            *base,
+            "--metric",
+            "1.1",
+            "--status",
+            "discard",
+            "--description",
+            "α = 0.3 turn group norm",
+            "--format",
+            "json",
+        ],
+    )
     assert again.exit_code == 0, again.output + again.stderr
     prior = json.loads(again.output)["similar_prior"]
     assert prior and prior[0]["hypothesis"] == "turn-group normalization with α=0.3"

@@ -45,8 +45,11 @@ def test_guardrails_are_set_by_a_writer_and_show_in_the_summary(client: TestClie
     new_project(client, headers=writer)
     policy = {"max_crash_streak": 2, "max_trials_without_improvement": None, "budget_hours": 5}
     assert_problem(client.put(f"{API}/projects/p/guardrails", json=policy, headers=reader), 403)
-    assert_problem(client.put(f"{API}/projects/p/guardrails", json={"max_crash_streak": 0}, headers=writer),
-                   422, "max_crash_streak")
+    assert_problem(
+        client.put(f"{API}/projects/p/guardrails", json={"max_crash_streak": 0}, headers=writer),
+        422,
+        "max_crash_streak",
+    )
     assert_problem(client.put(f"{API}/projects/p/guardrails", json={"crashes": 2}, headers=writer), 422, "crashes")
     put = client.put(f"{API}/projects/p/guardrails", json=policy, headers=writer)
     assert put.status_code == 200 and put.json() == {"policy": {**policy, "budget_hours": 5.0}, "tripped": []}
@@ -67,10 +70,12 @@ def test_hooks_need_an_admin_and_show_the_secret_once(client: TestClient, token_
     hook = {"url": "https://example.com/hook", "events": ["new_best"], "format": "slack"}
     assert_problem(client.post(f"{API}/projects/p/hooks", json=hook), 401)
     assert_problem(client.post(f"{API}/projects/p/hooks", json=hook, headers=writer), 403)
-    assert_problem(client.post(f"{API}/projects/p/hooks", json={**hook, "url": "ftp://example.com/x"},
-                               headers=admin), 422, "url")
-    assert_problem(client.post(f"{API}/projects/p/hooks", json={**hook, "events": ["exploded"]},
-                               headers=admin), 422, "events[0]")
+    assert_problem(
+        client.post(f"{API}/projects/p/hooks", json={**hook, "url": "ftp://example.com/x"}, headers=admin), 422, "url"
+    )
+    assert_problem(
+        client.post(f"{API}/projects/p/hooks", json={**hook, "events": ["exploded"]}, headers=admin), 422, "events[0]"
+    )
     created = client.post(f"{API}/projects/p/hooks", json=hook, headers=admin)
     assert created.status_code == 201 and created.json()["secret"].startswith("whsec_")
     assert created.headers["cache-control"] == "no-store"
@@ -82,7 +87,10 @@ def test_hooks_need_an_admin_and_show_the_secret_once(client: TestClient, token_
 
 
 def test_a_server_delivers_in_the_background_and_a_restarted_one_finishes(
-    serve, ledger: Ledger, db_url: str, token_of,  # type: ignore[no-untyped-def]
+    serve,
+    ledger: Ledger,
+    db_url: str,
+    token_of,  # type: ignore[no-untyped-def]
 ) -> None:
     """The receiver is down while the first server runs: the event waits in the outbox,
     and a server started later sends it once the receiver is up.
@@ -92,8 +100,13 @@ def test_a_server_delivers_in_the_background_and_a_restarted_one_finishes(
     nothing for the second to send), and every wait is on a condition with a deadline
     longer than a claim's lease (a server killed mid-claim leaves one that must lapse)."""
     admin = bearer(token_of("admin"))
-    env = {"LINEAGE_HOOK_POLL_S": "0.1", "LINEAGE_HOOK_BACKOFF_S": "0.1", "LINEAGE_HOOK_MAX_BACKOFF_S": "0.2",
-           "LINEAGE_HOOK_TIMEOUT_S": "1", "LINEAGE_HOOK_MAX_ATTEMPTS": "1000000"}
+    env = {
+        "LINEAGE_HOOK_POLL_S": "0.1",
+        "LINEAGE_HOOK_BACKOFF_S": "0.1",
+        "LINEAGE_HOOK_MAX_BACKOFF_S": "0.2",
+        "LINEAGE_HOOK_TIMEOUT_S": "1",
+        "LINEAGE_HOOK_MAX_ATTEMPTS": "1000000",
+    }
     patience = DeliveryPolicy(timeout_s=1).lease_s + 30
     receiver = Receiver("ok")
     first = serve(db_url, env=env)
@@ -102,8 +115,7 @@ def test_a_server_delivers_in_the_background_and_a_restarted_one_finishes(
         hook = http.post(f"{API}/projects/p/hooks", json={"url": receiver.url, "events": ["trial_crashed"]}).json()
         assert record(http, "p", status="crash").status_code == 201
         deadline = time.monotonic() + patience
-        while http.get(f"{API}/projects/p/hooks").json()[0]["deliveries"]["pending"] != 1 or \
-                _attempts(ledger) < 1:
+        while http.get(f"{API}/projects/p/hooks").json()[0]["deliveries"]["pending"] != 1 or _attempts(ledger) < 1:
             assert time.monotonic() < deadline, first.output()
             time.sleep(0.05)
     first.stop()
@@ -138,8 +150,9 @@ def test_cli_hook_commands(ledger: Ledger, db_url: str, tmp_path: Path) -> None:
     bad = runner.invoke(cli, ["--db", db_url, "hook", "add", "-p", "p", "--url", "gopher://x/"])
     assert bad.exit_code == 2 and "url: must be an http:// or https:// URL" in bad.stderr
     with Receiver("ok") as receiver:
-        added = runner.invoke(cli, ["--db", db_url, "hook", "add", "-p", "p", "--url", receiver.url,
-                                    "--events", "trial_crashed"])
+        added = runner.invoke(
+            cli, ["--db", db_url, "hook", "add", "-p", "p", "--url", receiver.url, "--events", "trial_crashed"]
+        )
         assert added.exit_code == 0 and added.stdout.strip().startswith("whsec_")
         ledger.record_trial("p", {"status": "crash"})
         delivered = runner.invoke(cli, ["--db", db_url, "hook", "deliver"])

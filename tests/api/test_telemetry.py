@@ -50,10 +50,13 @@ def test_gzip_bodies_are_accepted(trial: TestClient) -> None:
     body = gzip.compress(json.dumps({"points": _points(2000, "g")}).encode())
     response = trial.post(T, content=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
     assert response.status_code == 201 and response.json()["accepted"] == 2000
-    assert_problem(trial.post(T, content=b"not gzip", headers={"Content-Encoding": "gzip",
-                                                               "Content-Type": "application/json"}), 400)
-    assert_problem(trial.post(T, content=b"{}", headers={"Content-Encoding": "br",
-                                                         "Content-Type": "application/json"}), 415)
+    assert_problem(
+        trial.post(T, content=b"not gzip", headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}),
+        400,
+    )
+    assert_problem(
+        trial.post(T, content=b"{}", headers={"Content-Encoding": "br", "Content-Type": "application/json"}), 415
+    )
 
 
 def test_a_bad_point_is_named_and_nothing_of_the_batch_is_stored(trial: TestClient) -> None:
@@ -82,9 +85,10 @@ def test_series_are_whole_below_max_points_and_min_max_bucketed_above(trial: Tes
     bucketed = trial.get(T, params={"name": "adv", "max_points": 100}).json()["series"][0]
     assert bucketed["method"] == "minmax" and bucketed["downsampled"] and bucketed["count"] == 1000
     assert len(bucketed["step"]) == 100
-    for lo, hi, vmin, vmax, n in zip(bucketed["step"], bucketed["step_last"], bucketed["min"], bucketed["max"],
-                                     bucketed["n"]):
-        chunk = values[lo:hi + 1]
+    for lo, hi, vmin, vmax, n in zip(
+        bucketed["step"], bucketed["step_last"], bucketed["min"], bucketed["max"], bucketed["n"]
+    ):
+        chunk = values[lo : hi + 1]
         assert n == len(chunk) == 10 and vmin == min(chunk) and vmax == max(chunk)
     assert max(bucketed["max"]) == max(values) and min(bucketed["min"]) == min(values)
     per_turn = trial.get(T, params={"name": "ig"}).json()["series"]
@@ -100,20 +104,33 @@ def test_summary_derives_the_clip_scale_fields_by_the_documented_rule(trial: Tes
     mins, maxs, lows, highs = [0.75, 0.7, 0.8, 0.72], [1.2, 1.3, 1.25, 1.28], [0.0, 0.1, 0.2, 0.1], [0.3, 0.1, 0.0, 0.2]
     points = []
     for step in range(4):
-        for name, series in (("clip_scale_mean", means), ("clip_scale_std", stds), ("clip_scale_min", mins),
-                             ("clip_scale_max", maxs), ("clip_scale_frac_low", lows), ("clip_scale_frac_high", highs)):
+        for name, series in (
+            ("clip_scale_mean", means),
+            ("clip_scale_std", stds),
+            ("clip_scale_min", mins),
+            ("clip_scale_max", maxs),
+            ("clip_scale_frac_low", lows),
+            ("clip_scale_frac_high", highs),
+        ):
             points.append({"step": step, "name": name, "value": series[step]})
     points.append({"step": 0, "turn": 1, "name": "clip_scale_mean", "value": 99.0})  # per turn: not summarized
     assert trial.post(T, json={"points": points}).status_code == 201
     done = trial.post(f"{T}/summarize")
     assert done.status_code == 200, done.text
     derived, stored = done.json()["derived"], done.json()["trial"]
-    pooled = math.sqrt(statistics.fmean(s * s for s in stds) + statistics.fmean(m * m for m in means)
-                       - statistics.fmean(means) ** 2)
-    assert derived == pytest.approx({
-        "ig_clip_scale_mean": statistics.fmean(means), "ig_clip_scale_std": pooled, "ig_clip_scale_min": 0.7,
-        "ig_clip_scale_max": 1.3, "ig_clip_scale_frac_low": 0.1, "ig_clip_scale_frac_high": 0.15,
-    })
+    pooled = math.sqrt(
+        statistics.fmean(s * s for s in stds) + statistics.fmean(m * m for m in means) - statistics.fmean(means) ** 2
+    )
+    assert derived == pytest.approx(
+        {
+            "ig_clip_scale_mean": statistics.fmean(means),
+            "ig_clip_scale_std": pooled,
+            "ig_clip_scale_min": 0.7,
+            "ig_clip_scale_max": 1.3,
+            "ig_clip_scale_frac_low": 0.1,
+            "ig_clip_scale_frac_high": 0.15,
+        }
+    )
     for name, value in derived.items():
         assert stored[name] == pytest.approx(value)
     assert trial.get(f"{API}/projects/p/trials/000").json()["ig_clip_scale_max"] == 1.3
@@ -133,7 +150,8 @@ def test_the_pages_read_points_through_lineage_telemetry(trial: TestClient, ledg
     assert trial.post(T, json={"points": _points(3, "kl") + _points(2, "ig", turn=0)}).status_code == 201
     points = ledger.telemetry_points("p", "000")
     assert sorted((p["name"], p["turn"], p["step"]) for p in points) == sorted(
-        [("kl", None, i) for i in range(3)] + [("ig", 0, i) for i in range(2)])
+        [("kl", None, i) for i in range(3)] + [("ig", 0, i) for i in range(2)]
+    )
     page = trial.get("/projects/p/trials/000")
     assert page.status_code == 200
 

@@ -36,8 +36,12 @@ def _points() -> list[dict]:
 
 def _columns(points: list[dict], *, table: bool = True) -> dict:
     names = list(dict.fromkeys(p["name"] for p in points))
-    columns: dict = {"step": [p["step"] for p in points], "value": [p["value"] for p in points],
-                     "turn": [p.get("turn") for p in points], "wall_time": [p.get("wall_time") for p in points]}
+    columns: dict = {
+        "step": [p["step"] for p in points],
+        "value": [p["value"] for p in points],
+        "turn": [p.get("turn") for p in points],
+        "wall_time": [p.get("wall_time") for p in points],
+    }
     if table:
         columns["names"] = names
         columns["name"] = [names.index(p["name"]) for p in points]
@@ -48,13 +52,23 @@ def _columns(points: list[dict], *, table: bool = True) -> dict:
 
 def _stored(ledger: Ledger) -> list[tuple]:
     with ledger.store.read() as conn:
-        rows = ledger.store._execute(conn, "SELECT step, turn, name, value, wall_time FROM telemetry_points ORDER BY id")
+        rows = ledger.store._execute(
+            conn, "SELECT step, turn, name, value, wall_time FROM telemetry_points ORDER BY id"
+        )
         return [tuple(r) for r in rows.fetchall()]
 
 
 def _expected(points: list[dict]) -> list[tuple]:
-    return [(p["step"], -1 if p.get("turn") is None else p["turn"], p["name"], float(p["value"]),
-             None if p.get("wall_time") is None else float(p["wall_time"])) for p in points]
+    return [
+        (
+            p["step"],
+            -1 if p.get("turn") is None else p["turn"],
+            p["name"],
+            float(p["value"]),
+            None if p.get("wall_time") is None else float(p["wall_time"]),
+        )
+        for p in points
+    ]
 
 
 def test_columns_round_trip_values_steps_turns_names_and_wall_times(client: TestClient, ledger: Ledger) -> None:
@@ -89,11 +103,19 @@ def test_a_bad_entry_is_named_as_its_point_and_nothing_is_stored(client: TestCli
         return {"columns": columns}
 
     for column, index, value, field in [
-        ("step", 7, -1, "points[7].step"), ("step", 3, 1.0, "points[3].step"), ("step", 4, True, "points[4].step"),
-        ("step", 5, 2**53 + 1, "points[5].step"), ("turn", 9, -1, "points[9].turn"), ("turn", 2, "1", "points[2].turn"),
-        ("name", 6, 99, "points[6].name"), ("name", 1, "lr", "points[1].name"), ("value", 8, "high", "points[8].value"),
-        ("value", 10, 1e151, "points[10].value"), ("value", 11, None, "points[11].value"),
-        ("wall_time", 12, "now", "points[12].wall_time"), ("names", 1, "bad\nname", "columns.names[1]"),
+        ("step", 7, -1, "points[7].step"),
+        ("step", 3, 1.0, "points[3].step"),
+        ("step", 4, True, "points[4].step"),
+        ("step", 5, 2**53 + 1, "points[5].step"),
+        ("turn", 9, -1, "points[9].turn"),
+        ("turn", 2, "1", "points[2].turn"),
+        ("name", 6, 99, "points[6].name"),
+        ("name", 1, "lr", "points[1].name"),
+        ("value", 8, "high", "points[8].value"),
+        ("value", 10, 1e151, "points[10].value"),
+        ("value", 11, None, "points[11].value"),
+        ("wall_time", 12, "now", "points[12].wall_time"),
+        ("names", 1, "bad\nname", "columns.names[1]"),
     ]:
         assert_problem(client.post(T, json=bad(column, index, value)), 422, field)
     inline = _columns(_points(), table=False)
@@ -136,8 +158,16 @@ def test_old_and_new_forms_mix_in_one_trial(client: TestClient, ledger: Ledger) 
     assert client.post(T, json={"points": third}).status_code == 201
     assert _stored(ledger) == _expected(first + second + third)
     series = {(s["name"], s["turn"]): s for s in client.get(T).json()["series"]}
-    assert series[("loss", None)]["step"] == list(range(20)) and series[("loss", 0)]["value"] == [-20.0, -21, -22, -23, -24]
-    assert all(math.isclose(v, 1 / (s + 1)) for s, v in zip(series[("loss", None)]["step"], series[("loss", None)]["value"]))
+    assert series[("loss", None)]["step"] == list(range(20)) and series[("loss", 0)]["value"] == [
+        -20.0,
+        -21,
+        -22,
+        -23,
+        -24,
+    ]
+    assert all(
+        math.isclose(v, 1 / (s + 1)) for s, v in zip(series[("loss", None)]["step"], series[("loss", None)]["value"])
+    )
 
 
 def test_blocks_of_columns_are_concatenated_in_order_and_bad_entries_counted_across_them(
@@ -169,15 +199,25 @@ def test_batches_of_several_insert_statements_are_stored_whole_and_in_order(clie
 
     _trial(client)
     n = 2 * ROWS_PER_INSERT + 7
-    points = [{"step": k // 3, "name": f"m{k % 3}", "value": k * 0.5 - 100.0, "turn": k % 4 if k % 5 else None,
-               **({"wall_time": 1.7e9 + k} if k % 3 == 0 else {})} for k in range(n)]
+    points = [
+        {
+            "step": k // 3,
+            "name": f"m{k % 3}",
+            "value": k * 0.5 - 100.0,
+            "turn": k % 4 if k % 5 else None,
+            **({"wall_time": 1.7e9 + k} if k % 3 == 0 else {}),
+        }
+        for k in range(n)
+    ]
     assert client.post(T, json={"batch_id": "w-1", "columns": _columns(points)}).status_code == 201
-    assert client.post(T, json={"batch_id": "w-2", "points": points[:ROWS_PER_INSERT + 1]}).status_code == 201
-    assert _stored(ledger) == _expected(points + points[:ROWS_PER_INSERT + 1])
+    assert client.post(T, json={"batch_id": "w-2", "points": points[: ROWS_PER_INSERT + 1]}).status_code == 201
+    assert _stored(ledger) == _expected(points + points[: ROWS_PER_INSERT + 1])
 
 
 def test_the_openapi_document_describes_both_forms(client: TestClient) -> None:
-    body = client.get("/openapi.json").json()["paths"][f"{API}/projects/{{project}}/trials/{{exp_id}}/telemetry"]["post"]
+    body = client.get("/openapi.json").json()["paths"][f"{API}/projects/{{project}}/trials/{{exp_id}}/telemetry"][
+        "post"
+    ]
     forms = body["requestBody"]["content"]["application/json"]["schema"]["oneOf"]
     assert [sorted(f["properties"]) for f in forms] == [["batch_id", "points"], ["batch_id", "columns"]]
     block, blocks = forms[1]["properties"]["columns"]["anyOf"]

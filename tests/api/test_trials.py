@@ -25,8 +25,9 @@ def test_created_is_201_a_retry_is_200_another_body_is_409_with_both(client: Tes
     again = record(client, "p", exp_id="000", status="baseline", core_metric=1.0, hypothesis="h")
     assert again.status_code == 200 and again.json()["created"] is False
     assert again.json()["trial"] == first.json()["trial"]
-    clash = assert_problem(record(client, "p", exp_id="000", status="baseline", core_metric=2.0, hypothesis="h"),
-                           409, "core_metric")
+    clash = assert_problem(
+        record(client, "p", exp_id="000", status="baseline", core_metric=2.0, hypothesis="h"), 409, "core_metric"
+    )
     assert clash["existing"]["core_metric"] == 1.0 and clash["proposed"]["core_metric"] == 2.0
     assert client.get(f"{API}/projects/p").json()["trial_count"] == 1
 
@@ -77,7 +78,9 @@ def test_bad_trials_are_422_naming_the_field_and_store_nothing(client: TestClien
     ]
     for body, field in cases:
         assert_problem(client.post(TRIALS, json=body), 422, field)
-    nan = client.post(TRIALS, content=b'{"status": "keep", "core_metric": NaN}', headers={"content-type": "application/json"})
+    nan = client.post(
+        TRIALS, content=b'{"status": "keep", "core_metric": NaN}', headers={"content-type": "application/json"}
+    )
     assert_problem(nan, 422, "core_metric")
     assert_problem(client.post(TRIALS, content=b"{not json", headers={"content-type": "application/json"}), 422)
     assert client.get(f"{API}/projects/p").json()["trial_count"] == 0
@@ -90,8 +93,10 @@ def test_get_update_and_lineage(client: TestClient) -> None:
     record(client, "p", exp_id="001", status="discard", parent_exp="000")
     record(client, "p", exp_id="002", status="keep", core_metric=12.0, parent_exp="001")
     assert client.get(f"{TRIALS}/001").json()["status"] == "discard"
-    updated = client.patch(f"{TRIALS}/001", json={"status": "keep", "core_metric": 11.0, "notes": "rerun",
-                                                  "train_s": 300.5, "ig_clip_scale_mean": 1.01})
+    updated = client.patch(
+        f"{TRIALS}/001",
+        json={"status": "keep", "core_metric": 11.0, "notes": "rerun", "train_s": 300.5, "ig_clip_scale_mean": 1.01},
+    )
     assert updated.status_code == 200
     body = updated.json()
     assert body["status"] == "keep" and body["delta_vs_best"] == pytest.approx(1.0) and body["notes"] == "rerun"
@@ -108,13 +113,19 @@ def test_get_update_and_lineage(client: TestClient) -> None:
 def _seed(ledger: Ledger, n: int = 60) -> None:
     ledger.create_project("p", lower_is_better=False)
     for i in range(n):
-        ledger.record_trial("p", {
-            "exp_id": f"{i:03d}", "status": ["keep", "discard", "crash"][i % 3],
-            "core_metric": None if i % 3 == 2 else float(i % 7), "specialist": f"s{i % 2}",
-            "domain": "lm" if i < 30 else "rl", "parent_exp": "" if i == 0 else "000",
-            "hypothesis": f"Idea {i}" + (" with WARMUP" if i % 10 == 0 else ""),
-            "timestamp": f"2026-01-{1 + i // 10:02d}T00:00:00Z",
-        })
+        ledger.record_trial(
+            "p",
+            {
+                "exp_id": f"{i:03d}",
+                "status": ["keep", "discard", "crash"][i % 3],
+                "core_metric": None if i % 3 == 2 else float(i % 7),
+                "specialist": f"s{i % 2}",
+                "domain": "lm" if i < 30 else "rl",
+                "parent_exp": "" if i == 0 else "000",
+                "hypothesis": f"Idea {i}" + (" with WARMUP" if i % 10 == 0 else ""),
+                "timestamp": f"2026-01-{1 + i // 10:02d}T00:00:00Z",
+            },
+        )
 
 
 def _walk(client: TestClient, **params: object) -> list[str]:
@@ -141,7 +152,7 @@ def test_cursor_pagination_is_stable_and_complete(client: TestClient, ledger: Le
     if sort == "metric":
         scored = [t["core_metric"] for t in everything if t["core_metric"] is not None]
         assert scored == sorted(scored, reverse=order == "desc")
-        assert all(t["core_metric"] is None for t in everything[len(scored):])
+        assert all(t["core_metric"] is None for t in everything[len(scored) :])
 
 
 @pytest.mark.parametrize("sort", ["seq", "metric"])
@@ -158,8 +169,9 @@ def test_a_cursor_neither_skips_nor_repeats_when_trials_arrive_between_pages(
         # new trials on both sides of the cursor: the best metric and the worst, the newest seq
         ledger.record_trial("p", {"exp_id": f"new-{n}-hi", "status": "keep", "core_metric": 100.0 + n})
         ledger.record_trial("p", {"exp_id": f"new-{n}-lo", "status": "keep", "core_metric": -100.0 - n})
-        page = client.get(TRIALS, params={"sort": sort, "order": "desc", "limit": 7,
-                                          "cursor": page["next_cursor"]}).json()
+        page = client.get(
+            TRIALS, params={"sort": sort, "order": "desc", "limit": 7, "cursor": page["next_cursor"]}
+        ).json()
     assert len(seen) == len(set(seen))
     assert {f"{i:03d}" for i in range(60)} <= set(seen)
 
@@ -262,12 +274,17 @@ def test_extra_round_trips_exactly_and_a_retry_is_200(client: TestClient, backen
     # JSON's distinctions count: 1 is not 1.0, -0.0 is not 0.0, true is not 1
     for key, other in (("one_float", 1), ("one_int", 1.0), ("negzero", 0.0), ("flag", 1), ("alpha", 10**23)):
         changed = {**sent, key: other}
-        conflict = client.post(f"{API}/projects/p/trials", json={"exp_id": "000", "status": "baseline",
-                                                                 "core_metric": 1.0, "extra": changed})
+        conflict = client.post(
+            f"{API}/projects/p/trials",
+            json={"exp_id": "000", "status": "baseline", "core_metric": 1.0, "extra": changed},
+        )
         assert_problem(conflict, 409, "extra")
     # a PATCH keeps the text too
-    patched = client.patch(f"{API}/projects/p/trials/000", content='{"extra": {"b": 1e+16, "a": -0.0}}',
-                           headers={"Content-Type": "application/json"})
+    patched = client.patch(
+        f"{API}/projects/p/trials/000",
+        content='{"extra": {"b": 1e+16, "a": -0.0}}',
+        headers={"Content-Type": "application/json"},
+    )
     assert patched.status_code == 200
     assert _exact(patched.json()["extra"]) == _exact(client.get(f"{API}/projects/p/trials/000").json()["extra"])
     assert _exact(client.get(f"{API}/projects/p/trials/000").json()["extra"]) == '{"b": 1e+16, "a": -0.0}'
@@ -281,5 +298,7 @@ def test_extra_keeps_its_values_through_the_ledger(ledger: Ledger) -> None:
     first = ledger.record_trial("p", {"exp_id": "x", "status": "keep", "core_metric": 1.0, "extra": extra})
     assert first.created
     assert _exact(ledger.trial("p", "x").extra) == _exact(extra)
-    again = ledger.record_trial("p", {"exp_id": "x", "status": "keep", "core_metric": 1.0, "extra": json.loads(EXTRA_EDGES)})
+    again = ledger.record_trial(
+        "p", {"exp_id": "x", "status": "keep", "core_metric": 1.0, "extra": json.loads(EXTRA_EDGES)}
+    )
     assert not again.created

@@ -23,8 +23,12 @@ def batch(client: TestClient, trials: list[dict[str, Any]], key: str | None = No
 def test_a_bad_item_in_the_middle_stores_nothing_and_is_named_by_index(client: TestClient) -> None:
     new_project(client)
     record(client, "p", status="baseline", core_metric=1.0)
-    items = [{"status": "discard", "core_metric": 0.9}, {"status": "keep", "core_metric": 0.8},
-             {"status": "sideways"}, {"status": "discard", "core_metric": 0.7}]
+    items = [
+        {"status": "discard", "core_metric": 0.9},
+        {"status": "keep", "core_metric": 0.8},
+        {"status": "sideways"},
+        {"status": "discard", "core_metric": 0.7},
+    ]
     assert_problem(batch(client, items), 422, "trials[2].status")
     # a rule of the ledger (not of the schema): a parent that is not a trial
     items[2] = {"status": "keep", "core_metric": 0.5, "parent_exp": "999"}
@@ -39,10 +43,10 @@ def test_ids_in_order_parents_and_deltas_as_for_single_records(client: TestClien
     new_project(client, lower_is_better=True)
     record(client, "p", status="baseline", core_metric=1.0)
     items = [
-        {"status": "keep", "core_metric": 0.9, "hypothesis": "a"},      # new best: parent 000
+        {"status": "keep", "core_metric": 0.9, "hypothesis": "a"},  # new best: parent 000
         {"status": "discard", "core_metric": 0.95, "hypothesis": "b"},  # parent defaults to item 1
         {"status": "keep", "core_metric": 0.8, "hypothesis": "c", "parent_exp": ""},  # a root
-        {"status": "crash", "core_metric": 0, "hypothesis": "d"},       # no result; parent item 3
+        {"status": "crash", "core_metric": 0, "hypothesis": "d"},  # no result; parent item 3
     ]
     response = batch(client, items)
     assert response.status_code == 201, response.text
@@ -82,8 +86,10 @@ def test_a_retry_with_the_same_key_is_200_with_the_same_ids_another_body_409(cli
 
 def test_items_are_idempotent_by_exp_id_and_by_their_own_key(client: TestClient) -> None:
     new_project(client)
-    items = [{"exp_id": "010", "status": "baseline", "core_metric": 1.0},
-             {"status": "discard", "core_metric": 1.1, "idempotency_key": "row-2"}]
+    items = [
+        {"exp_id": "010", "status": "baseline", "core_metric": 1.0},
+        {"status": "discard", "core_metric": 1.1, "idempotency_key": "row-2"},
+    ]
     first = batch(client, items)
     assert first.status_code == 201 and [r["trial"]["exp_id"] for r in first.json()["results"]] == ["010", "011"]
     # a later batch holding both again and one new trial: only the new one is stored
@@ -114,8 +120,10 @@ def test_limits_and_shape_are_named(client: TestClient) -> None:
 
 def test_similar_prior_per_item_on_request(client: TestClient) -> None:
     new_project(client)
-    items = [{"status": "baseline", "core_metric": 1.0, "hypothesis": "raise the learning rate warmup to 500 steps"},
-             {"status": "discard", "core_metric": 1.1, "hypothesis": "raise the learning rate warmup to 500 steps"}]
+    items = [
+        {"status": "baseline", "core_metric": 1.0, "hypothesis": "raise the learning rate warmup to 500 steps"},
+        {"status": "discard", "core_metric": 1.1, "hypothesis": "raise the learning rate warmup to 500 steps"},
+    ]
     plain = batch(client, items[:1]).json()["results"][0]
     assert plain["similar_prior"] == []
     out = batch(client, items[1:], similar="true").json()["results"][0]
@@ -124,10 +132,12 @@ def test_similar_prior_per_item_on_request(client: TestClient) -> None:
 
 def test_core_batch_is_one_transaction_on_both_backends(ledger: Ledger) -> None:
     ledger.create_project("q")
-    result = ledger.record_trials("q", [{"status": "baseline", "core_metric": 1.0}, {"status": "keep", "core_metric": 2.0}],
-                                  idempotency_key="k")
+    result = ledger.record_trials(
+        "q", [{"status": "baseline", "core_metric": 1.0}, {"status": "keep", "core_metric": 2.0}], idempotency_key="k"
+    )
     assert [r.trial.exp_id for r in result.results] == ["000", "001"]
-    replay = ledger.record_trials("q", [{"status": "baseline", "core_metric": 1.0}, {"status": "keep", "core_metric": 2.0}],
-                                  idempotency_key="k")
+    replay = ledger.record_trials(
+        "q", [{"status": "baseline", "core_metric": 1.0}, {"status": "keep", "core_metric": 2.0}], idempotency_key="k"
+    )
     assert replay.replayed and [r.trial.exp_id for r in replay.results] == ["000", "001"]
     assert ledger.project("q").trial_count == 2

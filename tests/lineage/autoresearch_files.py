@@ -53,7 +53,10 @@ WELL_FORMED: dict[str, Case] = {
             "5e6f7a8\t0.478\tKEEP\tcurriculum",
             "6f7a8b9\t0.466\tREVERT\tdropout 0.1",
         ),
-        "score", False, 6, best="004",
+        "score",
+        False,
+        6,
+        best="004",
     ),
     # no commit column, a numeric id column, verdict kept/reverted, extra columns
     "sharpe_verdict": Case(
@@ -66,7 +69,10 @@ WELL_FORMED: dict[str, Case] = {
             "5\t-999\t\tcrashed\tdata loader broke",
             "6\t1.38\t-0.19\treverted\tadd leverage",
         ),
-        "sharpe", False, 6, best="003",
+        "sharpe",
+        False,
+        6,
+        best="003",
     ),
     # percent numbers, decision accepted/rejected
     "accuracy_percent": Case(
@@ -78,7 +84,10 @@ WELL_FORMED: dict[str, Case] = {
             "3d4e5f6\t-\tfailed\tlabel smoothing diverged",
             "4e5f6a7\t75.5%\taccepted\trandaugment",
         ),
-        "accuracy", False, 5, best="004",
+        "accuracy",
+        False,
+        5,
+        best="004",
     ),
     # extra columns on both sides of the metric, kept_or_reverted
     "extra_columns": Case(
@@ -89,7 +98,10 @@ WELL_FORMED: dict[str, Case] = {
             "r2\tcd34ef5\t13.2\t1905\t0.49\treverted\tentropy bonus 0.02",
             "r3\tde45fa6\t15.0\t1650\t0.61\tkept\tlarger critic",
         ),
-        "reward", False, 4, best="003",
+        "reward",
+        False,
+        4,
+        best="003",
     ),
     # other languages, non-ASCII text, a 'result' column
     "languages": Case(
@@ -101,7 +113,10 @@ WELL_FORMED: dict[str, Case] = {
             "dd44ee5\t0.0000\t崩溃\tdoppelte Breite (OOM)",
             "ee55ff6\t2.2500\tgardé\tnaïve café warmup",
         ),
-        "val_loss", True, 5, best="004",
+        "val_loss",
+        True,
+        5,
+        best="004",
     ),
     # no status column at all: every row is a measurement
     "no_status": Case(
@@ -112,7 +127,10 @@ WELL_FORMED: dict[str, Case] = {
             "2\t1.015\tnoise",
             "3\t0.998\tlonger warmup",
         ),
-        "val_bpb", True, 4, best="003",
+        "val_bpb",
+        True,
+        4,
+        best="003",
     ),
     # words beyond keep/discard/crash
     "many_words": Case(
@@ -127,13 +145,20 @@ WELL_FORMED: dict[str, Case] = {
             "7777aaa\t0.997000\t40.2\tmeh\tunsure about this one",
             "8888bbb\t0.999000\t40.0\treverted\tno bias",
         ),
-        "val_bpb", True, 8, warns=("'meh' (1 row)",), best="005",
+        "val_bpb",
+        True,
+        8,
+        warns=("'meh' (1 row)",),
+        best="005",
     ),
     "crlf": Case(ORIGINAL.replace("\n", "\r\n"), "val_bpb", True, 8, best="007"),
     "bom": Case("\ufeff" + ORIGINAL, "val_bpb", True, 8, best="007"),
     "blank_lines": Case(
         "\n" + ORIGINAL.replace("keep\tincrease LR to 0.04\n", "keep\tincrease LR to 0.04\n\n\n") + "\n",
-        "val_bpb", True, 8, best="007",
+        "val_bpb",
+        True,
+        8,
+        best="007",
     ),
     "trailing_tabs": Case(
         "".join(line[:-1] + "\t\n" for line in ORIGINAL.splitlines(keepends=True)), "val_bpb", True, 8, best="007"
@@ -141,18 +166,29 @@ WELL_FORMED: dict[str, Case] = {
     "no_final_newline": Case(ORIGINAL.rstrip("\n"), "val_bpb", True, 8, best="007"),
     "header_only": Case(tsv("commit\tval_bpb\tmemory_gb\tstatus\tdescription"), "val_bpb", True, 0),
     "headerless": Case(
-        "".join(ORIGINAL.splitlines(keepends=True)[1:]), "col2", True, 8,
-        warns=("no header line",), best="007",
+        "".join(ORIGINAL.splitlines(keepends=True)[1:]),
+        "col2",
+        True,
+        8,
+        warns=("no header line",),
+        best="007",
     ),
     "summary_after": Case(
-        ORIGINAL + "\nSummary: 8 experiments, best val_bpb 0.987600 (b8c9d0e)\n", "val_bpb", True, 8,
-        warns=("line 11: import stops",), best="007",
+        ORIGINAL + "\nSummary: 8 experiments, best val_bpb 0.987600 (b8c9d0e)\n",
+        "val_bpb",
+        True,
+        8,
+        warns=("line 11: import stops",),
+        best="007",
     ),
     "box_table_after": Case(
-        ORIGINAL
-        + "┌─────────┬──────────┐\n│ commit  │ val_bpb  │\n├─────────┼──────────┤\n│ b8c9d0e │ 0.987600 │\n"
+        ORIGINAL + "┌─────────┬──────────┐\n│ commit  │ val_bpb  │\n├─────────┼──────────┤\n│ b8c9d0e │ 0.987600 │\n"
         "└─────────┴──────────┘\n",
-        "val_bpb", True, 8, warns=("line 10: import stops",), best="007",
+        "val_bpb",
+        True,
+        8,
+        warns=("line 10: import stops",),
+        best="007",
     ),
     "csv_generic": Case(
         "exp,loss,status,description\n"
@@ -160,39 +196,70 @@ WELL_FORMED: dict[str, Case] = {
         'e1,0.88,keep,"warmup, then cosine"\n'
         'e2,0.93,discard,"bigger ""wide"" model"\n'
         "e3,0.87,keep,label smoothing\n",
-        "loss", True, 4, best="003",
+        "loss",
+        True,
+        4,
+        best="003",
     ),
 }
 
 #: Files with quirks that are repaired on import (one warning per row) and still round-trip.
 QUIRKS: dict[str, Case] = {
     "tab_in_description": Case(
-        ORIGINAL.replace("switch to GeLU activation", "switch to GeLU\tactivation"), "val_bpb", True, 8,
-        warns=("line 4: 6 cells",), best="007",
+        ORIGINAL.replace("switch to GeLU activation", "switch to GeLU\tactivation"),
+        "val_bpb",
+        True,
+        8,
+        warns=("line 4: 6 cells",),
+        best="007",
     ),
     "missing_cell": Case(
-        ORIGINAL.replace("e5f6a7b\t0.990100\t44.1\tkeep", "e5f6a7b\t0.990100\tkeep"), "val_bpb", True, 8,
-        warns=("line 6: 4 cells", "'memory_gb' filled empty"), best="007",
+        ORIGINAL.replace("e5f6a7b\t0.990100\t44.1\tkeep", "e5f6a7b\t0.990100\tkeep"),
+        "val_bpb",
+        True,
+        8,
+        warns=("line 6: 4 cells", "'memory_gb' filled empty"),
+        best="007",
     ),
     "missing_description": Case(
-        ORIGINAL.replace("\tweight decay 0.2", ""), "val_bpb", True, 8,
-        warns=("line 7: 4 cells", "'description' filled empty"), best="007",
+        ORIGINAL.replace("\tweight decay 0.2", ""),
+        "val_bpb",
+        True,
+        8,
+        warns=("line 7: 4 cells", "'description' filled empty"),
+        best="007",
     ),
     "merged_rows_tab": Case(
-        ORIGINAL.replace("increase LR to 0.04\nc3d4e5f", "increase LR to 0.04\tc3d4e5f"), "val_bpb", True, 8,
-        warns=("line 3: two rows on one line",), best="007",
+        ORIGINAL.replace("increase LR to 0.04\nc3d4e5f", "increase LR to 0.04\tc3d4e5f"),
+        "val_bpb",
+        True,
+        8,
+        warns=("line 3: two rows on one line",),
+        best="007",
     ),
     "merged_rows_glued": Case(
-        ORIGINAL.replace("increase LR to 0.04\nc3d4e5f", "increase LR to 0.04c3d4e5f"), "val_bpb", True, 8,
-        warns=("line 3: two rows on one line",), best="007",
+        ORIGINAL.replace("increase LR to 0.04\nc3d4e5f", "increase LR to 0.04c3d4e5f"),
+        "val_bpb",
+        True,
+        8,
+        warns=("line 3: two rows on one line",),
+        best="007",
     ),
     "literal_backslash_t": Case(
         ORIGINAL.replace("f6a7b8c\t0.991000\t44.1\tdiscard\t", "f6a7b8c\\t0.991000\\t44.1\\tdiscard\\t"),
-        "val_bpb", True, 8, warns=("line 7: literal",), best="007",
+        "val_bpb",
+        True,
+        8,
+        warns=("line 7: literal",),
+        best="007",
     ),
     "repeated_header": Case(
-        ORIGINAL.replace("e5f6a7b", "commit\tval_bpb\tmemory_gb\tstatus\tdescription\ne5f6a7b"), "val_bpb", True, 8,
-        warns=("line 6: not a row",), best="007",
+        ORIGINAL.replace("e5f6a7b", "commit\tval_bpb\tmemory_gb\tstatus\tdescription\ne5f6a7b"),
+        "val_bpb",
+        True,
+        8,
+        warns=("line 6: not a row",),
+        best="007",
     ),
 }
 
@@ -253,34 +320,52 @@ def score_is_a_time(keeps: int = 27) -> str:
     rows = ["commit\tscore\tstatus\tdescription"]
     value = 5000
     for i in range(keeps):
-        rows.append(f"{0xa000000 + 2 * i:07x}\t{value}\tkeep\tidea {i}")
-        rows.append(f"{0xa000001 + 2 * i:07x}\t{value + 37}\tdiscard\tslower idea {i}")
+        rows.append(f"{0xA000000 + 2 * i:07x}\t{value}\tkeep\tidea {i}")
+        rows.append(f"{0xA000001 + 2 * i:07x}\t{value + 37}\tdiscard\tslower idea {i}")
         value -= 50 + i
     return tsv(*rows)
 
 
 RECORDS: dict[str, Case] = {
-    "fail_records": Case(FAIL_RECORDS, "val_bpb", True, 7, warns=("lines 3, 6: the 'val_bpb' cell is not a number",),
-                         best="005"),
+    "fail_records": Case(
+        FAIL_RECORDS, "val_bpb", True, 7, warns=("lines 3, 6: the 'val_bpb' cell is not a number",), best="005"
+    ),
     "stray_output": Case(
-        ORIGINAL.replace("e5f6a7b", "Traceback (most recent call last):\n  File \"train.py\", line 3\ne5f6a7b")
-        .replace("b8c9d0e\t0.987600", "step 500 | loss 3.21\nb8c9d0e\tFAIL")
+        ORIGINAL.replace("e5f6a7b", 'Traceback (most recent call last):\n  File "train.py", line 3\ne5f6a7b').replace(
+            "b8c9d0e\t0.987600", "step 500 | loss 3.21\nb8c9d0e\tFAIL"
+        )
         + "best so far: 0.9901 (e5f6a7b)\n",
-        "val_bpb", True, 8, warns=("lines 6, 7: not a row", "line 11: not a row", "line 13: import stops",
-                                   "line 12: the 'val_bpb' cell"), best="004",
+        "val_bpb",
+        True,
+        8,
+        warns=("lines 6, 7: not a row", "line 11: not a row", "line 13: import stops", "line 12: the 'val_bpb' cell"),
+        best="004",
     ),
     # no status column: the values are no loop's choices and 19 of 23 moves up do not decide
     # overwhelmingly, so the direction is a flag (see lineage.formats.autoresearch.direction)
     "long_format": Case(long_format(), "value", False, 24 + 12 + 24, best="058", options={"lower_is_better": False}),
-    "headerless_named": Case(HEADERLESS_MODELS, "tok_s", False, 4, options={"columns": HEADERLESS_COLUMNS},
-                             best="003"),
-    "score_is_a_time": Case(score_is_a_time(), "score", True, 54,
-                            warns=("name 'score' says higher is better, but 26 of 26 moves",), best="052"),
+    "headerless_named": Case(HEADERLESS_MODELS, "tok_s", False, 4, options={"columns": HEADERLESS_COLUMNS}, best="003"),
+    "score_is_a_time": Case(
+        score_is_a_time(),
+        "score",
+        True,
+        54,
+        warns=("name 'score' says higher is better, but 26 of 26 moves",),
+        best="052",
+    ),
     # one non-numeric cell must not hand the metric to memory_gb
     "named_metric_one_word": Case(
-        tsv("commit\tval_bpb\tmemory_gb\tstatus\tdescription", "a1b2c3d\t0.997900\t44.0\tkeep\tbaseline",
-            "b2c3d4e\tsee log\t44.0\tdiscard\tbroken run", "c3d4e5f\t0.993200\t44.2\tkeep\tlr 0.04"),
-        "val_bpb", True, 3, warns=("line 3: the 'val_bpb' cell is not a number",), best="002",
+        tsv(
+            "commit\tval_bpb\tmemory_gb\tstatus\tdescription",
+            "a1b2c3d\t0.997900\t44.0\tkeep\tbaseline",
+            "b2c3d4e\tsee log\t44.0\tdiscard\tbroken run",
+            "c3d4e5f\t0.993200\t44.2\tkeep\tlr 0.04",
+        ),
+        "val_bpb",
+        True,
+        3,
+        warns=("line 3: the 'val_bpb' cell is not a number",),
+        best="002",
     ),
 }
 #: the project's metric of a long-format case (a name in its metric column)

@@ -21,9 +21,11 @@ def _items(rng: random.Random, n: int) -> list[dict[str, Any]]:
     items, stored trials), roots, chosen ids that stored orphans wait for, keys, crashes."""
     out: list[dict[str, Any]] = []
     for i in range(n):
-        item: dict[str, Any] = {"status": rng.choice(["keep", "discard", "discard", "crash"]),
-                                "core_metric": round(1.0 - i / 1000 + rng.uniform(-0.01, 0.01), 6),
-                                "hypothesis": f"idea {i} " + rng.choice(["warmup", "cosine", "wider mlp", "dropout"])}
+        item: dict[str, Any] = {
+            "status": rng.choice(["keep", "discard", "discard", "crash"]),
+            "core_metric": round(1.0 - i / 1000 + rng.uniform(-0.01, 0.01), 6),
+            "hypothesis": f"idea {i} " + rng.choice(["warmup", "cosine", "wider mlp", "dropout"]),
+        }
         kind = rng.random()
         if kind < 0.1:
             item["parent_exp"] = ""
@@ -34,20 +36,25 @@ def _items(rng: random.Random, n: int) -> list[dict[str, Any]]:
         if i % 9 == 0:
             item["idempotency_key"] = f"key-{i}"
         out.append(item)
-    out.append(dict(out[3], idempotency_key="key-x"))   # the same body again, under a new key: a new trial
-    out.append(dict(out[9]))                             # item 9 again with its key: a replay
+    out.append(dict(out[3], idempotency_key="key-x"))  # the same body again, under a new key: a new trial
+    out.append(dict(out[9]))  # item 9 again with its key: a replay
     return out
 
 
 def _seed(ledger: Ledger, slug: str) -> None:
     ledger.create_project(slug, lower_is_better=True)
-    ledger.import_trials(slug, iter([
-        Trial(exp_id="seed", status=FailureLabel.BASELINE, core_metric=1.0),
-        Trial(exp_id="w1", parent_exp="seed", status=FailureLabel.DISCARD, core_metric=1.1),
-        Trial(exp_id="o2", parent_exp="w2", status=FailureLabel.DISCARD, core_metric=1.2),  # waits for w2
-        Trial(exp_id="o3", parent_exp="w3", status=FailureLabel.KEEP, core_metric=0.99),   # waits for w3
-        Trial(exp_id="o4", parent_exp="o3", status=FailureLabel.DISCARD, core_metric=1.3),
-    ]))
+    ledger.import_trials(
+        slug,
+        iter(
+            [
+                Trial(exp_id="seed", status=FailureLabel.BASELINE, core_metric=1.0),
+                Trial(exp_id="w1", parent_exp="seed", status=FailureLabel.DISCARD, core_metric=1.1),
+                Trial(exp_id="o2", parent_exp="w2", status=FailureLabel.DISCARD, core_metric=1.2),  # waits for w2
+                Trial(exp_id="o3", parent_exp="w3", status=FailureLabel.KEEP, core_metric=0.99),  # waits for w3
+                Trial(exp_id="o4", parent_exp="o3", status=FailureLabel.DISCARD, core_metric=1.3),
+            ]
+        ),
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -56,8 +63,14 @@ def test_a_batch_is_the_same_records_one_after_another(ledger: Ledger, seed: int
     _seed(ledger, "single")
     items = _items(random.Random(seed), 40)
     told = ledger.record_trials("batch", items).results
-    alone = [ledger.record_trial("single", {k: v for k, v in item.items() if k != "idempotency_key"},
-                                 idempotency_key=item.get("idempotency_key")) for item in items]
+    alone = [
+        ledger.record_trial(
+            "single",
+            {k: v for k, v in item.items() if k != "idempotency_key"},
+            idempotency_key=item.get("idempotency_key"),
+        )
+        for item in items
+    ]
 
     def said(result: Any) -> dict[str, Any]:
         out = result.to_dict()

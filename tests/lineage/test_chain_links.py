@@ -51,8 +51,14 @@ def loop_trials(n: int, rng: random.Random, *, prefix: str = "", first_parent: s
         exp_id = f"{prefix}{i}"
         keep = rng.random() < 0.4
         parent = best if keep or rng.random() < 0.9 or not out else rng.choice(out).exp_id
-        out.append(Trial(exp_id=exp_id, parent_exp=parent if (out or first_parent) else "",
-                         status=FailureLabel.KEEP if keep else FailureLabel.DISCARD, core_metric=1.0 - i / 1e4))
+        out.append(
+            Trial(
+                exp_id=exp_id,
+                parent_exp=parent if (out or first_parent) else "",
+                status=FailureLabel.KEEP if keep else FailureLabel.DISCARD,
+                core_metric=1.0 - i / 1e4,
+            )
+        )
         if keep:
             best = exp_id
     return out
@@ -97,9 +103,15 @@ def test_a_second_import_adopts_stored_orphans(ledger: Ledger) -> None:
 
 def test_records_and_a_record_that_adopts_stored_trials(ledger: Ledger) -> None:
     ledger.create_project("p")
-    ledger.import_trials("p", iter([Trial(exp_id="kid", parent_exp="dad", status=FailureLabel.KEEP, core_metric=5.0),
-                                    Trial(exp_id="grandkid", parent_exp="kid", status=FailureLabel.KEEP,
-                                          core_metric=5.0)]))
+    ledger.import_trials(
+        "p",
+        iter(
+            [
+                Trial(exp_id="kid", parent_exp="dad", status=FailureLabel.KEEP, core_metric=5.0),
+                Trial(exp_id="grandkid", parent_exp="kid", status=FailureLabel.KEEP, core_metric=5.0),
+            ]
+        ),
+    )
     ledger.record_trial("p", {"exp_id": "root", "parent_exp": "", "status": "keep", "core_metric": 2.0})
     previous = "root"
     for i in range(2 * CHAIN_SKIP + 5):  # a parent left out is the current best: one long chain
@@ -113,11 +125,14 @@ def test_records_and_a_record_that_adopts_stored_trials(ledger: Ledger) -> None:
 
 def test_a_batch_record_with_parents_inside_the_batch(ledger: Ledger) -> None:
     ledger.create_project("p")
-    ledger.import_trials("p", iter([Trial(exp_id="orphan", parent_exp="b3", status=FailureLabel.KEEP,
-                                          core_metric=9.0)]))
+    ledger.import_trials(
+        "p", iter([Trial(exp_id="orphan", parent_exp="b3", status=FailureLabel.KEEP, core_metric=9.0)])
+    )
     items = [{"exp_id": "b0", "parent_exp": "", "status": "keep", "core_metric": 1.0}]
-    items += [{"exp_id": f"b{i}", "parent_exp": f"b{i - 1}", "status": "keep", "core_metric": 1.0 - i / 1e3}
-              for i in range(1, CHAIN_SKIP + 10)]
+    items += [
+        {"exp_id": f"b{i}", "parent_exp": f"b{i - 1}", "status": "keep", "core_metric": 1.0 - i / 1e3}
+        for i in range(1, CHAIN_SKIP + 10)
+    ]
     ledger.record_trials("p", items)
     assert_links(ledger, "p")
     assert stored_links(ledger, "p")["orphan"] == (5, "")  # adopted when b3 came
@@ -160,7 +175,7 @@ def test_the_pages_chain_reads_agree_with_the_whole_walk(ledger: Ledger) -> None
         for _ in range(40):
             start, count = rng.randrange(len(whole) + 3), rng.randrange(1, 300)
             got = [t.exp_id for t in chain_slice(store, conn, project, best.exp_id, start, count)]
-            assert got == whole[start:start + count], (start, count)
+            assert got == whole[start : start + count], (start, count)
         ends = chain_ends(store, conn, project, best.exp_id)
         assert [t.exp_id for t in ends.head] == whole[:5] and [t.exp_id for t in ends.tail] == whole[-15:]
         assert ends.length == len(whole) and ends.hidden == len(whole) - 20
@@ -200,12 +215,15 @@ def _insert_old(engine, slug: str, rows: list[tuple[str, str]]) -> None:  # type
         project_id = conn.execute(text("SELECT id FROM projects WHERE slug = :s"), {"s": slug}).scalar_one()
         now = datetime.now(UTC)
         extra = "CAST('{}' AS json)" if engine.dialect.name == "postgresql" else "'{}'"
-        conn.execute(text(
-            "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "
-            "hypothesis, expected_delta, status, core_metric, job_name, snapshot_path, notes, extra, created_at, "
-            f"updated_at, exp_key) VALUES (:p, :seq, :e, '', '', :parent, '', '', '', '', 'keep', 1.0, '', '', '', "
-            f"{extra}, :now, :now, '')"
-        ), [{"p": project_id, "seq": i, "e": e, "parent": parent, "now": now} for i, (e, parent) in enumerate(rows)])
+        conn.execute(
+            text(
+                "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "
+                "hypothesis, expected_delta, status, core_metric, job_name, snapshot_path, notes, extra, created_at, "
+                f"updated_at, exp_key) VALUES (:p, :seq, :e, '', '', :parent, '', '', '', '', 'keep', 1.0, '', '', '', "
+                f"{extra}, :now, :now, '')"
+            ),
+            [{"p": project_id, "seq": i, "e": e, "parent": parent, "now": now} for i, (e, parent) in enumerate(rows)],
+        )
         conn.execute(text("UPDATE projects SET next_seq = :n WHERE id = :p"), {"p": project_id, "n": len(rows)})
 
 
@@ -232,8 +250,10 @@ def test_revision_0010_fills_the_links_of_stored_trials(fresh_db_url: str) -> No
 @pytest.mark.parametrize("n", [1, CHAIN_SKIP, CHAIN_SKIP + 1])
 def test_skip_pointers_at_block_edges(ledger: Ledger, n: int) -> None:
     ledger.create_project("p")
-    trials = [Trial(exp_id=str(i), parent_exp=str(i - 1) if i else "", status=FailureLabel.KEEP,
-                    core_metric=1.0 - i / 1e4) for i in range(n + CHAIN_SKIP + 1)]
+    trials = [
+        Trial(exp_id=str(i), parent_exp=str(i - 1) if i else "", status=FailureLabel.KEEP, core_metric=1.0 - i / 1e4)
+        for i in range(n + CHAIN_SKIP + 1)
+    ]
     ledger.import_trials("p", iter(trials))
     assert_links(ledger, "p")
     with ledger.store.read() as conn:
@@ -253,8 +273,15 @@ def test_a_new_trial_under_an_orphan_waiting_for_it_is_a_cycle_refused(ledger: L
     from lineage.service import RecordRequest
 
     ledger.create_project("p")
-    ledger.import_trials("p", iter([Trial(exp_id="a", parent_exp="z", status=FailureLabel.KEEP, core_metric=2.0),
-                                    Trial(exp_id="b", parent_exp="a", status=FailureLabel.KEEP, core_metric=1.5)]))
+    ledger.import_trials(
+        "p",
+        iter(
+            [
+                Trial(exp_id="a", parent_exp="z", status=FailureLabel.KEEP, core_metric=2.0),
+                Trial(exp_id="b", parent_exp="a", status=FailureLabel.KEEP, core_metric=1.5),
+            ]
+        ),
+    )
     cycle = {"exp_id": "z", "parent_exp": "b", "status": "keep", "core_metric": 1.0}
     with pytest.raises(InvalidInput) as refused:
         ledger.record_trial("p", cycle)
@@ -262,9 +289,12 @@ def test_a_new_trial_under_an_orphan_waiting_for_it_is_a_cycle_refused(ledger: L
     with pytest.raises(InvalidInput) as refused:
         ledger.record_trials("p", [{"exp_id": "y", "status": "discard", "core_metric": 3.0}, cycle])
     assert refused.value.field == "trials[1].parent_exp"
-    outcomes = ledger.record_group("p", [RecordRequest({"exp_id": "y", "status": "discard", "core_metric": 3.0}),
-                                         RecordRequest(cycle)])
+    outcomes = ledger.record_group(
+        "p", [RecordRequest({"exp_id": "y", "status": "discard", "core_metric": 3.0}), RecordRequest(cycle)]
+    )
     assert isinstance(outcomes[1], InvalidInput) and outcomes[1].field == "parent_exp"
     assert sorted(t.exp_id for t in ledger.list_trials("p")) == ["a", "b", "y"]
-    ledger.record_trial("p", {"exp_id": "z", "parent_exp": "", "status": "keep", "core_metric": 1.0})  # a root: no cycle
+    ledger.record_trial(
+        "p", {"exp_id": "z", "parent_exp": "", "status": "keep", "core_metric": 1.0}
+    )  # a root: no cycle
     assert_links(ledger, "p")

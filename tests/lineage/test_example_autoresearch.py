@@ -28,8 +28,15 @@ HTTP_TIMEOUT_S = 30.0
 
 
 def lineage(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "api.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=STEP_TIMEOUT_S, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT_S,
+        check=True,
+    )
 
 
 def poll(what: str, check, timeout: float = STEP_TIMEOUT_S) -> None:  # type: ignore[no-untyped-def]
@@ -61,8 +68,16 @@ def test_the_readme_steps_watch_a_fake_loop_and_show_it_in_the_pages(tmp_path: P
         return proc
 
     try:
-        loop = start(str(ROOT / "examples/autoresearch/fake_loop.py"), str(results), "--every", "0.05",
-                     "--count", str(ROWS), "--seed", "3")
+        loop = start(
+            str(ROOT / "examples/autoresearch/fake_loop.py"),
+            str(results),
+            "--every",
+            "0.05",
+            "--count",
+            str(ROWS),
+            "--seed",
+            "3",
+        )
         start("-m", "api.cli", "watch", str(results), "--project", "demo-loop")
         start("-m", "api.cli", "serve", "--port", str(port), "--log-level", "warning")
         poll("the server", lambda: http.get("/health").status_code == 200)
@@ -83,8 +98,9 @@ def test_the_readme_steps_watch_a_fake_loop_and_show_it_in_the_pages(tmp_path: P
         crashes = [line for line in results.read_text().splitlines() if "\tcrash\t" in line]
         assert crashes, "the seeded loop writes crash rows"
         assert best["status"] in ("keep", "baseline") and best["core_metric"] > 0
-        kept = [float(line.split("\t")[1]) for line in results.read_text().splitlines()[1:]
-                if line.split("\t")[3] == "keep"]
+        kept = [
+            float(line.split("\t")[1]) for line in results.read_text().splitlines()[1:] if line.split("\t")[3] == "keep"
+        ]
         assert best["core_metric"] == min(kept)
         assert "val_bpb" in lineage(tmp_path, env, "knowledge", "--project", "demo-loop").stdout
         lineage(tmp_path, env, "export", "--project", "demo-loop", "--format", "autoresearch", "-o", "copy.tsv")

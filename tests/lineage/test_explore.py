@@ -39,7 +39,7 @@ def raw_points(ledger: Ledger, exp_id: str, name: str) -> dict[int, list[tuple[i
 
 def reference_step_view(ledger: Ledger, query: ExploreQuery, *, sampled: bool) -> dict[str, list[float | None]]:
     """group -> mean per bucket, by the module doc's rule, one point at a time."""
-    trials = ledger.list_trials(SLUG)[-query.limit:]
+    trials = ledger.list_trials(SLUG)[-query.limit :]
     series = {t.exp_id: raw_points(ledger, t.exp_id, query.metrics[0]).get(-1, []) for t in trials}
     steps = [s for pts in series.values() for s, _ in pts]
     lo, hi = min(steps), max(steps)
@@ -83,8 +83,7 @@ def assert_close(got: list[float | None], expected: list[float | None]) -> None:
 
 @pytest.mark.parametrize("sampled", [False, True], ids=["exact", "sampled"])
 def test_group_means_per_bucket_match_a_loop_over_every_point(project: Ledger, sampled: bool) -> None:
-    query = ExploreQuery(metrics=("loss",), group_by="specialist", buckets=50,
-                         exact_budget=10 if sampled else 10**9)
+    query = ExploreQuery(metrics=("loss",), group_by="specialist", buckets=50, exact_budget=10 if sampled else 10**9)
     answer = project.explore(SLUG, query)
     assert answer["panels"][0]["downsampling"]["method"] == ("sampled" if sampled else "exact")
     expected = reference_step_view(project, query, sampled=sampled)
@@ -126,8 +125,9 @@ def test_subtree_selection_is_the_trial_and_its_descendants_narrowed_by_filters(
         under |= {child for child, parent in parents.items() if parent in under}
     answer = project.explore(SLUG, ExploreQuery(metrics=("core_metric",), select="subtree", root=root))
     assert {t["exp_id"] for t in answer["trials"]} == under
-    kept = project.explore(SLUG, ExploreQuery(metrics=("core_metric",), select="subtree", root=root,
-                                               filters={"status": ["keep"]}))
+    kept = project.explore(
+        SLUG, ExploreQuery(metrics=("core_metric",), select="subtree", root=root, filters={"status": ["keep"]})
+    )
     statuses = {t.exp_id: t.status.value for t in project.list_trials(SLUG)}
     assert {t["exp_id"] for t in kept["trials"]} == {e for e in under if statuses[e] == "keep"}
 
@@ -135,14 +135,22 @@ def test_subtree_selection_is_the_trial_and_its_descendants_narrowed_by_filters(
 def test_limit_keeps_the_most_recent_matching_trials(project: Ledger) -> None:
     answer = project.explore(SLUG, ExploreQuery(metrics=("core_metric",), limit=3))
     assert [t["exp_id"] for t in answer["trials"]] == ["004", "005", "006"]
-    assert answer["selection"] == {"select": "filter", "to": None, "root": None, "matched": TRIALS, "shown": 3,
-                                   "truncated": True}
+    assert answer["selection"] == {
+        "select": "filter",
+        "to": None,
+        "root": None,
+        "matched": TRIALS,
+        "shown": 3,
+        "truncated": True,
+    }
 
 
 def test_group_by_an_extra_key(project: Ledger) -> None:
     answer = project.explore(SLUG, ExploreQuery(metrics=("loss",), group_by="extra.lr"))
     assert {g["key"]: g["trials"] for g in answer["groups"]} == {
-        "0.0001": ["000", "002", "004", "006"], "0.0003": ["001", "003", "005"]}
+        "0.0001": ["000", "002", "004", "006"],
+        "0.0003": ["001", "003", "005"],
+    }
 
 
 def test_turn_axis_gives_each_trials_mean_per_turn(project: Ledger) -> None:
@@ -198,12 +206,20 @@ def test_bad_queries_name_their_field(project: Ledger) -> None:
 
 def test_api_returns_the_same_answer_and_problems_name_the_field(project: Ledger, db_url: str) -> None:
     with TestClient(create_app(Settings(database_url=db_url))) as client:
-        response = client.get(f"/api/v1/projects/{SLUG}/explore",
-                              params=[("metric", "loss"), ("metric", "core_metric"), ("group", "specialist"),
-                                      ("status", "keep"), ("status", "baseline")])
+        response = client.get(
+            f"/api/v1/projects/{SLUG}/explore",
+            params=[
+                ("metric", "loss"),
+                ("metric", "core_metric"),
+                ("group", "specialist"),
+                ("status", "keep"),
+                ("status", "baseline"),
+            ],
+        )
         assert response.status_code == 200, response.text
-        query = ExploreQuery(metrics=("loss", "core_metric"), group_by="specialist",
-                             filters={"status": ["keep", "baseline"]})
+        query = ExploreQuery(
+            metrics=("loss", "core_metric"), group_by="specialist", filters={"status": ["keep", "baseline"]}
+        )
         assert response.json() == project.explore(SLUG, query)
         bad = client.get(f"/api/v1/projects/{SLUG}/explore", params={"metric": "loss", "x": "epoch"})
         assert bad.status_code == 422 and bad.json()["field"] == "x"

@@ -58,21 +58,24 @@ def test_empty_expression_is_no_filter() -> None:
     assert parse("") is None and parse("   ") is None
 
 
-@pytest.mark.parametrize(("source", "column", "words"), [
-    ("status = kep", 10, "unknown status"),
-    ("core_metric < abc", 15, "is a number"),
-    ("(status = keep", 15, "expected ')'"),
-    ("core_metric <", 14, "expected a value"),
-    ("nosuchfield = 3", 1, "unknown field 'nosuchfield'"),
-    ("status = keep and", 18, "got the end"),
-    ("hypothesis ~ 'open", 14, "not closed"),
-    ("status in (keep, crash", 23, "expected ',' or ')'"),
-    ("specialist is nul", 15, "expected null"),
-    ("status > keep", 8, "status compares with"),
-    ("status = = keep", 10, "expected a value"),
-    ("x ) y", 3, "unexpected ')'"),
-    ("created_at > yesterday", 14, "not an ISO 8601 time"),
-])
+@pytest.mark.parametrize(
+    ("source", "column", "words"),
+    [
+        ("status = kep", 10, "unknown status"),
+        ("core_metric < abc", 15, "is a number"),
+        ("(status = keep", 15, "expected ')'"),
+        ("core_metric <", 14, "expected a value"),
+        ("nosuchfield = 3", 1, "unknown field 'nosuchfield'"),
+        ("status = keep and", 18, "got the end"),
+        ("hypothesis ~ 'open", 14, "not closed"),
+        ("status in (keep, crash", 23, "expected ',' or ')'"),
+        ("specialist is nul", 15, "expected null"),
+        ("status > keep", 8, "status compares with"),
+        ("status = = keep", 10, "expected a value"),
+        ("x ) y", 3, "unexpected ')'"),
+        ("created_at > yesterday", 14, "not an ISO 8601 time"),
+    ],
+)
 def test_errors_name_the_filter_and_point_at_the_column(source: str, column: int, words: str) -> None:
     with pytest.raises(InvalidInput) as info:
         parse(source)
@@ -123,8 +126,11 @@ def reference(node: Any, trial: Trial) -> bool:
         if node.op == "~":
             return isinstance(value, str) and node.values[0].text.lower() in value.lower()
         if node.op in ("=", "in"):
-            return any((isinstance(value, str) and value == v.text)
-                       or (v.number is not None and _is_number(value) and value == v.number) for v in node.values)
+            return any(
+                (isinstance(value, str) and value == v.text)
+                or (v.number is not None and _is_number(value) and value == v.number)
+                for v in node.values
+            )
         literal = node.values[0]
         if literal.number is not None:
             return _is_number(value) and _OPS[node.op](value, literal.number)
@@ -137,7 +143,9 @@ def reference(node: Any, trial: Trial) -> bool:
     if node.op == "~":
         return node.values[0].text.lower() in value.lower()
     if kind == "number":
-        return value is not None and any(_OPS["=" if node.op == "in" else node.op](value, v.number) for v in node.values)
+        return value is not None and any(
+            _OPS["=" if node.op == "in" else node.op](value, v.number) for v in node.values
+        )
     if kind == "status":
         return value in {FailureLabel.parse(v.text).value for v in node.values}
     if kind == "id":
@@ -158,25 +166,69 @@ def reference(node: Any, trial: Trial) -> bool:
 # -- SQL against the reference ---------------------------------------------------------------
 
 ATOMS = (
-    "status = keep", "status != discard", "status in (crash, discard, baseline)", "label = eval_budget_overrun",
-    "core_metric < 1", "core_metric >= 0.95", "metric > 33", "core_metric is null", "core_metric is not null",
-    "delta_vs_best < 0", "delta_vs_best >= 0", "delta_vs_best != 0", "val_bpb is null",
-    "specialist is null", "specialist = grpo-baseline", "specialist ~ atpo", "specialist != ''",
-    "hypothesis ~ clip", "hypothesis !~ IG", "notes ~ turn", "clip", "IG", "'prompt, turn'", "turn",
-    "exp_id > 020", "exp_id <= exp_010", "exp_id = exp_007", "exp_id in (001, exp_002, 0003)",
-    "parent_exp = exp_000", "parent = 003", "parent_exp is null", "parent_exp > 010",
-    "expected_delta < 0", "expected_delta >= -0.01", "expected_delta ~ 0.0",
-    "extra.memory_gb >= 45", "extra.memory_gb < 44.5", "extra.memory_gb = 44", "extra.memory_gb is null",
-    "extra.memory_gb in (44, 46.5)", "extra.commit = 1234567", "extra.commit ~ ab", "extra.commit > 5",
-    "extra.commit >= b", "extra.commit is not null", "extra.mixed > 2", "extra.mixed = two", "extra.mixed ~ o",
-    "extra.mixed is null", "extra.flag = true", "extra.flag is null", 'extra."odd key" = 1', "extra.nowhere = 1",
-    "train_s > 100", "seq < 10", "seq >= 25",
+    "status = keep",
+    "status != discard",
+    "status in (crash, discard, baseline)",
+    "label = eval_budget_overrun",
+    "core_metric < 1",
+    "core_metric >= 0.95",
+    "metric > 33",
+    "core_metric is null",
+    "core_metric is not null",
+    "delta_vs_best < 0",
+    "delta_vs_best >= 0",
+    "delta_vs_best != 0",
+    "val_bpb is null",
+    "specialist is null",
+    "specialist = grpo-baseline",
+    "specialist ~ atpo",
+    "specialist != ''",
+    "hypothesis ~ clip",
+    "hypothesis !~ IG",
+    "notes ~ turn",
+    "clip",
+    "IG",
+    "'prompt, turn'",
+    "turn",
+    "exp_id > 020",
+    "exp_id <= exp_010",
+    "exp_id = exp_007",
+    "exp_id in (001, exp_002, 0003)",
+    "parent_exp = exp_000",
+    "parent = 003",
+    "parent_exp is null",
+    "parent_exp > 010",
+    "expected_delta < 0",
+    "expected_delta >= -0.01",
+    "expected_delta ~ 0.0",
+    "extra.memory_gb >= 45",
+    "extra.memory_gb < 44.5",
+    "extra.memory_gb = 44",
+    "extra.memory_gb is null",
+    "extra.memory_gb in (44, 46.5)",
+    "extra.commit = 1234567",
+    "extra.commit ~ ab",
+    "extra.commit > 5",
+    "extra.commit >= b",
+    "extra.commit is not null",
+    "extra.mixed > 2",
+    "extra.mixed = two",
+    "extra.mixed ~ o",
+    "extra.mixed is null",
+    "extra.flag = true",
+    "extra.flag is null",
+    'extra."odd key" = 1',
+    "extra.nowhere = 1",
+    "train_s > 100",
+    "seq < 10",
+    "seq >= 25",
 )
 
 
 def _expressions(rng: random.Random, count: int) -> list[str]:
     out = list(ATOMS)
     for _ in range(count):
+
         def build(depth: int) -> str:
             if depth == 0 or rng.random() < 0.3:
                 atom = rng.choice(ATOMS)
@@ -184,6 +236,7 @@ def _expressions(rng: random.Random, count: int) -> list[str]:
             joiner = rng.choice([" and ", " or ", " "])
             inner = joiner.join(build(depth - 1) for _ in range(rng.randint(2, 3)))
             return f"({inner})" if rng.random() < 0.5 else (f"not ({inner})" if rng.random() < 0.3 else inner)
+
         out.append(build(3))
     return out
 
@@ -203,7 +256,9 @@ def _with_extra(rng: random.Random, trials: list[Trial]) -> list[Trial]:
             extra["flag"] = rng.random() < 0.5
         if rng.random() < 0.2:
             extra["odd key"] = rng.choice([1, "1", 2])
-        delta = trial.expected_delta if rng.random() < 0.5 else rng.choice(["-0.002", "+0.01", "0.0", "1e-3", "soon", ""])
+        delta = (
+            trial.expected_delta if rng.random() < 0.5 else rng.choice(["-0.002", "+0.01", "0.0", "1e-3", "soon", ""])
+        )
         out.append(trial.with_changes(extra=extra, expected_delta=delta))
     return out
 
@@ -227,13 +282,23 @@ def test_sql_gives_the_rows_of_the_python_reading(ledger: Ledger) -> None:
 
 def test_injection_attempts_stay_data(ledger: Ledger) -> None:
     hostile = "x'); DROP TABLE trials; --"
-    ledger.import_trials("p", [Trial(exp_id="000", status=FailureLabel.KEEP, hypothesis=f"a {hostile} b",
-                                     extra={"k'ey": hostile, 'q"': 1})], create_with={})
-    for expression in (f'hypothesis ~ "{hostile}"', f"extra.\"k'ey\" = \"{hostile}\"", f'"{hostile}"',
-                       "hypothesis ~ '%'", "hypothesis ~ '_'", "exp_id = \"000' OR '1'='1\""):
+    ledger.import_trials(
+        "p",
+        [Trial(exp_id="000", status=FailureLabel.KEEP, hypothesis=f"a {hostile} b", extra={"k'ey": hostile, 'q"': 1})],
+        create_with={},
+    )
+    for expression in (
+        f'hypothesis ~ "{hostile}"',
+        f'extra."k\'ey" = "{hostile}"',
+        f'"{hostile}"',
+        "hypothesis ~ '%'",
+        "hypothesis ~ '_'",
+        "exp_id = \"000' OR '1'='1\"",
+    ):
         rows = [t.exp_id for t in ledger.iter_trials_page("p", expression=expression)]
-        assert rows == (["000"] if "OR" not in expression and "%" not in expression and "'_'" not in expression
-                        else []), expression
+        assert rows == (
+            ["000"] if "OR" not in expression and "%" not in expression and "'_'" not in expression else []
+        ), expression
     with pytest.raises(InvalidInput) as info:
         list(ledger.iter_trials_page("p", expression="status; DROP TABLE trials = 1"))
     assert info.value.field == "filter"
@@ -245,9 +310,17 @@ def test_injection_attempts_stay_data(ledger: Ledger) -> None:
 def test_the_explorer_selection_takes_the_filter(ledger: Ledger) -> None:
     from lineage.browse.explore import ExploreQuery
 
-    trials = [Trial(exp_id=f"{i:03d}", status=FailureLabel.KEEP if i % 2 else FailureLabel.DISCARD,
-                    core_metric=1.0 - i / 100, extra={"memory_gb": 40 + i}) for i in range(10)]
+    trials = [
+        Trial(
+            exp_id=f"{i:03d}",
+            status=FailureLabel.KEEP if i % 2 else FailureLabel.DISCARD,
+            core_metric=1.0 - i / 100,
+            extra={"memory_gb": 40 + i},
+        )
+        for i in range(10)
+    ]
     ledger.import_trials("p", trials, create_with={})
-    answer = ledger.explore("p", ExploreQuery(metrics=("core_metric",),
-                                              filters={"expression": "status = keep and extra.memory_gb >= 45"}))
+    answer = ledger.explore(
+        "p", ExploreQuery(metrics=("core_metric",), filters={"expression": "status = keep and extra.memory_gb >= 45"})
+    )
     assert [t["exp_id"] for t in answer["trials"]] == ["005", "007", "009"]

@@ -22,8 +22,14 @@ def read(text: str, **options) -> tuple[list[Trial], ar.Layout, list[str]]:  # t
     fmt = options.pop("fmt", ar.NAME)
     policy = options.pop("best_policy", BestPolicy.KEPT)
     trials = list(
-        ar.read_trials(io.StringIO(text, newline=""), options=ar.ImportOptions(**options), warnings=warnings,
-                       layout_out=layouts, fmt=fmt, best_policy=policy)
+        ar.read_trials(
+            io.StringIO(text, newline=""),
+            options=ar.ImportOptions(**options),
+            warnings=warnings,
+            layout_out=layouts,
+            fmt=fmt,
+            best_policy=policy,
+        )
     )
     return trials, layouts[0], warnings
 
@@ -94,16 +100,38 @@ def test_a_file_that_is_not_a_results_table_is_one_error_naming_the_line(name: s
 @pytest.mark.parametrize(
     ("word", "label"),
     [
-        ("keep", "keep"), ("KEEP", "keep"), ("Kept", "keep"), ("accepted", "keep"), ("improved", "keep"),
-        ("discard", "discard"), ("REVERT", "discard"), ("reverted", "discard"), ("rejected", "discard"),
-        ("crash", "crash"), ("CRASHED", "crash"), ("oom", "crash"), ("OOM", "crash"), ("error", "crash"),
-        ("failed", "crash"), ("nan", "crash"),
-        ("timeout", "train_budget_overrun"), ("timed-out", "train_budget_overrun"),
+        ("keep", "keep"),
+        ("KEEP", "keep"),
+        ("Kept", "keep"),
+        ("accepted", "keep"),
+        ("improved", "keep"),
+        ("discard", "discard"),
+        ("REVERT", "discard"),
+        ("reverted", "discard"),
+        ("rejected", "discard"),
+        ("crash", "crash"),
+        ("CRASHED", "crash"),
+        ("oom", "crash"),
+        ("OOM", "crash"),
+        ("error", "crash"),
+        ("failed", "crash"),
+        ("nan", "crash"),
+        ("timeout", "train_budget_overrun"),
+        ("timed-out", "train_budget_overrun"),
         ("eval_timeout", "eval_budget_overrun"),
-        ("killed", "harness_abort"), ("running", "harness_abort"), ("pending", "harness_abort"),
-        ("BASELINE", "baseline"), ("baseline", "baseline"),
-        ("behalten", "keep"), ("verworfen", "discard"), ("崩溃", "crash"), ("保留", "keep"), ("gardé", "keep"),
-        ("too_big", "size_blocked"), ("disqualified", "disqualified"), ("syntax error", "preflight_crash"),
+        ("killed", "harness_abort"),
+        ("running", "harness_abort"),
+        ("pending", "harness_abort"),
+        ("BASELINE", "baseline"),
+        ("baseline", "baseline"),
+        ("behalten", "keep"),
+        ("verworfen", "discard"),
+        ("崩溃", "crash"),
+        ("保留", "keep"),
+        ("gardé", "keep"),
+        ("too_big", "size_blocked"),
+        ("disqualified", "disqualified"),
+        ("syntax error", "preflight_crash"),
     ],
 )
 def test_status_words_map_case_insensitively_onto_failure_labels(word: str, label: str) -> None:
@@ -112,8 +140,13 @@ def test_status_words_map_case_insensitively_onto_failure_labels(word: str, labe
 
 def test_an_unknown_word_is_discard_never_an_error_and_listed_once() -> None:
     assert ar.map_status("meh") == (FailureLabel.DISCARD, False)
-    text = tsv("commit\tval_bpb\tstatus\tdescription", "a1b2c3d\t1.0\tkeep\tbase", "b2c3d4e\t0.5\tmeh\tx",
-               "c3d4e5f\t0.4\tmeh\ty", "d4e5f6a\t0.3\tzut\tz")
+    text = tsv(
+        "commit\tval_bpb\tstatus\tdescription",
+        "a1b2c3d\t1.0\tkeep\tbase",
+        "b2c3d4e\t0.5\tmeh\tx",
+        "c3d4e5f\t0.4\tmeh\ty",
+        "d4e5f6a\t0.3\tzut\tz",
+    )
     trials, layout, warnings = read(text)
     assert [t.status for t in trials[1:]] == [FailureLabel.DISCARD] * 3
     assert [t.extra["status"] for t in trials[1:]] == ["meh", "meh", "zut"]  # the word as written
@@ -156,8 +189,9 @@ def test_placeholders_are_no_metric_and_crash_zero_is_never_a_record() -> None:
 def test_percent_numbers_are_numbers_and_written_back_with_their_sign() -> None:
     trials, layout, _ = read(WELL_FORMED["accuracy_percent"].text)
     assert [t.core_metric for t in trials] == [71.2, 73.9, 72.0, None, 75.5]
-    new = Trial("005", status=FailureLabel.KEEP, core_metric=76.1, hypothesis="mixup + cutmix",
-                extra={"commit": "5f6a7b8"})
+    new = Trial(
+        "005", status=FailureLabel.KEEP, core_metric=76.1, hypothesis="mixup + cutmix", extra={"commit": "5f6a7b8"}
+    )
     assert write([*trials, new], layout).endswith("5f6a7b8\t76.1%\taccepted\tmixup + cutmix\n")
 
 
@@ -166,9 +200,21 @@ def test_percent_numbers_are_numbers_and_written_back_with_their_sign() -> None:
 
 @pytest.mark.parametrize(
     ("name", "lower"),
-    [("val_bpb", True), ("val_loss", True), ("perplexity", True), ("test_error", True), ("WER", True),
-     ("score", False), ("sharpe", False), ("accuracy", False), ("mean_reward", False), ("throughput", False),
-     ("winRate", False), ("col2", None), ("memory_gb", None)],
+    [
+        ("val_bpb", True),
+        ("val_loss", True),
+        ("perplexity", True),
+        ("test_error", True),
+        ("WER", True),
+        ("score", False),
+        ("sharpe", False),
+        ("accuracy", False),
+        ("mean_reward", False),
+        ("throughput", False),
+        ("winRate", False),
+        ("col2", None),
+        ("memory_gb", None),
+    ],
 )
 def test_direction_from_the_metric_name(name: str, lower: bool | None) -> None:
     assert ar.direction_of_name(name) is lower
@@ -177,7 +223,10 @@ def test_direction_from_the_metric_name(name: str, lower: bool | None) -> None:
 def test_direction_name_checked_against_kept_values() -> None:
     assert ar.infer_direction("val_bpb", [1.0, 0.99, 0.98])[0] is True
     assert ar.infer_direction("score", [0.1, 0.2, 0.3])[0] is False
-    assert ar.infer_direction("col2", [3.0, 2.0, 1.0, 0.5]) == (True, "from the kept values (3 of 3 moves between kept values go down, 0 go up)")
+    assert ar.infer_direction("col2", [3.0, 2.0, 1.0, 0.5]) == (
+        True,
+        "from the kept values (3 of 3 moves between kept values go down, 0 go up)",
+    )
     assert ar.infer_direction("score", [0.3, 0.2, 0.1], flag=False)[0] is False  # the flag wins
     with pytest.raises(InvalidInput) as info:
         ar.infer_direction("score", [0.5, 0.4, 0.3, 0.2])
@@ -204,16 +253,27 @@ def test_headerless_file_whose_values_do_not_decide_asks_for_the_flag() -> None:
 def test_parent_is_the_last_keep_before_the_row_and_the_first_row_is_the_baseline() -> None:
     trials, _, _ = read(ORIGINAL)
     assert [(t.exp_id, t.parent_exp, t.baseline_exp) for t in trials] == [
-        ("000", "", ""), ("001", "000", "000"), ("002", "001", "000"), ("003", "001", "000"),
-        ("004", "001", "000"), ("005", "004", "000"), ("006", "004", "000"), ("007", "004", "000"),
+        ("000", "", ""),
+        ("001", "000", "000"),
+        ("002", "001", "000"),
+        ("003", "001", "000"),
+        ("004", "001", "000"),
+        ("005", "004", "000"),
+        ("006", "004", "000"),
+        ("007", "004", "000"),
     ]
     assert trials[1].delta_vs_best == pytest.approx(0.9932 - 0.9979)
     assert trials[5].delta_vs_best == pytest.approx(0.991 - 0.9901)
 
 
 def test_rows_before_any_keep_hang_off_the_first_row() -> None:
-    text = tsv("commit\tval_bpb\tstatus\tdescription", "a1b2c3d\t0.0\tcrash\tbaseline crashed",
-               "b2c3d4e\t1.0\tdiscard\tx", "c3d4e5f\t0.9\tkeep\ty", "d4e5f6a\t0.95\tdiscard\tz")
+    text = tsv(
+        "commit\tval_bpb\tstatus\tdescription",
+        "a1b2c3d\t0.0\tcrash\tbaseline crashed",
+        "b2c3d4e\t1.0\tdiscard\tx",
+        "c3d4e5f\t0.9\tkeep\ty",
+        "d4e5f6a\t0.95\tdiscard\tz",
+    )
     trials, _, _ = read(text, lower_is_better=True)
     assert [t.parent_exp for t in trials] == ["", "000", "000", "002"]
 
@@ -258,7 +318,11 @@ def test_mapping_flags_choose_the_columns() -> None:
 def test_every_other_column_is_kept_in_extra() -> None:
     trials, _, _ = read(WELL_FORMED["extra_columns"].text)
     assert {k: v for k, v in trials[1].extra.items() if not k.startswith("_")} == {
-        "run": "r1", "commit": "bc23de4", "throughput": 1790, "gpu_hours": 0.52, "kept_or_reverted": "kept",
+        "run": "r1",
+        "commit": "bc23de4",
+        "throughput": 1790,
+        "gpu_hours": 0.52,
+        "kept_or_reverted": "kept",
     }
     trials, _, _ = read(WELL_FORMED["sharpe_verdict"].text)
     assert trials[0].extra["max_drawdown"] == -0.21 and trials[0].extra["iteration"] == 1
@@ -277,8 +341,13 @@ def test_val_bpb_fills_the_trial_field_too() -> None:
 def test_trials_recorded_later_are_written_in_the_files_own_format() -> None:
     trials, layout, _ = read(WELL_FORMED["score_upper"].text.replace("\n", "\r\n"))
     new = [
-        Trial("006", status=FailureLabel.KEEP, core_metric=0.5, hypothesis="new\tidea\nwith breaks",
-              extra={"commit": "7a8b9c0"}),
+        Trial(
+            "006",
+            status=FailureLabel.KEEP,
+            core_metric=0.5,
+            hypothesis="new\tidea\nwith breaks",
+            extra={"commit": "7a8b9c0"},
+        ),
         Trial("007", status=FailureLabel.CRASH, core_metric=None, hypothesis="boom", extra={"commit": "8b9c0d1"}),
     ]
     text = write([*trials, *new], layout)
@@ -294,11 +363,18 @@ def test_a_trial_changed_since_import_is_rendered_not_copied() -> None:
 
 
 def test_default_layout_writes_autoresearch_header() -> None:
-    trial = Trial("000", status=FailureLabel.KEEP, core_metric=0.99, hypothesis="baseline",
-                  extra={"commit": "a1b2c3d", "memory_gb": 44.0})
+    trial = Trial(
+        "000",
+        status=FailureLabel.KEEP,
+        core_metric=0.99,
+        hypothesis="baseline",
+        extra={"commit": "a1b2c3d", "memory_gb": 44.0},
+    )
     out = io.StringIO(newline="")
     ar.write_trials([trial], out)
-    assert out.getvalue() == "commit\tval_bpb\tmemory_gb\tstatus\tdescription\na1b2c3d\t0.990000\t44.0\tkeep\tbaseline\n"
+    assert (
+        out.getvalue() == "commit\tval_bpb\tmemory_gb\tstatus\tdescription\na1b2c3d\t0.990000\t44.0\tkeep\tbaseline\n"
+    )
 
 
 def test_layout_survives_its_json_form() -> None:
@@ -317,8 +393,12 @@ def test_registry_tries_fieldkit_then_autoresearch_then_generic() -> None:
     from lineage.formats.fieldkit import HEADER
 
     assert detect_format("\t".join(HEADER) + "\n").name == "fieldkit"
-    for header in ("commit\tval_bpb\tmemory_gb\tstatus\tdescription\n", "iteration\tsharpe\tverdict\tnotes",
-                   "run\tscore\tdecision", "a1b2c3d\t0.997900\t44.0\tkeep\tbaseline\n"):
+    for header in (
+        "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n",
+        "iteration\tsharpe\tverdict\tnotes",
+        "run\tscore\tdecision",
+        "a1b2c3d\t0.997900\t44.0\tkeep\tbaseline\n",
+    ):
         assert detect_format(header).name == "autoresearch", header  # type: ignore[union-attr]
     assert detect_format("alpha\tbeta\tgamma\n").name == "generic"  # type: ignore[union-attr]
     assert detect_format("exp,loss,status\n").name == "generic"  # type: ignore[union-attr]

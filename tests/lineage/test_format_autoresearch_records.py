@@ -29,8 +29,11 @@ from tests.lineage.autoresearch_files import (
 def read(text: str, **options) -> tuple[list[Trial], ar.Layout, list[str]]:  # type: ignore[no-untyped-def]
     warnings: list[str] = []
     layouts: list[ar.Layout] = []
-    trials = list(ar.read_trials(io.StringIO(text, newline=""), options=ar.ImportOptions(**options),
-                                 warnings=warnings, layout_out=layouts))
+    trials = list(
+        ar.read_trials(
+            io.StringIO(text, newline=""), options=ar.ImportOptions(**options), warnings=warnings, layout_out=layouts
+        )
+    )
     return trials, layouts[0], warnings
 
 
@@ -94,8 +97,10 @@ def test_lines_that_are_not_records_stay_text_each_named_in_one_warning() -> Non
     assert len(trials) == 8 and trials[7].extra["val_bpb"] == "FAIL"
     assert "Traceback" in trials[4].extra["_line"] and "step 500" in trials[7].extra["_line"]
     stray = [w for w in warnings if "not a row of the table" in w]
-    assert stray == ["lines 6, 7: not a row of the table; kept as text before line 8 (in <stream>)",
-                     "line 11: not a row of the table; kept as text before line 12 (in <stream>)"]
+    assert stray == [
+        "lines 6, 7: not a row of the table; kept as text before line 8 (in <stream>)",
+        "line 11: not a row of the table; kept as text before line 12 (in <stream>)",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -183,8 +188,10 @@ def test_a_headerless_file_that_imports_says_why_line_1_is_data() -> None:
     text = "".join(ORIGINAL.splitlines(keepends=True)[1:])
     _, layout, warnings = read(text)
     note = next(w for w in warnings if "no header line" in w)
-    assert note.startswith("line 1: no header line -- the line is data (numbers in columns 2, 3; a commit hash in "
-                           "column 1; the status word 'keep' in column 4)")
+    assert note.startswith(
+        "line 1: no header line -- the line is data (numbers in columns 2, 3; a commit hash in "
+        "column 1; the status word 'keep' in column 4)"
+    )
     assert "--columns" in note and "metric 'col2'" in note
 
 
@@ -226,15 +233,24 @@ def test_columns_of_another_width_are_an_error_naming_line_1() -> None:
 
 
 def test_status_words_in_the_metric_column_do_not_hand_the_metric_to_another_column() -> None:
-    text = tsv("commit\tval_bpb\tmemory_gb\tstatus\tdescription", "a1b2c3d\t0.997900\t44.0\tkeep\tbase",
-               "b2c3d4e\tOOM\t0.0\tcrash\twide", "c3d4e5f\tFAIL\t0.0\tcrash\tdeep", "d4e5f6a\t0.99\t44.0\tkeep\tx")
+    text = tsv(
+        "commit\tval_bpb\tmemory_gb\tstatus\tdescription",
+        "a1b2c3d\t0.997900\t44.0\tkeep\tbase",
+        "b2c3d4e\tOOM\t0.0\tcrash\twide",
+        "c3d4e5f\tFAIL\t0.0\tcrash\tdeep",
+        "d4e5f6a\t0.99\t44.0\tkeep\tx",
+    )
     trials, layout, _ = read(text)
     assert layout.metric == "val_bpb" and trials[1].extra["val_bpb"] == "OOM"
 
 
 def test_a_column_named_like_the_metric_but_mostly_words_is_refused_not_replaced() -> None:
-    text = tsv("commit\tval_bpb\tmemory_gb\tstatus\tdescription", "a1b2c3d\t0.997900\t44.0\tkeep\tbase",
-               "b2c3d4e\tsee log\t44.0\tdiscard\tx", "c3d4e5f\tpending eval\t44.2\tkeep\ty")
+    text = tsv(
+        "commit\tval_bpb\tmemory_gb\tstatus\tdescription",
+        "a1b2c3d\t0.997900\t44.0\tkeep\tbase",
+        "b2c3d4e\tsee log\t44.0\tdiscard\tx",
+        "c3d4e5f\tpending eval\t44.2\tkeep\ty",
+    )
     with pytest.raises(InvalidInput) as info:
         read(text)
     assert info.value.field == "metric" and "'val_bpb'" in info.value.message and "--metric" in info.value.message
@@ -283,8 +299,9 @@ def test_decide_direction_puts_the_warning_with_the_files_warnings() -> None:
 
 
 def test_a_file_without_a_status_column_decides_the_direction_by_name_or_overwhelming_values() -> None:
-    zigzag = ["iteration\tj_index\tnote"] + [f"{i}\t{v}\tfeature set {i}" for i, v in
-                                              enumerate([0.80, 0.79, 0.81, 0.80, 0.82, 0.81, 0.80, 0.83, 0.82, 0.81])]
+    zigzag = ["iteration\tj_index\tnote"] + [
+        f"{i}\t{v}\tfeature set {i}" for i, v in enumerate([0.80, 0.79, 0.81, 0.80, 0.82, 0.81, 0.80, 0.83, 0.82, 0.81])
+    ]
     with pytest.raises(InvalidInput) as info:  # 6 of 9 moves down: chance, not a loop's choice
         read(tsv(*zigzag))
     assert info.value.field == "direction" and "no status column" in info.value.message
@@ -302,16 +319,23 @@ def test_a_rate_says_higher_and_is_no_resource() -> None:
         assert ar.is_rate(name) and ar.direction_of_name(name) is False and not ar.is_resource(name)
     for name in ("time_s", "train_s", "wall_sec", "budget_sec"):
         assert not ar.is_rate(name) and ar.is_resource(name)
-    text = tsv("commit\ttok_per_sec\tvram_gb\tcache_hit\tstatus\tdescription",
-               "a1b2c3d\t2.10\t0.0\t0.1\tkeep\tbase", "b2c3d4e\t2.40\t0.0\t0.2\tkeep\tprefetch")
+    text = tsv(
+        "commit\ttok_per_sec\tvram_gb\tcache_hit\tstatus\tdescription",
+        "a1b2c3d\t2.10\t0.0\t0.1\tkeep\tbase",
+        "b2c3d4e\t2.40\t0.0\t0.2\tkeep\tprefetch",
+    )
     assert read(text)[1].metric == "tok_per_sec"
 
 
 def test_id_and_time_columns_and_true_false_cells_are_never_the_metric() -> None:
     assert all(ar.is_id_column(n) for n in ("ts", "candidate_id", "created_at", "exp_id", "timestamp"))
-    text = tsv("ts\tcandidate_id\tflag\tloss\tstatus\tdescription",
-               "1771000000\t0001\tTrue\t0.9\tkeep\ta", "1771000330\t0002\tFalse\t0.8\tkeep\tb",
-               "1771000660\t0003\t3\t0.7\tkeep\tc", "1771000990\t0004\t-\t0.6\tkeep\td")
+    text = tsv(
+        "ts\tcandidate_id\tflag\tloss\tstatus\tdescription",
+        "1771000000\t0001\tTrue\t0.9\tkeep\ta",
+        "1771000330\t0002\tFalse\t0.8\tkeep\tb",
+        "1771000660\t0003\t3\t0.7\tkeep\tc",
+        "1771000990\t0004\t-\t0.6\tkeep\td",
+    )
     assert read(text)[1].metric == "loss"
     assert ar.name_tokens("val_map50_95")[-1] == "map" and ar.direction_of_name("val_map50_95") is False
 
@@ -320,7 +344,9 @@ def test_a_table_that_records_no_status_commit_or_description_is_no_loops() -> N
     text = tsv("starttime\tseconds\tctime\tdtime", "Mon 10:00\t1768212000\t80\t5000", "Mon 10:01\t1768212001\t81\t5037")
     with pytest.raises(InvalidInput) as info:
         read(text)
-    assert info.value.field == "file" and info.value.line == 1 and "not the results table of a loop" in info.value.message
+    assert (
+        info.value.field == "file" and info.value.line == 1 and "not the results table of a loop" in info.value.message
+    )
     trials, layout, _ = read(text, metric="dtime", lower_is_better=True)  # a flag says it is one
     assert layout.metric == "dtime" and len(trials) == 2
 
@@ -329,9 +355,12 @@ def test_a_table_that_records_no_status_commit_or_description_is_no_loops() -> N
 
 
 def test_cells_without_a_column_are_kept_and_the_row_is_a_trial() -> None:
-    text = tsv("commit\ttrain_loss\tvram_mb\tstatus\tdescription", "baseline\t4.10\t18110\tkeep\tdefault",
-               "v1_ode\t1.70\t21950\t1520s\tkeep\tODE, stage B",  # a duration inserted before the status
-               "v2_ode\t1.65\t21950\tkeep\tODE only\tsee notes")  # a tab inside the text: the description
+    text = tsv(
+        "commit\ttrain_loss\tvram_mb\tstatus\tdescription",
+        "baseline\t4.10\t18110\tkeep\tdefault",
+        "v1_ode\t1.70\t21950\t1520s\tkeep\tODE, stage B",  # a duration inserted before the status
+        "v2_ode\t1.65\t21950\tkeep\tODE only\tsee notes",
+    )  # a tab inside the text: the description
     trials, layout, warnings = read(text)
     assert [t.status.value for t in trials] == ["keep", "keep", "keep"]
     assert trials[1].extra["col4"] == "1520s" and trials[1].hypothesis == "ODE, stage B"
@@ -345,8 +374,14 @@ def test_cells_without_a_column_are_kept_and_the_row_is_a_trial() -> None:
 
 
 def test_a_record_broken_over_two_lines_is_one_trial() -> None:
-    text = tsv("date\tversion\tscore\tstatus\tnotes", "2026-05-01\tv1.0", "v\t0.5\tkeep\tfirst",
-               "2026-05-02\tv1.1\t0.6\tkeep\tsecond", "2026-05-03\tv2.0", "v\t0.7\tkeep\tthird")
+    text = tsv(
+        "date\tversion\tscore\tstatus\tnotes",
+        "2026-05-01\tv1.0",
+        "v\t0.5\tkeep\tfirst",
+        "2026-05-02\tv1.1\t0.6\tkeep\tsecond",
+        "2026-05-03\tv2.0",
+        "v\t0.7\tkeep\tthird",
+    )
     trials, layout, warnings = read(text)
     assert len(trials) == 3 and trials[0].extra["version"] == "v1.0\nv" and trials[2].core_metric == 0.7
     assert any("one record broken over lines 2-3" in w for w in warnings)

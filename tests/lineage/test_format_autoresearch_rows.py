@@ -35,8 +35,23 @@ def generated(rows: int, seed: int) -> str:
     written in and out of the column's format, placeholders, crash zeros, known, unknown
     and upper-case status words, empty cells, ``%`` cells, a non-numeric metric."""
     rng = random.Random(seed)
-    metrics = ["0.997900", "1.0", "0.98", "+0.991000", "1e-3", "-999", "0.000000", "0", "", "-", "nan", "inf",
-               "0.993200", "12", "FAIL"]
+    metrics = [
+        "0.997900",
+        "1.0",
+        "0.98",
+        "+0.991000",
+        "1e-3",
+        "-999",
+        "0.000000",
+        "0",
+        "",
+        "-",
+        "nan",
+        "inf",
+        "0.993200",
+        "12",
+        "FAIL",
+    ]
     memories = ["44.0", "44", "44.25", "", "-", "n/a", "7%", "0.0", "1e3", "x"]
     words = ["keep", "discard", "crash", "KEEP", "kept", "reverted", "oom", "timeout", "meh", "", "running"]
     lines = ["commit\tval_bpb\tmemory_gb\tstatus\tdescription"]
@@ -55,7 +70,9 @@ def corpus() -> dict[str, tuple[str, str, dict]]:
             files[name] = (case.text, GENERIC if name.startswith("csv") else NAME, dict(case.options))
     files["status_column_extra"] = (
         tsv("iteration\tsharpe\tmax_drawdown\tverdict\tcomment", "1\t1.12\t-0.21\tkept\ta", "2\t1.35\t\tnope\tb"),
-        NAME, {})
+        NAME,
+        {},
+    )
     for seed in range(4):
         files[f"generated_{seed}"] = (generated(300, seed), NAME, {})
     return files

@@ -49,7 +49,7 @@ NASTY_TEXT = [
     "trailing space ",
     " leading space",
     "ünïcødé — λ ≥ 0.5 🚀",
-    "multi\n\nparagraph\twith\t\"everything\"\r\n",
+    'multi\n\nparagraph\twith\t"everything"\r\n',
     "\u2028line separator\x1cfs\x85nel",
 ]
 NASTY_FLOATS = [0.1, 1e-7, 33.21, 14260.0, -0.0, 0.0, 1e300, -2.5e-308, 3.0000000000000004, 123456789.123]
@@ -141,7 +141,7 @@ def random_sweep(rng: random.Random, n: int) -> list[FkTrial]:
                 delta_vs_best=num(),
                 train_s=num(nonneg=True),
                 total_s=num(nonneg=True),
-                job_name=rng.choice(["", f"job-{i}", "job \"quoted\""]),
+                job_name=rng.choice(["", f"job-{i}", 'job "quoted"']),
                 snapshot_path=rng.choice(["", f"snapshots/{exp_id}"]),
                 notes=rng.choice(NASTY_TEXT),
             )
@@ -191,8 +191,6 @@ def test_every_trial_read_passes_the_domain_rules(tmp_path: Path) -> None:
     assert all(validate_trial(t) is t for t in trials)
 
 
-
-
 def fieldkit_can_read(cell: str) -> bool:
     """fieldkit quotes a cell for a tab, a quote or \\n, not for \\r alone (then it cannot read it)."""
     return "\r" not in cell or any(c in cell for c in '\t"\n')
@@ -203,8 +201,9 @@ fk_text = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40),
 ).filter(fieldkit_can_read)
 fk_float = st.one_of(st.none(), st.sampled_from(NASTY_FLOATS), st.floats(allow_nan=False, allow_infinity=False))
-fk_duration = st.one_of(st.none(), st.sampled_from([0.0, -0.0, 14260.0, 1e-7]),
-                        st.floats(min_value=0, max_value=MAX_DURATION_S))
+fk_duration = st.one_of(
+    st.none(), st.sampled_from([0.0, -0.0, 14260.0, 1e-7]), st.floats(min_value=0, max_value=MAX_DURATION_S)
+)
 
 
 @st.composite
@@ -254,7 +253,9 @@ any_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charact
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(any_text, any_text, st.sampled_from(list(FailureLabel)), fk_float), min_size=1, max_size=8))
-def test_any_ledger_trials_round_trip_and_fieldkit_agrees(cells: list[tuple[str, str, FailureLabel, float | None]]) -> None:
+def test_any_ledger_trials_round_trip_and_fieldkit_agrees(
+    cells: list[tuple[str, str, FailureLabel, float | None]],
+) -> None:
     trials = [
         Trial(exp_id=f"{i:03d}", hypothesis=h, notes=n, status=s, core_metric=m, seq=i)
         for i, (h, n, s, m) in enumerate(cells)
@@ -411,7 +412,9 @@ def test_fieldkit_reads_an_extended_file(tmp_path: Path) -> None:
     [
         pytest.param(HEADER_LINE.replace("status", "state"), col("status"), "state", id="renamed-column"),
         pytest.param(HEADER_LINE.replace("\tnotes", ""), col("notes"), "notes", id="missing-column"),
-        pytest.param(HEADER_LINE.replace("domain\thypothesis", "hypothesis\tdomain"), col("domain"), "hypothesis", id="reordered"),
+        pytest.param(
+            HEADER_LINE.replace("domain\thypothesis", "hypothesis\tdomain"), col("domain"), "hypothesis", id="reordered"
+        ),
         pytest.param(HEADER_LINE.rstrip("\n") + "\tcomment\n", 18, "comment", id="unknown-extra-column"),
         pytest.param(EXTENDED_LINE.replace("\textra", ""), col("extra"), "extra", id="partial-extended"),
         pytest.param(EXTENDED_LINE.rstrip("\n") + "\tmore\n", 25, "more", id="after-extended"),
@@ -442,8 +445,12 @@ MULTILINE_ROW = good_row("000", hypothesis="spans\nthree\nlines", notes='"quoted
         pytest.param(good_row("002", core_metric="1e999"), col("core_metric"), "core_metric", id="overflow"),
         pytest.param(good_row("002", train_s="-0.5"), col("train_s"), "train_s", id="negative-train-s"),
         pytest.param(good_row("002", total_s="-1"), col("total_s"), "total_s", id="negative-total-s"),
-        pytest.param(good_row("002", hypothesis="h" * (MAX_LONG_TEXT + 1)), col("hypothesis"), "hypothesis", id="oversized-long"),
-        pytest.param(good_row("002", job_name="j" * (MAX_SHORT_TEXT + 1)), col("job_name"), "job_name", id="oversized-short"),
+        pytest.param(
+            good_row("002", hypothesis="h" * (MAX_LONG_TEXT + 1)), col("hypothesis"), "hypothesis", id="oversized-long"
+        ),
+        pytest.param(
+            good_row("002", job_name="j" * (MAX_SHORT_TEXT + 1)), col("job_name"), "job_name", id="oversized-short"
+        ),
         pytest.param(good_row("002", notes="n" * 200_000), col("notes"), "notes", id="over-csv-field-limit"),
         pytest.param(good_row("002", domain="a\x00b"), col("domain"), "domain", id="nul"),
         pytest.param(good_row(""), 1, "exp_id", id="empty-exp-id"),
@@ -478,7 +485,11 @@ def test_cell_with_a_carriage_return_is_quoted_so_fieldkit_can_read_it(tmp_path:
     trial = Trial(exp_id="001", status=FailureLabel.KEEP, notes="a\rb", hypothesis="x")
     with fmt.open_results(tmp_path / "results.tsv", "w") as fh:
         fmt.write_trials([trial, Trial(exp_id="002")], fh)
-    assert (tmp_path / "results.tsv").read_bytes().endswith(b'\tx\t\tkeep\t\t\t\t\t\t\t\t"a\rb"\n002' + b"\t" * 8 + b"discard" + b"\t" * 8 + b"\n")
+    assert (
+        (tmp_path / "results.tsv")
+        .read_bytes()
+        .endswith(b'\tx\t\tkeep\t\t\t\t\t\t\t\t"a\rb"\n002' + b"\t" * 8 + b"discard" + b"\t" * 8 + b"\n")
+    )
     assert [t.notes for t in LineageStore(tmp_path).all_trials()] == ["a\rb", ""]
     with fmt.open_results(tmp_path / "results.tsv") as fh:
         assert [t.notes for t in fmt.read_trials(fh)] == ["a\rb", ""]
@@ -493,7 +504,9 @@ def test_cell_with_a_carriage_return_is_quoted_so_fieldkit_can_read_it(tmp_path:
 
 
 def test_unclosed_quote_swallows_the_rest_and_fails_where_it_started() -> None:
-    text = HEADER_LINE + "\t".join(good_row("001", hypothesis='"never closed')) + "\n" + "\t".join(good_row("002")) + "\n"
+    text = (
+        HEADER_LINE + "\t".join(good_row("001", hypothesis='"never closed')) + "\n" + "\t".join(good_row("002")) + "\n"
+    )
     err = error_of(text)
     assert where(err) == (2, col("expected_delta"), "expected_delta") and "never closes" in err.message
 
@@ -501,7 +514,9 @@ def test_unclosed_quote_swallows_the_rest_and_fails_where_it_started() -> None:
 @pytest.mark.parametrize(
     ("cells", "column", "field"),
     [
-        pytest.param({"ig_clip_scale_frac_low": "1.5"}, col("ig_clip_scale_frac_low"), "ig_clip_scale_frac_low", id="fraction"),
+        pytest.param(
+            {"ig_clip_scale_frac_low": "1.5"}, col("ig_clip_scale_frac_low"), "ig_clip_scale_frac_low", id="fraction"
+        ),
         pytest.param({"ig_clip_scale_std": "inf"}, col("ig_clip_scale_std"), "ig_clip_scale_std", id="clip-inf"),
         pytest.param({"extra": "{not json"}, col("extra"), "extra", id="extra-not-json"),
         pytest.param({"extra": "[1, 2]"}, col("extra"), "extra", id="extra-not-object"),

@@ -26,22 +26,26 @@ def _requests() -> list[RecordRequest]:
     conflict, bad fields, a parent that is not a trial, crashes, roots, similar texts."""
     same = {"status": "discard", "core_metric": 0.97, "hypothesis": "warmup schedule longer for adam"}
     return [
-        RecordRequest({"status": "keep", "core_metric": 0.9, "hypothesis": "cosine learning rate decay with warmup"},
-                      similar_prior=True),
-        RecordRequest({"status": "sideways"}),                                      # bad status
+        RecordRequest(
+            {"status": "keep", "core_metric": 0.9, "hypothesis": "cosine learning rate decay with warmup"},
+            similar_prior=True,
+        ),
+        RecordRequest({"status": "sideways"}),  # bad status
         RecordRequest(same, "key-1", similar_prior=True),
-        RecordRequest(same, "key-1", similar_prior=True),                           # the same key again: replay
-        RecordRequest({**same, "core_metric": 0.5}, "key-1"),                       # the key, another body
+        RecordRequest(same, "key-1", similar_prior=True),  # the same key again: replay
+        RecordRequest({**same, "core_metric": 0.5}, "key-1"),  # the key, another body
         RecordRequest({"exp_id": "100", "status": "keep", "core_metric": 0.8, "hypothesis": "wider mlp"}),
         RecordRequest({"exp_id": "100", "status": "keep", "core_metric": 0.8, "hypothesis": "wider mlp"}),  # replay
-        RecordRequest({"exp_id": "100", "status": "keep", "core_metric": 0.7}),     # conflict
+        RecordRequest({"exp_id": "100", "status": "keep", "core_metric": 0.7}),  # conflict
         RecordRequest({"status": "keep", "core_metric": 0.6, "parent_exp": "999"}),  # no such parent
-        RecordRequest({"status": "crash", "core_metric": 0, "hypothesis": "cosine decay warmup learning rate"},
-                      similar_prior=True),
+        RecordRequest(
+            {"status": "crash", "core_metric": 0, "hypothesis": "cosine decay warmup learning rate"}, similar_prior=True
+        ),
         RecordRequest({"status": "crash", "hypothesis": "fp8 matmuls"}),
         RecordRequest({"status": "keep", "core_metric": 0.85, "parent_exp": "", "hypothesis": "a new root"}),
-        RecordRequest({"status": "discard", "core_metric": 0.95, "hypothesis": "learning rate warmup cosine"},
-                      similar_prior=True),
+        RecordRequest(
+            {"status": "discard", "core_metric": 0.95, "hypothesis": "learning rate warmup cosine"}, similar_prior=True
+        ),
     ]
 
 
@@ -69,8 +73,11 @@ def _one_by_one(ledger: Ledger, slug: str, requests: list[RecordRequest]) -> lis
     out: list[Any] = []
     for request in requests:
         try:
-            out.append(ledger.record_trial(slug, request.fields, idempotency_key=request.idempotency_key,
-                                           similar_prior=request.similar_prior))
+            out.append(
+                ledger.record_trial(
+                    slug, request.fields, idempotency_key=request.idempotency_key, similar_prior=request.similar_prior
+                )
+            )
         except LedgerError as error:
             out.append(error)
     return out
@@ -102,8 +109,17 @@ def test_a_group_tells_each_writer_what_one_record_after_another_would(ledger: L
     # what the mix holds, so the comparison means something
     kinds = [type(o).__name__ for o in grouped]
     assert kinds.count("InvalidInput") == 2 and kinds.count("Conflict") == 2
-    assert [o.created for o in grouped if not isinstance(o, LedgerError)] == [True, True, False, True, False,
-                                                                                True, True, True, True]
+    assert [o.created for o in grouped if not isinstance(o, LedgerError)] == [
+        True,
+        True,
+        False,
+        True,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
     assert any(o.similar_prior for o in grouped if not isinstance(o, LedgerError))
     # the counters moved by what was stored: the next id follows on
     after = ledger.record_trial("grouped", {"status": "discard", "core_metric": 0.99})
@@ -113,11 +129,14 @@ def test_a_group_tells_each_writer_what_one_record_after_another_would(ledger: L
 
 def test_a_bad_item_fails_alone_and_leaves_nothing_of_itself(ledger: Ledger) -> None:
     ledger.create_project("p", lower_is_better=True)
-    outcomes = ledger.record_group("p", [
-        RecordRequest({"status": "keep", "core_metric": 0.9}),
-        RecordRequest({"status": "keep", "core_metric": 0.5, "parent_exp": "404", "hypothesis": "orphan"}),
-        RecordRequest({"status": "keep", "core_metric": 0.8}),
-    ])
+    outcomes = ledger.record_group(
+        "p",
+        [
+            RecordRequest({"status": "keep", "core_metric": 0.9}),
+            RecordRequest({"status": "keep", "core_metric": 0.5, "parent_exp": "404", "hypothesis": "orphan"}),
+            RecordRequest({"status": "keep", "core_metric": 0.8}),
+        ],
+    )
     assert isinstance(outcomes[1], InvalidInput) and outcomes[1].field == "parent_exp"
     assert [o.trial.exp_id for o in (outcomes[0], outcomes[2])] == ["000", "001"]
     assert outcomes[2].trial.parent_exp == "000" and outcomes[2].is_new_best
@@ -130,17 +149,29 @@ def test_webhook_events_and_guardrail_trips_are_those_of_single_records(ledger: 
     for slug in ("grouped", "single"):
         ledger.add_hook(slug, "http://127.0.0.1:9/hook", events=["new_best", "trial_crashed", "guardrail_tripped"])
         ledger.set_guardrails(slug, {"max_crash_streak": 2, "max_trials_without_improvement": 3})
-    requests = [RecordRequest(fields) for fields in (
-        {"status": "keep", "core_metric": 0.9}, {"status": "crash"}, {"status": "crash"}, {"status": "crash"},
-        {"status": "discard", "core_metric": 0.95}, {"status": "keep", "core_metric": 0.8},
-    )]
+    requests = [
+        RecordRequest(fields)
+        for fields in (
+            {"status": "keep", "core_metric": 0.9},
+            {"status": "crash"},
+            {"status": "crash"},
+            {"status": "crash"},
+            {"status": "discard", "core_metric": 0.95},
+            {"status": "keep", "core_metric": 0.8},
+        )
+    ]
     ledger.record_group("grouped", requests)
     _one_by_one(ledger, "single", requests)
 
     def events(slug: str) -> list[tuple[str, Any]]:
         with engine.connect() as conn:
-            rows = conn.execute(text("SELECT d.event_type, d.body FROM hook_deliveries d JOIN projects p "
-                                     "ON p.id = d.project_id WHERE p.slug = :slug ORDER BY d.id"), {"slug": slug})
+            rows = conn.execute(
+                text(
+                    "SELECT d.event_type, d.body FROM hook_deliveries d JOIN projects p "
+                    "ON p.id = d.project_id WHERE p.slug = :slug ORDER BY d.id"
+                ),
+                {"slug": slug},
+            )
             return [(event, _exp_ids(json.loads(body))) for event, body in rows]
 
     assert events("grouped") == events("single")
@@ -160,9 +191,11 @@ def test_a_database_error_records_each_item_alone(ledger: Ledger, monkeypatch: p
         return insert(conn, project, trial, **kwargs)
 
     monkeypatch.setattr(ledger.store, "insert_trial", failing)
-    requests = [RecordRequest({"status": "keep", "core_metric": 0.9, "hypothesis": "fine"}),
-                RecordRequest({"status": "keep", "core_metric": 0.8, "hypothesis": "poison"}),
-                RecordRequest({"status": "keep", "core_metric": 0.7, "hypothesis": "also fine"})]
+    requests = [
+        RecordRequest({"status": "keep", "core_metric": 0.9, "hypothesis": "fine"}),
+        RecordRequest({"status": "keep", "core_metric": 0.8, "hypothesis": "poison"}),
+        RecordRequest({"status": "keep", "core_metric": 0.7, "hypothesis": "also fine"}),
+    ]
     with pytest.raises(OperationalError):  # alone, the database's error reaches its writer
         ledger.record_group("p", requests[1:2])
     outcomes = ledger.record_group("p", requests)
@@ -181,9 +214,16 @@ def test_a_missing_project_is_told_to_every_item_and_groups_are_bounded(ledger: 
 
 def test_a_group_adds_its_words_to_the_vocabulary_and_finds_by_prefix(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
     ledger.create_project("p", lower_is_better=True)
-    ledger.record_group("p", [RecordRequest({"status": "keep", "core_metric": 0.9,
-                                             "hypothesis": f"zygomorphic{i} attention sinks"}, similar_prior=True)
-                              for i in range(3)])
+    ledger.record_group(
+        "p",
+        [
+            RecordRequest(
+                {"status": "keep", "core_metric": 0.9, "hypothesis": f"zygomorphic{i} attention sinks"},
+                similar_prior=True,
+            )
+            for i in range(3)
+        ],
+    )
     with engine.connect() as conn:
         words = set(conn.execute(text("SELECT term FROM trial_search_terms WHERE term LIKE 'zygomorphic%'")).scalars())
     assert words == {"zygomorphic0", "zygomorphic1", "zygomorphic2"}
@@ -216,8 +256,26 @@ def _overlapping(count: int, seed: int) -> list[str]:
     """Texts from a small vocabulary, so shortlists fill up from recent trials and bands."""
     import random
 
-    words = ["warmup", "cosine", "decay", "learning", "rate", "batch", "size", "clip", "gradient", "norm",
-             "dropout", "residual", "attention", "heads", "wider", "mlp", "longer", "schedule"]
+    words = [
+        "warmup",
+        "cosine",
+        "decay",
+        "learning",
+        "rate",
+        "batch",
+        "size",
+        "clip",
+        "gradient",
+        "norm",
+        "dropout",
+        "residual",
+        "attention",
+        "heads",
+        "wider",
+        "mlp",
+        "longer",
+        "schedule",
+    ]
     rng = random.Random(seed)
     return [" ".join(rng.sample(words, rng.randint(3, 7))) for _ in range(count)]
 
@@ -238,10 +296,14 @@ def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine,
         return given
 
     monkeypatch.setattr(GroupReads, "new_trial", checked)
-    stored = [{"exp_id": f"s{i}", "status": "discard", "core_metric": 2.0 + i, "hypothesis": text}
-              for i, text in enumerate(_overlapping(25, seed=1))]
-    orphans = [{"exp_id": "o1", "parent_exp": "031", "status": "discard", "core_metric": 5.0, "hypothesis": "waits"},
-               {"exp_id": "o2", "parent_exp": "o1", "status": "discard", "core_metric": 5.0, "hypothesis": "below"}]
+    stored = [
+        {"exp_id": f"s{i}", "status": "discard", "core_metric": 2.0 + i, "hypothesis": text}
+        for i, text in enumerate(_overlapping(25, seed=1))
+    ]
+    orphans = [
+        {"exp_id": "o1", "parent_exp": "031", "status": "discard", "core_metric": 5.0, "hypothesis": "waits"},
+        {"exp_id": "o2", "parent_exp": "o1", "status": "discard", "core_metric": 5.0, "hypothesis": "below"},
+    ]
     for slug in ("grouped", "single"):
         ledger.create_project(slug, lower_is_better=True)
         ledger.import_trials(slug, iter([trial_from_mapping(row) for row in (*stored, *orphans)]))
@@ -251,14 +313,17 @@ def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine,
     for number, size in enumerate(sizes):
         requests = []
         for k in range(size):
-            fields: dict[str, Any] = {"status": ("keep", "discard", "crash")[k % 3], "hypothesis": next(texts),
-                                      "core_metric": round(1.5 - 0.01 * (number * 10 + k), 3)}
+            fields: dict[str, Any] = {
+                "status": ("keep", "discard", "crash")[k % 3],
+                "hypothesis": next(texts),
+                "core_metric": round(1.5 - 0.01 * (number * 10 + k), 3),
+            }
             if k % 5 == 1:
-                fields["parent_exp"] = "s3"                    # a stored parent
+                fields["parent_exp"] = "s3"  # a stored parent
             elif k % 5 == 4:
-                fields["parent_exp"] = "o2"                    # an orphan, adopted on the way
+                fields["parent_exp"] = "o2"  # an orphan, adopted on the way
             elif k % 5 == 2 and k > 2:
-                fields["parent_exp"] = "" if k % 2 else None   # a root
+                fields["parent_exp"] = "" if k % 2 else None  # a root
             elif k % 7 == 3:
                 fields["notes"] = "gradient clip norm"
             fields = {key: ("" if value is None else value) for key, value in fields.items()}
@@ -272,9 +337,16 @@ def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine,
         assert len(given_reads) >= len(grouped_said) - 3 and all(given_reads)
     assert stored_rows(ledger, "grouped") == stored_rows(ledger, "single")
     with engine.connect() as conn:
-        links = {slug: conn.execute(text(
-            "SELECT t.exp_id, t.chain_depth, t.chain_skip FROM trials t JOIN projects p ON p.id = t.project_id "
-            "WHERE p.slug = :slug ORDER BY t.seq"), {"slug": slug}).all() for slug in ("grouped", "single")}
+        links = {
+            slug: conn.execute(
+                text(
+                    "SELECT t.exp_id, t.chain_depth, t.chain_skip FROM trials t JOIN projects p ON p.id = t.project_id "
+                    "WHERE p.slug = :slug ORDER BY t.seq"
+                ),
+                {"slug": slug},
+            ).all()
+            for slug in ("grouped", "single")
+        }
     assert links["grouped"] == links["single"]
     assert {row[1] for row in links["grouped"]} - {0, 1, 2}  # chains deeper than a step
     # what the comparison covered: similar_prior answers, an orphan adopted by an allocated id

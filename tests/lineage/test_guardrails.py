@@ -121,16 +121,19 @@ def test_prompt_wrapper_says_a_guardrail_tripped(project: Ledger) -> None:
     assert "GUARDRAIL" not in raw
 
 
-@pytest.mark.parametrize(("values", "field"), [
-    ({"max_crash_streak": 0}, "max_crash_streak"),
-    ({"max_crash_streak": 2.5}, "max_crash_streak"),
-    ({"max_crash_streak": True}, "max_crash_streak"),
-    ({"max_trials_without_improvement": -3}, "max_trials_without_improvement"),
-    ({"budget_hours": 0}, "budget_hours"),
-    ({"budget_hours": float("nan")}, "budget_hours"),
-    ({"budget_hours": "ten"}, "budget_hours"),
-    ({"max_crashes": 3}, "max_crashes"),
-])
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"max_crash_streak": 0}, "max_crash_streak"),
+        ({"max_crash_streak": 2.5}, "max_crash_streak"),
+        ({"max_crash_streak": True}, "max_crash_streak"),
+        ({"max_trials_without_improvement": -3}, "max_trials_without_improvement"),
+        ({"budget_hours": 0}, "budget_hours"),
+        ({"budget_hours": float("nan")}, "budget_hours"),
+        ({"budget_hours": "ten"}, "budget_hours"),
+        ({"max_crashes": 3}, "max_crashes"),
+    ],
+)
 def test_a_bad_policy_names_its_field_and_writes_nothing(project: Ledger, values: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         project.set_guardrails("p", values)

@@ -23,8 +23,12 @@ FAST = DeliveryPolicy(timeout_s=2.0, max_attempts=3, backoff_s=0.05, max_backoff
 
 def _states(engine) -> list[tuple[str, int, str]]:  # type: ignore[no-untyped-def]
     with engine.connect() as conn:
-        return [tuple(row) for row in conn.execute(  # type: ignore[misc]
-            text("SELECT state, attempts, last_error FROM hook_deliveries ORDER BY id"))]
+        return [
+            tuple(row)
+            for row in conn.execute(  # type: ignore[misc]
+                text("SELECT state, attempts, last_error FROM hook_deliveries ORDER BY id")
+            )
+        ]
 
 
 def _deliver_until(ledger: Ledger, policy: DeliveryPolicy, done, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
@@ -52,10 +56,21 @@ def project(ledger: Ledger) -> Ledger:
     return ledger
 
 
-@pytest.mark.parametrize("url", [
-    "ftp://example.com/hook", "file:///etc/passwd", "javascript:alert(1)", "example.com/hook", "http://",
-    "http://exa mple.com/", "https://example.com/\n", "", "http://example.com:99999/", "x" * 3000,
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.com/hook",
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "example.com/hook",
+        "http://",
+        "http://exa mple.com/",
+        "https://example.com/\n",
+        "",
+        "http://example.com:99999/",
+        "x" * 3000,
+    ],
+)
 def test_a_url_that_is_not_http_is_a_clear_error(project: Ledger, url: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         project.add_hook("p", url)
@@ -83,8 +98,9 @@ def test_the_secret_is_shown_once(project: Ledger) -> None:
 def test_events_are_signed_and_carry_the_documented_payload(project: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
     with Receiver("ok") as receiver:
         _, secret = project.add_hook("p", receiver.url)
-        project.record_trial("p", {"status": "keep", "core_metric": 0.5, "hypothesis": "smaller lr",
-                                   "parent_exp": "000"})
+        project.record_trial(
+            "p", {"status": "keep", "core_metric": 0.5, "hypothesis": "smaller lr", "parent_exp": "000"}
+        )
         project.record_trial("p", {"status": "crash", "hypothesis": "bigger batch"})
         assert receiver.requests == []  # recording wrote to the outbox only
         report = deliver_due(project, FAST)
@@ -130,8 +146,9 @@ def test_a_hanging_receiver_times_out_and_never_holds_up_a_writer(project: Ledge
     with Receiver("hang") as receiver:
         project.add_hook("p", receiver.url, events=["trial_crashed"])
         project.record_trial("p", {"status": "crash"})
-        worker = threading.Thread(target=_deliver_until,
-                                  args=(project, policy, lambda: _states(engine)[0][0] == "failed"))
+        worker = threading.Thread(
+            target=_deliver_until, args=(project, policy, lambda: _states(engine)[0][0] == "failed")
+        )
         worker.start()
         receiver.wait_for(1)
         # the receiver holds a delivery open: writes go on
@@ -189,8 +206,7 @@ def test_a_lapsed_claim_is_taken_over(project: Ledger) -> None:
         project.record_trial("p", {"status": "crash"})
         now = time.time()
         with project.store.write() as conn:
-            claimed = project.store.claim_due_deliveries(conn, now=now, lease_until=now + 3600, token="dead",
-                                                         limit=10)
+            claimed = project.store.claim_due_deliveries(conn, now=now, lease_until=now + 3600, token="dead", limit=10)
         assert len(claimed) == 1
         assert deliver_due(project, FAST).delivered == 0  # leased to the dead worker
         assert deliver_due(project, FAST, now=now + 3601).delivered == 1
@@ -229,4 +245,6 @@ def test_a_stopping_worker_gives_back_what_it_did_not_try(project: Ledger, engin
         assert not worker.is_alive() and len(receiver.requests) == 1
     assert [state[:2] for state in _states(engine)] == [("pending", 1), ("pending", 0), ("pending", 0)]
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT COUNT(*) FROM hook_deliveries WHERE claim_token IS NOT NULL")).scalar_one() == 0
+        assert (
+            conn.execute(text("SELECT COUNT(*) FROM hook_deliveries WHERE claim_token IS NOT NULL")).scalar_one() == 0
+        )

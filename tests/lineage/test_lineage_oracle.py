@@ -22,11 +22,20 @@ SEEDS = range(12)
 
 def _positive_zero(trials: list[Trial]) -> list[Trial]:
     """SQLite stores -0.0 as 0.0 (REAL affinity); see test_sqlite_folds_negative_zero."""
+
     def fix(value: float | None) -> float | None:
         return 0.0 if value == 0.0 else value
 
-    return [t.with_changes(core_metric=fix(t.core_metric), delta_vs_best=fix(t.delta_vs_best),
-                           val_bpb=fix(t.val_bpb), train_s=fix(t.train_s), total_s=fix(t.total_s)) for t in trials]
+    return [
+        t.with_changes(
+            core_metric=fix(t.core_metric),
+            delta_vs_best=fix(t.delta_vs_best),
+            val_bpb=fix(t.val_bpb),
+            train_s=fix(t.train_s),
+            total_s=fix(t.total_s),
+        )
+        for t in trials
+    ]
 
 
 def _load(ledger: Ledger, trials: list[Trial], *, lower: bool, policy: BestPolicy) -> str:
@@ -65,8 +74,9 @@ def test_prompt_is_byte_identical_to_fieldkit(ledger: Ledger, backend: str, seed
     if backend == "sqlite":
         trials = _positive_zero(trials)
     args = dict(top_k=rng.choice([1, 3, 20]), recent_n=rng.choice([1, 5, 30]), last_m=rng.choice([1, 5, 10]))
-    expected = fieldkit_snapshot(trials, tmp_path, lower_is_better=lower, specialist="spec-next",
-                                 timestamp="2026-11-23T06:00:00Z", **args).rendered_prompt
+    expected = fieldkit_snapshot(
+        trials, tmp_path, lower_is_better=lower, specialist="spec-next", timestamp="2026-11-23T06:00:00Z", **args
+    ).rendered_prompt
     slug = _load(ledger, trials, lower=lower, policy=BestPolicy.FIELDKIT)
     got = ledger.render_prompt(slug, specialist="spec-next", timestamp="2026-11-23T06:00:00Z", **args)
     assert got == expected
@@ -81,8 +91,9 @@ def test_default_policy_matches_fieldkit_wherever_the_policies_agree(ledger: Led
     kept = fieldkit_view(trials, lower_is_better=lower, policy=BestPolicy.KEPT, top_k=20, recent_n=30, last_m=10)
     slug = _load(ledger, trials, lower=lower, policy=BestPolicy.KEPT)
     got = ledger.render_prompt(slug, specialist="s")
-    expected = fieldkit_snapshot(trials, tmp_path, lower_is_better=lower, specialist="s",
-                                 top_k=20, recent_n=30, last_m=10).rendered_prompt
+    expected = fieldkit_snapshot(
+        trials, tmp_path, lower_is_better=lower, specialist="s", top_k=20, recent_n=30, last_m=10
+    ).rendered_prompt
     if fk.best.exp_id == kept.best.exp_id:
         assert got == expected
     else:  # a discard (or similar) out-scored every kept trial: only fieldkit calls it best
@@ -92,7 +103,9 @@ def test_default_policy_matches_fieldkit_wherever_the_policies_agree(ledger: Led
 
 def test_sqlite_folds_negative_zero_and_postgresql_keeps_it(ledger: Ledger, backend: str) -> None:
     ledger.create_project("z")
-    ledger.import_trials("z", iter([Trial(exp_id="000", status=FailureLabel.BASELINE, core_metric=1.0, delta_vs_best=-0.0)]))
+    ledger.import_trials(
+        "z", iter([Trial(exp_id="000", status=FailureLabel.BASELINE, core_metric=1.0, delta_vs_best=-0.0)])
+    )
     stored = ledger.trial("z", "000").delta_vs_best
     assert stored == 0.0
     assert math.copysign(1.0, stored) == (1.0 if backend == "sqlite" else -1.0)

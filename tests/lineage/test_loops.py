@@ -32,8 +32,9 @@ def imported(ledger: Ledger, text: str, slug: str = "loop", **options) -> loops.
     fmt = options.pop("fmt", ar.NAME)
     policy = options.pop("best_policy", None)
     git_repo = options.pop("git_repo", None)
-    return ledger.import_results(slug, text, fmt=fmt, options=ar.ImportOptions(**options),
-                                best_policy=policy, git_repo=git_repo)
+    return ledger.import_results(
+        slug, text, fmt=fmt, options=ar.ImportOptions(**options), best_policy=policy, git_repo=git_repo
+    )
 
 
 def exported(ledger: Ledger, slug: str = "loop") -> str:
@@ -124,8 +125,10 @@ def test_crash_zero_is_never_the_best_in_cli_prompt_and_pages(ledger: Ledger, db
 def test_a_file_larger_than_one_insert_batch_keeps_order_and_the_search_index(ledger: Ledger) -> None:
     from lineage.store import BULK_BATCH
 
-    rows = [f"{i:07x}\t{1 - i / 1e6:.6f}\t{'keep' if i % 7 == 0 else 'discard'}\tidea number{i} variant"
-            for i in range(2 * BULK_BATCH + 17)]
+    rows = [
+        f"{i:07x}\t{1 - i / 1e6:.6f}\t{'keep' if i % 7 == 0 else 'discard'}\tidea number{i} variant"
+        for i in range(2 * BULK_BATCH + 17)
+    ]
     text = tsv("commit\tval_bpb\tstatus\tdescription", *rows)
     assert imported(ledger, text).rows == len(rows)
     assert exported(ledger) == text
@@ -162,8 +165,15 @@ def test_a_bad_file_writes_nothing(ledger: Ledger) -> None:
 
 def test_direction_errors_name_the_flag(db_url: str, tmp_path: Path) -> None:
     source = tmp_path / "r.tsv"
-    source.write_text(tsv("commit\tscore\tstatus\tdescription", "a1b2c3d\t0.9\tkeep\tx", "b2c3d4e\t0.8\tkeep\ty",
-                          "c3d4e5f\t0.7\tkeep\tz"), encoding="utf-8")
+    source.write_text(
+        tsv(
+            "commit\tscore\tstatus\tdescription",
+            "a1b2c3d\t0.9\tkeep\tx",
+            "b2c3d4e\t0.8\tkeep\ty",
+            "c3d4e5f\t0.7\tkeep\tz",
+        ),
+        encoding="utf-8",
+    )
     result = run(db_url, "import", str(source), "--project", "d", ok=False)
     assert result.exit_code == 2 and "--lower-is-better or --higher-is-better" in result.stderr
     assert "says higher is better but its kept values say lower is better" in result.stderr
@@ -193,28 +203,58 @@ def test_importing_a_file_twice_says_to_watch_instead(ledger: Ledger) -> None:
 
 
 def test_registry_import_file_hook_imports_autoresearch(ledger: Ledger) -> None:
-    report = ledger.import_file("up", io.StringIO(ORIGINAL, newline=""), fmt="autoresearch",
-                                create_with={"lower_is_better": True, "best_policy": "kept", "source_format": "x"})
+    report = ledger.import_file(
+        "up",
+        io.StringIO(ORIGINAL, newline=""),
+        fmt="autoresearch",
+        create_with={"lower_is_better": True, "best_policy": "kept", "source_format": "x"},
+    )
     assert report.rows == 8 and ledger.project("up").metric_name == "val_bpb"
     assert exported(ledger, "up") == ORIGINAL
 
 
-def test_cli_mapping_flags_choose_id_metric_status_description_parent_and_direction(db_url: str,
-                                                                                  tmp_path: Path) -> None:
+def test_cli_mapping_flags_choose_id_metric_status_description_parent_and_direction(
+    db_url: str, tmp_path: Path
+) -> None:
     source = tmp_path / "fork.csv"
-    source.write_text("trial,after,sharpe_ratio,verdict,idea,regime\n"
-                      "t0,,1.10,ok,baseline,first\n"
-                      "t1,t0,1.30,ok,momentum filter,\n"
-                      "t2,t0,1.60,nope,stop loss,\n"
-                      "t3,t1,1.45,ok,vol targeting,\n", encoding="utf-8")
-    result = run(db_url, "import", str(source), "--project", "fork", "--format", "generic", "--id", "trial",
-                 "--parent", "after", "--metric", "sharpe_ratio", "--status", "verdict", "--description", "idea",
-                 "--higher-is-better", "--status-map", "ok=keep,nope=discard")
+    source.write_text(
+        "trial,after,sharpe_ratio,verdict,idea,regime\n"
+        "t0,,1.10,ok,baseline,first\n"
+        "t1,t0,1.30,ok,momentum filter,\n"
+        "t2,t0,1.60,nope,stop loss,\n"
+        "t3,t1,1.45,ok,vol targeting,\n",
+        encoding="utf-8",
+    )
+    result = run(
+        db_url,
+        "import",
+        str(source),
+        "--project",
+        "fork",
+        "--format",
+        "generic",
+        "--id",
+        "trial",
+        "--parent",
+        "after",
+        "--metric",
+        "sharpe_ratio",
+        "--status",
+        "verdict",
+        "--description",
+        "idea",
+        "--higher-is-better",
+        "--status-map",
+        "ok=keep,nope=discard",
+    )
     assert "imported 4 trials" in result.output and "metric 'sharpe_ratio'" in result.output
     rows = json.loads(run(db_url, "trials", "--project", "fork", "--format", "json").output)
     assert [(r["exp_id"], r["parent_exp"], r["status"], r["hypothesis"]) for r in rows] == [
-        ("t0", "", "keep", "baseline"), ("t1", "t0", "keep", "momentum filter"), ("t2", "t0", "discard", "stop loss"),
-        ("t3", "t1", "keep", "vol targeting")]
+        ("t0", "", "keep", "baseline"),
+        ("t1", "t0", "keep", "momentum filter"),
+        ("t2", "t0", "discard", "stop loss"),
+        ("t3", "t1", "keep", "vol targeting"),
+    ]
     assert rows[0]["extra"]["regime"] == "first"  # a column without a trial field is kept
     best = json.loads(run(db_url, "best", "--project", "fork", "--format", "json").output)
     assert best["exp_id"] == "t3"  # 1.60 is higher but was discarded
@@ -223,8 +263,15 @@ def test_cli_mapping_flags_choose_id_metric_status_description_parent_and_direct
 
 def test_status_map_and_unknown_words_from_the_cli(db_url: str, tmp_path: Path) -> None:
     source = tmp_path / "r.tsv"
-    source.write_text(tsv("commit\tval_bpb\tstatus\tdescription", "a1b2c3d\t1.0\tkeep\tbase",
-                          "b2c3d4e\t0.9\tshipped\tx", "c3d4e5f\t0.0\tcuda-boom\ty"), encoding="utf-8")
+    source.write_text(
+        tsv(
+            "commit\tval_bpb\tstatus\tdescription",
+            "a1b2c3d\t1.0\tkeep\tbase",
+            "b2c3d4e\t0.9\tshipped\tx",
+            "c3d4e5f\t0.0\tcuda-boom\ty",
+        ),
+        encoding="utf-8",
+    )
     result = run(db_url, "import", str(source), "--project", "m", "--status-map", "shipped=keep,cuda-boom=crash")
     assert "not in the table" not in result.stderr
     rows = json.loads(run(db_url, "trials", "--project", "m", "--format", "json").output)
@@ -239,35 +286,84 @@ def test_record_prints_delta_and_new_best_and_appends_in_the_files_format(db_url
     source = tmp_path / "results.tsv"
     source.write_text(WELL_FORMED["score_upper"].text, encoding="utf-8")
     run(db_url, "import", str(source), "--project", "s")
-    out = run(db_url, "record", "--project", "s", "--metric", "0.5", "--status", "keep", "-d", "bigger lr",
-              "--commit", "7a8b9c0", "--append-tsv", str(source)).output
+    out = run(
+        db_url,
+        "record",
+        "--project",
+        "s",
+        "--metric",
+        "0.5",
+        "--status",
+        "keep",
+        "-d",
+        "bigger lr",
+        "--commit",
+        "7a8b9c0",
+        "--append-tsv",
+        str(source),
+    ).output
     assert out.strip() == "exp_006  keep  score=0.500000  Δ=+0.022000  vs best exp_004 (0.478000)  NEW BEST"
     assert source.read_text(encoding="utf-8").endswith("7a8b9c0\t0.500\tKEEP\tbigger lr\n")
-    data = json.loads(run(db_url, "record", "--project", "s", "--metric", "0", "--status", "crash", "-d", "oom",
-                          "--commit", "8b9c0d1", "--append-tsv", str(source), "--format", "json").output)
+    data = json.loads(
+        run(
+            db_url,
+            "record",
+            "--project",
+            "s",
+            "--metric",
+            "0",
+            "--status",
+            "crash",
+            "-d",
+            "oom",
+            "--commit",
+            "8b9c0d1",
+            "--append-tsv",
+            str(source),
+            "--format",
+            "json",
+        ).output
+    )
     assert data["exp_id"] == "007" and data["metric"] is None and not data["is_new_best"]
     assert data["parent_exp"] == "006" and data["status_word"] == "CRASH" and data["best_before"] == "006"
-    data = json.loads(run(db_url, "record", "--project", "s", "--metric", "0.49", "--status", "REVERT", "-d", "x",
-                          "--format", "json").output)
+    data = json.loads(
+        run(
+            db_url, "record", "--project", "s", "--metric", "0.49", "--status", "REVERT", "-d", "x", "--format", "json"
+        ).output
+    )
     assert data["exp_id"] == "008" and data["delta_vs_best"] == pytest.approx(-0.01) and not data["is_new_best"]
     # the file was appended in its own format, so it re-imports to the same trials
     assert run(db_url, "export", "--project", "s", "--format", "autoresearch").output.startswith(
-        source.read_text(encoding="utf-8"))
+        source.read_text(encoding="utf-8")
+    )
     run(db_url, "import", str(source), "--project", "again")
-    assert [r["status"] for r in json.loads(run(db_url, "trials", "--project", "again", "--format", "json").output)][-2:] == ["keep", "crash"]
+    assert [r["status"] for r in json.loads(run(db_url, "trials", "--project", "again", "--format", "json").output)][
+        -2:
+    ] == ["keep", "crash"]
 
 
 def test_record_into_a_new_project_creates_it_and_the_file(ledger: Ledger, tmp_path: Path) -> None:
     path = tmp_path / "results.tsv"
-    first = loops.record_result(ledger, "fresh", metric="1.01", status="keep", description="baseline",
-                                commit="a1b2c3d", memory_gb="44.0", append_to=path)
+    first = loops.record_result(
+        ledger,
+        "fresh",
+        metric="1.01",
+        status="keep",
+        description="baseline",
+        commit="a1b2c3d",
+        memory_gb="44.0",
+        append_to=path,
+    )
     assert first.trial.exp_id == "000" and first.is_new_best and first.trial.parent_exp == ""
-    second = loops.record_result(ledger, "fresh", metric=1.0, status="discard", description="x",
-                                 commit="b2c3d4e", memory_gb=44.5, append_to=path)
+    second = loops.record_result(
+        ledger, "fresh", metric=1.0, status="discard", description="x", commit="b2c3d4e", memory_gb=44.5, append_to=path
+    )
     assert second.trial.parent_exp == "000" and second.trial.delta_vs_best == pytest.approx(-0.01)
     assert path.read_text(encoding="utf-8") == tsv(
-        "commit\tval_bpb\tmemory_gb\tstatus\tdescription", "a1b2c3d\t1.010000\t44.0\tkeep\tbaseline",
-        "b2c3d4e\t1.000000\t44.5\tdiscard\tx")
+        "commit\tval_bpb\tmemory_gb\tstatus\tdescription",
+        "a1b2c3d\t1.010000\t44.0\tkeep\tbaseline",
+        "b2c3d4e\t1.000000\t44.5\tdiscard\tx",
+    )
     assert exported(ledger, "fresh") == path.read_text(encoding="utf-8")
     with pytest.raises(InvalidInput, match="not a number"):
         loops.record_result(ledger, "fresh", metric="fast", status="keep")
@@ -280,8 +376,16 @@ def test_record_then_sync_adds_nothing_twice(ledger: Ledger, tmp_path: Path) -> 
     path.write_text(ORIGINAL + "\nSummary: so far so good\n", encoding="utf-8")
     sync = loops.ResultsSync(ledger, "loop", path)
     assert len(sync.sync().inserted) == 8
-    loops.record_result(ledger, "loop", metric="0.98", status="keep", description="new", commit="c0c0c0c",
-                        memory_gb="45.0", append_to=path)
+    loops.record_result(
+        ledger,
+        "loop",
+        metric="0.98",
+        status="keep",
+        description="new",
+        commit="c0c0c0c",
+        memory_gb="45.0",
+        append_to=path,
+    )
     report = loops.ResultsSync(ledger, "loop", path).sync()
     assert not report.changed
     assert exported(ledger) == path.read_text(encoding="utf-8")
@@ -335,7 +439,11 @@ def test_a_row_rewritten_in_place_updates_its_trial_and_what_depends_on_it(ledge
     imported(fresh, ORIGINAL, slug="fresh")
     for a, b in zip(ledger.list_trials("w"), fresh.list_trials("fresh")):
         assert (a.exp_id, a.parent_exp, a.status, a.core_metric) == (b.exp_id, b.parent_exp, b.status, b.core_metric)
-        assert a.delta_vs_best == pytest.approx(b.delta_vs_best) if b.delta_vs_best is not None else a.delta_vs_best is None
+        assert (
+            a.delta_vs_best == pytest.approx(b.delta_vs_best)
+            if b.delta_vs_best is not None
+            else a.delta_vs_best is None
+        )
 
 
 def test_a_truncated_file_warns_and_deletes_nothing(ledger: Ledger, tmp_path: Path) -> None:
@@ -372,7 +480,9 @@ def test_a_row_whose_id_was_recorded_without_the_file_gets_a_fresh_id(ledger: Le
     assert ledger.trial("w", "003").hypothesis == "switch to GeLU activation"
 
 
-def test_watch_creates_the_project_from_the_first_sync_and_waits_for_a_missing_file(ledger: Ledger, tmp_path: Path) -> None:
+def test_watch_creates_the_project_from_the_first_sync_and_waits_for_a_missing_file(
+    ledger: Ledger, tmp_path: Path
+) -> None:
     path = tmp_path / "later.tsv"
     sync = loops.ResultsSync(ledger, "w", path, options=ar.ImportOptions(status_map={"meh": "keep"}))
     assert not sync.sync().changed
@@ -396,10 +506,19 @@ def test_cli_watch_once(db_url: str, tmp_path: Path) -> None:
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@x",
-           "GIT_AUTHOR_DATE": "2026-01-02T03:04:05+00:00", "GIT_COMMITTER_DATE": "2026-01-02T03:04:05+00:00",
-           "PATH": "/usr/bin:/bin", "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+    env = {
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_AUTHOR_EMAIL": "a@x",
+        "GIT_COMMITTER_NAME": "a",
+        "GIT_COMMITTER_EMAIL": "a@x",
+        "GIT_AUTHOR_DATE": "2026-01-02T03:04:05+00:00",
+        "GIT_COMMITTER_DATE": "2026-01-02T03:04:05+00:00",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(repo),
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -418,8 +537,13 @@ def repo(tmp_path: Path) -> tuple[Path, list[str]]:
 
 def test_git_details_are_stored_per_trial(ledger: Ledger, repo: tuple[Path, list[str]]) -> None:
     path, shas = repo
-    text = tsv("commit\tval_bpb\tstatus\tdescription", f"{shas[0]}\t1.0\tkeep\tbase", f"{shas[1]}\t0.9\tkeep\tlr",
-               f"{shas[2]}\t0.8\tkeep\twarmup", "deadbee\t0.85\tdiscard\tnot in the repo")
+    text = tsv(
+        "commit\tval_bpb\tstatus\tdescription",
+        f"{shas[0]}\t1.0\tkeep\tbase",
+        f"{shas[1]}\t0.9\tkeep\tlr",
+        f"{shas[2]}\t0.8\tkeep\twarmup",
+        "deadbee\t0.85\tdiscard\tnot in the repo",
+    )
     done = imported(ledger, text, git_repo=path)
     assert any("1 commit(s) do not resolve" in w for w in done.warnings)
     first, second, third, missing = ledger.list_trials("loop")
@@ -442,13 +566,31 @@ def test_cli_import_watch_and_record_take_git_repo(db_url: str, repo: tuple[Path
     with source.open("a", encoding="utf-8") as fh:
         fh.write(f"{shas[1]}\t0.9\tkeep\tlr\n")
     run(db_url, "watch", str(source), "--project", "g", "--once", "--git-repo", str(path))
-    run(db_url, "record", "--project", "g", "--metric", "0.8", "--status", "keep", "-d", "warmup", "--commit", shas[2],
-        "--git-repo", str(path))
+    run(
+        db_url,
+        "record",
+        "--project",
+        "g",
+        "--metric",
+        "0.8",
+        "--status",
+        "keep",
+        "-d",
+        "warmup",
+        "--commit",
+        shas[2],
+        "--git-repo",
+        str(path),
+    )
     rows = json.loads(run(db_url, "trials", "--project", "g", "--format", "json").output)
     assert rows[0]["extra"]["_git"]["subject"] == "experiment 0"
     assert rows[1]["extra"]["_git"]["subject"] == "experiment 1"
-    assert rows[2]["extra"]["_git"]["subject"] == "experiment 2" and rows[2]["extra"]["_git"]["patch_base"].startswith(shas[1])
-    assert rows[1]["extra"]["_git"]["patch_base"].startswith(shas[0]) and "+lr = 0.04" in rows[1]["extra"]["_git"]["patch"]
+    assert rows[2]["extra"]["_git"]["subject"] == "experiment 2" and rows[2]["extra"]["_git"]["patch_base"].startswith(
+        shas[1]
+    )
+    assert (
+        rows[1]["extra"]["_git"]["patch_base"].startswith(shas[0]) and "+lr = 0.04" in rows[1]["extra"]["_git"]["patch"]
+    )
 
 
 def test_record_with_git_repo(ledger: Ledger, repo: tuple[Path, list[str]], tmp_path: Path) -> None:
@@ -459,17 +601,21 @@ def test_record_with_git_repo(ledger: Ledger, repo: tuple[Path, list[str]], tmp_
     assert outcome.trial.extra["_git"]["patch_base"].startswith(shas[0])
 
 
-def test_the_trial_page_and_its_json_show_the_code_change(ledger: Ledger, db_url: str,
-                                                          repo: tuple[Path, list[str]]) -> None:
+def test_the_trial_page_and_its_json_show_the_code_change(
+    ledger: Ledger, db_url: str, repo: tuple[Path, list[str]]
+) -> None:
     from tests.web.conftest import make_client
 
     path, shas = repo
-    imported(ledger, tsv("commit\tval_bpb\tstatus\tdescription", f"{shas[0]}\t1.0\tkeep\tbase",
-                         f"{shas[1]}\t0.9\tkeep\tlr"), git_repo=path)
+    imported(
+        ledger,
+        tsv("commit\tval_bpb\tstatus\tdescription", f"{shas[0]}\t1.0\tkeep\tbase", f"{shas[1]}\t0.9\tkeep\tlr"),
+        git_repo=path,
+    )
     with make_client(db_url) as client:
         page = client.get("/projects/loop/trials/001").text
         as_json = client.get("/api/v1/projects/loop/trials/001").json()
-    section = page[page.index('id="code-change"'):]
+    section = page[page.index('id="code-change"') :]
     assert "experiment 1" in section and f"the parent trial's commit {shas[0]}" in section
     assert '<span class="del">-lr = 0.01</span>' in section and '<span class="add">+lr = 0.04</span>' in section
     assert "+lr = 0.04" in as_json["extra"]["_git"]["patch"]

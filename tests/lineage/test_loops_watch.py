@@ -77,7 +77,10 @@ def test_cli_watch_process_follows_the_file_and_idles_quietly(tmp_path: Path) ->
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
         [sys.executable, "-m", "api.cli", "--db", str(db), "watch", str(path), "--project", "p"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=root,
         env={**os.environ, "PYTHONPATH": str(root)},
     )
     try:
@@ -147,8 +150,12 @@ def test_remote_sync_creates_appends_replays_and_updates_over_http(server, tmp_p
     assert not loops.RemoteSync(url, None, "remote", path).sync().changed  # a restart: replays only
     # rewritten in place: a discard became a keep (so later rows hang off it) and a
     # description was edited; PATCH carries both
-    path.write_text(ORIGINAL.replace("discard\tweight decay 0.2", "keep\tweight decay 0.2")
-                    .replace("increase LR to 0.04", "increase LR to 0.04 (rerun)"), encoding="utf-8")
+    path.write_text(
+        ORIGINAL.replace("discard\tweight decay 0.2", "keep\tweight decay 0.2").replace(
+            "increase LR to 0.04", "increase LR to 0.04 (rerun)"
+        ),
+        encoding="utf-8",
+    )
     rewritten = sync.sync()
     assert rewritten.updated == ["001", "005", "006", "007"] and not rewritten.warnings
     ledger = Ledger.open(db, upgrade=False)
@@ -169,8 +176,9 @@ def test_remote_sync_catches_up_on_many_rows_with_json_batches(server, tmp_path:
     url, db = server
     path = tmp_path / "results.tsv"
     head, *rows = ORIGINAL.splitlines(keepends=True)
-    many = [f"{i:07x}\t{0.99 - i / 10_000:.6f}\t44.0\t{'keep' if i % 4 == 0 else 'discard'}\tidea {i}\n"
-            for i in range(60)]
+    many = [
+        f"{i:07x}\t{0.99 - i / 10_000:.6f}\t44.0\t{'keep' if i % 4 == 0 else 'discard'}\tidea {i}\n" for i in range(60)
+    ]
     path.write_text(head + "".join(rows[:2]), encoding="utf-8")
     sync = loops.RemoteSync(url, None, "remote", path)
     sync.sync()
@@ -218,8 +226,22 @@ def test_cli_watch_server_once(server, tmp_path: Path) -> None:  # type: ignore[
     # the column options go to the server's import with the file (its HTTP import takes them all)
     headerless = tmp_path / "headerless.tsv"
     headerless.write_text(HEADERLESS_MODELS, encoding="utf-8")
-    named = CliRunner().invoke(cli, ["--db", str(tmp_path / "unused.db"), "watch", str(headerless), "--project", "named",
-                                     "--server", url, "--once", "--columns", HEADERLESS_COLUMNS])
+    named = CliRunner().invoke(
+        cli,
+        [
+            "--db",
+            str(tmp_path / "unused.db"),
+            "watch",
+            str(headerless),
+            "--project",
+            "named",
+            "--server",
+            url,
+            "--once",
+            "--columns",
+            HEADERLESS_COLUMNS,
+        ],
+    )
     assert named.exit_code == 0, named.output + named.stderr
     ledger = Ledger.open(_db, upgrade=False)
     try:
@@ -244,7 +266,7 @@ def test_crash_rows_are_never_the_best_over_http_and_in_the_pages(server, tmp_pa
     prompt = httpx.get(f"{url}/api/v1/projects/crashy/prompt", params={"specialist": "agent"}).text
     assert "Current best: **exp_007** (val_bpb=0.987600, commit `b8c9d0e`)" in prompt and "0.000000" not in prompt
     page = httpx.get(f"{url}/projects/crashy").text
-    best_line = page[page.index('class="best-line"'):][:400]
+    best_line = page[page.index('class="best-line"') :][:400]
     assert "exp_007" in best_line and "0.9876" in best_line
 
 

@@ -28,8 +28,16 @@ def test_a_row_recorded_through_the_api_first_is_linked_not_copied(ledger: Ledge
     sync = loops.ResultsSync(ledger, "ar", path)
     assert sync.sync().inserted == ["000", "001", "002"]
     # the loop records trial 3 over the API (a crash, the autoresearch way), then appends its row
-    api = ledger.record_trial("ar", {"status": "crash", "core_metric": 0, "hypothesis": "double model width (OOM)",
-                                     "extra": {"commit": "d4e5f6a"}, "notes": "OOM at step 12"})
+    api = ledger.record_trial(
+        "ar",
+        {
+            "status": "crash",
+            "core_metric": 0,
+            "hypothesis": "double model width (OOM)",
+            "extra": {"commit": "d4e5f6a"},
+            "notes": "OOM at step 12",
+        },
+    )
     assert api.trial.exp_id == "003" and api.trial.parent_exp == "001"
     # trial 4 by description and metric alone (no commit sent)
     ledger.record_trial("ar", {"status": "keep", "core_metric": 0.9901, "hypothesis": "add 200 warmup steps"})
@@ -55,8 +63,9 @@ def test_a_different_trial_under_the_rows_exp_id_still_gets_a_fresh_id(ledger: L
     path.write_text(HEAD + "".join(ROWS[:3]))
     sync = loops.ResultsSync(ledger, "ar", path)
     sync.sync()
-    ledger.record_trial("ar", {"status": "keep", "core_metric": 0.5, "hypothesis": "something else",
-                               "extra": {"commit": "0000000"}})
+    ledger.record_trial(
+        "ar", {"status": "keep", "core_metric": 0.5, "hypothesis": "something else", "extra": {"commit": "0000000"}}
+    )
     with path.open("a") as fh:
         fh.write(ROWS[3])
     report = sync.sync()

@@ -45,11 +45,13 @@ def test_processes_opening_a_fresh_database_at_once_all_upgrade_it(fresh_db_url:
     root = Path(__file__).resolve().parents[2]
     db, gate, processes = fresh_db_url, tmp_path / "gate", 3
     gate.mkdir()
-    code = ("import os, sys, time; from lineage import migrate; from lineage.db import make_engine; "
-            f"engine = make_engine({str(db)!r}); gate = {str(gate)!r}; "
-            "open(os.path.join(gate, str(os.getpid())), 'w').close(); deadline = time.monotonic() + 300; "
-            f"[time.sleep(0.005) for _ in iter(lambda: len(os.listdir(gate)) < {processes} "
-            "and time.monotonic() < deadline, False)]; migrate.upgrade(engine)")
+    code = (
+        "import os, sys, time; from lineage import migrate; from lineage.db import make_engine; "
+        f"engine = make_engine({str(db)!r}); gate = {str(gate)!r}; "
+        "open(os.path.join(gate, str(os.getpid())), 'w').close(); deadline = time.monotonic() + 300; "
+        f"[time.sleep(0.005) for _ in iter(lambda: len(os.listdir(gate)) < {processes} "
+        "and time.monotonic() < deadline, False)]; migrate.upgrade(engine)"
+    )
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=root, stderr=subprocess.PIPE) for _ in range(processes)]
     errors = [proc.communicate(timeout=600)[1].decode()[-500:] for proc in procs]
     assert [proc.returncode for proc in procs] == [0] * processes, errors
@@ -156,11 +158,14 @@ def _insert_old_trial(engine, slug: str, exp_id: str, extra: dict) -> None:  # t
         project_id = conn.execute(text("SELECT id FROM projects WHERE slug = :s"), {"s": slug}).scalar_one()
         now = datetime.now(UTC)
         extra_mark = "CAST(:extra AS jsonb)" if engine.dialect.name == "postgresql" else ":extra"
-        conn.execute(text(
-            "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "
-            "hypothesis, expected_delta, status, core_metric, job_name, snapshot_path, notes, extra, created_at, "
-            f"updated_at) VALUES (:p, 0, :e, '', '', '', '', '', '', '', 'keep', 1.0, '', '', '', {extra_mark}, :now, :now)"
-        ), {"p": project_id, "e": exp_id, "extra": json.dumps(extra), "now": now})
+        conn.execute(
+            text(
+                "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "
+                "hypothesis, expected_delta, status, core_metric, job_name, snapshot_path, notes, extra, created_at, "
+                f"updated_at) VALUES (:p, 0, :e, '', '', '', '', '', '', '', 'keep', 1.0, '', '', '', {extra_mark}, :now, :now)"
+            ),
+            {"p": project_id, "e": exp_id, "extra": json.dumps(extra), "now": now},
+        )
         conn.execute(text("UPDATE projects SET next_seq = 1, next_exp_number = 1 WHERE id = :p"), {"p": project_id})
 
 
@@ -172,14 +177,19 @@ def _old_trial(engine, exp_id: str, extra: str, hypothesis: str = "") -> None:  
     texts = ", ".join(["''"] * 9)
     with engine.begin() as conn:
         project = conn.execute(text("SELECT id, next_seq FROM projects WHERE slug = 'p'")).one()
-        conn.execute(text(
-            "INSERT INTO trials (project_id, seq, exp_id, status, core_metric, extra, created_at, updated_at, "
-            "hypothesis, timestamp, specialist, parent_exp, baseline_exp, domain, expected_delta, job_name, "
-            f"snapshot_path, notes, search_text) VALUES (:p, :seq, :e, 'keep', 1.0, :x, CURRENT_TIMESTAMP, "
-            f"CURRENT_TIMESTAMP, :h, {texts}, :h)"), {"p": project[0], "seq": project[1], "e": exp_id, "x": extra,
-                                                      "h": hypothesis})
-        conn.execute(text("UPDATE projects SET next_seq = next_seq + 1, next_exp_number = next_exp_number + 1 "
-                          "WHERE id = :p"), {"p": project[0]})
+        conn.execute(
+            text(
+                "INSERT INTO trials (project_id, seq, exp_id, status, core_metric, extra, created_at, updated_at, "
+                "hypothesis, timestamp, specialist, parent_exp, baseline_exp, domain, expected_delta, job_name, "
+                f"snapshot_path, notes, search_text) VALUES (:p, :seq, :e, 'keep', 1.0, :x, CURRENT_TIMESTAMP, "
+                f"CURRENT_TIMESTAMP, :h, {texts}, :h)"
+            ),
+            {"p": project[0], "seq": project[1], "e": exp_id, "x": extra, "h": hypothesis},
+        )
+        conn.execute(
+            text("UPDATE projects SET next_seq = next_seq + 1, next_exp_number = next_exp_number + 1 WHERE id = :p"),
+            {"p": project[0]},
+        )
 
 
 def test_revision_0006_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> None:
@@ -210,8 +220,12 @@ def test_revision_0007_closes_anonymous_writes_of_a_ledger_that_had_a_token(fres
     migrate.upgrade(engine, "0006")
     if had_token:  # a token revoked before the upgrade: the ledger was open again until now
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO api_tokens (name, role, token_hash, created_at, revoked_at) "
-                              "VALUES ('old', 'admin', 'h', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            conn.execute(
+                text(
+                    "INSERT INTO api_tokens (name, role, token_hash, created_at, revoked_at) "
+                    "VALUES ('old', 'admin', 'h', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                )
+            )
     migrate.upgrade(engine)
     state = Ledger(engine).access_state()
     assert state.anonymous_writes.value == ("closed" if had_token else "until-first-token")
@@ -238,7 +252,8 @@ def test_revision_0009_fills_the_concepts_and_sketches_of_stored_trials(fresh_db
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM trials WHERE search_concepts IS NULL")).scalar() == 0
         assert conn.execute(text("SELECT count(DISTINCT seq) FROM trial_sketch")).scalar() == PRIOR_RECENT + 5
-    result = ledger.record_trial("p", {"status": "discard", "hypothesis": "alpha 0.3 turn group norm on deep turns"},
-                                 similar_prior=True)
+    result = ledger.record_trial(
+        "p", {"status": "discard", "hypothesis": "alpha 0.3 turn group norm on deep turns"}, similar_prior=True
+    )
     assert [s.exp_id for s in result.similar_prior] == ["000"]
     engine.dispose()

@@ -28,14 +28,20 @@ def test_connections_killed_while_pooled_are_replaced(fresh_db_url: str) -> None
         database = engine.url.database
         admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:
-            killed = conn.execute(text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                       "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": database}).scalar()
+            killed = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = :db AND pid <> pg_backend_pid()"
+                ),
+                {"db": database},
+            ).scalar()
         admin.dispose()
         assert killed >= 2  # the pool held its connections, now dead (and pinged only after idling)
 
         assert ledger.anonymous_access() == (True, False)  # the access check, on a new connection
-        result = ledger.record_trial("p", {"hypothesis": "second", "core_metric": 0.9, "status": "keep"},
-                                     similar_prior=True)
+        result = ledger.record_trial(
+            "p", {"hypothesis": "second", "core_metric": 0.9, "status": "keep"}, similar_prior=True
+        )
         assert result.created and result.trial.exp_id == "001"
         assert [t.hypothesis for t in ledger.list_trials("p")] == ["first", "second"]
     finally:

@@ -14,17 +14,29 @@ from lineage.monitor.progress import TrendRule
 from lineage.service import Ledger
 
 
-def _record(ledger: Ledger, status: str, metric: float | None = None, total_s: float | None = None,
-            project: str = "p", **fields: Any) -> None:
+def _record(
+    ledger: Ledger,
+    status: str,
+    metric: float | None = None,
+    total_s: float | None = None,
+    project: str = "p",
+    **fields: Any,
+) -> None:
     ledger.record_trial(project, {"status": status, "core_metric": metric, "total_s": total_s, **fields})
 
 
 def _sweep(ledger: Ledger) -> None:
     """seq 0..6: baseline 10, keep 9, discard 9.5, crash, keep 8, crash, preflight_crash."""
     ledger.create_project("p", lower_is_better=True)
-    for status, metric, seconds in [("baseline", 10.0, 3600.0), ("keep", 9.0, 1800.0), ("discard", 9.5, 1800.0),
-                                    ("crash", None, 60.0), ("keep", 8.0, None), ("crash", None, 30.0),
-                                    ("preflight_crash", None, 10.0)]:
+    for status, metric, seconds in [
+        ("baseline", 10.0, 3600.0),
+        ("keep", 9.0, 1800.0),
+        ("discard", 9.5, 1800.0),
+        ("crash", None, 60.0),
+        ("keep", 8.0, None),
+        ("crash", None, 30.0),
+        ("preflight_crash", None, 10.0),
+    ]:
         _record(ledger, status, metric, seconds)
 
 
@@ -60,8 +72,15 @@ def test_higher_is_better_improvement_is_positive(ledger: Ledger) -> None:
 def test_empty_project_has_no_rates_and_no_best(ledger: Ledger) -> None:
     ledger.create_project("p")
     summary = ledger.summary("p").to_dict()
-    assert (summary["trials"], summary["keep_rate"], summary["keep_rate_last_n"], summary["best"],
-            summary["baseline"], summary["crash_streak"], summary["time_spent_s"]) == (0, None, None, None, None, 0, 0)
+    assert (
+        summary["trials"],
+        summary["keep_rate"],
+        summary["keep_rate_last_n"],
+        summary["best"],
+        summary["baseline"],
+        summary["crash_streak"],
+        summary["time_spent_s"],
+    ) == (0, None, None, None, None, 0, 0)
     assert summary["trend"] == "plateauing"
 
 
@@ -158,8 +177,10 @@ def test_status_totals_follow_every_write_path(ledger: Ledger, engine) -> None: 
     ledger.update_trial("p", "003", {"status": "discard", "total_s": 100.0})
     ledger.update_trial("p", "001", {"notes": "only a note"})
     assert _totals(ledger) == _grouped(engine)
-    rows = [Trial(exp_id=f"x{i}", status=FailureLabel.KEEP if i % 3 else FailureLabel.CRASH, total_s=float(i))
-            for i in range(2_500)]
+    rows = [
+        Trial(exp_id=f"x{i}", status=FailureLabel.KEEP if i % 3 else FailureLabel.CRASH, total_s=float(i))
+        for i in range(2_500)
+    ]
     ledger.import_trials("p", iter(rows))
     assert _totals(ledger) == _grouped(engine)
     with pytest.raises(InvalidInput):
@@ -199,12 +220,15 @@ def _raw_trial(conn, seq: int, status: str, total_s: float | None) -> None:  # t
     """A trial written with SQL alone (the code's own writes need the head schema)."""
     from sqlalchemy import text
 
-    conn.execute(text(
-        "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "
-        "hypothesis, expected_delta, status, total_s, job_name, snapshot_path, notes, extra, created_at, updated_at) "
-        "VALUES ((SELECT id FROM projects), :seq, :exp, '', '', '', '', '', '', '', :status, :total_s, '', '', '', "
-        "'{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"), {"seq": seq, "exp": f"{seq:03d}", "status": status,
-                                                          "total_s": total_s})
+    conn.execute(
+        text(
+            "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, domain, "
+            "hypothesis, expected_delta, status, total_s, job_name, snapshot_path, notes, extra, created_at, updated_at) "
+            "VALUES ((SELECT id FROM projects), :seq, :exp, '', '', '', '', '', '', '', :status, :total_s, '', '', '', "
+            "'{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+        ),
+        {"seq": seq, "exp": f"{seq:03d}", "status": status, "total_s": total_s},
+    )
     conn.execute(text("UPDATE projects SET next_seq = :n, next_exp_number = :n"), {"n": seq + 1})
 
 
@@ -219,10 +243,13 @@ def test_migration_0004_backfills_the_totals_and_downgrades(fresh_url: str) -> N
     try:
         migrate.upgrade(engine, "0003")
         with engine.begin() as conn:
-            conn.execute(text(
-                "INSERT INTO projects (slug, title, metric_name, lower_is_better, best_policy, settings, next_seq, "
-                "next_exp_number, revision, created_at, updated_at) VALUES ('p', 'p', 'm', true, 'kept', '{}', 0, 0, "
-                "0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            conn.execute(
+                text(
+                    "INSERT INTO projects (slug, title, metric_name, lower_is_better, best_policy, settings, next_seq, "
+                    "next_exp_number, revision, created_at, updated_at) VALUES ('p', 'p', 'm', true, 'kept', '{}', 0, 0, "
+                    "0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                )
+            )
             _raw_trial(conn, 0, "keep", 5.0)
             _raw_trial(conn, 1, "crash", 7.0)
         migrate.upgrade(engine)

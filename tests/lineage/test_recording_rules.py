@@ -162,8 +162,16 @@ def test_updates_follow_the_same_rules(ledger: Ledger) -> None:
 def test_the_kept_chain_is_the_chain_to_the_best_with_no_parent_fields(ledger: Ledger) -> None:
     """The issue's case: baseline, then keeps, discards and crashes, none naming a parent."""
     ledger.create_project("nano", metric_name="val_bpb", lower_is_better=True)
-    steps = [("baseline", 0.998), ("keep", 0.99), ("discard", 0.995), ("crash", 0), ("keep", 0.985),
-             ("crash", -999), ("discard", 0.99), ("keep", 0.98)]
+    steps = [
+        ("baseline", 0.998),
+        ("keep", 0.99),
+        ("discard", 0.995),
+        ("crash", 0),
+        ("keep", 0.985),
+        ("crash", -999),
+        ("discard", 0.99),
+        ("keep", 0.98),
+    ]
     for status, metric in steps:
         ledger.record_trial("nano", {"status": status, "core_metric": metric, "hypothesis": f"{status} {metric}"})
     assert _chain(ledger, "nano") == ["000", "001", "004", "007"]

@@ -97,10 +97,17 @@ def test_other_projects_are_not_searched(ledger: Ledger) -> None:
     assert ledger.find_similar("q", "turn group normalization") == []
 
 
-@pytest.mark.parametrize("query, reason", [
-    ("", "empty"), ("   \n", "empty"), ("x" * (MAX_QUERY_CHARS + 1), "at most"), ("a" * 1_048_576, "at most"),
-    ("the of and with", "no words"), ("<p></p> ... !!", "no words"),
-])
+@pytest.mark.parametrize(
+    "query, reason",
+    [
+        ("", "empty"),
+        ("   \n", "empty"),
+        ("x" * (MAX_QUERY_CHARS + 1), "at most"),
+        ("a" * 1_048_576, "at most"),
+        ("the of and with", "no words"),
+        ("<p></p> ... !!", "no words"),
+    ],
+)
 def test_bad_queries_are_errors_naming_the_field(ledger: Ledger, query: str, reason: str) -> None:
     _load(ledger)
     with pytest.raises(InvalidInput) as caught:
@@ -118,12 +125,14 @@ def test_limit_out_of_range_is_an_error(ledger: Ledger, limit: int) -> None:
 
 def test_recording_returns_close_earlier_trials(ledger: Ledger) -> None:
     _load(ledger)
-    result = ledger.record_trial("p", {"status": "discard", "hypothesis": "α = 0.3 turn group norm"},
-                                 similar_prior=True)
+    result = ledger.record_trial(
+        "p", {"status": "discard", "hypothesis": "α = 0.3 turn group norm"}, similar_prior=True
+    )
     assert [s.exp_id for s in result.similar_prior] == ["001"]
     assert result.similar_prior[0].score >= PRIOR_THRESHOLD
-    fresh = ledger.record_trial("p", {"status": "discard", "hypothesis": "mixture of experts router"},
-                                similar_prior=True)
+    fresh = ledger.record_trial(
+        "p", {"status": "discard", "hypothesis": "mixture of experts router"}, similar_prior=True
+    )
     assert fresh.similar_prior == ()
 
 
@@ -155,8 +164,12 @@ def _indexed(ledger: Ledger, word: str) -> int:
         if ledger.store.sqlite:
             found = conn.execute(text("SELECT count(*) FROM trial_search WHERE trial_search MATCH :w"), {"w": word})
         else:
-            found = conn.execute(text("SELECT count(*) FROM trials WHERE to_tsvector('simple', search_text) "
-                                      "@@ to_tsquery('simple', :w)"), {"w": word})
+            found = conn.execute(
+                text(
+                    "SELECT count(*) FROM trials WHERE to_tsvector('simple', search_text) @@ to_tsquery('simple', :w)"
+                ),
+                {"w": word},
+            )
         return found.scalar()
 
 
@@ -168,15 +181,24 @@ def test_backends_rank_the_same_data_the_same_way(tmp_path, postgres_url: str) -
         ledger = Ledger.open(url)
         ledger.create_project("same-ranking")
         for i, (hypothesis, notes) in enumerate(PAST * 60):
-            ledger.record_trial("same-ranking", {"status": "discard", "hypothesis": f"{hypothesis} v{i % 13}",
-                                                 "notes": notes})
-        answers.append([
-            [(s.exp_id, s.score) for s in ledger.find_similar("same-ranking", query, limit=50)]
-            for query in ("turn group norm α 0.3", "normalise rewards separately", "batch 512", "halbieren",
-                          "value head dropout", "v3",
-                          # more than lineage.similar.CANDIDATES trials hold one of these words
-                          "turn group rewards separately baseline clip batch")
-        ])
+            ledger.record_trial(
+                "same-ranking", {"status": "discard", "hypothesis": f"{hypothesis} v{i % 13}", "notes": notes}
+            )
+        answers.append(
+            [
+                [(s.exp_id, s.score) for s in ledger.find_similar("same-ranking", query, limit=50)]
+                for query in (
+                    "turn group norm α 0.3",
+                    "normalise rewards separately",
+                    "batch 512",
+                    "halbieren",
+                    "value head dropout",
+                    "v3",
+                    # more than lineage.similar.CANDIDATES trials hold one of these words
+                    "turn group rewards separately baseline clip batch",
+                )
+            ]
+        )
         ledger.delete_project("same-ranking")
         ledger.close()
     assert answers[0] == answers[1]
@@ -231,10 +253,12 @@ def test_similar_prior_finds_an_old_idea_beyond_the_newest_trials(ledger: Ledger
     ledger.record_trial("p", {"status": "discard", "hypothesis": "placeholder"})
     for i in range(PRIOR_RECENT * 2):
         ledger.record_trial("p", {"status": "discard", "hypothesis": f"swap tokenizer variant {i} with byte fallback"})
-    found = ledger.record_trial("p", {"status": "discard", "hypothesis": "α = 0.3 turn group norm for deep turns"},
-                                similar_prior=True).similar_prior
+    found = ledger.record_trial(
+        "p", {"status": "discard", "hypothesis": "α = 0.3 turn group norm for deep turns"}, similar_prior=True
+    ).similar_prior
     assert [s.exp_id for s in found] == ["000"]
     ledger.update_trial("p", "001", {"hypothesis": "cosine schedule for the muon optimizer momentum"})
-    moved = ledger.record_trial("p", {"status": "discard", "hypothesis": "muon momentum with a cosine schedule"},
-                                similar_prior=True).similar_prior
+    moved = ledger.record_trial(
+        "p", {"status": "discard", "hypothesis": "muon momentum with a cosine schedule"}, similar_prior=True
+    ).similar_prior
     assert [s.exp_id for s in moved] == ["001"]

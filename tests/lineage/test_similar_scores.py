@@ -36,16 +36,55 @@ def _plain_score(query: str, hypothesis: str, notes: str) -> float:
 
 
 #: stems that are prefixes of each other, one letter apart, or numbers
-_STEMS = ["norm", "normal", "normalize", "normalise", "normalization", "warm", "warmup", "warmups", "worm",
-          "clip", "clipping", "clips", "grad", "gradient", "gradients", "gradiant", "lr", "cos", "cosine",
-          "300", "3000", "30", "reward", "rewards", "rewrad", "advantage", "advantages", "turn", "turns", "α"]
+_STEMS = [
+    "norm",
+    "normal",
+    "normalize",
+    "normalise",
+    "normalization",
+    "warm",
+    "warmup",
+    "warmups",
+    "worm",
+    "clip",
+    "clipping",
+    "clips",
+    "grad",
+    "gradient",
+    "gradients",
+    "gradiant",
+    "lr",
+    "cos",
+    "cosine",
+    "300",
+    "3000",
+    "30",
+    "reward",
+    "rewards",
+    "rewrad",
+    "advantage",
+    "advantages",
+    "turn",
+    "turns",
+    "α",
+]
 _text = st.lists(st.sampled_from(_STEMS), min_size=0, max_size=12).map(" ".join)
 
 
 def _candidates(texts: list[tuple[str, str]], *, stored: bool) -> list[Candidate]:
-    return [Candidate(seq=i, exp_id=f"e{i}", status="discard", core_metric=None, delta_vs_best=None,
-                      hypothesis=h, notes=n, concepts=stored_concepts(h, n) if stored else None)
-            for i, (h, n) in enumerate(texts)]
+    return [
+        Candidate(
+            seq=i,
+            exp_id=f"e{i}",
+            status="discard",
+            core_metric=None,
+            delta_vs_best=None,
+            hypothesis=h,
+            notes=n,
+            concepts=stored_concepts(h, n) if stored else None,
+        )
+        for i, (h, n) in enumerate(texts)
+    ]
 
 
 @settings(max_examples=200, deadline=None)
@@ -58,8 +97,11 @@ def test_scores_are_the_rule_applied_pair_by_pair(query: str, texts: list[tuple[
 
 
 def test_a_full_table_is_begun_anew_and_scores_do_not_change(monkeypatch: pytest.MonkeyPatch) -> None:
-    texts = [("normalize the rewards per turn", ""), ("gradient clipping at 300", "warmup 3000 steps"),
-             ("cosine lr with warmups", "gradiant clips")]
+    texts = [
+        ("normalize the rewards per turn", ""),
+        ("gradient clipping at 300", "warmup 3000 steps"),
+        ("cosine lr with warmups", "gradiant clips"),
+    ]
     query = "normalization of reward, gradients clipped, warmup"
     expected = [_plain_score(query, h, n) for h, n in texts]
     monkeypatch.setattr(word_closeness.Neighbours, "LIMIT", 3)

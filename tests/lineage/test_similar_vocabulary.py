@@ -13,18 +13,18 @@ from lineage.similar import SPELLINGS, concepts, tokens
 
 #: (hypothesis, notes) of past trials, as loops write them.
 PAST = [
-    ("MATRIX_LR 0.04 -> 0.06", ""),                              # 000
-    ("increase LR to 0.04", "faster early loss"),                # 001
-    ("lower the learning-rate of the embeddings", ""),           # 002
-    ("weight decay 0.2", ""),                                    # 003
-    ("bigger batch size 512", "memory 71 GB"),                   # 004
-    ("add LayerNorm before attention", ""),                      # 005
-    ("gradient clipping at 1.0", ""),                            # 006
-    ("warmupSteps 200", ""),                                     # 007
-    ("n_layer 12 -> 16", "deeper"),                              # 008
-    ("switch the tokenizer to byte-level BPE", ""),              # 009
-    ("context length 2048", ""),                                 # 010
-    ("EMBED_LR 0.6 -> 0.3", ""),                                 # 011
+    ("MATRIX_LR 0.04 -> 0.06", ""),  # 000
+    ("increase LR to 0.04", "faster early loss"),  # 001
+    ("lower the learning-rate of the embeddings", ""),  # 002
+    ("weight decay 0.2", ""),  # 003
+    ("bigger batch size 512", "memory 71 GB"),  # 004
+    ("add LayerNorm before attention", ""),  # 005
+    ("gradient clipping at 1.0", ""),  # 006
+    ("warmupSteps 200", ""),  # 007
+    ("n_layer 12 -> 16", "deeper"),  # 008
+    ("switch the tokenizer to byte-level BPE", ""),  # 009
+    ("context length 2048", ""),  # 010
+    ("EMBED_LR 0.6 -> 0.3", ""),  # 011
 ]
 
 #: (paraphrase, the trials it must find)
@@ -91,7 +91,8 @@ def test_unrelated_queries_stay_below_true_hits(ledger: Ledger) -> None:
     _load(ledger)
     assert ledger.find_similar("p", "swap the optimizer for Lion") == []
     assert ledger.find_similar("p", "rotary embeddings base 50000") == [] or all(
-        s.exp_id in {"002", "011"} for s in ledger.find_similar("p", "rotary embeddings base 50000"))
+        s.exp_id in {"002", "011"} for s in ledger.find_similar("p", "rotary embeddings base 50000")
+    )
     hits = ledger.find_similar("p", "learning rate", 10)
     lr_trials = {"000", "001", "002", "011"}
     scores = {s.exp_id: s.score for s in hits}
@@ -102,6 +103,7 @@ def test_unrelated_queries_stay_below_true_hits(ledger: Ledger) -> None:
 
 def test_similar_prior_sees_other_spellings(ledger: Ledger) -> None:
     _load(ledger)
-    result = ledger.record_trial("p", {"status": "discard", "core_metric": 1.0, "hypothesis": "weight_decay 0.2"},
-                                 similar_prior=True)
+    result = ledger.record_trial(
+        "p", {"status": "discard", "core_metric": 1.0, "hypothesis": "weight_decay 0.2"}, similar_prior=True
+    )
     assert [s.exp_id for s in result.similar_prior] == ["003"]

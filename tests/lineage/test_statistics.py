@@ -40,8 +40,13 @@ def test_stale_tables_are_analyzed_once_and_then_planned_by_their_index(fresh_db
             assert refresh_statistics(ledger.engine) == []  # SQLite: nothing to do
             return
         ledger.create_project("p")
-        ledger.record_trials("p", [{"status": "discard", "core_metric": i / 1000, "hypothesis": f"idea {i} warmup"}
-                                   for i in range(STATISTICS_MIN_ROWS * 3)])
+        ledger.record_trials(
+            "p",
+            [
+                {"status": "discard", "core_metric": i / 1000, "hypothesis": f"idea {i} warmup"}
+                for i in range(STATISTICS_MIN_ROWS * 3)
+            ],
+        )
         project_id = ledger.project("p").id
         with ledger.engine.connect() as conn:  # the counters reach pg_stat_user_tables at once
             conn.execute(text("SELECT pg_stat_force_next_flush()"))
@@ -49,8 +54,16 @@ def test_stale_tables_are_analyzed_once_and_then_planned_by_their_index(fresh_db
         refreshed = refresh_statistics(ledger.engine)
         assert {"trials", "trial_sketch"} <= set(refreshed)
         with ledger.engine.connect() as conn:
-            analyzed = conn.execute(text("SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL"
-                                         " AND relname IN ('trials', 'trial_sketch')")).scalars().all()
+            analyzed = (
+                conn.execute(
+                    text(
+                        "SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL"
+                        " AND relname IN ('trials', 'trial_sketch')"
+                    )
+                )
+                .scalars()
+                .all()
+            )
         assert sorted(analyzed) == ["trial_sketch", "trials"]
         assert refresh_statistics(ledger.engine) == []  # nothing changed since
         plan = _plan(ledger.engine, ledger, project_id)
@@ -85,11 +98,15 @@ def test_a_pipelined_write_runs_on_generic_plans_and_leaves_the_session_as_it_wa
         slug = f"plans-{uuid.uuid4().hex[:8]}"  # the session's database is shared
         ledger.create_project(slug)
         for i in range(8):  # psycopg prepares a statement from its 6th execution
-            ledger.record_trial(slug, {"status": "discard", "core_metric": i / 10, "hypothesis": f"warmup idea {i}"},
-                                similar_prior=True)
+            ledger.record_trial(
+                slug, {"status": "discard", "core_metric": i / 10, "hypothesis": f"warmup idea {i}"}, similar_prior=True
+            )
         with ledger.store.write(pipelined=True) as conn:
-            plans = ledger.store._execute(conn, "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                                                "WHERE starts_with(statement, 'SELECT t.seq, t.exp_id')").fetchall()
+            plans = ledger.store._execute(
+                conn,
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE starts_with(statement, 'SELECT t.seq, t.exp_id')",
+            ).fetchall()
         # the pool's connections each prepared it; none planned it again per execution
         assert plans and all(custom == 0 for _, custom in plans), plans
     finally:

@@ -42,6 +42,7 @@ def make_ragged_batch(
     distinct values never closer than ``1 / grid``); ``grid=None`` gives continuous values.
     ``length`` pads rows to at least that many tokens.
     """
+
     def draw(lo: float, hi: float) -> float:
         v = rng.uniform(lo, hi)
         return v if grid is None else round(v * grid) / grid
@@ -305,7 +306,9 @@ def ppo_loss(
     return agg_loss(loss_mat, mask, mode)
 
 
-def gspo_token_loss(old, new, adv, mask, *, mode="seq-mean-token-mean", low=3e-4, high=4e-4, clip_ratio_c=None, clip_scale=None):
+def gspo_token_loss(
+    old, new, adv, mask, *, mode="seq-mean-token-mean", low=3e-4, high=4e-4, clip_ratio_c=None, clip_scale=None
+):
     B, L = len(new), len(new[0])
     loss_mat = [[0.0] * L for _ in range(B)]
     for b in range(B):
@@ -322,7 +325,9 @@ def gspo_token_loss(old, new, adv, mask, *, mode="seq-mean-token-mean", low=3e-4
     return agg_loss(loss_mat, mask, mode)
 
 
-def gspo_seq_loss(old, new, adv, mask, *, mode="seq-mean-token-mean", low=3e-4, high=4e-4, clip_ratio_c=None, clip_scale=None):
+def gspo_seq_loss(
+    old, new, adv, mask, *, mode="seq-mean-token-mean", low=3e-4, high=4e-4, clip_ratio_c=None, clip_scale=None
+):
     B, L = len(new), len(new[0])
     loss_mat = [[0.0] * L for _ in range(B)]
     for b in range(B):
@@ -365,7 +370,9 @@ def fractional_knapsack(score, cost, budget, active):
 class Allocator:
     """The spec's pseudocode, per group, made stateful exactly as trainer_hooks.allocator."""
 
-    def __init__(self, G, rho=0.7, alpha=0.3, lam_min=0.8, lam_max=1.25, max_step=0.10, eps=1e-9, target=1.0, decay=0.5):
+    def __init__(
+        self, G, rho=0.7, alpha=0.3, lam_min=0.8, lam_max=1.25, max_step=0.10, eps=1e-9, target=1.0, decay=0.5
+    ):
         self.G, self.rho, self.alpha, self.eps = G, rho, alpha, eps
         self.lam_min, self.lam_max, self.max_step, self.target, self.decay = lam_min, lam_max, max_step, target, decay
         self.score, self.value, self.cost = [0.0] * G, [0.0] * G, [0.0] * G

@@ -446,17 +446,27 @@ def test_clip_scale_strictly_inside_bounds(params, beta, use_std):
 
 EDGE_BATCHES = {
     # prompt 1's trajectories have no IG turn at all: its composite groups are empty
-    "empty_groups": dict(outcome=[1.0, 0.0, 0.5, 0.5], prompt_group=[0, 0, 1, 1],
-                         ig=[[0.2, 0.1], [0.4, 0.0], [0.0, 0.0], [0.0, 0.0]],
-                         ig_mask=[[True, True], [True, False], [False, False], [False, False]]),
-    "singletons": dict(outcome=[1.0, 0.0, 0.3], prompt_group=[0, 1, 2],
-                       ig=[[0.2, 0.1], [0.4, 0.0], [0.3, 0.3]],
-                       ig_mask=[[True, True], [True, False], [True, True]]),
-    "all_zero_ig": dict(outcome=[1.0, 0.0, 1.0], prompt_group=[0, 0, 0],
-                        ig=[[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]],
-                        ig_mask=[[True, True], [True, False], [True, True]]),
-    "all_equal_outcome": dict(outcome=[1.0, 1.0], prompt_group=[0, 0],
-                              ig=[[0.2, 0.1], [0.4, 0.3]], ig_mask=[[True, True], [True, True]]),
+    "empty_groups": dict(
+        outcome=[1.0, 0.0, 0.5, 0.5],
+        prompt_group=[0, 0, 1, 1],
+        ig=[[0.2, 0.1], [0.4, 0.0], [0.0, 0.0], [0.0, 0.0]],
+        ig_mask=[[True, True], [True, False], [False, False], [False, False]],
+    ),
+    "singletons": dict(
+        outcome=[1.0, 0.0, 0.3],
+        prompt_group=[0, 1, 2],
+        ig=[[0.2, 0.1], [0.4, 0.0], [0.3, 0.3]],
+        ig_mask=[[True, True], [True, False], [True, True]],
+    ),
+    "all_zero_ig": dict(
+        outcome=[1.0, 0.0, 1.0],
+        prompt_group=[0, 0, 0],
+        ig=[[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]],
+        ig_mask=[[True, True], [True, False], [True, True]],
+    ),
+    "all_equal_outcome": dict(
+        outcome=[1.0, 1.0], prompt_group=[0, 0], ig=[[0.2, 0.1], [0.4, 0.3]], ig_mask=[[True, True], [True, True]]
+    ),
 }
 
 
@@ -473,7 +483,12 @@ def test_finite_values_and_gradients_on_degenerate_batches(name, mode, fully_mas
     ig = t(spec["ig"]).requires_grad_(True)
     outcome = t(spec["outcome"]).requires_grad_(True)
     out = A.compute_a2tgpo_advantages(
-        outcome, torch.tensor(spec["prompt_group"]), ig, torch.tensor(spec["ig_mask"]), turn_ids, response_mask,
+        outcome,
+        torch.tensor(spec["prompt_group"]),
+        ig,
+        torch.tensor(spec["ig_mask"]),
+        turn_ids,
+        response_mask,
         info_gain_norm_mode=mode,
     )
     for name_, value in out._asdict().items():
@@ -489,7 +504,10 @@ def test_finite_values_and_gradients_on_degenerate_batches(name, mode, fully_mas
 def test_all_zero_ig_gives_pure_outcome_advantage_and_unit_clip():
     spec = EDGE_BATCHES["all_zero_ig"]
     out = A.compute_a2tgpo_advantages(
-        t(spec["outcome"]), torch.tensor(spec["prompt_group"]), t(spec["ig"]), torch.tensor(spec["ig_mask"]),
+        t(spec["outcome"]),
+        torch.tensor(spec["prompt_group"]),
+        t(spec["ig"]),
+        torch.tensor(spec["ig_mask"]),
         torch.tensor([[0, 1, 2, -1]] * 3),
     )
     turn_outcome = out.outcome_advantages.unsqueeze(1).expand(-1, 3)
@@ -514,12 +532,25 @@ def test_bf16_inputs_close_to_fp32(params, mode):
 
 def test_telemetry_keys_and_values():
     out = A.compute_a2tgpo_advantages(
-        t([1.0, 0.0]), torch.tensor([3, 3]), t(HAND_IG), torch.tensor(HAND_MASK), torch.tensor(HAND_TURN_IDS),
-        gamma=0.5, norm_adv_by_std=False,
+        t([1.0, 0.0]),
+        torch.tensor([3, 3]),
+        t(HAND_IG),
+        torch.tensor(HAND_MASK),
+        torch.tensor(HAND_TURN_IDS),
+        gamma=0.5,
+        norm_adv_by_std=False,
     )
     tel = out.telemetry
-    assert {"ig_mean", "ig_std", "clip_scale_mean", "clip_scale_std", "clip_scale_min", "clip_scale_max",
-            "clip_scale_frac_low", "clip_scale_frac_high"} <= set(tel)
+    assert {
+        "ig_mean",
+        "ig_std",
+        "clip_scale_mean",
+        "clip_scale_std",
+        "clip_scale_min",
+        "clip_scale_max",
+        "clip_scale_frac_low",
+        "clip_scale_frac_high",
+    } <= set(tel)
     assert all(v.dim() == 0 for v in tel.values())
     # raw IG over valid turns: {0.5, 0.1, 0.3} -> mean 0.3, biased std sqrt(0.08/3)
     assert tel["ig_mean"].item() == pytest.approx(0.3)
@@ -559,11 +590,18 @@ def test_turn_ids_outside_the_trajectory_turns_are_outside_every_turn(mode):
     mask = [[1.0] * 8 + [0.0], [1.0] * 8 + [0.0]]
     outcome, groups, ig, ig_mask = [1.0, 0.0], [7, 7], [[0.4, 0.0], [0.1, 0.3]], [[True, False], [True, True]]
     out = A.compute_a2tgpo_advantages(
-        t(outcome), torch.tensor(groups), t(ig), torch.tensor(ig_mask), torch.tensor(ids, dtype=torch.int32),
-        t(mask), info_gain_norm_mode=mode, dynamic_clip=True,
+        t(outcome),
+        torch.tensor(groups),
+        t(ig),
+        torch.tensor(ig_mask),
+        torch.tensor(ids, dtype=torch.int32),
+        t(mask),
+        info_gain_norm_mode=mode,
+        dynamic_clip=True,
     )
-    expected = ref.a2tgpo(outcome, groups, ig, ig_mask, ids, [[m > 0 for m in row] for row in mask], mode=mode,
-                          dynamic_clip=True)
+    expected = ref.a2tgpo(
+        outcome, groups, ig, ig_mask, ids, [[m > 0 for m in row] for row in mask], mode=mode, dynamic_clip=True
+    )
     torch.testing.assert_close(out.advantages, t(expected["advantages"]), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(out.clip_scale, t(expected["clip_scale"]), rtol=1e-12, atol=1e-12)
     outside = torch.tensor([[1, 0, 0, 0, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 1, 1, 1, 1]], dtype=torch.bool)
@@ -576,8 +614,9 @@ def test_turn_ids_outside_the_trajectory_turns_are_outside_every_turn(mode):
 @pytest.mark.parametrize("mode", A.INFO_GAIN_NORM_MODES)
 @pytest.mark.parametrize("garbage", [float("nan"), float("inf"), -1e30])
 def test_values_under_the_ig_mask_are_ignored(mode, garbage):
-    batch = build(dict(seed=11, num_prompts=3, group_size=4, max_turns=4, tokens_per_turn=3, zero_ig=False,
-                       empty_row_prob=0.0))
+    batch = build(
+        dict(seed=11, num_prompts=3, group_size=4, max_turns=4, tokens_per_turn=3, zero_ig=False, empty_row_prob=0.0)
+    )
     clean = as_tensors(batch)
     dirty = dict(clean, ig=clean["ig"].masked_fill(~clean["ig_mask"], garbage).requires_grad_(True))
     assert not clean["ig_mask"].all()  # the batch does have masked turns
@@ -597,8 +636,12 @@ def test_values_under_the_ig_mask_are_ignored(mode, garbage):
 def test_cuda_matches_cpu():
     from trainer_hooks.losses.ppo import a2tgpo_policy_loss
 
-    x = as_tensors(build(dict(seed=3, num_prompts=3, group_size=4, max_turns=4, tokens_per_turn=3,
-                              zero_ig=False, empty_row_prob=0.0)), torch.float32)
+    x = as_tensors(
+        build(
+            dict(seed=3, num_prompts=3, group_size=4, max_turns=4, tokens_per_turn=3, zero_ig=False, empty_row_prob=0.0)
+        ),
+        torch.float32,
+    )
     cpu = A.compute_a2tgpo_advantages(**x)
     gpu = A.compute_a2tgpo_advantages(**{k: v.cuda() for k, v in x.items()})
     torch.testing.assert_close(gpu.advantages.cpu(), cpu.advantages)
@@ -607,8 +650,9 @@ def test_cuda_matches_cpu():
     old = lp + 0.1 * torch.randn(lp.shape)
     args = (old, lp, cpu.advantages, x["response_mask"])
     l_cpu, t_cpu = a2tgpo_policy_loss(*args, clip_scale=cpu.clip_scale, turn_ids=x["turn_ids"])
-    l_gpu, t_gpu = a2tgpo_policy_loss(*(a.cuda() for a in args), clip_scale=gpu.clip_scale,
-                                      turn_ids=x["turn_ids"].cuda())
+    l_gpu, t_gpu = a2tgpo_policy_loss(
+        *(a.cuda() for a in args), clip_scale=gpu.clip_scale, turn_ids=x["turn_ids"].cuda()
+    )
     torch.testing.assert_close(l_gpu.cpu(), l_cpu)
     for key, value in t_cpu.items():
         torch.testing.assert_close(t_gpu[key].cpu(), value, msg=key)

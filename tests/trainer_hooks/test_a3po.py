@@ -101,8 +101,12 @@ def test_proximal_log_prob_is_sandwiched():
 def test_float_versions_are_rejected():
     with pytest.raises(TypeError, match="integers"):
         P.a3po_policy_loss(
-            t([[-1.0]]), t([[-1.0]]), t([[1.0]]), torch.ones(1, 1, dtype=torch.bool),
-            behaviour_versions=t([1.0]), current_version=2,
+            t([[-1.0]]),
+            t([[-1.0]]),
+            t([[1.0]]),
+            torch.ones(1, 1, dtype=torch.bool),
+            behaviour_versions=t([1.0]),
+            current_version=2,
         )
 
 
@@ -120,8 +124,12 @@ def test_loss_by_hand():
     # token-mean: (-1.978466 + 0.670320) / 2 = -0.654073; grad [0, 0.335160]
     new = t([[-1.0, -1.4]]).requires_grad_(True)
     loss, tel = P.a3po_policy_loss(
-        t([[-2.0, -1.0]]), new, t([[1.0, -1.0]]), torch.ones(1, 2, dtype=torch.bool),
-        behaviour_versions=torch.tensor([[3, 1]]), current_version=5,
+        t([[-2.0, -1.0]]),
+        new,
+        t([[1.0, -1.0]]),
+        torch.ones(1, 2, dtype=torch.bool),
+        behaviour_versions=torch.tensor([[3, 1]]),
+        current_version=5,
     )
     loss.backward()
     w0, l1 = math.exp(0.5), math.exp(-0.3) * math.exp(-0.1)
@@ -144,8 +152,13 @@ def test_fresh_data_under_both_fresh_alpha_settings(fresh_alpha, expected_loss, 
     # fresh_alpha 1: prox = old -> r = e^0.5 > 1.2 clipped, w = 1: l = -2.4, grad 0
     new = t([[-0.5]]).requires_grad_(True)
     loss, _ = P.a3po_policy_loss(
-        t([[-1.0]]), new, t([[2.0]]), torch.ones(1, 1, dtype=torch.bool),
-        behaviour_versions=torch.tensor([7]), current_version=7, fresh_alpha=fresh_alpha,
+        t([[-1.0]]),
+        new,
+        t([[2.0]]),
+        torch.ones(1, 1, dtype=torch.bool),
+        behaviour_versions=torch.tensor([7]),
+        current_version=7,
+        fresh_alpha=fresh_alpha,
     )
     loss.backward()
     assert loss.item() == pytest.approx(expected_loss)
@@ -156,8 +169,13 @@ def test_fresh_data_under_both_fresh_alpha_settings(fresh_alpha, expected_loss, 
 def test_dual_clip_setting(clip_ratio_c, expected):
     # d = 1 -> prox = old: A = -1, r = e^2 = 7.389: plain PPO keeps 7.389, dual clip caps at c = 3
     loss, tel = P.a3po_policy_loss(
-        t([[-2.0]]), t([[0.0]]), t([[-1.0]]), torch.ones(1, 1, dtype=torch.bool),
-        behaviour_versions=torch.tensor([4]), current_version=5, clip_ratio_c=clip_ratio_c,
+        t([[-2.0]]),
+        t([[0.0]]),
+        t([[-1.0]]),
+        torch.ones(1, 1, dtype=torch.bool),
+        behaviour_versions=torch.tensor([4]),
+        current_version=5,
+        clip_ratio_c=clip_ratio_c,
     )
     assert loss.item() == pytest.approx(expected)
     assert tel["clipfrac_dual"].item() == (0.0 if clip_ratio_c is None else 1.0)
@@ -166,8 +184,13 @@ def test_dual_clip_setting(clip_ratio_c, expected):
 def test_behaviour_weight_cap_drops_tokens_from_the_numerator():
     # same batch as test_loss_by_hand; cap 1.5 drops token 0 (w = 1.6487): (0 + 0.670320) / 2
     loss, tel = P.a3po_policy_loss(
-        t([[-2.0, -1.0]]), t([[-1.0, -1.4]]), t([[1.0, -1.0]]), torch.ones(1, 2, dtype=torch.bool),
-        behaviour_versions=torch.tensor([[3, 1]]), current_version=5, behav_imp_weight_cap=1.5,
+        t([[-2.0, -1.0]]),
+        t([[-1.0, -1.4]]),
+        t([[1.0, -1.0]]),
+        torch.ones(1, 2, dtype=torch.bool),
+        behaviour_versions=torch.tensor([[3, 1]]),
+        current_version=5,
+        behav_imp_weight_cap=1.5,
     )
     assert loss.item() == pytest.approx(math.exp(-0.4) / 2)
     assert tel["behav_capped_frac"].item() == 0.5
@@ -190,8 +213,10 @@ AREAL_TOKEN = dict(old=t([[-1.0]]), new=t([[-0.4]]), adv=t([[1.0]]), prox=t([[-0
         ({"behav_weight": "with_rejection"}, -math.exp(0.1)),
         ({"compat": "areal", "rejection": "clamp", "rejection_upper": 1.5}, -1.5 * math.exp(0.1)),
         ({"compat": "areal", "rejection": "clamp", "rejection_upper": 2.0}, -math.exp(0.5) * math.exp(0.1)),
-        ({"compat": "areal", "rejection": "clamp", "rejection_upper": 5.0, "rejection_lower": 1.7},
-         -1.7 * math.exp(0.1)),
+        (
+            {"compat": "areal", "rejection": "clamp", "rejection_upper": 5.0, "rejection_lower": 1.7},
+            -1.7 * math.exp(0.1),
+        ),
         ({"compat": "areal", "rejection": "mask", "rejection_upper": 1.5}, 0.0),
         ({"compat": "areal", "behav_imp_weight_cap": 1.5}, 0.0),
     ],
@@ -213,8 +238,17 @@ def test_areal_sequence_level_rejection_uses_the_rows_geometric_mean_weight():
     new, adv, mask = prox.clone(), t([[1.0, 2.0]]), torch.ones(1, 2, dtype=torch.bool)  # r = 1
 
     def loss(**kw):
-        return P.decoupled_ppo_loss(old, new, adv, mask, proximal_log_prob=prox, compat="areal",
-                                    rejection_level="sequence", rejection_upper=1.5, **kw)[0].item()
+        return P.decoupled_ppo_loss(
+            old,
+            new,
+            adv,
+            mask,
+            proximal_log_prob=prox,
+            compat="areal",
+            rejection_level="sequence",
+            rejection_upper=1.5,
+            **kw,
+        )[0].item()
 
     assert loss(rejection="mask") == pytest.approx(-math.exp(0.2) * 3 / 2)
     assert loss(rejection="clamp", rejection_agg="max") == pytest.approx(-math.exp(0.2) * 3 / 2)
@@ -238,8 +272,9 @@ def test_areal_preset_of_a3po_uses_alpha_1_for_fresh_data():
 def test_a_per_token_loss_refuses_a_mismatched_advantage():
     mask = torch.ones(3, 3, dtype=torch.bool)
     with pytest.raises(ValueError, match=r"advantages must be \[B, L\] = \(3, 3\), got \(2, 3\)"):
-        P.decoupled_ppo_loss(t([[0.0] * 3] * 3), t([[0.0] * 3] * 3), t([[1.0] * 3] * 2), mask,
-                             proximal_log_prob=t([[0.0] * 3] * 3))
+        P.decoupled_ppo_loss(
+            t([[0.0] * 3] * 3), t([[0.0] * 3] * 3), t([[1.0] * 3] * 2), mask, proximal_log_prob=t([[0.0] * 3] * 3)
+        )
 
 
 def test_one_step_staleness_is_standard_ppo():
@@ -269,8 +304,12 @@ def test_staler_data_gets_ratios_closer_to_one():
     ratios = []
     for version in (9, 8, 6, 1):  # d = 1, 2, 4, 9
         _, tel = P.a3po_policy_loss(
-            old, new, t([[1.0]]), torch.ones(1, 1, dtype=torch.bool),
-            behaviour_versions=torch.tensor([version]), current_version=10,
+            old,
+            new,
+            t([[1.0]]),
+            torch.ones(1, 1, dtype=torch.bool),
+            behaviour_versions=torch.tensor([version]),
+            current_version=10,
         )
         ratios.append(tel["ratio_max"].item())
     assert ratios == sorted(ratios, reverse=True)
@@ -280,8 +319,12 @@ def test_staler_data_gets_ratios_closer_to_one():
 def test_future_versions_are_reported():
     # d = [7, -2, 0]: only the -2 is a version from the future
     _, tel = P.a3po_policy_loss(
-        t([[-1.0, -1.0, -1.0]]), t([[-1.0, -1.0, -1.0]]), t([[1.0, 1.0, 1.0]]), torch.ones(1, 3, dtype=torch.bool),
-        behaviour_versions=torch.tensor([[3, 12, 10]]), current_version=10,
+        t([[-1.0, -1.0, -1.0]]),
+        t([[-1.0, -1.0, -1.0]]),
+        t([[1.0, 1.0, 1.0]]),
+        torch.ones(1, 3, dtype=torch.bool),
+        behaviour_versions=torch.tensor([[3, 12, 10]]),
+        current_version=10,
     )
     assert tel["a3po_future_frac"].item() == pytest.approx(1 / 3)
 
@@ -418,10 +461,18 @@ def test_loss_and_gradient_match_loop_reference(dtype, rows, mode, clip, c, cap,
     mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows])
     new = column(1, -float("inf")).requires_grad_(True)
     loss, tel = P.a3po_policy_loss(
-        column(0, float("nan")), new, column(2, 0.0), mask, mode,
-        behaviour_versions=column(3, -1, torch.long), current_version=current,
-        clip_ratio_low=clip[0], clip_ratio_high=clip[1], clip_ratio_c=c,
-        behav_imp_weight_cap=cap, fresh_alpha=fresh_alpha,
+        column(0, float("nan")),
+        new,
+        column(2, 0.0),
+        mask,
+        mode,
+        behaviour_versions=column(3, -1, torch.long),
+        current_version=current,
+        clip_ratio_low=clip[0],
+        clip_ratio_high=clip[1],
+        clip_ratio_c=c,
+        behav_imp_weight_cap=cap,
+        fresh_alpha=fresh_alpha,
     )
     (grad,) = torch.autograd.grad(loss, new)
     expected, expected_grad = ref_loss(
@@ -441,8 +492,12 @@ def test_runs_on_cuda_like_on_cpu():
     adv, mask, versions = torch.randn(4, 6), torch.rand(4, 6) > 0.2, torch.randint(0, 5, (4,))
     cpu, _ = P.a3po_policy_loss(old, new, adv, mask, behaviour_versions=versions, current_version=5)
     gpu, tel = P.a3po_policy_loss(
-        old.cuda().bfloat16(), new.cuda().bfloat16(), adv.cuda(), mask.cuda(),
-        behaviour_versions=versions.cuda(), current_version=5,
+        old.cuda().bfloat16(),
+        new.cuda().bfloat16(),
+        adv.cuda(),
+        mask.cuda(),
+        behaviour_versions=versions.cuda(),
+        current_version=5,
     )
     assert gpu.device.type == "cuda" and all(v.device.type == "cuda" for v in tel.values())
     torch.testing.assert_close(gpu.cpu(), cpu, atol=3e-2, rtol=3e-2)

@@ -37,14 +37,17 @@ def test_knapsack_hand_worked():
     torch.testing.assert_close(frac, t([1.0, 0.0, 0.75]))
     # zero-cost items are funded only while budget remains when their turn comes
     on = torch.ones(3, dtype=torch.bool)
-    torch.testing.assert_close(AL.fractional_knapsack(t([3.0, 2.0, 1.0]), t([0.6, 0.0, 0.0]), 0.5, on),
-                               t([0.5 / 0.6, 0.0, 0.0]))
-    torch.testing.assert_close(AL.fractional_knapsack(t([3.0, 2.0, 1.0]), t([0.6, 0.0, 0.0]), 1.0, on),
-                               t([1.0, 1.0, 1.0]))
+    torch.testing.assert_close(
+        AL.fractional_knapsack(t([3.0, 2.0, 1.0]), t([0.6, 0.0, 0.0]), 0.5, on), t([0.5 / 0.6, 0.0, 0.0])
+    )
+    torch.testing.assert_close(
+        AL.fractional_knapsack(t([3.0, 2.0, 1.0]), t([0.6, 0.0, 0.0]), 1.0, on), t([1.0, 1.0, 1.0])
+    )
     # inactive items get nothing and spend nothing: item 0 skipped, item 2 funded fully
     active = torch.tensor([False, True, True])
-    torch.testing.assert_close(AL.fractional_knapsack(t([3.0, 1.0, 2.0]), t([0.2, 0.5, 0.4]), 0.5, active),
-                               t([0.0, 0.2, 1.0]))
+    torch.testing.assert_close(
+        AL.fractional_knapsack(t([3.0, 1.0, 2.0]), t([0.2, 0.5, 0.4]), 0.5, active), t([0.0, 0.2, 1.0])
+    )
 
 
 @HYPOTHESIS

@@ -381,8 +381,16 @@ def test_loss_matches_loop_reference(dtype, batch, scheme, normalize_weights, we
         kl_estimator=estimator,
     )
     expected = ref_loss(
-        lp, ref, adv, scheme=scheme, beta=0.5, adv_clip=adv_clip, normalize_weights=normalize_weights,
-        kl_coef=0.02, weight_kl=weight_kl, estimator=estimator,
+        lp,
+        ref,
+        adv,
+        scheme=scheme,
+        beta=0.5,
+        adv_clip=adv_clip,
+        normalize_weights=normalize_weights,
+        kl_coef=0.02,
+        weight_kl=weight_kl,
+        estimator=estimator,
     )
     tol = 1e-6 if dtype == torch.float64 else 1e-4
     assert loss.item() == pytest.approx(expected, rel=tol, abs=tol)

@@ -139,9 +139,7 @@ def test_clip_scale_widens_the_sequence_bounds():
         assert fn(old, lp, adv, mask, clip_scale=torch.full((1, 2), 10.0, dtype=F64))[0].item() == pytest.approx(
             -math.exp(0.002)
         )
-        assert fn(old, lp, adv, mask, clip_scale=torch.full((1, 2), 2.0, dtype=F64))[0].item() == pytest.approx(
-            -1.0008
-        )
+        assert fn(old, lp, adv, mask, clip_scale=torch.full((1, 2), 2.0, dtype=F64))[0].item() == pytest.approx(-1.0008)
 
 
 @HYPOTHESIS
@@ -157,13 +155,16 @@ def test_clip_scale_widens_the_sequence_bounds():
 )
 def test_matches_loop_reference(seed, B, L, name, mode, dual, use_scale, dtype):
     old, lp, adv, mask = batch(seed, B, L, spread=0.3 if dual else 1e-3)
-    scale = (1 + 0.5 * torch.rand(B, L, generator=torch.Generator().manual_seed(seed), dtype=F64)) if use_scale else None
+    scale = (
+        (1 + 0.5 * torch.rand(B, L, generator=torch.Generator().manual_seed(seed), dtype=F64)) if use_scale else None
+    )
     conv = lambda x: None if x is None else x.to(dtype)  # noqa: E731
     loss, _ = LOSSES[name](conv(old), conv(lp), conv(adv), mask, mode, clip_ratio_c=dual, clip_scale=conv(scale))
     as_list = lambda x: None if x is None else x.to(dtype).double().tolist()  # noqa: E731
     reference = ref.gspo_seq_loss if name == "gspo_seq" else ref.gspo_token_loss
-    expected = reference(as_list(old), as_list(lp), as_list(adv), mask.tolist(), mode=mode, clip_ratio_c=dual,
-                         clip_scale=as_list(scale))
+    expected = reference(
+        as_list(old), as_list(lp), as_list(adv), mask.tolist(), mode=mode, clip_ratio_c=dual, clip_scale=as_list(scale)
+    )
     tol = dict(rel=1e-6, abs=1e-6) if dtype == torch.float64 else dict(rel=1e-4, abs=1e-4)
     assert loss.item() == pytest.approx(expected, **tol)
 
@@ -239,7 +240,18 @@ def test_registered_and_telemetry_keys():
     assert registry.get_policy_loss("gspo_token") is gspo_token_policy_loss
     old, lp, adv, mask = batch(4)
     _, tel = gspo_token_policy_loss(old, lp, adv, mask)
-    assert {"clipfrac_low", "clipfrac_high", "approx_kl", "ratio_mean", "ratio_min", "ratio_max", "clip_scale_mean",
-            "clip_scale_std", "clip_scale_min", "clip_scale_max", "clip_scale_frac_low",
-            "clip_scale_frac_high"} <= set(tel)
+    assert {
+        "clipfrac_low",
+        "clipfrac_high",
+        "approx_kl",
+        "ratio_mean",
+        "ratio_min",
+        "ratio_max",
+        "clip_scale_mean",
+        "clip_scale_std",
+        "clip_scale_min",
+        "clip_scale_max",
+        "clip_scale_frac_low",
+        "clip_scale_frac_high",
+    } <= set(tel)
     assert all(v.dim() == 0 for v in tel.values())

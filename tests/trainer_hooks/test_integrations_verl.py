@@ -21,8 +21,10 @@ def test_importing_the_adapters_does_not_import_verl():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("version, compat", [("0.8.0.dev", "verl"), ("0.7.1", "verl"), ("0.9.1", "verl-0.9.1"),
-                                             ("1.0.0", "verl-0.9.1"), ("", "verl-0.9.1")])
+@pytest.mark.parametrize(
+    "version, compat",
+    [("0.8.0.dev", "verl"), ("0.7.1", "verl"), ("0.9.1", "verl-0.9.1"), ("1.0.0", "verl-0.9.1"), ("", "verl-0.9.1")],
+)
 def test_the_installed_verls_version_picks_the_preset(version, compat):
     assert V.verl_compat(version) == compat
 
@@ -66,8 +68,12 @@ def test_a2tgpo_adapter_reads_ig_and_outcome_from_turn_ends():
 
     turn_ids = torch.tensor([[0, 0, -1, 1, 1], [0, 0, -1, 1, 1], [0, -1, 1, 1, -1]])
     direct = compute_a2tgpo_advantages(
-        torch.tensor([1.0, 0.0, 1.0], dtype=F64), torch.zeros(3, dtype=torch.long),
-        torch.tensor([[0.3], [-0.1], [0.2]], dtype=F64), torch.ones(3, 1, dtype=torch.bool), turn_ids, mask,
+        torch.tensor([1.0, 0.0, 1.0], dtype=F64),
+        torch.zeros(3, dtype=torch.long),
+        torch.tensor([[0.3], [-0.1], [0.2]], dtype=F64),
+        torch.ones(3, 1, dtype=torch.bool),
+        turn_ids,
+        mask,
         with_telemetry=False,
     )
     torch.testing.assert_close(adv, direct.advantages.contiguous())
@@ -79,8 +85,13 @@ def test_policy_adapters_return_verls_metric_names_as_floats():
     old, lp = -torch.rand(4, 6, dtype=F64), -torch.rand(4, 6, dtype=F64)
     adv, mask = torch.randn(4, 6, dtype=F64), torch.rand(4, 6) < 0.8
     mask[:, 0] = True
-    config = {"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0,
-              "global_batch_info": {}}
+    config = {
+        "clip_ratio": 0.2,
+        "clip_ratio_low": None,
+        "clip_ratio_high": 0.28,
+        "clip_ratio_c": 3.0,
+        "global_batch_info": {},
+    }
     loss, metrics = V.ppo_loss(old, lp, adv, mask, "token-mean", config=config)
     assert {"actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower"} <= set(metrics)
     assert all(isinstance(v, float) for v in metrics.values())

@@ -66,7 +66,9 @@ def test_every_policy_loss_returns_the_shared_telemetry(name: str) -> None:
     for key in ("clipfrac_low", "clipfrac_high", "clip_scale_frac_low", "clip_scale_frac_high"):
         assert 0.0 <= float(telemetry[key]) <= 1.0, f"{name}: {key} = {float(telemetry[key])}"
     assert float(telemetry["ratio_min"]) <= float(telemetry["ratio_mean"]) <= float(telemetry["ratio_max"])
-    assert float(telemetry["clip_scale_min"]) <= float(telemetry["clip_scale_mean"]) <= float(telemetry["clip_scale_max"])
+    assert (
+        float(telemetry["clip_scale_min"]) <= float(telemetry["clip_scale_mean"]) <= float(telemetry["clip_scale_max"])
+    )
     loss.backward()
     assert torch.isfinite(batch["new"].grad).all()
 

@@ -115,8 +115,16 @@ def test_kl_direction_and_given_noise_and_perturb():
     TangentPlaneNoise.perturb_(theta, step)
     for p, q, s in zip(theta, g, step):
         torch.testing.assert_close(p, q + s)
-    assert set(tel) == {"beta_t", "s_t", "noise_norm", "noise_perp_norm", "noise_grad_cos", "rotation",
-                        "kl_overshoot", "noise_skipped"}
+    assert set(tel) == {
+        "beta_t",
+        "s_t",
+        "noise_norm",
+        "noise_perp_norm",
+        "noise_grad_cos",
+        "rotation",
+        "kl_overshoot",
+        "noise_skipped",
+    }
     assert all(v.dim() == 0 for v in tel.values())
 
 

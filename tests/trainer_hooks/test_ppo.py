@@ -24,8 +24,19 @@ except ImportError:  # pragma: no cover - depends on the rootdir layout
 HYPOTHESIS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 F64 = torch.float64
 TELEMETRY_KEYS = {
-    "pg_loss", "clipfrac_low", "clipfrac_high", "clipfrac_dual", "approx_kl", "ratio_mean", "ratio_min", "ratio_max",
-    "clip_scale_mean", "clip_scale_std", "clip_scale_min", "clip_scale_max", "clip_scale_frac_low",
+    "pg_loss",
+    "clipfrac_low",
+    "clipfrac_high",
+    "clipfrac_dual",
+    "approx_kl",
+    "ratio_mean",
+    "ratio_min",
+    "ratio_max",
+    "clip_scale_mean",
+    "clip_scale_std",
+    "clip_scale_min",
+    "clip_scale_max",
+    "clip_scale_frac_low",
     "clip_scale_frac_high",
 }
 
@@ -221,8 +232,9 @@ def test_turn_level_ratio_hand_worked():
     lp = torch.zeros(1, 4, dtype=F64, requires_grad=True)
     old = -torch.tensor([[0.1, 0.3, -0.2, 0.0]], dtype=F64)
     ids = torch.tensor([[0, 0, 1, 1]])
-    loss, tel = ppo_policy_loss(old, lp, torch.ones(1, 4, dtype=F64), torch.ones(1, 4, dtype=torch.bool),
-                                ratio_level="turn", turn_ids=ids)
+    loss, tel = ppo_policy_loss(
+        old, lp, torch.ones(1, 4, dtype=F64), torch.ones(1, 4, dtype=torch.bool), ratio_level="turn", turn_ids=ids
+    )
     assert loss.item() == pytest.approx((-2.4 - 2 * math.exp(-0.1)) / 4)
     loss.backward()
     torch.testing.assert_close(lp.grad, torch.tensor([[0, 0, -math.exp(-0.1) / 4, -math.exp(-0.1) / 4]], dtype=F64))
@@ -239,8 +251,9 @@ def plain_turn_ratio_loss(old, log_prob, adv, mask, turn_ids, mode, scale):
     in_turn = (turn_ids >= 0) & mask
     mean, _ = turn_reduce(log_ratio, turn_ids, K, in_turn)
     used = torch.where(in_turn, mean.gather(1, turn_ids.clamp(min=0)), log_ratio)
-    loss_mat, _ = clipped_surrogate(torch.exp(used), adv, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0,
-                                    clip_scale=scale)
+    loss_mat, _ = clipped_surrogate(
+        torch.exp(used), adv, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0, clip_scale=scale
+    )
     return agg_loss(loss_mat, mask, mode)
 
 
@@ -250,8 +263,9 @@ def test_turn_ratio_gradient_equals_plain_mean_when_advantage_is_constant_per_tu
     b = policy_batch(seed, B=4, L=10, constant_adv_per_turn=True)
     lp1 = b["log_prob"].clone().requires_grad_(True)
     lp2 = b["log_prob"].clone().requires_grad_(True)
-    ours, _ = ppo_policy_loss(b["old"], lp1, b["adv"], b["mask"], mode, ratio_level="turn", turn_ids=b["turn_ids"],
-                              clip_scale=b["scale"])
+    ours, _ = ppo_policy_loss(
+        b["old"], lp1, b["adv"], b["mask"], mode, ratio_level="turn", turn_ids=b["turn_ids"], clip_scale=b["scale"]
+    )
     plain = plain_turn_ratio_loss(b["old"], lp2, b["adv"], b["mask"], b["turn_ids"], mode, b["scale"])
     torch.testing.assert_close(ours, plain, rtol=1e-12, atol=1e-14)
     ours.backward()
@@ -280,11 +294,19 @@ def test_the_surrogates_derivative_equals_autograd_through_the_formula(clip_rati
     x1, x2 = log_ratio.clone().requires_grad_(True), log_ratio.clone().requires_grad_(True)
     a1, a2 = adv.clone().requires_grad_(True), adv.clone().requires_grad_(True)
     if into == "ratio":
-        ours, maps = clipped_surrogate(torch.exp(x1), a1, clip_ratio_low=0.2, clip_ratio_high=0.28,
-                                       clip_ratio_c=clip_ratio_c, clip_scale=scale)
+        ours, maps = clipped_surrogate(
+            torch.exp(x1), a1, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=clip_ratio_c, clip_scale=scale
+        )
     else:  # the ratio's value given, the gradient into the log-ratio (the turn-level ratio's route)
-        ours, maps = clipped_surrogate(torch.exp(x1.detach()), a1, clip_ratio_low=0.2, clip_ratio_high=0.28,
-                                       clip_ratio_c=clip_ratio_c, clip_scale=scale, log_ratio=x1)
+        ours, maps = clipped_surrogate(
+            torch.exp(x1.detach()),
+            a1,
+            clip_ratio_low=0.2,
+            clip_ratio_high=0.28,
+            clip_ratio_c=clip_ratio_c,
+            clip_scale=scale,
+            log_ratio=x1,
+        )
     theirs = autograd_surrogate(torch.exp(x2), a2, scale, clip_ratio_c)
     assert torch.equal(ours, theirs)
     assert maps["clip_low"].any() and maps["clip_high"].any() and (maps["dual"].any() or clip_ratio_c is None)
@@ -348,14 +370,27 @@ def test_matches_loop_reference(seed, B, L, mode, ratio_level, use_scale, dual, 
     b = policy_batch(seed, B, L, spread=0.5)
     scale = b["scale"] if use_scale else None
     loss, _ = ppo_policy_loss(
-        b["old"].to(dtype), b["log_prob"].to(dtype), b["adv"].to(dtype), b["mask"], mode, clip_ratio_c=dual,
-        clip_scale=None if scale is None else scale.to(dtype), ratio_level=ratio_level, turn_ids=b["turn_ids"],
+        b["old"].to(dtype),
+        b["log_prob"].to(dtype),
+        b["adv"].to(dtype),
+        b["mask"],
+        mode,
+        clip_ratio_c=dual,
+        clip_scale=None if scale is None else scale.to(dtype),
+        ratio_level=ratio_level,
+        turn_ids=b["turn_ids"],
     )
     # the reference sees exactly the (possibly float32-rounded) inputs
     as_list = lambda x: x.to(dtype).double().tolist()  # noqa: E731
     expected = ref.ppo_loss(
-        as_list(b["old"]), as_list(b["log_prob"]), as_list(b["adv"]), b["mask"].tolist(), mode=mode,
-        clip_ratio_c=dual, clip_scale=None if scale is None else as_list(scale), turn_ids=b["turn_ids"].tolist(),
+        as_list(b["old"]),
+        as_list(b["log_prob"]),
+        as_list(b["adv"]),
+        b["mask"].tolist(),
+        mode=mode,
+        clip_ratio_c=dual,
+        clip_scale=None if scale is None else as_list(scale),
+        turn_ids=b["turn_ids"].tolist(),
         ratio_level=ratio_level,
     )
     tol = dict(rel=1e-6, abs=1e-6) if dtype == torch.float64 else dict(rel=1e-4, abs=1e-4)
@@ -398,13 +433,15 @@ def test_fully_masked_rows_and_batches_stay_finite(mode, ratio_level):
     b = policy_batch(5, B=3, L=7)
     b["mask"][1] = False
     lp = b["log_prob"].clone().requires_grad_(True)
-    loss, tel = ppo_policy_loss(b["old"], lp, b["adv"], b["mask"], mode, ratio_level=ratio_level,
-                                turn_ids=b["turn_ids"], clip_scale=b["scale"])
+    loss, tel = ppo_policy_loss(
+        b["old"], lp, b["adv"], b["mask"], mode, ratio_level=ratio_level, turn_ids=b["turn_ids"], clip_scale=b["scale"]
+    )
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(lp.grad).all() and (lp.grad[1] == 0).all()
     lp.grad = None
-    empty, tel = ppo_policy_loss(b["old"], lp, b["adv"], torch.zeros_like(b["mask"]), mode,
-                                 ratio_level=ratio_level, turn_ids=b["turn_ids"])
+    empty, tel = ppo_policy_loss(
+        b["old"], lp, b["adv"], torch.zeros_like(b["mask"]), mode, ratio_level=ratio_level, turn_ids=b["turn_ids"]
+    )
     empty.backward()
     assert empty.item() == 0.0 and (lp.grad == 0).all()
     assert all(torch.isfinite(v) for v in tel.values())
@@ -458,8 +495,9 @@ def test_a_per_sequence_advantage_is_an_error_not_a_row_broadcast():
 def test_rollout_is_weights_scale_the_token_loss_as_verl():
     b = policy_batch(4, B=3, L=5)
     plain, _ = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], "token-sum")
-    half, _ = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], "token-sum",
-                              rollout_is_weights=torch.full((3, 5), 0.5, dtype=F64))
+    half, _ = ppo_policy_loss(
+        b["old"], b["log_prob"], b["adv"], b["mask"], "token-sum", rollout_is_weights=torch.full((3, 5), 0.5, dtype=F64)
+    )
     assert half.item() == pytest.approx(plain.item() / 2, rel=1e-12)
 
 

@@ -61,7 +61,9 @@ def test_sum_norm_of_verl_0_9_1_averages_the_rows():
 
 
 def test_unknown_compat_and_seq_sum_norm_are_errors_naming_them():
-    with pytest.raises(ValueError, match="compat='trl' is not a preset.*known: 'verl', 'verl-0.9.1', 'retrain', 'areal'"):
+    with pytest.raises(
+        ValueError, match="compat='trl' is not a preset.*known: 'verl', 'verl-0.9.1', 'retrain', 'areal'"
+    ):
         agg_loss(LOSS, MASK, "token-mean", compat="trl")
     with pytest.raises(ValueError, match="seq_sum_norm"):
         agg_loss(LOSS, MASK, "seq-mean-token-sum-norm", seq_sum_norm="mean")

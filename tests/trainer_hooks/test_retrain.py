@@ -564,8 +564,13 @@ def test_token_shapes_are_checked_not_broadcast():
     with pytest.raises(ValueError, match=r"gtpo_weighting: advantages must be \[B, L\] = \(3, 3\), got \(2,\)"):
         R.gtpo_weighting(t([1.0, 2.0]), t([[1.0] * 3] * 3), square)
     with pytest.raises(ValueError, match=r"compose_advantages: logprobs \(3, 2\) must match response_mask \(3, 3\)"):
-        R.compose_advantages(t([1.0, 0.0, 1.0]), torch.tensor([0, 0, 0]), square,
-                             config={"transform_mode": "gtpo"}, logprobs=t([[-1.0] * 2] * 3))
+        R.compose_advantages(
+            t([1.0, 0.0, 1.0]),
+            torch.tensor([0, 0, 0]),
+            square,
+            config={"transform_mode": "gtpo"},
+            logprobs=t([[-1.0] * 2] * 3),
+        )
 
 
 def test_registry_serves_the_builtin_estimators_and_transforms():
@@ -619,7 +624,9 @@ def pad(rows, fill, dtype):
 COMPOSE_CASES = st.tuples(
     st.sampled_from(["grpo", "maxrl"]),
     st.booleans(),
-    st.sampled_from(["none", "gtpo", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_hicra", "hicra", "gtpo_sepa_amp", "gtpo_sepa_amp_c"]),
+    st.sampled_from(
+        ["none", "gtpo", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_hicra", "hicra", "gtpo_sepa_amp", "gtpo_sepa_amp_c"]
+    ),
     st.sampled_from(["surprisal", "predictive_variance", "shannon_entropy"]),
     st.sampled_from([0.0, 0.1, 0.7]),
     st.sampled_from([0.0, 0.3, 1.0]),
@@ -691,9 +698,38 @@ def test_planning_ids_match_loop_reference(rows, grams):
 
 
 PIECES = [
-    "wait", " Wait", " let", " me", "Let", " think", "\u0120check", "\u2581the", " key", " is", "ight", " ins",
-    "not", "ice", " that", "'s", " not", " right", "\n", "  ", " ", ".", "x", "ok", "\u00e9", " double", " check",
-    "that", " doesn", "\u2019t", " work", "",
+    "wait",
+    " Wait",
+    " let",
+    " me",
+    "Let",
+    " think",
+    "\u0120check",
+    "\u2581the",
+    " key",
+    " is",
+    "ight",
+    " ins",
+    "not",
+    "ice",
+    " that",
+    "'s",
+    " not",
+    " right",
+    "\n",
+    "  ",
+    " ",
+    ".",
+    "x",
+    "ok",
+    "\u00e9",
+    " double",
+    " check",
+    "that",
+    " doesn",
+    "\u2019t",
+    " work",
+    "",
 ]
 
 

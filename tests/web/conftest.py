@@ -14,7 +14,7 @@ from lineage.service import Ledger
 
 SLUG = DEMO_PROJECT["slug"]
 #: The hypothesis the XSS tests record: a script and an event handler.
-XSS = "<script>window.__xss=1</script><img src=x onerror=\"window.__xss=2\">"
+XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">'
 
 
 def load_demo(ledger: Ledger) -> Ledger:
@@ -29,8 +29,14 @@ def api_points(points: list[dict]) -> list[dict]:
     for point in points:
         if point["value"] != point["value"]:  # NaN: the API refuses it (the reader test drops it)
             continue
-        out.append({"step": point["step"], "name": point.get("name") or point["key"], "value": point["value"],
-                    **({"turn": point["turn"]} if "turn" in point else {})})
+        out.append(
+            {
+                "step": point["step"],
+                "name": point.get("name") or point["key"],
+                "value": point["value"],
+                **({"turn": point["turn"]} if "turn" in point else {}),
+            }
+        )
     return out
 
 

@@ -18,9 +18,23 @@ from dataclasses import dataclass
 from lineage.service import Ledger
 
 HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
-WORDS = ("increase LR", "switch to GeLU", "add warmup", "muon lr", "weight decay 0.1", "rope base 50k",
-         "wider MLP", "deeper model", "bigger batch", "qk norm", "value residual", "untied embeddings",
-         "cosine to zero", "shorter window", "logit softcap")
+WORDS = (
+    "increase LR",
+    "switch to GeLU",
+    "add warmup",
+    "muon lr",
+    "weight decay 0.1",
+    "rope base 50k",
+    "wider MLP",
+    "deeper model",
+    "bigger batch",
+    "qk norm",
+    "value residual",
+    "untied embeddings",
+    "cosine to zero",
+    "shorter window",
+    "logit softcap",
+)
 
 
 @dataclass(frozen=True)
@@ -78,18 +92,29 @@ def lm_points(rng: random.Random, steps: int = 1000, final: float = 0.99) -> lis
         points.append({"step": step, "name": "lr", "value": round(lr, 7)})
         points.append({"step": step, "name": "grad_norm", "value": round(abs(rng.gauss(1.0, 0.3)), 4)})
         if step % 250 == 0:
-            points.append({"step": step, "name": "val_bpb",
-                           "value": round(final + 0.5 * (1 - progress) ** 2 + rng.gauss(0, 0.002), 5)})
+            points.append(
+                {
+                    "step": step,
+                    "name": "val_bpb",
+                    "value": round(final + 0.5 * (1 - progress) ** 2 + rng.gauss(0, 0.002), 5),
+                }
+            )
     return points
 
 
-def load_loop_project(ledger: Ledger, slug: str = "ar-loop", n: int = 2000, seed: int = 20,
-                      telemetry_trials: int = 4) -> LoopProject:
+def load_loop_project(
+    ledger: Ledger, slug: str = "ar-loop", n: int = 2000, seed: int = 20, telemetry_trials: int = 4
+) -> LoopProject:
     """Import the generated ``results.tsv`` into a new project ``slug`` and give the last
     ``telemetry_trials`` kept trials telemetry; answer what was made."""
     text, kinds = results_tsv(n, seed)
-    ledger.import_file(slug, io.StringIO(text, newline=""), fmt="autoresearch", source="results.tsv",
-                       create_with={"lower_is_better": True})
+    ledger.import_file(
+        slug,
+        io.StringIO(text, newline=""),
+        fmt="autoresearch",
+        source="results.tsv",
+        create_with={"lower_is_better": True},
+    )
     trials = list(ledger.stream_trials(slug))
     exp_ids = [trial.exp_id for trial in trials]
     assert len(exp_ids) == n, (len(exp_ids), n)
@@ -99,9 +124,17 @@ def load_loop_project(ledger: Ledger, slug: str = "ar-loop", n: int = 2000, seed
     for exp_id in with_telemetry:
         ledger.ingest_telemetry(slug, exp_id, _rows(lm_points(rng)))
     best = ledger.best(slug)
-    return LoopProject(slug=slug, trials=n, exp_ids=exp_ids, kept=ids["keep"], crashed=ids["crash"],
-                       blown_up=ids["blown_up"], with_telemetry=with_telemetry,
-                       best_exp=best.exp_id, best_metric=float(best.core_metric))
+    return LoopProject(
+        slug=slug,
+        trials=n,
+        exp_ids=exp_ids,
+        kept=ids["keep"],
+        crashed=ids["crash"],
+        blown_up=ids["blown_up"],
+        with_telemetry=with_telemetry,
+        best_exp=best.exp_id,
+        best_metric=float(best.core_metric),
+    )
 
 
 def _rows(points: list[dict]):

@@ -44,14 +44,20 @@ def closed_client(app_client: TestClient, sqlite_ledger: Ledger) -> Iterator[Tes
 
 def login(client: TestClient, token: str, next_url: str = "/"):  # type: ignore[no-untyped-def]
     client.get("/login")
-    return client.post("/login", data={"csrf": client.cookies.get("lineage_csrf"), "token": token, "next": next_url},
-                       follow_redirects=False)
+    return client.post(
+        "/login",
+        data={"csrf": client.cookies.get("lineage_csrf"), "token": token, "next": next_url},
+        follow_redirects=False,
+    )
 
 
 def post_upload(client: TestClient, project: str = "new"):  # type: ignore[no-untyped-def]
     client.get("/upload")
-    return client.post("/upload", data={"csrf": client.cookies.get("lineage_csrf"), "project": project},
-                       files={"file": ("r.tsv", GOOD_TSV.encode(), "text/plain")})
+    return client.post(
+        "/upload",
+        data={"csrf": client.cookies.get("lineage_csrf"), "project": project},
+        files={"file": ("r.tsv", GOOD_TSV.encode(), "text/plain")},
+    )
 
 
 def test_without_tokens_the_upload_form_is_open(app_client: TestClient) -> None:

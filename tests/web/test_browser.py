@@ -27,8 +27,14 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 #: Upper bounds on waits (a busy 2-core machine is slow; a page that is ready sooner is
 #: used at once): Playwright's waits and actions, and the test's own HTTP requests.
 PAGE_TIMEOUT_MS = 90_000
@@ -42,14 +48,26 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     workdir = tmp_path_factory.mktemp("serve")
     with serving(workdir, demo=True) as base:
         ledger = Ledger.open(str(workdir / "lineage.db"), upgrade=False)
-        ledger.record_trial(SLUG, {"exp_id": "006", "parent_exp": "004", "status": "discard", "core_metric": 34.5,
-                                   "specialist": "<b>red-team</b>", "hypothesis": XSS,
-                                   "notes": "# not a heading\n**not bold** <script>window.__xss=3</script>",
-                                   "expected_delta": "+0.1 EM"})
+        ledger.record_trial(
+            SLUG,
+            {
+                "exp_id": "006",
+                "parent_exp": "004",
+                "status": "discard",
+                "core_metric": 34.5,
+                "specialist": "<b>red-team</b>",
+                "hypothesis": XSS,
+                "notes": "# not a heading\n**not bold** <script>window.__xss=3</script>",
+                "expected_delta": "+0.1 EM",
+            },
+        )
         ledger.close()
         for exp_id in ("003", "004"):
-            posted = httpx.post(f"{base}/api/v1/projects/{SLUG}/trials/{exp_id}/telemetry",
-                                json={"points": api_points(synthetic_points())}, timeout=HTTP_TIMEOUT_S)
+            posted = httpx.post(
+                f"{base}/api/v1/projects/{SLUG}/trials/{exp_id}/telemetry",
+                json={"points": api_points(synthetic_points())},
+                timeout=HTTP_TIMEOUT_S,
+            )
             assert posted.status_code == 201, posted.text
         yield base
 
@@ -58,9 +76,26 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def closed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """A server with a writer token and anonymous reading off; yields its URL and the token."""
     workdir = tmp_path_factory.mktemp("closed")
-    made = subprocess.run([sys.executable, "-m", "api.cli", "--db", str(workdir / "lineage.db"), "token", "create",
-                           "--name", "night-shift", "--role", "writer"], cwd=workdir, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "--db",
+            str(workdir / "lineage.db"),
+            "token",
+            "create",
+            "--name",
+            "night-shift",
+            "--role",
+            "writer",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
     secret = next(word for word in made.stdout.split() if word.startswith("llt_"))
     with serving(workdir, "--no-anonymous-read", demo=True) as base:
         yield base, secret
@@ -98,8 +133,12 @@ def page(browser, server: str):  # type: ignore[no-untyped-def]
     tab.on("pageerror", lambda error: problems.append(f"page error: {error}"))
     # a 4xx page (the upload's error page is a 400) is logged as "Failed to load resource":
     # statuses are asserted where they matter, so only other console errors count
-    tab.on("console", lambda m: problems.append(m.text)
-           if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    tab.on(
+        "console",
+        lambda m: (
+            problems.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource") else None
+        ),
+    )
     yield tab
     context.close()
     assert not problems, problems
@@ -195,8 +234,13 @@ def test_hostile_hypothesis_renders_as_text_and_runs_nothing(page) -> None:  # t
     assert page.locator("#notes h1").count() == 0 and page.locator("#notes strong").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"
     shot(page, "07-xss-trial")
-    for url in (f"/projects/{SLUG}", f"/projects/{SLUG}/tree?focus=006", f"/projects/{SLUG}/trials",
-                f"/projects/{SLUG}/compare?exp=004&exp=006", f"/projects/{SLUG}/chain?to=006"):
+    for url in (
+        f"/projects/{SLUG}",
+        f"/projects/{SLUG}/tree?focus=006",
+        f"/projects/{SLUG}/trials",
+        f"/projects/{SLUG}/compare?exp=004&exp=006",
+        f"/projects/{SLUG}/chain?to=006",
+    ):
         page.goto(url)
         page.wait_for_load_state("load")
         assert page.evaluate("typeof window.__xss") == "undefined", url
@@ -230,8 +274,11 @@ def test_calibration_page_draws_a_scatter_per_specialist(page) -> None:  # type:
 def test_phone_width_has_no_sideways_scrolling(browser, server: str) -> None:  # type: ignore[no-untyped-def]
     context = new_context(browser, base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True)
     tab = context.new_page()
-    for name, url in (("10-phone-dashboard", f"/projects/{SLUG}"), ("11-phone-trial", f"/projects/{SLUG}/trials/004"),
-                      ("12-phone-tree", f"/projects/{SLUG}/tree")):
+    for name, url in (
+        ("10-phone-dashboard", f"/projects/{SLUG}"),
+        ("11-phone-trial", f"/projects/{SLUG}/trials/004"),
+        ("12-phone-tree", f"/projects/{SLUG}/tree"),
+    ):
         tab.goto(url)
         width = tab.evaluate("document.documentElement.scrollWidth")
         assert width <= 392, (url, width)
@@ -245,7 +292,7 @@ def test_dark_mode_is_dark_and_readable(browser, server: str) -> None:  # type: 
     tab.goto(f"/projects/{SLUG}")
     background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
     text = tab.evaluate("getComputedStyle(document.body).color")
-    channels = lambda css: [int(x) for x in css[css.index("(") + 1:css.index(")")].split(",")[:3]]  # noqa: E731
+    channels = lambda css: [int(x) for x in css[css.index("(") + 1 : css.index(")")].split(",")[:3]]  # noqa: E731
     assert sum(channels(background)) < 150 and sum(channels(text)) > 500
     tab.screenshot(path=str(SHOTS / "13-dark-dashboard.png"), full_page=True)
     tab.goto(f"/projects/{SLUG}/trials/004")
@@ -270,8 +317,11 @@ def test_login_with_a_token_opens_closed_pages_and_the_upload(browser, closed_se
     cookie = next(c for c in context.cookies() if c["name"] == "lineage_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     tab.goto("/upload")
-    good = httpx.get(f"{base}/projects/{SLUG}/trials?order=asc&format=tsv", cookies={"lineage_session": secret},
-                     timeout=HTTP_TIMEOUT_S).text
+    good = httpx.get(
+        f"{base}/projects/{SLUG}/trials?order=asc&format=tsv",
+        cookies={"lineage_session": secret},
+        timeout=HTTP_TIMEOUT_S,
+    ).text
     tab.get_by_label("Project").fill("copied")
     tab.get_by_label("File").set_input_files(
         files=[{"name": "results.tsv", "mimeType": "text/tab-separated-values", "buffer": good.encode()}]
@@ -283,11 +333,14 @@ def test_login_with_a_token_opens_closed_pages_and_the_upload(browser, closed_se
 
 
 def test_dark_mode_at_phone_width(browser, server: str) -> None:  # type: ignore[no-untyped-def]
-    context = new_context(browser, base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True,
-                                  color_scheme="dark")
+    context = new_context(
+        browser, base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True, color_scheme="dark"
+    )
     tab = context.new_page()
-    for name, url in (("17-phone-dark-dashboard", f"/projects/{SLUG}"),
-                      ("18-phone-dark-trial", f"/projects/{SLUG}/trials/004")):
+    for name, url in (
+        ("17-phone-dark-dashboard", f"/projects/{SLUG}"),
+        ("18-phone-dark-trial", f"/projects/{SLUG}/trials/004"),
+    ):
         tab.goto(url)
         assert tab.evaluate("document.documentElement.scrollWidth") <= 392, url
         assert tab.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
@@ -300,10 +353,21 @@ def test_an_autoresearch_trial_page_shows_its_code_change(page, server: str, tmp
 
     repo = tmp_path / "repo"
     repo.mkdir()
-    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@x",
-           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    git = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,  # noqa: E731
-                                       text=True, env=env).stdout.strip()
+    env = {
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_AUTHOR_EMAIL": "a@x",
+        "GIT_COMMITTER_NAME": "a",
+        "GIT_COMMITTER_EMAIL": "a@x",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
+    git = lambda *args: subprocess.run(  # noqa: E731
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout.strip()
     git("init", "-q", "-b", "main")
     shas = []
     for subject, body in (("baseline", "lr = 0.01\nwarmup = 0\n"), ("raise the LR", "lr = 0.04\nwarmup = 0\n")):
@@ -312,9 +376,12 @@ def test_an_autoresearch_trial_page_shows_its_code_change(page, server: str, tmp
         git("commit", "-q", "-m", subject)
         shas.append(git("rev-parse", "--short=7", "HEAD"))
     results = tmp_path / "results.tsv"
-    results.write_text("commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
-                       f"{shas[0]}\t0.997900\t44.0\tkeep\tbaseline\n{shas[1]}\t0.993200\t44.2\tkeep\traise the LR\n"
-                       "c3d4e5f\t0.000000\t0.0\tcrash\tdouble width (OOM)\n", encoding="utf-8")
+    results.write_text(
+        "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
+        f"{shas[0]}\t0.997900\t44.0\tkeep\tbaseline\n{shas[1]}\t0.993200\t44.2\tkeep\traise the LR\n"
+        "c3d4e5f\t0.000000\t0.0\tcrash\tdouble width (OOM)\n",
+        encoding="utf-8",
+    )
     loops.RemoteSync(server, None, "nightly", results, git_repo=repo).sync()  # over the HTTP API
     page.goto("/projects/nightly/trials/001")
     section = page.locator("#code-change")

@@ -40,8 +40,9 @@ def test_filter_box_narrows_the_table_and_points_at_errors(browser, loop_server)
     tab.fill("#filter", expression)
     with tab.expect_navigation():
         tab.press("#filter", "Enter")
-    expected = httpx.get(f"{base}/api/v1/projects/{made.slug}/trials", params={"filter": expression, "limit": 1},
-                         timeout=HTTP_TIMEOUT_S).json()["total"]
+    expected = httpx.get(
+        f"{base}/api/v1/projects/{made.slug}/trials", params={"filter": expression, "limit": 1}, timeout=HTTP_TIMEOUT_S
+    ).json()["total"]
     assert 0 < expected < len(made.kept)
     sub = tab.inner_text("header.page-head .sub")
     assert re.search(rf"\b{expected:,} trials match", sub), sub

@@ -80,16 +80,21 @@ def test_column_picker_applies_with_script_and_pages_fit_a_phone(browser, loop_s
     heads = tab.locator("table.trials thead th").all_inner_texts()
     assert "memory_gb" in heads and "commit" not in heads
     tab.screenshot(path=str(SHOTS / "trials-picker-1280.png"), full_page=False)
-    for url, name in ((f"/projects/{made.slug}/compare?exp={made.best_exp},{made.exp_ids[1]}", "compare"),
-                      (f"/projects/{made.slug}/trials/{made.best_exp}", "trial"),
-                      (f"/projects/{made.slug}/chain", "chain"),
-                      (f"/projects/{made.slug}/tree?focus={made.best_exp}", "tree")):
+    for url, name in (
+        (f"/projects/{made.slug}/compare?exp={made.best_exp},{made.exp_ids[1]}", "compare"),
+        (f"/projects/{made.slug}/trials/{made.best_exp}", "trial"),
+        (f"/projects/{made.slug}/chain", "chain"),
+        (f"/projects/{made.slug}/tree?focus={made.best_exp}", "tree"),
+    ):
         tab.goto(url)
         tab.screenshot(path=str(SHOTS / f"{name}-cols-1280.png"), full_page=False)
     context.close()
     phone, small, more = open_page(browser, base, width=390, height=844)
-    for url, name in ((f"/projects/{made.slug}/knobs", "knobs"), (f"/projects/{made.slug}/trials", "trials"),
-                      (f"/projects/{made.slug}/trials/{made.best_exp}", "trial")):
+    for url, name in (
+        (f"/projects/{made.slug}/knobs", "knobs"),
+        (f"/projects/{made.slug}/trials", "trials"),
+        (f"/projects/{made.slug}/trials/{made.best_exp}", "trial"),
+    ):
         small.goto(url)
         small.screenshot(path=str(SHOTS / f"{name}-390.png"), full_page=False)
     small.goto(f"/projects/{made.slug}/knobs")

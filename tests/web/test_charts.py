@@ -29,13 +29,18 @@ def test_nice_ticks_cover_the_range_with_round_steps(lo: float, hi: float) -> No
 
 
 def test_status_classes() -> None:
-    assert [charts.status_class(s) for s in ("keep", "baseline", "discard", "disqualified", "crash", "harness_abort")] == [
-        "kept", "kept", "discarded", "discarded", "failed", "failed"]
+    assert [
+        charts.status_class(s) for s in ("keep", "baseline", "discard", "disqualified", "crash", "harness_abort")
+    ] == ["kept", "kept", "discarded", "discarded", "failed", "failed"]
 
 
 def test_metric_chart_is_valid_svg_with_escaped_titles_and_links() -> None:
-    points = [Point(0, 1.0, "kept", "a <b> & c", "/t?x=1&y=2"), Point(1, None, "failed", "no metric", "/t/1"),
-              Point(2, 0.5, "discarded", "d", None), Point(3, 0.7, "failed", "f", None)]
+    points = [
+        Point(0, 1.0, "kept", "a <b> & c", "/t?x=1&y=2"),
+        Point(1, None, "failed", "no metric", "/t/1"),
+        Point(2, 0.5, "discarded", "d", None),
+        Point(3, 0.7, "failed", "f", None),
+    ]
     svg = charts.metric_chart(points, [(0, 1.0), (2, 0.5)], label="m <x>", metric_name="bpb", best_x=0)
     root = parse(svg)
     assert root.tag.endswith("svg") and 'aria-label="m &lt;x&gt;"' in svg
@@ -45,13 +50,15 @@ def test_metric_chart_is_valid_svg_with_escaped_titles_and_links() -> None:
 
 
 def test_empty_and_degenerate_charts_still_render() -> None:
-    for svg in (charts.metric_chart([], [], label="x", metric_name="m"),
-                charts.line_chart([], label="x"),
-                charts.scatter([], label="x", x_label="a", y_label="b"),
-                charts.sparkline([], x_max=0, label="x"),
-                charts.bars([], label="x"),
-                charts.clip_scale_figure(mean=None, std=None, low=None, high=None, frac_low=None, frac_high=None),
-                charts.line_chart([charts.Series("one", [(3, 2.0)])], label="single point")):
+    for svg in (
+        charts.metric_chart([], [], label="x", metric_name="m"),
+        charts.line_chart([], label="x"),
+        charts.scatter([], label="x", x_label="a", y_label="b"),
+        charts.sparkline([], x_max=0, label="x"),
+        charts.bars([], label="x"),
+        charts.clip_scale_figure(mean=None, std=None, low=None, high=None, frac_low=None, frac_high=None),
+        charts.line_chart([charts.Series("one", [(3, 2.0)])], label="single point"),
+    ):
         parse(svg)
 
 

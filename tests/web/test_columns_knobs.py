@@ -37,8 +37,10 @@ def row_names(html: str) -> list[str]:
 def test_the_loop_file_columns_are_first_class_and_empty_fields_hidden(loop) -> None:  # type: ignore[no-untyped-def]
     ledger, made, client = loop
     columns = ledger.project_columns(made.slug)
-    assert [(c.key, c.label, c.numeric) for c in columns.file] == [("extra.commit", "commit", False),
-                                                                    ("extra.memory_gb", "memory_gb", True)]
+    assert [(c.key, c.label, c.numeric) for c in columns.file] == [
+        ("extra.commit", "commit", False),
+        ("extra.memory_gb", "memory_gb", True),
+    ]
     best = ledger.trial(made.slug, made.best_exp)
 
     table = client.get(f"/projects/{made.slug}/trials").text
@@ -46,7 +48,7 @@ def test_the_loop_file_columns_are_first_class_and_empty_fields_hidden(loop) -> 
     assert "commit" in shown and "memory_gb" in shown and "val_bpb" in shown
     assert not set(shown) & {"specialist", "domain"}
     newest = ledger.trial(made.slug, made.exp_ids[-1])
-    assert f'>{newest.extra["commit"]}<' in table
+    assert f">{newest.extra['commit']}<" in table
 
     compare = client.get(f"/projects/{made.slug}/compare?exp={made.best_exp}&exp={made.exp_ids[1]}").text
     rows = row_names(compare)
@@ -61,10 +63,15 @@ def test_the_loop_file_columns_are_first_class_and_empty_fields_hidden(loop) -> 
     assert "other extra keys" not in page  # nothing left in a raw blob: _row is bookkeeping
     assert re.search(rf'<th scope="row">memory_gb</th><td>{best.extra["memory_gb"]:g}</td>', page)
 
-    for url in (f"/projects/{made.slug}/chain", f"/projects/{made.slug}/tree?focus={made.best_exp}",
-                f"/projects/{made.slug}"):
+    for url in (
+        f"/projects/{made.slug}/chain",
+        f"/projects/{made.slug}/tree?focus={made.best_exp}",
+        f"/projects/{made.slug}",
+    ):
         html = client.get(url).text
-        assert re.search(r'data-col="extra.commit"><span class="muted">commit</span> ' + best.extra["commit"], html), url
+        assert re.search(r'data-col="extra.commit"><span class="muted">commit</span> ' + best.extra["commit"], html), (
+            url
+        )
 
 
 def test_the_demo_keeps_its_a2tgpo_fields(client: TestClient) -> None:

@@ -169,8 +169,11 @@ def test_click_opens_the_trial_and_ticked_curves_open_compare(page) -> None:  # 
     page.mouse.click(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.5)
     page.keyboard.up("Shift")
     assert page.locator(f".explore-trials input[value='{picked}']").is_checked()
-    other = next(v for v in page.locator(".explore-trials input[name=exp]").evaluate_all("bs => bs.map(b => b.value)")
-                 if v != picked)
+    other = next(
+        v
+        for v in page.locator(".explore-trials input[name=exp]").evaluate_all("bs => bs.map(b => b.value)")
+        if v != picked
+    )
     page.locator(f".explore-trials input[value='{other}']").check()
     page.locator(".explore-trials button[type=submit]").click()
     page.wait_for_url(f"**/projects/{SLUG}/compare?**")

@@ -101,8 +101,11 @@ def test_explorer_zooms_and_pans_and_resets(browser, site) -> None:  # type: ign
     figure = explore_figure(page)
 
     def x_ticks() -> list[float]:
-        return [float(t.replace(",", "")) for t in texts(figure.locator("svg.explore-svg text[text-anchor=middle]"))
-                if re.fullmatch(r"[-\d.,e]+", t)]
+        return [
+            float(t.replace(",", ""))
+            for t in texts(figure.locator("svg.explore-svg text[text-anchor=middle]"))
+            if re.fullmatch(r"[-\d.,e]+", t)
+        ]
 
     before = x_ticks()
     box = figure.locator("svg.explore-svg").bounding_box()
@@ -184,7 +187,9 @@ def test_explorer_grouped_by_status_draws_the_status_colours(browser, site) -> N
         return out;
     }""")
     assert by_group["keep"] == rgb(kept) == by_group["baseline"] and by_group["discard"] != rgb(kept), by_group
-    swatch = page.locator(".explore-key .swatch").evaluate_all("(s) => s.map(e => [e.parentElement.innerText.trim(), getComputedStyle(e).backgroundColor])")
+    swatch = page.locator(".explore-key .swatch").evaluate_all(
+        "(s) => s.map(e => [e.parentElement.innerText.trim(), getComputedStyle(e).backgroundColor])"
+    )
     assert dict(swatch).get("keep") == rgb(kept), swatch
     context.close()
     assert not problems, problems
@@ -200,7 +205,10 @@ def test_phone_width_pages(browser, site) -> None:  # type: ignore[no-untyped-de
     assert scroll[1] > 0 and scroll[0] >= scroll[1] - 2, scroll  # opens at the newest trials
     tabs = page.locator("nav.tabs")
     assert tabs.evaluate("e => e.scrollWidth > e.clientWidth")
-    assert tabs.evaluate("e => getComputedStyle(e).maskImage || getComputedStyle(e).webkitMaskImage") not in ("", "none")
+    assert tabs.evaluate("e => getComputedStyle(e).maskImage || getComputedStyle(e).webkitMaskImage") not in (
+        "",
+        "none",
+    )
     page.goto(f"/projects/{LOOP}/explore")
     svg = explore_figure(page).locator("svg.explore-svg")
     box = svg.bounding_box()

@@ -29,8 +29,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient,
     load_demo(ledger)
     demo_points = api_points(synthetic_points())
     for exp_id, scale in (("003", 1.0), ("004", 1.1)):
-        points = [*demo_points, *({"step": s, "name": "reward", "value": scale * s / 100} for s in range(0, 200, 10)),
-                  *({"step": s, "name": "response_length", "value": 300 + scale * s} for s in range(0, 200, 10))]
+        points = [
+            *demo_points,
+            *({"step": s, "name": "reward", "value": scale * s / 100} for s in range(0, 200, 10)),
+            *({"step": s, "name": "response_length", "value": 300 + scale * s} for s in range(0, 200, 10)),
+        ]
         from lineage.telemetry import check_points
 
         ledger.ingest_telemetry(SLUG, exp_id, check_points(points))
@@ -56,7 +59,10 @@ def section(html: str, marker: str, end: str = "</section>") -> str:
 
 def _ticks(svg: str) -> list[float]:
     """The y tick labels of a chart (text-anchor end, left of the axis)."""
-    return [float(v.replace(",", "")) for v in re.findall(r'<text class="tick" x="\d+" y="[\d.]+" text-anchor="end">([-\d.,]+)</text>', svg)]
+    return [
+        float(v.replace(",", ""))
+        for v in re.findall(r'<text class="tick" x="\d+" y="[\d.]+" text-anchor="end">([-\d.,]+)</text>', svg)
+    ]
 
 
 def test_dashboard_chart_scales_to_the_kept_trials_and_marks_blow_ups_at_the_edge(site) -> None:  # type: ignore[no-untyped-def]
@@ -119,8 +125,11 @@ def test_compare_reads_only_the_series_two_trials_share(site) -> None:  # type: 
     _, loop, ledger = site
     from lineage.telemetry import check_points
 
-    ledger.ingest_telemetry(SLUG, "005", check_points([{"step": 1, "name": "only_mine", "value": 1.0},
-                                                       {"step": 1, "name": "reward", "value": 2.0}]))
+    ledger.ingest_telemetry(
+        SLUG,
+        "005",
+        check_points([{"step": 1, "name": "only_mine", "value": 1.0}, {"step": 1, "name": "reward", "value": 2.0}]),
+    )
     shared = ledger.shared_telemetry(SLUG, ["004", "005"], max_points=50)
     assert set(shared) == {"reward"}  # not 004's other series, not 005's own
     assert set(shared["reward"]) == {"004", "005"}
@@ -182,7 +191,9 @@ def test_tree_of_a_linear_loop_is_a_flat_chain_with_folded_siblings(site) -> Non
     parser.feed(main_of(html))
     assert parser.deepest <= 3, parser.deepest
     # a discard is folded under the kept trial it forked from
-    discard = next(t for t in ledger.list_trials(LOOP, limit=200) if t.status.value == "discard" and t.parent_exp == chain[3])
+    discard = next(
+        t for t in ledger.list_trials(LOOP, limit=200) if t.status.value == "discard" and t.parent_exp == chain[3]
+    )
     folded = section(html, f'id="t-{chain[3]}"', f'id="t-{chain[4]}"')
     assert f'id="t-{discard.exp_id}"' in folded and "<details" in folded
     # the best is one link away, on the chain's last page

@@ -27,7 +27,7 @@ def test_index_lists_the_demo_with_its_best_and_a_sparkline(client: TestClient) 
     html = response.text
     assert f'href="/projects/{SLUG}"' in html
     assert f'href="/projects/{SLUG}/trials/004">exp_004</a>' in html and "34.960000" in html
-    assert 'class="spark"' in html and "<path class=\"runbest\"" in html
+    assert 'class="spark"' in html and '<path class="runbest"' in html
     assert "exp_005" in html  # the latest trial
 
 
@@ -73,9 +73,18 @@ def test_every_page_sends_a_strict_content_security_policy(client: TestClient) -
 
 @pytest.mark.parametrize(
     "url",
-    ["/projects/nope", "/projects/nope/tree", "/projects/nope/trials", "/projects/nope/calibration",
-     f"/projects/{SLUG}/trials/999", f"/projects/{SLUG}/compare?exp=000&exp=999", f"/projects/{SLUG}/tree?root=999",
-     f"/projects/{SLUG}/chain?to=999", "/projects/nope/knowledge.md", "/projects/nope/trials?format=tsv"],
+    [
+        "/projects/nope",
+        "/projects/nope/tree",
+        "/projects/nope/trials",
+        "/projects/nope/calibration",
+        f"/projects/{SLUG}/trials/999",
+        f"/projects/{SLUG}/compare?exp=000&exp=999",
+        f"/projects/{SLUG}/tree?root=999",
+        f"/projects/{SLUG}/chain?to=999",
+        "/projects/nope/knowledge.md",
+        "/projects/nope/trials?format=tsv",
+    ],
 )
 def test_unknown_project_or_trial_is_a_404_html_page(client: TestClient, url: str) -> None:
     response = client.get(url)
@@ -86,9 +95,15 @@ def test_unknown_project_or_trial_is_a_404_html_page(client: TestClient, url: st
 
 @pytest.mark.parametrize(
     "url",
-    [f"/projects/{SLUG}/trials?min=abc", f"/projects/{SLUG}/trials?status=exploded", f"/projects/{SLUG}/trials?sort=x",
-     f"/projects/{SLUG}/trials?after=!!!", f"/projects/{SLUG}/tree?depth=0", f"/projects/{SLUG}?before=-1",
-     f"/projects/{SLUG}/compare?exp=" + ",".join(f"{i:03d}" for i in range(9))],
+    [
+        f"/projects/{SLUG}/trials?min=abc",
+        f"/projects/{SLUG}/trials?status=exploded",
+        f"/projects/{SLUG}/trials?sort=x",
+        f"/projects/{SLUG}/trials?after=!!!",
+        f"/projects/{SLUG}/tree?depth=0",
+        f"/projects/{SLUG}?before=-1",
+        f"/projects/{SLUG}/compare?exp=" + ",".join(f"{i:03d}" for i in range(9)),
+    ],
 )
 def test_a_bad_parameter_is_a_400_html_page(client: TestClient, url: str) -> None:
     response = client.get(url)
@@ -100,17 +115,33 @@ def test_a_bad_parameter_is_a_400_html_page(client: TestClient, url: str) -> Non
 
 @pytest.fixture
 def hostile(demo: Ledger) -> str:
-    demo.record_trial(SLUG, {"exp_id": "006", "parent_exp": "004", "status": "discard", "core_metric": 34.1,
-                             "specialist": "<b>bold</b>", "hypothesis": XSS,
-                             "notes": "# Heading\n\n**bold** [link](javascript:alert(1)) `code`",
-                             "expected_delta": "+0.2 EM <i>x</i>"})
+    demo.record_trial(
+        SLUG,
+        {
+            "exp_id": "006",
+            "parent_exp": "004",
+            "status": "discard",
+            "core_metric": 34.1,
+            "specialist": "<b>bold</b>",
+            "hypothesis": XSS,
+            "notes": "# Heading\n\n**bold** [link](javascript:alert(1)) `code`",
+            "expected_delta": "+0.2 EM <i>x</i>",
+        },
+    )
     return "006"
 
 
 @pytest.mark.parametrize(
     "url",
-    [f"/projects/{SLUG}", f"/projects/{SLUG}/trials/006", f"/projects/{SLUG}/trials", f"/projects/{SLUG}/tree",
-     f"/projects/{SLUG}/compare?exp=004&exp=006", f"/projects/{SLUG}/tree?focus=006", f"/projects/{SLUG}/chain?to=006"],
+    [
+        f"/projects/{SLUG}",
+        f"/projects/{SLUG}/trials/006",
+        f"/projects/{SLUG}/trials",
+        f"/projects/{SLUG}/tree",
+        f"/projects/{SLUG}/compare?exp=004&exp=006",
+        f"/projects/{SLUG}/tree?focus=006",
+        f"/projects/{SLUG}/chain?to=006",
+    ],
 )
 def test_hostile_text_is_escaped_everywhere(client: TestClient, hostile: str, url: str) -> None:
     html = client.get(url).text
@@ -161,8 +192,9 @@ def hub(ledger: Ledger) -> Ledger:
         ledger.record_trial("hub", {"exp_id": f"c{i:02d}", "parent_exp": "r", "status": "discard", "core_metric": 11.0})
     parent = "c00"
     for depth in range(12):
-        ledger.record_trial("hub", {"exp_id": f"d{depth:02d}", "parent_exp": parent, "status": "keep",
-                                    "core_metric": 9.0 - depth * 0.1})
+        ledger.record_trial(
+            "hub", {"exp_id": f"d{depth:02d}", "parent_exp": parent, "status": "keep", "core_metric": 9.0 - depth * 0.1}
+        )
         parent = f"d{depth:02d}"
     return ledger
 
@@ -211,9 +243,26 @@ def test_tree_lists_trials_whose_parent_is_missing(demo: Ledger, client: TestCli
 def test_trial_page_shows_every_field_parent_children_and_the_clip_summary(client: TestClient) -> None:
     html = client.get(f"/projects/{SLUG}/trials/004").text
     # every field the demo's trials fill, its A²TGPO statistics included; none that all leave empty
-    for name in ("exp_id", "timestamp", "specialist", "parent_exp", "baseline_exp", "domain", "expected_delta",
-                 "status", "core_metric", "delta_vs_best", "train_s", "total_s", "job_name",
-                 "snapshot_path", "ig_clip_scale_mean", "ig_clip_scale_std", "seq", "created_at"):
+    for name in (
+        "exp_id",
+        "timestamp",
+        "specialist",
+        "parent_exp",
+        "baseline_exp",
+        "domain",
+        "expected_delta",
+        "status",
+        "core_metric",
+        "delta_vs_best",
+        "train_s",
+        "total_s",
+        "job_name",
+        "snapshot_path",
+        "ig_clip_scale_mean",
+        "ig_clip_scale_std",
+        "seq",
+        "created_at",
+    ):
         assert f'<th scope="row">{name}</th>' in html, name
     for empty in ("val_bpb", "ig_clip_scale_frac_high"):
         assert f'<th scope="row">{empty}</th>' not in html, empty
@@ -262,8 +311,9 @@ def test_trials_table_sorts_by_metric_with_unscored_last(client: TestClient) -> 
     assert rows_of(client.get(f"{base}?sort=metric&order=asc").text) == ["000", "002", "001", "003", "004", "005"]
 
 
-@pytest.mark.parametrize("sort,order", [("seq", "desc"), ("seq", "asc"), ("metric", "asc"), ("metric", "desc"),
-                                        ("exp_id", "asc")])
+@pytest.mark.parametrize(
+    "sort,order", [("seq", "desc"), ("seq", "asc"), ("metric", "asc"), ("metric", "desc"), ("exp_id", "asc")]
+)
 def test_cursor_pages_visit_every_trial_once(ledger: Ledger, db_url: str, sort: str, order: str) -> None:
     import random
 
@@ -286,7 +336,7 @@ def test_cursor_pages_visit_every_trial_once(ledger: Ledger, db_url: str, sort: 
         metrics = [ledger.trial("pages", e).core_metric for e in seen]
         scored = [m for m in metrics if m is not None]
         assert scored == sorted(scored, reverse=order == "desc")
-        assert all(m is None for m in metrics[len(scored):])
+        assert all(m is None for m in metrics[len(scored) :])
 
 
 def test_tsv_export_is_the_filtered_view_in_fieldkit_format(client: TestClient, demo: Ledger) -> None:
@@ -296,9 +346,12 @@ def test_tsv_export_is_the_filtered_view_in_fieldkit_format(client: TestClient, 
     assert "attachment" in response.headers["content-disposition"]
     rows = list(read_trials(io.StringIO(response.text, newline="")))
     assert [t.exp_id for t in rows] == ["001", "003", "004"]
-    assert rows == [demo.trial(SLUG, t.exp_id).with_changes(seq=t.seq, created_at=None, updated_at=None,
-                                                            ig_clip_scale_mean=None, ig_clip_scale_std=None)
-                    for t in rows]
+    assert rows == [
+        demo.trial(SLUG, t.exp_id).with_changes(
+            seq=t.seq, created_at=None, updated_at=None, ig_clip_scale_mean=None, ig_clip_scale_std=None
+        )
+        for t in rows
+    ]
     html = client.get(f"/projects/{SLUG}/trials?status=keep").text
     assert f'href="/projects/{SLUG}/trials?status=keep&amp;format=tsv"' in html
     extended = client.get(f"/projects/{SLUG}/trials?status=keep&format=tsv&columns=extended").text
@@ -323,9 +376,13 @@ def test_compare_puts_trials_side_by_side_and_diffs_hypotheses(client: TestClien
     html = client.get(f"/projects/{SLUG}/compare?exp=001&exp=003").text
     assert "<del>" in html and "<ins>" in html
     diff = html.split('id="hyp-003">', 1)[1].split("</p>", 1)[0]
-    assert diff.startswith("<del>Switch token-level IS to turn-level IS; keep joint IG/outcome normalization; clip still fixed</del>")
+    assert diff.startswith(
+        "<del>Switch token-level IS to turn-level IS; keep joint IG/outcome normalization; clip still fixed</del>"
+    )
     assert "<ins>Add turn-group normalization: normalize IG per (prompt, turn_index) composite group</ins>" in diff
-    partial = client.get(f"/projects/{SLUG}/compare?exp=004&exp=005").text.split('id="hyp-005">', 1)[1].split("</p>", 1)[0]
+    partial = (
+        client.get(f"/projects/{SLUG}/compare?exp=004&exp=005").text.split('id="hyp-005">', 1)[1].split("</p>", 1)[0]
+    )
     assert "<span>" in partial  # shared words stay plain
     assert re.search(r'<tr class="differs"[^>]*><th scope="row">core_metric</th>', html)
     assert not re.search(r'<tr class="differs"[^>]*><th scope="row">domain</th>', html)
@@ -360,8 +417,11 @@ def test_calibration_plots_parsed_expectations_per_specialist(client: TestClient
 def upload(client: TestClient, text: str, project: str = "up", **extra: str):  # type: ignore[no-untyped-def]
     client.get("/upload")  # sets the CSRF cookie
     token = client.cookies.get("lineage_csrf")
-    return client.post("/upload", data={"csrf": token, "project": project, **extra},
-                       files={"file": ("results.tsv", text.encode(), "text/tab-separated-values")})
+    return client.post(
+        "/upload",
+        data={"csrf": token, "project": project, **extra},
+        files={"file": ("results.tsv", text.encode(), "text/tab-separated-values")},
+    )
 
 
 def demo_tsv(demo: Ledger) -> str:
@@ -394,8 +454,11 @@ def test_upload_imports_a_good_file_into_a_new_project(client: TestClient, demo:
 
 def test_upload_of_a_pasted_tsv_with_a_duplicate_id_is_refused(client: TestClient, demo: Ledger) -> None:
     client.get("/upload")
-    response = client.post("/upload", data={"csrf": client.cookies.get("lineage_csrf"), "project": SLUG,
-                                            "text": demo_tsv(demo)}, files={"file": ("", b"", "application/octet-stream")})
+    response = client.post(
+        "/upload",
+        data={"csrf": client.cookies.get("lineage_csrf"), "project": SLUG, "text": demo_tsv(demo)},
+        files={"file": ("", b"", "application/octet-stream")},
+    )
     assert response.status_code == 400 and "Line 2, column 1" in response.text and "already" in response.text
 
 
@@ -404,16 +467,23 @@ def test_upload_without_the_csrf_token_or_from_another_site_is_refused(client: T
     missing = client.post("/upload", data={"project": "x"}, files={"file": ("r.tsv", b"x", "text/plain")})
     assert missing.status_code == 403 and "security token" in missing.text
     token = client.cookies.get("lineage_csrf")
-    foreign = client.post("/upload", data={"csrf": token, "project": "x"}, files={"file": ("r.tsv", b"x", "text/plain")},
-                          headers={"Origin": "http://evil.example"})
+    foreign = client.post(
+        "/upload",
+        data={"csrf": token, "project": "x"},
+        files={"file": ("r.tsv", b"x", "text/plain")},
+        headers={"Origin": "http://evil.example"},
+    )
     assert foreign.status_code == 403 and "another site" in foreign.text
     assert client.get("/projects/x").status_code == 404
 
 
 def test_upload_reports_text_that_is_not_utf8(client: TestClient) -> None:
     client.get("/upload")
-    response = client.post("/upload", data={"csrf": client.cookies.get("lineage_csrf"), "project": "bin"},
-                           files={"file": ("r.tsv", b"exp_id\n\xff\xfe", "text/plain")})
+    response = client.post(
+        "/upload",
+        data={"csrf": client.cookies.get("lineage_csrf"), "project": "bin"},
+        files={"file": ("r.tsv", b"exp_id\n\xff\xfe", "text/plain")},
+    )
     assert response.status_code == 400 and "Line 2" in response.text and "UTF-8" in response.text
 
 
@@ -427,8 +497,9 @@ def telemetry(client: TestClient) -> None:
     from tests.web.test_charts import synthetic_points
 
     for exp_id in ("003", "004"):
-        response = client.post(f"/api/v1/projects/{SLUG}/trials/{exp_id}/telemetry",
-                               json={"points": api_points(synthetic_points())})
+        response = client.post(
+            f"/api/v1/projects/{SLUG}/trials/{exp_id}/telemetry", json={"points": api_points(synthetic_points())}
+        )
         assert response.status_code == 201, response.text
 
 
@@ -443,15 +514,23 @@ def test_trial_page_plots_its_telemetry_over_steps(client: TestClient, telemetry
 
 def test_compare_overlays_the_telemetry_of_each_trial(client: TestClient, telemetry: None) -> None:
     html = client.get(f"/projects/{SLUG}/compare?exp=003&exp=004&exp=005").text
-    kl = html.split('<figcaption>KL</figcaption>', 1)[1].split("</figure>", 1)[0]
+    kl = html.split("<figcaption>KL</figcaption>", 1)[1].split("</figure>", 1)[0]
     assert kl.count('<path class="ln') == 2 and "exp_003" in kl and "exp_004" in kl
 
 
 def test_an_empty_project_renders_every_page(client: TestClient, demo: Ledger) -> None:
     demo.create_project("empty", title="Nothing yet")
-    for url in ("/", "/projects/empty", "/projects/empty/tree", "/projects/empty/trials", "/projects/empty/calibration",
-                "/projects/empty/chain", "/projects/empty/compare", "/projects/empty/knowledge.md",
-                "/projects/empty/trials?format=tsv"):
+    for url in (
+        "/",
+        "/projects/empty",
+        "/projects/empty/tree",
+        "/projects/empty/trials",
+        "/projects/empty/calibration",
+        "/projects/empty/chain",
+        "/projects/empty/compare",
+        "/projects/empty/knowledge.md",
+        "/projects/empty/trials?format=tsv",
+    ):
         assert client.get(url).status_code == 200, url
     assert "No trials yet" in client.get("/projects/empty").text
 
@@ -459,7 +538,19 @@ def test_an_empty_project_renders_every_page(client: TestClient, demo: Ledger) -
 def test_patch_lines_tell_headers_hunks_and_changed_lines_apart() -> None:
     from api.pages.trial import patch_lines
 
-    patch = ("diff --git a/q.sql b/q.sql\nindex 1..2 100644\n--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1,2 @@\n"
-             "--- old comment\n+++ new comment\n select 1;\ndiff --git a/x b/x\n--- a/x\n")
-    assert [kind for kind, _ in patch_lines(patch)] == ["file", "file", "file", "file", "hunk", "del", "add", "",
-                                                         "file", "file"]
+    patch = (
+        "diff --git a/q.sql b/q.sql\nindex 1..2 100644\n--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1,2 @@\n"
+        "--- old comment\n+++ new comment\n select 1;\ndiff --git a/x b/x\n--- a/x\n"
+    )
+    assert [kind for kind, _ in patch_lines(patch)] == [
+        "file",
+        "file",
+        "file",
+        "file",
+        "hunk",
+        "del",
+        "add",
+        "",
+        "file",
+        "file",
+    ]

@@ -65,8 +65,9 @@ def test_status_counts_and_recent_activity(ledger: Ledger) -> None:
     assert [t.exp_id for t in board.recent] == [t.exp_id for t in reversed(trials[-5:])]
     chain = [t.exp_id for t in ledger.chain("p")]
     assert board.chain.length == len(chain)
-    assert [t.exp_id for t in board.chain.head] + [t.exp_id for t in board.chain.tail] == \
-        (chain if len(chain) <= 25 else chain[:5] + chain[-15:])
+    assert [t.exp_id for t in board.chain.head] + [t.exp_id for t in board.chain.tail] == (
+        chain if len(chain) <= 25 else chain[:5] + chain[-15:]
+    )
 
 
 def brute_tree(trials: list[Trial]) -> dict[str, list[str]]:
@@ -99,7 +100,9 @@ def test_an_unbounded_tree_window_is_the_whole_tree(ledger: Ledger) -> None:
     orphans = [t.exp_id for t in trials if t.parent_exp and t.parent_exp not in ids]
     assert [t.exp_id for t in window.orphans or ()] == orphans[: window.per_node]
     shown = {e for e, _ in reachable}
-    assert shown == {t.exp_id for t in trials if t.exp_id not in set(orphans) and _rooted(t, {x.exp_id: x for x in trials})}
+    assert shown == {
+        t.exp_id for t in trials if t.exp_id not in set(orphans) and _rooted(t, {x.exp_id: x for x in trials})
+    }
 
 
 def _rooted(trial: Trial, by_id: dict[str, Trial]) -> bool:
@@ -129,8 +132,16 @@ def test_trials_page_counts_only_when_filtered(ledger: Ledger) -> None:
 
 @pytest.mark.parametrize(
     "text,value",
-    [("+0.75 EM over turn-group", 0.75), ("-0.001 bpb", -0.001), ("−2%", -2.0), ("about .5", 0.5), ("1e-3", 0.001),
-     ("", None), ("a bigger number", None), ("x+3", 3.0)],
+    [
+        ("+0.75 EM over turn-group", 0.75),
+        ("-0.001 bpb", -0.001),
+        ("−2%", -2.0),
+        ("about .5", 0.5),
+        ("1e-3", 0.001),
+        ("", None),
+        ("a bigger number", None),
+        ("x+3", 3.0),
+    ],
 )
 def test_parse_expected_delta(text: str, value: float | None) -> None:
     assert parse_expected_delta(text) == value
@@ -139,7 +150,9 @@ def test_parse_expected_delta(text: str, value: float | None) -> None:
 def test_calibration_pairs_expectations_with_observed_deltas(ledger: Ledger) -> None:
     ledger.create_project("c", lower_is_better=False)
     ledger.record_trial("c", {"exp_id": "0", "status": "baseline", "core_metric": 1.0})
-    ledger.record_trial("c", {"exp_id": "1", "status": "keep", "core_metric": 1.5, "expected_delta": "+0.4 EM", "specialist": "a"})
+    ledger.record_trial(
+        "c", {"exp_id": "1", "status": "keep", "core_metric": 1.5, "expected_delta": "+0.4 EM", "specialist": "a"}
+    )
     ledger.record_trial("c", {"exp_id": "2", "status": "crash", "expected_delta": "+1"})
     ledger.record_trial("c", {"exp_id": "3", "status": "discard", "core_metric": 1.2, "expected_delta": "more"})
     cal = ledger.calibration("c")

@@ -157,7 +157,13 @@ def turn_group_normalize(
     ids, n_groups = turn_group_ids(prompt_group, ig.shape[1])
     mask = ig_mask.to(torch.bool)
     out = segment_normalize(
-        x.reshape(-1), ids.reshape(-1), n_groups, mask.reshape(-1), use_std=norm_adv_by_std, eps=eps, unbiased=unbiased_std
+        x.reshape(-1),
+        ids.reshape(-1),
+        n_groups,
+        mask.reshape(-1),
+        use_std=norm_adv_by_std,
+        eps=eps,
+        unbiased=unbiased_std,
     )
     return out.view_as(x)
 
@@ -295,7 +301,9 @@ def compute_a2tgpo_advantages(
         turn are treated as outside every turn.
     """
     if info_gain_norm_mode not in INFO_GAIN_NORM_MODES:
-        raise ValueError(f"unknown info_gain_norm_mode {info_gain_norm_mode!r}; known: {', '.join(INFO_GAIN_NORM_MODES)}")
+        raise ValueError(
+            f"unknown info_gain_norm_mode {info_gain_norm_mode!r}; known: {', '.join(INFO_GAIN_NORM_MODES)}"
+        )
     B, T = ig.shape
     if outcome_rewards.shape != (B,) or prompt_group.shape != (B,) or ig_mask.shape != (B, T):
         raise ValueError(
@@ -326,14 +334,25 @@ def compute_a2tgpo_advantages(
     x[:, 0] = outcome_rewards
     x = torch.where(pool_b2[:, :W], x, lay.zero)
     prompt_index, G = dense_index(prompt_group)
-    normed = _normalize_pool(x, pool_f, pool_b2, prompt_index, G, lay.merges[info_gain_norm_mode],
-                             use_std=norm_adv_by_std, eps=eps, unbiased=unbiased_std)
+    normed = _normalize_pool(
+        x,
+        pool_f,
+        pool_b2,
+        prompt_index,
+        G,
+        lay.merges[info_gain_norm_mode],
+        use_std=norm_adv_by_std,
+        eps=eps,
+        unbiased=unbiased_std,
+    )
     outcome_adv = normed[:, :1]  # [B, 1]
 
     if info_gain_norm_mode == "turn-group-v1d":
         # (ii) Column 0 and the columns past n_b hold no IG (discount_ig ignores column 0),
         # so n_terms_t = n_b - t; the outcome turn gets the outcome advantage alone.
-        turn_adv = torch.addcmul(outcome_adv, normed @ lay.discount_ig, inv_sqrt_terms, value=adv_rescale_alpha) * turn_f
+        turn_adv = (
+            torch.addcmul(outcome_adv, normed @ lay.discount_ig, inv_sqrt_terms, value=adv_rescale_alpha) * turn_f
+        )
     else:
         # IGPO's turn chain A_t = r_t + gamma A_{t+1}, whose last link is the outcome turn.
         turn_adv = torch.addcmul(normed * ig_f, outcome_adv, outcome_f) @ lay.discount_chain
@@ -341,8 +360,11 @@ def compute_a2tgpo_advantages(
     if dynamic_clip is None:
         dynamic_clip = info_gain_norm_mode == "turn-group-v1d"
     # (iii) ig_f = 0 off the IG turns gives exactly 1 there (outcome turn and sentinels included).
-    turn_scale = torch.addcmul(lay.one, torch.tanh(normed * 0.5), ig_f, value=clip_beta) if dynamic_clip else (
-        torch.ones_like(normed))
+    turn_scale = (
+        torch.addcmul(lay.one, torch.tanh(normed * 0.5), ig_f, value=clip_beta)
+        if dynamic_clip
+        else (torch.ones_like(normed))
+    )
 
     advantages, clip_scale = _broadcast_to_tokens(turn_adv, turn_scale, turn_ids, response_mask)
     telemetry = _telemetry(x, normed, turn_scale, turn_adv, ig_b, turn_b, clip_beta) if with_telemetry else {}
@@ -366,7 +388,9 @@ class _TurnLayout(NamedTuple):
     rows_b: Tensor  # [T + 1, 4W] bool, row n: pool mask twice, IG-turn mask, turn mask
     discount_ig: Tensor  # [W, W] gamma^(j - t) between IG-turn columns
     discount_chain: Tensor  # [W, W] gamma^(j - t) between turn columns
-    merges: dict[str, tuple[Tensor, Tensor] | None]  # per mode: [W, W] "same pool" as 0/1 and as 0/-inf; None = per column
+    merges: dict[
+        str, tuple[Tensor, Tensor] | None
+    ]  # per mode: [W, W] "same pool" as 0/1 and as 0/-inf; None = per column
     zero: Tensor  # 0-dim constants of the compute dtype
     one: Tensor
 
@@ -456,7 +480,9 @@ def _normalize_pool(
     # max(x) and max(-x) of each pool in one scatter; a pool is informative iff max > min.
     d = x.detach()
     spread = torch.where(pool_b2, torch.cat([d, -d], 1), float("-inf"))
-    top = d.new_full((G, 2 * W), float("-inf")).scatter_reduce_(0, prompt_index.unsqueeze(1).expand(B, 2 * W), spread, "amax")
+    top = d.new_full((G, 2 * W), float("-inf")).scatter_reduce_(
+        0, prompt_index.unsqueeze(1).expand(B, 2 * W), spread, "amax"
+    )
     if merge is not None:
         top = (top.view(G, 2, 1, W) + merge[1]).amax(-1).view(G, 2 * W)
     informative = (top[:, :W] + top[:, W:]) > 0

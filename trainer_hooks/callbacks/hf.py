@@ -65,8 +65,9 @@ class LedgerCallback(TrainerCallback):
             self.recorder.log(int(state.global_step), numeric_metrics(logs))
             self._keep_metric(logs)
 
-    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None,
-                    **kwargs: Any) -> None:
+    def on_evaluate(
+        self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         if metrics:
             self._keep_metric(metrics)
 

@@ -60,8 +60,15 @@ class TrialRecorder:
             without ``parent_exp`` the ledger's default parent applies).
     """
 
-    def __init__(self, client: LedgerClient, *, keep_margin: float = 0.0, eval_budget_s: float | None = None,
-                 close: bool = True, **plan: Any) -> None:
+    def __init__(
+        self,
+        client: LedgerClient,
+        *,
+        keep_margin: float = 0.0,
+        eval_budget_s: float | None = None,
+        close: bool = True,
+        **plan: Any,
+    ) -> None:
         self.client = client
         self.keep_margin = keep_margin
         self.eval_budget_s = eval_budget_s

@@ -20,18 +20,27 @@ from trainer_hooks.callbacks.recorder import TrialRecorder
 __all__ = ["CONTRACT_NAMES", "VerlHook", "numeric_metrics", "verl_hook"]
 
 #: names of ``trainer_hooks.ops.stats``'s contract with the ledger
-CONTRACT_NAMES = frozenset({
-    "clip_scale_mean", "clip_scale_std", "clip_scale_min", "clip_scale_max", "clip_scale_frac_low",
-    "clip_scale_frac_high", "ig_mean", "ig_std",
-})
+CONTRACT_NAMES = frozenset(
+    {
+        "clip_scale_mean",
+        "clip_scale_std",
+        "clip_scale_min",
+        "clip_scale_max",
+        "clip_scale_frac_low",
+        "clip_scale_frac_high",
+        "ig_mean",
+        "ig_std",
+    }
+)
 
 
 def numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """The numeric entries (numbers, numpy scalars, 0-dim tensors), contract names bare."""
     out: dict[str, Any] = {}
     for key, value in metrics.items():
-        if isinstance(value, bool) or not (isinstance(value, numbers.Real)
-                                           or getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == ()):
+        if isinstance(value, bool) or not (
+            isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == ()
+        ):
             continue
         last = key.rsplit("/", 1)[-1]
         out[last if last in CONTRACT_NAMES else key] = float(value) if isinstance(value, numbers.Real) else value
@@ -53,8 +62,9 @@ class VerlHook:
         """Finish the trial with ``val_metrics[core_metric_key]`` (a missing key is a
         ``crash``: the run produced no result) or with the failure ``exc``."""
         if exc is None and self.core_metric_key not in val_metrics:
-            exc = KeyError(f"validation metrics have no {self.core_metric_key!r} "
-                           f"(have: {', '.join(sorted(val_metrics)[:20])})")
+            exc = KeyError(
+                f"validation metrics have no {self.core_metric_key!r} (have: {', '.join(sorted(val_metrics)[:20])})"
+            )
         if exc is None:
             self.recorder.result(float(val_metrics[self.core_metric_key]))
         return self.recorder.finish(exc)
@@ -63,9 +73,9 @@ class VerlHook:
 def verl_hook(recorder: TrialRecorder, *, core_metric_key: str) -> VerlHook:
     """The hook for a verl trainer loop::
 
-        hook = verl_hook(TrialRecorder(client, hypothesis=...), core_metric_key="val-core/gsm8k/reward/mean@1")
-        for step, batch in ...:            # in RayPPOTrainer.fit, after metrics are gathered
-            hook(metrics, step=global_steps)
-        hook.final(val_metrics)            # the last _validate() result
+    hook = verl_hook(TrialRecorder(client, hypothesis=...), core_metric_key="val-core/gsm8k/reward/mean@1")
+    for step, batch in ...:            # in RayPPOTrainer.fit, after metrics are gathered
+        hook(metrics, step=global_steps)
+    hook.final(val_metrics)            # the last _validate() result
     """
     return VerlHook(recorder, core_metric_key=core_metric_key)

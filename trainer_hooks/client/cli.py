@@ -37,8 +37,13 @@ def spool() -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=True, dir_okay=True, path_type=Path))
 @click.option("--url", default=None, help="The ledger's base URL. Default: the URL the run used.")
 @click.option("--token", envvar="LINEAGE_TOKEN", default=None, help="A writer token ($LINEAGE_TOKEN).")
-@click.option("--timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to keep retrying an unreachable ledger, per spool.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to keep retrying an unreachable ledger, per spool.",
+)
 @click.option("--keep", is_flag=True, help="Keep spool files that are delivered (default: delete them).")
 def flush(directory: Path, url: str | None, token: str | None, timeout: float, keep: bool) -> None:
     """Send every spool in DIRECTORY (or the one spool file given) to the ledger;
@@ -47,7 +52,9 @@ def flush(directory: Path, url: str | None, token: str | None, timeout: float, k
         from trainer_hooks.client.delivery import LedgerRejected, Transport, Unavailable, deliver_within
         from trainer_hooks.client.spool import Spool, spool_files
     except ImportError as exc:  # httpx missing
-        raise click.ClickException(f"{exc}; install the 'trainer' extra (pip install 'lineage-ledger[trainer]')") from None
+        raise click.ClickException(
+            f"{exc}; install the 'trainer' extra (pip install 'lineage-ledger[trainer]')"
+        ) from None
     files = [directory] if directory.is_file() else spool_files(directory)
     if not files:
         click.echo(f"no spool files (*.spool) in {directory}", err=True)
@@ -76,8 +83,11 @@ def flush(directory: Path, url: str | None, token: str | None, timeout: float, k
             continue
         except Unavailable as exc:
             ops, points = found.pending()
-            click.echo(f"error: {path}: ledger at {base_url} unreachable for {timeout:g} s ({exc}); "
-                       f"{ops} ops ({points} points) still spooled", err=True)
+            click.echo(
+                f"error: {path}: ledger at {base_url} unreachable for {timeout:g} s ({exc}); "
+                f"{ops} ops ({points} points) still spooled",
+                err=True,
+            )
             failed += 1
             continue
         finally:
@@ -86,7 +96,17 @@ def flush(directory: Path, url: str | None, token: str | None, timeout: float, k
         removed = not keep and not found.in_use()  # a live run's spool is caught up, not finished
         if removed:
             found.remove()
-        click.echo(json.dumps({"spool": str(path), "project": project, "exp_id": exp_id, "points_sent": sent,
-                               "outcome": outcome, "removed": removed}))
+        click.echo(
+            json.dumps(
+                {
+                    "spool": str(path),
+                    "project": project,
+                    "exp_id": exp_id,
+                    "points_sent": sent,
+                    "outcome": outcome,
+                    "removed": removed,
+                }
+            )
+        )
     if failed:
         raise SystemExit(EXIT_NOT_DELIVERED)

@@ -73,8 +73,20 @@ __all__ = ["ClientReport", "LedgerClient", "default_spool_dir"]
 log = logging.getLogger("trainer_hooks.client")
 
 #: trial fields a plan may carry (the rest are the server's or the finish's)
-PLAN_FIELDS = ("exp_id", "timestamp", "specialist", "parent_exp", "baseline_exp", "domain", "hypothesis",
-               "expected_delta", "job_name", "snapshot_path", "notes", "extra")
+PLAN_FIELDS = (
+    "exp_id",
+    "timestamp",
+    "specialist",
+    "parent_exp",
+    "baseline_exp",
+    "domain",
+    "hypothesis",
+    "expected_delta",
+    "job_name",
+    "snapshot_path",
+    "notes",
+    "extra",
+)
 FINISH_FIELDS = ("core_metric", "val_bpb", "train_s", "total_s", "notes", "job_name", "snapshot_path", "extra")
 #: the status a trial is planned with: until the run finishes it is a run the harness
 #: stopped (never "best"), which is also the truth if the trainer is killed and never finishes
@@ -144,12 +156,27 @@ class LedgerClient:
             they are; 1: one request at a time); see :mod:`trainer_hooks.client.delivery`.
     """
 
-    def __init__(self, base_url: str, token: str | None, project: str, *, spool_dir: str | Path | None = None,
-                 run_id: str | None = None, timeout: float = 10.0, max_batch_points: int = 200_000,
-                 max_buffer_points: int = 200_000, spool_interval: float = 0.2, close_timeout: float = 10.0,
-                 backoff: tuple[float, float] = (0.05, 5.0), handle_sigterm: bool = False, durable: bool = True,
-                 gzip_level: int | None | str = "auto", system_metrics: bool | float | None = None,
-                 keep_spool: bool = False, in_flight: int = 2) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        project: str,
+        *,
+        spool_dir: str | Path | None = None,
+        run_id: str | None = None,
+        timeout: float = 10.0,
+        max_batch_points: int = 200_000,
+        max_buffer_points: int = 200_000,
+        spool_interval: float = 0.2,
+        close_timeout: float = 10.0,
+        backoff: tuple[float, float] = (0.05, 5.0),
+        handle_sigterm: bool = False,
+        durable: bool = True,
+        gzip_level: int | None | str = "auto",
+        system_metrics: bool | float | None = None,
+        keep_spool: bool = False,
+        in_flight: int = 2,
+    ) -> None:
         self.project = project
         self.run_id = run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         if not _RUN_ID.match(self.run_id):
@@ -160,8 +187,9 @@ class LedgerClient:
         self.spool.set("base_url", base_url)
         self.spool.set("project", project)
         self.spool.hold()
-        self._transport = Transport(base_url, token, project, timeout=timeout, gzip_level=gzip_level,
-                                    in_flight=in_flight)
+        self._transport = Transport(
+            base_url, token, project, timeout=timeout, gzip_level=gzip_level, in_flight=in_flight
+        )
         self.max_batch_points = max_batch_points
         self.max_buffer_points = max_buffer_points
         #: points buffered at which log() wakes the spool thread (module doc)
@@ -208,21 +236,40 @@ class LedgerClient:
 
     # -- the trial ------------------------------------------------------------------------
 
-    def ensure_project(self, *, lower_is_better: bool = True, title: str = "", metric_name: str = "core_metric") -> None:
+    def ensure_project(
+        self, *, lower_is_better: bool = True, title: str = "", metric_name: str = "core_metric"
+    ) -> None:
         """Create the project if it does not exist (an existing one is left as it is)."""
-        self._append_op("project", {"slug": self.project, "title": title, "metric_name": metric_name,
-                                    "lower_is_better": lower_is_better})
+        self._append_op(
+            "project",
+            {"slug": self.project, "title": title, "metric_name": metric_name, "lower_is_better": lower_is_better},
+        )
 
-    def plan_trial(self, *, hypothesis: str = "", expected_delta: str = "", parent_exp: str | None = None,
-                   baseline_exp: str = "", specialist: str = "", domain: str = "", exp_id: str | None = None,
-                   **fields: Any) -> None:
+    def plan_trial(
+        self,
+        *,
+        hypothesis: str = "",
+        expected_delta: str = "",
+        parent_exp: str | None = None,
+        baseline_exp: str = "",
+        specialist: str = "",
+        domain: str = "",
+        exp_id: str | None = None,
+        **fields: Any,
+    ) -> None:
         """Record the trial this run is (status ``harness_abort`` until :meth:`finish_trial`).
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
         ``parent_exp`` None: left out, so the ledger makes the current best the parent;
         ``""``: a root."""
-        body: dict[str, Any] = {"hypothesis": hypothesis, "expected_delta": expected_delta,
-                                "baseline_exp": baseline_exp, "specialist": specialist, "domain": domain,
-                                "status": PLANNED_STATUS, **fields}
+        body: dict[str, Any] = {
+            "hypothesis": hypothesis,
+            "expected_delta": expected_delta,
+            "baseline_exp": baseline_exp,
+            "specialist": specialist,
+            "domain": domain,
+            "status": PLANNED_STATUS,
+            **fields,
+        }
         if parent_exp is not None:
             body["parent_exp"] = parent_exp
         unknown = set(fields) - set(PLAN_FIELDS)
@@ -239,9 +286,17 @@ class LedgerClient:
             self.sampler = SystemSampler(self._log_system, interval=self._system_interval)
             self.sampler.start()
 
-    def finish_trial(self, *, status: str = "auto", core_metric: float | None = None, keep_margin: float = 0.0,
-                     summarize: bool | None = None, metric_from: Mapping[str, float] | None = None,
-                     metric_key: str | None = None, **fields: Any) -> None:
+    def finish_trial(
+        self,
+        *,
+        status: str = "auto",
+        core_metric: float | None = None,
+        keep_margin: float = 0.0,
+        summarize: bool | None = None,
+        metric_from: Mapping[str, float] | None = None,
+        metric_key: str | None = None,
+        **fields: Any,
+    ) -> None:
         """Finish the trial: the telemetry logged so far is sent first, then (when clip-scale
         telemetry was logged, or ``summarize``) the server derives the ``ig_clip_scale_*``
         summary from it, then the trial gets its status, metric and fields.
@@ -264,17 +319,31 @@ class LedgerClient:
         if summarize if summarize is not None else self._logged_clip_scale:
             self._append_op("summarize", {})
         # a PATCH replaces ``extra`` whole: the plan's entries are carried over
-        extra = {**self._plan_extra, "state": "finished", "telemetry_points": self.points_logged,
-                 "nonfinite_dropped": self.nonfinite_dropped, **memory, **dict(fields.pop("extra", None) or {})}
-        body: dict[str, Any] = {"fields": {"status": status, "core_metric": core_metric, "extra": extra, **fields},
-                                "keep_margin": keep_margin}
+        extra = {
+            **self._plan_extra,
+            "state": "finished",
+            "telemetry_points": self.points_logged,
+            "nonfinite_dropped": self.nonfinite_dropped,
+            **memory,
+            **dict(fields.pop("extra", None) or {}),
+        }
+        body: dict[str, Any] = {
+            "fields": {"status": status, "core_metric": core_metric, "extra": extra, **fields},
+            "keep_margin": keep_margin,
+        }
         if metric_from is not None and core_metric is None:
             body["metric_from"] = {str(k): float(v) for k, v in metric_from.items() if math.isfinite(float(v))}
             body["metric_key"] = metric_key
         self._append_op("finish", body)
 
-    def record_trials(self, trials: Sequence[Mapping[str, Any]], *, idempotency_key: str | None = None,
-                      similar: bool = False, attempts: int = 5) -> list[dict[str, Any]]:
+    def record_trials(
+        self,
+        trials: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        similar: bool = False,
+        attempts: int = 5,
+    ) -> list[dict[str, Any]]:
         """Record finished trials now, in order, with ``POST .../trials:batch`` (not
         spooled): each a trial body as ``POST .../trials`` takes, with an optional
         ``idempotency_key`` of its own. Up to :data:`BATCH_TRIALS` go in one request, all
@@ -290,13 +359,19 @@ class LedgerClient:
         out: list[dict[str, Any]] = []
         items = [dict(trial) for trial in trials]
         for n, first in enumerate(range(0, len(items), BATCH_TRIALS)):
-            chunk = items[first:first + BATCH_TRIALS]
+            chunk = items[first : first + BATCH_TRIALS]
             headers = {"Idempotency-Key": key if len(items) <= BATCH_TRIALS else f"{key}-{n}"}
             backoff = Backoff(*self.backoff)
             for attempt in range(attempts):
                 try:
-                    response = self._transport.request("batch", "POST", f"{self._transport.prefix}/trials:batch",
-                                                       json={"trials": chunk}, headers=headers, params=params)
+                    response = self._transport.request(
+                        "batch",
+                        "POST",
+                        f"{self._transport.prefix}/trials:batch",
+                        json={"trials": chunk},
+                        headers=headers,
+                        params=params,
+                    )
                     break
                 except Unavailable:
                     if attempt == attempts - 1:
@@ -334,8 +409,16 @@ class LedgerClient:
         title = " ".join(str(title).split())[:MAX_ALERT_TITLE]
         if not title:
             raise ValueError("an alert needs a title")
-        self._append_op("alert", {"title": title, "text": str(text)[:MAX_ALERT_TEXT], "level": level,
-                                  "step": self._last_step if step is None else int(step), "wall_time": time.time()})
+        self._append_op(
+            "alert",
+            {
+                "title": title,
+                "text": str(text)[:MAX_ALERT_TEXT],
+                "level": level,
+                "step": self._last_step if step is None else int(step),
+                "wall_time": time.time(),
+            },
+        )
 
     # -- telemetry ------------------------------------------------------------------------
 
@@ -441,16 +524,31 @@ class LedgerClient:
             self.spool.close()
             self.spool.release()
         remove = stopped and ops == 0 and self.error is None and not self.keep_spool
-        report = ClientReport(exp_id, self.points_logged, self.points_sent, ops, points, self.nonfinite_dropped,
-                              str(self.spool.path), str(self.error) if self.error else None, outcome, remove)
+        report = ClientReport(
+            exp_id,
+            self.points_logged,
+            self.points_sent,
+            ops,
+            points,
+            self.nonfinite_dropped,
+            str(self.spool.path),
+            str(self.error) if self.error else None,
+            outcome,
+            remove,
+        )
         if remove:
             self.spool.remove()
             self._report = report
         if outcome is not None:
             log.info("ledger: %s", outcome.describe())
         if ops and self.error is None:
-            log.warning("ledger: %d ops (%d points) not delivered yet; kept in %s (send them with "
-                        "`lineage spool flush %s`)", ops, points, self.spool.path, self.spool.path.parent)
+            log.warning(
+                "ledger: %d ops (%d points) not delivered yet; kept in %s (send them with `lineage spool flush %s`)",
+                ops,
+                points,
+                self.spool.path,
+                self.spool.path.parent,
+            )
         return report
 
     def __enter__(self) -> LedgerClient:
@@ -525,9 +623,15 @@ class LedgerClient:
                 self._count_sent(count)
 
             try:
-                deliver(self.spool, self._transport, max_points=self.max_batch_points,
-                        should_stop=self._stop_sending.is_set, on_sent=sent, final=lambda: self._closed,
-                        wake=self._send_wake)
+                deliver(
+                    self.spool,
+                    self._transport,
+                    max_points=self.max_batch_points,
+                    should_stop=self._stop_sending.is_set,
+                    on_sent=sent,
+                    final=lambda: self._closed,
+                    wake=self._send_wake,
+                )
                 self._reachable_again(held)
                 backoff.reset()
                 self._send_wake.wait(self.spool_interval)
@@ -539,8 +643,12 @@ class LedgerClient:
                 wait = backoff.next()
                 if self._unreachable_since is None:
                     self._unreachable_since = time.monotonic()
-                    log.warning("ledger at %s unreachable (%s); the run goes on, its writes are held in %s "
-                                "and retried", self.base_url, exc, self.spool.path)
+                    log.warning(
+                        "ledger at %s unreachable (%s); the run goes on, its writes are held in %s and retried",
+                        self.base_url,
+                        exc,
+                        self.spool.path,
+                    )
                 else:
                     log.debug("ledger still unavailable (%s); retrying in %.2f s", exc, wait)
                 self._stop_sending.wait(wait)
@@ -550,7 +658,9 @@ class LedgerClient:
                 return
             except Exception as exc:  # a bug or a broken spool: never take the trainer down
                 log.exception("ledger sender stopped")
-                self.error = LedgerRejected(0, f"{type(exc).__name__}: {exc}", kind="sender", spool=str(self.spool.path))
+                self.error = LedgerRejected(
+                    0, f"{type(exc).__name__}: {exc}", kind="sender", spool=str(self.spool.path)
+                )
                 return
 
     def _count_sent(self, count: int) -> None:
@@ -563,8 +673,13 @@ class LedgerClient:
             return
         away = time.monotonic() - self._unreachable_since
         self._unreachable_since = None
-        log.warning("ledger at %s reachable again after %.1f s; delivering the %d points (%d writes) held in the spool",
-                    self.base_url, away, held[1], held[0])
+        log.warning(
+            "ledger at %s reachable again after %.1f s; delivering the %d points (%d writes) held in the spool",
+            self.base_url,
+            away,
+            held[1],
+            held[0],
+        )
 
 
 _sigterm_installed = False

@@ -83,7 +83,9 @@ class LedgerRejected(Exception):
         self.status, self.detail, self.kind, self.spool = status, detail, kind, spool
         hint = " (the token is missing, wrong or revoked)" if status in (401, 403) else ""
         where = f"; the data is kept in {spool}, replay it with `lineage spool flush`" if spool else ""
-        what = f"ledger refused the {kind} write with HTTP {status}{hint}" if status else f"cannot send the {kind} write"
+        what = (
+            f"ledger refused the {kind} write with HTTP {status}{hint}" if status else f"cannot send the {kind} write"
+        )
         super().__init__(f"{what}: {detail}{where}")
 
 
@@ -107,8 +109,17 @@ class Backoff:
 class Transport:
     """An ``httpx.Client`` bound to one ledger, token and project."""
 
-    def __init__(self, base_url: str, token: str | None, project: str, *, timeout: float = 10.0,
-                 gzip_level: int | None | str = "auto", http: httpx.Client | None = None, in_flight: int = 2) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        project: str,
+        *,
+        timeout: float = 10.0,
+        gzip_level: int | None | str = "auto",
+        http: httpx.Client | None = None,
+        in_flight: int = 2,
+    ) -> None:
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1, got {in_flight!r}")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -139,8 +150,9 @@ class Transport:
     def close(self) -> None:
         self.http.close()
 
-    def request(self, kind: str, method: str, url: str, *, ok_statuses: tuple[int, ...] = (),
-                **kwargs: Any) -> httpx.Response:
+    def request(
+        self, kind: str, method: str, url: str, *, ok_statuses: tuple[int, ...] = (), **kwargs: Any
+    ) -> httpx.Response:
         """The response if 2xx (or in ``ok_statuses``); else :class:`Unavailable` or :class:`LedgerRejected`."""
         try:
             response = self.http.request(method, url, **kwargs)
@@ -169,9 +181,16 @@ def _detail(response: httpx.Response) -> str:
     return str(body)[:300]
 
 
-def deliver(spool: Spool, transport: Transport, *, max_points: int = 200_000,
-            should_stop: Callable[[], bool] = lambda: False, on_sent: Callable[[int], None] | None = None,
-            final: Callable[[], bool] = lambda: True, wake: threading.Event | None = None) -> int:
+def deliver(
+    spool: Spool,
+    transport: Transport,
+    *,
+    max_points: int = 200_000,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_sent: Callable[[int], None] | None = None,
+    final: Callable[[], bool] = lambda: True,
+    wake: threading.Event | None = None,
+) -> int:
     """Send the spool's unsent ops in order until none is left (or ``should_stop()``);
     telemetry batches pipelined (module doc).
 
@@ -232,8 +251,13 @@ class _Flight:
     request runs on the transport's threads; its ops are marked sent (on this thread) when
     its 2xx comes back."""
 
-    def __init__(self, spool: Spool, transport: Transport, on_sent: Callable[[int], None] | None,
-                 wake: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        spool: Spool,
+        transport: Transport,
+        on_sent: Callable[[int], None] | None,
+        wake: threading.Event | None = None,
+    ) -> None:
         self.spool, self.transport, self.on_sent, self.wake = spool, transport, on_sent, wake
         self.batches: dict[Future[None], list[Op]] = {}
         #: the highest seq in flight: the ops up to it are sent or in flight
@@ -357,19 +381,30 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
         if found.status_code == 404:
             transport.request("project", "POST", f"{API}/projects", json=body, ok_statuses=(409,))
     elif op.kind == "plan":
-        made = transport.request("plan", "POST", f"{transport.prefix}/trials", json=body,
-                                 headers={"Idempotency-Key": f"{run_id}-plan"})
+        made = transport.request(
+            "plan", "POST", f"{transport.prefix}/trials", json=body, headers={"Idempotency-Key": f"{run_id}-plan"}
+        )
         spool.set("exp_id", made.json()["trial"]["exp_id"])
     elif op.kind == "alert":
         exp_id = _exp_id(spool, "alert")
-        sent = transport.request("alert", "POST", f"{transport.prefix}/trials/{quote(exp_id, safe='')}/alerts",
-                                 json=body, headers={"Idempotency-Key": f"{run_id}-alert-{op.seq}"}, ok_statuses=(422,))
+        sent = transport.request(
+            "alert",
+            "POST",
+            f"{transport.prefix}/trials/{quote(exp_id, safe='')}/alerts",
+            json=body,
+            headers={"Idempotency-Key": f"{run_id}-alert-{op.seq}"},
+            ok_statuses=(422,),
+        )
         if sent.status_code == 422:
             log.warning("ledger refused an alert (%s); it is skipped", _detail(sent))
     elif op.kind == "summarize":
         exp_id = _exp_id(spool, "summarize")
-        transport.request("summarize", "POST", f"{transport.prefix}/trials/{quote(exp_id, safe='')}/telemetry/summarize",
-                          ok_statuses=(422,))
+        transport.request(
+            "summarize",
+            "POST",
+            f"{transport.prefix}/trials/{quote(exp_id, safe='')}/telemetry/summarize",
+            ok_statuses=(422,),
+        )
     elif op.kind == "finish":
         exp_id = _exp_id(spool, "finish")
         fields = dict(body["fields"])
@@ -378,13 +413,21 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
             if used:
                 fields["extra"] = {**(fields.get("extra") or {}), "metric_from_summary": used}
         if fields.get("status") == "auto":
-            fields["status"] = spool.get("decided_status") or _decide(spool, transport, fields, body.get("keep_margin", 0.0))
-        stored = transport.request("finish", "PATCH", f"{transport.prefix}/trials/{quote(exp_id, safe='')}",
-                                   json=fields).json()
+            fields["status"] = spool.get("decided_status") or _decide(
+                spool, transport, fields, body.get("keep_margin", 0.0)
+            )
+        stored = transport.request(
+            "finish", "PATCH", f"{transport.prefix}/trials/{quote(exp_id, safe='')}", json=fields
+        ).json()
         best = (_knowledge(transport).get("best") or {}).get("exp_id")
-        outcome = TrialOutcome(exp_id=stored["exp_id"], status=stored["status"], core_metric=stored.get("core_metric"),
-                               delta_vs_best=stored.get("delta_vs_best"), is_new_best=best == stored["exp_id"],
-                               best_exp=best)
+        outcome = TrialOutcome(
+            exp_id=stored["exp_id"],
+            status=stored["status"],
+            core_metric=stored.get("core_metric"),
+            delta_vs_best=stored.get("delta_vs_best"),
+            is_new_best=best == stored["exp_id"],
+            best_exp=best,
+        )
         spool.set("outcome", json.dumps(outcome.to_dict()))
     else:
         raise LedgerRejected(0, f"unknown spooled op {op.kind!r} (seq {op.seq})", kind=op.kind)
@@ -411,8 +454,12 @@ def _decide(spool: Spool, transport: Transport, fields: dict[str, Any], margin: 
     best = found.get("best") or {}
     mine = spool.get("exp_id")
     best_metric = best.get("core_metric") if best.get("exp_id") != mine else None
-    status = decide_status(fields.get("core_metric"), best_metric, lower_is_better=bool(found["lower_is_better"]),
-                           margin=float(margin or 0.0))
+    status = decide_status(
+        fields.get("core_metric"),
+        best_metric,
+        lower_is_better=bool(found["lower_is_better"]),
+        margin=float(margin or 0.0),
+    )
     spool.set("decided_status", status)
     spool.set("decided_at", str(time.time()))
     return status
@@ -420,12 +467,14 @@ def _decide(spool: Spool, transport: Transport, fields: dict[str, Any], margin: 
 
 def _knowledge(transport: Transport) -> dict[str, Any]:
     """The project's best and direction (the smallest knowledge answer)."""
-    return transport.request("finish", "GET", f"{transport.prefix}/knowledge",
-                             params={"format": "json", "recent_n": 1, "last_m": 1}).json()
+    return transport.request(
+        "finish", "GET", f"{transport.prefix}/knowledge", params={"format": "json", "recent_n": 1, "last_m": 1}
+    ).json()
 
 
-def deliver_within(spool: Spool, transport: Transport, timeout: float, *, max_points: int = 200_000,
-                   backoff: Backoff | None = None) -> int:
+def deliver_within(
+    spool: Spool, transport: Transport, timeout: float, *, max_points: int = 200_000, backoff: Backoff | None = None
+) -> int:
     """:func:`deliver`, retrying :class:`Unavailable` with backoff for at most ``timeout``
     seconds; returns the points sent. Raises the last :class:`Unavailable` when time runs
     out, :class:`LedgerRejected` at once."""

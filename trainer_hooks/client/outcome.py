@@ -34,8 +34,16 @@ __all__ = [
 
 #: The shared vocabulary of trial statuses (value for value ``lineage.domain.FailureLabel``).
 FAILURE_LABELS: tuple[str, ...] = (
-    "keep", "discard", "crash", "eval_budget_overrun", "train_budget_overrun", "size_blocked",
-    "preflight_crash", "harness_abort", "disqualified", "baseline",
+    "keep",
+    "discard",
+    "crash",
+    "eval_budget_overrun",
+    "train_budget_overrun",
+    "size_blocked",
+    "preflight_crash",
+    "harness_abort",
+    "disqualified",
+    "baseline",
 )
 
 
@@ -88,11 +96,14 @@ def beats_best(metric: float, best: float, *, lower_is_better: bool, margin: flo
         raise ValueError(f"keep margin must be a finite number >= 0, got {margin!r}")
     improvement = best - metric if lower_is_better else metric - best
     # "at least": an improvement equal to the margin up to rounding (1.0 - 0.9 < 0.1) counts
-    return improvement > 0.0 and (improvement >= margin or math.isclose(improvement, margin, rel_tol=1e-9, abs_tol=1e-12))
+    return improvement > 0.0 and (
+        improvement >= margin or math.isclose(improvement, margin, rel_tol=1e-9, abs_tol=1e-12)
+    )
 
 
-def decide_status(core_metric: float | None, best_metric: float | None, *, lower_is_better: bool,
-                  margin: float = 0.0) -> str:
+def decide_status(
+    core_metric: float | None, best_metric: float | None, *, lower_is_better: bool, margin: float = 0.0
+) -> str:
     """``keep`` or ``discard`` for a finished run (module doc)."""
     if core_metric is None or not math.isfinite(core_metric):
         return "discard"
@@ -112,8 +123,11 @@ def failure_label(exc: BaseException) -> str:
         return "train_budget_overrun"
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         return "harness_abort"
-    if isinstance(exc, MemoryError) or type(exc).__name__ in ("OutOfMemoryError", "OutOfResources") \
-            or "out of memory" in str(exc).lower():
+    if (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ in ("OutOfMemoryError", "OutOfResources")
+        or "out of memory" in str(exc).lower()
+    ):
         return "size_blocked"
     return "crash"
 

@@ -35,8 +35,21 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MAX_ABS_VALUE", "MAX_STEP", "MAX_TURN", "Record", "Row", "check_name", "dumps", "encode_columns", "encode_rows",
-           "metric_values", "step_record", "step_rows", "turn_rows"]
+__all__ = [
+    "MAX_ABS_VALUE",
+    "MAX_STEP",
+    "MAX_TURN",
+    "Record",
+    "Row",
+    "check_name",
+    "dumps",
+    "encode_columns",
+    "encode_rows",
+    "metric_values",
+    "step_record",
+    "step_rows",
+    "turn_rows",
+]
 
 MAX_STEP = 2**53
 MAX_TURN = 2**31 - 1
@@ -84,8 +97,11 @@ def metric_values(values: Sequence[Any]) -> list[float]:
         import torch  # only reached when the caller already holds tensors
 
         same_device = len({v.device for v in picked}) == 1
-        floats = (torch.stack([v.detach().to(torch.float64) for v in picked]).tolist() if same_device
-                  else [float(v) for v in picked])
+        floats = (
+            torch.stack([v.detach().to(torch.float64) for v in picked]).tolist()
+            if same_device
+            else [float(v) for v in picked]
+        )
     else:
         floats = [float(v.item() if hasattr(v, "item") else v) for v in picked]
     for i, f in zip(tensors, floats):

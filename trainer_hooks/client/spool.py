@@ -221,8 +221,10 @@ class Spool:
         if value is None:
             conn.execute("DELETE FROM meta WHERE key = ?", (key,))
         else:
-            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
-                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
 
     def meta(self) -> dict[str, str]:
         return dict(self._conn().execute("SELECT key, value FROM meta").fetchall())
@@ -231,8 +233,10 @@ class Spool:
 
     def append(self, kind: str, body: Any) -> int:
         """Append one op (``body`` JSON-encoded here); returns its ``seq``."""
-        cur = self._conn().execute("INSERT INTO ops (kind, body, points, created) VALUES (?, ?, 0, ?)",
-                                   (kind, json.dumps(body, separators=(",", ":")), time.time()))
+        cur = self._conn().execute(
+            "INSERT INTO ops (kind, body, points, created) VALUES (?, ?, 0, ?)",
+            (kind, json.dumps(body, separators=(",", ":")), time.time()),
+        )
         return int(cur.lastrowid or 0)
 
     def append_points(self, chunks: list[tuple[str | bytes, int]], *, kind: str = "columns") -> list[int]:
@@ -246,8 +250,12 @@ class Spool:
         seqs: list[int] = []
         with self._transaction() as conn:
             for body, (_, count) in zip(bodies, chunks):
-                seq = int(conn.execute("INSERT INTO ops (kind, points, created) VALUES (?, ?, ?)",
-                                       (kind, count, now)).lastrowid or 0)
+                seq = int(
+                    conn.execute(
+                        "INSERT INTO ops (kind, points, created) VALUES (?, ?, ?)", (kind, count, now)
+                    ).lastrowid
+                    or 0
+                )
                 conn.execute("INSERT INTO bodies (seq, body) VALUES (?, ?)", (seq, body))
                 seqs.append(seq)
         with self._hot_lock:  # after the commit: what is sent from memory is on disk
@@ -263,11 +271,15 @@ class Spool:
         """The first unsent op (after ``seq`` ``after``, of one of ``kinds``); a telemetry
         op comes without its body (:meth:`group` reads the batch's)."""
         kind_filter = f" AND kind IN ({', '.join('?' * len(kinds))})" if kinds else ""
-        row = self._conn().execute(
-            f"SELECT seq, kind, CASE WHEN kind IN {TELEMETRY_KINDS!r} THEN '' ELSE body END, points, group_key "
-            f"FROM ops WHERE sent = 0 AND seq > ?{kind_filter} ORDER BY seq LIMIT 1",
-            (after, *(kinds or ())),
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT seq, kind, CASE WHEN kind IN {TELEMETRY_KINDS!r} THEN '' ELSE body END, points, group_key "
+                f"FROM ops WHERE sent = 0 AND seq > ?{kind_filter} ORDER BY seq LIMIT 1",
+                (after, *(kinds or ())),
+            )
+            .fetchone()
+        )
         return None if row is None else Op(*row)
 
     def group(self, first: Op, *, max_points: int, run_id: str) -> tuple[str, list[Op]]:
@@ -279,13 +291,17 @@ class Spool:
         keyed ``<run_id>-<first seq>`` in one transaction, before anything is sent."""
         if first.group_key is not None:
             key = first.group_key
-            rows = self._conn().execute("SELECT seq, points FROM ops WHERE seq >= ? AND group_key = ? ORDER BY seq",
-                                        (first.seq, key)).fetchall()
+            rows = (
+                self._conn()
+                .execute("SELECT seq, points FROM ops WHERE seq >= ? AND group_key = ? ORDER BY seq", (first.seq, key))
+                .fetchall()
+            )
         else:
             key = f"{run_id}-{first.seq}"
             with self._transaction() as conn:
-                stop = conn.execute("SELECT MIN(seq) FROM ops WHERE seq > ? AND kind != ?",
-                                    (first.seq, first.kind)).fetchone()[0]
+                stop = conn.execute(
+                    "SELECT MIN(seq) FROM ops WHERE seq > ? AND kind != ?", (first.seq, first.kind)
+                ).fetchone()[0]
                 found = conn.execute(
                     "SELECT seq, points FROM ops WHERE seq >= ? AND sent = 0 AND kind = ? "
                     "AND group_key IS NULL AND (? IS NULL OR seq < ?) ORDER BY seq LIMIT 10000",
@@ -310,9 +326,14 @@ class Spool:
         for table in ("bodies", "ops"):
             missing = [seq for seq in seqs if seq not in found]
             for at in range(0, len(missing), 500):
-                part = missing[at:at + 500]
-                found.update(conn.execute(f"SELECT seq, body FROM {table} WHERE body IS NOT NULL AND seq IN "
-                                          f"({', '.join('?' * len(part))})", part).fetchall())
+                part = missing[at : at + 500]
+                found.update(
+                    conn.execute(
+                        f"SELECT seq, body FROM {table} WHERE body IS NOT NULL AND seq IN "
+                        f"({', '.join('?' * len(part))})",
+                        part,
+                    ).fetchall()
+                )
         return found
 
     def mark_sent(self, seqs: list[int]) -> None:
@@ -328,11 +349,15 @@ class Spool:
 
     def pending(self) -> tuple[int, int]:
         """``(unsent ops, unsent points)``."""
-        ops, points = self._conn().execute("SELECT COUNT(*), COALESCE(SUM(points), 0) FROM ops WHERE sent = 0").fetchone()
+        ops, points = (
+            self._conn().execute("SELECT COUNT(*), COALESCE(SUM(points), 0) FROM ops WHERE sent = 0").fetchone()
+        )
         return int(ops), int(points)
 
     def ops(self) -> Iterator[Op]:
         """Every op in order with its body (from the file), sent ones included (their body is empty)."""
-        for row in self._conn().execute("SELECT o.seq, o.kind, COALESCE(b.body, o.body, ''), o.points, o.group_key "
-                                        "FROM ops o LEFT JOIN bodies b ON b.seq = o.seq ORDER BY o.seq"):
+        for row in self._conn().execute(
+            "SELECT o.seq, o.kind, COALESCE(b.body, o.body, ''), o.points, o.group_key "
+            "FROM ops o LEFT JOIN bodies b ON b.seq = o.seq ORDER BY o.seq"
+        ):
             yield Op(*row)

@@ -111,8 +111,10 @@ class Nvml:
         pynvml.nvmlInit()
         self.nvml = pynvml
         self.pid = os.getpid()
-        self.handles = [(index, pynvml.nvmlDeviceGetHandleByIndex(nvml_index))
-                        for index, nvml_index in enumerate(self._visible(pynvml))]
+        self.handles = [
+            (index, pynvml.nvmlDeviceGetHandleByIndex(nvml_index))
+            for index, nvml_index in enumerate(self._visible(pynvml))
+        ]
         self.unsupported: set[tuple[int, str]] = set()
 
     @staticmethod
@@ -217,8 +219,11 @@ class ProcProcess:
             out["sys/cpu_pct"] = 100.0 * (1.0 - (idle - self.last_cpu[1]) / (total - self.last_cpu[0]))
         self.last_cpu = (total, idle)
         with open("/proc/meminfo") as fh:
-            info = {line.split(":")[0]: int(line.split()[1]) for line in fh if line.split()[0] in
-                    ("MemTotal:", "MemAvailable:")}
+            info = {
+                line.split(":")[0]: int(line.split()[1])
+                for line in fh
+                if line.split()[0] in ("MemTotal:", "MemAvailable:")
+            }
         if info.get("MemTotal") and "MemAvailable" in info:
             out["sys/memory_pct"] = 100.0 * (1.0 - info["MemAvailable"] / info["MemTotal"])
 
@@ -238,8 +243,13 @@ class SystemSampler:
     (``name -> value``) to ``emit``; the first sample comes one interval after
     :meth:`start`. Module doc for the series, the sources and the cost rule."""
 
-    def __init__(self, emit: Callable[[dict[str, float]], None], *, interval: float = DEFAULT_INTERVAL_S,
-                 budget: float = DEFAULT_BUDGET) -> None:
+    def __init__(
+        self,
+        emit: Callable[[dict[str, float]], None],
+        *,
+        interval: float = DEFAULT_INTERVAL_S,
+        budget: float = DEFAULT_BUDGET,
+    ) -> None:
         self.emit = emit
         self.interval = interval
         self.budget = budget
@@ -305,5 +315,8 @@ class SystemSampler:
             self.cpu_s += cost
             if cost > self.budget * self.interval and self.interval < MAX_INTERVAL_S:
                 self.interval = min(MAX_INTERVAL_S, self.interval * 2)
-                log.info("ledger: a system metrics sample took %.1f ms; sampling every %g s from now on",
-                         cost * 1e3, self.interval)
+                log.info(
+                    "ledger: a system metrics sample took %.1f ms; sampling every %g s from now on",
+                    cost * 1e3,
+                    self.interval,
+                )

@@ -134,6 +134,7 @@ def verl_metrics(telemetry: Mapping[str, Tensor]) -> dict[str, float]:
     """verl's three policy-loss metrics (floats) from our telemetry, plus ours as
     ``actor/ledger/<key>``: ``pg_clipfrac`` = low + high clip fractions, ``ppo_kl`` =
     ``approx_kl``, ``pg_clipfrac_lower`` = the dual-clip fraction."""
+
     def value(key: str) -> float:
         found = telemetry.get(key)
         return 0.0 if found is None else float(found)
@@ -164,9 +165,16 @@ def ppo_loss(
     """``ledger_ppo``: our PPO loss, verl's ``vanilla`` semantics (all ``[B, L]``), with
     verl's three metrics (option ``telemetry=True`` adds all of ours)."""
     loss, tel = ppo_policy_loss(
-        old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, **_clip(config),
-        clip_ratio_c=_get(config, "clip_ratio_c", 3.0), global_batch=_global_batch(config),
-        compat=_SETTINGS["compat"], rollout_is_weights=rollout_is_weights,
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        loss_agg_mode,
+        **_clip(config),
+        clip_ratio_c=_get(config, "clip_ratio_c", 3.0),
+        global_batch=_global_batch(config),
+        compat=_SETTINGS["compat"],
+        rollout_is_weights=rollout_is_weights,
         with_telemetry=True if _OPTIONS.get("ledger_ppo", {}).get("telemetry") else "basic",
     )
     return loss, verl_metrics(tel)
@@ -193,9 +201,18 @@ def a2tgpo_loss(
             "Pass it from a patched actor, or use ledger_ppo with the ledger_a2tgpo advantages."
         )
     loss, tel = a2tgpo_policy_loss(
-        old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, clip_scale=clip_scale, turn_ids=turn_ids,
-        **_clip(config), clip_ratio_c=_get(config, "clip_ratio_c", 3.0), global_batch=_global_batch(config),
-        compat=_SETTINGS["compat"], rollout_is_weights=rollout_is_weights,
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        loss_agg_mode,
+        clip_scale=clip_scale,
+        turn_ids=turn_ids,
+        **_clip(config),
+        clip_ratio_c=_get(config, "clip_ratio_c", 3.0),
+        global_batch=_global_batch(config),
+        compat=_SETTINGS["compat"],
+        rollout_is_weights=rollout_is_weights,
     )
     return loss, verl_metrics(tel)
 
@@ -211,8 +228,15 @@ def gspo_token_loss(
 ) -> tuple[Tensor, dict[str, float]]:
     """``ledger_gspo_token``: GSPO-token with verl's clip config, honouring ``loss_agg_mode``."""
     loss, tel = gspo_token_policy_loss(
-        old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, **_clip(config),
-        global_batch=_global_batch(config), compat=_SETTINGS["compat"], rollout_is_weights=rollout_is_weights,
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        loss_agg_mode,
+        **_clip(config),
+        global_batch=_global_batch(config),
+        compat=_SETTINGS["compat"],
+        rollout_is_weights=rollout_is_weights,
     )
     return loss, verl_metrics(tel)
 
@@ -251,8 +275,16 @@ def gspo_smallgain_loss(
     shaping = apply_allocation(step.token_lambda, opts["mode"])
     lp = log_prob if shaping.grad_scale is None else scale_grad(log_prob, shaping.grad_scale)
     loss, tel = gspo_token_policy_loss(
-        old_log_prob, lp, advantages, response_mask, loss_agg_mode, **_clip(config), clip_scale=shaping.clip_scale,
-        global_batch=_global_batch(config), compat=_SETTINGS["compat"], rollout_is_weights=rollout_is_weights,
+        old_log_prob,
+        lp,
+        advantages,
+        response_mask,
+        loss_agg_mode,
+        **_clip(config),
+        clip_scale=shaping.clip_scale,
+        global_batch=_global_batch(config),
+        compat=_SETTINGS["compat"],
+        rollout_is_weights=rollout_is_weights,
     )
     return loss, verl_metrics({**tel, **{k: v for k, v in step.telemetry.items() if ":" not in k}})
 
@@ -274,9 +306,18 @@ def a3po_loss(
     staleness = int(opts.pop("staleness", 1))
     versions = torch.zeros(log_prob.shape[0], dtype=torch.long, device=log_prob.device)
     loss, tel = a3po_policy_loss(
-        old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, behaviour_versions=versions,
-        current_version=staleness, **_clip(config), clip_ratio_c=opts.pop("clip_ratio_c", _get(config, "clip_ratio_c")),
-        global_batch=_global_batch(config), compat=opts.pop("compat", _SETTINGS["compat"]), **opts,
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        loss_agg_mode,
+        behaviour_versions=versions,
+        current_version=staleness,
+        **_clip(config),
+        clip_ratio_c=opts.pop("clip_ratio_c", _get(config, "clip_ratio_c")),
+        global_batch=_global_batch(config),
+        compat=opts.pop("compat", _SETTINGS["compat"]),
+        **opts,
     )
     return loss, verl_metrics(tel)
 
@@ -321,8 +362,11 @@ def _group_ids(index: Any, rows: int, device: torch.device) -> tuple[Tensor, int
             ids, groups = torch.from_numpy(codes.astype(np.int64, copy=False)).to(device), len(uniques)
         except ImportError:
             seen: dict[Any, int] = {}
-            ids = torch.tensor([seen.setdefault(u, len(seen)) for u in np.asarray(index).reshape(-1).tolist()],
-                               dtype=torch.long, device=device)
+            ids = torch.tensor(
+                [seen.setdefault(u, len(seen)) for u in np.asarray(index).reshape(-1).tolist()],
+                dtype=torch.long,
+                device=device,
+            )
             groups = len(seen)
     if ids.shape != (rows,):
         raise ValueError(f"index must hold one uid per row ({rows}), got shape {tuple(ids.shape)}")
@@ -380,8 +424,11 @@ def retrain_advantage(
     with torch.no_grad():
         scores = rewards.sum(dim=-1)
         out = compose_advantages(
-            scores, _group_ids(index, scores.shape[0], scores.device)[0], mask,
-            config=_OPTIONS.get("ledger_retrain") or None, logprobs=kwargs.get("old_log_probs"),
+            scores,
+            _group_ids(index, scores.shape[0], scores.device)[0],
+            mask,
+            config=_OPTIONS.get("ledger_retrain") or None,
+            logprobs=kwargs.get("old_log_probs"),
         )
         adv = torch.where(out.loss_mask, out.token_advantages, 0.0).to(rewards.dtype)
     return adv, adv
@@ -394,8 +441,11 @@ def astar_po_advantage(
     rewards = _token_rewards(token_level_rewards, response_mask, "ledger_astar_po")
     with torch.no_grad():
         scores = rewards.sum(dim=-1)
-        adv = astar_po_advantages(scores, _group_ids(index, scores.shape[0], scores.device)[0],
-                                  **_OPTIONS.get("ledger_astar_po_advantage", {}))
+        adv = astar_po_advantages(
+            scores,
+            _group_ids(index, scores.shape[0], scores.device)[0],
+            **_OPTIONS.get("ledger_astar_po_advantage", {}),
+        )
         out = adv.to(scores.dtype).unsqueeze(-1) * response_mask
     return out, out
 
@@ -429,7 +479,12 @@ def a2tgpo_advantage(
         outcome = per_turn.gather(1, n_ig.unsqueeze(1)).squeeze(1)
         groups = _group_ids(index, rows, rewards.device)[0]
         result = compute_a2tgpo_advantages(
-            outcome, groups, torch.where(ig_mask, per_turn[:, :width], 0.0), ig_mask, turn_ids, response_mask,
+            outcome,
+            groups,
+            torch.where(ig_mask, per_turn[:, :width], 0.0),
+            ig_mask,
+            turn_ids,
+            response_mask,
             **{"with_telemetry": False, **_OPTIONS.get("ledger_a2tgpo_advantage", {})},
         )
         adv = result.advantages.contiguous().to(rewards.dtype)
@@ -486,8 +541,10 @@ def register(options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str
     unknown = sorted(set(options or {}) - known)
     if unknown:
         raise ValueError(f"register: options for unknown name(s) {unknown}; known: {sorted(known)}")
-    for table, existing in ((POLICY_LOSSES, core_algos.POLICY_LOSS_REGISTRY),
-                            (ADVANTAGE_ESTIMATORS, core_algos.ADV_ESTIMATOR_REGISTRY)):
+    for table, existing in (
+        (POLICY_LOSSES, core_algos.POLICY_LOSS_REGISTRY),
+        (ADVANTAGE_ESTIMATORS, core_algos.ADV_ESTIMATOR_REGISTRY),
+    ):
         clash = [name for name, fn in table.items() if name in existing and existing[name] is not fn]
         if clash:
             raise ValueError(f"register: verl already has {clash} with another function; not replacing them")
@@ -500,4 +557,3 @@ def register(options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str
     for name, fn in ADVANTAGE_ESTIMATORS.items():
         core_algos.register_adv_est(name)(fn)
     return {"policy_losses": list(POLICY_LOSSES), "advantage_estimators": list(ADVANTAGE_ESTIMATORS)}
-

@@ -186,8 +186,11 @@ def behaviour_weight(
             log_ratio = log_ratio.clamp(-log_ratio_clamp, log_ratio_clamp)
         w = torch.where(mask, torch.exp(log_ratio), torch.zeros_like(log_ratio))
         return w, torch.zeros_like(mask)
-    for name, value, known in (("rejection", rejection, REJECTION_ACTIONS), ("rejection_level", level, REJECTION_LEVELS),
-                               ("rejection_agg", agg, REJECTION_AGGS)):
+    for name, value, known in (
+        ("rejection", rejection, REJECTION_ACTIONS),
+        ("rejection_level", level, REJECTION_LEVELS),
+        ("rejection_agg", agg, REJECTION_AGGS),
+    ):
         if value not in known:
             raise ValueError(f"{name} must be one of {known}, got {value!r}")
     wide = torch.promote_types(proximal_log_prob.dtype, torch.float32)
@@ -276,7 +279,10 @@ def decoupled_ppo_loss(
     (of the ``w`` applied; 1 where none is).
     """
     opts = resolve_options(
-        "decoupled_ppo_loss", compat, _DECOUPLED_PRESETS, _DECOUPLED_DEFAULTS,
+        "decoupled_ppo_loss",
+        compat,
+        _DECOUPLED_PRESETS,
+        _DECOUPLED_DEFAULTS,
         {"behav_weight": behav_weight, "log_ratio_clamp": log_ratio_clamp},
     )
     if opts["behav_weight"] not in BEHAV_WEIGHT_RULES:
@@ -291,7 +297,10 @@ def decoupled_ppo_loss(
     dt = compute_dtype(log_prob)
     check_token_shapes(
         "decoupled_ppo_loss",
-        old_log_prob=old_log_prob, log_prob=log_prob, response_mask=response_mask, proximal_log_prob=proximal_log_prob,
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        response_mask=response_mask,
+        proximal_log_prob=proximal_log_prob,
     )
     mask = response_mask.to(torch.bool)
     zero = torch.zeros((), dtype=dt, device=log_prob.device)
@@ -307,8 +316,15 @@ def decoupled_ppo_loss(
     applied = rejection is not None or opts["behav_weight"] == "always"
     if applied:
         behav_w, touched = behaviour_weight(
-            prox, old, mask, rejection=rejection, upper=rejection_upper, lower=rejection_lower,
-            level=rejection_level, agg=rejection_agg, log_ratio_clamp=clamp,
+            prox,
+            old,
+            mask,
+            rejection=rejection,
+            upper=rejection_upper,
+            lower=rejection_lower,
+            level=rejection_level,
+            agg=rejection_agg,
+            log_ratio_clamp=clamp,
         )
         loss_mat = behav_w * loss_mat
     else:
@@ -390,8 +406,11 @@ def a3po_policy_loss(
         ``(loss, telemetry)``: 0-dim loss (float32 for half inputs) and the flat dict.
     """
     fresh = resolve_options(
-        "a3po_policy_loss", compat, {"areal": {"fresh_alpha": 1.0}, "verl": {}, "verl-0.9.1": {}},
-        {"fresh_alpha": 0.0}, {"fresh_alpha": fresh_alpha},
+        "a3po_policy_loss",
+        compat,
+        {"areal": {"fresh_alpha": 1.0}, "verl": {}, "verl-0.9.1": {}},
+        {"fresh_alpha": 0.0},
+        {"fresh_alpha": fresh_alpha},
     )["fresh_alpha"]
     dt = compute_dtype(log_prob)
     mask = response_mask.to(torch.bool)

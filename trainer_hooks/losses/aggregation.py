@@ -108,8 +108,9 @@ def agg_loss(
     if loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; known: {', '.join(LOSS_AGG_MODES)}")
     if compat is not None or seq_sum_norm is not None:
-        seq_sum_norm = resolve_options("agg_loss", compat, _PRESETS, {"seq_sum_norm": "batch"},
-                                       {"seq_sum_norm": seq_sum_norm})["seq_sum_norm"]
+        seq_sum_norm = resolve_options(
+            "agg_loss", compat, _PRESETS, {"seq_sum_norm": "batch"}, {"seq_sum_norm": seq_sum_norm}
+        )["seq_sum_norm"]
         if seq_sum_norm not in SEQ_SUM_NORMS:
             raise ValueError(f"seq_sum_norm must be one of {SEQ_SUM_NORMS}, got {seq_sum_norm!r}")
     mask = loss_mask if loss_mask.dtype == torch.bool else loss_mask != 0

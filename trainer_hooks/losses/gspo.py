@@ -113,8 +113,12 @@ def gspo_token_policy_loss(
         ``(loss, telemetry)``.
     """
     check_token_shapes(
-        "gspo_token_policy_loss", old_log_prob=old_log_prob, log_prob=log_prob, response_mask=response_mask,
-        clip_scale=clip_scale, rollout_is_weights=rollout_is_weights,
+        "gspo_token_policy_loss",
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        response_mask=response_mask,
+        clip_scale=clip_scale,
+        rollout_is_weights=rollout_is_weights,
     )
     dt = compute_dtype(log_prob)
     lp, old = log_prob.to(dt), old_log_prob.to(dt)
@@ -124,7 +128,11 @@ def gspo_token_policy_loss(
     log_ratio = torch.clamp(lp - lp.detach() + seq.unsqueeze(-1), max=GSPO_LOG_RATIO_MAX)
     ratio = torch.exp(log_ratio)
     loss_mat, maps = clipped_surrogate(
-        ratio, adv, clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
+        ratio,
+        adv,
+        clip_ratio_low=clip_ratio_low,
+        clip_ratio_high=clip_ratio_high,
+        clip_ratio_c=clip_ratio_c,
         clip_scale=clip_scale,
     )
     if rollout_is_weights is not None:
@@ -166,7 +174,10 @@ def gspo_policy_loss(
             ``rollout_is_weights``, ``global_batch``, ``loss_scale_factor``, ...).
     """
     honour = resolve_options(
-        "gspo_policy_loss", compat, {"verl": {"honour": False}, "verl-0.9.1": {"honour": True}}, {"honour": False},
+        "gspo_policy_loss",
+        compat,
+        {"verl": {"honour": False}, "verl-0.9.1": {"honour": True}},
+        {"honour": False},
         {"honour": honor_loss_agg_mode},
     )["honour"]
     return gspo_token_policy_loss(
@@ -210,7 +221,10 @@ def gspo_sequence_policy_loss(
     ``compat`` is passed to :func:`agg_loss` (which verl's ``seq-mean-token-sum-norm``).
     """
     check_token_shapes(
-        "gspo_sequence_policy_loss", old_log_prob=old_log_prob, log_prob=log_prob, response_mask=response_mask,
+        "gspo_sequence_policy_loss",
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        response_mask=response_mask,
         clip_scale=clip_scale,
     )
     dt = compute_dtype(log_prob)
@@ -224,14 +238,23 @@ def gspo_sequence_policy_loss(
     if clip_scale is not None:
         seq_scale = masked_mean(clip_scale.to(dt), mask, dim=-1).unsqueeze(-1)
     seq_loss, seq_maps = clipped_surrogate(
-        seq_ratio, seq_adv, clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
+        seq_ratio,
+        seq_adv,
+        clip_ratio_low=clip_ratio_low,
+        clip_ratio_high=clip_ratio_high,
+        clip_ratio_c=clip_ratio_c,
         clip_scale=seq_scale,
     )
     loss_mat = seq_loss.expand_as(lp)
     loss = agg_loss(loss_mat, mask, loss_agg_mode, **agg_options(global_batch, loss_scale_factor, compat))
     maps = {k: v.expand_as(mask) for k, v in seq_maps.items()}
     telemetry = policy_telemetry(
-        loss=loss, ratio=seq_ratio.expand_as(lp), log_ratio=lp - old, mask=mask, maps=maps,
-        clip_scale=None if seq_scale is None else seq_scale.expand_as(lp), clip_beta=clip_beta,
+        loss=loss,
+        ratio=seq_ratio.expand_as(lp),
+        log_ratio=lp - old,
+        mask=mask,
+        maps=maps,
+        clip_scale=None if seq_scale is None else seq_scale.expand_as(lp),
+        clip_beta=clip_beta,
     )
     return loss, telemetry

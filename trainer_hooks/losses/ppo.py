@@ -140,8 +140,17 @@ class _Surrogate(torch.autograd.Function):
     autograd would replay the max / min / clamp / where chain (most of the loss's cost)."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, ratio: Tensor, advantages: Tensor, lower: Any, upper: Any,
-                clip_ratio_c: float | None, x_is_log_ratio: bool, with_maps: bool) -> tuple[Tensor, ...]:
+    def forward(
+        ctx: Any,
+        x: Tensor,
+        ratio: Tensor,
+        advantages: Tensor,
+        lower: Any,
+        upper: Any,
+        clip_ratio_c: float | None,
+        x_is_log_ratio: bool,
+        with_maps: bool,
+    ) -> tuple[Tensor, ...]:
         clamped = torch.clamp(ratio, lower, upper)
         neg_adv = -advantages
         pg1 = neg_adv * ratio
@@ -178,8 +187,16 @@ class _Surrogate(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor, *unused: Any) -> tuple[Tensor | None, ...]:
         slope, adv_slope = ctx.saved_tensors
-        return (grad * slope if ctx.needs_input_grad[0] else None, None,
-                grad * adv_slope if adv_slope is not None else None, None, None, None, None, None)
+        return (
+            grad * slope if ctx.needs_input_grad[0] else None,
+            None,
+            grad * adv_slope if adv_slope is not None else None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 def clipped_surrogate(
@@ -260,7 +277,9 @@ def policy_telemetry(
         n1 = n.clamp_min(1.0)
         one = torch.ones((), dtype=f, device=r.device)
         has = selected.numel() > 0
-        picked = torch.stack([maps["clip_low"], maps["clip_high"], maps["dual"]]).reshape(3, -1).index_select(1, selected)
+        picked = (
+            torch.stack([maps["clip_low"], maps["clip_high"], maps["dual"]]).reshape(3, -1).index_select(1, selected)
+        )
         fractions = picked.sum(1).to(f) / n1
         r_min, r_max = r.aminmax() if has else (one, one)
         out: dict[str, Tensor] = {
@@ -288,9 +307,7 @@ def policy_telemetry(
         return out
 
 
-def basic_policy_telemetry(
-    loss: Tensor, log_ratio: Tensor, mask: Tensor, maps: dict[str, Tensor]
-) -> dict[str, Tensor]:
+def basic_policy_telemetry(loss: Tensor, log_ratio: Tensor, mask: Tensor, maps: dict[str, Tensor]) -> dict[str, Tensor]:
     """``pg_loss``, ``clipfrac_low/high/dual`` and ``approx_kl`` alone (``[B, L]`` inputs):
     the clip counts in one reduction of the stacked maps, the KL in another."""
     with torch.no_grad():
@@ -371,8 +388,13 @@ def ppo_policy_loss(
     if ratio_level == "turn" and turn_ids is None:
         raise ValueError("ratio_level='turn' needs turn_ids [B, L]")
     check_token_shapes(
-        "ppo_policy_loss", log_prob=log_prob, old_log_prob=old_log_prob, response_mask=response_mask,
-        clip_scale=clip_scale, turn_ids=turn_ids, rollout_is_weights=rollout_is_weights,
+        "ppo_policy_loss",
+        log_prob=log_prob,
+        old_log_prob=old_log_prob,
+        response_mask=response_mask,
+        clip_scale=clip_scale,
+        turn_ids=turn_ids,
+        rollout_is_weights=rollout_is_weights,
     )
     low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high

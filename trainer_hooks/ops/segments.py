@@ -113,9 +113,7 @@ class _Moments(NamedTuple):
     slot: Tensor  # [N] int64, the segment of each element, S where masked out
 
 
-def _segment_moments(
-    values: Tensor, index: Tensor, num_segments: int, mask: Tensor | None, unbiased: bool
-) -> _Moments:
+def _segment_moments(values: Tensor, index: Tensor, num_segments: int, mask: Tensor | None, unbiased: bool) -> _Moments:
     """Two-pass segment moments in about fifteen 1-D ops.
 
     Masked-out elements are zeroed (garbage, even inf/nan, stays out) and sent to one

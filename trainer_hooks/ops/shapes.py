@@ -48,8 +48,7 @@ def token_advantages(function: str, advantages: Tensor, like: Tensor, *, per_seq
     if per_sequence and shape == target[:1]:
         return advantages[:, None].expand(target)
     hint = (
-        "; a per-sequence advantage [B] must be expanded over the tokens first "
-        "(advantages[:, None] * response_mask)"
+        "; a per-sequence advantage [B] must be expanded over the tokens first (advantages[:, None] * response_mask)"
         if shape == target[:1]
         else ""
     )

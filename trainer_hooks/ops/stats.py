@@ -122,7 +122,9 @@ def bound_fractions(scale: Tensor, mask: Tensor, beta: float) -> tuple[Tensor, T
     return entries["clip_scale_frac_low"], entries["clip_scale_frac_high"]
 
 
-def clip_scale_entries(mean: Tensor, std: Tensor, vmin: Tensor, vmax: Tensor, low: Tensor, high: Tensor) -> dict[str, Tensor]:
+def clip_scale_entries(
+    mean: Tensor, std: Tensor, vmin: Tensor, vmax: Tensor, low: Tensor, high: Tensor
+) -> dict[str, Tensor]:
     """The six ``clip_scale_*`` entries from already reduced values."""
     return {
         "clip_scale_mean": mean,

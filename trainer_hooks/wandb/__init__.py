@@ -113,10 +113,46 @@ from trainer_hooks.wandb.standins import (
 from trainer_hooks.wandb.values import config_items
 
 __all__ = [
-    "AlertLevel", "Artifact", "Audio", "Config", "Error", "Histogram", "Html", "Image", "Molecule", "Object3D",
-    "Run", "Settings", "Summary", "Table", "Video", "alert", "config", "define_metric", "finish", "init", "log",
-    "log_artifact", "log_code", "log_model", "login", "plot", "require", "restore", "run", "save", "setup",
-    "summary", "teardown", "termerror", "termlog", "termwarn", "unwatch", "use_artifact", "use_model", "watch",
+    "AlertLevel",
+    "Artifact",
+    "Audio",
+    "Config",
+    "Error",
+    "Histogram",
+    "Html",
+    "Image",
+    "Molecule",
+    "Object3D",
+    "Run",
+    "Settings",
+    "Summary",
+    "Table",
+    "Video",
+    "alert",
+    "config",
+    "define_metric",
+    "finish",
+    "init",
+    "log",
+    "log_artifact",
+    "log_code",
+    "log_model",
+    "login",
+    "plot",
+    "require",
+    "restore",
+    "run",
+    "save",
+    "setup",
+    "summary",
+    "teardown",
+    "termerror",
+    "termlog",
+    "termwarn",
+    "unwatch",
+    "use_artifact",
+    "use_model",
+    "watch",
 ]
 
 log_ = logging.getLogger("trainer_hooks.wandb")
@@ -125,8 +161,16 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_PROJECT = "uncategorized"
 MAX_SLUG = 100
 #: trial fields ``init(trial=...)`` and ``LINEAGE_TRIAL`` may set
-TRIAL_FIELDS = ("parent_exp", "baseline_exp", "specialist", "domain", "hypothesis", "expected_delta", "exp_id",
-                "keep_margin")
+TRIAL_FIELDS = (
+    "parent_exp",
+    "baseline_exp",
+    "specialist",
+    "domain",
+    "hypothesis",
+    "expected_delta",
+    "exp_id",
+    "keep_margin",
+)
 
 
 class Error(Exception):
@@ -220,13 +264,33 @@ def _trial_fields(given: Mapping[str, Any] | None) -> dict[str, Any]:
     return fields
 
 
-def init(*, project: str | None = None, name: str | None = None, notes: str | None = None, config: Any = None,
-         tags: Any = None, reinit: Any = None, entity: str | None = None, group: str | None = None,
-         job_type: str | None = None, dir: Any = None, id: str | None = None, mode: str | None = None,
-         resume: Any = None, settings: Any = None, config_exclude_keys: Any = None,
-         config_include_keys: Any = None, allow_val_change: bool | None = None, url: str | None = None,
-         token: str | None = None, spool_dir: Any = None, metric: str | None = None,
-         trial: Mapping[str, Any] | None = None, system_metrics: bool | float | None = None, **ignored: Any) -> Run:
+def init(
+    *,
+    project: str | None = None,
+    name: str | None = None,
+    notes: str | None = None,
+    config: Any = None,
+    tags: Any = None,
+    reinit: Any = None,
+    entity: str | None = None,
+    group: str | None = None,
+    job_type: str | None = None,
+    dir: Any = None,
+    id: str | None = None,
+    mode: str | None = None,
+    resume: Any = None,
+    settings: Any = None,
+    config_exclude_keys: Any = None,
+    config_include_keys: Any = None,
+    allow_val_change: bool | None = None,
+    url: str | None = None,
+    token: str | None = None,
+    spool_dir: Any = None,
+    metric: str | None = None,
+    trial: Mapping[str, Any] | None = None,
+    system_metrics: bool | float | None = None,
+    **ignored: Any,
+) -> Run:
     """Start a run: plan its trial (module doc for each argument). Returns the :class:`Run`,
     also ``wandb.run``."""
     for key in sorted(ignored):
@@ -254,8 +318,9 @@ def init(*, project: str | None = None, name: str | None = None, notes: str | No
     fields = _trial_fields(trial)
     keep_margin = float(fields.pop("keep_margin", 0.0))
     metric_key = metric or os.environ.get("LINEAGE_METRIC") or None
-    extra = {k: v for k, v in (("name", name), ("group", group), ("job_type", job_type), ("wandb_id", id))
-             if v is not None}
+    extra = {
+        k: v for k, v in (("name", name), ("group", group), ("job_type", job_type), ("wandb_id", id)) if v is not None
+    }
     client = None
     base_url = url or os.environ.get("LINEAGE_URL")
     if mode != "disabled":
@@ -264,18 +329,38 @@ def init(*, project: str | None = None, name: str | None = None, notes: str | No
         if not base_url:
             warn_once("init.url", f"LINEAGE_URL is not set: the run goes to {DEFAULT_URL}")
             base_url = DEFAULT_URL
-        client = LedgerClient(base_url, token or os.environ.get("LINEAGE_TOKEN") or None, slug,
-                              spool_dir=spool_dir or os.environ.get("LINEAGE_SPOOL") or None,
-                              close_timeout=float(os.environ.get("LINEAGE_CLOSE_TIMEOUT") or 10.0),
-                              system_metrics=system_metrics)
+        client = LedgerClient(
+            base_url,
+            token or os.environ.get("LINEAGE_TOKEN") or None,
+            slug,
+            spool_dir=spool_dir or os.environ.get("LINEAGE_SPOOL") or None,
+            close_timeout=float(os.environ.get("LINEAGE_CLOSE_TIMEOUT") or 10.0),
+            system_metrics=system_metrics,
+        )
         client.ensure_project(metric_name=metric_key or "core_metric", title=project or slug)
         hypothesis = fields.pop("hypothesis", None) or notes or name or ""
-        client.plan_trial(hypothesis=hypothesis, job_name=name or "",
-                          extra={**extra, "config": run_config.as_dict(), "tags": list(tag_list)}, **fields)
+        client.plan_trial(
+            hypothesis=hypothesis,
+            job_name=name or "",
+            extra={**extra, "config": run_config.as_dict(), "tags": list(tag_list)},
+            **fields,
+        )
         HOOKS.install()
-    started = Run(client, project=slug, name=name, notes=notes, tags=tag_list, config=run_config, group=group,
-                  job_type=job_type, metric_key=metric_key, base_url=base_url, extra=extra,
-                  keep_margin=keep_margin, on_finish=_forget)
+    started = Run(
+        client,
+        project=slug,
+        name=name,
+        notes=notes,
+        tags=tag_list,
+        config=run_config,
+        group=group,
+        job_type=job_type,
+        metric_key=metric_key,
+        base_url=base_url,
+        extra=extra,
+        keep_margin=keep_margin,
+        on_finish=_forget,
+    )
     _active.append(started)
     _set_current(started)
     return started

@@ -122,8 +122,7 @@ class Summary(MutableMapping[str, Any]):
 
     def numbers(self) -> dict[str, float]:
         """The finite numeric entries."""
-        return {k: float(v) for k, v in self._items.items()
-                if type(v) is float and math.isfinite(v) or type(v) is int}
+        return {k: float(v) for k, v in self._items.items() if type(v) is float and math.isfinite(v) or type(v) is int}
 
     def __repr__(self) -> str:
         return f"Summary({self._items!r})"
@@ -144,10 +143,23 @@ class Run:
     """A run (module doc). Made by :func:`trainer_hooks.wandb.init`; ``client`` None is a
     disabled run (``mode="disabled"``): every call works and nothing is recorded."""
 
-    def __init__(self, client: LedgerClient | None, *, project: str, name: str | None, notes: str | None,
-                 tags: tuple[str, ...], config: Config, group: str | None, job_type: str | None,
-                 metric_key: str | None, base_url: str | None, extra: Mapping[str, Any], keep_margin: float = 0.0,
-                 on_finish: Callable[[Run], None] | None = None) -> None:
+    def __init__(
+        self,
+        client: LedgerClient | None,
+        *,
+        project: str,
+        name: str | None,
+        notes: str | None,
+        tags: tuple[str, ...],
+        config: Config,
+        group: str | None,
+        job_type: str | None,
+        metric_key: str | None,
+        base_url: str | None,
+        extra: Mapping[str, Any],
+        keep_margin: float = 0.0,
+        on_finish: Callable[[Run], None] | None = None,
+    ) -> None:
         self._client = client
         self.project = project
         self.name = name
@@ -219,8 +231,9 @@ class Run:
 
     # -- logging ---------------------------------------------------------------------------
 
-    def log(self, data: Mapping[str, Any], step: int | None = None, commit: bool | None = None,
-            sync: bool | None = None) -> None:
+    def log(
+        self, data: Mapping[str, Any], step: int | None = None, commit: bool | None = None, sync: bool | None = None
+    ) -> None:
         """Log ``data`` at the current step (module doc for ``step`` and ``commit``)."""
         if self._finished:
             warn_once(f"finished:{id(self)}", f"run {self.id} is finished: log() calls are ignored")
@@ -230,8 +243,11 @@ class Run:
         if step is not None:
             step = int(step)
             if step < self._step:
-                warn_once(f"step:{id(self)}", f"log(step={step}) is below the run's current step {self._step}: "
-                                              "the data is ignored (steps only increase, as in wandb)")
+                warn_once(
+                    f"step:{id(self)}",
+                    f"log(step={step}) is below the run's current step {self._step}: "
+                    "the data is ignored (steps only increase, as in wandb)",
+                )
                 return
             if step > self._step:
                 self._commit()
@@ -242,8 +258,11 @@ class Run:
             self._step += 1
 
     def _skipped(self, name: str) -> None:
-        warn_once(f"skip:{name}", f"wandb.log: {name!r} is not a number (or not a valid telemetry name): "
-                                  "it is not recorded (this warning is given once per key)")
+        warn_once(
+            f"skip:{name}",
+            f"wandb.log: {name!r} is not a number (or not a valid telemetry name): "
+            "it is not recorded (this warning is given once per key)",
+        )
 
     def _commit(self) -> None:
         pending = self._pending
@@ -267,7 +286,8 @@ class Run:
             mode = self._mode_of.get(name)
             if mode is None:
                 mode = self._mode_of[name] = next(
-                    (m for pattern, m in self._modes.items() if fnmatchcase(name, pattern)), "last")
+                    (m for pattern, m in self._modes.items() if fnmatchcase(name, pattern)), "last"
+                )
             if mode == "last":
                 items[name] = value
             elif mode == "none" or not math.isfinite(value):
@@ -283,17 +303,27 @@ class Run:
                 better = min if mode == "min" else max
                 items[name] = value if not isinstance(current, (int, float)) else better(current, value)
 
-    def define_metric(self, name: str, step_metric: str | None = None, step_sync: bool | None = None,
-                      hidden: bool | None = None, summary: str | None = None, goal: str | None = None,
-                      overwrite: bool | None = None, **kwargs: Any) -> None:
+    def define_metric(
+        self,
+        name: str,
+        step_metric: str | None = None,
+        step_sync: bool | None = None,
+        hidden: bool | None = None,
+        summary: str | None = None,
+        goal: str | None = None,
+        overwrite: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         """How the summary keeps ``name`` (a key or a ``*`` pattern): ``summary`` is
         ``last`` (the default), ``min``, ``max``, ``mean``, ``first``, ``none``, or ``best``
         with ``goal`` ``minimize``/``maximize``; several may be given comma-separated (the
         first counts). ``step_metric`` (another key as the x axis) is not kept: points
         stay at the run's step."""
         if step_metric is not None:
-            warn_once("define_metric.step_metric", "define_metric(step_metric=...) is not kept: telemetry points "
-                                                   "stay at the run's step")
+            warn_once(
+                "define_metric.step_metric",
+                "define_metric(step_metric=...) is not kept: telemetry points stay at the run's step",
+            )
         if summary is None:
             return
         mode = summary.split(",")[0].strip().lower()
@@ -302,7 +332,9 @@ class Run:
                 raise ValueError(f"define_metric: summary='best' needs goal 'minimize' or 'maximize', got {goal!r}")
             mode = "min" if goal == "minimize" else "max"
         if mode not in _SUMMARY_MODES:
-            raise ValueError(f"define_metric: summary must be one of {', '.join(_SUMMARY_MODES)} or best, got {summary!r}")
+            raise ValueError(
+                f"define_metric: summary must be one of {', '.join(_SUMMARY_MODES)} or best, got {summary!r}"
+            )
         self._modes[name] = mode
         self._mode_of.clear()
 
@@ -313,7 +345,9 @@ class Run:
         ``title`` again within ``wait_duration`` seconds (default 60; a ``timedelta`` is
         accepted) is dropped, as wandb does."""
         level_name = _alert_level(level)
-        wait = 60.0 if wait_duration is None else float(getattr(wait_duration, "total_seconds", lambda: wait_duration)())
+        wait = (
+            60.0 if wait_duration is None else float(getattr(wait_duration, "total_seconds", lambda: wait_duration)())
+        )
         now = time.monotonic()
         last = self._last_alert.get(str(title))
         if last is not None and now - last < wait:
@@ -372,8 +406,16 @@ class Run:
         extra = {**self._extra, "tags": list(self.tags), "config": self.config.as_dict(), "summary": summary}
         total = time.monotonic() - self._started
         fields: dict[str, Any] = {"notes": " | ".join(notes)[:_NOTES_CHARS]} if notes else {}
-        client.finish_trial(status=status, metric_from=numbers if status == "auto" else None,
-                            metric_key=self.metric_key, keep_margin=self.keep_margin, train_s=total, total_s=total, extra=extra, **fields)
+        client.finish_trial(
+            status=status,
+            metric_from=numbers if status == "auto" else None,
+            metric_key=self.metric_key,
+            keep_margin=self.keep_margin,
+            train_s=total,
+            total_s=total,
+            extra=extra,
+            **fields,
+        )
         self.report = client.close()
 
 

@@ -16,8 +16,19 @@ import threading
 from typing import Any
 
 __all__ = [
-    "RUN_STANDINS", "Artifact", "Audio", "Histogram", "Html", "Image", "Molecule", "Object3D", "Table", "Video",
-    "plot", "stand_in", "warn_once",
+    "RUN_STANDINS",
+    "Artifact",
+    "Audio",
+    "Histogram",
+    "Html",
+    "Image",
+    "Molecule",
+    "Object3D",
+    "Table",
+    "Video",
+    "plot",
+    "stand_in",
+    "warn_once",
 ]
 
 log = logging.getLogger("trainer_hooks.wandb")
@@ -38,8 +49,11 @@ def warn_once(key: str, message: str) -> None:
 
 
 def _does_nothing(name: str) -> None:
-    warn_once(name, f"wandb.{name} has no meaning in the lineage ledger (it stores numbers per step, the trial's "
-                    f"fields and alerts): the call does nothing")
+    warn_once(
+        name,
+        f"wandb.{name} has no meaning in the lineage ledger (it stores numbers per step, the trial's "
+        f"fields and alerts): the call does nothing",
+    )
 
 
 class _StandIn:
@@ -111,7 +125,19 @@ def stand_in(name: str, result: Any = None) -> Any:
 
 #: the Run methods that are stand-ins, with what each returns
 RUN_STANDINS: dict[str, Any] = {
-    "watch": None, "unwatch": None, "save": False, "restore": None, "log_artifact": None, "use_artifact": None,
-    "link_artifact": None, "upsert_artifact": None, "finish_artifact": None, "log_model": None, "use_model": None,
-    "link_model": None, "log_code": None, "mark_preempting": None, "plot_table": None,
+    "watch": None,
+    "unwatch": None,
+    "save": False,
+    "restore": None,
+    "log_artifact": None,
+    "use_artifact": None,
+    "link_artifact": None,
+    "upsert_artifact": None,
+    "finish_artifact": None,
+    "log_model": None,
+    "use_model": None,
+    "link_model": None,
+    "log_code": None,
+    "mark_preempting": None,
+    "plot_table": None,
 }

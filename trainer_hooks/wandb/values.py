@@ -45,8 +45,9 @@ def scalar(value: Any) -> Any:
     return NOT_A_NUMBER
 
 
-def flatten_into(out: dict[str, Any], data: Mapping[Any, Any], prefix: str, names: set[str],
-                 skipped: Callable[[str], None]) -> None:
+def flatten_into(
+    out: dict[str, Any], data: Mapping[Any, Any], prefix: str, names: set[str], skipped: Callable[[str], None]
+) -> None:
     """Put the numeric entries of ``data`` into ``out`` under their flattened names (module
     doc); ``names`` caches the names already checked; ``skipped(name)`` hears of every
     entry left out."""

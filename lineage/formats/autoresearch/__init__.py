@@ -313,8 +313,12 @@ def read_trials(
     seen: set[str] = set()
     for trial, line in zip(table.rows, table.lines):
         if trial.exp_id in seen:
-            raise InvalidInput("exp_id", f"duplicate exp_id {trial.exp_id!r} (in {source})", line=line,
-                               column=table.layout.index(table.layout.id_column) + 1)
+            raise InvalidInput(
+                "exp_id",
+                f"duplicate exp_id {trial.exp_id!r} (in {source})",
+                line=line,
+                column=table.layout.index(table.layout.id_column) + 1,
+            )
         seen.add(trial.exp_id)
         if row_lines is not None:
             row_lines.append(line)

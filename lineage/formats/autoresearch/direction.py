@@ -123,15 +123,20 @@ def decide_direction(
     hint in its error, naming the line that is data."""
     layout = table.layout
     try:
-        lower, how, warning = weigh_direction(layout.metric_name, kept_values(table.rows), flag,
-                                              chosen=layout.status is not None)
+        lower, how, warning = weigh_direction(
+            layout.metric_name, kept_values(table.rows), flag, chosen=layout.status is not None
+        )
     except InvalidInput as exc:
         auto_named = layout.columns == [f"col{i + 1}" for i in range(len(layout.columns))]
         first_row = table.lines[0] if table.lines else 1
         if layout.has_header or not auto_named:  # the metric's cell of the header line (or of line 1)
             header_line = layout.header_text.count("\n") + (0 if layout.header_text.endswith("\n") else 1)
-            raise InvalidInput(exc.field, exc.reason, line=header_line if layout.has_header else first_row,
-                               column=layout.index(layout.metric) + 1) from None
+            raise InvalidInput(
+                exc.field,
+                exc.reason,
+                line=header_line if layout.has_header else first_row,
+                column=layout.index(layout.metric) + 1,
+            ) from None
         hint = headerless_hint(first_row, len(layout.columns))
         raise InvalidInput(exc.field, f"{exc.reason}; {hint}", line=first_row) from None
     if warning is not None and warnings is not None:

@@ -49,8 +49,12 @@ def data_evidence(cells: Sequence[str]) -> list[str]:
     if numbers:
         evidence.append(f"numbers in column{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}")
     hashes = [
-        i + 1 for i, cell in enumerate(cells) if HEX.fullmatch(cell.strip()) and any(ch.isdigit() for ch in cell)
-        and (i == 0 or any(ch.isalpha() for ch in cell)) and (i + 1) not in numbers
+        i + 1
+        for i, cell in enumerate(cells)
+        if HEX.fullmatch(cell.strip())
+        and any(ch.isdigit() for ch in cell)
+        and (i == 0 or any(ch.isalpha() for ch in cell))
+        and (i + 1) not in numbers
     ]
     if hashes:
         evidence.append(f"a commit hash in column {hashes[0]}")
@@ -83,8 +87,10 @@ def header_end(lines: Sequence[str], layout: Layout) -> int:
 def headerless_hint(line: int, columns: int, evidence: Sequence[str] = ()) -> str:
     """The fix for a file whose first line is data: name its columns."""
     why = f" ({'; '.join(evidence)})" if evidence else ""
-    return (f"line {line} is data, not a header{why}: the file has no header line; name its {columns} columns "
-            "with --columns NAME,NAME,... (the columns option), e.g. --columns commit,val_bpb,...,status,description")
+    return (
+        f"line {line} is data, not a header{why}: the file has no header line; name its {columns} columns "
+        "with --columns NAME,NAME,... (the columns option), e.g. --columns commit,val_bpb,...,status,description"
+    )
 
 
 def _names_a_column(cell: str) -> bool:

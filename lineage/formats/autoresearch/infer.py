@@ -112,7 +112,10 @@ def _column_index(columns: Sequence[str], name: str, flag: str) -> int:
 
 
 def _long_format(
-    columns: Sequence[str], rows: Sequence[Sequence[str]], used: set[int], numeric: Sequence[bool],
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    used: set[int],
+    numeric: Sequence[bool],
     options: ImportOptions,
 ) -> tuple[int, int, str] | None:
     """``(name column, value column, the project's metric name)`` of a long-format file
@@ -127,8 +130,17 @@ def _long_format(
         return None
     lv = _by_name(columns, LONG_VALUE_COLUMNS, used | {ln})
     if lv < 0:  # a value column named in more words: ``actual_value``, not ``predicted_value``
-        lv = next((j for j, col in enumerate(columns) if j not in used and j != ln
-                   and "value" in name_tokens(col)[1:] and not set(name_tokens(col)) & NOT_MEASURED_WORDS), -1)
+        lv = next(
+            (
+                j
+                for j, col in enumerate(columns)
+                if j not in used
+                and j != ln
+                and "value" in name_tokens(col)[1:]
+                and not set(name_tokens(col)) & NOT_MEASURED_WORDS
+            ),
+            -1,
+        )
     if lv < 0 or not any(is_number(r[lv]) for r in rows):
         return None
     names = [r[ln].strip() for r in rows]
@@ -137,10 +149,12 @@ def _long_format(
         return None  # each name once: the names of experiments, not of metrics
     if options.metric and _find_column(columns, options.metric) < 0:
         wanted = [name for name in dict.fromkeys(names) if name == options.metric.strip()] or [
-            name for name in dict.fromkeys(names) if name.lower() == options.metric.strip().lower()]
+            name for name in dict.fromkeys(names) if name.lower() == options.metric.strip().lower()
+        ]
         if not wanted:
             raise InvalidInput(
-                "metric", f"no column and no {columns[ln]!r} name {options.metric!r}; the columns are "
+                "metric",
+                f"no column and no {columns[ln]!r} name {options.metric!r}; the columns are "
                 f"{', '.join(columns)}, the names {', '.join(list(dict.fromkeys(names))[:20])}",
             )
         return ln, lv, wanted[0]
@@ -195,11 +209,16 @@ def infer_layout(
         nums = sum(1 for v in parsed if v is not False)
         real = sum(1 for v in parsed if v is not False and v is not None)
         numeric_share.append(nums / len(cells) if cells and real else 0.0)
-        words = sum(1 for c, v in zip(cells, parsed) if v is False and STATUS_WORDS.get(normalize_word(c)) in CRASH_LIKE)
+        words = sum(
+            1 for c, v in zip(cells, parsed) if v is False and STATUS_WORDS.get(normalize_word(c)) in CRASH_LIKE
+        )
         metric_share.append((nums + words) / len(cells) if cells and real else 0.0)
         real_share.append(real / len(cells) if cells else 0.0)
-        hex_col.append(bool(cells) and all(HEX.fullmatch(c.strip()) for c in cells) and any(
-            any(ch.isalpha() for ch in c) for c in cells))
+        hex_col.append(
+            bool(cells)
+            and all(HEX.fullmatch(c.strip()) for c in cells)
+            and any(any(ch.isalpha() for ch in c) for c in cells)
+        )
 
     def is_numeric(i: int) -> bool:
         return numeric_share[i] >= 0.8
@@ -235,7 +254,9 @@ def infer_layout(
                 break
         if si < 0:
             for name in ("status", "verdict", "decision", "outcome"):
-                j = next((k for k, col in enumerate(lowered) if name in col and k not in used and not is_numeric(k)), -1)
+                j = next(
+                    (k for k, col in enumerate(lowered) if name in col and k not in used and not is_numeric(k)), -1
+                )
                 if j >= 0:
                     si = j
                     break
@@ -274,8 +295,9 @@ def infer_layout(
             di = -1
         described = di >= 0
         if di < 0:
-            texts = [j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j]
-                     and not metric_like(j)]
+            texts = [
+                j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j] and not metric_like(j)
+            ]
             if texts:
                 di = max(texts, key=lambda j: (sum(len(c) for c in values(j)) / max(1, len(rows)), j))
                 if header_cells is not None and sum(len(c) for c in values(di)) == 0:
@@ -296,16 +318,22 @@ def infer_layout(
         notes.append(
             f"long format: column {columns[long[0]]!r} names each row's metric and {columns[mi]!r} holds its value; "
             f"the project's metric is {long[2]!r}"
-            + (f"; the rows of {', '.join(map(repr, others[:5]))}{' ...' if len(others) > 5 else ''} are trials "
-               f"without a metric, their value kept in extra[{columns[mi]!r}]" if others else "")
+            + (
+                f"; the rows of {', '.join(map(repr, others[:5]))}{' ...' if len(others) > 5 else ''} are trials "
+                f"without a metric, their value kept in extra[{columns[mi]!r}]"
+                if others
+                else ""
+            )
             + "; choose another with --metric NAME"
         )
     elif options.metric:
         mi = _column_index(columns, options.metric, "metric")
     else:
         candidates = [
-            j for j in range(n)
-            if j not in used and (is_numeric(j) or metric_share[j] >= 0.8 or metric_like(j))
+            j
+            for j in range(n)
+            if j not in used
+            and (is_numeric(j) or metric_share[j] >= 0.8 or metric_like(j))
             and not is_id_column(columns[j])
         ]
         if not candidates and header_cells is not None and not rows:
@@ -322,12 +350,20 @@ def infer_layout(
         named = [j for j in candidates if direction_of_name(columns[j]) is not None]
         plain = [j for j in candidates if not is_resource(columns[j])]
         mi = (named or plain or candidates)[0]
-        shadowed = [j for j in range(n) if j not in used and j not in candidates and real_share[j] > 0
-                    and direction_of_name(columns[j]) is not None and not is_id_column(columns[j])]
+        shadowed = [
+            j
+            for j in range(n)
+            if j not in used
+            and j not in candidates
+            and real_share[j] > 0
+            and direction_of_name(columns[j]) is not None
+            and not is_id_column(columns[j])
+        ]
         if not named and shadowed:  # never a silently different metric
             j = shadowed[0]
             raise InvalidInput(
-                "metric", f"column {columns[j]!r} is named like a metric but only {real_share[j]:.0%} of its cells "
+                "metric",
+                f"column {columns[j]!r} is named like a metric but only {real_share[j]:.0%} of its cells "
                 f"are numbers, so {columns[mi]!r} would be taken instead; name the metric with --metric COLUMN",
             )
     if mi == si:
@@ -349,7 +385,10 @@ def infer_layout(
             formats[columns[j]] = _number_format(values(j))
     placeholder = ""
     crash_cells = Counter(
-        r[mi] for r in rows if si >= 0 and map_status(r[si], options.status_map)[0] in CRASH_LIKE
+        r[mi]
+        for r in rows
+        if si >= 0
+        and map_status(r[si], options.status_map)[0] in CRASH_LIKE
         and metric_value(r[mi], FailureLabel.CRASH) is None
     )
     if crash_cells:
@@ -432,8 +471,7 @@ def parse_table(
     warnings = list(notes) + parser.warnings
     if trailer_line is not None:
         warnings.append(
-            f"line {trailer_line}: import stops at text that is not a row (a summary?); "
-            f"kept for export (in {source})"
+            f"line {trailer_line}: import stops at text that is not a row (a summary?); kept for export (in {source})"
         )
     if parser.unnumbered:
         warnings.append(
@@ -448,9 +486,15 @@ def parse_table(
             "map them with --status-map WORD=LABEL"
         )
     layout.trailer = trailer
-    return ParsedTable(layout=layout, rows=parser.rows, lines=parser.lines, warnings=warnings,
-                       unknown_words=parser.unknown_words, trailer_line=trailer_line,
-                       text_lines=(*parser.text_lines, *parser.stray))
+    return ParsedTable(
+        layout=layout,
+        rows=parser.rows,
+        lines=parser.lines,
+        warnings=warnings,
+        unknown_words=parser.unknown_words,
+        trailer_line=trailer_line,
+        text_lines=(*parser.text_lines, *parser.stray),
+    )
 
 
 def _commit_length(lines: Sequence[str], layout: Layout) -> int:
@@ -512,8 +556,10 @@ def _layout_from_lines(
         too_long = [c for c in cells if len(c) > 200]
         if too_long:
             raise InvalidInput(
-                "file", f"not a results table: line {at + 1} is not a header (a cell of {len(too_long[0])} "
-                f"characters; in {source})", line=at + 1,
+                "file",
+                f"not a results table: line {at + 1} is not a header (a cell of {len(too_long[0])} "
+                f"characters; in {source})",
+                line=at + 1,
             )
     sample: list[list[str]] = []
     data_lines = 0
@@ -540,8 +586,10 @@ def _layout_from_lines(
     well_formed = [r for r in sample if len(r) == width]
     if data_lines and not well_formed and names is not None:
         raise InvalidInput(
-            "columns", f"{len(names)} names, but no line of the file has {len(names)} cells (line {at + 1} has "
-            f"{len(cells)}; in {source})", line=at + 1,
+            "columns",
+            f"{len(names)} names, but no line of the file has {len(names)} cells (line {at + 1} has "
+            f"{len(cells)}; in {source})",
+            line=at + 1,
         )
     if data_lines and not well_formed:
         raise InvalidInput(
@@ -550,8 +598,9 @@ def _layout_from_lines(
             line=at + 2 if header_cells is not None else at + 1,
         )
     try:
-        layout, inferred = infer_layout(header_cells, well_formed, options=options, fmt=fmt, delimiter=delimiter,
-                                        has_header=not headerless)
+        layout, inferred = infer_layout(
+            header_cells, well_formed, options=options, fmt=fmt, delimiter=delimiter, has_header=not headerless
+        )
     except InvalidInput as exc:
         if not headerless or names is not None:
             if exc.line is None:  # about the columns: the header's line (the first data line of a headerless file)

@@ -87,23 +87,31 @@ class ImportOptions:
         maps = [status_map] if isinstance(status_map, str) else list(status_map or ())
         names = [columns] if isinstance(columns, str) else list(columns or ())
         return cls(
-            id_column=given(id_column), metric=given(metric), status=given(status), description=given(description),
-            parent=given(parent), lower_is_better=direction_flag(direction),
+            id_column=given(id_column),
+            metric=given(metric),
+            status=given(status),
+            description=given(description),
+            parent=given(parent),
+            lower_is_better=direction_flag(direction),
             status_map=parse_status_map([m for m in maps if m.strip()]),
             columns=[c for c in names if c.strip()] or None,
         )
-
 
     def to_text(self) -> dict[str, str]:
         """The given options as :meth:`from_text` reads them (keys: ``id``, ``metric``,
         ``status``, ``description``, ``parent``, ``direction``, ``status_map``,
         ``columns``): the query of an HTTP import of the same file."""
         words = {True: "lower", False: "higher"}
-        out = {"id": self.id_column, "metric": self.metric, "status": self.status, "description": self.description,
-               "parent": self.parent,
-               "direction": words[self.lower_is_better] if self.lower_is_better is not None else None,
-               "status_map": ",".join(f"{word}={label}" for word, label in self.status_map.items()) or None,
-               "columns": ",".join(self.columns) if self.columns else None}
+        out = {
+            "id": self.id_column,
+            "metric": self.metric,
+            "status": self.status,
+            "description": self.description,
+            "parent": self.parent,
+            "direction": words[self.lower_is_better] if self.lower_is_better is not None else None,
+            "status_map": ",".join(f"{word}={label}" for word, label in self.status_map.items()) or None,
+            "columns": ",".join(self.columns) if self.columns else None,
+        }
         return {key: value for key, value in out.items() if value}
 
 

@@ -93,8 +93,10 @@ class LineageBuilder:
         value = value.strip() if isinstance(value, str) else "" if value is None else str(value)
         if not value or any(ch in value for ch in "\t\r\n/") or len(value) > MAX_SHORT_TEXT:
             raise InvalidInput(
-                "exp_id", f"column {self.layout.id_column!r} must hold an id (not empty, no '/', at most "
-                f"{MAX_SHORT_TEXT} characters), got {value!r} (in {self.source})", line=line,
+                "exp_id",
+                f"column {self.layout.id_column!r} must hold an id (not empty, no '/', at most "
+                f"{MAX_SHORT_TEXT} characters), got {value!r} (in {self.source})",
+                line=line,
                 column=self.layout.index(self.layout.id_column) + 1,
             )
         return value
@@ -119,5 +121,6 @@ class LineageBuilder:
                 raise InvalidInput(
                     "hypothesis",
                     f"is {len(trial.hypothesis)} characters long; the limit is {MAX_LONG_TEXT} (in {self.source})",
-                    line=line, column=di,
+                    line=line,
+                    column=di,
                 )

@@ -37,10 +37,30 @@ MAX_LINE_CHARS = 1 << 20
 
 # RowParser.feed builds Trials positionally: the dataclass must keep this field order.
 if TRIAL_FIELD_NAMES[:24] != (
-    "exp_id", "timestamp", "specialist", "parent_exp", "baseline_exp", "domain", "hypothesis", "expected_delta",
-    "status", "core_metric", "val_bpb", "delta_vs_best", "train_s", "total_s", "job_name", "snapshot_path", "notes",
-    "ig_clip_scale_mean", "ig_clip_scale_std", "ig_clip_scale_min", "ig_clip_scale_max", "ig_clip_scale_frac_low",
-    "ig_clip_scale_frac_high", "extra",
+    "exp_id",
+    "timestamp",
+    "specialist",
+    "parent_exp",
+    "baseline_exp",
+    "domain",
+    "hypothesis",
+    "expected_delta",
+    "status",
+    "core_metric",
+    "val_bpb",
+    "delta_vs_best",
+    "train_s",
+    "total_s",
+    "job_name",
+    "snapshot_path",
+    "notes",
+    "ig_clip_scale_mean",
+    "ig_clip_scale_std",
+    "ig_clip_scale_min",
+    "ig_clip_scale_max",
+    "ig_clip_scale_frac_low",
+    "ig_clip_scale_frac_high",
+    "extra",
 ):  # pragma: no cover
     raise ImportError("lineage.domain.Trial changed its field order; update RowParser.feed")
 
@@ -126,7 +146,9 @@ class RowParser:
         self.di = layout.index(layout.description)
         self.ci = layout.index(layout.commit)
         numeric = set(layout.numeric)
-        self.field_specs = [(layout.index(col), col, name) for col, name in layout.fields.items() if layout.index(col) >= 0]
+        self.field_specs = [
+            (layout.index(col), col, name) for col, name in layout.fields.items() if layout.index(col) >= 0
+        ]
         skip = {self.mi, self.si, self.di, *(i for i, _, _ in self.field_specs)}
         self.extra_specs = [
             (i, layout.extra_key(name), name in numeric) for i, name in enumerate(layout.columns) if i not in skip
@@ -138,8 +160,9 @@ class RowParser:
         self.long_metric = layout.long_metric
         self.metric_is_val_bpb = layout.metric == "val_bpb"
         self.metric_text = number_formatter(layout.formats.get(layout.metric))
-        self.number_text = {i: number_formatter(layout.formats.get(layout.columns[i])) for i, _, numeric in
-                            self.extra_specs if numeric}
+        self.number_text = {
+            i: number_formatter(layout.formats.get(layout.columns[i])) for i, _, numeric in self.extra_specs if numeric
+        }
         self.status_map = dict(layout.status_map)
         self._word_cache: dict[str, tuple[FailureLabel, bool]] = {}
         #: word -> (label, word differs from the label's name, crash-like, known)
@@ -247,7 +270,9 @@ class RowParser:
                                 number = int(value)
                                 if exact and number_text[i](number) != value:
                                     exact = False
-                            elif exact and (pattern % number if pattern is not None else number_text[i](number)) != value:
+                            elif (
+                                exact and (pattern % number if pattern is not None else number_text[i](number)) != value
+                            ):
                                 exact = False
                             extra[key] = number
                             continue
@@ -261,9 +286,34 @@ class RowParser:
             if not found[3]:
                 unknown[word.strip() or "(empty)"] += 1
             # positionally, in Trial's field order (a third faster than keywords)
-            rows.append(Trial("", "", "", "", "", "", cells[di] if di >= 0 else "", "", found[0], metric,
-                              metric if val_bpb else None, None, None, None, "", "", "", None, None, None, None,
-                              None, None, extra))
+            rows.append(
+                Trial(
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    cells[di] if di >= 0 else "",
+                    "",
+                    found[0],
+                    metric,
+                    metric if val_bpb else None,
+                    None,
+                    None,
+                    None,
+                    "",
+                    "",
+                    "",
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    extra,
+                )
+            )
             row_lines.append(line_no)
         self.line = line_no
 
@@ -322,8 +372,13 @@ class RowParser:
         self.prefix_line = self.stray[0] if self.stray else None
         trial.extra[SPAN_KEY] = 2  # type: ignore[index]
         where = self.layout.columns[len(before) - 1]
-        return [(trial, f"one record broken over lines {self.line - 1}-{self.line} by a line end inside "
-                        f"{where!r}; read as one trial")]
+        return [
+            (
+                trial,
+                f"one record broken over lines {self.line - 1}-{self.line} by a line end inside "
+                f"{where!r}; read as one trial",
+            )
+        ]
 
     def _emit(self, made: list[tuple[Trial, str | None]], text: str) -> None:
         raw = text
@@ -408,8 +463,14 @@ class RowParser:
             fields["val_bpb"] = metric
         if not known:
             self.unknown_words[word.strip() or "(empty)"] += 1
-        return Trial("", hypothesis=cells[self.di] if self.di >= 0 else "", status=label, core_metric=metric,
-                     extra=extra, **fields)
+        return Trial(
+            "",
+            hypothesis=cells[self.di] if self.di >= 0 else "",
+            status=label,
+            core_metric=metric,
+            extra=extra,
+            **fields,
+        )
 
     def _is_record(self, cells: list[str], known: bool) -> bool:
         """Whether ``cells`` (exactly n; the metric cell not a number) are a record of the
@@ -529,8 +590,13 @@ class RowParser:
         if trial is None:
             return None
         if not places:
-            return [(trial, f"{c} cells, the header has {n}; joined cells {di + 1}-{di + k + 1} "
-                            f"into {self.layout.description!r} (a tab inside the text?)")]
+            return [
+                (
+                    trial,
+                    f"{c} cells, the header has {n}; joined cells {di + 1}-{di + k + 1} "
+                    f"into {self.layout.description!r} (a tab inside the text?)",
+                )
+            ]
         names = []
         for place in places:
             key = f"col{place + 1}"

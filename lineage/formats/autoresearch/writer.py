@@ -173,8 +173,10 @@ class Writer:
         prefix = raw[: len(raw) - len(line)]
         rows = self._reparse(line)
         parts = [t.extra.get(PART_KEY, 0) for t in group]
-        if rows is not None and parts == list(range(len(rows))) and all(
-            trial_says(t, rows[p], self.layout) for t, p in zip(group, parts)
+        if (
+            rows is not None
+            and parts == list(range(len(rows)))
+            and all(trial_says(t, rows[p], self.layout) for t, p in zip(group, parts))
         ):
             self._out(raw)
             return
@@ -183,8 +185,16 @@ class Writer:
 
     def _reparse(self, line: str) -> list[Trial] | None:
         parser = self.parser
-        for kept in (parser.rows, parser.lines, parser.texts, parser.prefix, parser.warnings, parser.stray,
-                     parser.unnumbered, parser.text_lines):
+        for kept in (
+            parser.rows,
+            parser.lines,
+            parser.texts,
+            parser.prefix,
+            parser.warnings,
+            parser.stray,
+            parser.unnumbered,
+            parser.text_lines,
+        ):
             kept.clear()
         parser.prefix_line = None
         try:

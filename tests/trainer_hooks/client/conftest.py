@@ -32,7 +32,9 @@ def stored_points(db: Any) -> Counter[tuple[int, int, str, float]]:
     return Counter(_rows(db, "SELECT step, turn, name, value FROM telemetry_points"))
 
 
-def expected_points(steps: range, names: tuple[str, ...] = ("loss", "kl"), turns: int = 2) -> Counter[tuple[int, int, str, float]]:
+def expected_points(
+    steps: range, names: tuple[str, ...] = ("loss", "kl"), turns: int = 2
+) -> Counter[tuple[int, int, str, float]]:
     """The points :func:`log_steps` logs."""
     out: Counter[tuple[int, int, str, float]] = Counter()
     for step in steps:
@@ -60,8 +62,14 @@ def trial_count(db: Any) -> int:
 def fast_client(url: str, spool_dir: Path, project: str = "p", token: str | None = None, **kwargs: Any) -> LedgerClient:
     """A client with short intervals and backoff (tests wait on it, not on the defaults), and
     no system metrics sampler unless asked (the tests count every point)."""
-    options = {"spool_interval": 0.02, "backoff": (0.02, 0.2), "close_timeout": 120.0, "timeout": 30.0,
-               "system_metrics": False, **kwargs}
+    options = {
+        "spool_interval": 0.02,
+        "backoff": (0.02, 0.2),
+        "close_timeout": 120.0,
+        "timeout": 30.0,
+        "system_metrics": False,
+        **kwargs,
+    }
     return LedgerClient(url, token, project, spool_dir=spool_dir, **options)
 
 

@@ -58,9 +58,13 @@ class FaultyProxy:
                     time.sleep(fault.delay)
                 if fault.refuse:
                     return self._reply(fault.status, b'{"detail":"proxy fault"}', "application/json")
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")
+                }
                 try:
-                    answer = httpx.request(self.command, proxy.upstream + self.path, content=body, headers=headers, timeout=30)
+                    answer = httpx.request(
+                        self.command, proxy.upstream + self.path, content=body, headers=headers, timeout=30
+                    )
                 except httpx.TransportError:
                     return self._reply(502, b'{"detail":"upstream down"}', "application/json")
                 with proxy._lock:

@@ -53,15 +53,20 @@ def test_recorder_follows_the_project_direction(serve, tmp_path: Path) -> None: 
     assert run(server, tmp_path, 0.4, lower_is_better=False)["status"] == "discard"
 
 
-@pytest.mark.parametrize(("error", "label"), [
-    (RuntimeError("CUDA out of memory. Tried to allocate 2 GiB"), "size_blocked"),
-    (MemoryError(), "size_blocked"),
-    (TrainBudgetExceeded("ran 9 h of 8"), "train_budget_overrun"),
-    (EvalBudgetExceeded("eval ran 2 h"), "eval_budget_overrun"),
-    (ValueError("shapes [4, 8] and [4, 9]"), "crash"),
-    (KeyboardInterrupt(), "harness_abort"),
-])
-def test_recorder_labels_the_failure_and_keeps_the_exception_in_notes(serve, tmp_path: Path, error: BaseException, label: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("error", "label"),
+    [
+        (RuntimeError("CUDA out of memory. Tried to allocate 2 GiB"), "size_blocked"),
+        (MemoryError(), "size_blocked"),
+        (TrainBudgetExceeded("ran 9 h of 8"), "train_budget_overrun"),
+        (EvalBudgetExceeded("eval ran 2 h"), "eval_budget_overrun"),
+        (ValueError("shapes [4, 8] and [4, 9]"), "crash"),
+        (KeyboardInterrupt(), "harness_abort"),
+    ],
+)
+def test_recorder_labels_the_failure_and_keeps_the_exception_in_notes(
+    serve, tmp_path: Path, error: BaseException, label: str
+) -> None:  # type: ignore[no-untyped-def]
     server = serve(str(tmp_path / "ledger.db"))
     rec = recorder(server, tmp_path)
     with pytest.raises(type(error)):
@@ -83,12 +88,25 @@ def test_evaluation_over_budget_is_labelled(serve, tmp_path: Path) -> None:  # t
 
 def test_verl_hook_logs_step_metrics_and_finishes_with_the_validation_metric(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     server = serve(str(tmp_path / "ledger.db"))
-    hook = verl_hook(recorder(server, tmp_path, lower_is_better=False, hypothesis="verl"),
-                     core_metric_key="val-core/lookup/reward/mean@1")
+    hook = verl_hook(
+        recorder(server, tmp_path, lower_is_better=False, hypothesis="verl"),
+        core_metric_key="val-core/lookup/reward/mean@1",
+    )
     for step in range(3):
-        hook({"actor/pg_loss": 0.1 * step, "actor/clip_scale_mean": 1.0 + 0.01 * step, "actor/clip_scale_std": 0.1,
-              "actor/clip_scale_min": 0.8, "actor/clip_scale_max": 1.2, "actor/clip_scale_frac_low": 0.0,
-              "actor/clip_scale_frac_high": 0.05, "timing/gen": 1.5, "note": "text is skipped"}, step=step)
+        hook(
+            {
+                "actor/pg_loss": 0.1 * step,
+                "actor/clip_scale_mean": 1.0 + 0.01 * step,
+                "actor/clip_scale_std": 0.1,
+                "actor/clip_scale_min": 0.8,
+                "actor/clip_scale_max": 1.2,
+                "actor/clip_scale_frac_low": 0.0,
+                "actor/clip_scale_frac_high": 0.05,
+                "timing/gen": 1.5,
+                "note": "text is skipped",
+            },
+            step=step,
+        )
     assert hook.final({"val-core/lookup/reward/mean@1": 0.7}) == "auto"
     found = trial(server, hook.recorder.exp_id)
     assert found["status"] == "keep" and found["core_metric"] == 0.7
@@ -104,7 +122,9 @@ def test_transformers_callback_records_a_real_trainer_run(serve, tmp_path: Path)
     from trainer_hooks.callbacks.hf import LedgerCallback
 
     server = serve(str(tmp_path / "ledger.db"))
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2))
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    )
 
     class Tokens(torch.utils.data.Dataset):  # type: ignore[misc]
         def __len__(self) -> int:
@@ -115,10 +135,21 @@ def test_transformers_callback_records_a_real_trainer_run(serve, tmp_path: Path)
             return {"input_ids": ids, "labels": ids}
 
     callback = LedgerCallback(recorder(server, tmp_path, hypothesis="hf tiny"), metric_key="eval_loss")
-    args = transformers.TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=4, logging_steps=1, report_to=[],
-                                          use_cpu=True, per_device_train_batch_size=4, eval_strategy="steps",
-                                          eval_steps=4, save_strategy="no", disable_tqdm=True)
-    transformers.Trainer(model=model, args=args, train_dataset=Tokens(), eval_dataset=Tokens(), callbacks=[callback]).train()
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "hf"),
+        max_steps=4,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        per_device_train_batch_size=4,
+        eval_strategy="steps",
+        eval_steps=4,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    transformers.Trainer(
+        model=model, args=args, train_dataset=Tokens(), eval_dataset=Tokens(), callbacks=[callback]
+    ).train()
     found = trial(server, callback.recorder.exp_id)
     assert found["status"] == "keep" and found["core_metric"] is not None and found["hypothesis"] == "hf tiny"
     series = httpx.get(f"{server.url}{API}/projects/p/trials/{found['exp_id']}/telemetry", timeout=60).json()["series"]

@@ -30,10 +30,11 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
         openapi = http.get("/openapi.json").json()
     client = fast_client(f"http://127.0.0.1:{free_port()}", tmp_path / "spool", run_id="contract")  # nothing listens
     client.ensure_project(lower_is_better=False, title="t")
-    client.plan_trial(hypothesis="h", expected_delta="+1", parent_exp="001", specialist="s", domain="d",
-                      extra={"config": {"lr": 0.1}})
+    client.plan_trial(
+        hypothesis="h", expected_delta="+1", parent_exp="001", specialist="s", domain="d", extra={"config": {"lr": 0.1}}
+    )
     log_steps(client, range(20))
-    client.log(20, {"clip_scale_mean": 1.0, "quote\"d ünï": -1e-300})
+    client.log(20, {"clip_scale_mean": 1.0, 'quote"d ünï': -1e-300})
     client.alert("loss diverging\nat step 20", "NaN in the loss", level="warn")
     client.finish_trial(core_metric=0.5, train_s=1.0, total_s=2.0, notes="n", keep_margin=0.1)
     client.close(timeout=0)
@@ -86,8 +87,13 @@ def test_points_without_a_trial_are_refused_clearly_and_kept(serve, tmp_path: Pa
 
 
 def test_a_full_memory_buffer_spills_to_the_spool_not_to_the_floor(tmp_path: Path) -> None:
-    client = fast_client(f"http://127.0.0.1:{free_port()}", tmp_path / "spool", spool_interval=60.0,
-                         max_buffer_points=100, max_batch_points=10_000)  # the spool thread sleeps
+    client = fast_client(
+        f"http://127.0.0.1:{free_port()}",
+        tmp_path / "spool",
+        spool_interval=60.0,
+        max_buffer_points=100,
+        max_batch_points=10_000,
+    )  # the spool thread sleeps
     client.plan_trial(hypothesis="spill")
     log_steps(client, range(100))  # 400 points
     _, spooled = client.spool.pending()

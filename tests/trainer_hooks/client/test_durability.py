@@ -146,8 +146,12 @@ def test_sigkilled_trainer_loses_nothing_that_reached_the_spool(serve, tmp_path:
     db = str(tmp_path / "ledger.db")
     server = serve(db)
     spool_dir = tmp_path / "spool"
-    trainer = subprocess.Popen([sys.executable, "-m", "tests.trainer_hooks.client.trainer_process", server.url, str(spool_dir), "p", "40"],
-                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "tests.trainer_hooks.client.trainer_process", server.url, str(spool_dir), "p", "40"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     spooled = 0
     assert trainer.stdout is not None
     while spooled < 400:
@@ -172,8 +176,21 @@ def test_sigkilled_trainer_loses_nothing_that_reached_the_spool(serve, tmp_path:
 def test_sigterm_labels_the_trial_and_flushes_before_exiting(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "ledger.db")
     server = serve(db)
-    trainer = subprocess.Popen([sys.executable, "-m", "tests.trainer_hooks.client.trainer_process", server.url, str(tmp_path / "spool"),
-                                "p", "40", "recorder"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    trainer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.trainer_hooks.client.trainer_process",
+            server.url,
+            str(tmp_path / "spool"),
+            "p",
+            "40",
+            "recorder",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert trainer.stdout is not None
     spooled = 0
     while spooled < 200:
@@ -217,7 +234,9 @@ def test_revoked_token_stops_sending_keeps_the_spool_and_a_new_token_flushes_it(
     runner = CliRunner()
 
     def token(name: str) -> str:
-        made = runner.invoke(cli, ["--db", db, "token", "create", "--role", "writer", "--name", name], catch_exceptions=False)
+        made = runner.invoke(
+            cli, ["--db", db, "token", "create", "--role", "writer", "--name", name], catch_exceptions=False
+        )
         return made.stdout.strip().splitlines()[0]
 
     first = token("trainer")

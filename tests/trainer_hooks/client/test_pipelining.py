@@ -113,7 +113,9 @@ def test_one_batch_fails_while_the_other_succeeds_each_acknowledged_on_its_own(s
     db, port, spool_dir, client = offline_client(tmp_path, "split", "one of two fails")
     assert not client.close(timeout=0.2).delivered
     spool = Spool(spool_dir / "split.spool")
-    spool.append_points([encode_columns([point_rows(range(k * 100, k * 100 + 100))]) for k in range(4)])  # 400 points each
+    spool.append_points(
+        [encode_columns([point_rows(range(k * 100, k * 100 + 100))]) for k in range(4)]
+    )  # 400 points each
     server = serve(db, port=port)
     watch = Watch()
 

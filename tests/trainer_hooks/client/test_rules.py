@@ -19,17 +19,20 @@ def test_failure_labels_are_the_ledgers_vocabulary() -> None:
     assert FAILURE_LABELS == tuple(label.value for label in FailureLabel)
 
 
-@pytest.mark.parametrize(("metric", "best", "lower", "margin", "status"), [
-    (0.9, 1.0, True, 0.0, "keep"),
-    (1.0, 1.0, True, 0.0, "discard"),  # a tie does not beat
-    (0.95, 1.0, True, 0.1, "discard"),
-    (0.9, 1.0, True, 0.1, "keep"),
-    (1.1, 1.0, False, 0.05, "keep"),
-    (0.9, 1.0, False, 0.0, "discard"),
-    (0.5, None, True, 0.0, "keep"),  # nothing scored to beat
-    (None, 1.0, True, 0.0, "discard"),
-    (math.nan, 1.0, True, 0.0, "discard"),
-])
+@pytest.mark.parametrize(
+    ("metric", "best", "lower", "margin", "status"),
+    [
+        (0.9, 1.0, True, 0.0, "keep"),
+        (1.0, 1.0, True, 0.0, "discard"),  # a tie does not beat
+        (0.95, 1.0, True, 0.1, "discard"),
+        (0.9, 1.0, True, 0.1, "keep"),
+        (1.1, 1.0, False, 0.05, "keep"),
+        (0.9, 1.0, False, 0.0, "discard"),
+        (0.5, None, True, 0.0, "keep"),  # nothing scored to beat
+        (None, 1.0, True, 0.0, "discard"),
+        (math.nan, 1.0, True, 0.0, "discard"),
+    ],
+)
 def test_outcome_rule(metric: float | None, best: float | None, lower: bool, margin: float, status: str) -> None:
     assert decide_status(metric, best, lower_is_better=lower, margin=margin) == status
 
@@ -100,10 +103,14 @@ def test_columnar_chunks_are_the_form_the_api_takes_and_join_in_order() -> None:
     one, count = encode_columns([*first, turns])
     two, count_two = encode_columns([rows])
     assert (count, count_two) == (8, 1) and "turn" not in json.loads(two)
-    expected = [(s, -1, n, float(v), w) for s, (n, v, w) in
-                [(s, x) for s in range(3) for x in (("loss", 1 / (s + 1), 1.7e9 + s), ('q"ü', -s, None))]]
+    expected = [
+        (s, -1, n, float(v), w)
+        for s, (n, v, w) in [(s, x) for s in range(3) for x in (("loss", 1 / (s + 1), 1.7e9 + s), ('q"ü', -s, None))]
+    ]
     expected += [(3, 0, "ig", 0.5, 9.0), (3, 1, "ig", 0.25, None), (4, -1, "loss", 0.2, 10.0)]
-    assert telemetry.check_columns(json.loads(b"[" + one + b"," + two + b"]")).rows() == expected  # what the sender joins
+    assert (
+        telemetry.check_columns(json.loads(b"[" + one + b"," + two + b"]")).rows() == expected
+    )  # what the sender joins
     assert telemetry.check_columns(json.loads(one)).rows() == expected[:8]
 
 
@@ -116,25 +123,37 @@ def test_tensor_values_are_converted() -> None:
 
 
 def test_spool_flush_and_the_client_import_without_torch() -> None:
-    code = ("import sys; sys.modules['torch'] = None\n"  # any import of torch fails
-            "import api.cli, trainer_hooks.client, trainer_hooks.client.cli, trainer_hooks.callbacks\n"
-            "from click.testing import CliRunner\n"
-            "result = CliRunner().invoke(api.cli.cli, ['spool', 'flush', '--help'])\n"
-            "assert result.exit_code == 0, result.output\n")
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # any import of torch fails
+        "import api.cli, trainer_hooks.client, trainer_hooks.client.cli, trainer_hooks.callbacks\n"
+        "from click.testing import CliRunner\n"
+        "result = CliRunner().invoke(api.cli.cli, ['spool', 'flush', '--help'])\n"
+        "assert result.exit_code == 0, result.output\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
 
 def test_flush_of_a_missing_directory_is_one_line_on_stderr(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    done = subprocess.run([sys.executable, "-m", "api.cli", "spool", "flush", str(tmp_path / "nope")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "spool", "flush", str(tmp_path / "nope")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0 and "does not exist" in done.stderr
 
 
 def test_flush_of_a_file_that_is_no_spool_names_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     bogus = tmp_path / "notes.spool"
     bogus.write_text("not a database, just text " * 100)
-    done = subprocess.run([sys.executable, "-m", "api.cli", "spool", "flush", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "spool", "flush", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1 and done.stderr.startswith(f"error: {bogus}: not a spool file")
     assert done.stderr.count("\n") == 1

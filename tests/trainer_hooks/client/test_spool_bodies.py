@@ -24,8 +24,15 @@ from trainer_hooks.client.spool import Spool
 
 def blocks(count: int, steps: int = 50) -> list[tuple[bytes, int]]:
     """``count`` columnar chunks of ``steps`` steps of two scalars each."""
-    return [encode_columns([step_record(step, {"loss": 1.0 / (step + 1), "lr": 0.5}, None, 1.7e9)[0]
-                            for step in range(k * steps, (k + 1) * steps)]) for k in range(count)]
+    return [
+        encode_columns(
+            [
+                step_record(step, {"loss": 1.0 / (step + 1), "lr": 0.5}, None, 1.7e9)[0]
+                for step in range(k * steps, (k + 1) * steps)
+            ]
+        )
+        for k in range(count)
+    ]
 
 
 def a_spool(path: Path, **kwargs: Any) -> Spool:
@@ -38,10 +45,14 @@ def a_spool(path: Path, **kwargs: Any) -> Spool:
 def on_disk(path: Path) -> dict[int, tuple[int, str | None, bytes | None]]:
     """``seq -> (sent, group_key, body)`` of the telemetry ops, as another process reads the file."""
     with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT o.seq, o.sent, o.group_key, COALESCE(b.body, o.body) FROM ops o "
-                            "LEFT JOIN bodies b ON b.seq = o.seq WHERE o.kind = 'columns'").fetchall()
-    return {seq: (sent, key, body if body is None or isinstance(body, bytes) else body.encode())
-            for seq, sent, key, body in rows}
+        rows = conn.execute(
+            "SELECT o.seq, o.sent, o.group_key, COALESCE(b.body, o.body) FROM ops o "
+            "LEFT JOIN bodies b ON b.seq = o.seq WHERE o.kind = 'columns'"
+        ).fetchall()
+    return {
+        seq: (sent, key, body if body is None or isinstance(body, bytes) else body.encode())
+        for seq, sent, key, body in rows
+    }
 
 
 class Ledger:
@@ -132,8 +143,10 @@ def test_a_spool_of_the_earlier_layout_with_bodies_in_ops_is_delivered(tmp_path:
                 created REAL NOT NULL);
             INSERT INTO meta VALUES ('run_id', 'old'), ('exp_id', 'e1');
         """)
-        conn.executemany("INSERT INTO ops (kind, body, points, created) VALUES ('columns', ?, ?, 0)",
-                         [(chunk.decode(), count) for chunk, count in chunks])  # TEXT, as they were written
+        conn.executemany(
+            "INSERT INTO ops (kind, body, points, created) VALUES ('columns', ?, ?, 0)",
+            [(chunk.decode(), count) for chunk, count in chunks],
+        )  # TEXT, as they were written
     spool = Spool(path)
     ledger = Ledger()
     transport = ledger.transport()

@@ -24,12 +24,22 @@ from trainer_hooks.client.sysmetrics import DEFAULT_INTERVAL_S, ProcProcess, Sys
 MACHINE = {"sys/proc/rss_gb", "sys/proc/cpu_pct", "sys/cpu_pct", "sys/memory_pct"}
 
 
-@pytest.mark.parametrize(("given", "env", "interval"), [
-    (None, None, DEFAULT_INTERVAL_S), (None, "0", None), (None, "off", None), (None, "2.5", 2.5),
-    (None, "on", DEFAULT_INTERVAL_S), (False, "5", None), (True, "0", DEFAULT_INTERVAL_S), (0.5, None, 0.5),
-])
-def test_settings_from_the_argument_or_the_environment(monkeypatch: pytest.MonkeyPatch, given: bool | float | None,
-                                                       env: str | None, interval: float | None) -> None:
+@pytest.mark.parametrize(
+    ("given", "env", "interval"),
+    [
+        (None, None, DEFAULT_INTERVAL_S),
+        (None, "0", None),
+        (None, "off", None),
+        (None, "2.5", 2.5),
+        (None, "on", DEFAULT_INTERVAL_S),
+        (False, "5", None),
+        (True, "0", DEFAULT_INTERVAL_S),
+        (0.5, None, 0.5),
+    ],
+)
+def test_settings_from_the_argument_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch, given: bool | float | None, env: str | None, interval: float | None
+) -> None:
     if env is None:
         monkeypatch.delenv("LINEAGE_SYSTEM_METRICS", raising=False)
     else:
@@ -132,7 +142,9 @@ STAND_IN_CUDA = """\
 def test_the_peak_gpu_memory_is_the_trials_memory_gb(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     server = serve(str(tmp_path / "ledger.db"))
     script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(STAND_IN_CUDA) + textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent(STAND_IN_CUDA)
+        + textwrap.dedent("""\
         import time
         import trainer_hooks.wandb as wandb
         run = wandb.init(project="gpu", url=sys.argv[1], spool_dir=sys.argv[2])
@@ -141,10 +153,16 @@ def test_the_peak_gpu_memory_is_the_trials_memory_gb(serve, tmp_path: Path) -> N
             time.sleep(0.02)
         wandb.finish()
         print(run.exp_id)
-        """))
+        """)
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LINEAGE_SYSTEM_METRICS": "0.05"}
-    done = subprocess.run([sys.executable, str(script), server.url, str(tmp_path / "spool")], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script), server.url, str(tmp_path / "spool")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     exp_id = done.stdout.split()[-1]
     with httpx.Client(base_url=server.url, timeout=60) as http:

@@ -70,7 +70,10 @@ def test_the_recorder_holds_the_outcome_the_ledger_decided(serve, tmp_path: Path
             rec.result(metric)
         outcomes.append(rec.outcome)
         stored = trial(server, rec.exp_id)
-        assert rec.outcome is not None and (rec.outcome.status, rec.outcome.delta_vs_best) == (stored["status"], stored["delta_vs_best"])
+        assert rec.outcome is not None and (rec.outcome.status, rec.outcome.delta_vs_best) == (
+            stored["status"],
+            stored["delta_vs_best"],
+        )
     first, second, worse, not_by_the_margin = outcomes
     assert first == TrialOutcome("000", "keep", 1.0, None, True, "000") and first.kept
     assert second == TrialOutcome("001", "keep", 0.8, pytest.approx(-0.2), True, "001")
@@ -92,8 +95,11 @@ def test_an_existing_project_is_used_without_a_conflict(serve, proxy, tmp_path: 
         client.plan_trial(hypothesis=f"run {run}")
         client.finish_trial(core_metric=float(run))
         assert client.close().delivered
-    project = [(method, status) for method, path, status in front.answered if path.startswith(f"{API}/projects/p")
-               and path.count("/") == 4 or path == f"{API}/projects"]
+    project = [
+        (method, status)
+        for method, path, status in front.answered
+        if path.startswith(f"{API}/projects/p") and path.count("/") == 4 or path == f"{API}/projects"
+    ]
     assert project == [("GET", 404), ("POST", 201), ("GET", 200), ("GET", 200)]
     assert all(status < 400 for _, path, status in front.answered if path != f"{API}/projects/p")
     assert httpx.get(f"{server.url}{API}/projects/p", timeout=60).json()["lower_is_better"] is False
@@ -130,8 +136,14 @@ def test_an_undelivered_spool_stays_until_flush_delivers_it(serve, tmp_path: Pat
     code, out, err = flush_cli(spool_dir)
     assert code == 0, err
     line = json.loads(out)
-    assert line["removed"] and line["outcome"] == {"exp_id": "000", "status": "keep", "core_metric": 2.0,
-                                                   "delta_vs_best": None, "is_new_best": True, "best_exp": "000"}
+    assert line["removed"] and line["outcome"] == {
+        "exp_id": "000",
+        "status": "keep",
+        "core_metric": 2.0,
+        "delta_vs_best": None,
+        "is_new_best": True,
+        "best_exp": "000",
+    }
     assert list(spool_dir.iterdir()) == []
     assert stored_points(db) == expected_points(range(50))
 
@@ -161,7 +173,8 @@ def test_an_omitted_parent_is_not_sent(tmp_path: Path) -> None:
     client.plan_trial(hypothesis="a root", parent_exp="")
     client.plan_trial(hypothesis="a child", parent_exp="007")
     client.close(timeout=0)
-    plans: list[dict[str, Any]] = [json.loads(op.body) for op in Spool(tmp_path / "spool" / "parents.spool").ops()
-                                   if op.kind == "plan"]
+    plans: list[dict[str, Any]] = [
+        json.loads(op.body) for op in Spool(tmp_path / "spool" / "parents.spool").ops() if op.kind == "plan"
+    ]
     assert ["parent_exp" in plan for plan in plans] == [False, True, True]
     assert plans[1]["parent_exp"] == "" and plans[2]["parent_exp"] == "007"

@@ -31,8 +31,9 @@ def train_forever(client: LedgerClient, every: int) -> None:
 def main() -> None:
     url, spool_dir, project, every = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     mode = sys.argv[5] if len(sys.argv) > 5 else "plain"
-    client = fast_client(url, spool_dir, project, run_id=f"{mode}-run", handle_sigterm=mode == "recorder",
-                         close_timeout=120.0)  # an upper bound: a busy machine is slow
+    client = fast_client(
+        url, spool_dir, project, run_id=f"{mode}-run", handle_sigterm=mode == "recorder", close_timeout=120.0
+    )  # an upper bound: a busy machine is slow
     client.ensure_project(lower_is_better=True)
     if mode == "recorder":
         with TrialRecorder(client, hypothesis="terminated mid-run"):

@@ -50,13 +50,26 @@ def test_decoupled_loss_equals_areals_ppo_actor_loss(seed, rejection, c_clip, lo
     if rejection is not None:
         action, level, agg = rejection
         config = cli_args.RejectionSamplingConfig(action=action, level=level, agg=agg, upper=1.6, lower=lower)
-        ours_kw = dict(rejection=action, rejection_level=level, rejection_agg=agg, rejection_upper=1.6,
-                       rejection_lower=lower)
+        ours_kw = dict(
+            rejection=action, rejection_level=level, rejection_agg=agg, rejection_upper=1.6, rejection_lower=lower
+        )
     new_a, new_o = new.clone().requires_grad_(True), new.clone().requires_grad_(True)
-    theirs, _ = functional.ppo_actor_loss_fn(new_a, prox, old, adv, 0.2, mask, eps_clip_higher=0.28, c_clip=c_clip,
-                                             rejection_sampling=config)
-    ours, _ = P.decoupled_ppo_loss(old, new_o, adv, mask, "token-mean", proximal_log_prob=prox, clip_ratio_low=0.2,
-                                   clip_ratio_high=0.28, clip_ratio_c=c_clip, compat="areal", **ours_kw)
+    theirs, _ = functional.ppo_actor_loss_fn(
+        new_a, prox, old, adv, 0.2, mask, eps_clip_higher=0.28, c_clip=c_clip, rejection_sampling=config
+    )
+    ours, _ = P.decoupled_ppo_loss(
+        old,
+        new_o,
+        adv,
+        mask,
+        "token-mean",
+        proximal_log_prob=prox,
+        clip_ratio_low=0.2,
+        clip_ratio_high=0.28,
+        clip_ratio_c=c_clip,
+        compat="areal",
+        **ours_kw,
+    )
     tol = dict(rtol=1e-6, atol=1e-6) if rejection is not None else dict(rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(ours, theirs.to(F64), **tol)
     theirs.backward()
@@ -99,8 +112,9 @@ def test_a3po_areal_preset_equals_areals_loss_on_its_loglinear_proximal(seed, st
     prox = areal_loglinear_proximal(old, new, token_versions, current)
     new_a, new_o = new.clone().requires_grad_(True), new.clone().requires_grad_(True)
     theirs, _ = functional.ppo_actor_loss_fn(new_a, prox, old, adv, 0.2, mask)
-    ours, _ = P.a3po_policy_loss(old, new_o, adv, mask, behaviour_versions=versions, current_version=current,
-                                 compat="areal")
+    ours, _ = P.a3po_policy_loss(
+        old, new_o, adv, mask, behaviour_versions=versions, current_version=current, compat="areal"
+    )
     torch.testing.assert_close(ours, theirs.to(F64), rtol=1e-12, atol=1e-14)
     theirs.backward()
     ours.backward()

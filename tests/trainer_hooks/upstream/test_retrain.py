@@ -60,9 +60,14 @@ def test_compose_equals_retrains_pipeline(seed, transform, kind, mode):
     lengths = torch.tensor([len(r[2]) for r in rows])
     mask = torch.arange(width)[None, :] < lengths[:, None]
     out = R.compose_advantages(
-        torch.tensor([r[1] for r in rows], dtype=F64), torch.tensor([r[0] for r in rows]), mask,
+        torch.tensor([r[1] for r in rows], dtype=F64),
+        torch.tensor([r[0] for r in rows]),
+        mask,
         config={"advantage_mode": mode, "transform_mode": transform, "uncertainty_kind": kind},
-        logprobs=padded(rows, 2), entropy=padded(rows, 3), planning_mask=padded(rows, 4).bool(), sepa_lambda=0.6,
+        logprobs=padded(rows, 2),
+        entropy=padded(rows, 3),
+        planning_mask=padded(rows, 4).bool(),
+        sepa_lambda=0.6,
     )
     for gid in sorted({r[0] for r in rows}):
         members = [i for i, r in enumerate(rows) if r[0] == gid]
@@ -70,8 +75,12 @@ def test_compose_equals_retrains_pipeline(seed, transform, kind, mode):
         ties = trainer._summarize_reward_ties(rewards_g)
         assert bool(out.informative[members[0]]) == (not ties["is_uniform"])  # retrain's skip rule
         result = advantages.compute_composable_advantages(
-            rewards_g, [rows[i][2] for i in members], [rows[i][4] for i in members],
-            advantage_mode=mode, transform_mode=transform, sepa_lambda=0.6,
+            rewards_g,
+            [rows[i][2] for i in members],
+            [rows[i][4] for i in members],
+            advantage_mode=mode,
+            transform_mode=transform,
+            sepa_lambda=0.6,
             transform_params={"uncertainty_kind": kind},
             precomputed_entropies_G=[rows[i][3] for i in members],
         )
@@ -83,15 +92,45 @@ def test_compose_equals_retrains_pipeline(seed, transform, kind, mode):
 @pytest.mark.parametrize("seed", range(40))
 def test_planning_window_scan_equals_retrains(seed):
     rng = random.Random(seed)
-    pieces = ["wait", " let", " me", " Let", " think", "\u2581check", " notice", " that", "so", ",", " the", " key",
-              " is", "Wait", " le", "t", " ", "", "\u0120double", " check", "on", " second", " thought", "\n",
-              "\u00e9", "that's", " not", " right", "'s", " go", " back", " and"]
+    pieces = [
+        "wait",
+        " let",
+        " me",
+        " Let",
+        " think",
+        "\u2581check",
+        " notice",
+        " that",
+        "so",
+        ",",
+        " the",
+        " key",
+        " is",
+        "Wait",
+        " le",
+        "t",
+        " ",
+        "",
+        "\u0120double",
+        " check",
+        "on",
+        " second",
+        " thought",
+        "\n",
+        "\u00e9",
+        "that's",
+        " not",
+        " right",
+        "'s",
+        " go",
+        " back",
+        " and",
+    ]
     rows = [[rng.choice(pieces) for _ in range(rng.randint(0, 16))] for _ in range(rng.randint(1, 5))]
     window = rng.choice([1, 3, 5, 8])
     ours = R.planning_mask_from_token_strs(rows, window=window)
     for b, row in enumerate(rows):
-        expected = advantages.identify_planning_tokens(row, list(advantages.DEFAULT_STRATEGIC_GRAMS),
-                                                       max_window=window)
+        expected = advantages.identify_planning_tokens(row, list(advantages.DEFAULT_STRATEGIC_GRAMS), max_window=window)
         assert ours[b, : len(row)].int().tolist() == expected
 
 
@@ -101,9 +140,11 @@ def test_sepa_variants_equal_retrains(lam):
     plan = [0, 1, 0, 0, 0, 1]
     mask = torch.ones(1, len(h), dtype=torch.bool)
     ht, pt = torch.tensor([h], dtype=F64), torch.tensor([plan], dtype=torch.bool)
-    for ours, theirs in ((R.sepa_pool, advantages.apply_sepa_pooling),
-                         (R.sepa_amplify, advantages.apply_sepa_amplification),
-                         (R.sepa_amplify_clamped, advantages.apply_sepa_amplification_clamped)):
+    for ours, theirs in (
+        (R.sepa_pool, advantages.apply_sepa_pooling),
+        (R.sepa_amplify, advantages.apply_sepa_amplification),
+        (R.sepa_amplify_clamped, advantages.apply_sepa_amplification_clamped),
+    ):
         expected = theirs(h, plan, lam)
         if lam == 0.0:  # retrain returns its input uncapped at lam 0 (the pipeline's input is capped already)
             expected = [min(x, 50.0) for x in expected]
@@ -115,8 +156,9 @@ def test_shannon_entropy_with_impossible_tokens_equals_retrains():
     with torch.no_grad():
         logits = torch.tensor(dists, dtype=F64).log()[None]  # log 0 = -inf logits
     ours = R.entropy_from_logits(logits)[0].tolist()
-    ctx = advantages.UncertaintyContext(logprobs=[0.0] * 3, token_distributions=dists, precomputed_entropy=None,
-                                        planning_mask=[0] * 3, params={})
+    ctx = advantages.UncertaintyContext(
+        logprobs=[0.0] * 3, token_distributions=dists, precomputed_entropy=None, planning_mask=[0] * 3, params={}
+    )
     theirs = advantages._compute_shannon_entropy(ctx)
     assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-12)
     assert all(math.isfinite(x) for x in ours)

@@ -38,8 +38,11 @@ def global_info(mask, dp_size):
     if dp_size == 1:
         return {}
     # as if this micro-batch were one of two equal ones on each of dp_size ranks
-    return {"dp_size": dp_size, "batch_num_tokens": int(mask.sum()) * 2 * dp_size,
-            "global_batch_size": int(mask.any(-1).sum()) * 2 * dp_size}
+    return {
+        "dp_size": dp_size,
+        "batch_num_tokens": int(mask.sum()) * 2 * dp_size,
+        "global_batch_size": int(mask.any(-1).sum()) * 2 * dp_size,
+    }
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -52,8 +55,9 @@ def test_agg_loss_equals_verls(seed, mode, dp_size):
     ours = agg_loss(loss_mat, mask, mode, compat="verl-0.9.1", **info)
     torch.testing.assert_close(ours, theirs.to(F64), **TOL)
     scaled = core_algos.agg_loss(loss_mat, mask.to(F64), mode, loss_scale_factor=64, **info)
-    torch.testing.assert_close(agg_loss(loss_mat, mask, mode, compat="verl-0.9.1", loss_scale_factor=64, **info),
-                               scaled.to(F64), **TOL)
+    torch.testing.assert_close(
+        agg_loss(loss_mat, mask, mode, compat="verl-0.9.1", loss_scale_factor=64, **info), scaled.to(F64), **TOL
+    )
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -66,10 +70,21 @@ def test_vanilla_ppo_equals_verls_loss_gradient_and_metrics(seed, mode, clip, we
     config.global_batch_info.update(global_info(mask, 2))
     weights = torch.rand(*lp.shape, generator=torch.Generator().manual_seed(seed), dtype=F64) if weighted else None
     lp_v, lp_o = lp.clone().requires_grad_(True), lp.clone().requires_grad_(True)
-    vloss, vmetrics = core_algos.compute_policy_loss_vanilla(old, lp_v, adv, mask, mode, config=config,
-                                                             rollout_is_weights=weights)
-    loss, tel = ppo_policy_loss(old, lp_o, adv, mask, mode, clip_ratio_low=clip[0], clip_ratio_high=clip[1],
-                                compat="verl-0.9.1", global_batch=config.global_batch_info, rollout_is_weights=weights)
+    vloss, vmetrics = core_algos.compute_policy_loss_vanilla(
+        old, lp_v, adv, mask, mode, config=config, rollout_is_weights=weights
+    )
+    loss, tel = ppo_policy_loss(
+        old,
+        lp_o,
+        adv,
+        mask,
+        mode,
+        clip_ratio_low=clip[0],
+        clip_ratio_high=clip[1],
+        compat="verl-0.9.1",
+        global_batch=config.global_batch_info,
+        rollout_is_weights=weights,
+    )
     torch.testing.assert_close(loss, vloss, **TOL)
     vloss.backward()
     loss.backward()
@@ -87,8 +102,9 @@ def test_gspo_of_verl_0_9_1_equals_ours_under_its_preset(seed, mode):
     config = verl_config(clip_ratio=0.2, clip_ratio_low=3e-4, clip_ratio_high=4e-4)
     lp_v, lp_o = lp.clone().requires_grad_(True), lp.clone().requires_grad_(True)
     vloss, vmetrics = core_algos.compute_policy_loss_gspo(old, lp_v, adv, mask, mode, config=config)
-    loss, tel = gspo_policy_loss(old, lp_o, adv, mask, mode, clip_ratio_low=3e-4, clip_ratio_high=4e-4,
-                                 compat="verl-0.9.1")
+    loss, tel = gspo_policy_loss(
+        old, lp_o, adv, mask, mode, clip_ratio_low=3e-4, clip_ratio_high=4e-4, compat="verl-0.9.1"
+    )
     torch.testing.assert_close(loss, vloss, **TOL)
     vloss.backward()
     loss.backward()
@@ -120,8 +136,9 @@ def test_grpo_equals_verls_one_completion_groups_included(seed, by_std):
     torch.testing.assert_close(native[:, None] * mask, theirs, **TOL)
     one_each, _ = core_algos.compute_grpo_outcome_advantage(rewards[:3], mask[:3], np.array(["a", "b", "c"]))
     assert one_each.abs().sum() > 0  # verl's rollout.n = 1: the score itself
-    torch.testing.assert_close(ledger_verl.grpo_outcome_advantage(rewards[:3], mask[:3], np.array(["a", "b", "c"]))[0],
-                               one_each, **TOL)
+    torch.testing.assert_close(
+        ledger_verl.grpo_outcome_advantage(rewards[:3], mask[:3], np.array(["a", "b", "c"]))[0], one_each, **TOL
+    )
 
 
 def test_our_adapters_run_through_verls_registries():
@@ -131,8 +148,15 @@ def test_our_adapters_run_through_verls_registries():
     for name in ("ledger_ppo", "ledger_gspo_token", "ledger_gspo_smallgain", "ledger_a3po", "ledger_astar_po"):
         fn = core_algos.get_policy_loss_fn(name)
         leaf = lp.clone().requires_grad_(True)
-        loss, metrics = fn(old_log_prob=old, log_prob=leaf, advantages=adv, response_mask=mask,
-                           loss_agg_mode="token-mean", config=config, rollout_is_weights=None)
+        loss, metrics = fn(
+            old_log_prob=old,
+            log_prob=leaf,
+            advantages=adv,
+            response_mask=mask,
+            loss_agg_mode="token-mean",
+            config=config,
+            rollout_is_weights=None,
+        )
         loss.backward()
         assert loss.dim() == 0 and torch.isfinite(loss) and torch.isfinite(leaf.grad).all(), name
         assert {"actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower"} <= set(metrics), name
@@ -147,13 +171,17 @@ def test_our_adapters_run_through_verls_registries():
 
     rewards, rmask, uids, _ = grpo_batch(3)
     theirs, _ = core_algos.get_adv_estimator_fn("grpo")(rewards, rmask, uids)
-    ours, _ = core_algos.get_adv_estimator_fn("ledger_grpo")(token_level_rewards=rewards, response_mask=rmask,
-                                                            config=upstream("verl.trainer.config", "verl").AlgoConfig(),
-                                                            index=uids)
+    ours, _ = core_algos.get_adv_estimator_fn("ledger_grpo")(
+        token_level_rewards=rewards,
+        response_mask=rmask,
+        config=upstream("verl.trainer.config", "verl").AlgoConfig(),
+        index=uids,
+    )
     torch.testing.assert_close(ours, theirs, **TOL)
     for name in ("ledger_retrain", "ledger_astar_po", "ledger_a2tgpo"):
-        adv_out, returns = core_algos.get_adv_estimator_fn(name)(token_level_rewards=rewards, response_mask=rmask,
-                                                                config=None, index=uids)
+        adv_out, returns = core_algos.get_adv_estimator_fn(name)(
+            token_level_rewards=rewards, response_mask=rmask, config=None, index=uids
+        )
         assert adv_out.shape == rewards.shape and returns.shape == rewards.shape, name
         assert torch.isfinite(adv_out).all() and (adv_out[rmask == 0] == 0).all(), name
 

@@ -40,8 +40,11 @@ def logging_kept() -> Iterator[None]:
     (``dictConfig(disable_existing_loggers=True)``), which would silence the loggers the
     other tests of this worker capture."""
     root, manager = logging.root, logging.Logger.manager
-    loggers = {name: (lg.disabled, lg.propagate, lg.level, list(lg.handlers))
-               for name, lg in manager.loggerDict.items() if isinstance(lg, logging.Logger)}
+    loggers = {
+        name: (lg.disabled, lg.propagate, lg.level, list(lg.handlers))
+        for name, lg in manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
     root_state = (root.level, list(root.handlers))
     try:
         yield

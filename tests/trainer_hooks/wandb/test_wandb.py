@@ -68,8 +68,9 @@ def series(url: str, project: str, exp_id: str) -> dict[str, tuple[list[int], li
 
 def run_script(path: Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(ROOT), "LINEAGE_SYSTEM_METRICS": "0", **env}
-    return subprocess.run([sys.executable, str(path)], env=full, cwd=cwd, capture_output=True, text=True,
-                          timeout=PROCESS_TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, str(path)], env=full, cwd=cwd, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S
+    )
 
 
 def script(tmp_path: Path, body: str) -> Path:
@@ -87,7 +88,9 @@ def spool_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # -- wandb's quickstart, unchanged but for the import ---------------------------------------
 
 
-def test_wandb_quickstart_unchanged_but_the_import_is_a_trial_with_telemetry_and_outcome(ledger: str, tmp_path: Path) -> None:
+def test_wandb_quickstart_unchanged_but_the_import_is_a_trial_with_telemetry_and_outcome(
+    ledger: str, tmp_path: Path
+) -> None:
     make_project(ledger, "my-awesome-project", metric_name="loss", lower_is_better=True)
     env = {"LINEAGE_URL": ledger, "LINEAGE_SPOOL": str(tmp_path / "spool")}
     for _ in range(2):
@@ -98,8 +101,13 @@ def test_wandb_quickstart_unchanged_but_the_import_is_a_trial_with_telemetry_and
         assert trial["hypothesis"] == "a CNN on CIFAR-100 with learning rate 0.02"
         assert trial["job_name"] == "cnn-cifar100"
         extra = trial["extra"]
-        assert extra["config"] == {"learning_rate": 0.02, "architecture": "CNN", "dataset": "CIFAR-100", "epochs": 10,
-                                   "batch_size": 128}
+        assert extra["config"] == {
+            "learning_rate": 0.02,
+            "architecture": "CNN",
+            "dataset": "CIFAR-100",
+            "epochs": 10,
+            "batch_size": 128,
+        }
         assert extra["tags"] == ["baseline", "cnn"] and extra["state"] == "finished"
         curves = series(ledger, "my-awesome-project", trial["exp_id"])
         assert set(curves) == {"acc", "loss"}
@@ -120,41 +128,53 @@ def test_wandb_quickstart_unchanged_but_the_import_is_a_trial_with_telemetry_and
 def test_steps_and_commits_follow_wandb(ledger: str, spool_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     run = wandb.init(project="steps", url=ledger, spool_dir=spool_dir)
     assert wandb.run is run and run.step == 0
-    wandb.log({"a": 1.0})                               # step 0, committed -> 1
-    wandb.log({"a": 2.0}, commit=False)                 # step 1, pending
-    wandb.log({"b": 3.0})                               # step 1 too, committed -> 2
-    wandb.log({"a": 4.0}, step=5)                       # jumps to 5, pending
-    wandb.log({"a": 5.0}, step=5)                       # same step: the last value wins
-    wandb.log({"b": 6.0}, step=7)                       # commits step 5, pending at 7
+    wandb.log({"a": 1.0})  # step 0, committed -> 1
+    wandb.log({"a": 2.0}, commit=False)  # step 1, pending
+    wandb.log({"b": 3.0})  # step 1 too, committed -> 2
+    wandb.log({"a": 4.0}, step=5)  # jumps to 5, pending
+    wandb.log({"a": 5.0}, step=5)  # same step: the last value wins
+    wandb.log({"b": 6.0}, step=7)  # commits step 5, pending at 7
     with caplog.at_level(logging.WARNING, "trainer_hooks.wandb"):
-        wandb.log({"a": 0.5}, step=3)                   # below the current step: ignored
+        wandb.log({"a": 0.5}, step=3)  # below the current step: ignored
     assert "below the run's current step" in caplog.text
-    wandb.log({"c": 7.0}, step=7, commit=True)          # commits step 7 -> 8
+    wandb.log({"c": 7.0}, step=7, commit=True)  # commits step 7 -> 8
     assert run.step == 8
     wandb.finish()
     assert wandb.run is None
     exp_id = run.exp_id
     assert exp_id is not None and run.report is not None and run.report.delivered
-    assert series(ledger, "steps", exp_id) == {"a": ([0, 1, 5], [1.0, 2.0, 5.0]), "b": ([1, 7], [3.0, 6.0]),
-                                               "c": ([7], [7.0])}
+    assert series(ledger, "steps", exp_id) == {
+        "a": ([0, 1, 5], [1.0, 2.0, 5.0]),
+        "b": ([1, 7], [3.0, 6.0]),
+        "c": ([7], [7.0]),
+    }
 
 
-def test_nested_keys_numpy_and_tensors_are_kept_the_rest_skipped_once(ledger: str, spool_dir: Path,
-                                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_nested_keys_numpy_and_tensors_are_kept_the_rest_skipped_once(
+    ledger: str, spool_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     run = wandb.init(project="values", url=ledger, spool_dir=spool_dir)
     with caplog.at_level(logging.WARNING, "trainer_hooks.wandb"):
         for step in range(3):
-            wandb.log({
-                "train": {"loss": torch.tensor(1.5 + step), "lr": np.float32(0.25)},
-                "eval/acc": np.array(0.5),
-                "count": np.int64(step), "flag": True,
-                "caption-v": "a string", "hist-v": [1, 2, 3], "none-v": None, "image-v": wandb.Image(np.zeros((2, 2))),
-                "vector-v": torch.ones(3), "bad\nname-v": 1.0,
-                "nan-v": float("nan"),
-            })
+            wandb.log(
+                {
+                    "train": {"loss": torch.tensor(1.5 + step), "lr": np.float32(0.25)},
+                    "eval/acc": np.array(0.5),
+                    "count": np.int64(step),
+                    "flag": True,
+                    "caption-v": "a string",
+                    "hist-v": [1, 2, 3],
+                    "none-v": None,
+                    "image-v": wandb.Image(np.zeros((2, 2))),
+                    "vector-v": torch.ones(3),
+                    "bad\nname-v": 1.0,
+                    "nan-v": float("nan"),
+                }
+            )
     skipped = [r.getMessage() for r in caplog.records if "is not recorded" in r.getMessage()]
     assert sorted(m.split("'")[1] for m in skipped) == sorted(
-        ["caption-v", "hist-v", "none-v", "image-v", "vector-v", "bad\\nname-v"])  # once per key, not per step
+        ["caption-v", "hist-v", "none-v", "image-v", "vector-v", "bad\\nname-v"]
+    )  # once per key, not per step
     assert run.summary["train/loss"] == 3.5 and run.summary["flag"] == 1.0
     wandb.finish()
     curves = series(ledger, "values", run.exp_id or "")
@@ -195,19 +215,33 @@ def test_a_summary_without_the_metric_is_discarded_with_no_metric(ledger: str, s
 # -- init: the project, the trial's fields, reinit, modes ------------------------------------
 
 
-def test_init_plans_the_trial_from_notes_name_and_lineage_trial(ledger: str, spool_dir: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_plans_the_trial_from_notes_name_and_lineage_trial(
+    ledger: str, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_project(ledger, "fields-project")
     made = httpx.post(f"{ledger}{API}/projects/fields-project/trials", json={"exp_id": "007", "status": "keep"})
     assert made.status_code == 201, made.text
     monkeypatch.setenv("LINEAGE_TRIAL", '{"parent_exp": "007", "expected_delta": "-0.01"}')
-    run = wandb.init(project="Fields Project", name="run-a", tags=("x",), group="g", job_type="train",
-                     url=ledger, spool_dir=spool_dir, trial={"specialist": "opt"})
+    run = wandb.init(
+        project="Fields Project",
+        name="run-a",
+        tags=("x",),
+        group="g",
+        job_type="train",
+        url=ledger,
+        spool_dir=spool_dir,
+        trial={"specialist": "opt"},
+    )
     assert run.project == "fields-project"
     run.finish()
     trial = get(ledger, f"/projects/fields-project/trials/{run.exp_id}")
-    assert (trial["hypothesis"], trial["job_name"], trial["parent_exp"], trial["expected_delta"], trial["specialist"]) \
-        == ("run-a", "run-a", "007", "-0.01", "opt")
+    assert (
+        trial["hypothesis"],
+        trial["job_name"],
+        trial["parent_exp"],
+        trial["expected_delta"],
+        trial["specialist"],
+    ) == ("run-a", "run-a", "007", "-0.01", "opt")
     assert trial["extra"]["group"] == "g" and trial["extra"]["job_type"] == "train" and trial["extra"]["tags"] == ["x"]
     with pytest.raises(ValueError, match="unknown field 'parent'"):
         wandb.init(project="fields-project", url=ledger, spool_dir=spool_dir, trial={"parent": "1"})
@@ -263,22 +297,43 @@ def test_stand_ins_do_nothing_and_say_so_once(caplog: pytest.LogCaptureFixture, 
 # -- failures: exceptions, exit codes, the end of the script ----------------------------------
 
 
-@pytest.mark.parametrize(("body", "status", "note"), [
-    ("run = wandb.init(project='fails')\nrun.log({'loss': 1.0})\n"
-     "raise RuntimeError('CUDA out of memory. Tried to allocate 2 GiB')\n", "size_blocked", "RuntimeError: CUDA out"),
-    ("run = wandb.init(project='fails')\nrun.log({'loss': 1.0})\nimport sys\nsys.exit(3)\n", "crash", "exit code 3"),
-    ("with wandb.init(project='fails') as run:\n    run.log({'loss': 1.0})\n    raise ValueError('bad batch')\n",
-     "crash", "ValueError: bad batch"),
-    ("run = wandb.init(project='fails')\nrun.log({'loss': 1.0})\nwandb.finish(exit_code=130)\n", "harness_abort",
-     "exit code 130"),
-    ("run = wandb.init(project='fails')\nrun.log({'loss': 1.0})\n", "keep", None),  # never finished: at exit
-])
+@pytest.mark.parametrize(
+    ("body", "status", "note"),
+    [
+        (
+            "run = wandb.init(project='fails')\nrun.log({'loss': 1.0})\n"
+            "raise RuntimeError('CUDA out of memory. Tried to allocate 2 GiB')\n",
+            "size_blocked",
+            "RuntimeError: CUDA out",
+        ),
+        (
+            "run = wandb.init(project='fails')\nrun.log({'loss': 1.0})\nimport sys\nsys.exit(3)\n",
+            "crash",
+            "exit code 3",
+        ),
+        (
+            "with wandb.init(project='fails') as run:\n    run.log({'loss': 1.0})\n    raise ValueError('bad batch')\n",
+            "crash",
+            "ValueError: bad batch",
+        ),
+        (
+            "run = wandb.init(project='fails')\nrun.log({'loss': 1.0})\nwandb.finish(exit_code=130)\n",
+            "harness_abort",
+            "exit code 130",
+        ),
+        ("run = wandb.init(project='fails')\nrun.log({'loss': 1.0})\n", "keep", None),  # never finished: at exit
+    ],
+)
 def test_failures_are_labelled_and_a_script_that_never_finishes_is_finished_at_exit(
-        ledger: str, tmp_path: Path, body: str, status: str, note: str | None) -> None:
+    ledger: str, tmp_path: Path, body: str, status: str, note: str | None
+) -> None:
     path = script(tmp_path, "import trainer_hooks.wandb as wandb\n" + body)
     env = {"LINEAGE_URL": ledger, "LINEAGE_SPOOL": str(tmp_path / "spool"), "LINEAGE_METRIC": "loss"}
-    before = {t["exp_id"] for t in trials(ledger, "fails")} if any(
-        p["slug"] == "fails" for p in get(ledger, "/projects")) else set()
+    before = (
+        {t["exp_id"] for t in trials(ledger, "fails")}
+        if any(p["slug"] == "fails" for p in get(ledger, "/projects"))
+        else set()
+    )
     run_script(path, env, tmp_path)
     (trial,) = [t for t in trials(ledger, "fails") if t["exp_id"] not in before]
     assert trial["extra"]["state"] == "finished"
@@ -293,15 +348,22 @@ def test_failures_are_labelled_and_a_script_that_never_finishes_is_finished_at_e
 
 
 def test_a_run_while_the_ledger_is_down_arrives_through_the_spool(ledger: str, tmp_path: Path) -> None:
-    env = {"LINEAGE_URL": f"http://127.0.0.1:{free_port()}", "LINEAGE_SPOOL": str(tmp_path / "spool"),
-           "LINEAGE_CLOSE_TIMEOUT": "0.3", "LINEAGE_METRIC": "loss"}
-    path = script(tmp_path, """\
+    env = {
+        "LINEAGE_URL": f"http://127.0.0.1:{free_port()}",
+        "LINEAGE_SPOOL": str(tmp_path / "spool"),
+        "LINEAGE_CLOSE_TIMEOUT": "0.3",
+        "LINEAGE_METRIC": "loss",
+    }
+    path = script(
+        tmp_path,
+        """\
         import trainer_hooks.wandb as wandb
         run = wandb.init(project="offline-run", notes="written while the ledger was down")
         for step in range(50):
             wandb.log({"loss": 1.0 / (step + 1), "lr": 0.1})
         wandb.finish()
-        """)
+        """,
+    )
     done = run_script(path, env, tmp_path)
     assert done.returncode == 0 and "not delivered yet" in done.stderr, done.stderr
     flushed = CliRunner().invoke(spool, ["flush", str(tmp_path / "spool"), "--url", ledger])
@@ -328,7 +390,7 @@ def test_alerts_from_a_run_reach_the_trial_and_a_signed_webhook(ledger: str, led
         admin.close()
         run = wandb.init(project="alerting", url=ledger, spool_dir=spool_dir)
         for step in range(5):
-            wandb.log({"loss": 10.0 ** step})
+            wandb.log({"loss": 10.0**step})
         wandb.alert(title="loss diverging", text="loss grew 10x per step", level=wandb.AlertLevel.WARN)
         wandb.alert(title="loss diverging", text="again", level="WARN")  # same title within 60 s: dropped
         run.alert("giving up", "stopping at step 5", level="error", wait_duration=0)
@@ -337,7 +399,9 @@ def test_alerts_from_a_run_reach_the_trial_and_a_signed_webhook(ledger: str, led
         wandb.finish()
         found = get(ledger, f"/projects/alerting/trials/{run.exp_id}/alerts")["items"]
         assert [(a["title"], a["level"], a["step"], a["text"]) for a in found] == [
-            ("giving up", "error", 5, "stopping at step 5"), ("loss diverging", "warn", 5, "loss grew 10x per step")]
+            ("giving up", "error", 5, "stopping at step 5"),
+            ("loss diverging", "warn", 5, "loss grew 10x per step"),
+        ]
         assert all(a["wall_time"] is not None for a in found)
         deadline = time.monotonic() + 120  # the server's delivery loop polls every few seconds
         while len(receiver.requests) < 2 and time.monotonic() < deadline:
@@ -348,15 +412,21 @@ def test_alerts_from_a_run_reach_the_trial_and_a_signed_webhook(ledger: str, led
 
 
 def test_an_alert_raised_while_the_ledger_is_down_arrives_with_the_spool(ledger: str, tmp_path: Path) -> None:
-    env = {"LINEAGE_URL": f"http://127.0.0.1:{free_port()}", "LINEAGE_SPOOL": str(tmp_path / "spool"),
-           "LINEAGE_CLOSE_TIMEOUT": "0.2"}
-    path = script(tmp_path, """\
+    env = {
+        "LINEAGE_URL": f"http://127.0.0.1:{free_port()}",
+        "LINEAGE_SPOOL": str(tmp_path / "spool"),
+        "LINEAGE_CLOSE_TIMEOUT": "0.2",
+    }
+    path = script(
+        tmp_path,
+        """\
         import trainer_hooks.wandb as wandb
         wandb.init(project="alert-offline")
         wandb.alert(title="before any step", text="raised first", level=wandb.AlertLevel.INFO)
         wandb.log({"loss": 1.0})
         wandb.alert(title="NaN loss", text="at step 1", level=wandb.AlertLevel.ERROR)
-        """)
+        """,
+    )
     done = run_script(path, env, tmp_path)
     assert done.returncode == 0, done.stderr
     flushed = CliRunner().invoke(spool, ["flush", str(tmp_path / "spool"), "--url", ledger])
@@ -364,6 +434,8 @@ def test_an_alert_raised_while_the_ledger_is_down_arrives_with_the_spool(ledger:
     (trial,) = trials(ledger, "alert-offline")
     found = get(ledger, "/projects/alert-offline/alerts")["items"]
     assert [(a["exp_id"], a["title"], a["level"], a["step"]) for a in found] == [
-        (trial["exp_id"], "NaN loss", "error", 1), (trial["exp_id"], "before any step", "info", 0)]
+        (trial["exp_id"], "NaN loss", "error", 1),
+        (trial["exp_id"], "before any step", "info", 0),
+    ]
     again = CliRunner().invoke(spool, ["flush", str(tmp_path / "spool"), "--url", ledger])
     assert again.exit_code == 0 and len(get(ledger, "/projects/alert-offline/alerts")["items"]) == 2

@@ -129,8 +129,14 @@ def grpo_advantages(
     r = _check_rewards(rewards, group_ids)
     index, num_groups = dense_index(group_ids)
     return grpo_dense(
-        r, index, num_groups, normalize_by_std=normalize_by_std, single_completion=single_completion, eps=eps,
-        var_eps=var_eps, compat=compat,
+        r,
+        index,
+        num_groups,
+        normalize_by_std=normalize_by_std,
+        single_completion=single_completion,
+        eps=eps,
+        var_eps=var_eps,
+        compat=compat,
     )
 
 
@@ -156,10 +162,19 @@ def grpo_dense(
         {"normalize_by_std": normalize_by_std, "single_completion": single_completion, "var_eps": var_eps},
     )
     if opts["single_completion"] not in SINGLE_COMPLETION_RULES:
-        raise ValueError(f"single_completion must be one of {SINGLE_COMPLETION_RULES}, got {opts['single_completion']!r}")
+        raise ValueError(
+            f"single_completion must be one of {SINGLE_COMPLETION_RULES}, got {opts['single_completion']!r}"
+        )
     return segment_normalize(
-        to_compute_dtype(rewards), index, num_groups, None, use_std=bool(opts["normalize_by_std"]), eps=eps,
-        unbiased=True, var_eps=float(opts["var_eps"]), single=opts["single_completion"],
+        to_compute_dtype(rewards),
+        index,
+        num_groups,
+        None,
+        use_std=bool(opts["normalize_by_std"]),
+        eps=eps,
+        unbiased=True,
+        var_eps=float(opts["var_eps"]),
+        single=opts["single_completion"],
     )
 
 

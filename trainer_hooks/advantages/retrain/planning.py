@@ -302,9 +302,7 @@ def planning_mask_from_token_strs(
     codes, char_tok = codes[keep], char_tok[keep]
 
     ascii_word = (
-        ((codes >= ord("a")) & (codes <= ord("z")))
-        | ((codes >= ord("0")) & (codes <= ord("9")))
-        | (codes == ord("_"))
+        ((codes >= ord("a")) & (codes <= ord("z"))) | ((codes >= ord("0")) & (codes <= ord("9"))) | (codes == ord("_"))
     )
     non_ascii = torch.unique(codes[codes >= 128])
     # Distinct characters, not tokens: bounded by the alphabet the batch uses.

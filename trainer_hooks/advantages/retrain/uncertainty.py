@@ -225,7 +225,9 @@ def sepa_amplify(
     Returns:
         ``[B, L]``, 0 outside ``response_mask``.
     """
-    check_token_shapes("sepa_amplify", uncertainty=uncertainty, planning_mask=planning_mask, response_mask=response_mask)
+    check_token_shapes(
+        "sepa_amplify", uncertainty=uncertainty, planning_mask=planning_mask, response_mask=response_mask
+    )
     mask = response_mask.bool()
     h = to_compute_dtype(uncertainty).clamp(max=MAX_UNCERTAINTY)
     h = torch.where(mask, h, torch.zeros_like(h))
