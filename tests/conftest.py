@@ -35,6 +35,8 @@ FAST = os.environ.get("LINEAGE_TEST_FAST", "") not in ("", "0")
 _FAST_REASON = "the fast target (LINEAGE_TEST_FAST=1) runs without {}; tests/run_all.sh runs it"
 #: fixtures that need a heavy part, and what
 _HEAVY_FIXTURES = {"postgres_url": "PostgreSQL", "browser": "Chromium", "page": "Chromium"}
+#: modules whose tests each run for about a minute: CI's, not the inner loop's
+_LONG_RUNS = {"tests.test_soak_smoke", "tests.api.test_fuzz", "tests.api.test_contract"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -57,6 +59,8 @@ def _heavy_need(item: pytest.Item) -> str | None:
     module = getattr(item, "module", None)
     if module is not None and module.__name__.endswith("test_mcp_inspector"):
         return "npm (the MCP Inspector CLI)"
+    if module is not None and module.__name__ in _LONG_RUNS:
+        return "its long randomized runs (soak, fuzz, schemathesis: a minute each)"
     return None
 
 
