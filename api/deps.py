@@ -91,7 +91,7 @@ class Access:
 
 def principal_of(request: Request) -> TokenRecord | None:
     """The verified token of the request, None without an ``Authorization`` header."""
-    record = request.app.state.ledger.principal(request.headers.get("authorization"))
+    record = request.app.state.ledger.tokens.principal(request.headers.get("authorization"))
     if record is None:
         return None
     request.state.principal = record.name
@@ -108,7 +108,7 @@ def _require(role: Role):  # type: ignore[no-untyped-def]
             role,
             anonymous_read=settings.anonymous_read,
             exposed=settings.exposed,
-            ledger_open=ledger.anonymous_writes_open,
+            ledger_open=ledger.tokens.anonymous_writes_open,
         )
         return Access(ledger, principal, request.app.state.write_lanes, request.app.state.record_groups)
 

@@ -143,7 +143,7 @@ def _description(doc: str | None) -> str:
 def _tool_error(exc: LedgerError, ledger: Ledger) -> ToolError:
     data = exc.as_dict()
     if isinstance(exc, NotFound) and exc.entity == "project":
-        known = sorted(project.slug for project in ledger.projects())
+        known = sorted(project.slug for project in ledger.projects.projects())
         data["known_projects"] = known
         data["detail"] = (
             f"project {exc.key!r} does not exist; known projects: {', '.join(known) or 'none'}. "
@@ -177,14 +177,14 @@ class _Access:
             return
         headers = _headers(ctx)
         header = headers.get("authorization") if headers is not None else None
-        principal = self.ledger.principal(header)
+        principal = self.ledger.tokens.principal(header)
         try:
             check_access(
                 principal,
                 role,
                 anonymous_read=self.anonymous_read,
                 exposed=self.exposed,
-                ledger_open=self.ledger.anonymous_writes_open,
+                ledger_open=self.ledger.tokens.anonymous_writes_open,
             )
         except Unauthorized as exc:
             raise Unauthorized(
@@ -219,7 +219,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         return register
 
     def prompt_text(project: str, specialist: str = "") -> str:
-        return ledger.prompt_document(project, specialist=specialist, wrap=True, base_url=None, face="mcp")[1]
+        return ledger.agent.prompt_document(project, specialist=specialist, wrap=True, base_url=None, face="mcp")[1]
 
     # -- projects ------------------------------------------------------------------------------
 
@@ -228,8 +228,8 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         """The projects of this ledger: slug, title, metric_name, direction, trial_count and
         the current best. Start here; on a blank ledger create a project with create_project."""
         out = []
-        for project in ledger.projects():
-            best = ledger.best(project.slug)
+        for project in ledger.projects.projects():
+            best = ledger.trials.best(project.slug)
             out.append(
                 {
                     "slug": project.slug,
@@ -256,9 +256,11 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         """Create a project (one research loop against one metric). Creating it again with the
         same metric and direction returns it (created=false); with others it is an error."""
         try:
-            found = ledger.project(slug)
+            found = ledger.projects.project(slug)
         except NotFound:
-            made = ledger.create_project(slug, metric_name=metric_name, lower_is_better=lower_is_better, title=title)
+            made = ledger.projects.create_project(
+                slug, metric_name=metric_name, lower_is_better=lower_is_better, title=title
+            )
             return {"project": _project(made), "created": True}
         if (found.metric_name, found.lower_is_better) != (metric_name, lower_is_better):
             from lineage.errors import Conflict
@@ -289,7 +291,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         """The session-start prompt of a project (Markdown): the current best and its commit,
         the chain of kept changes to it, recent trials, where the loop stands, and how to
         record this session's trial. Read it first and follow it."""
-        return ledger.prompt_document(
+        return ledger.agent.prompt_document(
             project,
             specialist=specialist,
             top_k=top_k,
@@ -337,9 +339,9 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
     ) -> str:
         """The KNOWLEDGE.md block of a project: the chain to the best and the recent trials."""
         if format == "json":
-            found, data = ledger.knowledge_data(project, recent_n=recent_n)
+            found, data = ledger.agent.knowledge_data(project, recent_n=recent_n)
             return json.dumps(data.to_dict(found), ensure_ascii=False)
-        return ledger.knowledge_document(project, recent_n=recent_n, last_m=last_m)[1]
+        return ledger.agent.knowledge_document(project, recent_n=recent_n, last_m=last_m)[1]
 
     # -- trials --------------------------------------------------------------------------------
 
@@ -379,7 +381,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         if status:
             for word in status:
                 FailureLabel.parse(word)
-        page = ledger.trials_query(
+        page = ledger.tables.trials_query(
             project,
             sort=sort,
             descending=order == "desc",
@@ -402,7 +404,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
     def get_trial(ctx: Context, project: ProjectArg, exp_id: ExpIdArg) -> dict[str, Any]:
         """One trial of a project with every field (extra holds a results file's other
         columns and _git, the commit's diffstat)."""
-        return ledger.trial(project, exp_id).to_dict()
+        return ledger.trials.trial(project, exp_id).to_dict()
 
     @tool(Role.WRITER)
     def record_trial(
@@ -434,11 +436,11 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         created = False
         if metric_name is not None and lower_is_better is not None:
             try:
-                ledger.project(project)
+                ledger.projects.project(project)
             except NotFound:
-                ledger.create_project(project, metric_name=metric_name, lower_is_better=lower_is_better)
+                ledger.projects.create_project(project, metric_name=metric_name, lower_is_better=lower_is_better)
                 created = True
-        result = ledger.record_trial(project, trial, idempotency_key=idempotency_key, similar_prior=True)
+        result = ledger.recording.record_trial(project, trial, idempotency_key=idempotency_key, similar_prior=True)
         return {**result.to_dict(), "project_created": created}
 
     @tool(Role.WRITER)
@@ -471,13 +473,15 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         migration). Each follows record_trial's rules in order: exp_id allocated, a left-out
         parent_exp is the best so far (earlier trials of the batch included). A bad trial
         stores nothing; the error names it as trials[i].field."""
-        return ledger.record_trials(project, trials, idempotency_key=idempotency_key, similar_prior=similar).to_dict()
+        return ledger.recording.record_trials(
+            project, trials, idempotency_key=idempotency_key, similar_prior=similar
+        ).to_dict()
 
     @tool(Role.WRITER)
     def update_trial(ctx: Context, project: ProjectArg, exp_id: ExpIdArg, changes: ChangesArg) -> dict[str, Any]:
         """Change fields of a stored trial (status, core_metric, notes, timings, ...); the
         ledger recomputes delta_vs_best."""
-        return ledger.update_trial(project, exp_id, changes).to_dict()
+        return ledger.recording.update_trial(project, exp_id, changes).to_dict()
 
     # -- the agent's memory ----------------------------------------------------------------------
 
@@ -492,7 +496,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         closest first: exp_id, status, core_metric, delta_vs_best and a score in [0, 1]. ML
         spellings count as one (lr and learning rate, MATRIX_LR and matrix lr). Ask before
         proposing a trial."""
-        return {"items": [similar.to_dict() for similar in ledger.find_similar(project, text, limit)]}
+        return {"items": [similar.to_dict() for similar in ledger.agent.find_similar(project, text, limit)]}
 
     @tool(Role.READER)
     def get_summary(
@@ -503,7 +507,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         """Where a project's loop stands: trials per status, keep rate, the best and when it
         was reached, trials since the last new best, crash streak, time spent, the trend
         (improving / plateauing / stuck) and any tripped guardrail."""
-        return ledger.summary(project, last_n=last).to_dict()
+        return ledger.agent.summary(project, last_n=last).to_dict()
 
     @tool(Role.READER)
     def list_alerts(
@@ -527,7 +531,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
         first: id, exp_id, level (info / warn / error), title, text, step, when. Pass
         next_before_id back as before_id for older ones. Check it with the summary before
         starting a trial."""
-        items, next_before_id = ledger.alerts_page(
+        items, next_before_id = ledger.alerts.alerts_page(
             project, exp_id=exp_id, levels=level, before_id=before_id, limit=limit
         )
         return {"items": [alert.to_dict() for alert in items], "next_before_id": next_before_id}

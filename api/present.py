@@ -128,10 +128,10 @@ def prompt(
     root = None if args.raw else base_url(request)
     key = ("prompt", slug, args.model_dump_json(), root, None if args.raw else _wrapper_version())
     if if_none_match:
-        tag = etag(ledger.project_revision(slug), *key)
+        tag = etag(ledger.projects.project_revision(slug), *key)
         if matches(if_none_match, tag):
             return not_modified(tag)
-    project, text = ledger.prompt_document(
+    project, text = ledger.agent.prompt_document(
         slug,
         specialist=args.specialist,
         top_k=args.top_k,
@@ -155,15 +155,15 @@ def knowledge(
 ) -> Response:
     key = ("knowledge", slug, args.model_dump_json())
     if if_none_match:
-        tag = etag(ledger.project_revision(slug), *key)
+        tag = etag(ledger.projects.project_revision(slug), *key)
         if matches(if_none_match, tag):
             return not_modified(tag)
     headers = {"Cache-Control": "no-cache"}
     if args.format == "json":
-        project, data = ledger.knowledge_data(slug, recent_n=args.recent_n)
+        project, data = ledger.agent.knowledge_data(slug, recent_n=args.recent_n)
         headers["ETag"] = etag(project.revision, *key)
         return JSONResponse(data.to_dict(project), headers=headers)
-    project, text = ledger.knowledge_document(slug, recent_n=args.recent_n, last_m=args.last_m)
+    project, text = ledger.agent.knowledge_document(slug, recent_n=args.recent_n, last_m=args.last_m)
     headers["ETag"] = etag(project.revision, *key)
     return Response(text.encode("utf-8"), media_type=MARKDOWN, headers=headers)
 
@@ -196,7 +196,7 @@ def wants_tsv(request: Request, args: schemas.TrialFilters) -> bool:
 
 
 def trials(request: Request, ledger: Ledger, slug: str, args: schemas.TrialFilters) -> Response:
-    query = ledger.trials_query(
+    query = ledger.tables.trials_query(
         slug,
         sort=args.sort,
         descending=args.order == "desc",
@@ -238,9 +238,9 @@ def _next_url(request: Request, cursor: str) -> str:
 
 def tsv_download(ledger: Ledger, slug: str, extended: bool) -> StreamingResponse:
     """Every trial of the project as one TSV, streamed from one read transaction."""
-    ledger.project(slug)  # an unknown project is a 404 before the stream starts
+    ledger.projects.project(slug)  # an unknown project is a 404 before the stream starts
     return StreamingResponse(
-        (chunk.encode("utf-8") for chunk in iter_tsv(ledger.stream_trials(slug), extended=extended)),
+        (chunk.encode("utf-8") for chunk in iter_tsv(ledger.tables.stream_trials(slug), extended=extended)),
         media_type=TSV,
         headers={"Content-Disposition": f'attachment; filename="{slug}.tsv"'},
     )
@@ -258,13 +258,13 @@ def ingest_telemetry(ledger: Ledger, slug: str, exp_id: str, body: bytes, key: s
     columnar = _columnar_batch(body) if b'"columns"' in body else None
     if columnar is not None:
         rows, batch_id = columnar
-        return telemetry_accepted(ledger.ingest_telemetry(slug, exp_id, rows, key=batch_id or key))
+        return telemetry_accepted(ledger.telemetry.ingest_telemetry(slug, exp_id, rows, key=batch_id or key))
     try:
         batch = schemas.TELEMETRY_BATCH.validate_json(body)
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
     rows = telemetry.rows_from_valid(batch["points"])
-    return telemetry_accepted(ledger.ingest_telemetry(slug, exp_id, rows, key=batch.get("batch_id") or key))
+    return telemetry_accepted(ledger.telemetry.ingest_telemetry(slug, exp_id, rows, key=batch.get("batch_id") or key))
 
 
 def _columnar_batch(body: bytes) -> tuple[list[Any], str | None] | None:
@@ -318,7 +318,7 @@ def telemetry_series(
     ledger: Ledger, slug: str, exp_id: str, args: schemas.TelemetryQuery, if_none_match: str | None
 ) -> Response:
 
-    found, (points, last_id) = ledger.telemetry_series(
+    found, (points, last_id) = ledger.telemetry.telemetry_series(
         slug,
         exp_id,
         names=args.name,
@@ -397,7 +397,7 @@ def import_options(args: schemas.ImportQuery) -> ImportOptions:
 def import_tsv(ledger: Ledger, slug: str, text: str, args: schemas.ImportQuery) -> JSONResponse:
     """Import atomically through the one entrance (``Ledger.import_file``): 201 with what
     was stored and decided; a preview: 200, nothing stored."""
-    report = ledger.import_file(
+    report = ledger.files.import_file(
         slug,
         io.StringIO(text, newline=""),
         fmt=args.format,

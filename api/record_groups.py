@@ -108,7 +108,9 @@ class RecordGroups:
                 if rest:  # first in the next group, before anything arriving meanwhile
                     self._waiting[project] = rest
                 try:
-                    outcomes = await self._write_in_lane(ledger.record_group, project, [req for req, _ in group])
+                    outcomes = await self._write_in_lane(
+                        ledger.recording.record_group, project, [req for req, _ in group]
+                    )
                 except Exception as error:  # not the ledger's refusal: each request gets it
                     for _, future in group:
                         if not future.done():

@@ -121,31 +121,31 @@ def bench_backend(url: str, label: str, n: int) -> None:
     ledger = Ledger.open(url)
     for slug in ("memory", "memory-records"):
         try:
-            ledger.delete_project(slug)
+            ledger.projects.delete_project(slug)
         except Exception:
             pass
-    ledger.create_project("memory", lower_is_better=True)
+    ledger.projects.create_project("memory", lower_is_better=True)
     ideas = generate_ideas(n)
     start = time.perf_counter()
-    ledger.import_trials("memory", iter(ideas))
+    ledger.tables.import_trials("memory", iter(ideas))
     import_s = time.perf_counter() - start
 
     for query in QUERIES:  # warm the caches
-        ledger.find_similar("memory", query)
+        ledger.agent.find_similar("memory", query)
     times = []
     for _ in range(15):
         for query in QUERIES:
             t0 = time.perf_counter()
-            ledger.find_similar("memory", query)
+            ledger.agent.find_similar("memory", query)
             times.append((time.perf_counter() - t0) * 1000)
 
     big = record_pair(ledger, "memory")
     big_http = http_record_pair(url, "memory")
-    ledger.delete_project("memory")
-    ledger.create_project("memory-records", lower_is_better=True)
-    ledger.import_trials("memory-records", iter(generate_ideas(1_000)))
+    ledger.projects.delete_project("memory")
+    ledger.projects.create_project("memory-records", lower_is_better=True)
+    ledger.tables.import_trials("memory-records", iter(generate_ideas(1_000)))
     small = record_pair(ledger, "memory-records")
-    ledger.delete_project("memory-records")
+    ledger.projects.delete_project("memory-records")
     ledger.close()
 
     print(f"\n[{label}] {n:,} trials")
@@ -177,7 +177,7 @@ def record_pair(ledger: Ledger, slug: str, count: int = 400) -> tuple[float, flo
         }
         prior = i % 2 == 0
         t0 = time.perf_counter()
-        ledger.record_trial(slug, fields, similar_prior=prior)
+        ledger.recording.record_trial(slug, fields, similar_prior=prior)
         (with_ms if prior else without_ms).append((time.perf_counter() - t0) * 1000)
     return statistics.median(with_ms), statistics.median(without_ms)
 
@@ -274,31 +274,31 @@ def bench_progress(url: str, label: str, n: int) -> None:
     ledger = Ledger.open(url)
     for slug in ("progress", "progress-plain", "progress-guarded"):
         try:
-            ledger.delete_project(slug)
+            ledger.projects.delete_project(slug)
         except Exception:
             pass
     rng = random.Random(3)
     ideas = generate_ideas(n)
     for trial in ideas:
         trial.total_s = rng.uniform(600, 30_000)
-    ledger.create_project("progress", lower_is_better=True)
-    ledger.import_trials("progress", iter(ideas))
+    ledger.projects.create_project("progress", lower_is_better=True)
+    ledger.tables.import_trials("progress", iter(ideas))
     for _ in range(5):
-        ledger.summary("progress")
+        ledger.agent.summary("progress")
     times = []
     for _ in range(200):
         t0 = time.perf_counter()
-        ledger.summary("progress")
+        ledger.agent.summary("progress")
         times.append((time.perf_counter() - t0) * 1000)
-    ledger.delete_project("progress")
+    ledger.projects.delete_project("progress")
 
     for slug in ("progress-plain", "progress-guarded"):
-        ledger.create_project(slug, lower_is_better=True)
-        ledger.import_trials(slug, iter(generate_ideas(1_000)))
-    ledger.set_guardrails(
+        ledger.projects.create_project(slug, lower_is_better=True)
+        ledger.tables.import_trials(slug, iter(generate_ideas(1_000)))
+    ledger.agent.set_guardrails(
         "progress-guarded", {"max_crash_streak": 10_000, "max_trials_without_improvement": 10_000, "budget_hours": 1e6}
     )
-    ledger.add_hook("progress-guarded", "http://127.0.0.1:9/bench")  # never delivered here
+    ledger.agent.add_hook("progress-guarded", "http://127.0.0.1:9/bench")  # never delivered here
     plain, guarded = [], []
     for i in range(600):
         fields = {
@@ -309,10 +309,10 @@ def bench_progress(url: str, label: str, n: int) -> None:
         }
         slug = "progress-guarded" if i % 2 else "progress-plain"
         t0 = time.perf_counter()
-        ledger.record_trial(slug, fields)
+        ledger.recording.record_trial(slug, fields)
         (guarded if i % 2 else plain).append((time.perf_counter() - t0) * 1000)
     for slug in ("progress-plain", "progress-guarded"):
-        ledger.delete_project(slug)
+        ledger.projects.delete_project(slug)
     ledger.close()
     p50_plain, p50_guarded = statistics.median(plain), statistics.median(guarded)
     print(f"\n[{label}] progress summary, guardrails, webhooks")

@@ -87,12 +87,12 @@ def timed(
 def bench(url: str, label: str, n: int) -> None:
     ledger = Ledger.open(url)
     try:
-        ledger.delete_project(SLUG)
+        ledger.projects.delete_project(SLUG)
     except Exception:  # noqa: BLE001 - a fresh database
         pass
-    ledger.create_project(SLUG, metric_name="val_bpb", lower_is_better=True)
-    ledger.import_trials(SLUG, iter(loop_trials(n)))
-    chain = len(ledger.chain(SLUG))
+    ledger.projects.create_project(SLUG, metric_name="val_bpb", lower_is_better=True)
+    ledger.tables.import_trials(SLUG, iter(loop_trials(n)))
+    chain = len(ledger.trials.chain(SLUG))
 
     rng = random.Random(18)
     service: tuple[list[float], list[float]] = ([], [])
@@ -105,7 +105,7 @@ def bench(url: str, label: str, n: int) -> None:
         if i % 2:
             body["parent_exp"] = ""
         t0 = time.perf_counter()
-        ledger.record_trial(SLUG, body, similar_prior=True)
+        ledger.recording.record_trial(SLUG, body, similar_prior=True)
         if i >= 40:
             service[i % 2].append((time.perf_counter() - t0) * 1000)
 
@@ -146,7 +146,7 @@ def bench(url: str, label: str, n: int) -> None:
         conn.close()
         server.should_exit = True
         thread.join(timeout=15)
-    ledger.delete_project(SLUG)
+    ledger.projects.delete_project(SLUG)
     ledger.close()
 
     print(f"\n[{label}] {n:,} trials, chain to the best {chain:,} trials")

@@ -123,15 +123,15 @@ def bench_ingest(tmp: Path, count: int, mlflow: str | None) -> float:
     """Trials/s of one client over HTTP, best of :data:`INGEST_ROUNDS` rounds; with MLflow,
     its rounds alternate with ours (both servers up), so both see the same machine."""
     ledger = Ledger.open(str(tmp / "inprocess.db"))
-    ledger.create_project("bench")
+    ledger.projects.create_project("bench")
     start = time.perf_counter()
     for i in range(count):
-        ledger.record_trial("bench", trial_body(i), idempotency_key=f"k{i}")
+        ledger.recording.record_trial("bench", trial_body(i), idempotency_key=f"k{i}")
     in_process = count / (time.perf_counter() - start)
     ledger.close()
 
     db = str(tmp / "ingest.db")
-    Ledger.open(db).create_project("bench")
+    Ledger.open(db).projects.create_project("bench")
     server = Server(db)
     other = MlflowServer(tmp, mlflow) if mlflow else None
     url = "/api/v1/projects/bench/trials"
@@ -291,8 +291,8 @@ class MlflowServer:
 def bench_telemetry(tmp: Path, batches: int, per_batch: int) -> float:
     db = str(tmp / "telemetry.db")
     ledger = Ledger.open(db)
-    ledger.create_project("bench")
-    ledger.record_trial("bench", {"exp_id": "000", "status": "baseline", "core_metric": 1.0})
+    ledger.projects.create_project("bench")
+    ledger.recording.record_trial("bench", {"exp_id": "000", "status": "baseline", "core_metric": 1.0})
     ledger.close()
     names = [f"metric_{k}" for k in range(10)]
 
@@ -351,13 +351,13 @@ def bench_telemetry(tmp: Path, batches: int, per_batch: int) -> float:
 def bench_prompt(tmp: Path, n: int, repeat: int) -> float:
     db = str(tmp / "prompt.db")
     ledger = Ledger.open(db)
-    ledger.create_project("bench", lower_is_better=True, best_policy="fieldkit")
+    ledger.projects.create_project("bench", lower_is_better=True, best_policy="fieldkit")
     start = time.perf_counter()
-    ledger.import_trials("bench", iter(generate_sweep(n)))
+    ledger.tables.import_trials("bench", iter(generate_sweep(n)))
     import_s = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(repeat):
-        ledger.render_prompt("bench", specialist="next", timestamp="t")
+        ledger.agent.render_prompt("bench", specialist="next", timestamp="t")
     in_process_ms = (time.perf_counter() - start) / repeat * 1000
     ledger.close()
     server = Server(db)

@@ -76,7 +76,7 @@ def bench_import(tmp: Path, rows: int, repeat: int) -> None:
         ledger = Ledger.open(str(tmp / f"import{attempt}.db"))
         start = time.perf_counter()
         text = check_text(path.read_bytes(), source=str(path))
-        done = ledger.import_results("bench", text, source=str(path))
+        done = ledger.files.import_results("bench", text, source=str(path))
         times.append(time.perf_counter() - start)
         if attempt < repeat - 1:
             ledger.close()
@@ -93,7 +93,7 @@ def bench_import(tmp: Path, rows: int, repeat: int) -> None:
     out = tmp / "export.tsv"
     start = time.perf_counter()
     with out.open("w", encoding="utf-8", newline="") as fh:
-        ledger.export_results("bench", fh)
+        ledger.files.export_results("bench", fh)
     took = time.perf_counter() - start
     same = out.read_bytes() == path.read_bytes()
     print(f"export   {done.rows:>7,} rows  {took:6.2f} s  byte-identical: {same}")
@@ -112,7 +112,7 @@ def _fieldkit_import(tmp: Path, rows: int, repeat: int) -> list[float]:
         ledger = Ledger.open(str(tmp / f"fieldkit{attempt}.db"))
         start = time.perf_counter()
         with path.open("r", encoding="utf-8", newline="") as fh:
-            ledger.import_file("fk", fh, create_with={})
+            ledger.files.import_file("fk", fh, create_with={})
         times.append(time.perf_counter() - start)
         ledger.close()
     return times
@@ -135,7 +135,7 @@ def bench_watch(tmp: Path, appends: int, idle_s: float) -> None:
         while time.time() < deadline:
             try:
                 ledger = Ledger.open(str(db), upgrade=False)
-                if ledger.project("w").trial_count >= 1_000:
+                if ledger.projects.project("w").trial_count >= 1_000:
                     break
             except Exception:
                 pass
@@ -150,7 +150,7 @@ def bench_watch(tmp: Path, appends: int, idle_s: float) -> None:
             start = time.perf_counter()
             with path.open("a", encoding="utf-8", newline="") as fh:
                 fh.write(line)
-            while ledger.project("w").trial_count < expected:
+            while ledger.projects.project("w").trial_count < expected:
                 if time.perf_counter() - start > 10:
                     raise SystemExit(f"row {i} not visible after 10 s")
                 time.sleep(0.002)

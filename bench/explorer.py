@@ -46,7 +46,7 @@ def generate_project(ledger: Ledger, slug: str, *, trials: int, points: int, tur
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    ledger.create_project(slug, lower_is_better=True)
+    ledger.projects.create_project(slug, lower_is_better=True)
     rows: list[Trial] = []
     tip = ""
     for i in range(trials):
@@ -66,7 +66,7 @@ def generate_project(ledger: Ledger, slug: str, *, trials: int, points: int, tur
         )
         if keep:
             tip = exp_id
-    ledger.import_trials(slug, iter(rows))
+    ledger.tables.import_trials(slug, iter(rows))
     steps = np.arange(points)
     for i, trial in enumerate(rows):
         level = 1.0 + SPECIALISTS.index(trial.specialist) * 0.5
@@ -78,7 +78,7 @@ def generate_project(ledger: Ledger, slug: str, *, trials: int, points: int, tur
             for turn in range(turns):
                 ig = (turn + 1) * 0.1 + 0.01 * rng.standard_normal(sub.size)
                 batch.extend(zip(sub.tolist(), [turn] * sub.size, ["ig"] * sub.size, ig.tolist(), [None] * sub.size))
-        ledger.ingest_telemetry(slug, trial.exp_id, batch)
+        ledger.telemetry.ingest_telemetry(slug, trial.exp_id, batch)
 
 
 def serving(db: str) -> AbstractContextManager[str]:
@@ -111,12 +111,12 @@ def bench_json(db: str, slug: str, repeat: int) -> dict[str, Any]:
         exact_times = []
         for _ in range(max(1, repeat // 3)):
             start = time.perf_counter()
-            ledger.explore(slug, exact_query)
+            ledger.browse.explore(slug, exact_query)
             exact_times.append(time.perf_counter() - start)
         sampled_direct = []
         for _ in range(max(1, repeat // 3)):
             start = time.perf_counter()
-            ledger.explore(slug, query)
+            ledger.browse.explore(slug, query)
             sampled_direct.append(time.perf_counter() - start)
     return {
         "best": min(times),

@@ -79,7 +79,7 @@ def main() -> None:
                 from lineage import migrate
 
                 migrate.upgrade(ledger.engine)
-                ledger.import_file(
+                ledger.files.import_file(
                     "loop",
                     io.StringIO(tsv, newline=""),
                     fmt="autoresearch",

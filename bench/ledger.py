@@ -90,28 +90,30 @@ def median_ms(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 def bench_backend(db: str, label: str, tsv_text: str, n: int, fieldkit_ms: float | None) -> None:
     ledger = Ledger.open(db)
-    ledger.create_project("bench", lower_is_better=True, best_policy="fieldkit")
+    ledger.projects.create_project("bench", lower_is_better=True, best_policy="fieldkit")
     start = time.perf_counter()
-    ledger.import_trials("bench", read_trials(io.StringIO(tsv_text)))
+    ledger.tables.import_trials("bench", read_trials(io.StringIO(tsv_text)))
     import_s = time.perf_counter() - start
     out = io.StringIO()
     start = time.perf_counter()
-    write_trials(ledger.stream_trials("bench"), out)
+    write_trials(ledger.tables.stream_trials("bench"), out)
     export_s = time.perf_counter() - start
     assert out.getvalue() == tsv_text, "export is not byte-identical to the imported file"
 
     def render() -> str:
-        return ledger.render_prompt("bench", specialist="next", timestamp="t")
+        return ledger.agent.render_prompt("bench", specialist="next", timestamp="t")
 
     render()
     ours_ms = median_ms(render, 30)
-    knowledge_ms = median_ms(lambda: ledger.render_knowledge("bench"), 30)
+    knowledge_ms = median_ms(lambda: ledger.agent.render_knowledge("bench"), 30)
 
-    ledger.create_project("inserts")
+    ledger.projects.create_project("inserts")
     count = 2_000
     start = time.perf_counter()
     for i in range(count):
-        ledger.record_trial("inserts", {"status": "discard", "core_metric": float(i % 97), "hypothesis": f"h{i}"})
+        ledger.recording.record_trial(
+            "inserts", {"status": "discard", "core_metric": float(i % 97), "hypothesis": f"h{i}"}
+        )
     insert_rate = count / (time.perf_counter() - start)
     ledger.close()
 

@@ -43,7 +43,7 @@ __all__ = [
     "MAX_TEXT",
     "MAX_TITLE",
     "Alert",
-    "AlertUses",
+    "Alerts",
     "check_alert",
     "check_levels",
     "recent_alerts",
@@ -140,10 +140,11 @@ def _hash(values: Sequence[Any]) -> str:
     return hashlib.sha256(json.dumps(list(values), ensure_ascii=False).encode()).hexdigest()
 
 
-class AlertUses:
-    """record_alert, alerts, alerts_page (mixed into Ledger)."""
+class Alerts:
+    """record_alert, alerts, alerts_page."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def record_alert(
         self, project_slug: str, exp_id: str, fields: Mapping[str, Any], *, idempotency_key: str | None = None

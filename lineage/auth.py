@@ -73,7 +73,7 @@ __all__ = [
     "Role",
     "TokenRecord",
     "Unauthorized",
-    "TokenUses",
+    "Tokens",
     "allowed",
     "check_access",
     "hash_token",
@@ -279,11 +279,12 @@ def check_access(
     raise Unauthorized(f"{what} needs a token (Authorization: Bearer ...); create one with `lineage token create`")
 
 
-class TokenUses:
+class Tokens:
     """create_token, list_tokens, revoke_token, tokens_exist, principal, verify_token, access_state,
-    anonymous_writes_open, anonymous_access, set_anonymous_writes (mixed into Ledger)."""
+    anonymous_writes_open, anonymous_access, set_anonymous_writes."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def create_token(self, *, name: str, role: Role | str) -> tuple[TokenRecord, str]:
         """Create a token; returns its record and the secret (the only time it exists in clear).

@@ -68,6 +68,19 @@ def current_best(store: Store, conn: Connection, project: Project) -> Trial | No
     return store.best_scored(conn, project) or store.first_trial(conn, project)
 
 
+def chain_of(store: Store, conn: Connection, project: Project, exp_id: str | None = None) -> list[Trial]:
+    """Root-first chain to ``exp_id`` (an id as shown finds its trial; default: to the
+    current best; no best: empty)."""
+    if exp_id is None:
+        best = current_best(store, conn, project)
+        if best is None:
+            return []
+        exp_id = best.exp_id
+    else:
+        exp_id = store.trial(conn, project, exp_id).exp_id
+    return chain_to(store, conn, project, exp_id)
+
+
 def chain_to(store: Store, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> list[Trial]:
     """Root-first chain of stored trials ending at ``exp_id`` (see :func:`walk_chain`)."""
     return walk_chain(exp_id, store.chain_rows(conn, project, exp_id, brief=brief))

@@ -65,7 +65,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lineage.domain import check_idempotency_key
 from lineage.errors import Conflict, InvalidInput
@@ -85,7 +85,8 @@ __all__ = [
     "check_columns",
     "check_points",
     "rows_from_valid",
-    "TelemetryUses",
+    "Telemetry",
+    "TrialUpdates",
 ]
 
 MAX_BATCH_POINTS = 1_000_000
@@ -321,10 +322,19 @@ def derive_summary(stats: Mapping[str, tuple[int, float, float, float, float]]) 
     return derived
 
 
-class TelemetryUses:
-    """ingest_telemetry, telemetry_series, telemetry_points, summarize_telemetry (mixed into Ledger)."""
+class TrialUpdates(Protocol):
+    """What the telemetry part needs of the recording part (``ledger.recording``): a
+    stored trial's fields changed under the recording rules."""
 
-    store: Store
+    def update_trial(self, project_slug: str, exp_id: str, changes: Mapping[str, Any]) -> Trial: ...
+
+
+class Telemetry:
+    """ingest_telemetry, telemetry_series, telemetry_points, shared_telemetry, summarize_telemetry."""
+
+    def __init__(self, store: Store, recording: TrialUpdates) -> None:
+        self.store = store
+        self.recording = recording
 
     def ingest_telemetry(
         self, project_slug: str, exp_id: str, rows: Sequence[Row] | PointColumns, *, key: str | None = None
@@ -478,4 +488,4 @@ class TelemetryUses:
                 f"trial {exp_id!r} has none of the series {', '.join(sorted(set(SUMMARY_SOURCES.values())))} "
                 "(not per turn); nothing to summarize",
             )
-        return self.update_trial(project_slug, exp_id, derived), derived
+        return self.recording.update_trial(project_slug, exp_id, derived), derived

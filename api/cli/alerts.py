@@ -38,7 +38,7 @@ def alerts(
 ) -> None:
     """Alerts that PROJECT's training code raised, newest first: id, trial, level, step,
     time, title and text."""
-    items, next_before_id = ledger_of(ctx).alerts_page(
+    items, next_before_id = ledger_of(ctx).alerts.alerts_page(
         project, exp_id=exp_id, levels=list(levels) or None, before_id=before_id, limit=limit
     )
     if fmt == "json":

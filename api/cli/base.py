@@ -22,11 +22,14 @@ import functools
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from lineage.errors import LedgerError
+
+if TYPE_CHECKING:  # imported when a command first needs it: `lineage --help` stays light
+    from lineage.service import Ledger
 
 EXIT_LEDGER_ERROR = 2
 
@@ -126,16 +129,17 @@ def cli(ctx: click.Context, db: str | None) -> None:
     ctx.obj = {"db": db}
 
 
-def ledger_of(ctx: click.Context):  # type: ignore[no-untyped-def]
+def ledger_of(ctx: click.Context) -> Ledger:
     """The ledger of the command line's ``--db``, opened on first use and closed with the
     root context."""
     from lineage.service import Ledger
 
     root = ctx.find_root()
-    if "ledger" not in root.obj:
-        root.obj["ledger"] = Ledger.open(root.obj["db"])
-        root.call_on_close(root.obj["ledger"].close)
-    return root.obj["ledger"]
+    ledger: Ledger | None = root.obj.get("ledger")
+    if ledger is None:
+        ledger = root.obj["ledger"] = Ledger.open(root.obj["db"])
+        root.call_on_close(ledger.close)
+    return ledger
 
 
 project_option = click.option("--project", "-p", required=True, help="Project slug.")

@@ -57,7 +57,7 @@ def import_cmd(
     ledger = ledger_of(ctx)
     text = check_text(file.read_bytes(), source=str(file))
     with progress_bar("importing", text.count("\n") - 1) as progress:
-        report = ledger.import_file(
+        report = ledger.files.import_file(
             project,
             io.StringIO(text, newline=""),
             fmt=fmt,
@@ -107,7 +107,7 @@ def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) 
     if fmt in ("csv", "parquet"):
         if output is None and fmt == "parquet":
             raise click.UsageError("--format parquet needs -o FILE")
-        frame = ledger.dataframe(project)  # typed: lineage.formats.table_export
+        frame = ledger.tables.dataframe(project)  # typed: lineage.formats.table_export
         if fmt == "csv":
             frame.to_csv(output or sys.stdout, index=False)
         else:
@@ -122,9 +122,9 @@ def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) 
         return
     from lineage.formats.fieldkit import write_trials
 
-    total = ledger.project(project).trial_count  # also: an unknown project fails before any output
+    total = ledger.projects.project(project).trial_count  # also: an unknown project fails before any output
     with _open_out(output) as stream, progress_bar("exporting", total if output is not None else 0) as progress:
-        rows = _counted(ledger.stream_trials(project), progress)
+        rows = _counted(ledger.tables.stream_trials(project), progress)
         count = write_trials(rows, stream, extended=fmt == "extended")
     if output is not None:
         click.echo(f"exported {count} trials to {output}", err=True)
@@ -153,10 +153,10 @@ def export_table(ctx: click.Context, project: str, output: Path | None, fmt: str
     """``lineage export --format autoresearch|generic``."""
 
     ledger = ledger_of(ctx)
-    ledger.project(project)  # an unknown project fails before any output
+    ledger.projects.project(project)  # an unknown project fails before any output
     if output is None:
-        count = ledger.export_results(project, sys.stdout, fmt=fmt)
+        count = ledger.files.export_results(project, sys.stdout, fmt=fmt)
         return
     with output.open("w", encoding="utf-8", newline="") as stream:
-        count = ledger.export_results(project, stream, fmt=fmt)
+        count = ledger.files.export_results(project, stream, fmt=fmt)
     click.echo(f"exported {count} trials to {output}", err=True)

@@ -23,7 +23,7 @@ from api.cli.base import ledger_of
 def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -> None:
     """Was this tried? The past trials of PROJECT whose hypothesis and notes are closest to
     TEXT, closest first, with a score in [0, 1] and the delta against the best before each."""
-    found = ledger_of(ctx).find_similar(project, text, limit)
+    found = ledger_of(ctx).agent.find_similar(project, text, limit)
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -58,7 +58,7 @@ def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -
 def summary(ctx: click.Context, project: str, last_n: int, fmt: str) -> None:
     """Where PROJECT's loop stands: trials per status, keep rate, best and when it was
     reached, crash streak, time spent, and the trend (improving / plateauing / stuck)."""
-    found = ledger_of(ctx).summary(project, last_n=last_n)
+    found = ledger_of(ctx).agent.summary(project, last_n=last_n)
     if fmt == "json":
         click.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
         return
@@ -88,7 +88,7 @@ def guardrail_set(
     budget_hours: float | None,
 ) -> None:
     """Replace PROJECT's guardrails (a limit left out is off; none at all removes them)."""
-    policy = ledger_of(ctx).set_guardrails(
+    policy = ledger_of(ctx).agent.set_guardrails(
         project,
         {
             "max_crash_streak": max_crash_streak,
@@ -104,10 +104,10 @@ def guardrail_set(
 @click.pass_context
 def guardrail_show(ctx: click.Context, project: str) -> None:
     """PROJECT's guardrails and which of them are tripped (JSON)."""
-    found = ledger_of(ctx).summary(project)
+    found = ledger_of(ctx).agent.summary(project)
     click.echo(
         json.dumps(
-            found.guardrails or {"policy": ledger_of(ctx).guardrail_policy(project).to_dict(), "tripped": []},
+            found.guardrails or {"policy": ledger_of(ctx).agent.guardrail_policy(project).to_dict(), "tripped": []},
             indent=2,
             ensure_ascii=False,
         )
@@ -139,7 +139,7 @@ def hook() -> None:
 @click.pass_context
 def hook_add(ctx: click.Context, project: str, url: str, events: tuple[str, ...], body_format: str) -> None:
     """Add a webhook to PROJECT; prints its signing secret (shown this once) on stdout."""
-    added, secret = ledger_of(ctx).add_hook(project, url, events=events or None, body_format=body_format)
+    added, secret = ledger_of(ctx).agent.add_hook(project, url, events=events or None, body_format=body_format)
     click.echo(secret)
     click.echo(
         f"added webhook {added.id} -> {added.url} ({', '.join(added.events)}); "
@@ -154,7 +154,7 @@ def hook_add(ctx: click.Context, project: str, url: str, events: tuple[str, ...]
 @click.pass_context
 def hook_list(ctx: click.Context, project: str, fmt: str) -> None:
     """PROJECT's webhooks with their deliveries (secrets are never shown again)."""
-    found = ledger_of(ctx).hooks(project)
+    found = ledger_of(ctx).agent.hooks(project)
     if fmt == "json":
         click.echo(json.dumps([h.to_dict() for h in found], indent=2))
         return
@@ -171,7 +171,7 @@ def hook_list(ctx: click.Context, project: str, fmt: str) -> None:
 @click.pass_context
 def hook_remove(ctx: click.Context, project: str, hook_id: int) -> None:
     """Remove webhook HOOK_ID of PROJECT (with its undelivered events)."""
-    ledger_of(ctx).remove_hook(project, hook_id)
+    ledger_of(ctx).agent.remove_hook(project, hook_id)
     click.echo(f"removed webhook {hook_id}", err=True)
 
 

@@ -27,7 +27,7 @@ def project_create(
     ctx: click.Context, slug: str, title: str, metric_name: str, lower_is_better: bool, best_policy: str
 ) -> None:
     """Create project SLUG."""
-    created = ledger_of(ctx).create_project(
+    created = ledger_of(ctx).projects.create_project(
         slug, title=title, metric_name=metric_name, lower_is_better=lower_is_better, best_policy=best_policy
     )
     click.echo(f"created project {created.slug!r}")
@@ -38,7 +38,7 @@ def project_create(
 @click.pass_context
 def project_list(ctx: click.Context, fmt: str) -> None:
     """List projects."""
-    items = ledger_of(ctx).projects()
+    items = ledger_of(ctx).projects.projects()
     if fmt == "json":
         click.echo(json.dumps([p.to_dict() for p in items], indent=2))
         return
@@ -81,7 +81,7 @@ def prompt(
     wrap: bool,
 ) -> None:
     """Print the session-start prompt (fieldkit's text for fieldkit projects)."""
-    text = ledger_of(ctx).prompt_document(
+    text = ledger_of(ctx).agent.prompt_document(
         project,
         specialist=specialist,
         top_k=top_k,
@@ -102,7 +102,7 @@ def prompt(
 @click.pass_context
 def knowledge(ctx: click.Context, project: str, recent_n: int, last_m: int) -> None:
     """Print the KNOWLEDGE.md part of the prompt."""
-    click.echo(ledger_of(ctx).render_knowledge(project, recent_n=recent_n, last_m=last_m), nl=False)
+    click.echo(ledger_of(ctx).agent.render_knowledge(project, recent_n=recent_n, last_m=last_m), nl=False)
 
 
 @click.command()
@@ -111,7 +111,7 @@ def knowledge(ctx: click.Context, project: str, recent_n: int, last_m: int) -> N
 @click.pass_context
 def best(ctx: click.Context, project: str, fmt: str) -> None:
     """Print the project's current best trial."""
-    trial = ledger_of(ctx).best(project)
+    trial = ledger_of(ctx).trials.best(project)
     if fmt == "json":
         click.echo(json.dumps(trial.to_dict() if trial else None, indent=2, ensure_ascii=False))
     elif trial is None:

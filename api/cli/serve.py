@@ -111,17 +111,17 @@ def _load_demo(ledger, *, quiet: bool) -> None:  # type: ignore[no-untyped-def]
 
     slug = DEMO_PROJECT["slug"]
     try:
-        ledger.project(slug)
+        ledger.projects.project(slug)
         if not quiet:
             click.echo(f"project {slug!r} is already loaded", err=True)
         return
     except NotFound:
         pass
     try:
-        ledger.create_project(**DEMO_PROJECT)
+        ledger.projects.create_project(**DEMO_PROJECT)
     except Conflict:  # another `serve --demo` started at the same time loads it
         return
-    ledger.import_trials(slug, iter(DEMO_TRIALS))
+    ledger.tables.import_trials(slug, iter(DEMO_TRIALS))
     if not quiet:
         click.echo(f"loaded {len(DEMO_TRIALS)} trials into project {slug!r}")
 
@@ -180,7 +180,7 @@ def backup(ctx: click.Context, out: Path, force: bool) -> None:
     handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent or None)
     os.close(handle)
     try:
-        ledger.backup(temporary)
+        ledger.tables.backup(temporary)
         if force:
             os.replace(temporary, out)
         else:
@@ -208,7 +208,7 @@ def refuse_open_bind(ctx: click.Context, ledger, host: str) -> None:  # type: ig
     nobody could use such a server but anonymously. Past the start, ``lineage.auth.allowed``
     refuses every anonymous write of a server on a non-loopback address (LINEAGE_BIND_HOST)."""
 
-    if is_loopback(host) or ledger.tokens_exist():
+    if is_loopback(host) or ledger.tokens.tokens_exist():
         return
     click.echo(
         f"error: refusing to serve on {host} while the ledger has no tokens (anyone could write); "
@@ -229,7 +229,7 @@ def token() -> None:
 @click.pass_context
 def token_create(ctx: click.Context, name: str, role: str) -> None:
     """Create a token and print it (this once: only its hash is stored)."""
-    record, secret = ledger_of(ctx).create_token(name=name, role=role)
+    record, secret = ledger_of(ctx).tokens.create_token(name=name, role=role)
     click.echo(secret)
     click.echo(f"created {record.role.value} token {record.name!r}; it is shown only this once", err=True)
 
@@ -239,7 +239,7 @@ def token_create(ctx: click.Context, name: str, role: str) -> None:
 @click.pass_context
 def token_list(ctx: click.Context, fmt: str) -> None:
     """List tokens (names, roles, last use; never the secrets)."""
-    records = ledger_of(ctx).list_tokens()
+    records = ledger_of(ctx).tokens.list_tokens()
     if fmt == "json":
         click.echo(json.dumps([r.to_dict() for r in records], indent=2))
         return
@@ -259,7 +259,7 @@ def token_list(ctx: click.Context, fmt: str) -> None:
 def token_revoke(ctx: click.Context, name: str, last_admin: bool) -> None:
     """Revoke token NAME (effective on the next request of every server). Anonymous
     writes stay closed, also when it was the last token."""
-    ledger_of(ctx).revoke_token(name, last_admin=last_admin)
+    ledger_of(ctx).tokens.revoke_token(name, last_admin=last_admin)
     click.echo(f"revoked token {name!r}", err=True)
 
 
@@ -279,10 +279,10 @@ def token_anonymous_writes(ctx: click.Context, setting: str | None) -> None:
             who = getpass.getuser()
         except Exception:  # noqa: BLE001 - no user name in this environment
             who = "?"
-        state = ledger.set_anonymous_writes(setting, by=f"cli ({who})")
+        state = ledger.tokens.set_anonymous_writes(setting, by=f"cli ({who})")
         click.echo(f"anonymous writes set to {setting}", err=True)
     else:
-        state = ledger.access_state()
+        state = ledger.tokens.access_state()
     click.echo(json.dumps(state.to_dict()))
 
 

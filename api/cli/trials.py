@@ -88,16 +88,18 @@ def trials(
         filters["status"] = [FailureLabel.parse(s).value for s in filters["status"]]
     if sort is None:  # the most recent, printed oldest first
         rows = (
-            list(itertools.islice(ledger.iter_trials_page(project, sort="seq", descending=True, **filters), limit))
+            list(
+                itertools.islice(ledger.tables.iter_trials_page(project, sort="seq", descending=True, **filters), limit)
+            )
             if limit is not None
             else None
         )
         if rows is None:
-            rows = list(ledger.iter_trials_page(project, sort="seq", **filters))
+            rows = list(ledger.tables.iter_trials_page(project, sort="seq", **filters))
         else:
             rows.reverse()
     else:
-        rows = list(itertools.islice(ledger.iter_trials_page(project, sort=sort, **filters), limit))
+        rows = list(itertools.islice(ledger.tables.iter_trials_page(project, sort=sort, **filters), limit))
     if fmt == "json":
         click.echo(json.dumps([t.to_dict() for t in rows], indent=2, ensure_ascii=False))
         return

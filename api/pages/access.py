@@ -91,7 +91,7 @@ class Viewer:
 
 def tokens_exist(ledger: Any) -> bool:
     """Whether any active token exists (``lineage.auth``'s rule, the API's)."""
-    return ledger.tokens_exist()
+    return ledger.tokens.tokens_exist()
 
 
 def verify(ledger: Any, token: str) -> Principal | None:
@@ -100,7 +100,7 @@ def verify(ledger: Any, token: str) -> Principal | None:
     token may write."""
     if not token:
         return None
-    record = ledger.verify_token(token)
+    record = ledger.tokens.verify_token(token)
     if record is None:
         return None
     return Principal(name=record.name, role=record.role)
@@ -117,7 +117,7 @@ def viewer(request: Request) -> Viewer:
     ledger = request.app.state.ledger
     settings = request.app.state.settings
     token = request.cookies.get(SESSION_COOKIE, "")
-    ledger_open, exist = ledger.anonymous_access()
+    ledger_open, exist = ledger.tokens.anonymous_access()
     principal = verify(ledger, token) if token and exist else None
     found = Viewer(
         principal=principal,

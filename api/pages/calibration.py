@@ -23,7 +23,7 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
 @router.get("/projects/{slug}/calibration", response_class=HTMLResponse)
 def calibration(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
-    cal = ledger_of(request).calibration(slug)
+    cal = ledger_of(request).browse.calibration(slug)
     by_specialist: dict[str, list[Any]] = {}
     for point in cal.points:
         by_specialist.setdefault(point.specialist or "(none)", []).append(point)

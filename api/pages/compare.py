@@ -56,7 +56,7 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
                 ids.append(part)
     if len(ids) > MAX_COMPARE:
         raise InvalidInput("exp", f"compare at most {MAX_COMPARE} trials at once, got {len(ids)}")
-    project = ledger.project(slug)
+    project = ledger.projects.project(slug)
     if len(ids) < 2:
         return pages(request).render(
             request,
@@ -74,8 +74,8 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
                 "figure": None,
             },
         )
-    project, trials = ledger.trials_by_ids(slug, ids)
-    columns = ledger.project_columns(slug)
+    project, trials = ledger.browse.trials_by_ids(slug, ids)
+    columns = ledger.browse.project_columns(slug)
     picked = columns.pick(request.query_params.getlist("cols"), default=columns.detail(trials))
     rows = []
     for column in picked:
@@ -83,7 +83,7 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
         rows.append((column, len({json.dumps(v, default=str) for v in values}) > 1))
     first = trials[0]
     diffs = [(t, word_diff(first.hypothesis, t.hypothesis)) for t in trials[1:]]
-    shared = ledger.shared_telemetry(slug, [t.exp_id for t in trials], max_points=telemetry_plots.MAX_POINTS)
+    shared = ledger.telemetry.shared_telemetry(slug, [t.exp_id for t in trials], max_points=telemetry_plots.MAX_POINTS)
     views = {
         f"exp_{t.exp_id}": telemetry_plots.build_view(
             point for per_trial in shared.values() for point in per_trial.get(t.exp_id, ())

@@ -159,19 +159,19 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
     ledger = ledger_of(request)
     args = _args(request)
     client = _client_state(request)
-    project = ledger.project(slug)
+    project = ledger.projects.project(slug)
     if "select" not in request.query_params:  # by default the trials that have telemetry, if any do
         args = args.model_copy(update={"select": "telemetry"})
-    answer = ledger.explore(slug, args.to_query())
+    answer = ledger.browse.explore(slug, args.to_query())
     if args.select == "telemetry" and "select" not in request.query_params and not answer["selection"]["shown"]:
         args = args.model_copy(update={"select": "filter"})
-        answer = ledger.explore(slug, args.to_query())
+        answer = ledger.browse.explore(slug, args.to_query())
     chosen = default_metric(answer, project.metric_name) if "metric" not in request.query_params else None
     if chosen is not None:
         args = args.model_copy(update={"metric": [chosen]})
-        answer = ledger.explore(slug, args.to_query())
+        answer = ledger.browse.explore(slug, args.to_query())
     figures = [_fallback_figure(panel, answer) for panel in answer["panels"]]
-    extra_keys = sorted({key for t in ledger.list_trials(slug, limit=50, descending=True) for key in t.extra})
+    extra_keys = sorted({key for t in ledger.trials.list_trials(slug, limit=50, descending=True) for key in t.extra})
     return pages(request).render(
         request,
         "explore.html",

@@ -43,13 +43,13 @@ def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
     if log_raw not in (None, "0", "1", "on"):
         raise InvalidInput("log", f"must be 1 or 0, got {log_raw!r}")
     log = log_raw in ("1", "on")
-    first = ledger.knobs(slug, [x] if x else None, limit=1)  # the default x and the suggested axes
+    first = ledger.browse.knobs(slug, [x] if x else None, limit=1)  # the default x and the suggested axes
     x = x or first.axes[0].key
     parallel_keys = chosen or [k for k in first.suggested if k != x][:3] + (
         [x] if first.axes[0].kind == "number" else []
     )
     keys = [x] + [k for k in parallel_keys if k != x]
-    view = ledger.knobs(slug, keys, limit=limit)  # type: ignore[arg-type]
+    view = ledger.browse.knobs(slug, keys, limit=limit)  # type: ignore[arg-type]
     indices = [keys.index(k) for k in parallel_keys]
     axis = view.axes[0]
     scatter = knob_charts.scatter(view, log=log and axis.positive)

@@ -32,7 +32,7 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request, viewer: Viewer = Reader) -> HTMLResponse:
     rows = []
-    for overview in ledger_of(request).overviews(bins=60):
+    for overview in ledger_of(request).browse.overviews(bins=60):
         project = overview.project
         direction = "lower" if project.lower_is_better else "higher"
         rows.append(
@@ -82,7 +82,7 @@ def folded_chain(chain: ChainView) -> dict[str, Any]:
 @router.get("/projects/{slug}", response_class=HTMLResponse)
 def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
     before = q_int(request, "before", None)
-    board = ledger_of(request).dashboard(slug, window=CHART_WINDOW, before_seq=before)
+    board = ledger_of(request).browse.dashboard(slug, window=CHART_WINDOW, before_seq=before)
     project = board.project
     points = [
         Point(
@@ -142,8 +142,8 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
             "counts": counts,
             **folded_chain(board.chain),
             "direction": direction,
-            "progress": ledger_of(request).summary(slug),
-            "brief_cols_list": ledger_of(request).project_columns(slug).brief(),
+            "progress": ledger_of(request).agent.summary(slug),
+            "brief_cols_list": ledger_of(request).browse.project_columns(slug).brief(),
         },
     )
 
@@ -153,7 +153,7 @@ def chain_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResp
     """The whole chain from the root to ``to`` (default: the best), every trial linked."""
     ledger = ledger_of(request)
     target = q_str(request, "to")
-    page = ledger.chain_page(
+    page = ledger.browse.chain_page(
         slug,
         target,
         offset=q_int(request, "offset", 0, minimum=0),  # type: ignore[arg-type]
@@ -170,7 +170,7 @@ def chain_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResp
             "chain": page.trials,
             "best": best,
             "target": to,
-            "brief_cols_list": ledger.project_columns(slug).brief(),
+            "brief_cols_list": ledger.browse.project_columns(slug).brief(),
             "to_best": not to or (best is not None and to == best.exp_id),
         },
     )
@@ -178,7 +178,7 @@ def chain_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResp
 
 @router.get("/projects/{slug}/knowledge.md")
 def knowledge(request: Request, slug: str, viewer: Viewer = Reader) -> Response:
-    text = ledger_of(request).render_knowledge(slug)
+    text = ledger_of(request).agent.render_knowledge(slug)
     return finish(request, Response(text, media_type="text/markdown; charset=utf-8"))
 
 
@@ -190,7 +190,7 @@ def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
     focus = q_str(request, "focus")
     if focus and focus.startswith("exp_") and not _exists(request, slug, focus):
         focus = focus[4:]
-    window = ledger_of(request).tree_window(
+    window = ledger_of(request).browse.tree_window(
         slug,
         root=q_str(request, "root"),
         focus=focus,
@@ -206,14 +206,14 @@ def tree(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
             "project": window.project,
             "w": window,
             "nested": q_str(request, "view") == "nested",
-            "brief_cols_list": ledger_of(request).project_columns(slug).brief(),
+            "brief_cols_list": ledger_of(request).browse.project_columns(slug).brief(),
         },
     )
 
 
 def _exists(request: Request, slug: str, exp_id: str) -> bool:
     try:
-        ledger_of(request).trial(slug, exp_id)
+        ledger_of(request).trials.trial(slug, exp_id)
         return True
     except NotFound:
         return False

@@ -91,9 +91,9 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
         raise InvalidInput("format", f"must be tsv (or absent), got {fmt!r}")
     if fmt == "tsv":
         parse_filter(filters["expression"] or "")  # a bad expression fails before the download starts
-        ledger.project(slug)  # an unknown project is a 404 page, not a broken download
+        ledger.projects.project(slug)  # an unknown project is a 404 page, not a broken download
         extended = q_str(request, "columns") == "extended"
-        rows = ledger.iter_trials_page(slug, sort=sort, descending=descending, **filters)
+        rows = ledger.tables.iter_trials_page(slug, sort=sort, descending=descending, **filters)
         filename = f"{slug}-trials{'-extended' if extended else ''}.tsv"
         response = StreamingResponse(
             iter_tsv(rows, extended=extended),
@@ -107,14 +107,14 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     filter_error: InvalidInput | None = None
     status = 200
     try:
-        page = ledger.trials_page(slug, sort=sort, descending=descending, after=after, limit=limit, **filters)  # type: ignore[arg-type]
+        page = ledger.tables.trials_page(slug, sort=sort, descending=descending, after=after, limit=limit, **filters)  # type: ignore[arg-type]
     except InvalidInput as bad:
         if bad.field != "filter":
             raise
         # the form again with the error under the box (what and where), no rows
         filter_error, status = bad, 422
-        page = TrialsPage(project=ledger.project(slug), trials=(), next_after=None, total=None)
-    columns = ledger.project_columns(slug)
+        page = TrialsPage(project=ledger.projects.project(slug), trials=(), next_after=None, total=None)
+    columns = ledger.browse.project_columns(slug)
     asked = request.query_params.getlist("cols")
     shown = columns.pick(asked)
     params = {**_filter_params(filters), "cols": cols_param(shown) if any(a.strip() for a in asked) else None}

@@ -119,7 +119,7 @@ def build_view(points: Iterable[Any]) -> TelemetryView:
 def load(ledger: Any, project_slug: str, exp_id: str) -> TelemetryView:
     """The telemetry of one trial, read by ``Ledger.telemetry_points`` (the API's
     reader: long series come min/max-bucketed); empty when none was recorded."""
-    return build_view(ledger.telemetry_points(project_slug, exp_id))
+    return build_view(ledger.telemetry.telemetry_points(project_slug, exp_id))
 
 
 def thin(points: Sequence[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:

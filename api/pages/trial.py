@@ -50,7 +50,7 @@ def _chain_figure(slug: str, chain: tuple[Trial, ...], length: int, metric_name:
 @router.get("/projects/{slug}/trials/{exp_id}", response_class=HTMLResponse)
 def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader) -> HTMLResponse:
     ledger = ledger_of(request)
-    ctx = ledger.trial_context(slug, exp_id)
+    ctx = ledger.browse.trial_context(slug, exp_id)
     if ctx.trial.exp_id != exp_id:  # an id as shown (exp_12): one page per trial, at its stored id
         return finish(request, RedirectResponse(trial_url(slug, ctx.trial.exp_id), status_code=308))  # type: ignore[return-value]
     trial = ctx.trial
@@ -69,9 +69,9 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             beta=beta if beta is not None else (view.beta if view.beta is not None else telemetry_plots.DEFAULT_BETA),
             label=f"clip-scale summary of exp_{exp_id}",
         )
-    columns = ledger.project_columns(slug)
+    columns = ledger.browse.project_columns(slug)
     code = code_change(trial)
-    alerts, older_alerts = ledger.alerts_page(slug, exp_id=exp_id, limit=ALERTS_SHOWN)
+    alerts, older_alerts = ledger.alerts.alerts_page(slug, exp_id=exp_id, limit=ALERTS_SHOWN)
     shown = columns.shown_extra_keys()
     # the format's bookkeeping (_row, _line...) is no reader's business; _git is the code change
     extra = {

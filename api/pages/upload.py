@@ -63,7 +63,7 @@ def _upload_context(request: Request, **values: Any) -> dict[str, Any]:
     from lineage.formats import AUTO, FORMATS
 
     context = {
-        "projects": [p.slug for p in ledger_of(request).projects()],
+        "projects": [p.slug for p in ledger_of(request).projects.projects()],
         "formats": [(AUTO, "the first non-blank line decides"), *((f.name, f.description) for f in FORMATS.values())],
         "directions": list(DIRECTIONS),
         "form": {**FORM_DEFAULTS, "project": q_str(request, "project") or ""},
@@ -150,7 +150,7 @@ async def upload(request: Request, viewer: Viewer = Reader) -> HTMLResponse:
             columns=values["columns"],
         )
         report = await run_in_threadpool(
-            ledger_of(request).import_file,
+            ledger_of(request).files.import_file,
             slug,
             io.StringIO(text, newline=""),
             fmt=values["format"],

@@ -207,7 +207,7 @@ class Pages:
         template = self.env.get_template(name)
         project = context.get("project")
         if project is not None and "show_calibration" not in context:  # the tab only where there is data for it
-            context = {**context, "show_calibration": request.app.state.ledger.states_expectations(project.slug)}
+            context = {**context, "show_calibration": request.app.state.ledger.browse.states_expectations(project.slug)}
         viewer = access.viewer(request)
         csrf = access.csrf_token(request)
         html = template.render(

@@ -116,7 +116,7 @@ async def find_similar_of_body(project: ProjectSlug, body: SimilarBody, who: Rea
 
 
 def _similar_page(who: Access, project: str, text: str, limit: int) -> dict[str, Any]:
-    found = who.ledger.find_similar(project, text, limit, field="q")
+    found = who.ledger.agent.find_similar(project, text, limit, field="q")
     return {"project": project, "q": text, "items": [similar.to_dict() for similar in found]}
 
 
@@ -128,38 +128,38 @@ async def get_summary(project: ProjectSlug, args: Annotated[ProgressQuery, Query
     """Trials per status, keep rate (all and the last ``last``), baseline, best and when it
     was reached, trials since the last improvement, improvement per 10 trials, crash
     streak, time spent, the trend with its rule, and the guardrails."""
-    return who.ledger.summary(project, last_n=args.last).to_dict()
+    return who.ledger.agent.summary(project, last_n=args.last).to_dict()
 
 
 @router.get("/guardrails", tags=PROGRESS, response_model=GuardrailsOut)
 async def get_guardrails(project: ProjectSlug, who: Reader) -> dict[str, Any]:
-    found = who.ledger.summary(project).guardrails
-    return found or {"policy": who.ledger.guardrail_policy(project).to_dict(), "tripped": []}
+    found = who.ledger.agent.summary(project).guardrails
+    return found or {"policy": who.ledger.agent.guardrail_policy(project).to_dict(), "tripped": []}
 
 
 @router.put("/guardrails", tags=PROGRESS, response_model=GuardrailsOut)
 async def put_guardrails(project: ProjectSlug, body: GuardrailPolicyBody, who: Writer) -> dict[str, Any]:
     """Replace the guardrails (a missing or null limit is off); a limit already reached trips now."""
-    await who.small_write(who.ledger.set_guardrails, project, body.model_dump())
-    found = who.ledger.summary(project).guardrails
+    await who.small_write(who.ledger.agent.set_guardrails, project, body.model_dump())
+    found = who.ledger.agent.summary(project).guardrails
     return found or {"policy": body.model_dump(), "tripped": []}
 
 
 @router.get("/hooks", tags=PROGRESS, response_model=list[HookOut])
 async def list_hooks(project: ProjectSlug, who: Admin) -> list[dict[str, Any]]:
-    return [hook.to_dict() for hook in who.ledger.hooks(project)]
+    return [hook.to_dict() for hook in who.ledger.agent.hooks(project)]
 
 
 @router.post("/hooks", tags=PROGRESS, status_code=201, response_model=HookCreated)
 async def add_hook(project: ProjectSlug, body: HookCreate, who: Admin) -> JSONResponse:
     """Add a webhook; its signing secret is in this response only."""
     hook, secret = await who.small_write(
-        who.ledger.add_hook, project, body.url, events=body.events, body_format=body.format
+        who.ledger.agent.add_hook, project, body.url, events=body.events, body_format=body.format
     )
     return JSONResponse({**hook.to_dict(), "secret": secret}, status_code=201, headers={"Cache-Control": "no-store"})
 
 
 @router.delete("/hooks/{hook_id}", tags=PROGRESS, status_code=204, response_class=Response)
 async def remove_hook(project: ProjectSlug, hook_id: int, who: Admin) -> Response:
-    await who.small_write(who.ledger.remove_hook, project, hook_id)
+    await who.small_write(who.ledger.agent.remove_hook, project, hook_id)
     return Response(status_code=204)

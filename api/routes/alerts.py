@@ -86,7 +86,7 @@ async def raise_alert(
 ) -> JSONResponse:
     """Store an alert of the trial and send its ``alert`` event to the project's webhooks."""
     alert, created = await who.small_write(
-        who.ledger.record_alert, project, exp_id, body.model_dump(), idempotency_key=key
+        who.ledger.alerts.record_alert, project, exp_id, body.model_dump(), idempotency_key=key
     )
     return JSONResponse(alert.to_dict(), status_code=201 if created else 200)
 
@@ -107,7 +107,7 @@ async def project_alerts(
 
 
 def _page(who: Any, project: str, exp_id: str | None, args: AlertQuery) -> dict[str, Any]:
-    items, next_before_id = who.ledger.alerts_page(
+    items, next_before_id = who.ledger.alerts.alerts_page(
         project, exp_id=exp_id, levels=args.level, before_id=args.before_id, limit=args.limit
     )
     return {"items": [alert.to_dict() for alert in items], "next_before_id": next_before_id}

@@ -19,7 +19,7 @@ def explore(project: ProjectSlug, args: Annotated[ExploreArgs, Query()], who: Re
     """Curves of the selected trials per metric on a shared step grid (downsampled by
     the rule of ``lineage.browse.explore``), each group's mean with its band."""
 
-    return JSONResponse(who.ledger.explore(project, args.to_query()), headers={"Cache-Control": "no-cache"})
+    return JSONResponse(who.ledger.browse.explore(project, args.to_query()), headers={"Cache-Control": "no-cache"})
 
 
 @router.get("/knobs")
@@ -40,5 +40,5 @@ def knobs(
     every axis with its status and metric, whether it is on the chain to the best, the
     axes (numeric or category) and the knobs to choose from."""
     keys = [k for k in [x or "", *(axes or "").split(",")] if k.strip()]
-    view = who.ledger.knobs(project, keys or None, limit=limit)
+    view = who.ledger.browse.knobs(project, keys or None, limit=limit)
     return JSONResponse(view.as_dict(), headers={"Cache-Control": "no-cache"})

@@ -49,5 +49,5 @@ def get_telemetry(
 @router.post("/summarize", response_model=SummaryOut)
 async def summarize(project: ProjectSlug, exp_id: ExpId, who: Writer) -> dict[str, Any]:
     """Derive the trial's ig_clip_scale_* fields from its clip_scale_* telemetry and store them."""
-    trial, derived = await who.long_write(who.ledger.summarize_telemetry, project, exp_id)
+    trial, derived = await who.long_write(who.ledger.telemetry.summarize_telemetry, project, exp_id)
     return {"trial": trial.to_dict(), "derived": derived}

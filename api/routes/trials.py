@@ -79,7 +79,9 @@ async def record_trials(
     gets 200 with the first answer's trials (``replayed: true``); other trials under
     the key are a 409. Webhooks and guardrails are evaluated once per batch."""
     items = [item.model_dump(exclude_unset=True) for item in body.trials]
-    result = await who.long_write(who.ledger.record_trials, project, items, idempotency_key=key, similar_prior=similar)
+    result = await who.long_write(
+        who.ledger.recording.record_trials, project, items, idempotency_key=key, similar_prior=similar
+    )
     return present.FastJSONResponse(result.to_dict(), status_code=201 if result.created else 200)
 
 
@@ -118,17 +120,19 @@ async def upload_tsv(
 
 @router.get("/trials/{exp_id}", response_model=TrialOut)
 async def get_trial(project: ProjectSlug, exp_id: ExpId, who: Reader) -> dict[str, Any]:
-    return who.ledger.trial(project, exp_id).to_dict()
+    return who.ledger.trials.trial(project, exp_id).to_dict()
 
 
 @router.patch("/trials/{exp_id}", response_model=TrialOut)
 async def update_trial(project: ProjectSlug, exp_id: ExpId, body: TrialUpdate, who: Writer) -> dict[str, Any]:
     """Change a stored trial; ``delta_vs_best`` is recomputed by the server."""
-    updated = await who.small_write(who.ledger.update_trial, project, exp_id, body.model_dump(exclude_unset=True))
+    updated = await who.small_write(
+        who.ledger.recording.update_trial, project, exp_id, body.model_dump(exclude_unset=True)
+    )
     return updated.to_dict()
 
 
 @router.get("/trials/{exp_id}/lineage", response_model=LineageOut)
 async def trial_lineage(project: ProjectSlug, exp_id: ExpId, who: Reader) -> dict[str, Any]:
     """The trial's chain of parents, root first, the trial last."""
-    return {"exp_id": exp_id, "chain": [t.to_dict() for t in who.ledger.chain(project, exp_id)]}
+    return {"exp_id": exp_id, "chain": [t.to_dict() for t in who.ledger.trials.chain(project, exp_id)]}

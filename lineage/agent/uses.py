@@ -65,12 +65,13 @@ class KnowledgeData:
 PROMPT_STYLES = ("auto", "fieldkit", "loop")
 
 
-class AgentUses:
+class Agent:
     """prompt_view, render_prompt, render_knowledge, prompt_document, knowledge_document,
     knowledge_data, find_similar, summary, guardrail_policy, set_guardrails, add_hook,
     hooks, remove_hook."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def prompt_view(self, project_slug: str, *, top_k: int = 20, recent_n: int = 30, last_m: int = 10) -> PromptView:
         """What the prompt shows, read in one transaction with indexed queries only."""
@@ -263,42 +264,6 @@ class AgentUses:
         rows = self.store.candidate_rows(conn, project.id, terms, limit=candidates)
         return similar_text.rank(
             text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score, ranker=ranker
-        )
-
-    def _similar_prior(
-        self,
-        conn: Connection,
-        project: Project,
-        trial: Trial,
-        concepts: str | None = None,
-        rows: Sequence[Any] | None = None,
-        query: tuple[str, list[str]] | None = None,
-    ) -> tuple[Similar, ...]:
-        """The earlier trials close to ``trial`` (``lineage.similar``, "Candidates of
-        similar_prior"): ranked on a bounded shortlist, the newest trials and those
-        sharing a band of its concepts' sketch. ``concepts``: the trial's
-        ``stored_concepts``, when computed already (the query is their union); ``rows``:
-        the shortlist, when read already (``Store.new_trial_reads``); ``query``: its
-        :func:`~lineage.similar.prior_query`, when computed already."""
-        text, words = query if query is not None else similar_text.prior_query(trial.hypothesis, trial.notes, concepts)
-        if not words:
-            return ()
-        if rows is None:
-            rows = self.store.prior_rows(
-                conn,
-                project.id,
-                similar_text.sketch(words),
-                recent=similar_text.PRIOR_RECENT,
-                per_band=similar_text.PRIOR_PER_BAND,
-            )
-        return tuple(
-            similar_text.rank(
-                text,
-                [Candidate(*row) for row in rows],
-                limit=similar_text.PRIOR_LIMIT,
-                min_score=similar_text.PRIOR_THRESHOLD,
-                query_concepts=words,
-            )
         )
 
     # -- the loop's health: progress summary, guardrails, webhooks (rules: lineage.monitor) --

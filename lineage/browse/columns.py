@@ -303,12 +303,7 @@ def columns_of(store: Store, conn: Connection, project: Project) -> ProjectColum
     )
 
 
-class ColumnUses:
-    """project_columns."""
-
-    store: Store
-
-    def project_columns(self, project_slug: str) -> ProjectColumns:
-        """The columns ``project_slug``'s pages show (:mod:`lineage.browse.columns`)."""
-        with self.store.read() as conn:
-            return columns_of(self.store, conn, self.store.project(conn, project_slug))
+def project_columns(store: Store, project_slug: str) -> ProjectColumns:
+    """The columns ``project_slug``'s pages show (:mod:`lineage.browse.columns`)."""
+    with store.read() as conn:
+        return columns_of(store, conn, store.project(conn, project_slug))

@@ -60,6 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lineage.chain import chain_of
 from lineage.domain import CLIP_SCALE_COLUMNS, FIELDKIT_COLUMNS, FailureLabel, Trial
 from lineage.errors import InvalidInput
 
@@ -74,7 +75,6 @@ __all__ = [
     "SELECTIONS",
     "X_AXES",
     "ExploreQuery",
-    "ExploreUses",
     "group_key",
 ]
 
@@ -367,77 +367,70 @@ def _json_values(values: Any, reference: Any) -> list[float | None]:
     return out.tolist()
 
 
-class ExploreUses:
-    """explore (mixed into Ledger)."""
-
-    store: Store
-
-    def explore(self, project_slug: str, query: ExploreQuery) -> dict[str, Any]:
-        """The explorer's answer for ``query`` (module doc): the chain (``select=chain``) is
-        read first, everything else in one transaction."""
-        query.check()
-        store = self.store
-        chain_ids = [t.exp_id for t in self.chain(project_slug, query.to)] if query.select == "chain" else None
-        with store.read() as conn:
-            project = store.project(conn, project_slug)
-            within = chain_ids
-            if query.select == "telemetry":
-                within = store.exp_ids_with_telemetry(conn, project)
-            rows, matched = store.explore_trials(
-                conn,
-                project,
-                filters=dict(query.filters),
-                exp_ids=within,
-                subtree_of=query.root if query.select == "subtree" else None,
-                limit=query.limit,
-            )
-            if query.select == "chain" and chain_ids is not None:
-                order = {exp_id: i for i, exp_id in enumerate(chain_ids)}
-                rows.sort(key=lambda row: order[row[1].exp_id])
-            trials = [trial for _, trial in rows]
-            ids = [row_id for row_id, _ in rows]
-            keys = [group_key(t, query.group_by) for t in trials]
-            groups = list(dict.fromkeys(keys))
-            panels = []
-            for metric in query.metrics:
-                if metric == CORE_METRIC:
-                    panels.append(_core_panel(trials, keys, groups))
-                else:
-                    panels.append(_series_panel(store, conn, ids, trials, keys, groups, metric, query))
-            name_trials = store.telemetry_name_counts(conn, ids)
-            names = sorted(name_trials)
-        return {
-            "project": project.slug,
-            "metric_name": project.metric_name,
-            "lower_is_better": project.lower_is_better,
-            "selection": {
-                "select": query.select,
-                "to": chain_ids[-1] if chain_ids else query.to,
-                "root": query.root,
-                "matched": matched,
-                "shown": len(trials),
-                "truncated": matched > len(trials),
-            },
-            "group_by": query.group_by,
-            "band": query.band,
-            "x": query.x,
-            "turn": query.turn,
-            "groups": [
-                {"key": g, "index": i, "trials": [t.exp_id for t, k in zip(trials, keys) if k == g]}
-                for i, g in enumerate(groups)
-            ],
-            "trials": [
-                {
-                    "exp_id": t.exp_id,
-                    "seq": t.seq,
-                    "status": t.status.value,
-                    "specialist": t.specialist,
-                    "core_metric": t.core_metric,
-                    "group": groups.index(k),
-                }
-                for t, k in zip(trials, keys)
-            ],
-            "names": names,
-            "name_trials": name_trials,
-            "panels": panels,
-        }
+def explore(store: Store, project_slug: str, query: ExploreQuery) -> dict[str, Any]:
+    """The explorer's answer for ``query`` (module doc), read in one transaction."""
+    query.check()
+    with store.read() as conn:
+        project = store.project(conn, project_slug)
+        chain_ids = [t.exp_id for t in chain_of(store, conn, project, query.to)] if query.select == "chain" else None
+        within = chain_ids
+        if query.select == "telemetry":
+            within = store.exp_ids_with_telemetry(conn, project)
+        rows, matched = store.explore_trials(
+            conn,
+            project,
+            filters=dict(query.filters),
+            exp_ids=within,
+            subtree_of=query.root if query.select == "subtree" else None,
+            limit=query.limit,
+        )
+        if query.select == "chain" and chain_ids is not None:
+            order = {exp_id: i for i, exp_id in enumerate(chain_ids)}
+            rows.sort(key=lambda row: order[row[1].exp_id])
+        trials = [trial for _, trial in rows]
+        ids = [row_id for row_id, _ in rows]
+        keys = [group_key(t, query.group_by) for t in trials]
+        groups = list(dict.fromkeys(keys))
+        panels = []
+        for metric in query.metrics:
+            if metric == CORE_METRIC:
+                panels.append(_core_panel(trials, keys, groups))
+            else:
+                panels.append(_series_panel(store, conn, ids, trials, keys, groups, metric, query))
+        name_trials = store.telemetry_name_counts(conn, ids)
+        names = sorted(name_trials)
+    return {
+        "project": project.slug,
+        "metric_name": project.metric_name,
+        "lower_is_better": project.lower_is_better,
+        "selection": {
+            "select": query.select,
+            "to": chain_ids[-1] if chain_ids else query.to,
+            "root": query.root,
+            "matched": matched,
+            "shown": len(trials),
+            "truncated": matched > len(trials),
+        },
+        "group_by": query.group_by,
+        "band": query.band,
+        "x": query.x,
+        "turn": query.turn,
+        "groups": [
+            {"key": g, "index": i, "trials": [t.exp_id for t, k in zip(trials, keys) if k == g]}
+            for i, g in enumerate(groups)
+        ],
+        "trials": [
+            {
+                "exp_id": t.exp_id,
+                "seq": t.seq,
+                "status": t.status.value,
+                "specialist": t.specialist,
+                "core_metric": t.core_metric,
+                "group": groups.index(k),
+            }
+            for t, k in zip(trials, keys)
+        ],
+        "names": names,
+        "name_trials": name_trials,
+        "panels": panels,
+    }

@@ -201,65 +201,58 @@ def _natural(text: str) -> tuple[Any, ...]:
     return (0, number, text) if number is not None else (1, 0.0, text.lower())
 
 
-class KnobUses:
-    """knobs."""
-
-    store: Store
-
-    def knobs(self, project_slug: str, axes: Sequence[str] | None = None, *, limit: int = 2000) -> KnobView:
-        """The trials (the newest ``limit`` with the first axis, and the chain to the best)
-        with each axis' value and their metric. ``axes``: column keys or telemetry
-        summaries (default: the project's first numeric knob)."""
-        check_window("limit", limit, minimum=1)
-        with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            columns = columns_of(self.store, conn, project)
-            ids = self.store.telemetry_trial_ids(conn, project, limit=TELEMETRY_SCAN)
-            names = self.store.telemetry_names(conn, ids) if ids else []
-            choices = [(c.key, c.label) for c in knob_columns(columns)]
-            choices += [(f"{TELEMETRY}{name}.{s}", f"{name} ({s})") for name in names for s in ("last", "min")]
-            keys = [k for raw in (axes or ()) for k in str(raw).split(",") if k.strip()]
-            if not keys:
-                keys = default_knobs(columns)[:1]
-            if len(keys) > MAX_AXES:
-                raise InvalidInput("axes", f"at most {MAX_AXES} axes, got {len(keys)}")
-            parsed = [parse_axis(k, columns, "x" if i == 0 else "axes") for i, k in enumerate(keys)]
-            spec = [(a.source, a.name, a.summary) for a in parsed]
-            rows = self.store.knob_rows(conn, project, spec, limit=limit + 1)
-            truncated = len(rows) > limit
-            rows = rows[:limit]
-            best = current_best(self.store, conn, project)
-            chain: list[str] = []
-            if best:
-                # the chain's part the window can hold: from the shallowest window trial down
-                # to the best (ids only), and at least its last CHAIN_POINTS steps
-                length = chain_length(self.store, conn, project, best.exp_id)
-                depths = [int(row[-1]) for row in rows]
-                shallowest = min(depths) if rows else length
-                steps = max(CHAIN_POINTS, length - shallowest + 1 if shallowest else project.trial_count + 1)
-                chain = self.store.chain_ids(conn, project, best.exp_id, steps)
-            have = {row[0] for row in rows}
-            # the chain's last steps come even when older than the window (a 20,000-step
-            # chain of a 100,000-trial loop would be most of the page otherwise)
-            missing = [e for e in chain[-CHAIN_POINTS:] if e not in have]
-            if missing:
-                rows += self.store.knob_rows(conn, project, spec, limit=len(missing), exp_ids=missing)
-        on_chain = set(chain)
-        settled = [_settle(axis, [row[4 + i] for row in rows]) for i, axis in enumerate(parsed)]
-        points = tuple(
-            KnobPoint(
-                row[0], int(row[1]), row[2], row[3], tuple(values[j] for _, values in settled), row[0] in on_chain
-            )
-            for j, row in enumerate(rows)
-        )
-        return KnobView(
-            project=project,
-            axes=tuple(a for a, _ in settled),
-            points=points,
-            chain=tuple(chain),
-            best_exp=best.exp_id if best else None,
-            choices=tuple(choices),
-            limit=limit,
-            truncated=truncated,
-            suggested=tuple(k for k in default_knobs(columns) if k != "seq" and columns.column(k).numeric)[:4],
-        )
+def knobs(store: Store, project_slug: str, axes: Sequence[str] | None = None, *, limit: int = 2000) -> KnobView:
+    """The trials (the newest ``limit`` with the first axis, and the chain to the best)
+    with each axis' value and their metric. ``axes``: column keys or telemetry
+    summaries (default: the project's first numeric knob)."""
+    check_window("limit", limit, minimum=1)
+    with store.read() as conn:
+        project = store.project(conn, project_slug)
+        columns = columns_of(store, conn, project)
+        ids = store.telemetry_trial_ids(conn, project, limit=TELEMETRY_SCAN)
+        names = store.telemetry_names(conn, ids) if ids else []
+        choices = [(c.key, c.label) for c in knob_columns(columns)]
+        choices += [(f"{TELEMETRY}{name}.{s}", f"{name} ({s})") for name in names for s in ("last", "min")]
+        keys = [k for raw in (axes or ()) for k in str(raw).split(",") if k.strip()]
+        if not keys:
+            keys = default_knobs(columns)[:1]
+        if len(keys) > MAX_AXES:
+            raise InvalidInput("axes", f"at most {MAX_AXES} axes, got {len(keys)}")
+        parsed = [parse_axis(k, columns, "x" if i == 0 else "axes") for i, k in enumerate(keys)]
+        spec = [(a.source, a.name, a.summary) for a in parsed]
+        rows = store.knob_rows(conn, project, spec, limit=limit + 1)
+        truncated = len(rows) > limit
+        rows = rows[:limit]
+        best = current_best(store, conn, project)
+        chain: list[str] = []
+        if best:
+            # the chain's part the window can hold: from the shallowest window trial down
+            # to the best (ids only), and at least its last CHAIN_POINTS steps
+            length = chain_length(store, conn, project, best.exp_id)
+            depths = [int(row[-1]) for row in rows]
+            shallowest = min(depths) if rows else length
+            steps = max(CHAIN_POINTS, length - shallowest + 1 if shallowest else project.trial_count + 1)
+            chain = store.chain_ids(conn, project, best.exp_id, steps)
+        have = {row[0] for row in rows}
+        # the chain's last steps come even when older than the window (a 20,000-step
+        # chain of a 100,000-trial loop would be most of the page otherwise)
+        missing = [e for e in chain[-CHAIN_POINTS:] if e not in have]
+        if missing:
+            rows += store.knob_rows(conn, project, spec, limit=len(missing), exp_ids=missing)
+    on_chain = set(chain)
+    settled = [_settle(axis, [row[4 + i] for row in rows]) for i, axis in enumerate(parsed)]
+    points = tuple(
+        KnobPoint(row[0], int(row[1]), row[2], row[3], tuple(values[j] for _, values in settled), row[0] in on_chain)
+        for j, row in enumerate(rows)
+    )
+    return KnobView(
+        project=project,
+        axes=tuple(a for a, _ in settled),
+        points=points,
+        chain=tuple(chain),
+        best_exp=best.exp_id if best else None,
+        choices=tuple(choices),
+        limit=limit,
+        truncated=truncated,
+        suggested=tuple(k for k in default_knobs(columns) if k != "seq" and columns.column(k).numeric)[:4],
+    )

@@ -1,17 +1,28 @@
-"""BrowseUses: the read models of the researcher's pages.
+"""Browse (``ledger.browse``): the read models of the researcher's pages.
 
 Each method reads one transaction of bounded, indexed queries (see the ``Store`` methods
 they call), so the pages of a 100,000-trial project cost what a small one's do. Owns:
-overview(s), dashboard, trial_context, trials_by_ids, calibration; the values are
-:mod:`lineage.browse.models`', the tree is :mod:`lineage.browse.tree`'s.
+overview(s), dashboard, trial_context, chain_page, trials_by_ids, calibration; the values
+are :mod:`lineage.browse.models`'. The tree window (:mod:`lineage.browse.tree`), the
+explorer (:mod:`lineage.browse.explore`), a project's columns
+(:mod:`lineage.browse.columns`) and the knob view (:mod:`lineage.browse.knobs`) are
+functions of the store in their own modules; :class:`Browse` hands them its store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 
+from lineage.browse import columns as column_reads
+from lineage.browse import explore as explorer
+from lineage.browse import knobs as knob_reads
+from lineage.browse import tree as tree_reads
+from lineage.browse.columns import ProjectColumns
+from lineage.browse.explore import ExploreQuery
+from lineage.browse.knobs import KnobView
 from lineage.browse.models import (
     Calibration,
     CalibrationPoint,
@@ -25,6 +36,7 @@ from lineage.browse.models import (
     running_by_bin,
     running_by_trial,
 )
+from lineage.browse.tree import TreeWindow
 from lineage.chain import ChainView, chain_ends, chain_length, chain_slice, current_best, on_chain
 from lineage.domain import Project, Trial, check_window
 from lineage.errors import NotFound
@@ -34,10 +46,52 @@ from lineage.store import Store
 FIGURE_GENERATIONS = 500
 
 
-class BrowseUses:
-    """overview, overviews, dashboard, trial_context, trials_by_ids, calibration."""
+class Browse:
+    """The researcher's reads: overview(s), dashboard, trial_context, chain_page,
+    trials_by_ids, states_expectations, calibration, tree_window, explore,
+    project_columns, knobs."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def tree_window(
+        self,
+        project_slug: str,
+        *,
+        root: str | None = None,
+        focus: str | None = None,
+        depth: int = 8,
+        per_node: int = 25,
+        budget: int = 400,
+        offset: int = 0,
+        orphan_scan_limit: int = 20_000,
+        nested: bool = False,
+    ) -> TreeWindow:
+        """A window of the lineage tree (:func:`lineage.browse.tree.tree_window`)."""
+        return tree_reads.tree_window(
+            self.store,
+            project_slug,
+            root=root,
+            focus=focus,
+            depth=depth,
+            per_node=per_node,
+            budget=budget,
+            offset=offset,
+            orphan_scan_limit=orphan_scan_limit,
+            nested=nested,
+        )
+
+    def explore(self, project_slug: str, query: ExploreQuery) -> dict[str, Any]:
+        """The metric explorer's answer (:func:`lineage.browse.explore.explore`)."""
+        return explorer.explore(self.store, project_slug, query)
+
+    def project_columns(self, project_slug: str) -> ProjectColumns:
+        """The columns the project's pages show (:func:`lineage.browse.columns.project_columns`)."""
+        return column_reads.project_columns(self.store, project_slug)
+
+    def knobs(self, project_slug: str, axes: Sequence[str] | None = None, *, limit: int = 2000) -> KnobView:
+        """Each trial's knob values and metric (:func:`lineage.browse.knobs.knobs`)."""
+        return knob_reads.knobs(self.store, project_slug, axes, limit=limit)
 
     def overview(self, project_slug: str, *, bins: int = 60) -> ProjectOverview:
         """A project with its best and its running best over time (for the index page)."""

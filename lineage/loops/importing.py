@@ -1,13 +1,13 @@
-"""FileUses: a loop's results file as use-cases of the ledger — import and export.
+"""Files (``ledger.files``): a loop's results file as use-cases of the ledger — import and export.
 
 Owns the ONE entrance for importing a results file, whatever the face (CLI, HTTP, the
-upload page, ``watch``, ``record``) and the format: :meth:`FileUses.import_file` (a
+upload page, ``watch``, ``record``) and the format: :meth:`Files.import_file` (a
 stream, every option, ``auto`` sniffing, a preview; it answers an
 :class:`~lineage.domain.ImportReport` with what was decided) and
-:meth:`FileUses.import_results` (a file's text, with the inferred layout and direction
+:meth:`Files.import_results` (a file's text, with the inferred layout and direction
 in its answer). The file's layout (columns, header text,
 trailer, number formats, words, row -> exp_id segments) lives in
-``project.settings["results_file"]`` (:func:`layout_of`, :meth:`FileUses.save_results_layout`),
+``project.settings["results_file"]`` (:func:`layout_of`, :meth:`Files.save_results_layout`),
 so export, watch and record write the file's own format. Import parses the whole file,
 decides the direction and inserts through ``import_trials`` (one transaction: a bad
 file writes nothing). The small reads the followers need (next number, branch tip,
@@ -22,7 +22,7 @@ import io
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from lineage.domain import BestPolicy, ImportReport, Project, RunningBest, Trial, clean_metric_name
 from lineage.errors import InvalidInput, NotFound
@@ -32,6 +32,9 @@ from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, Li
 from lineage.formats.text import check_text
 from lineage.loops.git import link_git
 from lineage.store import Store
+
+if TYPE_CHECKING:  # the part it imports through (lineage.service assembles both)
+    from lineage.service.tables import Tables
 
 #: The formats whose columns are inferred per file (a project's layout is stored).
 TABLE_FORMATS = (ar.NAME, ar.GENERIC)
@@ -70,11 +73,17 @@ class LoopImport:
         )
 
 
-class FileUses:
+class Files:
     """import_file, import_results, export_results, save_results_layout, next_exp_number,
     best_metric, branch_tip, refresh_deltas, plot_rows."""
 
-    store: Store
+    def __init__(self, store: Store, tables: Tables) -> None:
+        self.store = store
+        self.tables = tables
+
+    def _project(self, project_slug: str) -> Project:
+        with self.store.read() as conn:
+            return self.store.project(conn, project_slug)
 
     def import_file(
         self,
@@ -117,7 +126,7 @@ class FileUses:
         if options.lower_is_better is None and lower is not None:
             options = replace(options, lower_is_better=lower)
         if create_with is None:
-            self.project(project_slug)  # type: ignore[attr-defined]  # NotFound: nothing is created
+            self._project(project_slug)  # NotFound: nothing is created
         if fmt in TABLE_FORMATS:
             done = self.import_results(
                 project_slug,
@@ -168,7 +177,7 @@ class FileUses:
             "best_policy": BestPolicy(policy or BestPolicy.KEPT).value,
             "source_format": fmt,
         }
-        stored = self.import_trials(  # type: ignore[attr-defined]
+        stored = self.tables.import_trials(
             project_slug,
             rows,
             progress=progress,
@@ -189,7 +198,7 @@ class FileUses:
     def _existing(self, project_slug: str, flag: bool | None) -> Project | None:
         """The project if it exists; a direction flag must agree with its direction."""
         try:
-            project: Project = self.project(project_slug)  # type: ignore[attr-defined]
+            project: Project = self._project(project_slug)
         except NotFound:
             return None
         if flag is not None and flag != project.lower_is_better:
@@ -287,7 +296,7 @@ class FileUses:
                 source_format=fmt,
                 settings={**dict(create.get("settings") or {}), SETTINGS_KEY: settings_value},
             )
-            report = self.import_trials(
+            report = self.tables.import_trials(
                 project_slug,
                 iter(trials),
                 progress=progress,
@@ -299,7 +308,7 @@ class FileUses:
             changes: dict[str, Any] = {"settings": {**dict(project.settings), SETTINGS_KEY: settings_value}}
             if project.metric_name == "core_metric":
                 changes["metric_name"] = results_metric_name(layout.metric_name)
-            report = self.import_trials(
+            report = self.tables.import_trials(
                 project_slug,
                 iter(trials),
                 progress=progress,
@@ -322,19 +331,19 @@ class FileUses:
     def export_results(self, project_slug: str, stream: IO[str], *, fmt: str = ar.NAME) -> int:
         """Write ``project_slug`` in its results-file layout (an imported file comes back byte
         for byte); a project without one is written with autoresearch's own header."""
-        project = self.project(project_slug)
+        project = self._project(project_slug)
         layout = layout_of(project)
         if layout is None:
             layout = ar.default_layout(project.metric_name)
             if fmt == ar.GENERIC:
                 layout.delimiter = ","
                 layout.header_text = ",".join(layout.columns) + "\n"
-        return ar.write_trials(self.stream_trials(project_slug), stream, layout=layout)
+        return ar.write_trials(self.tables.stream_trials(project_slug), stream, layout=layout)
 
     # -- the layout and the small reads of the followers ------------------------------
 
     def results_layout(self, project_slug: str) -> Layout | None:
-        return layout_of(self.project(project_slug))  # type: ignore[attr-defined]
+        return layout_of(self._project(project_slug))
 
     def save_results_layout(self, project_slug: str, layout: Layout) -> Project:
         """Store ``layout`` as the project's results-file layout (one locked write)."""
@@ -359,10 +368,6 @@ class FileUses:
         with self.store.read() as conn:
             project = self.store.project(conn, project_slug)
             return self.store.last_with_status(conn, project, list(statuses)), self.store.first_trial(conn, project)
-
-    def find_trial(self, project_slug: str, exp_id: str) -> Trial | None:
-        with self.store.read() as conn:
-            return self.store.find_trial(conn, self.store.project(conn, project_slug), exp_id)
 
     def plot_rows(self, project_slug: str) -> list[tuple[int, str, str, float | None, str]]:
         with self.store.read() as conn:

@@ -27,8 +27,8 @@ def plot_progress(
         import matplotlib.pyplot as plt
     except ImportError:
         raise InvalidInput("plot", "plotting needs matplotlib: pip install 'lineage-ledger[plot]'") from None
-    project = ledger.project(project_slug)
-    rows = ledger.plot_rows(project_slug)
+    project = ledger.projects.project(project_slug)
+    rows = ledger.files.plot_rows(project_slug)
     running = RunningBest.of(project)
     kept_statuses = {FailureLabel.KEEP.value, FailureLabel.BASELINE.value}
     crash_like = {label.value for label in ar.CRASH_LIKE}

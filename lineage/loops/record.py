@@ -100,7 +100,7 @@ def record_result(
             sync = ResultsSync(ledger, project_slug, path, git_repo=git_repo)
             sync.sync()
             file_rows = sync.file_rows
-            project = ledger.project(project_slug)
+            project = ledger.projects.project(project_slug)
             layout = layout_of(project)
             if sync.parser is not None and layout is not None:
                 pending_text = sync.parser.trailer()[0]
@@ -108,7 +108,7 @@ def record_result(
                     pending_text = ""  # the last line is completed by the line end written below
         if layout is None:
             layout = ar.default_layout(project.metric_name)
-            ledger.save_results_layout(project_slug, layout)
+            ledger.files.save_results_layout(project_slug, layout)
     work = layout or ar.default_layout(project.metric_name)
     label, _known = ar.map_status(status, work.status_map)
     word = status.strip()
@@ -130,7 +130,7 @@ def record_result(
         if name not in work.columns:
             raise InvalidInput("set", f"no column {name!r}; the columns are {', '.join(work.columns)}")
         extra[work.extra_key(name)] = _typed_value(raw, name, work)
-    tip, first = ledger.branch_tip(project_slug, [s.value for s in ar.ADVANCING])
+    tip, first = ledger.files.branch_tip(project_slug, [s.value for s in ar.ADVANCING])
     parent = (tip or first).exp_id if (tip or first) else ""
     fields: dict[str, Any] = {
         "status": label,
@@ -144,7 +144,7 @@ def record_result(
     if git_repo is not None and commit:
         parent_commit = None
         if parent:
-            parent_trial = ledger.trial(project_slug, parent)
+            parent_trial = ledger.trials.trial(project_slug, parent)
             parent_commit = parent_trial.extra.get(work.extra_key(commit_column))
         details = git_details(git_repo, commit, parent_commit if isinstance(parent_commit, str) else None)
         if details is not None:
@@ -155,12 +155,12 @@ def record_result(
         rows = file_rows or 0
         if layout.id_column is None:
             exp_id = layout.exp_id(rows)
-            taken = ledger.find_trial(project_slug, exp_id) is not None
-            number = ledger.next_exp_number(project_slug)
+            taken = ledger.trials.find_trial(project_slug, exp_id) is not None
+            number = ledger.files.next_exp_number(project_slug)
             if taken:
                 layout.segments.append([rows, number])
                 exp_id = layout.exp_id(rows)
-                ledger.save_results_layout(project_slug, layout)
+                ledger.files.save_results_layout(project_slug, layout)
         else:
             exp_id = (values or {}).get(layout.id_column) or commit
             if not exp_id:
@@ -170,7 +170,7 @@ def record_result(
         preview = Trial(exp_id, extra=extra, **{k: v for k, v in fields.items()})
         parent_value = None
         if layout.parent and parent:
-            parent_commit = ledger.trial(project_slug, parent).extra.get(layout.extra_key(commit_column))
+            parent_commit = ledger.trials.trial(project_slug, parent).extra.get(layout.extra_key(commit_column))
             parent_value = parent_commit if isinstance(parent_commit, str) and parent_commit else parent
         line = ar.render_row(preview, layout, parent_value=parent_value)
         if layout.parent and parent_value is not None:
@@ -179,11 +179,11 @@ def record_result(
         extra[ROW_KEY] = rows
         if pending_text and layout.trailer:
             layout.trailer = ""  # written before this trial's line from now on
-            ledger.save_results_layout(project_slug, layout)
+            ledger.files.save_results_layout(project_slug, layout)
     body = {**fields, "extra": extra}
     if exp_id is not None:
         body["exp_id"] = exp_id
-    result = ledger.record_trial(project_slug, body, similar_prior=True)
+    result = ledger.recording.record_trial(project_slug, body, similar_prior=True)
     if path is not None and line is not None:
         _append_line(path, line, layout)  # type: ignore[arg-type]
     return RecordOutcome(
@@ -229,12 +229,12 @@ def _project_for_record(
     git_repo: Any,
 ) -> Project:
     try:
-        return ledger.project(slug)
+        return ledger.projects.project(slug)
     except NotFound:
         pass
     if path is not None and path.exists() and path.stat().st_size:
         text = read_results_text(path, source=str(path))
-        ledger.import_results(
+        ledger.files.import_results(
             slug,
             text,
             fmt=sniff_results_text(text),
@@ -242,12 +242,12 @@ def _project_for_record(
             options=ImportOptions(lower_is_better=lower_is_better),
             git_repo=git_repo,
         )
-        return ledger.project(slug)
+        return ledger.projects.project(slug)
     name = metric_name or "val_bpb"
     lower, _how = ar.infer_direction(name, [], lower_is_better)
     layout = ar.default_layout(name)
     try:
-        return ledger.create_project(
+        return ledger.projects.create_project(
             slug,
             metric_name=results_metric_name(name),
             lower_is_better=lower,
@@ -255,4 +255,4 @@ def _project_for_record(
             settings={SETTINGS_KEY: layout.to_dict()},
         )
     except Conflict:
-        return ledger.project(slug)
+        return ledger.projects.project(slug)

@@ -90,13 +90,15 @@ class ResultsSync(FileFollower):
     # -- state ---------------------------------------------------------------------------
 
     def _load(self) -> None:
-        self.project = self.ledger.project(self.slug)
+        self.project = self.ledger.projects.project(self.slug)
         self.layout = layout_of(self.project)
-        self.known = {trial.exp_id: known_row(trial, self.layout) for trial in self.ledger.stream_trials(self.slug)}
+        self.known = {
+            trial.exp_id: known_row(trial, self.layout) for trial in self.ledger.tables.stream_trials(self.slug)
+        }
 
     def _save_layout(self) -> None:
         assert self.project is not None and self.layout is not None
-        self.project = self.ledger.save_results_layout(self.slug, self.layout)
+        self.project = self.ledger.files.save_results_layout(self.slug, self.layout)
 
     def _fresh_state(self) -> tuple[ar.RowParser, LineageBuilder]:
         assert self.project is not None and self.layout is not None
@@ -164,7 +166,7 @@ class ResultsSync(FileFollower):
         return report
 
     def _create(self, text: str, report: SyncReport) -> None:
-        done = self.ledger.import_results(
+        done = self.ledger.files.import_results(
             self.slug,
             text,
             fmt=self.fmt or sniff_results_text(text),
@@ -186,10 +188,10 @@ class ResultsSync(FileFollower):
         table = ar.parse_table(text, source=self.source, fmt=self.fmt or sniff_results_text(text), options=self.options)
         self.layout = table.layout
         if self.project.trial_count:
-            self.layout.segments = [[0, self.ledger.next_exp_number(self.slug)]]
+            self.layout.segments = [[0, self.ledger.files.next_exp_number(self.slug)]]
         self._save_layout()
         if self.project.metric_name == "core_metric":
-            self.project = self.ledger.update_project(
+            self.project = self.ledger.projects.update_project(
                 self.slug, {"metric_name": results_metric_name(self.layout.metric_name)}
             )
 
@@ -226,7 +228,7 @@ class ResultsSync(FileFollower):
             rebase = self._rebase_at(trials, parser.texts, report)
             if rebase is None:
                 break
-            number = self.ledger.next_exp_number(self.slug)
+            number = self.ledger.files.next_exp_number(self.slug)
             number = max([number, *(int(e) + 1 for e in self.known if e.isdigit())])
             self.layout.segments.append([rebase, number])
             self._save_layout()
@@ -295,12 +297,12 @@ class ResultsSync(FileFollower):
         trials = [trial for trial, _ in rows]
         if self.git_repo is not None:
             report.warnings.extend(link_git(trials, self.layout, self.git_repo, known_commits=self._commits()))  # type: ignore[arg-type]
-        project = self.ledger.project(self.slug)
-        best = self.ledger.best_metric(self.slug)
+        project = self.ledger.projects.project(self.slug)
+        best = self.ledger.files.best_metric(self.slug)
         trials = with_deltas(trials, best, project)
         texts = [text for _, text in rows]
         try:
-            self.ledger.import_trials(self.slug, iter(trials))
+            self.ledger.tables.import_trials(self.slug, iter(trials))
         except InvalidInput:
             # some of these exp_ids were stored meanwhile, by ``record`` or the API
             self._load()
@@ -310,7 +312,7 @@ class ResultsSync(FileFollower):
             for trial, text in zip(trials, texts):  # from the file (``record --append-tsv``): one by one
                 existing = self._find(trial.exp_id)
                 if existing is None:
-                    self.ledger.record_trial(self.slug, record_fields(trial))
+                    self.ledger.recording.record_trial(self.slug, record_fields(trial))
                     report.inserted.append(trial.exp_id)
                 elif (known_row(existing, self.layout).line, existing.parent_exp) != (text, trial.parent_exp):
                     self._update_one(trial)
@@ -335,14 +337,14 @@ class ResultsSync(FileFollower):
             self._linkable.discard(trial.exp_id)
             self._remember(trial, text)
         if first_seq is not None:
-            self.ledger.refresh_deltas(self.slug, after_seq=first_seq)
+            self.ledger.files.refresh_deltas(self.slug, after_seq=first_seq)
 
     def _update_one(self, trial: Trial) -> Trial | None:
         current = self._find(trial.exp_id)
         if current is None:
             return None
         if trial.exp_id in self._linkable:
-            return self.ledger.update_trial(self.slug, trial.exp_id, self._link_changes(current, trial))
+            return self.ledger.recording.update_trial(self.slug, trial.exp_id, self._link_changes(current, trial))
         extra = dict(trial.extra)
         if GIT_KEY not in extra and GIT_KEY in current.extra:
             commit_key = self.layout.extra_key(self.layout.commit) if self.layout and self.layout.commit else None
@@ -352,7 +354,7 @@ class ResultsSync(FileFollower):
         changes["extra"] = extra
         if changes["parent_exp"] and self._find(changes["parent_exp"]) is None:
             changes["parent_exp"] = ""
-        return self.ledger.update_trial(self.slug, trial.exp_id, changes)
+        return self.ledger.recording.update_trial(self.slug, trial.exp_id, changes)
 
     def _links(self, row: Trial) -> bool:
         """Whether the trial holding ``row``'s exp_id (recorded through the API) is the row's."""
@@ -378,7 +380,7 @@ class ResultsSync(FileFollower):
 
     def _find(self, exp_id: str) -> Trial | None:
         try:
-            return self.ledger.trial(self.slug, exp_id)
+            return self.ledger.trials.trial(self.slug, exp_id)
         except NotFound:
             return None
 

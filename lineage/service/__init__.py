@@ -1,55 +1,51 @@
 """The use-cases every face calls, assembled into one :class:`Ledger`.
 
-A face (HTTP, MCP, CLI, pages) holds one ``Ledger`` and calls its methods. The methods
-live with the path of the user they serve, one mixin per job; a method's home follows
-from its name:
+A face (HTTP, MCP, CLI, pages) holds one ``Ledger`` and calls one of its parts, one per
+user's path; each part is a plain object that gets what it uses (the store, another
+part) in its constructor, so every call can be followed from the face to the SQL:
 
-==================  ==========================================  =====================================
-mixin               module                                      methods
-==================  ==========================================  =====================================
-LedgerCore          :mod:`lineage.service.core`                 open, close, best, chain, trial, children, list_trials
-ProjectUses         :mod:`lineage.service.projects`             create/update/delete project, project(s), project_revision
-RecordingUses       :mod:`lineage.service.recording`            record_trial, update_trial
-BatchUses           :mod:`lineage.service.batch`                record_trials (a JSON batch, all or nothing)
-GroupCommitUses     :mod:`lineage.service.group_commit`         record_group (single records sharing a commit)
-TableUses           :mod:`lineage.service.tables`               import_trials, stream_trials, trials_page/query, dataframe, backup
-FileUses            :mod:`lineage.loops.importing`              import_file, import_results, export_results, results layout
-AgentUses           :mod:`lineage.agent.uses`                   prompt, knowledge, find_similar, summary, guardrails, hooks
-BrowseUses          :mod:`lineage.browse.uses`                  overview(s), dashboard, trial_context, calibration
-TreeUses            :mod:`lineage.browse.tree`                  tree_window
-ExploreUses         :mod:`lineage.browse.explore`               explore
-ColumnUses          :mod:`lineage.browse.columns`               project_columns
-KnobUses            :mod:`lineage.browse.knobs`                 knobs
-TelemetryUses       :mod:`lineage.telemetry`                    ingest_telemetry, telemetry_series/points, shared_telemetry, summarize_telemetry
-TokenUses           :mod:`lineage.auth`                         create/list/revoke/verify tokens, tokens_exist
-AlertUses           :mod:`lineage.alerts`                       record_alert, alerts, alerts_page
-==================  ==========================================  =====================================
+==================  =============================================  ==========================================
+``ledger.``         class (module)                                 methods
+==================  =============================================  ==========================================
+``projects``        Projects (:mod:`lineage.service.projects`)     create/update/delete project, project(s), project_revision
+``trials``          Trials (:mod:`lineage.service.core`)           best, chain, trial, find_trial, children, list_trials
+``recording``       Recording (:mod:`lineage.service.recorder`)    record_trial, update_trial, record_trials, record_group
+``tables``          Tables (:mod:`lineage.service.tables`)         import_trials, stream_trials, trials_page/query, dataframe, backup
+``files``           Files (:mod:`lineage.loops.importing`)         import_file, import_results, export_results, results layout, loop reads
+``agent``           Agent (:mod:`lineage.agent.uses`)              prompt, knowledge, find_similar, summary, guardrails, hooks
+``browse``          Browse (:mod:`lineage.browse.uses`)            overview(s), dashboard, trial_context, tree_window, explore, knobs
+``telemetry``       Telemetry (:mod:`lineage.telemetry`)           ingest_telemetry, telemetry_series/points, summarize_telemetry
+``tokens``          Tokens (:mod:`lineage.auth`)                   create/list/revoke/verify tokens, principal, anonymous access
+``alerts``          Alerts (:mod:`lineage.alerts`)                 record_alert, alerts, alerts_page
+==================  =============================================  ==========================================
 
-A wing never imports this package (it assembles the wings, not the other way round).
+The SQL under every part is ``ledger.store`` (:mod:`lineage.store`). A wing never imports
+this package at run time (it assembles the wings, not the other way round).
 """
 
 from __future__ import annotations
 
+from sqlalchemy import Engine
+
+from lineage import migrate
 from lineage.agent.prompt import check_prompt_template, default_prompt_template, wrap_prompt
-from lineage.agent.uses import AgentUses, KnowledgeData
-from lineage.alerts import AlertUses
-from lineage.auth import TokenUses
-from lineage.browse.columns import ColumnUses
-from lineage.browse.explore import ExploreUses
-from lineage.browse.knobs import KnobUses
+from lineage.agent.uses import Agent, KnowledgeData
+from lineage.alerts import Alerts
+from lineage.auth import Tokens
 from lineage.browse.models import parse_expected_delta
-from lineage.browse.tree import TreeUses
-from lineage.browse.uses import BrowseUses
+from lineage.browse.uses import Browse
 from lineage.chain import find_cycle, walk_chain
+from lineage.db import make_engine
 from lineage.domain import ImportReport, RecordResult
-from lineage.loops.importing import FileUses
-from lineage.service.batch import BatchResult, BatchUses
-from lineage.service.core import LedgerCore
-from lineage.service.group_commit import GroupCommitUses, RecordRequest
-from lineage.service.projects import ProjectUses, new_project
-from lineage.service.recording import RecordingUses
-from lineage.service.tables import TRIAL_SORTS, TableUses, TrialsPage, TrialsQuery, decode_cursor, encode_cursor
-from lineage.telemetry import TelemetryUses
+from lineage.loops.importing import Files
+from lineage.service.batch import BatchResult
+from lineage.service.core import Trials
+from lineage.service.group_commit import RecordRequest
+from lineage.service.projects import Projects, new_project
+from lineage.service.recorder import Recording
+from lineage.service.tables import TRIAL_SORTS, Tables, TrialsPage, TrialsQuery, decode_cursor, encode_cursor
+from lineage.store import Store
+from lineage.telemetry import Telemetry
 
 __all__ = [
     "BatchResult",
@@ -73,23 +69,32 @@ __all__ = [
 ]
 
 
-class Ledger(
-    LedgerCore,
-    ProjectUses,
-    BatchUses,
-    GroupCommitUses,
-    RecordingUses,
-    TableUses,
-    FileUses,
-    TelemetryUses,
-    AgentUses,
-    BrowseUses,
-    TreeUses,
-    ExploreUses,
-    TokenUses,
-    AlertUses,
-    ColumnUses,
-    KnobUses,
-):
-    """The ledger on one database: every use-case, by mixin (see the module docstring).
+class Ledger:
+    """The ledger on one database: one part per user's path (see the module docstring).
     Stateless beyond its engine: safe to run many of, in many processes."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.store = store = Store(engine)
+        self.projects = Projects(store)
+        self.trials = Trials(store)
+        self.recording = Recording(store)
+        self.tables = Tables(store)
+        self.files = Files(store, self.tables)
+        self.agent = Agent(store)
+        self.browse = Browse(store)
+        self.telemetry = Telemetry(store, self.recording)
+        self.tokens = Tokens(store)
+        self.alerts = Alerts(store)
+
+    @classmethod
+    def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> Ledger:
+        """Open ``db`` (path or URL; default ./lineage.db) and bring its schema to head.
+        ``wal_autocheckpoint``: SQLite only (``lineage.db.make_engine``)."""
+        engine = make_engine(db, wal_autocheckpoint=wal_autocheckpoint)
+        if upgrade:
+            migrate.upgrade(engine)
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()

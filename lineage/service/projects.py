@@ -21,10 +21,11 @@ PROJECT_FIELDS = ("title", "metric_name", "lower_is_better", "best_policy", "pro
 MAX_TITLE = 300
 
 
-class ProjectUses:
+class Projects:
     """create_project, project, projects, update_project, project_revision, delete_project."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def create_project(self, slug: str, **options: Any) -> Project:
         """Create a project; ``options`` are :func:`new_project`'s."""

@@ -11,12 +11,13 @@ Idempotency-Key, the outbox events and guardrail trips of a new trial),
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
+from lineage import similar
 from lineage.domain import (
     FLOAT_COLUMNS,
     TRIAL_FIELD_NAMES,
@@ -35,7 +36,7 @@ from lineage.domain import (
 )
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
-from lineage.similar import prior_query, stored_concepts
+from lineage.similar import Candidate, Similar, prior_query, stored_concepts
 from lineage.similar import sketch as similar_sketch
 from lineage.store import Store
 from lineage.store.chain import next_link
@@ -209,10 +210,48 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
     return PreparedRecord(body, parent_omitted, tuple(warnings))
 
 
+def rank_similar_prior(
+    store: Store,
+    conn: Connection,
+    project: Project,
+    trial: Trial,
+    concepts: str | None = None,
+    rows: Sequence[Any] | None = None,
+    query: tuple[str, list[str]] | None = None,
+) -> tuple[Similar, ...]:
+    """The earlier trials close to ``trial`` (``lineage.similar``, "Candidates of
+    similar_prior"): ranked on a bounded shortlist, the newest trials and those
+    sharing a band of its concepts' sketch. ``concepts``: the trial's
+    ``stored_concepts``, when computed already (the query is their union); ``rows``:
+    the shortlist, when read already (``Store.new_trial_reads``); ``query``: its
+    :func:`~lineage.similar.prior_query`, when computed already."""
+    text, words = query if query is not None else similar.prior_query(trial.hypothesis, trial.notes, concepts)
+    if not words:
+        return ()
+    if rows is None:
+        rows = store.prior_rows(
+            conn,
+            project.id,
+            similar.sketch(words),
+            recent=similar.PRIOR_RECENT,
+            per_band=similar.PRIOR_PER_BAND,
+        )
+    return tuple(
+        similar.rank(
+            text,
+            [Candidate(*row) for row in rows],
+            limit=similar.PRIOR_LIMIT,
+            min_score=similar.PRIOR_THRESHOLD,
+            query_concepts=words,
+        )
+    )
+
+
 class RecordingUses:
     """record_trial, update_trial (with the idempotency helpers they share)."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def record_trial(
         self,
@@ -341,7 +380,7 @@ class RecordingUses:
         )  # the same concepts: the same keys
         # ranked once the writes are sent: on PostgreSQL the server stores them meanwhile
         prior = (
-            self._similar_prior(conn, project, proposed, rows=reads.prior, query=query)
+            rank_similar_prior(self.store, conn, project, proposed, rows=reads.prior, query=query)
             if reads.prior is not None
             else ()
         )

@@ -111,10 +111,11 @@ class _RolledBack(Exception):
         self.report = report
 
 
-class TableUses:
+class Tables:
     """import_trials, stream_trials, dataframe, backup, trials_page, iter_trials_page, trials_query."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def import_trials(
         self,

@@ -66,7 +66,7 @@ def token_of(ledger: Ledger):  # type: ignore[no-untyped-def]
 
     def make(role: str, name: str | None = None) -> str:
         name = name or f"{role}-{len(made)}"
-        made[name] = ledger.create_token(name=name, role=role)[1]
+        made[name] = ledger.tokens.create_token(name=name, role=role)[1]
         return made[name]
 
     return make

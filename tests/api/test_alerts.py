@@ -136,10 +136,12 @@ def test_lineage_alerts_prints_what_http_stored(trial: TestClient, db_url: str) 
 def test_list_alerts_over_mcp(tmp_path: Path) -> None:
     db = str(tmp_path / "mcp.db")
     ledger = Ledger.open(db)
-    ledger.create_project("p")
-    ledger.record_trial("p", {"exp_id": "001", "status": "keep"})
+    ledger.projects.create_project("p")
+    ledger.recording.record_trial("p", {"exp_id": "001", "status": "keep"})
     for i in range(3):
-        ledger.record_alert("p", "001", {"title": f"alert {i}", "level": ("info", "warn", "error")[i], "step": i})
+        ledger.alerts.record_alert(
+            "p", "001", {"title": f"alert {i}", "level": ("info", "warn", "error")[i], "step": i}
+        )
 
     async def steps(session: Any) -> dict[str, Any]:
         tools = {tool.name for tool in (await session.list_tools()).tools}

@@ -49,7 +49,7 @@ def seeded(client: TestClient) -> TestClient:
 def test_role_matrix(seeded: TestClient, token_of, db_url: str, anonymous_read: bool) -> None:  # type: ignore[no-untyped-def]
     tokens = {role: token_of(role) for role in ("reader", "writer", "admin")}
     revoked = token_of("writer", "old")
-    seeded.app.state.ledger.revoke_token("old")  # type: ignore[attr-defined]
+    seeded.app.state.ledger.tokens.revoke_token("old")  # type: ignore[attr-defined]
     principals = {"anonymous": None, **tokens, "revoked": revoked, "bogus": "llt_" + "x" * 43}
     allowed = {
         "anonymous": {"read"} if anonymous_read else set(),
@@ -111,20 +111,20 @@ def test_tokens_over_http_are_admin_only_and_shown_once(seeded: TestClient, toke
 def test_last_use_is_recorded_at_most_once_a_minute(seeded: TestClient, token_of, engine) -> None:  # type: ignore[no-untyped-def]
     ledger: Ledger = seeded.app.state.ledger  # type: ignore[attr-defined]
     secret = token_of("reader", "r")
-    assert ledger.list_tokens()[0].last_used_at is None
+    assert ledger.tokens.list_tokens()[0].last_used_at is None
     seeded.get(f"{API}/projects", headers=bearer(secret))
-    first = ledger.list_tokens()[0].last_used_at
+    first = ledger.tokens.list_tokens()[0].last_used_at
     assert first is not None
     seeded.get(f"{API}/projects", headers=bearer(secret))
-    assert ledger.list_tokens()[0].last_used_at == first
+    assert ledger.tokens.list_tokens()[0].last_used_at == first
     with engine.begin() as conn:
         conn.execute(
             text("UPDATE api_tokens SET last_used_at = :t"),
             {"t": ledger.store.db_time(datetime.now(UTC) - timedelta(minutes=2))},
         )
-    stale = ledger.list_tokens()[0].last_used_at
-    assert ledger.verify_token(secret) is not None
-    assert ledger.list_tokens()[0].last_used_at != stale
+    stale = ledger.tokens.list_tokens()[0].last_used_at
+    assert ledger.tokens.verify_token(secret) is not None
+    assert ledger.tokens.list_tokens()[0].last_used_at != stale
 
 
 def test_tokens_never_reach_a_log(
@@ -162,11 +162,11 @@ def test_cli_tokens_create_list_revoke(db_url: str, ledger: Ledger) -> None:
     secret = made.stdout.strip()
     assert secret.startswith("llt_") and len(secret.splitlines()) == 1
     assert "shown only this once" in made.stderr
-    assert ledger.verify_token(secret).role.value == "writer"  # type: ignore[union-attr]
+    assert ledger.tokens.verify_token(secret).role.value == "writer"  # type: ignore[union-attr]
     listed = CliRunner().invoke(cli, ["--db", db_url, "token", "list"], catch_exceptions=False).output
     assert "ci-trainer\twriter\tactive" in listed and secret not in listed
     assert CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "ci-trainer"]).exit_code == 0
-    assert ledger.verify_token(secret) is None
+    assert ledger.tokens.verify_token(secret) is None
     missing = CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "nobody"])
     assert missing.exit_code == 2 and "not found" in missing.stderr
 
@@ -207,20 +207,20 @@ def test_a_token_use_never_waits_for_a_busy_sqlite_database(tmp_path) -> None:  
 
     ledger = Ledger.open(str(tmp_path / "busy.db"))
 
-    secret = ledger.create_token(name="r", role="reader")[1]
+    secret = ledger.tokens.create_token(name="r", role="reader")[1]
     blocker = sqlite3.connect(str(tmp_path / "busy.db"), isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another writer holds the database
     try:
         start = time.perf_counter()
-        assert ledger.verify_token(secret) is not None
+        assert ledger.tokens.verify_token(secret) is not None
         # not an absolute timing: waiting for the lock would take the whole busy timeout
         assert time.perf_counter() - start < SQLITE_BUSY_TIMEOUT_MS / 1000 / 3
-        assert ledger.list_tokens()[0].last_used_at is None  # skipped, not waited for
+        assert ledger.tokens.list_tokens()[0].last_used_at is None  # skipped, not waited for
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    assert ledger.verify_token(secret) is not None
-    assert ledger.list_tokens()[0].last_used_at is not None
+    assert ledger.tokens.verify_token(secret) is not None
+    assert ledger.tokens.list_tokens()[0].last_used_at is not None
     ledger.close()
 
 
@@ -237,8 +237,8 @@ def test_revoking_the_last_token_does_not_reopen_anonymous_writes(seeded: TestCl
     assert _anonymous_write(seeded, 0) == 201  # a ledger that never had a token
     old = token_of("admin", "old")
     assert _anonymous_write(seeded, 1) == 401
-    ledger.revoke_token("old", last_admin=True)
-    assert not ledger.tokens_exist()
+    ledger.tokens.revoke_token("old", last_admin=True)
+    assert not ledger.tokens.tokens_exist()
     for n, (kind, method, path, body) in enumerate(_requests(2)):
         response = seeded.request(method, path, json=body)
         if kind == "read":
@@ -289,7 +289,7 @@ def test_the_last_admin_token_is_revoked_only_explicitly(seeded: TestClient, tok
     done = CliRunner().invoke(cli, ["--db", db_url, "token", "revoke", "second", "--last-admin"])
     assert done.exit_code == 0, done.stderr
     ledger: Ledger = seeded.app.state.ledger  # type: ignore[attr-defined]
-    assert not ledger.tokens_exist() and _anonymous_write(seeded, 0) == 401
+    assert not ledger.tokens.tokens_exist() and _anonymous_write(seeded, 0) == 401
 
 
 def test_the_cli_shows_and_sets_anonymous_writes(db_url: str, ledger: Ledger) -> None:
@@ -307,8 +307,8 @@ def test_the_cli_shows_and_sets_anonymous_writes(db_url: str, ledger: Ledger) ->
         "changed_at": None,
         "changed_by": None,
     }
-    ledger.create_token(name="t", role="reader")
-    assert run()["anonymous_writes"] == "closed" and ledger.anonymous_writes_open() is False
+    ledger.tokens.create_token(name="t", role="reader")
+    assert run()["anonymous_writes"] == "closed" and ledger.tokens.anonymous_writes_open() is False
     opened = run("open")
     assert opened["anonymous_writes_open"] is True and opened["changed_by"].startswith("cli (")
     assert run("closed")["anonymous_writes_open"] is False
@@ -316,8 +316,8 @@ def test_the_cli_shows_and_sets_anonymous_writes(db_url: str, ledger: Ledger) ->
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "myhost.example"])
 def test_a_server_on_a_public_address_never_takes_an_anonymous_write(ledger: Ledger, db_url: str, host: str) -> None:
-    ledger.create_project("p")
-    assert ledger.anonymous_writes_open()  # the ledger alone would take it
+    ledger.projects.create_project("p")
+    assert ledger.tokens.anonymous_writes_open()  # the ledger alone would take it
     with make_client(db_url, bind_host=host) as client:
         assert_problem(client.post(f"{P}/trials", json={"status": "discard"}), 401)
         assert client.get(f"{P}/trials").status_code == 200
@@ -335,14 +335,14 @@ def test_a_public_server_stays_closed_when_its_last_token_goes(serve, tmp_path) 
 
     db = str(tmp_path / "public.db")
     ledger = Ledger.open(db)
-    secret = ledger.create_token(name="root", role="admin")[1]
+    secret = ledger.tokens.create_token(name="root", role="admin")[1]
     server = serve(db, "--host", "0.0.0.0")
     with httpx.Client(base_url=server.url, timeout=60) as http:
         assert http.post(f"{API}/projects", json={"slug": "p"}, headers=bearer(secret)).status_code == 201
-        ledger.revoke_token("root", last_admin=True)
+        ledger.tokens.revoke_token("root", last_admin=True)
         assert http.post(f"{API}/projects", json={"slug": "q"}).status_code == 401
         assert http.post(f"{P}/trials", json={"status": "discard"}).status_code == 401
-        ledger.set_anonymous_writes("open", by="test")
+        ledger.tokens.set_anonymous_writes("open", by="test")
         assert http.post(f"{P}/trials", json={"status": "discard"}).status_code == 401
         assert http.get(f"{P}/trials").status_code == 200
     ledger.close()

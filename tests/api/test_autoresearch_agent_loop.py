@@ -115,11 +115,17 @@ def test_an_autoresearch_loop_recorded_both_ways_is_its_file(serve, tmp_path: Pa
     output = (tmp_path / "watch.log").read_text()
     assert "linked" in output and "warning" not in output, output
 
-    trials = list(ledger.stream_trials("nano"))
+    trials = list(ledger.tables.stream_trials("nano"))
     commits = [t.extra.get("commit") for t in trials]
     assert len(trials) == len(EXPERIMENTS) and len(set(commits)) == len(commits)
     assert all(t.extra.get("_git", {}).get("diffstat") for t in trials)
-    assert [t.exp_id for t in ledger.chain("nano", ledger.best("nano").exp_id)] == ["000", "001", "004", "006", "009"]  # type: ignore[union-attr]
+    assert [t.exp_id for t in ledger.trials.chain("nano", ledger.trials.best("nano").exp_id)] == [
+        "000",
+        "001",
+        "004",
+        "006",
+        "009",
+    ]  # type: ignore[union-attr]
     exported = subprocess.run(
         [*LINEAGE, "--db", db, "export", "-p", "nano", "--format", "autoresearch"],
         cwd=ROOT,
@@ -127,7 +133,7 @@ def test_an_autoresearch_loop_recorded_both_ways_is_its_file(serve, tmp_path: Pa
         check=True,
     ).stdout
     assert exported == results.read_bytes()
-    prompt = ledger.prompt_document("nano", face="http", base_url=server.url)[1]
+    prompt = ledger.agent.prompt_document("nano", face="http", base_url=server.url)[1]
     assert "--append-tsv results.tsv" in prompt and "| change |" in prompt and "(1 file)" in prompt
     ledger.close()
 
@@ -135,7 +141,7 @@ def test_an_autoresearch_loop_recorded_both_ways_is_its_file(serve, tmp_path: Pa
 def _synced(ledger: Ledger, rows: int) -> bool:
     """The watcher has the file's ``rows`` rows (each trial holds its row's text)."""
     try:
-        trials = list(ledger.stream_trials("nano"))
+        trials = list(ledger.tables.stream_trials("nano"))
     except Exception:  # noqa: BLE001 - the project does not exist until the first row
         return False
     return len(trials) == rows and all("_row" in t.extra for t in trials)

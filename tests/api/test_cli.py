@@ -203,7 +203,7 @@ def test_backup_is_a_working_copy_of_the_database(tmp_path: Path) -> None:
     run(db, "demo")
     run(db, "backup", str(tmp_path / "copy.db"))
     copy = Ledger.open(str(tmp_path / "copy.db"), upgrade=False)
-    assert [t.exp_id for t in copy.chain("a2tgpo-demo")] == ["000", "001", "003", "004"]
+    assert [t.exp_id for t in copy.trials.chain("a2tgpo-demo")] == ["000", "001", "003", "004"]
     copy.close()
 
 
@@ -220,7 +220,7 @@ def test_backup_refuses_to_overwrite_a_file_without_force(tmp_path: Path) -> Non
 
     run(db, "backup", "--force", str(out))
     copy = Ledger.open(str(out), upgrade=False)
-    assert [t.exp_id for t in copy.chain("a2tgpo-demo")] == ["000", "001", "003", "004"]
+    assert [t.exp_id for t in copy.trials.chain("a2tgpo-demo")] == ["000", "001", "003", "004"]
     copy.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "live.db"]
 
@@ -267,5 +267,5 @@ def test_serve_starts_a_real_server_with_the_demo_from_any_directory(tmp_path: P
         proc.terminate()
         proc.wait(timeout=10)
     ledger = Ledger.open(str(tmp_path / "lineage.db"), upgrade=False)
-    assert ledger.best("a2tgpo-demo").exp_id == "004"
+    assert ledger.trials.best("a2tgpo-demo").exp_id == "004"
     ledger.close()

@@ -42,8 +42,8 @@ def test_schemathesis_finds_nothing(
     headers: list[str] = []
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SCHEMATHESIS_HOOKS": "tests.api.contract_hooks"}
     if mode == "token":
-        _record, secret = ledger.create_token(name=FUZZER, role="admin")
-        ledger.create_token(name="contract-spare-admin", role="admin")
+        _record, secret = ledger.tokens.create_token(name=FUZZER, role="admin")
+        ledger.tokens.create_token(name="contract-spare-admin", role="admin")
         headers = ["-H", f"Authorization: Bearer {secret}"]
         env["LINEAGE_CONTRACT_PROTECTED_TOKEN"] = FUZZER
     monkeypatch.setenv("LINEAGE_HOOK_DELIVERY", "off")
@@ -78,7 +78,7 @@ def test_schemathesis_finds_nothing(
         ]
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         if mode == "token":  # the fuzzer's token outlived the run
-            assert any(t.name == FUZZER and t.active for t in ledger.list_tokens())
+            assert any(t.name == FUZZER and t.active for t in ledger.tokens.list_tokens())
     summary = json.loads(report.read_text())
     requests = len(json.loads(har.read_text())["log"]["entries"])
     failures = sum(kind["count"] for kind in summary["failures"])

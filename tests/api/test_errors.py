@@ -138,7 +138,7 @@ def test_small_writes_wait_off_the_event_loop_while_a_long_write_holds_the_lock(
 
     app = create_app(Settings(database_url=str(tmp_path / "lanes.db")))
     ledger = app.state.ledger
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     locked, release = threading.Event(), threading.Event()
 
     def long_write() -> None:

@@ -68,9 +68,9 @@ def test_every_answer_is_the_documented_routes(ledger: Ledger, db_url: str, toke
     answers: list[list[tuple[int, str, Any]]] = []
     for fast in (True, False):
         if not fast:
-            ledger.delete_project("p")  # the same requests again, on the same start
-        ledger.create_project("p", lower_is_better=True)
-        ledger.record_trial("p", {"status": "baseline", "core_metric": 1.0})
+            ledger.projects.delete_project("p")  # the same requests again, on the same start
+        ledger.projects.create_project("p", lower_is_better=True)
+        ledger.recording.record_trial("p", {"status": "baseline", "core_metric": 1.0})
         with make_client(db_url) as client:
             if not fast:
                 _without_fast_path(client)

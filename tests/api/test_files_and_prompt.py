@@ -75,8 +75,8 @@ def test_a_bad_upload_imports_nothing_and_names_line_column_and_field(client: Te
 def _demo(ledger: Ledger) -> None:
     from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
 
-    ledger.create_project(**{**DEMO_PROJECT, "slug": "p"})
-    ledger.import_trials("p", iter(DEMO_TRIALS))
+    ledger.projects.create_project(**{**DEMO_PROJECT, "slug": "p"})
+    ledger.tables.import_trials("p", iter(DEMO_TRIALS))
 
 
 def test_raw_prompt_is_exactly_what_the_cli_prints(client: TestClient, ledger: Ledger, db_url: str) -> None:
@@ -155,8 +155,8 @@ def test_knowledge_as_markdown_and_as_data(client: TestClient, ledger: Ledger, d
     cli_out = CliRunner().invoke(cli, ["--db", db_url, "knowledge", "--project", "p"], catch_exceptions=False)
     assert text == cli_out.output
     data = client.get(f"{P}/knowledge", params={"format": "json", "recent_n": 2}).json()
-    assert data["best"]["exp_id"] == ledger.best("p").exp_id
-    assert [t["exp_id"] for t in data["chain"]] == [t.exp_id for t in ledger.chain("p")]
+    assert data["best"]["exp_id"] == ledger.trials.best("p").exp_id
+    assert [t["exp_id"] for t in data["chain"]] == [t.exp_id for t in ledger.trials.chain("p")]
     assert [t["exp_id"] for t in data["recent"]] == ["004", "005"]
     assert data["chain"][0]["hypothesis"]  # full trials, not the prompt's brief rows
 

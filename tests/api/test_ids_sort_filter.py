@@ -34,7 +34,7 @@ def _project(ledger: Ledger, slug: str = "p") -> None:
                 extra={"memory_gb": 40 + i % 4} if i % 4 else ({"memory_gb": "n/a"} if i % 8 == 0 else {}),
             )
         )
-    ledger.import_trials(slug, trials, create_with={"lower_is_better": True})
+    ledger.tables.import_trials(slug, trials, create_with={"lower_is_better": True})
 
 
 def test_sort_key_counts_digits_as_numbers() -> None:
@@ -79,7 +79,7 @@ def test_any_field_sorts_in_stable_pages_with_missing_values_last(
     ledger: Ledger, client: TestClient, sort: str
 ) -> None:
     _project(ledger)
-    trials = {t.exp_id: t for t in ledger.stream_trials("p")}
+    trials = {t.exp_id: t for t in ledger.tables.stream_trials("p")}
     seen, cursor = [], None
     while True:
         body = client.get(
@@ -126,7 +126,7 @@ def test_api_filter_narrows_the_listing_and_its_count(ledger: Ledger, client: Te
     expected = _numeric_order(
         [
             t.exp_id
-            for t in ledger.stream_trials("p")
+            for t in ledger.tables.stream_trials("p")
             if isinstance(t.extra.get("memory_gb"), int)
             and t.extra["memory_gb"] >= 42
             and exp_sort_key(t.exp_id) < exp_sort_key("1000")
@@ -145,8 +145,8 @@ def test_ids_as_shown_are_accepted_everywhere(ledger: Ledger, client: TestClient
     assert client.get(f"{API}/p/trials/exp_nope").status_code == 404
     children = client.get(f"{API}/p/trials", params={"parent": "exp_1000"}).json()["items"]
     assert [t["exp_id"] for t in children] == ["1009"]
-    assert ledger.trial("p", "EXP_099").exp_id == "099"
-    assert ledger.trial("p", "9").exp_id == "009"  # the same number, one trial
+    assert ledger.trials.trial("p", "EXP_099").exp_id == "099"
+    assert ledger.trials.trial("p", "9").exp_id == "009"  # the same number, one trial
     page = client.get("/projects/p/compare", params=[("exp", "exp_1000"), ("exp", "exp_1009")])
     assert page.status_code == 200 and "exp_1009" in page.text
     assert client.get("/projects/p/trials/exp_1009").status_code == 200
@@ -158,7 +158,9 @@ def test_table_page_takes_the_filter_and_shows_its_error_in_place(ledger: Ledger
     _project(ledger)
     page = client.get("/projects/p/trials", params={"filter": "hypothesis ~ 'idea 1' and status = keep"})
     assert page.status_code == 200
-    shown = {t.exp_id for t in ledger.stream_trials("p") if "idea 1" in t.hypothesis and t.status.value == "keep"}
+    shown = {
+        t.exp_id for t in ledger.tables.stream_trials("p") if "idea 1" in t.hypothesis and t.status.value == "keep"
+    }
     assert shown and all(f">exp_{i}</a>" in page.text for i in shown)
     assert ">exp_000</a>" not in page.text
     bad = client.get("/projects/p/trials", params={"filter": "status = kep"})
@@ -173,7 +175,7 @@ def _run(db_url: str, *args: str) -> str:
 
 def test_cli_trials_filters_sorts_and_prints_whole_hypotheses(ledger: Ledger, db_url: str) -> None:
     long = "a hypothesis long enough to be cut by the old sixty character table of the command line, and then some"
-    ledger.import_trials(
+    ledger.tables.import_trials(
         "p",
         [
             Trial(
@@ -206,7 +208,7 @@ def test_export_schema_is_typed_and_stable_with_all_null_columns(ledger: Ledger,
     import pandas as pd
     import pyarrow.parquet as pq
 
-    ledger.import_trials(
+    ledger.tables.import_trials(
         "p",
         [
             Trial(

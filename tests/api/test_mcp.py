@@ -55,11 +55,11 @@ async def _session_run(db: str, steps: Any) -> Any:
 def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     db = str(tmp_path / "mcp.db")
     ledger = Ledger.open(db)
-    ledger.create_project(**{**DEMO_PROJECT, "slug": "p"})
-    ledger.import_trials("p", iter(DEMO_TRIALS))
-    expected_prompt = ledger.render_prompt("p", specialist="agent-1", timestamp="t0")
-    expected_head = ledger.render_prompt("p", specialist="agent-1")
-    expected_knowledge = ledger.render_knowledge("p")
+    ledger.projects.create_project(**{**DEMO_PROJECT, "slug": "p"})
+    ledger.tables.import_trials("p", iter(DEMO_TRIALS))
+    expected_prompt = ledger.agent.render_prompt("p", specialist="agent-1", timestamp="t0")
+    expected_head = ledger.agent.render_prompt("p", specialist="agent-1")
+    expected_knowledge = ledger.agent.render_knowledge("p")
 
     async def steps(session: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -119,7 +119,7 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     assert out["knowledge_json"]["best"]["exp_id"] == "004"
     assert out["first"]["created"] is True and out["again"]["created"] is False
     assert out["first"]["trial"]["exp_id"] == out["again"]["trial"]["exp_id"] == "006"
-    best_metric = ledger.trial("p", "004").core_metric
+    best_metric = ledger.trials.trial("p", "004").core_metric
     assert out["first"]["trial"]["delta_vs_best"] == pytest.approx(99.0 - best_metric)  # not the -1000 sent
     assert out["updated"]["notes"] == "checked" == out["got"]["notes"]
     assert out["listed"] == ["000", "001", "002", "003", "004", "005", "006"]
@@ -129,5 +129,5 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     # what MCP wrote, the HTTP API reads
     with make_client(db) as client:
         assert client.get("/api/v1/projects/p/trials/006").json()["hypothesis"] == "via MCP"
-    assert ledger.project("p").trial_count == 7
+    assert ledger.projects.project("p").trial_count == 7
     ledger.close()

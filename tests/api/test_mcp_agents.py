@@ -138,8 +138,8 @@ def test_an_agent_starts_from_a_blank_database_over_stdio(tmp_path: Path) -> Non
     assert out["prompts"] == ["session_start"] and "lineage://projects/{project}/prompt" in out["templates"]
     assert "exp_004" in out["prompt"] and out["resource"] == out["prompt"]
     ledger = Ledger.open(db)
-    assert ledger.project("nano").trial_count == 5  # nothing written by the bad calls
-    assert [t.exp_id for t in ledger.chain("nano", "004")] == ["000", "001", "004"]
+    assert ledger.projects.project("nano").trial_count == 5  # nothing written by the bad calls
+    assert [t.exp_id for t in ledger.trials.chain("nano", "004")] == ["000", "001", "004"]
     ledger.close()
 
 
@@ -161,9 +161,9 @@ def _call(client: httpx.Client, url: str, name: str, arguments: dict[str, Any], 
 def test_mcp_over_streamable_http_from_lineage_serve_checks_tokens_and_roles(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "shared.db")
     ledger = Ledger.open(db)
-    ledger.create_project("p", metric_name="loss")
-    writer = ledger.create_token(name="w", role="writer")[1]
-    reader = ledger.create_token(name="r", role="reader")[1]
+    ledger.projects.create_project("p", metric_name="loss")
+    writer = ledger.tokens.create_token(name="w", role="writer")[1]
+    reader = ledger.tokens.create_token(name="r", role="reader")[1]
     server = serve(db)
     with httpx.Client(timeout=30) as client:
         init = _rpc(
@@ -182,7 +182,7 @@ def test_mcp_over_streamable_http_from_lineage_serve_checks_tokens_and_roles(ser
         assert forbidden["isError"] and '"code": "forbidden"' in forbidden["content"][0]["text"]
         revoked = _call(client, server.url, "list_projects", {}, "llt_not-a-token")
         assert revoked["isError"] and "unknown or revoked" in revoked["content"][0]["text"]
-        assert ledger.project("p").trial_count == 0
+        assert ledger.projects.project("p").trial_count == 0
         done = _call(
             client,
             server.url,
@@ -204,7 +204,7 @@ def test_mcp_over_streamable_http_from_lineage_serve_checks_tokens_and_roles(ser
 def test_the_tool_error_of_a_pydantic_type_names_the_parameter(tmp_path: Path) -> None:
     db = str(tmp_path / "t.db")
     ledger = Ledger.open(db)
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     ledger.close()
 
     async def steps(session: ClientSession) -> Any:

@@ -154,16 +154,16 @@ def test_the_inspector_drives_lineage_mcp_from_a_blank_database(inspector: Path,
     assert rc == 0 and read["contents"][0]["text"] == prompt
 
     ledger = Ledger.open(db)
-    assert ledger.project("nano").trial_count == 8  # the refused calls wrote nothing
-    assert ledger.best("nano").exp_id == "007"  # type: ignore[union-attr]
+    assert ledger.projects.project("nano").trial_count == 8  # the refused calls wrote nothing
+    assert ledger.trials.best("nano").exp_id == "007"  # type: ignore[union-attr]
     ledger.close()
 
 
 def test_the_inspector_reaches_mcp_over_http_from_lineage_serve(inspector: Path, serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "served.db")
     ledger = Ledger.open(db)
-    ledger.create_project("p", metric_name="loss")
-    token = ledger.create_token(name="agent", role="writer")[1]
+    ledger.projects.create_project("p", metric_name="loss")
+    token = ledger.tokens.create_token(name="agent", role="writer")[1]
     ledger.close()
     server = serve(db)
     base = [

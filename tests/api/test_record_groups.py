@@ -17,7 +17,7 @@ PER_THREAD = 40
 
 
 def test_concurrent_records_each_get_their_own_answer(serve, ledger: Ledger, db_url: str) -> None:  # type: ignore[no-untyped-def]
-    ledger.create_project("p", lower_is_better=True)
+    ledger.projects.create_project("p", lower_is_better=True)
     server = serve(db_url, "--log-level", "warning")
     answers: list[tuple[dict[str, Any], int, dict[str, Any]]] = []
     lock = threading.Lock()
@@ -52,8 +52,8 @@ def test_concurrent_records_each_get_their_own_answer(serve, ledger: Ledger, db_
     assert all(status == 422 and out["field"] == "parent_exp" for status, out in bad), bad[:2]
     good = [(body, status, out) for body, status, out in answers if body.get("parent_exp") != "nowhere"]
     assert all(status == 201 for _, status, _ in good), [out for _, status, out in good if status != 201][:2]
-    stored = {trial.exp_id: trial for trial in ledger.list_trials("p")}
-    assert len(stored) == len(good) == ledger.project("p").trial_count
+    stored = {trial.exp_id: trial for trial in ledger.trials.list_trials("p")}
+    assert len(stored) == len(good) == ledger.projects.project("p").trial_count
     assert sorted(stored) == [str(i).zfill(3) for i in range(len(good))]
     for body, _, out in good:
         trial = stored[out["trial"]["exp_id"]]
@@ -78,6 +78,7 @@ class _Groups:
 
     def __init__(self) -> None:
         self.sizes: list[int] = []
+        self.recording = self  # the part RecordGroups calls: ledger.recording.record_group
 
     def record_group(self, project: str, requests: list[Any]) -> list[Any]:
         from lineage.domain import RecordResult, trial_from_mapping

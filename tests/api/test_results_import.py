@@ -33,7 +33,7 @@ AMBIGUOUS = tsv(
 
 def exported(ledger: Ledger, slug: str = "loop") -> str:
     out = io.StringIO(newline="")
-    ledger.export_results(slug, out)
+    ledger.files.export_results(slug, out)
     return out.getvalue()
 
 
@@ -82,7 +82,7 @@ def test_http_import_takes_every_option_of_the_cli(client: TestClient, ledger: L
         metric="tok_s",
     ).json()
     assert (answer["metric"], answer["lower_is_better"], answer["direction"]) == ("tok_s", False, "from the flag")
-    assert ledger.results_layout("loop").has_header is False  # type: ignore[union-attr]
+    assert ledger.files.results_layout("loop").has_header is False  # type: ignore[union-attr]
     assert exported(ledger) == HEADERLESS_MODELS
     text = tsv("commit\tscore\tverdict\tnote", "a1b2c3d\t0.5\tshipped\tbase", "b2c3d4e\t0.6\tshipped\tmore")
     made = client.post(
@@ -97,7 +97,7 @@ def test_http_import_takes_every_option_of_the_cli(client: TestClient, ledger: L
         ],
     )
     assert made.status_code == 201, made.text
-    assert [t.exp_id for t in ledger.chain("mapped")] == ["a1b2c3d", "b2c3d4e"]
+    assert [t.exp_id for t in ledger.trials.chain("mapped")] == ["a1b2c3d", "b2c3d4e"]
 
 
 def test_http_import_refuses_what_the_cli_refuses_naming_the_field(client: TestClient) -> None:
@@ -119,7 +119,7 @@ def test_http_preview_decides_everything_and_stores_nothing(client: TestClient, 
     assert preview.status_code == 200
     assert preview.json()["committed"] is False and preview.json()["rows"] == 8
     with pytest.raises(NotFound):
-        ledger.project("loop")
+        ledger.projects.project("loop")
     assert post(client, ORIGINAL).status_code == 201
     again = post(client, ORIGINAL, preview="true")  # a preview checks against what is stored
     assert_problem(again, 422, "project")
@@ -145,7 +145,7 @@ def test_page_defaults_to_auto_and_infer_and_shows_what_the_import_decided(clien
     page = upload(client, ORIGINAL)
     assert page.status_code == 200 and "Imported 8 trials into loop" in page.text
     assert "<dd>autoresearch</dd>" in page.text and "lower is better: from the name &#39;val_bpb&#39;" in page.text
-    assert ledger.project("loop").lower_is_better is True and exported(ledger) == ORIGINAL
+    assert ledger.projects.project("loop").lower_is_better is True and exported(ledger) == ORIGINAL
 
 
 def test_page_preview_shows_warnings_and_text_lines_then_imports_the_carried_text(
@@ -156,7 +156,7 @@ def test_page_preview_shows_warnings_and_text_lines_then_imports_the_carried_tex
     assert page.status_code == 200 and "would be imported into loop" in page.text
     assert "Traceback (most recent call last):" in page.text and "not a row of the table" in page.text
     with pytest.raises(NotFound):
-        ledger.project("loop")
+        ledger.projects.project("loop")
     # the previewed file comes back in the text box; importing it stores exactly the file
     client.get("/upload")
     done = client.post(
@@ -180,13 +180,13 @@ def test_page_takes_the_columns_of_a_headerless_file_and_refuses_an_ambiguous_on
     assert refused.status_code == 400 and "Line 1" in refused.text and "--columns" in refused.text
     named = upload(client, HEADERLESS_MODELS, columns=HEADERLESS_COLUMNS)
     assert named.status_code == 200 and "Imported 4 trials" in named.text
-    assert ledger.project("loop").metric_name == "tok_s" and exported(ledger) == HEADERLESS_MODELS
+    assert ledger.projects.project("loop").metric_name == "tok_s" and exported(ledger) == HEADERLESS_MODELS
     ambiguous = upload(client, AMBIGUOUS, project="amb", format="autoresearch")
     error = ambiguous.text.split('id="upload-error"')[1].split("</section>")[0]
     assert ambiguous.status_code == 400 and "Nothing was imported" in error and "Imported" not in ambiguous.text
     assert "(metric)" in error and "&#39;val_bpb&#39; is named like a metric" in error and "--metric" in error
     with pytest.raises(NotFound):
-        ledger.project("amb")
+        ledger.projects.project("amb")
 
 
 def test_page_keeps_a_bom_and_reports_bad_bytes_with_line_and_column(client: TestClient, ledger: Ledger) -> None:
@@ -213,7 +213,7 @@ def test_cli_columns_names_a_headerless_file_and_preview_stores_nothing(
     )
     assert preview.exit_code == 0 and "would import (preview; nothing stored) 4 trials" in preview.output
     with pytest.raises(NotFound):
-        ledger.project("loop")
+        ledger.projects.project("loop")
     done = runner.invoke(
         cli, ["--db", db_url, "import", str(source), "--project", "loop", "--columns", HEADERLESS_COLUMNS]
     )

@@ -160,7 +160,7 @@ def test_eight_clients_recording_at_once(serve, ledger: Ledger, db_url: str, bac
     exp_ids, no 5xx, no "database is locked". On PostgreSQL the server runs two worker
     processes (instances that share nothing but the database); a SQLite ledger has one
     writer at a time anyway, so one process serves it best."""
-    ledger.create_project("race")
+    ledger.projects.create_project("race")
     server = serve(db_url, "--workers", "2" if backend == "postgres" else "1", "--log-level", "warning")
     procs = [
         subprocess.Popen(
@@ -182,8 +182,8 @@ def test_eight_clients_recording_at_once(serve, ledger: Ledger, db_url: str, bac
         fails += failed
     assert fails == []
     assert len(acks) == CLIENTS * PER_CLIENT
-    stored = {t.exp_id: t for t in ledger.list_trials("race")}
-    assert len(stored) == CLIENTS * PER_CLIENT == ledger.project("race").trial_count
+    stored = {t.exp_id: t for t in ledger.trials.list_trials("race")}
+    assert len(stored) == CLIENTS * PER_CLIENT == ledger.projects.project("race").trial_count
     assert set(stored) == {str(i).zfill(3) for i in range(CLIENTS * PER_CLIENT)}
     assert len(set(acks.values())) == len(acks)
     for key, exp_id in acks.items():
@@ -194,7 +194,7 @@ def test_eight_clients_recording_at_once(serve, ledger: Ledger, db_url: str, bac
 
 def test_kill_9_mid_storm_loses_no_acknowledged_write(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "storm.db")
-    Ledger.open(db).create_project("storm")
+    Ledger.open(db).projects.create_project("storm")
     server = serve(db, "--log-level", "warning")
     client = subprocess.Popen(
         _client_cmd(server.url, "storm", 100_000, "s", "--give-up", "10"),

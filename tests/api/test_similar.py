@@ -122,8 +122,8 @@ def test_a_megabyte_query_over_a_real_server(serve, tmp_path: Path) -> None:  # 
 def test_mcp_find_similar_refuses_a_megabyte_naming_text(tmp_path: Path) -> None:
     db = str(tmp_path / "mcp.db")
     ledger = Ledger.open(db)
-    ledger.create_project("p")
-    ledger.record_trial("p", {"status": "discard", "hypothesis": IDEAS[0]})
+    ledger.projects.create_project("p")
+    ledger.recording.record_trial("p", {"status": "discard", "hypothesis": IDEAS[0]})
 
     async def steps(session: Any) -> tuple[Any, Any]:
         huge = await session.call_tool("find_similar", {"project": "p", "text": MEGABYTE_OF_TEXT})
@@ -149,9 +149,9 @@ def test_recording_returns_similar_prior(client) -> None:  # type: ignore[no-unt
 
 
 def test_cli_similar_prints_json_and_text(ledger: Ledger, db_url: str) -> None:
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     for idea in IDEAS:
-        ledger.record_trial("p", {"status": "discard", "hypothesis": idea})
+        ledger.recording.record_trial("p", {"status": "discard", "hypothesis": idea})
     runner = CliRunner()
     out = runner.invoke(
         cli, ["--db", db_url, "similar", "--project", "p", "α = 0.3 turn group norm", "--format", "json"]
@@ -163,7 +163,7 @@ def test_cli_similar_prints_json_and_text(ledger: Ledger, db_url: str) -> None:
 
 
 def test_cli_similar_bad_query_is_one_line_on_stderr(ledger: Ledger, db_url: str) -> None:
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     for query in ("", "the and of", "y" * 1_048_576):
         out = CliRunner().invoke(cli, ["--db", db_url, "similar", "-p", "p", query])
         assert out.exit_code == 2

@@ -28,7 +28,7 @@ def test_summary_is_the_service_summary(client: TestClient, ledger: Ledger) -> N
     response = client.get(f"{API}/projects/p/summary", params={"last": 3})
     assert response.status_code == 200
     body = response.json()
-    assert body == json.loads(json.dumps(ledger.summary("p", last_n=3).to_dict()))
+    assert body == json.loads(json.dumps(ledger.agent.summary("p", last_n=3).to_dict()))
     assert (body["crash_streak"], body["time_spent_s"], body["trend"]) == (2, 90.0, "improving")
     assert body["trend_rule"]["stuck_if_no_new_best_within"] == 9
 
@@ -145,7 +145,7 @@ def test_cli_hook_commands(ledger: Ledger, db_url: str, tmp_path: Path) -> None:
 
     from api.cli import cli
 
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     runner = CliRunner()
     bad = runner.invoke(cli, ["--db", db_url, "hook", "add", "-p", "p", "--url", "gopher://x/"])
     assert bad.exit_code == 2 and "url: must be an http:// or https:// URL" in bad.stderr
@@ -154,7 +154,7 @@ def test_cli_hook_commands(ledger: Ledger, db_url: str, tmp_path: Path) -> None:
             cli, ["--db", db_url, "hook", "add", "-p", "p", "--url", receiver.url, "--events", "trial_crashed"]
         )
         assert added.exit_code == 0 and added.stdout.strip().startswith("whsec_")
-        ledger.record_trial("p", {"status": "crash"})
+        ledger.recording.record_trial("p", {"status": "crash"})
         delivered = runner.invoke(cli, ["--db", db_url, "hook", "deliver"])
         assert delivered.exit_code == 0 and json.loads(delivered.stdout)["delivered"] == 1
         assert len(receiver.wait_for(1)) == 1
@@ -162,7 +162,7 @@ def test_cli_hook_commands(ledger: Ledger, db_url: str, tmp_path: Path) -> None:
     (hook,) = json.loads(listed.stdout)
     assert hook["deliveries"] == {"pending": 0, "delivered": 1, "failed": 0}
     removed = runner.invoke(cli, ["--db", db_url, "hook", "remove", "-p", "p", str(hook["id"])])
-    assert removed.exit_code == 0 and ledger.hooks("p") == []
+    assert removed.exit_code == 0 and ledger.agent.hooks("p") == []
     guard = runner.invoke(cli, ["--db", db_url, "guardrail", "set", "-p", "p", "--max-crash-streak", "1"])
     assert guard.exit_code == 0 and json.loads(guard.stdout)["max_crash_streak"] == 1
     shown = json.loads(runner.invoke(cli, ["--db", db_url, "guardrail", "show", "-p", "p"]).stdout)
@@ -174,8 +174,8 @@ def test_mcp_get_summary_is_the_service_summary(ledger: Ledger) -> None:
 
     from api.mcp_server import build_server
 
-    ledger.create_project("p")
-    ledger.record_trial("p", {"status": "baseline", "core_metric": 1.0})
+    ledger.projects.create_project("p")
+    ledger.recording.record_trial("p", {"status": "baseline", "core_metric": 1.0})
     server = build_server(ledger)
 
     async def call() -> tuple[str, str]:
@@ -187,5 +187,5 @@ def test_mcp_get_summary_is_the_service_summary(ledger: Ledger) -> None:
         raise AssertionError("a bad window was accepted")
 
     good, bad = anyio.run(call)
-    assert json.loads(good) == json.loads(json.dumps(ledger.summary("p", last_n=3).to_dict()))
+    assert json.loads(good) == json.loads(json.dumps(ledger.agent.summary("p", last_n=3).to_dict()))
     assert '"field": "last"' in bad

@@ -148,7 +148,7 @@ def test_partial_summary_leaves_other_fields_alone() -> None:
 
 def test_the_pages_read_points_through_lineage_telemetry(trial: TestClient, ledger: Ledger) -> None:
     assert trial.post(T, json={"points": _points(3, "kl") + _points(2, "ig", turn=0)}).status_code == 201
-    points = ledger.telemetry_points("p", "000")
+    points = ledger.telemetry.telemetry_points("p", "000")
     assert sorted((p["name"], p["turn"], p["step"]) for p in points) == sorted(
         [("kl", None, i) for i in range(3)] + [("ig", 0, i) for i in range(2)]
     )

@@ -111,9 +111,9 @@ def test_get_update_and_lineage(client: TestClient) -> None:
 
 
 def _seed(ledger: Ledger, n: int = 60) -> None:
-    ledger.create_project("p", lower_is_better=False)
+    ledger.projects.create_project("p", lower_is_better=False)
     for i in range(n):
-        ledger.record_trial(
+        ledger.recording.record_trial(
             "p",
             {
                 "exp_id": f"{i:03d}",
@@ -167,8 +167,8 @@ def test_a_cursor_neither_skips_nor_repeats_when_trials_arrive_between_pages(
         if page["next_cursor"] is None:
             break
         # new trials on both sides of the cursor: the best metric and the worst, the newest seq
-        ledger.record_trial("p", {"exp_id": f"new-{n}-hi", "status": "keep", "core_metric": 100.0 + n})
-        ledger.record_trial("p", {"exp_id": f"new-{n}-lo", "status": "keep", "core_metric": -100.0 - n})
+        ledger.recording.record_trial("p", {"exp_id": f"new-{n}-hi", "status": "keep", "core_metric": 100.0 + n})
+        ledger.recording.record_trial("p", {"exp_id": f"new-{n}-lo", "status": "keep", "core_metric": -100.0 - n})
         page = client.get(
             TRIALS, params={"sort": sort, "order": "desc", "limit": 7, "cursor": page["next_cursor"]}
         ).json()
@@ -223,7 +223,7 @@ def test_tsv_listing_is_the_same_rows_in_fieldkit_format(client: TestClient, led
     rows = list(read_trials(io.StringIO(as_tsv.text, newline="")))
     assert [t.exp_id for t in rows] == [t["exp_id"] for t in as_json.json()["items"]]
     expected = io.StringIO(newline="")
-    write_trials([ledger.trial("p", t["exp_id"]) for t in as_json.json()["items"]], expected)
+    write_trials([ledger.trials.trial("p", t["exp_id"]) for t in as_json.json()["items"]], expected)
     assert as_tsv.text == expected.getvalue()
     assert as_tsv.headers["x-next-cursor"] == as_json.json()["next_cursor"]
     assert 'rel="next"' in as_tsv.headers["link"]
@@ -293,12 +293,12 @@ def test_extra_round_trips_exactly_and_a_retry_is_200(client: TestClient, backen
 def test_extra_keeps_its_values_through_the_ledger(ledger: Ledger) -> None:
     import json
 
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     extra = json.loads(EXTRA_EDGES)
-    first = ledger.record_trial("p", {"exp_id": "x", "status": "keep", "core_metric": 1.0, "extra": extra})
+    first = ledger.recording.record_trial("p", {"exp_id": "x", "status": "keep", "core_metric": 1.0, "extra": extra})
     assert first.created
-    assert _exact(ledger.trial("p", "x").extra) == _exact(extra)
-    again = ledger.record_trial(
+    assert _exact(ledger.trials.trial("p", "x").extra) == _exact(extra)
+    again = ledger.recording.record_trial(
         "p", {"exp_id": "x", "status": "keep", "core_metric": 1.0, "extra": json.loads(EXTRA_EDGES)}
     )
     assert not again.created

@@ -131,13 +131,13 @@ def test_similar_prior_per_item_on_request(client: TestClient) -> None:
 
 
 def test_core_batch_is_one_transaction_on_both_backends(ledger: Ledger) -> None:
-    ledger.create_project("q")
-    result = ledger.record_trials(
+    ledger.projects.create_project("q")
+    result = ledger.recording.record_trials(
         "q", [{"status": "baseline", "core_metric": 1.0}, {"status": "keep", "core_metric": 2.0}], idempotency_key="k"
     )
     assert [r.trial.exp_id for r in result.results] == ["000", "001"]
-    replay = ledger.record_trials(
+    replay = ledger.recording.record_trials(
         "q", [{"status": "baseline", "core_metric": 1.0}, {"status": "keep", "core_metric": 2.0}], idempotency_key="k"
     )
     assert replay.replayed and [r.trial.exp_id for r in replay.results] == ["000", "001"]
-    assert ledger.project("q").trial_count == 2
+    assert ledger.projects.project("q").trial_count == 2

@@ -26,7 +26,7 @@ def test_client_records_many_trials_in_order_and_a_retry_is_the_same(
     db_url: str,  # type: ignore[no-untyped-def]
     tmp_path: Path,
 ) -> None:
-    ledger.create_project("p", lower_is_better=True)
+    ledger.projects.create_project("p", lower_is_better=True)
     server = serve(db_url)
     client = fast_client(server.url, tmp_path / "spool", run_id="batcher")
     try:
@@ -44,7 +44,7 @@ def test_client_records_many_trials_in_order_and_a_retry_is_the_same(
         with pytest.raises(LedgerRejected) as refused:
             client.record_trials([{"status": "discard"}, {"status": "keep", "core_metric": "high"}])
         assert refused.value.status == 422 and "trials[1].core_metric" in str(refused.value)
-        assert ledger.project("p").trial_count == 1200
+        assert ledger.projects.project("p").trial_count == 1200
     finally:
         client.close()
 
@@ -52,7 +52,7 @@ def test_client_records_many_trials_in_order_and_a_retry_is_the_same(
 def test_mcp_record_trials_is_atomic_and_names_the_item(tmp_path: Path) -> None:
     db = str(tmp_path / "mcp.db")
     ledger = Ledger.open(db)
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
 
     async def steps(session: ClientSession) -> dict[str, Any]:
         bad = await session.call_tool(
@@ -94,5 +94,5 @@ def test_mcp_record_trials_is_atomic_and_names_the_item(tmp_path: Path) -> None:
     assert [s["exp_id"] for s in good["results"][1]["similar_prior"]] == ["000"]
     assert out["again"]["replayed"] is True
     assert [r["trial"]["exp_id"] for r in out["again"]["results"]] == ["000", "001"]
-    assert ledger.project("p").trial_count == 2
+    assert ledger.projects.project("p").trial_count == 2
     ledger.close()

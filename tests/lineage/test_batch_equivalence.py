@@ -42,8 +42,8 @@ def _items(rng: random.Random, n: int) -> list[dict[str, Any]]:
 
 
 def _seed(ledger: Ledger, slug: str) -> None:
-    ledger.create_project(slug, lower_is_better=True)
-    ledger.import_trials(
+    ledger.projects.create_project(slug, lower_is_better=True)
+    ledger.tables.import_trials(
         slug,
         iter(
             [
@@ -62,9 +62,9 @@ def test_a_batch_is_the_same_records_one_after_another(ledger: Ledger, seed: int
     _seed(ledger, "batch")
     _seed(ledger, "single")
     items = _items(random.Random(seed), 40)
-    told = ledger.record_trials("batch", items).results
+    told = ledger.recording.record_trials("batch", items).results
     alone = [
-        ledger.record_trial(
+        ledger.recording.record_trial(
             "single",
             {k: v for k, v in item.items() if k != "idempotency_key"},
             idempotency_key=item.get("idempotency_key"),
@@ -82,7 +82,7 @@ def test_a_batch_is_the_same_records_one_after_another(ledger: Ledger, seed: int
     assert stored_rows(ledger, "batch") == stored_rows(ledger, "single")
     for slug in ("batch", "single"):
         assert_links(ledger, slug)
-    assert ledger.trial("batch", "o4").parent_exp == "o3"  # the adopted orphans kept their parents
+    assert ledger.trials.trial("batch", "o4").parent_exp == "o3"  # the adopted orphans kept their parents
 
 
 def test_an_adoption_cycle_is_the_first_bad_item_though_found_at_the_end(ledger: Ledger) -> None:
@@ -90,12 +90,12 @@ def test_an_adoption_cycle_is_the_first_bad_item_though_found_at_the_end(ledger:
     cycle = {"exp_id": "w3", "parent_exp": "o4", "status": "keep", "core_metric": 0.5}  # w3 -> o4 -> o3 -> w3
     ok = {"status": "discard", "core_metric": 2.0}
     with pytest.raises(InvalidInput) as refused:
-        ledger.record_trials("p", [ok, cycle, ok])
+        ledger.recording.record_trials("p", [ok, cycle, ok])
     assert refused.value.field == "trials[1].parent_exp" and "cycle" in refused.value.reason
     with pytest.raises(InvalidInput) as refused:  # a later item's own error does not hide it
-        ledger.record_trials("p", [ok, cycle, ok, {"status": "sideways"}])
+        ledger.recording.record_trials("p", [ok, cycle, ok, {"status": "sideways"}])
     assert refused.value.field == "trials[1].parent_exp"
     with pytest.raises(InvalidInput) as refused:  # an earlier item's does
-        ledger.record_trials("p", [{"status": "sideways"}, cycle])
+        ledger.recording.record_trials("p", [{"status": "sideways"}, cycle])
     assert refused.value.field == "trials[0].status"
-    assert len(ledger.list_trials("p")) == 5
+    assert len(ledger.trials.list_trials("p")) == 5

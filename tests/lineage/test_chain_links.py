@@ -38,7 +38,7 @@ def stored_links(ledger: Ledger, slug: str) -> dict[str, tuple[int, str]]:
 
 
 def assert_links(ledger: Ledger, slug: str) -> None:
-    trials = list(ledger.stream_trials(slug))
+    trials = list(ledger.tables.stream_trials(slug))
     assert stored_links(ledger, slug) == expected_links(trials)
 
 
@@ -66,8 +66,8 @@ def loop_trials(n: int, rng: random.Random, *, prefix: str = "", first_parent: s
 
 def test_an_import_in_file_order_stores_the_walked_links(ledger: Ledger) -> None:
     trials = loop_trials(700, random.Random(1))
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(trials))
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(trials))
     assert_links(ledger, "p")
     assert max(d for d, _ in stored_links(ledger, "p").values()) > 3 * CHAIN_SKIP  # skips were used
 
@@ -79,8 +79,8 @@ def test_an_import_with_parents_later_in_the_file_or_missing(ledger: Ledger) -> 
     rng.shuffle(shuffled)  # children before their parents
     shuffled.append(Trial(exp_id="orphan", parent_exp="not-here", status=FailureLabel.KEEP, core_metric=0.5))
     shuffled.append(Trial(exp_id="orphan-child", parent_exp="orphan", status=FailureLabel.KEEP, core_metric=0.4))
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(shuffled))
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(shuffled))
     assert_links(ledger, "p")
     assert stored_links(ledger, "p")["orphan-child"] == (2, "")
 
@@ -92,18 +92,18 @@ def test_a_second_import_adopts_stored_orphans(ledger: Ledger) -> None:
     first.append(Trial(exp_id="late", parent_exp="b250", status=FailureLabel.KEEP, core_metric=0.1))
     first.append(Trial(exp_id="late2", parent_exp="late", status=FailureLabel.KEEP, core_metric=0.1))
     first.append(Trial(exp_id="early", parent_exp="b5", status=FailureLabel.KEEP, core_metric=0.1))
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(first))
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(first))
     assert_links(ledger, "p")
     second = loop_trials(260, rng, prefix="b", first_parent=first[299].exp_id)
-    ledger.import_trials("p", iter(second))
+    ledger.tables.import_trials("p", iter(second))
     assert_links(ledger, "p")
     assert stored_links(ledger, "p")["late2"][0] > 2
 
 
 def test_records_and_a_record_that_adopts_stored_trials(ledger: Ledger) -> None:
-    ledger.create_project("p")
-    ledger.import_trials(
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials(
         "p",
         iter(
             [
@@ -112,20 +112,22 @@ def test_records_and_a_record_that_adopts_stored_trials(ledger: Ledger) -> None:
             ]
         ),
     )
-    ledger.record_trial("p", {"exp_id": "root", "parent_exp": "", "status": "keep", "core_metric": 2.0})
+    ledger.recording.record_trial("p", {"exp_id": "root", "parent_exp": "", "status": "keep", "core_metric": 2.0})
     previous = "root"
     for i in range(2 * CHAIN_SKIP + 5):  # a parent left out is the current best: one long chain
-        ledger.record_trial("p", {"exp_id": f"r{i}", "status": "keep", "core_metric": 1.0 - i / 1e3})
+        ledger.recording.record_trial("p", {"exp_id": f"r{i}", "status": "keep", "core_metric": 1.0 - i / 1e3})
         previous = f"r{i}"
     assert stored_links(ledger, "p")[previous][0] == 2 * CHAIN_SKIP + 6
-    ledger.record_trial("p", {"exp_id": "dad", "parent_exp": previous, "status": "discard", "core_metric": 3.0})
+    ledger.recording.record_trial(
+        "p", {"exp_id": "dad", "parent_exp": previous, "status": "discard", "core_metric": 3.0}
+    )
     assert_links(ledger, "p")
     assert stored_links(ledger, "p")["grandkid"][0] == 2 * CHAIN_SKIP + 9
 
 
 def test_a_batch_record_with_parents_inside_the_batch(ledger: Ledger) -> None:
-    ledger.create_project("p")
-    ledger.import_trials(
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials(
         "p", iter([Trial(exp_id="orphan", parent_exp="b3", status=FailureLabel.KEEP, core_metric=9.0)])
     )
     items = [{"exp_id": "b0", "parent_exp": "", "status": "keep", "core_metric": 1.0}]
@@ -133,37 +135,37 @@ def test_a_batch_record_with_parents_inside_the_batch(ledger: Ledger) -> None:
         {"exp_id": f"b{i}", "parent_exp": f"b{i - 1}", "status": "keep", "core_metric": 1.0 - i / 1e3}
         for i in range(1, CHAIN_SKIP + 10)
     ]
-    ledger.record_trials("p", items)
+    ledger.recording.record_trials("p", items)
     assert_links(ledger, "p")
     assert stored_links(ledger, "p")["orphan"] == (5, "")  # adopted when b3 came
 
 
 def test_re_parenting_updates_the_whole_subtree(ledger: Ledger) -> None:
     trials = loop_trials(500, random.Random(4))
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(trials))
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(trials))
     rng = random.Random(5)
     for _ in range(6):
         mover = rng.choice(trials[1:]).exp_id
         below = {t.exp_id for t in trials if any(a.exp_id == mover for a in chain_of(ledger, t.exp_id))}
         target = rng.choice([t.exp_id for t in trials if t.exp_id not in below] + [""])
-        ledger.update_trial("p", mover, {"parent_exp": target})
+        ledger.recording.update_trial("p", mover, {"parent_exp": target})
         assert_links(ledger, "p")
     # an update that leaves the parent alone leaves the links alone
     before = stored_links(ledger, "p")
-    ledger.update_trial("p", trials[10].exp_id, {"notes": "looked at it again"})
+    ledger.recording.update_trial("p", trials[10].exp_id, {"notes": "looked at it again"})
     assert stored_links(ledger, "p") == before
 
 
 def chain_of(ledger: Ledger, exp_id: str) -> list[Trial]:
-    return ledger.chain("p", exp_id)
+    return ledger.trials.chain("p", exp_id)
 
 
 def test_the_pages_chain_reads_agree_with_the_whole_walk(ledger: Ledger) -> None:
     trials = loop_trials(900, random.Random(6))
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(trials))
-    best = ledger.best("p")
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(trials))
+    best = ledger.trials.best("p")
     assert best is not None
     rng = random.Random(7)
     with ledger.store.read() as conn:
@@ -188,12 +190,12 @@ def test_the_pages_chain_reads_agree_with_the_whole_walk(ledger: Ledger) -> None
 
 def test_the_chain_page_comes_in_pages_that_add_up_to_the_chain(ledger: Ledger) -> None:
     trials = loop_trials(800, random.Random(8))
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(trials))
-    whole = [t.exp_id for t in ledger.chain("p")]
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(trials))
+    whole = [t.exp_id for t in ledger.trials.chain("p")]
     pages, offset = [], 0
     while True:
-        page = ledger.chain_page("p", offset=offset, limit=100)
+        page = ledger.browse.chain_page("p", offset=offset, limit=100)
         assert page.length == len(whole) and page.offset == offset
         pages += [t.exp_id for t in page.trials]
         offset += 100
@@ -201,7 +203,7 @@ def test_the_chain_page_comes_in_pages_that_add_up_to_the_chain(ledger: Ledger) 
             break
     assert pages == whole
     mid = whole[150]
-    to_mid = ledger.chain_page("p", mid, offset=100, limit=100)
+    to_mid = ledger.browse.chain_page("p", mid, offset=100, limit=100)
     assert [t.exp_id for t in to_mid.trials] == whole[100:151] and to_mid.target == mid
 
 
@@ -231,7 +233,7 @@ def test_revision_0010_fills_the_links_of_stored_trials(fresh_db_url: str) -> No
     engine = make_engine(fresh_db_url)
     migrate.upgrade(engine, "0009")
     ledger = Ledger(engine)
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     trials = loop_trials(400, random.Random(9))
     rows = [(t.exp_id, t.parent_exp) for t in trials] + [("x", "gone"), ("y", "x"), ("c1", "c2"), ("c2", "c1")]
     _insert_old(engine, "p", rows)
@@ -249,12 +251,12 @@ def test_revision_0010_fills_the_links_of_stored_trials(fresh_db_url: str) -> No
 
 @pytest.mark.parametrize("n", [1, CHAIN_SKIP, CHAIN_SKIP + 1])
 def test_skip_pointers_at_block_edges(ledger: Ledger, n: int) -> None:
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     trials = [
         Trial(exp_id=str(i), parent_exp=str(i - 1) if i else "", status=FailureLabel.KEEP, core_metric=1.0 - i / 1e4)
         for i in range(n + CHAIN_SKIP + 1)
     ]
-    ledger.import_trials("p", iter(trials))
+    ledger.tables.import_trials("p", iter(trials))
     assert_links(ledger, "p")
     with ledger.store.read() as conn:
         project = ledger.store.project(conn, "p")
@@ -272,8 +274,8 @@ def test_a_new_trial_under_an_orphan_waiting_for_it_is_a_cycle_refused(ledger: L
     from lineage.errors import InvalidInput
     from lineage.service import RecordRequest
 
-    ledger.create_project("p")
-    ledger.import_trials(
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials(
         "p",
         iter(
             [
@@ -284,17 +286,17 @@ def test_a_new_trial_under_an_orphan_waiting_for_it_is_a_cycle_refused(ledger: L
     )
     cycle = {"exp_id": "z", "parent_exp": "b", "status": "keep", "core_metric": 1.0}
     with pytest.raises(InvalidInput) as refused:
-        ledger.record_trial("p", cycle)
+        ledger.recording.record_trial("p", cycle)
     assert refused.value.field == "parent_exp" and "cycle" in refused.value.reason
     with pytest.raises(InvalidInput) as refused:
-        ledger.record_trials("p", [{"exp_id": "y", "status": "discard", "core_metric": 3.0}, cycle])
+        ledger.recording.record_trials("p", [{"exp_id": "y", "status": "discard", "core_metric": 3.0}, cycle])
     assert refused.value.field == "trials[1].parent_exp"
-    outcomes = ledger.record_group(
+    outcomes = ledger.recording.record_group(
         "p", [RecordRequest({"exp_id": "y", "status": "discard", "core_metric": 3.0}), RecordRequest(cycle)]
     )
     assert isinstance(outcomes[1], InvalidInput) and outcomes[1].field == "parent_exp"
-    assert sorted(t.exp_id for t in ledger.list_trials("p")) == ["a", "b", "y"]
-    ledger.record_trial(
+    assert sorted(t.exp_id for t in ledger.trials.list_trials("p")) == ["a", "b", "y"]
+    ledger.recording.record_trial(
         "p", {"exp_id": "z", "parent_exp": "", "status": "keep", "core_metric": 1.0}
     )  # a root: no cycle
     assert_links(ledger, "p")

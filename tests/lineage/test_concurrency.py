@@ -21,7 +21,9 @@ def _writer(url: str, project: str, worker: int, queue) -> None:  # type: ignore
     ids = []
     try:
         for i in range(PER_WRITER):
-            result = ledger.record_trial(project, {"status": "discard", "core_metric": float(i), "notes": f"w{worker}"})
+            result = ledger.recording.record_trial(
+                project, {"status": "discard", "core_metric": float(i), "notes": f"w{worker}"}
+            )
             ids.append(result.trial.exp_id)
         queue.put(("ok", ids))
     except Exception as exc:  # reported to the parent, which fails the test
@@ -32,7 +34,7 @@ def _writer(url: str, project: str, worker: int, queue) -> None:  # type: ignore
 
 @pytest.mark.slow
 def test_concurrent_writers_get_distinct_exp_ids_and_lose_no_row(ledger: Ledger, db_url: str) -> None:
-    ledger.create_project("race")
+    ledger.projects.create_project("race")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(db_url, "race", w, queue)) for w in range(WRITERS)]
@@ -45,10 +47,10 @@ def test_concurrent_writers_get_distinct_exp_ids_and_lose_no_row(ledger: Ledger,
     assert errors == []
     ids = [exp_id for _, batch in results for exp_id in batch]
     assert len(ids) == len(set(ids)) == WRITERS * PER_WRITER
-    stored = ledger.list_trials("race")
+    stored = ledger.trials.list_trials("race")
     assert sorted(t.exp_id for t in stored) == sorted(ids)
     assert sorted(ids) == [str(i).zfill(3) for i in range(WRITERS * PER_WRITER)]
-    assert ledger.project("race").trial_count == WRITERS * PER_WRITER
+    assert ledger.projects.project("race").trial_count == WRITERS * PER_WRITER
 
 
 def test_the_writers_of_one_process_queue_on_the_store_not_on_sqlites_busy_handler(tmp_path: Path) -> None:
@@ -58,7 +60,7 @@ def test_the_writers_of_one_process_queue_on_the_store_not_on_sqlites_busy_handl
     from sqlalchemy import event
 
     ledger = Ledger.open(str(tmp_path / "queue.db"))
-    ledger.create_project("q")
+    ledger.projects.create_project("q")
 
     @event.listens_for(ledger.engine, "connect")
     def _no_wait(dbapi_connection, _record):  # type: ignore[no-untyped-def]  # after the library's own hook
@@ -86,5 +88,5 @@ def test_the_writers_of_one_process_queue_on_the_store_not_on_sqlites_busy_handl
         time.sleep(0.2)  # let the second writer reach its wait (were it slower, the test only proves less)
     writer.join(30)
     assert outcome == ["ok"]
-    assert ledger.project("q").title == "second"
+    assert ledger.projects.project("q").title == "second"
     ledger.close()

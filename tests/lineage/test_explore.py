@@ -33,13 +33,13 @@ def project(ledger: Ledger) -> Ledger:
 
 def raw_points(ledger: Ledger, exp_id: str, name: str) -> dict[int, list[tuple[int, float]]]:
     """turn (-1: not per turn) -> [(step, value)] in step order, every point."""
-    found, _ = ledger.telemetry_series(SLUG, exp_id, names=[name], max_points=100_000)
+    found, _ = ledger.telemetry.telemetry_series(SLUG, exp_id, names=[name], max_points=100_000)
     return {(-1 if s.turn is None else s.turn): list(zip(s.step, s.value)) for s in found}
 
 
 def reference_step_view(ledger: Ledger, query: ExploreQuery, *, sampled: bool) -> dict[str, list[float | None]]:
     """group -> mean per bucket, by the module doc's rule, one point at a time."""
-    trials = ledger.list_trials(SLUG)[-query.limit :]
+    trials = ledger.trials.list_trials(SLUG)[-query.limit :]
     series = {t.exp_id: raw_points(ledger, t.exp_id, query.metrics[0]).get(-1, []) for t in trials}
     steps = [s for pts in series.values() for s, _ in pts]
     lo, hi = min(steps), max(steps)
@@ -84,7 +84,7 @@ def assert_close(got: list[float | None], expected: list[float | None]) -> None:
 @pytest.mark.parametrize("sampled", [False, True], ids=["exact", "sampled"])
 def test_group_means_per_bucket_match_a_loop_over_every_point(project: Ledger, sampled: bool) -> None:
     query = ExploreQuery(metrics=("loss",), group_by="specialist", buckets=50, exact_budget=10 if sampled else 10**9)
-    answer = project.explore(SLUG, query)
+    answer = project.browse.explore(SLUG, query)
     assert answer["panels"][0]["downsampling"]["method"] == ("sampled" if sampled else "exact")
     expected = reference_step_view(project, query, sampled=sampled)
     got = panel_means(answer)
@@ -94,8 +94,8 @@ def test_group_means_per_bucket_match_a_loop_over_every_point(project: Ledger, s
 
 
 def test_bands_are_the_min_max_or_the_std_of_the_trials_values(project: Ledger) -> None:
-    minmax = project.explore(SLUG, ExploreQuery(metrics=("loss",), group_by="specialist", buckets=40))
-    std = project.explore(SLUG, ExploreQuery(metrics=("loss",), group_by="specialist", buckets=40, band="std"))
+    minmax = project.browse.explore(SLUG, ExploreQuery(metrics=("loss",), group_by="specialist", buckets=40))
+    std = project.browse.explore(SLUG, ExploreQuery(metrics=("loss",), group_by="specialist", buckets=40, band="std"))
     curves = {t["exp_id"]: t["y"] for t in minmax["panels"][0]["trials"]}
     for group, group_std in zip(minmax["panels"][0]["groups"], std["panels"][0]["groups"]):
         members = next(g["trials"] for g in minmax["groups"] if g["key"] == group["key"])
@@ -110,30 +110,30 @@ def test_bands_are_the_min_max_or_the_std_of_the_trials_values(project: Ledger) 
 
 
 def test_chain_selection_is_exactly_the_chain_to_the_best(project: Ledger) -> None:
-    answer = project.explore(SLUG, ExploreQuery(metrics=("loss",), select="chain"))
-    chain = [t.exp_id for t in project.chain(SLUG)]
+    answer = project.browse.explore(SLUG, ExploreQuery(metrics=("loss",), select="chain"))
+    chain = [t.exp_id for t in project.trials.chain(SLUG)]
     assert len(chain) >= 3
     assert [t["exp_id"] for t in answer["trials"]] == chain
     assert sorted(t["exp_id"] for t in answer["panels"][0]["trials"]) == sorted(chain)
 
 
 def test_subtree_selection_is_the_trial_and_its_descendants_narrowed_by_filters(project: Ledger) -> None:
-    parents = {t.exp_id: t.parent_exp for t in project.list_trials(SLUG)}
+    parents = {t.exp_id: t.parent_exp for t in project.trials.list_trials(SLUG)}
     root = "003"
     under = {root}
     for _ in parents:
         under |= {child for child, parent in parents.items() if parent in under}
-    answer = project.explore(SLUG, ExploreQuery(metrics=("core_metric",), select="subtree", root=root))
+    answer = project.browse.explore(SLUG, ExploreQuery(metrics=("core_metric",), select="subtree", root=root))
     assert {t["exp_id"] for t in answer["trials"]} == under
-    kept = project.explore(
+    kept = project.browse.explore(
         SLUG, ExploreQuery(metrics=("core_metric",), select="subtree", root=root, filters={"status": ["keep"]})
     )
-    statuses = {t.exp_id: t.status.value for t in project.list_trials(SLUG)}
+    statuses = {t.exp_id: t.status.value for t in project.trials.list_trials(SLUG)}
     assert {t["exp_id"] for t in kept["trials"]} == {e for e in under if statuses[e] == "keep"}
 
 
 def test_limit_keeps_the_most_recent_matching_trials(project: Ledger) -> None:
-    answer = project.explore(SLUG, ExploreQuery(metrics=("core_metric",), limit=3))
+    answer = project.browse.explore(SLUG, ExploreQuery(metrics=("core_metric",), limit=3))
     assert [t["exp_id"] for t in answer["trials"]] == ["004", "005", "006"]
     assert answer["selection"] == {
         "select": "filter",
@@ -146,7 +146,7 @@ def test_limit_keeps_the_most_recent_matching_trials(project: Ledger) -> None:
 
 
 def test_group_by_an_extra_key(project: Ledger) -> None:
-    answer = project.explore(SLUG, ExploreQuery(metrics=("loss",), group_by="extra.lr"))
+    answer = project.browse.explore(SLUG, ExploreQuery(metrics=("loss",), group_by="extra.lr"))
     assert {g["key"]: g["trials"] for g in answer["groups"]} == {
         "0.0001": ["000", "002", "004", "006"],
         "0.0003": ["001", "003", "005"],
@@ -154,7 +154,7 @@ def test_group_by_an_extra_key(project: Ledger) -> None:
 
 
 def test_turn_axis_gives_each_trials_mean_per_turn(project: Ledger) -> None:
-    answer = project.explore(SLUG, ExploreQuery(metrics=("ig",), x="turn"))
+    answer = project.browse.explore(SLUG, ExploreQuery(metrics=("ig",), x="turn"))
     panel = answer["panels"][0]
     assert panel["grid"] == [0, 1, 2]
     for curve in panel["trials"]:
@@ -164,7 +164,7 @@ def test_turn_axis_gives_each_trials_mean_per_turn(project: Ledger) -> None:
 
 
 def test_wall_axis_counts_seconds_from_each_trials_first_point(project: Ledger) -> None:
-    panel = project.explore(SLUG, ExploreQuery(metrics=("loss",), x="wall", buckets=30))["panels"][0]
+    panel = project.browse.explore(SLUG, ExploreQuery(metrics=("loss",), x="wall", buckets=30))["panels"][0]
     assert panel["grid"][0] == 0
     # a cell sits at the mean wall time of its points; the slowest trials (0.7 s per step)
     # span the axis up to their last step bucket (steps 580-599 of 30 buckets of 20 steps),
@@ -176,9 +176,9 @@ def test_wall_axis_counts_seconds_from_each_trials_first_point(project: Ledger) 
 
 
 def test_core_metric_panel_gives_each_groups_statistics(project: Ledger) -> None:
-    answer = project.explore(SLUG, ExploreQuery(metrics=("core_metric",), group_by="specialist"))
+    answer = project.browse.explore(SLUG, ExploreQuery(metrics=("core_metric",), group_by="specialist"))
     panel = answer["panels"][0]
-    trials = {t.exp_id: t for t in project.list_trials(SLUG)}
+    trials = {t.exp_id: t for t in project.trials.list_trials(SLUG)}
     for group, stats in zip(answer["groups"], panel["group_stats"]):
         values = [trials[e].core_metric for e in group["trials"]]
         assert stats["n"] == len(values)
@@ -196,12 +196,12 @@ def test_bad_queries_name_their_field(project: Ledger) -> None:
         (ExploreQuery(metrics=("loss",), step_min=10, step_max=5), "step_min"),
     ]:
         with pytest.raises(InvalidInput) as caught:
-            project.explore(SLUG, query)
+            project.browse.explore(SLUG, query)
         assert caught.value.field == field
     with pytest.raises(NotFound):
-        project.explore(SLUG, ExploreQuery(metrics=("loss",), select="subtree", root="nope"))
+        project.browse.explore(SLUG, ExploreQuery(metrics=("loss",), select="subtree", root="nope"))
     with pytest.raises(NotFound):
-        project.explore("no-such-project", ExploreQuery(metrics=("loss",)))
+        project.browse.explore("no-such-project", ExploreQuery(metrics=("loss",)))
 
 
 def test_api_returns_the_same_answer_and_problems_name_the_field(project: Ledger, db_url: str) -> None:
@@ -220,7 +220,7 @@ def test_api_returns_the_same_answer_and_problems_name_the_field(project: Ledger
         query = ExploreQuery(
             metrics=("loss", "core_metric"), group_by="specialist", filters={"status": ["keep", "baseline"]}
         )
-        assert response.json() == project.explore(SLUG, query)
+        assert response.json() == project.browse.explore(SLUG, query)
         bad = client.get(f"/api/v1/projects/{SLUG}/explore", params={"metric": "loss", "x": "epoch"})
         assert bad.status_code == 422 and bad.json()["field"] == "x"
         missing = client.get(f"/api/v1/projects/{SLUG}/explore", params={"metric": "loss", "select": "subtree"})
@@ -233,7 +233,7 @@ def test_page_embeds_hostile_group_names_as_inert_json(project: Ledger, db_url: 
     import re
 
     hostile = "</script><script>window.__xss=1</script><!--"
-    project.update_trial(SLUG, "006", {"specialist": hostile})
+    project.recording.update_trial(SLUG, "006", {"specialist": hostile})
     with TestClient(create_app(Settings(database_url=db_url))) as client:
         page = client.get(f"/projects/{SLUG}/explore", params={"metric": "loss", "group": "specialist"})
     assert page.status_code == 200

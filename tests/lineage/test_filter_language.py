@@ -266,15 +266,15 @@ def _with_extra(rng: random.Random, trials: list[Trial]) -> list[Trial]:
 def test_sql_gives_the_rows_of_the_python_reading(ledger: Ledger) -> None:
     rng = random.Random(20)
     trials = _with_extra(rng, random_sweep(rng, 60, lower_is_better=True))
-    ledger.import_trials("sweep", trials, create_with={"lower_is_better": True})
-    stored = list(ledger.stream_trials("sweep"))
+    ledger.tables.import_trials("sweep", trials, create_with={"lower_is_better": True})
+    stored = list(ledger.tables.stream_trials("sweep"))
     checked = 0
     for expression in _expressions(rng, 120):
         tree = parse(expression)
         expected = [t.exp_id for t in stored if reference(tree, t)]
-        got = [t.exp_id for t in ledger.iter_trials_page("sweep", expression=expression)]
+        got = [t.exp_id for t in ledger.tables.iter_trials_page("sweep", expression=expression)]
         assert got == expected, expression
-        page = ledger.trials_query("sweep", limit=5, expression=expression)
+        page = ledger.tables.trials_query("sweep", limit=5, expression=expression)
         assert page.page.total == len(expected), expression
         checked += bool(expected) and len(expected) < len(stored)
     assert checked > 60  # most expressions split the sweep: the comparison says something
@@ -282,7 +282,7 @@ def test_sql_gives_the_rows_of_the_python_reading(ledger: Ledger) -> None:
 
 def test_injection_attempts_stay_data(ledger: Ledger) -> None:
     hostile = "x'); DROP TABLE trials; --"
-    ledger.import_trials(
+    ledger.tables.import_trials(
         "p",
         [Trial(exp_id="000", status=FailureLabel.KEEP, hypothesis=f"a {hostile} b", extra={"k'ey": hostile, 'q"': 1})],
         create_with={},
@@ -295,16 +295,16 @@ def test_injection_attempts_stay_data(ledger: Ledger) -> None:
         "hypothesis ~ '_'",
         "exp_id = \"000' OR '1'='1\"",
     ):
-        rows = [t.exp_id for t in ledger.iter_trials_page("p", expression=expression)]
+        rows = [t.exp_id for t in ledger.tables.iter_trials_page("p", expression=expression)]
         assert rows == (
             ["000"] if "OR" not in expression and "%" not in expression and "'_'" not in expression else []
         ), expression
     with pytest.raises(InvalidInput) as info:
-        list(ledger.iter_trials_page("p", expression="status; DROP TABLE trials = 1"))
+        list(ledger.tables.iter_trials_page("p", expression="status; DROP TABLE trials = 1"))
     assert info.value.field == "filter"
     with pytest.raises(InvalidInput):
-        list(ledger.iter_trials_page("p", expression='extra."a""b" = 1'))
-    assert ledger.project("p").trial_count == 1 and len(list(ledger.stream_trials("p"))) == 1
+        list(ledger.tables.iter_trials_page("p", expression='extra."a""b" = 1'))
+    assert ledger.projects.project("p").trial_count == 1 and len(list(ledger.tables.stream_trials("p"))) == 1
 
 
 def test_the_explorer_selection_takes_the_filter(ledger: Ledger) -> None:
@@ -319,8 +319,8 @@ def test_the_explorer_selection_takes_the_filter(ledger: Ledger) -> None:
         )
         for i in range(10)
     ]
-    ledger.import_trials("p", trials, create_with={})
-    answer = ledger.explore(
+    ledger.tables.import_trials("p", trials, create_with={})
+    answer = ledger.browse.explore(
         "p", ExploreQuery(metrics=("core_metric",), filters={"expression": "status = keep and extra.memory_gb >= 45"})
     )
     assert [t["exp_id"] for t in answer["trials"]] == ["005", "007", "009"]

@@ -62,7 +62,7 @@ def _told(outcome: Any) -> Any:
 
 def stored_rows(ledger: Ledger, slug: str) -> list[dict[str, Any]]:
     """The project's trials as dicts, less the clock (what two recordings must agree on)."""
-    rows = [trial.to_dict() for trial in ledger.list_trials(slug)]
+    rows = [trial.to_dict() for trial in ledger.trials.list_trials(slug)]
     for row in rows:
         for name in CLOCK_FIELDS:
             row.pop(name, None)
@@ -74,7 +74,7 @@ def _one_by_one(ledger: Ledger, slug: str, requests: list[RecordRequest]) -> lis
     for request in requests:
         try:
             out.append(
-                ledger.record_trial(
+                ledger.recording.record_trial(
                     slug, request.fields, idempotency_key=request.idempotency_key, similar_prior=request.similar_prior
                 )
             )
@@ -95,14 +95,14 @@ def _exp_ids(body: Any) -> list[str]:
 
 def _two_projects(ledger: Ledger, **options: Any) -> None:
     for slug in ("grouped", "single"):
-        ledger.create_project(slug, lower_is_better=True, **options)
-        ledger.record_trial(slug, {"status": "baseline", "core_metric": 1.0, "hypothesis": "the baseline"})
+        ledger.projects.create_project(slug, lower_is_better=True, **options)
+        ledger.recording.record_trial(slug, {"status": "baseline", "core_metric": 1.0, "hypothesis": "the baseline"})
 
 
 def test_a_group_tells_each_writer_what_one_record_after_another_would(ledger: Ledger) -> None:
     _two_projects(ledger)
     requests = _requests()
-    grouped = ledger.record_group("grouped", requests)
+    grouped = ledger.recording.record_group("grouped", requests)
     single = _one_by_one(ledger, "single", requests)
     assert [_told(o) for o in grouped] == [_told(o) for o in single]
     assert stored_rows(ledger, "grouped") == stored_rows(ledger, "single")
@@ -122,14 +122,17 @@ def test_a_group_tells_each_writer_what_one_record_after_another_would(ledger: L
     ]
     assert any(o.similar_prior for o in grouped if not isinstance(o, LedgerError))
     # the counters moved by what was stored: the next id follows on
-    after = ledger.record_trial("grouped", {"status": "discard", "core_metric": 0.99})
-    assert after.trial.exp_id == ledger.record_trial("single", {"status": "discard", "core_metric": 0.99}).trial.exp_id
-    assert ledger.project("grouped").trial_count == ledger.project("single").trial_count == 9
+    after = ledger.recording.record_trial("grouped", {"status": "discard", "core_metric": 0.99})
+    assert (
+        after.trial.exp_id
+        == ledger.recording.record_trial("single", {"status": "discard", "core_metric": 0.99}).trial.exp_id
+    )
+    assert ledger.projects.project("grouped").trial_count == ledger.projects.project("single").trial_count == 9
 
 
 def test_a_bad_item_fails_alone_and_leaves_nothing_of_itself(ledger: Ledger) -> None:
-    ledger.create_project("p", lower_is_better=True)
-    outcomes = ledger.record_group(
+    ledger.projects.create_project("p", lower_is_better=True)
+    outcomes = ledger.recording.record_group(
         "p",
         [
             RecordRequest({"status": "keep", "core_metric": 0.9}),
@@ -140,15 +143,17 @@ def test_a_bad_item_fails_alone_and_leaves_nothing_of_itself(ledger: Ledger) -> 
     assert isinstance(outcomes[1], InvalidInput) and outcomes[1].field == "parent_exp"
     assert [o.trial.exp_id for o in (outcomes[0], outcomes[2])] == ["000", "001"]
     assert outcomes[2].trial.parent_exp == "000" and outcomes[2].is_new_best
-    assert [t.exp_id for t in ledger.list_trials("p")] == ["000", "001"]
-    assert ledger.find_similar("p", "orphan") == []
+    assert [t.exp_id for t in ledger.trials.list_trials("p")] == ["000", "001"]
+    assert ledger.agent.find_similar("p", "orphan") == []
 
 
 def test_webhook_events_and_guardrail_trips_are_those_of_single_records(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
     _two_projects(ledger)
     for slug in ("grouped", "single"):
-        ledger.add_hook(slug, "http://127.0.0.1:9/hook", events=["new_best", "trial_crashed", "guardrail_tripped"])
-        ledger.set_guardrails(slug, {"max_crash_streak": 2, "max_trials_without_improvement": 3})
+        ledger.agent.add_hook(
+            slug, "http://127.0.0.1:9/hook", events=["new_best", "trial_crashed", "guardrail_tripped"]
+        )
+        ledger.agent.set_guardrails(slug, {"max_crash_streak": 2, "max_trials_without_improvement": 3})
     requests = [
         RecordRequest(fields)
         for fields in (
@@ -160,7 +165,7 @@ def test_webhook_events_and_guardrail_trips_are_those_of_single_records(ledger: 
             {"status": "keep", "core_metric": 0.8},
         )
     ]
-    ledger.record_group("grouped", requests)
+    ledger.recording.record_group("grouped", requests)
     _one_by_one(ledger, "single", requests)
 
     def events(slug: str) -> list[tuple[str, Any]]:
@@ -176,13 +181,16 @@ def test_webhook_events_and_guardrail_trips_are_those_of_single_records(ledger: 
 
     assert events("grouped") == events("single")
     assert {event for event, _ in events("grouped")} >= {"new_best", "trial_crashed", "guardrail_tripped"}
-    assert ledger.summary("grouped").to_dict()["guardrails"] == ledger.summary("single").to_dict()["guardrails"]
+    assert (
+        ledger.agent.summary("grouped").to_dict()["guardrails"]
+        == ledger.agent.summary("single").to_dict()["guardrails"]
+    )
 
 
 def test_a_database_error_records_each_item_alone(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     """An error that is not the ledger's (here: the database refusing one insert) rolls the
     group back; each item is then recorded on its own, so only the one it hits fails."""
-    ledger.create_project("p", lower_is_better=True)
+    ledger.projects.create_project("p", lower_is_better=True)
     insert = ledger.store.insert_trial
 
     def failing(conn, project, trial, **kwargs):  # type: ignore[no-untyped-def]
@@ -197,24 +205,24 @@ def test_a_database_error_records_each_item_alone(ledger: Ledger, monkeypatch: p
         RecordRequest({"status": "keep", "core_metric": 0.7, "hypothesis": "also fine"}),
     ]
     with pytest.raises(OperationalError):  # alone, the database's error reaches its writer
-        ledger.record_group("p", requests[1:2])
-    outcomes = ledger.record_group("p", requests)
+        ledger.recording.record_group("p", requests[1:2])
+    outcomes = ledger.recording.record_group("p", requests)
     assert isinstance(outcomes[1], OperationalError)
     assert [o.trial.exp_id for o in (outcomes[0], outcomes[2])] == ["000", "001"]
-    assert [t.hypothesis for t in ledger.list_trials("p")] == ["fine", "also fine"]
+    assert [t.hypothesis for t in ledger.trials.list_trials("p")] == ["fine", "also fine"]
 
 
 def test_a_missing_project_is_told_to_every_item_and_groups_are_bounded(ledger: Ledger) -> None:
-    outcomes = ledger.record_group("nowhere", [RecordRequest({"status": "keep"})] * 3)
+    outcomes = ledger.recording.record_group("nowhere", [RecordRequest({"status": "keep"})] * 3)
     assert all(o.field == "project" for o in outcomes)
     with pytest.raises(ValueError):
-        ledger.record_group("nowhere", [RecordRequest({"status": "keep"})] * (MAX_GROUP + 1))
+        ledger.recording.record_group("nowhere", [RecordRequest({"status": "keep"})] * (MAX_GROUP + 1))
     assert issubclass(Conflict, LedgerError)
 
 
 def test_a_group_adds_its_words_to_the_vocabulary_and_finds_by_prefix(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
-    ledger.create_project("p", lower_is_better=True)
-    ledger.record_group(
+    ledger.projects.create_project("p", lower_is_better=True)
+    ledger.recording.record_group(
         "p",
         [
             RecordRequest(
@@ -227,29 +235,29 @@ def test_a_group_adds_its_words_to_the_vocabulary_and_finds_by_prefix(ledger: Le
     with engine.connect() as conn:
         words = set(conn.execute(text("SELECT term FROM trial_search_terms WHERE term LIKE 'zygomorphic%'")).scalars())
     assert words == {"zygomorphic0", "zygomorphic1", "zygomorphic2"}
-    assert {s.exp_id for s in ledger.find_similar("p", "zygomorph")} == {"000", "001", "002"}
+    assert {s.exp_id for s in ledger.agent.find_similar("p", "zygomorph")} == {"000", "001", "002"}
 
 
 def test_anonymous_items_are_recorded_only_while_the_ledger_takes_anonymous_writes(ledger: Ledger) -> None:
     """The group reads the access state in its own transaction: anonymous items are
     refused as a write without a token is (before the project is looked up), the
     others are recorded, and an explicit reopening lets them in again."""
-    ledger.create_project("p", lower_is_better=True)
+    ledger.projects.create_project("p", lower_is_better=True)
     anonymous = RecordRequest({"status": "keep", "core_metric": 0.9}, anonymous=True)
     signed = RecordRequest({"status": "keep", "core_metric": 0.8})
-    assert all(o.created for o in ledger.record_group("p", [anonymous, signed]))  # no token yet: open
+    assert all(o.created for o in ledger.recording.record_group("p", [anonymous, signed]))  # no token yet: open
 
-    ledger.create_token(name="agent", role="writer")  # the first token closes anonymous writes
-    outcomes = ledger.record_group("p", [anonymous, signed, anonymous])
+    ledger.tokens.create_token(name="agent", role="writer")  # the first token closes anonymous writes
+    outcomes = ledger.recording.record_group("p", [anonymous, signed, anonymous])
     assert [type(o).__name__ for o in outcomes] == ["Unauthorized", "RecordResult", "Unauthorized"]
     assert "needs a token" in str(outcomes[0])
-    assert [t.exp_id for t in ledger.list_trials("p")] == ["000", "001", "002"]
-    missing = ledger.record_group("nowhere", [anonymous, signed])
+    assert [t.exp_id for t in ledger.trials.list_trials("p")] == ["000", "001", "002"]
+    missing = ledger.recording.record_group("nowhere", [anonymous, signed])
     assert [type(o).__name__ for o in missing] == ["Unauthorized", "NotFound"]
 
-    ledger.set_anonymous_writes("open", by="test")
-    assert all(o.created for o in ledger.record_group("p", [anonymous, anonymous]))
-    assert len(ledger.list_trials("p")) == 5
+    ledger.tokens.set_anonymous_writes("open", by="test")
+    assert all(o.created for o in ledger.recording.record_group("p", [anonymous, anonymous]))
+    assert len(ledger.trials.list_trials("p")) == 5
 
 
 def _overlapping(count: int, seed: int) -> list[str]:
@@ -305,8 +313,8 @@ def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine,
         {"exp_id": "o2", "parent_exp": "o1", "status": "discard", "core_metric": 5.0, "hypothesis": "below"},
     ]
     for slug in ("grouped", "single"):
-        ledger.create_project(slug, lower_is_better=True)
-        ledger.import_trials(slug, iter([trial_from_mapping(row) for row in (*stored, *orphans)]))
+        ledger.projects.create_project(slug, lower_is_better=True)
+        ledger.tables.import_trials(slug, iter([trial_from_mapping(row) for row in (*stored, *orphans)]))
     texts = iter(_overlapping(60, seed=2))
     sizes = [1, 2, 3, 4, 7, 12, 31]
     grouped_said, single_said = [], []
@@ -328,7 +336,7 @@ def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine,
                 fields["notes"] = "gradient clip norm"
             fields = {key: ("" if value is None else value) for key, value in fields.items()}
             requests.append(RecordRequest(fields, similar_prior=k % 4 != 3))
-        grouped_said += [_told(o) for o in ledger.record_group("grouped", requests)]
+        grouped_said += [_told(o) for o in ledger.recording.record_group("grouped", requests)]
         single_said += [_told(o) for o in _one_by_one(ledger, "single", requests)]
     assert grouped_said == single_said
     if engine.dialect.name == "sqlite":  # SQLite's items read one by one (group_reads' doc)
@@ -352,4 +360,4 @@ def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine,
     # what the comparison covered: similar_prior answers, an orphan adopted by an allocated id
     told = [said for said in grouped_said if isinstance(said, dict)]
     assert sum(1 for said in told if said.get("similar_prior")) > 20
-    assert ledger.chain("grouped", "o2")[-3:][0].exp_id == "031"
+    assert ledger.trials.chain("grouped", "o2")[-3:][0].exp_id == "031"

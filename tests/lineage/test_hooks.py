@@ -51,8 +51,8 @@ def _verify(secret: str, received) -> dict[str, Any]:  # type: ignore[no-untyped
 
 @pytest.fixture
 def project(ledger: Ledger) -> Ledger:
-    ledger.create_project("p", metric_name="loss")
-    ledger.record_trial("p", {"status": "baseline", "core_metric": 1.0})
+    ledger.projects.create_project("p", metric_name="loss")
+    ledger.recording.record_trial("p", {"status": "baseline", "core_metric": 1.0})
     return ledger
 
 
@@ -73,35 +73,35 @@ def project(ledger: Ledger) -> Ledger:
 )
 def test_a_url_that_is_not_http_is_a_clear_error(project: Ledger, url: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        project.add_hook("p", url)
+        project.agent.add_hook("p", url)
     assert caught.value.field == "url"
-    assert project.hooks("p") == []
+    assert project.agent.hooks("p") == []
 
 
 def test_unknown_events_and_formats_name_their_field(project: Ledger) -> None:
     with pytest.raises(InvalidInput) as caught:
-        project.add_hook("p", "http://127.0.0.1/x", events=["new_best", "exploded"])
+        project.agent.add_hook("p", "http://127.0.0.1/x", events=["new_best", "exploded"])
     assert caught.value.field == "events" and "exploded" in caught.value.message
     with pytest.raises(InvalidInput) as caught:
-        project.add_hook("p", "http://127.0.0.1/x", body_format="xml")
+        project.agent.add_hook("p", "http://127.0.0.1/x", body_format="xml")
     assert caught.value.field == "format"
 
 
 def test_the_secret_is_shown_once(project: Ledger) -> None:
-    hook, secret = project.add_hook("p", "https://example.com/hook", events=["new_best,trial_crashed"])
+    hook, secret = project.agent.add_hook("p", "https://example.com/hook", events=["new_best,trial_crashed"])
     assert secret.startswith("whsec_") and len(secret) > 40
-    listed = project.hooks("p")
+    listed = project.agent.hooks("p")
     assert [h.id for h in listed] == [hook.id] and listed[0].events == ("new_best", "trial_crashed")
     assert secret not in json.dumps([h.to_dict() for h in listed])
 
 
 def test_events_are_signed_and_carry_the_documented_payload(project: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
     with Receiver("ok") as receiver:
-        _, secret = project.add_hook("p", receiver.url)
-        project.record_trial(
+        _, secret = project.agent.add_hook("p", receiver.url)
+        project.recording.record_trial(
             "p", {"status": "keep", "core_metric": 0.5, "hypothesis": "smaller lr", "parent_exp": "000"}
         )
-        project.record_trial("p", {"status": "crash", "hypothesis": "bigger batch"})
+        project.recording.record_trial("p", {"status": "crash", "hypothesis": "bigger batch"})
         assert receiver.requests == []  # recording wrote to the outbox only
         report = deliver_due(project, FAST)
         assert report.delivered == 2
@@ -121,9 +121,9 @@ def test_events_are_signed_and_carry_the_documented_payload(project: Ledger, eng
 
 def test_slack_format_sends_text_only_and_events_filter(project: Ledger) -> None:
     with Receiver("ok") as receiver:
-        _, secret = project.add_hook("p", receiver.url, events=["trial_crashed"], body_format="slack")
-        project.record_trial("p", {"status": "keep", "core_metric": 0.1})
-        project.record_trial("p", {"status": "preflight_crash"})
+        _, secret = project.agent.add_hook("p", receiver.url, events=["trial_crashed"], body_format="slack")
+        project.recording.record_trial("p", {"status": "keep", "core_metric": 0.1})
+        project.recording.record_trial("p", {"status": "preflight_crash"})
         deliver_due(project, FAST)
         (received,) = receiver.wait_for(1)
         assert _verify(secret, received) == {"text": "[p] trial exp 002 crashed (preflight_crash)"}
@@ -131,21 +131,21 @@ def test_slack_format_sends_text_only_and_events_filter(project: Ledger) -> None
 
 def test_a_receiver_answering_500_gets_bounded_retries_then_the_delivery_fails(project: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
     with Receiver("fail") as receiver:
-        project.add_hook("p", receiver.url, events=["trial_crashed"])
-        project.record_trial("p", {"status": "crash"})
+        project.agent.add_hook("p", receiver.url, events=["trial_crashed"])
+        project.recording.record_trial("p", {"status": "crash"})
         _deliver_until(project, FAST, lambda: _states(engine)[0][0] == "failed")
         assert len(receiver.requests) == FAST.max_attempts
         deliver_due(project, FAST)
         assert len(receiver.requests) == FAST.max_attempts  # failed is final
     assert _states(engine) == [("failed", 3, "HTTP 500")]
-    assert project.hooks("p")[0].failed == 1
+    assert project.agent.hooks("p")[0].failed == 1
 
 
 def test_a_hanging_receiver_times_out_and_never_holds_up_a_writer(project: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
     policy = DeliveryPolicy(timeout_s=0.5, max_attempts=2, backoff_s=0.05, max_backoff_s=0.05)
     with Receiver("hang") as receiver:
-        project.add_hook("p", receiver.url, events=["trial_crashed"])
-        project.record_trial("p", {"status": "crash"})
+        project.agent.add_hook("p", receiver.url, events=["trial_crashed"])
+        project.recording.record_trial("p", {"status": "crash"})
         worker = threading.Thread(
             target=_deliver_until, args=(project, policy, lambda: _states(engine)[0][0] == "failed")
         )
@@ -153,7 +153,7 @@ def test_a_hanging_receiver_times_out_and_never_holds_up_a_writer(project: Ledge
         receiver.wait_for(1)
         # the receiver holds a delivery open: writes go on
         for _ in range(5):
-            project.record_trial("p", {"status": "discard", "core_metric": 3.0})
+            project.recording.record_trial("p", {"status": "discard", "core_metric": 3.0})
         assert worker.is_alive()
         worker.join(30)
         assert not worker.is_alive()
@@ -164,8 +164,8 @@ def test_a_hanging_receiver_times_out_and_never_holds_up_a_writer(project: Ledge
 def test_a_receiver_down_for_a_while_gets_the_event_when_it_comes_up(project: Ledger, engine, db_url: str) -> None:  # type: ignore[no-untyped-def]
     receiver = Receiver("ok")  # not listening yet
     policy = DeliveryPolicy(timeout_s=1.0, max_attempts=10, backoff_s=0.05, max_backoff_s=0.2)
-    _, secret = project.add_hook("p", receiver.url, events=["new_best"])
-    project.record_trial("p", {"status": "keep", "core_metric": 0.25})
+    _, secret = project.agent.add_hook("p", receiver.url, events=["new_best"])
+    project.recording.record_trial("p", {"status": "keep", "core_metric": 0.25})
     report = deliver_due(project, policy)
     assert (report.delivered, report.retrying) == (0, 1) and "refused" in report.errors[0].lower()
     assert _states(engine)[0][:2] == ("pending", 1)
@@ -183,9 +183,9 @@ def test_a_receiver_down_for_a_while_gets_the_event_when_it_comes_up(project: Le
 
 def test_several_workers_deliver_each_event_exactly_once(project: Ledger, db_url: str) -> None:
     with Receiver("ok") as receiver:
-        project.add_hook("p", receiver.url, events=["trial_crashed"])
+        project.agent.add_hook("p", receiver.url, events=["trial_crashed"])
         for _ in range(30):
-            project.record_trial("p", {"status": "crash"})
+            project.recording.record_trial("p", {"status": "crash"})
         workers = [Ledger(make_engine(db_url)) for _ in range(3)]
         policy = DeliveryPolicy(timeout_s=2.0, batch=4)
         threads = [threading.Thread(target=deliver_due, args=(worker, policy)) for worker in workers]
@@ -202,8 +202,8 @@ def test_several_workers_deliver_each_event_exactly_once(project: Ledger, db_url
 def test_a_lapsed_claim_is_taken_over(project: Ledger) -> None:
     """A worker that died mid-delivery leaves a lease; once it lapses another worker sends."""
     with Receiver("ok") as receiver:
-        project.add_hook("p", receiver.url, events=["trial_crashed"])
-        project.record_trial("p", {"status": "crash"})
+        project.agent.add_hook("p", receiver.url, events=["trial_crashed"])
+        project.recording.record_trial("p", {"status": "crash"})
         now = time.time()
         with project.store.write() as conn:
             claimed = project.store.claim_due_deliveries(conn, now=now, lease_until=now + 3600, token="dead", limit=10)
@@ -214,18 +214,18 @@ def test_a_lapsed_claim_is_taken_over(project: Ledger) -> None:
 
 
 def test_removing_a_hook_drops_its_outbox(project: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
-    hook, _ = project.add_hook("p", "http://127.0.0.1:9/x")
-    project.record_trial("p", {"status": "crash"})
+    hook, _ = project.agent.add_hook("p", "http://127.0.0.1:9/x")
+    project.recording.record_trial("p", {"status": "crash"})
     assert len(_states(engine)) == 1
-    project.remove_hook("p", hook.id)
-    assert _states(engine) == [] and project.hooks("p") == []
+    project.agent.remove_hook("p", hook.id)
+    assert _states(engine) == [] and project.agent.hooks("p") == []
     with pytest.raises(NotFound):
-        project.remove_hook("p", hook.id)
+        project.agent.remove_hook("p", hook.id)
 
 
 def test_without_hooks_a_write_adds_nothing_to_the_outbox(project: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
-    project.record_trial("p", {"status": "crash"})
-    project.record_trial("p", {"status": "keep", "core_metric": 0.1})
+    project.recording.record_trial("p", {"status": "crash"})
+    project.recording.record_trial("p", {"status": "keep", "core_metric": 0.1})
     assert _states(engine) == []
 
 
@@ -233,9 +233,9 @@ def test_a_stopping_worker_gives_back_what_it_did_not_try(project: Ledger, engin
     """Shutdown: the round ends after the request in flight; the rest is due again at once."""
     policy = DeliveryPolicy(timeout_s=0.5, max_attempts=5, backoff_s=60, batch=10)
     with Receiver("hang") as receiver:
-        project.add_hook("p", receiver.url, events=["trial_crashed"])
+        project.agent.add_hook("p", receiver.url, events=["trial_crashed"])
         for _ in range(3):
-            project.record_trial("p", {"status": "crash"})
+            project.recording.record_trial("p", {"status": "crash"})
         stop = threading.Event()
         worker = threading.Thread(target=deliver_due, args=(project, policy), kwargs={"stop": stop})
         worker.start()

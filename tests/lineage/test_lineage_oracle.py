@@ -40,8 +40,8 @@ def _positive_zero(trials: list[Trial]) -> list[Trial]:
 
 def _load(ledger: Ledger, trials: list[Trial], *, lower: bool, policy: BestPolicy) -> str:
     slug = f"s-{policy.value}"
-    ledger.create_project(slug, lower_is_better=lower, best_policy=policy)
-    ledger.import_trials(slug, iter(trials))
+    ledger.projects.create_project(slug, lower_is_better=lower, best_policy=policy)
+    ledger.tables.import_trials(slug, iter(trials))
     return slug
 
 
@@ -57,7 +57,7 @@ def test_store_selects_what_the_reference_selects(ledger: Ledger, seed: int, pol
     trials = _positive_zero(random_sweep(rng, rng.randint(1, 70), lower_is_better=lower))
     top_k, recent_n, last_m = rng.choice([0, 1, 3, 20]), rng.choice([1, 2, 5, 30]), rng.choice([1, 2, 5, 30])
     slug = _load(ledger, trials, lower=lower, policy=policy)
-    got = ledger.prompt_view(slug, top_k=top_k, recent_n=recent_n, last_m=last_m)
+    got = ledger.agent.prompt_view(slug, top_k=top_k, recent_n=recent_n, last_m=last_m)
     want = fieldkit_view(trials, lower_is_better=lower, policy=policy, top_k=top_k, recent_n=recent_n, last_m=last_m)
     assert got.best.exp_id == want.best.exp_id
     assert _ids(got.chain) == _ids(want.chain)
@@ -78,7 +78,7 @@ def test_prompt_is_byte_identical_to_fieldkit(ledger: Ledger, backend: str, seed
         trials, tmp_path, lower_is_better=lower, specialist="spec-next", timestamp="2026-11-23T06:00:00Z", **args
     ).rendered_prompt
     slug = _load(ledger, trials, lower=lower, policy=BestPolicy.FIELDKIT)
-    got = ledger.render_prompt(slug, specialist="spec-next", timestamp="2026-11-23T06:00:00Z", **args)
+    got = ledger.agent.render_prompt(slug, specialist="spec-next", timestamp="2026-11-23T06:00:00Z", **args)
     assert got == expected
 
 
@@ -90,7 +90,7 @@ def test_default_policy_matches_fieldkit_wherever_the_policies_agree(ledger: Led
     fk = fieldkit_view(trials, lower_is_better=lower, policy=BestPolicy.FIELDKIT, top_k=20, recent_n=30, last_m=10)
     kept = fieldkit_view(trials, lower_is_better=lower, policy=BestPolicy.KEPT, top_k=20, recent_n=30, last_m=10)
     slug = _load(ledger, trials, lower=lower, policy=BestPolicy.KEPT)
-    got = ledger.render_prompt(slug, specialist="s")
+    got = ledger.agent.render_prompt(slug, specialist="s")
     expected = fieldkit_snapshot(
         trials, tmp_path, lower_is_better=lower, specialist="s", top_k=20, recent_n=30, last_m=10
     ).rendered_prompt
@@ -102,10 +102,10 @@ def test_default_policy_matches_fieldkit_wherever_the_policies_agree(ledger: Led
 
 
 def test_sqlite_folds_negative_zero_and_postgresql_keeps_it(ledger: Ledger, backend: str) -> None:
-    ledger.create_project("z")
-    ledger.import_trials(
+    ledger.projects.create_project("z")
+    ledger.tables.import_trials(
         "z", iter([Trial(exp_id="000", status=FailureLabel.BASELINE, core_metric=1.0, delta_vs_best=-0.0)])
     )
-    stored = ledger.trial("z", "000").delta_vs_best
+    stored = ledger.trials.trial("z", "000").delta_vs_best
     assert stored == 0.0
     assert math.copysign(1.0, stored) == (1.0 if backend == "sqlite" else -1.0)

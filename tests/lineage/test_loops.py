@@ -32,14 +32,14 @@ def imported(ledger: Ledger, text: str, slug: str = "loop", **options) -> loops.
     fmt = options.pop("fmt", ar.NAME)
     policy = options.pop("best_policy", None)
     git_repo = options.pop("git_repo", None)
-    return ledger.import_results(
+    return ledger.files.import_results(
         slug, text, fmt=fmt, options=ar.ImportOptions(**options), best_policy=policy, git_repo=git_repo
     )
 
 
 def exported(ledger: Ledger, slug: str = "loop") -> str:
     out = io.StringIO(newline="")
-    ledger.export_results(slug, out)
+    ledger.files.export_results(slug, out)
     return out.getvalue()
 
 
@@ -53,12 +53,12 @@ def test_import_then_export_is_byte_identical(ledger: Ledger, name: str) -> None
     done = imported(ledger, case.text, fmt=fmt)
     assert done.rows == case.rows and done.created
     assert exported(ledger) == case.text
-    project = ledger.project("loop")
+    project = ledger.projects.project("loop")
     assert project.metric_name == case.metric and project.source_format == fmt
     if case.lower is not None:
         assert project.lower_is_better is case.lower
     if case.best is not None:
-        assert ledger.best("loop").exp_id == case.best  # type: ignore[union-attr]
+        assert ledger.trials.best("loop").exp_id == case.best  # type: ignore[union-attr]
 
 
 def test_cli_import_export_round_trip_and_json_outputs(db_url: str, tmp_path: Path) -> None:
@@ -109,17 +109,17 @@ def test_auto_format_still_imports_fieldkit_files(db_url: str, tmp_path: Path) -
 def test_crash_zero_is_never_the_best_in_cli_prompt_and_pages(ledger: Ledger, db_url: str, policy: str) -> None:
     # lower is better, so a crash row's 0.000000 would win if it were taken as a metric
     imported(ledger, CRASH_ZERO, best_policy=policy)
-    assert ledger.best("loop").exp_id == "007"  # type: ignore[union-attr]
+    assert ledger.trials.best("loop").exp_id == "007"  # type: ignore[union-attr]
     best = json.loads(run(db_url, "best", "--project", "loop", "--format", "json").output)
     assert best["exp_id"] == "007" and best["core_metric"] == 0.9876
     prompt = run(db_url, "prompt", "--project", "loop", "--specialist", "agent").output
     assert "Current best: **exp_007** (val_bpb=0.987600, commit" in prompt
     assert "0.000000" not in prompt
-    dashboard = ledger.dashboard("loop")
+    dashboard = ledger.browse.dashboard("loop")
     assert dashboard.best.exp_id == "007"  # type: ignore[union-attr]
     assert min(value for _, value in dashboard.running_best) == 0.9876
-    assert ledger.overview("loop").best.exp_id == "007"  # type: ignore[union-attr]
-    assert [t.exp_id for t in ledger.chain("loop")] == ["000", "001", "004", "007"]
+    assert ledger.browse.overview("loop").best.exp_id == "007"  # type: ignore[union-attr]
+    assert [t.exp_id for t in ledger.trials.chain("loop")] == ["000", "001", "004", "007"]
 
 
 def test_a_file_larger_than_one_insert_batch_keeps_order_and_the_search_index(ledger: Ledger) -> None:
@@ -133,7 +133,7 @@ def test_a_file_larger_than_one_insert_batch_keeps_order_and_the_search_index(le
     assert imported(ledger, text).rows == len(rows)
     assert exported(ledger) == text
     last = f"{len(rows) - 1:05d}"
-    assert [s.exp_id for s in ledger.find_similar("loop", f"number{len(rows) - 1}")][:1] == [last]
+    assert [s.exp_id for s in ledger.agent.find_similar("loop", f"number{len(rows) - 1}")][:1] == [last]
     with ledger.store.read() as conn:
         ids = [row[0] for row in conn.exec_driver_sql("SELECT id FROM trials ORDER BY seq").fetchall()]
         assert ids == sorted(ids)  # trials.id grows with seq (the search index walks it)
@@ -143,7 +143,7 @@ def test_a_file_larger_than_one_insert_batch_keeps_order_and_the_search_index(le
 
 def test_knowledge_names_the_metric_by_its_column(ledger: Ledger) -> None:
     imported(ledger, ORIGINAL)
-    text = ledger.render_knowledge("loop")
+    text = ledger.agent.render_knowledge("loop")
     assert "| exp | specialist | status | val_bpb | hypothesis |" in text
 
 
@@ -156,11 +156,11 @@ def test_a_bad_file_writes_nothing(ledger: Ledger) -> None:
         imported(ledger, bad, id_column="run")
     assert info.value.line == 4
     with pytest.raises(NotFound):
-        ledger.project("loop")
+        ledger.projects.project("loop")
     with pytest.raises(InvalidInput, match="NUL"):
         imported(ledger, ORIGINAL + "x\x00y\n")
     with pytest.raises(NotFound):
-        ledger.project("loop")
+        ledger.projects.project("loop")
 
 
 def test_direction_errors_name_the_flag(db_url: str, tmp_path: Path) -> None:
@@ -182,12 +182,12 @@ def test_direction_errors_name_the_flag(db_url: str, tmp_path: Path) -> None:
 
 
 def test_import_into_a_project_with_trials_numbers_on(ledger: Ledger) -> None:
-    ledger.create_project("loop", metric_name="val_bpb")
+    ledger.projects.create_project("loop", metric_name="val_bpb")
     for value in (1.1, 0.9):
-        ledger.record_trial("loop", {"status": "keep", "core_metric": value, "hypothesis": "by hand"})
+        ledger.recording.record_trial("loop", {"status": "keep", "core_metric": value, "hypothesis": "by hand"})
     done = imported(ledger, ORIGINAL)
     assert done.rows == 8 and not done.created
-    trials = ledger.list_trials("loop")
+    trials = ledger.trials.list_trials("loop")
     assert [t.exp_id for t in trials[2:4]] == ["002", "003"]
     assert trials[3].parent_exp == "002" and trials[3].baseline_exp == "002"
     # deltas count the best before the file
@@ -199,17 +199,17 @@ def test_importing_a_file_twice_says_to_watch_instead(ledger: Ledger) -> None:
     imported(ledger, ORIGINAL)
     with pytest.raises(InvalidInput, match="--once"):
         imported(ledger, ORIGINAL)
-    assert ledger.project("loop").trial_count == 8
+    assert ledger.projects.project("loop").trial_count == 8
 
 
 def test_registry_import_file_hook_imports_autoresearch(ledger: Ledger) -> None:
-    report = ledger.import_file(
+    report = ledger.files.import_file(
         "up",
         io.StringIO(ORIGINAL, newline=""),
         fmt="autoresearch",
         create_with={"lower_is_better": True, "best_policy": "kept", "source_format": "x"},
     )
-    assert report.rows == 8 and ledger.project("up").metric_name == "val_bpb"
+    assert report.rows == 8 and ledger.projects.project("up").metric_name == "val_bpb"
     assert exported(ledger, "up") == ORIGINAL
 
 
@@ -415,7 +415,7 @@ def test_sync_appends_restarts_and_replays_add_nothing_twice(ledger: Ledger, tmp
         fh.write("".join(rows[6:]))
     assert sync.sync().inserted == ["005", "006", "007"]
     assert exported(ledger, "w") == ORIGINAL
-    assert ledger.project("w").trial_count == 8
+    assert ledger.projects.project("w").trial_count == 8
 
 
 def test_a_row_rewritten_in_place_updates_its_trial_and_what_depends_on_it(ledger: Ledger, tmp_path: Path) -> None:
@@ -424,20 +424,20 @@ def test_a_row_rewritten_in_place_updates_its_trial_and_what_depends_on_it(ledge
     path.write_text(running, encoding="utf-8")
     sync = loops.ResultsSync(ledger, "w", path)
     sync.sync()
-    assert ledger.trial("w", "004").status is FailureLabel.HARNESS_ABORT
-    assert ledger.trial("w", "005").parent_exp == "001"
+    assert ledger.trials.trial("w", "004").status is FailureLabel.HARNESS_ABORT
+    assert ledger.trials.trial("w", "005").parent_exp == "001"
     path.write_text(ORIGINAL, encoding="utf-8")
     report = sync.sync()
     assert "004" in report.updated and not report.inserted
-    trial = ledger.trial("w", "004")
+    trial = ledger.trials.trial("w", "004")
     assert (trial.status, trial.core_metric) == (FailureLabel.KEEP, 0.9901)
     assert trial.delta_vs_best == pytest.approx(0.9901 - 0.9932)
-    assert [ledger.trial("w", i).parent_exp for i in ("005", "006", "007")] == ["004", "004", "004"]
-    assert ledger.trial("w", "007").delta_vs_best == pytest.approx(0.9876 - 0.9901)
+    assert [ledger.trials.trial("w", i).parent_exp for i in ("005", "006", "007")] == ["004", "004", "004"]
+    assert ledger.trials.trial("w", "007").delta_vs_best == pytest.approx(0.9876 - 0.9901)
     assert exported(ledger, "w") == ORIGINAL
     fresh = Ledger(ledger.engine)
     imported(fresh, ORIGINAL, slug="fresh")
-    for a, b in zip(ledger.list_trials("w"), fresh.list_trials("fresh")):
+    for a, b in zip(ledger.trials.list_trials("w"), fresh.trials.list_trials("fresh")):
         assert (a.exp_id, a.parent_exp, a.status, a.core_metric) == (b.exp_id, b.parent_exp, b.status, b.core_metric)
         assert (
             a.delta_vs_best == pytest.approx(b.delta_vs_best)
@@ -455,13 +455,13 @@ def test_a_truncated_file_warns_and_deletes_nothing(ledger: Ledger, tmp_path: Pa
     path.write_text("".join(rows[:3]), encoding="utf-8")  # the loop restarted its file
     report = sync.sync()
     assert any("truncated" in w and "nothing is deleted" in w for w in report.warnings)
-    assert not report.changed and ledger.project("w").trial_count == 8
+    assert not report.changed and ledger.projects.project("w").trial_count == 8
     with path.open("a", encoding="utf-8", newline="") as fh:
         fh.write("c0ffee0\t0.980000\t44.0\tkeep\tafter the restart\n")
     report = sync.sync()
     assert report.inserted == ["008"]  # a fresh exp_id: trial 002 is not overwritten
-    assert ledger.trial("w", "002").hypothesis == "switch to GeLU activation"
-    assert ledger.trial("w", "008").parent_exp == "001"
+    assert ledger.trials.trial("w", "002").hypothesis == "switch to GeLU activation"
+    assert ledger.trials.trial("w", "008").parent_exp == "001"
     assert not loops.ResultsSync(ledger, "w", path).sync().changed  # and a restart agrees
 
 
@@ -476,8 +476,8 @@ def test_a_row_whose_id_was_recorded_without_the_file_gets_a_fresh_id(ledger: Le
         fh.write(rows[3])
     report = sync.sync()
     assert report.inserted == ["003"] and any("recorded without this file" in w for w in report.warnings)
-    assert ledger.trial("w", "002").hypothesis == "from elsewhere"
-    assert ledger.trial("w", "003").hypothesis == "switch to GeLU activation"
+    assert ledger.trials.trial("w", "002").hypothesis == "from elsewhere"
+    assert ledger.trials.trial("w", "003").hypothesis == "switch to GeLU activation"
 
 
 def test_watch_creates_the_project_from_the_first_sync_and_waits_for_a_missing_file(
@@ -487,11 +487,11 @@ def test_watch_creates_the_project_from_the_first_sync_and_waits_for_a_missing_f
     sync = loops.ResultsSync(ledger, "w", path, options=ar.ImportOptions(status_map={"meh": "keep"}))
     assert not sync.sync().changed
     path.write_text(tsv("commit\tscore\tverdict\tdescription"), encoding="utf-8")  # header only
-    assert not sync.sync().changed and ledger.project("w").metric_name == "score"
+    assert not sync.sync().changed and ledger.projects.project("w").metric_name == "score"
     with path.open("a", encoding="utf-8", newline="") as fh:
         fh.write("a1b2c3d\t0.4\tmeh\tbase\n")
     assert sync.sync().inserted == ["000"]
-    assert ledger.trial("w", "000").status is FailureLabel.KEEP
+    assert ledger.trials.trial("w", "000").status is FailureLabel.KEEP
 
 
 def test_cli_watch_once(db_url: str, tmp_path: Path) -> None:
@@ -546,7 +546,7 @@ def test_git_details_are_stored_per_trial(ledger: Ledger, repo: tuple[Path, list
     )
     done = imported(ledger, text, git_repo=path)
     assert any("1 commit(s) do not resolve" in w for w in done.warnings)
-    first, second, third, missing = ledger.list_trials("loop")
+    first, second, third, missing = ledger.trials.list_trials("loop")
     details = second.extra["_git"]
     assert details["subject"] == "experiment 1" and details["author_time"] == "2026-01-02T03:04:05+00:00"
     assert "train.py | 2 +-" in details["diffstat"] and "+lr = 0.04" in details["patch"]
@@ -648,15 +648,15 @@ def test_cli_plot_writes_the_chart(sqlite_ledger: Ledger, tmp_path: Path) -> Non
 
 
 def test_watch_adopts_a_project_made_without_a_file(ledger: Ledger, tmp_path: Path) -> None:
-    ledger.create_project("made")
-    ledger.record_trial("made", {"status": "keep", "core_metric": 2.0, "hypothesis": "by hand"})
+    ledger.projects.create_project("made")
+    ledger.recording.record_trial("made", {"status": "keep", "core_metric": 2.0, "hypothesis": "by hand"})
     path = tmp_path / "results.tsv"
     path.write_text(ORIGINAL, encoding="utf-8")
     report = loops.ResultsSync(ledger, "made", path).sync()
     assert report.inserted == [f"{i:03d}" for i in range(1, 9)]
-    project = ledger.project("made")
+    project = ledger.projects.project("made")
     assert project.metric_name == "val_bpb" and project.settings["results_file"]["segments"] == [[0, 1]]
-    assert ledger.trial("made", "000").hypothesis == "by hand"
+    assert ledger.trials.trial("made", "000").hypothesis == "by hand"
     assert not loops.ResultsSync(ledger, "made", path).sync().changed
 
 

@@ -46,23 +46,23 @@ def test_watch_follows_appends_and_rewrites(sqlite_ledger: Ledger, tmp_path: Pat
     thread.start()
     try:
         wait_for(lambda: bool(reports))
-        assert sqlite_ledger.project("live").trial_count == 2
+        assert sqlite_ledger.projects.project("live").trial_count == 2
         time.sleep(0.3)  # let the watcher settle on the directory
         for count, row in enumerate(rows[3:], start=3):
             with path.open("a", encoding="utf-8", newline="") as fh:
                 fh.write(row)
-            wait_for(lambda c=count: sqlite_ledger.project("live").trial_count == c)
+            wait_for(lambda c=count: sqlite_ledger.projects.project("live").trial_count == c)
             time.sleep(0.05)
         # the loop rewrites an earlier row in place
         path.write_text(ORIGINAL.replace("discard\tweight decay 0.2", "keep\tweight decay 0.2"), encoding="utf-8")
-        wait_for(lambda: sqlite_ledger.trial("live", "005").status is FailureLabel.KEEP)
-        assert sqlite_ledger.project("live").trial_count == 8
+        wait_for(lambda: sqlite_ledger.trials.trial("live", "005").status is FailureLabel.KEEP)
+        assert sqlite_ledger.projects.project("live").trial_count == 8
         # ... or writes a new file and renames it over the old one
         tmp = tmp_path / "results.tsv.tmp"
         tmp.write_text(ORIGINAL + "c0ffee0\t0.980000\t44.0\tkeep\tafter a rename\n", encoding="utf-8")
         os.replace(tmp, path)
-        wait_for(lambda: sqlite_ledger.project("live").trial_count == 9)
-        assert sqlite_ledger.trial("live", "005").status is FailureLabel.DISCARD
+        wait_for(lambda: sqlite_ledger.projects.project("live").trial_count == 9)
+        assert sqlite_ledger.trials.trial("live", "005").status is FailureLabel.DISCARD
     finally:
         stop.set()
         thread.join(30)
@@ -89,7 +89,7 @@ def test_cli_watch_process_follows_the_file_and_idles_quietly(tmp_path: Path) ->
 
         def count() -> int:
             try:
-                return ledger.project("p").trial_count
+                return ledger.projects.project("p").trial_count
             except Exception:
                 return -1
 
@@ -160,12 +160,15 @@ def test_remote_sync_creates_appends_replays_and_updates_over_http(server, tmp_p
     assert rewritten.updated == ["001", "005", "006", "007"] and not rewritten.warnings
     ledger = Ledger.open(db, upgrade=False)
     try:
-        assert ledger.project("remote").metric_name == "val_bpb" and ledger.project("remote").trial_count == 8
-        assert ledger.trial("remote", "005").status is FailureLabel.KEEP
-        assert ledger.trial("remote", "001").hypothesis == "increase LR to 0.04 (rerun)"
-        assert [t.exp_id for t in ledger.chain("remote")] == ["000", "001", "004", "005", "007"]
-        assert ledger.trial("remote", "003").core_metric is None
-        assert ledger.best("remote").exp_id == "007"  # type: ignore[union-attr]
+        assert (
+            ledger.projects.project("remote").metric_name == "val_bpb"
+            and ledger.projects.project("remote").trial_count == 8
+        )
+        assert ledger.trials.trial("remote", "005").status is FailureLabel.KEEP
+        assert ledger.trials.trial("remote", "001").hypothesis == "increase LR to 0.04 (rerun)"
+        assert [t.exp_id for t in ledger.trials.chain("remote")] == ["000", "001", "004", "005", "007"]
+        assert ledger.trials.trial("remote", "003").core_metric is None
+        assert ledger.trials.best("remote").exp_id == "007"  # type: ignore[union-attr]
     finally:
         ledger.close()
     with pytest.raises(Exception, match="does not answer"):
@@ -205,8 +208,8 @@ def test_remote_sync_catches_up_on_many_rows_with_json_batches(server, tmp_path:
     assert calls[:2] == [("GET", "remote"), ("POST", "trials:batch")] and ("PATCH", "009") in calls
     ledger = Ledger.open(db, upgrade=False)
     try:
-        assert ledger.project("remote").trial_count == 62
-        assert ledger.trial("remote", "009").hypothesis == "idea 7 (rerun)"
+        assert ledger.projects.project("remote").trial_count == 62
+        assert ledger.trials.trial("remote", "009").hypothesis == "idea 7 (rerun)"
     finally:
         ledger.close()
 
@@ -245,9 +248,9 @@ def test_cli_watch_server_once(server, tmp_path: Path) -> None:  # type: ignore[
     assert named.exit_code == 0, named.output + named.stderr
     ledger = Ledger.open(_db, upgrade=False)
     try:
-        project = ledger.project("named")
+        project = ledger.projects.project("named")
         assert project.metric_name == "tok_s" and project.trial_count == 4 and project.lower_is_better is False
-        assert ledger.results_layout("named").has_header is False  # type: ignore[union-attr]
+        assert ledger.files.results_layout("named").has_header is False  # type: ignore[union-attr]
     finally:
         ledger.close()
 
@@ -291,8 +294,8 @@ def test_remote_sync_sends_its_token_and_a_refusal_is_one_clear_error(server, tm
     url, db = server
     ledger = Ledger.open(db, upgrade=False)
     try:
-        _record, writer = ledger.create_token(name="loop-agent", role="writer")
-        _record, reader = ledger.create_token(name="viewer", role="reader")
+        _record, writer = ledger.tokens.create_token(name="loop-agent", role="writer")
+        _record, reader = ledger.tokens.create_token(name="viewer", role="reader")
     finally:
         ledger.close()
     path = tmp_path / "results.tsv"

@@ -18,7 +18,7 @@ HEAD, *ROWS = ORIGINAL.splitlines(keepends=True)
 
 def _export(ledger: Ledger, slug: str) -> str:
     out = io.StringIO()
-    ledger.export_results(slug, out)
+    ledger.files.export_results(slug, out)
     return out.getvalue()
 
 
@@ -28,7 +28,7 @@ def test_a_row_recorded_through_the_api_first_is_linked_not_copied(ledger: Ledge
     sync = loops.ResultsSync(ledger, "ar", path)
     assert sync.sync().inserted == ["000", "001", "002"]
     # the loop records trial 3 over the API (a crash, the autoresearch way), then appends its row
-    api = ledger.record_trial(
+    api = ledger.recording.record_trial(
         "ar",
         {
             "status": "crash",
@@ -40,12 +40,12 @@ def test_a_row_recorded_through_the_api_first_is_linked_not_copied(ledger: Ledge
     )
     assert api.trial.exp_id == "003" and api.trial.parent_exp == "001"
     # trial 4 by description and metric alone (no commit sent)
-    ledger.record_trial("ar", {"status": "keep", "core_metric": 0.9901, "hypothesis": "add 200 warmup steps"})
+    ledger.recording.record_trial("ar", {"status": "keep", "core_metric": 0.9901, "hypothesis": "add 200 warmup steps"})
     with path.open("a") as fh:
         fh.write("".join(ROWS[3:5]))
     report = sync.sync()
     assert report.linked == ["003", "004"] and report.inserted == [] and not report.warnings
-    trials = {t.exp_id: t for t in ledger.stream_trials("ar")}
+    trials = {t.exp_id: t for t in ledger.tables.stream_trials("ar")}
     assert len(trials) == 5
     assert trials["003"].notes == "OOM at step 12" and trials["003"].extra["_reported_metric"] == 0
     assert trials["004"].extra["memory_gb"] == 44.1 and trials["004"].parent_exp == "001"
@@ -55,7 +55,7 @@ def test_a_row_recorded_through_the_api_first_is_linked_not_copied(ledger: Ledge
     assert _export(ledger, "ar") == path.read_text()
     # a restart links nothing twice and adds nothing
     again = loops.ResultsSync(ledger, "ar", path).sync()
-    assert not again.changed and ledger.project("ar").trial_count == 8
+    assert not again.changed and ledger.projects.project("ar").trial_count == 8
 
 
 def test_a_different_trial_under_the_rows_exp_id_still_gets_a_fresh_id(ledger: Ledger, tmp_path: Path) -> None:
@@ -63,14 +63,14 @@ def test_a_different_trial_under_the_rows_exp_id_still_gets_a_fresh_id(ledger: L
     path.write_text(HEAD + "".join(ROWS[:3]))
     sync = loops.ResultsSync(ledger, "ar", path)
     sync.sync()
-    ledger.record_trial(
+    ledger.recording.record_trial(
         "ar", {"status": "keep", "core_metric": 0.5, "hypothesis": "something else", "extra": {"commit": "0000000"}}
     )
     with path.open("a") as fh:
         fh.write(ROWS[3])
     report = sync.sync()
     assert report.linked == [] and report.inserted and any("recorded without this file" in w for w in report.warnings)
-    assert ledger.project("ar").trial_count == 5
+    assert ledger.projects.project("ar").trial_count == 5
 
 
 def test_same_trial() -> None:

@@ -200,13 +200,15 @@ def test_revision_0006_keeps_the_extra_of_stored_trials(fresh_db_url: str) -> No
     engine = make_engine(fresh_db_url)
     migrate.upgrade(engine, "0005")
     ledger = Ledger(engine)
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     _insert_old_trial(engine, "p", "000", {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}})
     migrate.upgrade(engine)
     assert migrate.current_revision(engine) == migrate.head_revision()
-    assert ledger.trial("p", "000").extra == {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}
-    ledger.record_trial("p", {"exp_id": "001", "status": "keep", "core_metric": 1.0, "extra": {"z": 1e23, "y": -0.0}})
-    assert repr(ledger.trial("p", "001").extra) == "{'z': 1e+23, 'y': -0.0}"
+    assert ledger.trials.trial("p", "000").extra == {"b": [1, 2.5, "x"], "a": {"c": None, "d": True}}
+    ledger.recording.record_trial(
+        "p", {"exp_id": "001", "status": "keep", "core_metric": 1.0, "extra": {"z": 1e23, "y": -0.0}}
+    )
+    assert repr(ledger.trials.trial("p", "001").extra) == "{'z': 1e+23, 'y': -0.0}"
     engine.dispose()
 
 
@@ -227,7 +229,7 @@ def test_revision_0007_closes_anonymous_writes_of_a_ledger_that_had_a_token(fres
                 )
             )
     migrate.upgrade(engine)
-    state = Ledger(engine).access_state()
+    state = Ledger(engine).tokens.access_state()
     assert state.anonymous_writes.value == ("closed" if had_token else "until-first-token")
     assert state.anonymous_writes_open is (not had_token)
     engine.dispose()
@@ -244,7 +246,7 @@ def test_revision_0009_fills_the_concepts_and_sketches_of_stored_trials(fresh_db
     engine = make_engine(fresh_db_url)
     migrate.upgrade(engine, "0008")
     ledger = Ledger(engine)
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     _old_trial(engine, "000", "{}", hypothesis="turn-group normalization with alpha 0.3 on deep turns")
     for i in range(1, PRIOR_RECENT + 5):
         _old_trial(engine, f"{i:03d}", "{}", hypothesis=f"unrelated idea number {i} about tokenizer {i}")
@@ -252,7 +254,7 @@ def test_revision_0009_fills_the_concepts_and_sketches_of_stored_trials(fresh_db
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM trials WHERE search_concepts IS NULL")).scalar() == 0
         assert conn.execute(text("SELECT count(DISTINCT seq) FROM trial_sketch")).scalar() == PRIOR_RECENT + 5
-    result = ledger.record_trial(
+    result = ledger.recording.record_trial(
         "p", {"status": "discard", "hypothesis": "alpha 0.3 turn group norm on deep turns"}, similar_prior=True
     )
     assert [s.exp_id for s in result.similar_prior] == ["000"]

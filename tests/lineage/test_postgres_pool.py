@@ -19,9 +19,9 @@ def test_connections_killed_while_pooled_are_replaced(fresh_db_url: str) -> None
     migrate.upgrade(engine)
     ledger = Ledger(engine)
     try:
-        ledger.create_project("p")
-        ledger.record_trial("p", {"hypothesis": "first", "status": "baseline", "core_metric": 1.0})
-        assert ledger.anonymous_access() == (True, False)
+        ledger.projects.create_project("p")
+        ledger.recording.record_trial("p", {"hypothesis": "first", "status": "baseline", "core_metric": 1.0})
+        assert ledger.tokens.anonymous_access() == (True, False)
         with engine.connect() as a, engine.connect() as b:  # the pool holds two connections now
             a.execute(text("SELECT 1"))
             b.execute(text("SELECT 1"))
@@ -38,12 +38,12 @@ def test_connections_killed_while_pooled_are_replaced(fresh_db_url: str) -> None
         admin.dispose()
         assert killed >= 2  # the pool held its connections, now dead (and pinged only after idling)
 
-        assert ledger.anonymous_access() == (True, False)  # the access check, on a new connection
-        result = ledger.record_trial(
+        assert ledger.tokens.anonymous_access() == (True, False)  # the access check, on a new connection
+        result = ledger.recording.record_trial(
             "p", {"hypothesis": "second", "core_metric": 0.9, "status": "keep"}, similar_prior=True
         )
         assert result.created and result.trial.exp_id == "001"
-        assert [t.hypothesis for t in ledger.list_trials("p")] == ["first", "second"]
+        assert [t.hypothesis for t in ledger.trials.list_trials("p")] == ["first", "second"]
     finally:
         engine.dispose()
 
@@ -60,14 +60,14 @@ def test_a_pipelined_write_begins_with_its_statements_and_fails_whole(fresh_db_u
     store = ledger.store
     insert = "INSERT INTO ledger_settings (name, value, updated_at, updated_by) VALUES ('k', 'v', now(), 't')"
     try:
-        ledger.create_project("p")
+        ledger.projects.create_project("p")
         for _ in range(3):
             with pytest.raises(Exception, match="duplicate key"):
                 with store.write(pipelined=True) as conn:
                     store._execute(conn, "UPDATE projects SET title = 'changed' WHERE slug = 'p'")
                     store._execute(conn, insert)
                     store._execute(conn, insert)  # read by nobody: fails at COMMIT
-            assert ledger.project("p").title == "p"
+            assert ledger.projects.project("p").title == "p"
             assert store.peek("SELECT count(*) FROM ledger_settings WHERE name = 'k'")[0] == 0
         with store.write(pipelined=True) as conn:
             store._execute(conn, "UPDATE projects SET title = 'kept' WHERE slug = 'p'")
@@ -75,7 +75,7 @@ def test_a_pipelined_write_begins_with_its_statements_and_fails_whole(fresh_db_u
             # one transaction: its start (now()) is before this statement's, not the same
             one_transaction = store._execute(conn, "SELECT now() < statement_timestamp()").fetchone()[0]
         assert one_transaction
-        assert ledger.project("p").title == "kept"
+        assert ledger.projects.project("p").title == "kept"
         with engine.connect() as conn:
             driver = conn.connection.driver_connection
             assert (driver.autocommit, int(driver.info.transaction_status)) == (False, 0)

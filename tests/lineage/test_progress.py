@@ -22,12 +22,12 @@ def _record(
     project: str = "p",
     **fields: Any,
 ) -> None:
-    ledger.record_trial(project, {"status": status, "core_metric": metric, "total_s": total_s, **fields})
+    ledger.recording.record_trial(project, {"status": status, "core_metric": metric, "total_s": total_s, **fields})
 
 
 def _sweep(ledger: Ledger) -> None:
     """seq 0..6: baseline 10, keep 9, discard 9.5, crash, keep 8, crash, preflight_crash."""
-    ledger.create_project("p", lower_is_better=True)
+    ledger.projects.create_project("p", lower_is_better=True)
     for status, metric, seconds in [
         ("baseline", 10.0, 3600.0),
         ("keep", 9.0, 1800.0),
@@ -42,7 +42,7 @@ def _sweep(ledger: Ledger) -> None:
 
 def test_summary_counts_rates_best_streak_and_time(ledger: Ledger) -> None:
     _sweep(ledger)
-    summary = ledger.summary("p", last_n=3).to_dict()
+    summary = ledger.agent.summary("p", last_n=3).to_dict()
     assert summary["trials"] == 7
     assert summary["by_status"] == {"baseline": 1, "crash": 2, "discard": 1, "keep": 2, "preflight_crash": 1}
     assert summary["keep_rate"] == pytest.approx(2 / 6)
@@ -60,18 +60,18 @@ def test_summary_counts_rates_best_streak_and_time(ledger: Ledger) -> None:
 
 
 def test_higher_is_better_improvement_is_positive(ledger: Ledger) -> None:
-    ledger.create_project("p", lower_is_better=False)
+    ledger.projects.create_project("p", lower_is_better=False)
     _record(ledger, "baseline", 0.5)
     _record(ledger, "keep", 0.75)
-    summary = ledger.summary("p").to_dict()
+    summary = ledger.agent.summary("p").to_dict()
     assert summary["improvement_vs_baseline"] == pytest.approx(0.25)
     assert summary["improvement_per_10_trials"] == pytest.approx(0.25 * 10 / 2)
     assert summary["trend"] == "improving"
 
 
 def test_empty_project_has_no_rates_and_no_best(ledger: Ledger) -> None:
-    ledger.create_project("p")
-    summary = ledger.summary("p").to_dict()
+    ledger.projects.create_project("p")
+    summary = ledger.agent.summary("p").to_dict()
     assert (
         summary["trials"],
         summary["keep_rate"],
@@ -85,16 +85,16 @@ def test_empty_project_has_no_rates_and_no_best(ledger: Ledger) -> None:
 
 
 def test_trend_moves_from_improving_to_plateauing_to_stuck(ledger: Ledger) -> None:
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     _record(ledger, "baseline", 1.0)
     _record(ledger, "keep", 0.9)
-    trends = [ledger.summary("p", last_n=2).trend]
+    trends = [ledger.agent.summary("p", last_n=2).trend]
     for _ in range(6):
         _record(ledger, "discard", 2.0)
-        trends.append(ledger.summary("p", last_n=2).trend)
+        trends.append(ledger.agent.summary("p", last_n=2).trend)
     # trials since the best: 0, 1 | 2..5 | 6 (= 3 windows of 2)
     assert trends == ["improving", "improving", "plateauing", "plateauing", "plateauing", "plateauing", "stuck"]
-    rule = ledger.summary("p", last_n=2).to_dict()["trend_rule"]
+    rule = ledger.agent.summary("p", last_n=2).to_dict()["trend_rule"]
     assert rule["improving_if_new_best_within"] == 2 and rule["stuck_if_no_new_best_within"] == 6
 
 
@@ -108,33 +108,33 @@ def test_a_crash_streak_of_a_window_is_stuck() -> None:
 
 
 def test_a_tie_with_the_best_is_not_an_improvement(ledger: Ledger) -> None:
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     _record(ledger, "keep", 1.0)
     _record(ledger, "keep", 1.0)
-    assert ledger.summary("p").trials_since_improvement == 1
+    assert ledger.agent.summary("p").trials_since_improvement == 1
 
 
 @pytest.mark.parametrize("last_n", [0, -1, 100_001, True, "5"])
 def test_a_bad_window_names_the_field(ledger: Ledger, last_n: Any) -> None:
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     with pytest.raises(InvalidInput) as caught:
-        ledger.summary("p", last_n=last_n)
+        ledger.agent.summary("p", last_n=last_n)
     assert caught.value.field == "last"
 
 
 def test_summary_of_an_unknown_project_is_not_found(ledger: Ledger) -> None:
     with pytest.raises(NotFound):
-        ledger.summary("nope")
+        ledger.agent.summary("nope")
 
 
 def test_wrapped_prompt_carries_the_short_summary_and_the_raw_one_does_not(ledger: Ledger) -> None:
     _sweep(ledger)
-    _, wrapped = ledger.prompt_document("p", specialist="s")
-    _, raw = ledger.prompt_document("p", specialist="s", wrap=False)
+    _, wrapped = ledger.agent.prompt_document("p", specialist="s")
+    _, raw = ledger.agent.prompt_document("p", specialist="s", wrap=False)
     assert "## Where the loop stands" in wrapped
     assert "- Progress: 7 trials; keep rate 33%" in wrapped and "crash streak 2" in wrapped
     assert "- Trend: **improving**" in wrapped
-    assert "Where the loop stands" not in raw and raw == ledger.render_prompt("p", specialist="s")
+    assert "Where the loop stands" not in raw and raw == ledger.agent.render_prompt("p", specialist="s")
 
 
 def test_cli_summary_json_and_text(ledger: Ledger, db_url: str) -> None:
@@ -142,13 +142,13 @@ def test_cli_summary_json_and_text(ledger: Ledger, db_url: str) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["--db", db_url, "summary", "--project", "p", "--last", "3", "--format", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == ledger.summary("p", last_n=3).to_dict()
+    assert json.loads(result.output) == ledger.agent.summary("p", last_n=3).to_dict()
     text = runner.invoke(cli, ["--db", db_url, "summary", "-p", "p"])
     assert text.exit_code == 0 and "Trend: **improving**" in text.output
 
 
 def test_cli_summary_bad_window_is_one_line_on_stderr(ledger: Ledger, db_url: str) -> None:
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     result = CliRunner().invoke(cli, ["--db", db_url, "summary", "-p", "p", "--last", "0"])
     assert result.exit_code == 2
     assert result.stderr.strip().count("\n") == 0 and "last" in result.stderr
@@ -164,7 +164,7 @@ def _grouped(engine) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped
 
 def _totals(ledger: Ledger) -> dict[str, tuple[int, float]]:
     with ledger.store.read() as conn:
-        return ledger.store.status_totals(conn, ledger.project("p").id)
+        return ledger.store.status_totals(conn, ledger.projects.project("p").id)
 
 
 def test_status_totals_follow_every_write_path(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
@@ -174,20 +174,20 @@ def test_status_totals_follow_every_write_path(ledger: Ledger, engine) -> None: 
 
     _sweep(ledger)
     assert _totals(ledger) == _grouped(engine)
-    ledger.update_trial("p", "003", {"status": "discard", "total_s": 100.0})
-    ledger.update_trial("p", "001", {"notes": "only a note"})
+    ledger.recording.update_trial("p", "003", {"status": "discard", "total_s": 100.0})
+    ledger.recording.update_trial("p", "001", {"notes": "only a note"})
     assert _totals(ledger) == _grouped(engine)
     rows = [
         Trial(exp_id=f"x{i}", status=FailureLabel.KEEP if i % 3 else FailureLabel.CRASH, total_s=float(i))
         for i in range(2_500)
     ]
-    ledger.import_trials("p", iter(rows))
+    ledger.tables.import_trials("p", iter(rows))
     assert _totals(ledger) == _grouped(engine)
     with pytest.raises(InvalidInput):
-        ledger.import_trials("p", iter([Trial(exp_id="y1", total_s=5.0), Trial(exp_id="y1")]))
+        ledger.tables.import_trials("p", iter([Trial(exp_id="y1", total_s=5.0), Trial(exp_id="y1")]))
     assert _totals(ledger) == _grouped(engine)
-    assert ledger.summary("p").trials == 7 + 2_500
-    ledger.delete_project("p")
+    assert ledger.agent.summary("p").trials == 7 + 2_500
+    ledger.projects.delete_project("p")
     with engine.connect() as conn:
         from sqlalchemy import text
 
@@ -254,8 +254,8 @@ def test_migration_0004_backfills_the_totals_and_downgrades(fresh_url: str) -> N
             _raw_trial(conn, 1, "crash", 7.0)
         migrate.upgrade(engine)
         ledger = Ledger(engine)
-        assert ledger.summary("p").to_dict()["by_status"] == {"crash": 1, "keep": 1}
-        assert ledger.summary("p").time_spent_s == 12.0
+        assert ledger.agent.summary("p").to_dict()["by_status"] == {"crash": 1, "keep": 1}
+        assert ledger.agent.summary("p").time_spent_s == 12.0
         config = migrate.alembic_config(engine)
         with engine.begin() as conn:
             config.attributes["connection"] = conn
@@ -266,9 +266,9 @@ def test_migration_0004_backfills_the_totals_and_downgrades(fresh_url: str) -> N
         with engine.begin() as conn:  # no trigger is left behind that writes to a dropped table
             _raw_trial(conn, 2, "crash", None)
         migrate.upgrade(engine)
-        assert ledger.summary("p").to_dict()["by_status"] == {"crash": 2, "keep": 1}
-        ledger.record_trial("p", {"status": "crash", "total_s": 1.0})
-        assert ledger.summary("p").to_dict()["by_status"] == {"crash": 3, "keep": 1}
-        assert ledger.summary("p").time_spent_s == 13.0
+        assert ledger.agent.summary("p").to_dict()["by_status"] == {"crash": 2, "keep": 1}
+        ledger.recording.record_trial("p", {"status": "crash", "total_s": 1.0})
+        assert ledger.agent.summary("p").to_dict()["by_status"] == {"crash": 3, "keep": 1}
+        assert ledger.agent.summary("p").time_spent_s == 13.0
     finally:
         engine.dispose()

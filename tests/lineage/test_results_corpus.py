@@ -193,7 +193,7 @@ def import_variant(ledger: Ledger, name: str, text: str, flags: dict[str, Any]):
     )
     options = replace(options, lower_is_better=flags.get("lower_is_better"))
     data = text.encode("utf-8")
-    return ledger.import_file(
+    return ledger.files.import_file(
         slug_of(name),
         io.StringIO(check_text(data, source=name), newline=""),
         fmt="auto",
@@ -205,7 +205,7 @@ def import_variant(ledger: Ledger, name: str, text: str, flags: dict[str, Any]):
 
 def exported(ledger: Ledger, slug: str) -> str:
     out = io.StringIO(newline="")
-    ledger.export_results(slug, out)
+    ledger.files.export_results(slug, out)
     return out.getvalue()
 
 
@@ -236,13 +236,13 @@ def test_a_variant_imports_as_the_catalogue_reads_it_and_exports_byte_for_byte(l
     assert (report.metric, report.metric_name) == (want["metric"], want["metric_name"])
     lower = expected["lower_is_better"] if expected["lower_is_better"] is not None else verdict.flags["lower_is_better"]
     assert report.lower_is_better is lower, report.direction
-    best = ledger.best_metric(slug_of(name))
+    best = ledger.files.best_metric(slug_of(name))
     assert best == (pytest.approx(want["best"]) if want["best"] is not None else None), best
     assert list(report.text_lines) == want["text_lines"], report.warnings
     # records whose metric cell is not a number are trials without a metric; the cells that are
     # no placeholder ('FAIL', '~0.05', not '-' or 'N/A') are named in one warning
     odd = expected.get("non_numeric_metric_lines", [])
-    stored = list(ledger.stream_trials(slug_of(name)))
+    stored = list(ledger.tables.stream_trials(slug_of(name)))
     assert sum(1 for t in stored if t.core_metric is None) >= len(odd)
     warned = [w for w in report.warnings if "cell is not a number" in w]
     assert len(warned) <= 1
@@ -260,11 +260,11 @@ def test_without_its_flags_a_variant_is_refused_or_read_otherwise(ledger: Ledger
             import_variant(ledger, name, text, {})
         assert info.value.line is not None, info.value.message  # the header's cell, or line 1 of data
         with pytest.raises(NotFound):
-            ledger.project(slug_of(name))
+            ledger.projects.project(slug_of(name))
         return
     report = import_variant(ledger, name, text, {})
-    project = ledger.project(slug_of(name))
-    statuses = {t.status.value for t in ledger.stream_trials(slug_of(name))}
+    project = ledger.projects.project(slug_of(name))
+    statuses = {t.status.value for t in ledger.tables.stream_trials(slug_of(name))}
     assert (
         report.metric != expected["metric"]
         or report.lower_is_better is not expected["lower_is_better"]
@@ -280,7 +280,7 @@ def test_a_file_that_is_no_loops_log_is_refused_naming_its_line(ledger: Ledger, 
         import_variant(ledger, name, text, {})
     assert info.value.line == 1 and VERDICTS[name].refuse in info.value.message
     with pytest.raises(NotFound):
-        ledger.project(slug_of(name))
+        ledger.projects.project(slug_of(name))
 
 
 def test_the_values_overrule_a_names_suggestion_with_a_warning_naming_both(ledger: Ledger) -> None:
@@ -293,5 +293,5 @@ def test_the_values_overrule_a_names_suggestion_with_a_warning_naming_both(ledge
 def test_flagged_statuses_give_the_loops_lineage(ledger: Ledger) -> None:
     text, _ = VARIANTS["accepted_zero_one_flag"]()
     import_variant(ledger, "accepted_zero_one_flag", text, VERDICTS["accepted_zero_one_flag"].flags)
-    statuses = [t.status.value for t in ledger.stream_trials(slug_of("accepted_zero_one_flag"))]
+    statuses = [t.status.value for t in ledger.tables.stream_trials(slug_of("accepted_zero_one_flag"))]
     assert statuses.count("keep") == 5 and statuses.count("discard") == 4

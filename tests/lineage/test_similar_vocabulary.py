@@ -44,13 +44,17 @@ PARAPHRASES = [
 
 
 def _load(ledger: Ledger) -> None:
-    ledger.create_project("p")
+    ledger.projects.create_project("p")
     for hypothesis, notes in PAST:
-        ledger.record_trial("p", {"status": "discard", "core_metric": 1.0, "hypothesis": hypothesis, "notes": notes})
+        ledger.recording.record_trial(
+            "p", {"status": "discard", "core_metric": 1.0, "hypothesis": hypothesis, "notes": notes}
+        )
 
 
 def _recall(ledger: Ledger) -> float:
-    found = sum(len(wanted & {s.exp_id for s in ledger.find_similar("p", query, 5)}) for query, wanted in PARAPHRASES)
+    found = sum(
+        len(wanted & {s.exp_id for s in ledger.agent.find_similar("p", query, 5)}) for query, wanted in PARAPHRASES
+    )
     return found / sum(len(wanted) for _, wanted in PARAPHRASES)
 
 
@@ -83,27 +87,27 @@ def test_recall_on_paraphrases_goes_up(ledger: Ledger, monkeypatch: pytest.Monke
 @pytest.mark.parametrize(("query", "wanted"), PARAPHRASES)
 def test_each_paraphrase_finds_its_trials_first(ledger: Ledger, query: str, wanted: set[str]) -> None:
     _load(ledger)
-    found = ledger.find_similar("p", query, 5)
+    found = ledger.agent.find_similar("p", query, 5)
     assert {s.exp_id for s in found[: len(wanted)]} == wanted, [(s.exp_id, s.score) for s in found]
 
 
 def test_unrelated_queries_stay_below_true_hits(ledger: Ledger) -> None:
     _load(ledger)
-    assert ledger.find_similar("p", "swap the optimizer for Lion") == []
-    assert ledger.find_similar("p", "rotary embeddings base 50000") == [] or all(
-        s.exp_id in {"002", "011"} for s in ledger.find_similar("p", "rotary embeddings base 50000")
+    assert ledger.agent.find_similar("p", "swap the optimizer for Lion") == []
+    assert ledger.agent.find_similar("p", "rotary embeddings base 50000") == [] or all(
+        s.exp_id in {"002", "011"} for s in ledger.agent.find_similar("p", "rotary embeddings base 50000")
     )
-    hits = ledger.find_similar("p", "learning rate", 10)
+    hits = ledger.agent.find_similar("p", "learning rate", 10)
     lr_trials = {"000", "001", "002", "011"}
     scores = {s.exp_id: s.score for s in hits}
     assert lr_trials <= set(scores)
     assert all(scores[other] < min(scores[t] for t in lr_trials) for other in set(scores) - lr_trials)
-    assert "004" not in {s.exp_id for s in ledger.find_similar("p", "batch normalization in the critic")}
+    assert "004" not in {s.exp_id for s in ledger.agent.find_similar("p", "batch normalization in the critic")}
 
 
 def test_similar_prior_sees_other_spellings(ledger: Ledger) -> None:
     _load(ledger)
-    result = ledger.record_trial(
+    result = ledger.recording.record_trial(
         "p", {"status": "discard", "core_metric": 1.0, "hypothesis": "weight_decay 0.2"}, similar_prior=True
     )
     assert [s.exp_id for s in result.similar_prior] == ["003"]

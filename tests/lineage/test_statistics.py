@@ -39,15 +39,15 @@ def test_stale_tables_are_analyzed_once_and_then_planned_by_their_index(fresh_db
         if backend == "sqlite":
             assert refresh_statistics(ledger.engine) == []  # SQLite: nothing to do
             return
-        ledger.create_project("p")
-        ledger.record_trials(
+        ledger.projects.create_project("p")
+        ledger.recording.record_trials(
             "p",
             [
                 {"status": "discard", "core_metric": i / 1000, "hypothesis": f"idea {i} warmup"}
                 for i in range(STATISTICS_MIN_ROWS * 3)
             ],
         )
-        project_id = ledger.project("p").id
+        project_id = ledger.projects.project("p").id
         with ledger.engine.connect() as conn:  # the counters reach pg_stat_user_tables at once
             conn.execute(text("SELECT pg_stat_force_next_flush()"))
         assert "parent_exp" in _plan(ledger.engine, ledger, project_id)  # planned without statistics
@@ -96,9 +96,9 @@ def test_a_pipelined_write_runs_on_generic_plans_and_leaves_the_session_as_it_wa
             after = conn.execute(text("SHOW plan_cache_mode")).scalar()
         assert (inside, after) == ("force_generic_plan", "auto")
         slug = f"plans-{uuid.uuid4().hex[:8]}"  # the session's database is shared
-        ledger.create_project(slug)
+        ledger.projects.create_project(slug)
         for i in range(8):  # psycopg prepares a statement from its 6th execution
-            ledger.record_trial(
+            ledger.recording.record_trial(
                 slug, {"status": "discard", "core_metric": i / 10, "hypothesis": f"warmup idea {i}"}, similar_prior=True
             )
         with ledger.store.write(pipelined=True) as conn:

@@ -18,8 +18,8 @@ XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">'
 
 
 def load_demo(ledger: Ledger) -> Ledger:
-    ledger.create_project(**DEMO_PROJECT)
-    ledger.import_trials(SLUG, iter(DEMO_TRIALS))
+    ledger.projects.create_project(**DEMO_PROJECT)
+    ledger.tables.import_trials(SLUG, iter(DEMO_TRIALS))
     return ledger
 
 

@@ -108,22 +108,22 @@ def load_loop_project(
     """Import the generated ``results.tsv`` into a new project ``slug`` and give the last
     ``telemetry_trials`` kept trials telemetry; answer what was made."""
     text, kinds = results_tsv(n, seed)
-    ledger.import_file(
+    ledger.files.import_file(
         slug,
         io.StringIO(text, newline=""),
         fmt="autoresearch",
         source="results.tsv",
         create_with={"lower_is_better": True},
     )
-    trials = list(ledger.stream_trials(slug))
+    trials = list(ledger.tables.stream_trials(slug))
     exp_ids = [trial.exp_id for trial in trials]
     assert len(exp_ids) == n, (len(exp_ids), n)
     ids = {kind: [exp_ids[i] for i in rows] for kind, rows in kinds.items()}
     rng = random.Random(seed + 1)
     with_telemetry = ids["keep"][-telemetry_trials:] if telemetry_trials else []
     for exp_id in with_telemetry:
-        ledger.ingest_telemetry(slug, exp_id, _rows(lm_points(rng)))
-    best = ledger.best(slug)
+        ledger.telemetry.ingest_telemetry(slug, exp_id, _rows(lm_points(rng)))
+    best = ledger.trials.best(slug)
     return LoopProject(
         slug=slug,
         trials=n,

@@ -23,7 +23,7 @@ def tokens(app_client: TestClient, sqlite_ledger: Ledger) -> dict[str, str]:
     """Real tokens in the served ledger: a writer, a reader and an admin, by role."""
     made = {}
     for name, role in (("alice", "writer"), ("bob", "reader"), ("carol", "admin")):
-        _record, secret = sqlite_ledger.create_token(name=name, role=role)
+        _record, secret = sqlite_ledger.tokens.create_token(name=name, role=role)
         made[role] = secret
     return made
 
@@ -132,7 +132,7 @@ def test_closed_reading_without_any_token_stays_open(closed_client: TestClient) 
 def test_a_revoked_token_ends_its_session_at_once(app_client: TestClient, tokens: dict[str, str]) -> None:
     login(app_client, tokens["writer"])
     assert post_upload(app_client, "first").status_code == 200
-    app_client.app.state.ledger.revoke_token("alice")  # type: ignore[attr-defined]
+    app_client.app.state.ledger.tokens.revoke_token("alice")  # type: ignore[attr-defined]
     assert "alice" not in app_client.get("/").text
     assert post_upload(app_client, "second").status_code == 403
 
@@ -147,13 +147,13 @@ def test_the_pages_accept_the_same_tokens_as_the_api(closed_client: TestClient, 
 def test_after_the_last_token_is_revoked_an_anonymous_upload_is_still_refused(
     app_client: TestClient, sqlite_ledger: Ledger
 ) -> None:
-    sqlite_ledger.create_token(name="only", role="writer")
-    sqlite_ledger.revoke_token("only")
-    assert not sqlite_ledger.tokens_exist()
+    sqlite_ledger.tokens.create_token(name="only", role="writer")
+    sqlite_ledger.tokens.revoke_token("only")
+    assert not sqlite_ledger.tokens.tokens_exist()
     form = app_client.get("/upload").text
     assert "disabled" in form
     assert post_upload(app_client).status_code == 403
-    sqlite_ledger.set_anonymous_writes("open", by="test")  # an explicit re-opening
+    sqlite_ledger.tokens.set_anonymous_writes("open", by="test")  # an explicit re-opening
     assert post_upload(app_client).status_code == 200
 
 

@@ -48,7 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     workdir = tmp_path_factory.mktemp("serve")
     with serving(workdir, demo=True) as base:
         ledger = Ledger.open(str(workdir / "lineage.db"), upgrade=False)
-        ledger.record_trial(
+        ledger.recording.record_trial(
             SLUG,
             {
                 "exp_id": "006",

@@ -36,18 +36,18 @@ def row_names(html: str) -> list[str]:
 
 def test_the_loop_file_columns_are_first_class_and_empty_fields_hidden(loop) -> None:  # type: ignore[no-untyped-def]
     ledger, made, client = loop
-    columns = ledger.project_columns(made.slug)
+    columns = ledger.browse.project_columns(made.slug)
     assert [(c.key, c.label, c.numeric) for c in columns.file] == [
         ("extra.commit", "commit", False),
         ("extra.memory_gb", "memory_gb", True),
     ]
-    best = ledger.trial(made.slug, made.best_exp)
+    best = ledger.trials.trial(made.slug, made.best_exp)
 
     table = client.get(f"/projects/{made.slug}/trials").text
     shown = headers(table)
     assert "commit" in shown and "memory_gb" in shown and "val_bpb" in shown
     assert not set(shown) & {"specialist", "domain"}
-    newest = ledger.trial(made.slug, made.exp_ids[-1])
+    newest = ledger.trials.trial(made.slug, made.exp_ids[-1])
     assert f">{newest.extra['commit']}<" in table
 
     compare = client.get(f"/projects/{made.slug}/compare?exp={made.best_exp}&exp={made.exp_ids[1]}").text
@@ -108,9 +108,9 @@ def test_the_column_picker_lives_in_the_url(loop) -> None:  # type: ignore[no-un
 
 def test_the_knob_view_plots_every_trial_with_the_column_and_flags_the_chain(loop) -> None:  # type: ignore[no-untyped-def]
     ledger, made, client = loop
-    trials = {t.exp_id: t for t in ledger.stream_trials(made.slug)}
-    chain = [t.exp_id for t in ledger.chain(made.slug)]
-    view = ledger.knobs(made.slug, ["extra.memory_gb"])
+    trials = {t.exp_id: t for t in ledger.tables.stream_trials(made.slug)}
+    chain = [t.exp_id for t in ledger.trials.chain(made.slug)]
+    view = ledger.browse.knobs(made.slug, ["extra.memory_gb"])
     assert view.axes[0].kind == "number" and not view.axes[0].positive  # crashes log 0.0
     assert {p.exp_id for p in view.points} == {e for e, t in trials.items() if "memory_gb" in t.extra}
     for p in view.points:
@@ -120,14 +120,14 @@ def test_the_knob_view_plots_every_trial_with_the_column_and_flags_the_chain(loo
     assert view.best_exp == made.best_exp
 
     # a telemetry summary: the last train_loss of each trial that has it, from SQL
-    loss = ledger.knobs(made.slug, ["telemetry.train_loss.last"])
+    loss = ledger.browse.knobs(made.slug, ["telemetry.train_loss.last"])
     assert {p.exp_id for p in loss.points} == set(made.with_telemetry) and loss.axes[0].positive
     for p in loss.points:
-        series = [pt for pt in ledger.telemetry_points(made.slug, p.exp_id) if pt["name"] == "train_loss"]
+        series = [pt for pt in ledger.telemetry.telemetry_points(made.slug, p.exp_id) if pt["name"] == "train_loss"]
         assert p.values[0] == pytest.approx(max(series, key=lambda pt: pt["step"])["value"])
 
     # a text column is a category axis
-    commits = ledger.knobs(made.slug, ["extra.commit"], limit=50)
+    commits = ledger.browse.knobs(made.slug, ["extra.commit"], limit=50)
     assert commits.axes[0].kind == "category" and commits.truncated
     assert {p.exp_id for p in commits.points} >= set(made.exp_ids[-50:]) | set(chain[-300:])
 

@@ -144,7 +144,7 @@ def test_smoothing_changes_the_drawn_values(page) -> None:  # type: ignore[no-un
 def test_chain_to_best_shows_exactly_the_chain(page, explore_db: str) -> None:  # type: ignore[no-untyped-def]
     ledger = Ledger.open(explore_db, upgrade=False)
     try:
-        chain = [t.exp_id for t in ledger.chain(SLUG)]
+        chain = [t.exp_id for t in ledger.trials.chain(SLUG)]
     finally:
         ledger.close()
     assert len(chain) >= 3

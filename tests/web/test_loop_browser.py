@@ -38,7 +38,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, LoopPr
     loop = load_loop_project(ledger)
     load_demo(ledger)
     for exp_id in ("003", "004"):
-        ledger.ingest_telemetry(SLUG, exp_id, check_points(api_points(synthetic_points())))
+        ledger.telemetry.ingest_telemetry(SLUG, exp_id, check_points(api_points(synthetic_points())))
     ledger.close()
     SHOTS.mkdir(parents=True, exist_ok=True)
     with serving(workdir) as base:

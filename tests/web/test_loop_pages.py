@@ -36,7 +36,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient,
         ]
         from lineage.telemetry import check_points
 
-        ledger.ingest_telemetry(SLUG, exp_id, check_points(points))
+        ledger.telemetry.ingest_telemetry(SLUG, exp_id, check_points(points))
     with make_client(str(path)) as client:
         yield client, loop, ledger
     ledger.close()
@@ -71,16 +71,16 @@ def test_dashboard_chart_scales_to_the_kept_trials_and_marks_blow_ups_at_the_edg
     chart = section(html, '<figure class="plot wide-plot">', "</figure>")
     ticks = _ticks(chart)
     assert ticks and max(ticks) < 1.0, ticks  # the 1.03–1.36 blow-ups do not set the axis
-    window = {t.exp_id for t in ledger.list_trials(LOOP, limit=1000, descending=True)}
+    window = {t.exp_id for t in ledger.trials.list_trials(LOOP, limit=1000, descending=True)}
     shown_blowups = [e for e in loop.blown_up if e in window]
     assert shown_blowups
     edges = re.findall(r'<path class="pt pt-edge[^"]*"[^>]*/><title>([^<]*)</title>', chart)
     assert len(edges) == len(shown_blowups), edges
     for exp_id in shown_blowups:
-        metric = ledger.trial(LOOP, exp_id).core_metric
+        metric = ledger.trials.trial(LOOP, exp_id).core_metric
         assert any(f"exp_{exp_id} " in e and f"{metric:.6f}" in e and "off the axis" in e for e in edges), exp_id
     # the axis still spans the whole kept range: the first kept trial in the window is on it
-    kept = [ledger.trial(LOOP, e).core_metric for e in loop.kept if e in window]
+    kept = [ledger.trials.trial(LOOP, e).core_metric for e in loop.kept if e in window]
     assert min(ticks) <= min(kept) + 0.01 and max(ticks) >= max(kept) - 0.01
 
 
@@ -90,7 +90,7 @@ def test_dashboard_chart_scales_to_the_kept_trials_and_marks_blow_ups_at_the_edg
 def test_autoresearch_trials_are_not_labelled_baseline(site) -> None:  # type: ignore[no-untyped-def]
     client, loop, ledger = site
     kept = loop.kept[5]
-    hypothesis = ledger.trial(LOOP, kept).hypothesis
+    hypothesis = ledger.trials.trial(LOOP, kept).hypothesis
     assert "baseline" not in hypothesis
     dashboard = client.get(f"/projects/{LOOP}").text
     chain = section(dashboard, '<ol class="chain">', "</ol>")
@@ -125,15 +125,15 @@ def test_compare_reads_only_the_series_two_trials_share(site) -> None:  # type: 
     _, loop, ledger = site
     from lineage.telemetry import check_points
 
-    ledger.ingest_telemetry(
+    ledger.telemetry.ingest_telemetry(
         SLUG,
         "005",
         check_points([{"step": 1, "name": "only_mine", "value": 1.0}, {"step": 1, "name": "reward", "value": 2.0}]),
     )
-    shared = ledger.shared_telemetry(SLUG, ["004", "005"], max_points=50)
+    shared = ledger.telemetry.shared_telemetry(SLUG, ["004", "005"], max_points=50)
     assert set(shared) == {"reward"}  # not 004's other series, not 005's own
     assert set(shared["reward"]) == {"004", "005"}
-    shared = ledger.shared_telemetry(LOOP, loop.with_telemetry[:2], max_points=50)
+    shared = ledger.telemetry.shared_telemetry(LOOP, loop.with_telemetry[:2], max_points=50)
     assert set(shared) == {"train_loss", "val_bpb", "lr", "grad_norm"}
     assert len(shared["train_loss"][loop.with_telemetry[0]]) <= 50  # downsampled in the database
 
@@ -182,7 +182,7 @@ class _Depth(HTMLParser):
 def test_tree_of_a_linear_loop_is_a_flat_chain_with_folded_siblings(site) -> None:  # type: ignore[no-untyped-def]
     client, loop, ledger = site
     html = client.get(f"/projects/{LOOP}/tree").text
-    chain = [t.exp_id for t in ledger.chain(LOOP)]
+    chain = [t.exp_id for t in ledger.trials.chain(LOOP)]
     assert len(chain) > 100
     # the chain's first page reaches far past 8 levels, as one column
     for exp_id in chain[:60]:
@@ -192,7 +192,9 @@ def test_tree_of_a_linear_loop_is_a_flat_chain_with_folded_siblings(site) -> Non
     assert parser.deepest <= 3, parser.deepest
     # a discard is folded under the kept trial it forked from
     discard = next(
-        t for t in ledger.list_trials(LOOP, limit=200) if t.status.value == "discard" and t.parent_exp == chain[3]
+        t
+        for t in ledger.trials.list_trials(LOOP, limit=200)
+        if t.status.value == "discard" and t.parent_exp == chain[3]
     )
     folded = section(html, f'id="t-{chain[3]}"', f'id="t-{chain[4]}"')
     assert f'id="t-{discard.exp_id}"' in folded and "<details" in folded
@@ -212,7 +214,7 @@ def test_dashboard_words(site) -> None:  # type: ignore[no-untyped-def]
     words = text_of(loop_page)
     assert " h spent" not in words  # imported: no durations
     assert "Trials per failure label" not in words and "Trials per status" in words
-    rule = ledger.summary(LOOP).rule.to_dict()["rule"]
+    rule = ledger.agent.summary(LOOP).rule.to_dict()["rule"]
     progress = section(loop_page, 'class="card progress"')
     assert rule in text_of(progress)  # told once, folded away in a <details>
     assert rule not in text_of(re.sub(r"<details.*?</details>", "", progress, flags=re.S))
@@ -229,15 +231,15 @@ def test_the_best_trial_has_no_delta_to_itself(site) -> None:  # type: ignore[no
 
 def test_a_tripped_guardrail_is_not_shown_beside_improving(site) -> None:  # type: ignore[no-untyped-def]
     client, loop, ledger = site
-    summary = ledger.summary(SLUG)
+    summary = ledger.agent.summary(SLUG)
     assert summary.trend == "improving" and summary.trials_since_improvement >= 1
-    ledger.set_guardrails(SLUG, {"max_trials_without_improvement": 1})
+    ledger.agent.set_guardrails(SLUG, {"max_trials_without_improvement": 1})
     try:
         html = client.get(f"/projects/{SLUG}").text
         assert "Guardrail tripped" in html
         assert "trend-improving" not in html
     finally:
-        ledger.set_guardrails(SLUG, {})
+        ledger.agent.set_guardrails(SLUG, {})
 
 
 def test_favicon_ico_is_served(site) -> None:  # type: ignore[no-untyped-def]

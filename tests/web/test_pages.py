@@ -62,7 +62,7 @@ def test_dashboard_links_knowledge_and_the_raw_prompt(client: TestClient, demo: 
     assert f'href="/api/v1/projects/{SLUG}/prompt?raw=1"' in html
     response = client.get(f"/projects/{SLUG}/knowledge.md")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/markdown")
-    assert response.text == demo.render_knowledge(SLUG)
+    assert response.text == demo.agent.render_knowledge(SLUG)
 
 
 def test_every_page_sends_a_strict_content_security_policy(client: TestClient) -> None:
@@ -115,7 +115,7 @@ def test_a_bad_parameter_is_a_400_html_page(client: TestClient, url: str) -> Non
 
 @pytest.fixture
 def hostile(demo: Ledger) -> str:
-    demo.record_trial(
+    demo.recording.record_trial(
         SLUG,
         {
             "exp_id": "006",
@@ -162,7 +162,9 @@ def test_markdown_in_notes_stays_plain_text(client: TestClient, hostile: str) ->
 
 
 def test_odd_exp_ids_are_quoted_in_links(client: TestClient, demo: Ledger) -> None:
-    demo.record_trial(SLUG, {"exp_id": "a b?c#d%", "parent_exp": "004", "status": "keep", "core_metric": 35.5})
+    demo.recording.record_trial(
+        SLUG, {"exp_id": "a b?c#d%", "parent_exp": "004", "status": "keep", "core_metric": 35.5}
+    )
     html = client.get(f"/projects/{SLUG}").text
     assert 'href="/projects/a2tgpo-demo/trials/a%20b%3Fc%23d%25"' in html
     page = client.get("/projects/a2tgpo-demo/trials/a%20b%3Fc%23d%25")
@@ -186,13 +188,15 @@ def test_tree_shows_every_trial_greys_discards_and_highlights_the_chain(client: 
 @pytest.fixture
 def hub(ledger: Ledger) -> Ledger:
     """A root with 60 children, and a 12-deep chain under its first child."""
-    ledger.create_project("hub")
-    ledger.record_trial("hub", {"exp_id": "r", "status": "baseline", "core_metric": 10.0})
+    ledger.projects.create_project("hub")
+    ledger.recording.record_trial("hub", {"exp_id": "r", "status": "baseline", "core_metric": 10.0})
     for i in range(60):
-        ledger.record_trial("hub", {"exp_id": f"c{i:02d}", "parent_exp": "r", "status": "discard", "core_metric": 11.0})
+        ledger.recording.record_trial(
+            "hub", {"exp_id": f"c{i:02d}", "parent_exp": "r", "status": "discard", "core_metric": 11.0}
+        )
     parent = "c00"
     for depth in range(12):
-        ledger.record_trial(
+        ledger.recording.record_trial(
             "hub", {"exp_id": f"d{depth:02d}", "parent_exp": parent, "status": "keep", "core_metric": 9.0 - depth * 0.1}
         )
         parent = f"d{depth:02d}"
@@ -232,7 +236,9 @@ def test_tree_focus_roots_the_window_above_the_trial_with_its_ancestors(hub: Led
 
 
 def test_tree_lists_trials_whose_parent_is_missing(demo: Ledger, client: TestClient) -> None:
-    demo.import_trials(SLUG, iter([demo.trial(SLUG, "002").with_changes(exp_id="007", parent_exp="gone")]))
+    demo.tables.import_trials(
+        SLUG, iter([demo.trials.trial(SLUG, "002").with_changes(exp_id="007", parent_exp="gone")])
+    )
     html = client.get(f"/projects/{SLUG}/tree").text
     assert "parent is not in the project" in html and "(parent gone)" in html
 
@@ -321,8 +327,8 @@ def test_cursor_pages_visit_every_trial_once(ledger: Ledger, db_url: str, sort: 
     from tests.web.conftest import make_client
 
     trials = random_sweep(random.Random(5), 57, lower_is_better=True)
-    ledger.create_project("pages")
-    ledger.import_trials("pages", iter(trials))
+    ledger.projects.create_project("pages")
+    ledger.tables.import_trials("pages", iter(trials))
     seen: list[str] = []
     with make_client(db_url) as client:
         url = f"/projects/pages/trials?sort={sort}&order={order}&limit=25"
@@ -333,7 +339,7 @@ def test_cursor_pages_visit_every_trial_once(ledger: Ledger, db_url: str, sort: 
             url = unescape(found.group(1)) if found else ""
     assert sorted(seen) == sorted(t.exp_id for t in trials) and len(seen) == len(set(seen))
     if sort == "metric":
-        metrics = [ledger.trial("pages", e).core_metric for e in seen]
+        metrics = [ledger.trials.trial("pages", e).core_metric for e in seen]
         scored = [m for m in metrics if m is not None]
         assert scored == sorted(scored, reverse=order == "desc")
         assert all(m is None for m in metrics[len(scored) :])
@@ -347,7 +353,7 @@ def test_tsv_export_is_the_filtered_view_in_fieldkit_format(client: TestClient, 
     rows = list(read_trials(io.StringIO(response.text, newline="")))
     assert [t.exp_id for t in rows] == ["001", "003", "004"]
     assert rows == [
-        demo.trial(SLUG, t.exp_id).with_changes(
+        demo.trials.trial(SLUG, t.exp_id).with_changes(
             seq=t.seq, created_at=None, updated_at=None, ig_clip_scale_mean=None, ig_clip_scale_std=None
         )
         for t in rows
@@ -361,8 +367,8 @@ def test_tsv_export_is_the_filtered_view_in_fieldkit_format(client: TestClient, 
 def test_tsv_export_streams_more_than_one_batch(ledger: Ledger, db_url: str) -> None:
     from tests.web.conftest import make_client
 
-    ledger.create_project("big")
-    ledger.import_trials("big", iter(__import__("bench.ledger", fromlist=["x"]).generate_sweep(4_500)))
+    ledger.projects.create_project("big")
+    ledger.tables.import_trials("big", iter(__import__("bench.ledger", fromlist=["x"]).generate_sweep(4_500)))
     with make_client(db_url) as client:
         text = client.get("/projects/big/trials?order=asc&format=tsv").text
     lines = text.splitlines()
@@ -428,7 +434,7 @@ def demo_tsv(demo: Ledger) -> str:
     from lineage.formats.fieldkit import write_trials
 
     buffer = io.StringIO(newline="")
-    write_trials(demo.stream_trials(SLUG), buffer)
+    write_trials(demo.tables.stream_trials(SLUG), buffer)
     return buffer.getvalue()
 
 
@@ -448,8 +454,8 @@ def test_upload_of_a_bad_row_names_line_and_column_and_imports_nothing(client: T
 def test_upload_imports_a_good_file_into_a_new_project(client: TestClient, demo: Ledger) -> None:
     response = upload(client, demo_tsv(demo), direction="higher")
     assert response.status_code == 200 and "Imported 6 trials into up" in response.text
-    assert [t.exp_id for t in demo.chain("up")] == ["000", "001", "003", "004"]
-    assert demo.project("up").lower_is_better is False
+    assert [t.exp_id for t in demo.trials.chain("up")] == ["000", "001", "003", "004"]
+    assert demo.projects.project("up").lower_is_better is False
 
 
 def test_upload_of_a_pasted_tsv_with_a_duplicate_id_is_refused(client: TestClient, demo: Ledger) -> None:
@@ -519,7 +525,7 @@ def test_compare_overlays_the_telemetry_of_each_trial(client: TestClient, teleme
 
 
 def test_an_empty_project_renders_every_page(client: TestClient, demo: Ledger) -> None:
-    demo.create_project("empty", title="Nothing yet")
+    demo.projects.create_project("empty", title="Nothing yet")
     for url in (
         "/",
         "/projects/empty",

@@ -29,10 +29,10 @@ def test_running_best_of_the_chart_window_matches_brute_force(ledger: Ledger, se
     rng = random.Random(seed)
     lower = seed % 2 == 0
     trials = random_sweep(rng, 120, lower_is_better=lower)
-    ledger.create_project("p", lower_is_better=lower, best_policy=policy)
-    ledger.import_trials("p", iter(trials))
+    ledger.projects.create_project("p", lower_is_better=lower, best_policy=policy)
+    ledger.tables.import_trials("p", iter(trials))
     for before in (None, 7, 50, 119):
-        board = ledger.dashboard("p", window=20, before_seq=before, bins=9)
+        board = ledger.browse.dashboard("p", window=20, before_seq=before, bins=9)
         window = [t for t in trials if before is None or t.seq < before][-20:]
         assert [p.exp_id for p in board.window] == [t.exp_id for t in window]
         first = window[0].seq
@@ -48,22 +48,22 @@ def test_running_best_of_the_chart_window_matches_brute_force(ledger: Ledger, se
                 expected.append((t.seq, value))
         assert list(board.window_running_best) == expected, before
     # the whole-project step line ends at the project's best metric
-    board = ledger.dashboard("p", bins=9)
+    board = ledger.browse.dashboard("p", bins=9)
     overall = brute_best(trials, BestPolicy(policy), lower)
     assert (board.running_best[-1][1] if board.running_best else None) == overall
 
 
 def test_status_counts_and_recent_activity(ledger: Ledger) -> None:
     trials = random_sweep(random.Random(3), 40, lower_is_better=True)
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(trials))
-    board = ledger.dashboard("p", recent_n=5)
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(trials))
+    board = ledger.browse.dashboard("p", recent_n=5)
     counts: dict[str, int] = {}
     for t in trials:
         counts[t.status.value] = counts.get(t.status.value, 0) + 1
     assert dict(board.status_counts) == counts
     assert [t.exp_id for t in board.recent] == [t.exp_id for t in reversed(trials[-5:])]
-    chain = [t.exp_id for t in ledger.chain("p")]
+    chain = [t.exp_id for t in ledger.trials.chain("p")]
     assert board.chain.length == len(chain)
     assert [t.exp_id for t in board.chain.head] + [t.exp_id for t in board.chain.tail] == (
         chain if len(chain) <= 25 else chain[:5] + chain[-15:]
@@ -87,9 +87,9 @@ def flatten(nodes) -> list[tuple[str, list[str]]]:  # type: ignore[no-untyped-de
 
 def test_an_unbounded_tree_window_is_the_whole_tree(ledger: Ledger) -> None:
     trials = random_sweep(random.Random(4), 80, lower_is_better=True)
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(trials))
-    window = ledger.tree_window("p", depth=50, per_node=500, budget=100_000)
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(trials))
+    window = ledger.browse.tree_window("p", depth=50, per_node=500, budget=100_000)
     children = brute_tree(trials)
     ids = {t.exp_id for t in trials}
     reachable = flatten(window.nodes)
@@ -113,20 +113,20 @@ def _rooted(trial: Trial, by_id: dict[str, Trial]) -> bool:
 
 def test_a_tree_window_always_shows_the_chain_to_the_best(ledger: Ledger) -> None:
     trials = random_sweep(random.Random(6), 150, lower_is_better=True)
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(trials))
-    chain = [t.exp_id for t in ledger.chain("p")]
-    window = ledger.tree_window("p", depth=len(chain) + 1, per_node=1, budget=1)
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(trials))
+    chain = [t.exp_id for t in ledger.trials.chain("p")]
+    window = ledger.browse.tree_window("p", depth=len(chain) + 1, per_node=1, budget=1)
     shown = [e for e, _ in flatten(window.nodes)]
     assert all(e in shown for e in chain) and window.chain_ids == frozenset(chain)
 
 
 def test_trials_page_counts_only_when_filtered(ledger: Ledger) -> None:
     trials = random_sweep(random.Random(8), 30, lower_is_better=True)
-    ledger.create_project("p")
-    ledger.import_trials("p", iter(trials))
-    assert ledger.trials_page("p").total == 30
-    keeps = ledger.trials_page("p", status=["keep"])
+    ledger.projects.create_project("p")
+    ledger.tables.import_trials("p", iter(trials))
+    assert ledger.tables.trials_page("p").total == 30
+    keeps = ledger.tables.trials_page("p", status=["keep"])
     assert keeps.total == sum(t.status.value == "keep" for t in trials)
 
 
@@ -148,13 +148,15 @@ def test_parse_expected_delta(text: str, value: float | None) -> None:
 
 
 def test_calibration_pairs_expectations_with_observed_deltas(ledger: Ledger) -> None:
-    ledger.create_project("c", lower_is_better=False)
-    ledger.record_trial("c", {"exp_id": "0", "status": "baseline", "core_metric": 1.0})
-    ledger.record_trial(
+    ledger.projects.create_project("c", lower_is_better=False)
+    ledger.recording.record_trial("c", {"exp_id": "0", "status": "baseline", "core_metric": 1.0})
+    ledger.recording.record_trial(
         "c", {"exp_id": "1", "status": "keep", "core_metric": 1.5, "expected_delta": "+0.4 EM", "specialist": "a"}
     )
-    ledger.record_trial("c", {"exp_id": "2", "status": "crash", "expected_delta": "+1"})
-    ledger.record_trial("c", {"exp_id": "3", "status": "discard", "core_metric": 1.2, "expected_delta": "more"})
-    cal = ledger.calibration("c")
+    ledger.recording.record_trial("c", {"exp_id": "2", "status": "crash", "expected_delta": "+1"})
+    ledger.recording.record_trial(
+        "c", {"exp_id": "3", "status": "discard", "core_metric": 1.2, "expected_delta": "more"}
+    )
+    cal = ledger.browse.calibration("c")
     assert [(p.exp_id, p.expected, p.observed) for p in cal.points] == [("1", 0.4, 0.5)]
     assert (cal.unparsed, cal.unobserved, cal.considered) == (1, 1, 3)
