@@ -45,6 +45,8 @@ def test_installed_wheel_carries_migrations_and_templates_and_runs_from_another_
     ):
         assert package in names
     assert "lineage/formats/autoresearch/rows.py" in names and "lineage/formats/text.py" in names
+    # PEP 561: type checkers read the installed packages' annotations only with the marker
+    assert "lineage/py.typed" in names and "trainer_hooks/py.typed" in names
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],

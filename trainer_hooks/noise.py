@@ -127,16 +127,16 @@ class TangentPlaneNoise:
         rotation: Tensor | float = 0.0,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Update ``s_t`` from the signals; returns ``(s_t, beta_t, skipped)`` (0-dim)."""
-        f64 = dict(dtype=torch.float64, device=self.s.device)
-        B = torch.as_tensor(budget, **f64)
-        spent_t = torch.as_tensor(spent, **f64)
+        f64, device = torch.float64, self.s.device
+        B = torch.as_tensor(budget, dtype=f64, device=device)
+        spent_t = torch.as_tensor(spent, dtype=f64, device=device)
         allowed = self.rho * B
         remaining = torch.where(allowed > 0, (allowed - spent_t) / allowed.clamp_min(self.eps), torch.zeros_like(B))
         overshoot = torch.as_tensor(kl_overshoot, dtype=torch.bool, device=self.s.device)
         shrink = overshoot | (remaining < self.low_budget_fraction)
         grow = (
             ~shrink
-            & (torch.as_tensor(rotation, **f64) > self.rotation_threshold)
+            & (torch.as_tensor(rotation, dtype=f64, device=device) > self.rotation_threshold)
             & (remaining >= self.high_budget_fraction)
         )
         self.s = torch.where(

@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from trainer_hooks.client.client import LedgerClient
 from trainer_hooks.client.outcome import TrialOutcome, failure_label
@@ -123,7 +123,7 @@ class TrialRecorder:
         if note:
             self.notes.append(note)
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> Literal[False]:
         self.finish(exc)
         return False
 

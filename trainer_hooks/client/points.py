@@ -33,7 +33,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "MAX_ABS_VALUE",
@@ -221,6 +221,10 @@ def encode_columns(items: Iterable[Record | list[Row]]) -> tuple[bytes, int]:
     turns: list[int | None] | None = None
     table: dict[str, int] = {}
     known: dict[tuple[str, ...], list[int]] = {}
+    # Both branches bind these: a record's wall time is a float, a row's may be None.
+    step: int
+    turn: int | None
+    wall: float | None
     for item in items:
         if type(item) is tuple:
             step, turn, names, vals, wall = item
@@ -238,7 +242,8 @@ def encode_columns(items: Iterable[Record | list[Row]]) -> tuple[bytes, int]:
             if turns is not None:
                 turns += [turn] * k
             continue
-        for step, turn, name, value, wall in item:
+        # ``type(...) is tuple`` narrows only its own branch: what is left is a row list.
+        for step, turn, name, value, wall in cast("list[Row]", item):
             if turn is not None and turns is None:
                 turns = [None] * len(steps)
             steps.append(step)

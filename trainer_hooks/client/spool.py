@@ -63,7 +63,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -239,7 +239,7 @@ class Spool:
         )
         return int(cur.lastrowid or 0)
 
-    def append_points(self, chunks: list[tuple[str | bytes, int]], *, kind: str = "columns") -> list[int]:
+    def append_points(self, chunks: Sequence[tuple[str | bytes, int]], *, kind: str = "columns") -> list[int]:
         """Append ``(JSON, count)`` chunks as telemetry ops of ``kind`` (``columns``: the
         columnar form; ``points``: joined point objects), one transaction; their seqs.
         Once committed, their bodies are also held in memory for the sender (module doc)."""

@@ -554,6 +554,6 @@ def register(options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str
     _SETTINGS["compat"] = verl_compat(getattr(verl, "__version__", ""))
     for name, fn in POLICY_LOSSES.items():
         core_algos.register_policy_loss(name)(fn)
-    for name, fn in ADVANTAGE_ESTIMATORS.items():
-        core_algos.register_adv_est(name)(fn)
+    for name, estimator in ADVANTAGE_ESTIMATORS.items():
+        core_algos.register_adv_est(name)(estimator)
     return {"policy_losses": list(POLICY_LOSSES), "advantage_estimators": list(ADVANTAGE_ESTIMATORS)}

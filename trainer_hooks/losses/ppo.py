@@ -172,7 +172,7 @@ class _Surrogate(torch.autograd.Function):
         adv_slope = None
         if ctx.needs_input_grad[2]:  # d loss / d A: -r, -clamp(r) or -c by branch
             adv_slope = -torch.where(clipped, clamped, ratio)
-            if dual is not None:
+            if dual is not None and clip_ratio_c is not None:  # dual is set iff clip_ratio_c is
                 adv_slope = torch.where(dual, -clip_ratio_c, adv_slope)
         ctx.save_for_backward(slope * ratio if x_is_log_ratio else slope, adv_slope)
         if not with_maps:
@@ -414,9 +414,13 @@ def ppo_policy_loss(
     if with_telemetry not in (True, False, "basic"):
         raise ValueError(f"with_telemetry must be True, False or 'basic', got {with_telemetry!r}")
     pool_scale = with_telemetry is True and scale is not None and turn_ids is not None
-    if ratio_level == "turn" or pool_scale:
+    # Both reasons to pool imply turn_ids (checked above) and pool_scale a scale: the
+    # "is not None" tests are always true here, for the type checker.
+    if turn_ids is not None and (ratio_level == "turn" or pool_scale):
         index = turn_index(turn_ids, _num_turns(turn_ids), mask)
-        columns = ([log_ratio.detach()] if ratio_level == "turn" else []) + ([scale] if pool_scale else [])
+        columns = ([log_ratio.detach()] if ratio_level == "turn" else []) + (
+            [scale] if scale is not None and pool_scale else []
+        )
         pooled, turn_count = turn_reduce(columns, turn_ids, index.num_turns, mask, index=index)
         if ratio_level == "turn":
             used = _turn_log_ratio_value(used, turn_ids, mask, pooled[..., 0], index)

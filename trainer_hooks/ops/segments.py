@@ -79,7 +79,8 @@ class SegmentStats(NamedTuple):
     (singletons and empty segments included).
     """
 
-    count: Tensor
+    # Shadows tuple.count on purpose: ``.count`` is this public result's field name.
+    count: Tensor  # type: ignore[assignment]
     mean: Tensor
     std: Tensor
     informative: Tensor
@@ -99,13 +100,13 @@ def segment_stats(
     Only elements with ``mask: [N] bool`` take part. Two-pass variance (no cancellation).
     """
     m = _segment_moments(values, index, num_segments, mask, unbiased)
-    std = torch.where(m.count > 1, torch.sqrt(m.var + var_eps), 1.0)
+    std = torch.where(m.n > 1, torch.sqrt(m.var + var_eps), 1.0)
     S = num_segments
-    return SegmentStats(count=m.count[:S], mean=m.mean[:S], std=std[:S], informative=m.informative[:S])
+    return SegmentStats(count=m.n[:S], mean=m.mean[:S], std=std[:S], informative=m.informative[:S])
 
 
 class _Moments(NamedTuple):
-    count: Tensor  # [S + 1]; slot S collects the masked-out elements
+    n: Tensor  # [S + 1] element count; slot S collects the masked-out elements
     mean: Tensor  # [S + 1]
     var: Tensor  # [S + 1]
     informative: Tensor  # [S + 1] bool; never True for slot S
@@ -182,7 +183,7 @@ def segment_normalize(
     denom = torch.where(m.informative, scale, float("inf"))
     numer = m.centered
     if single == "score":
-        alone = m.count == 1
+        alone = m.n == 1
         denom = torch.where(alone, 1.0 + eps if use_std else 1.0, denom)
         x = values if mask is None else torch.where(mask.to(torch.bool), values, 0.0)
         numer = torch.where(alone.index_select(0, m.slot), x, numer)

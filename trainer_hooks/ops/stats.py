@@ -50,7 +50,7 @@ def stacked_moments(values: Tensor, mask: Tensor, *, empty: float = 0.0) -> tupl
     """
     n, stats, _ = masked_row_stats(values, mask)
     out = torch.where(n > 0, stats, empty)
-    return tuple(out.t().contiguous())  # type: ignore[return-value]
+    return tuple(out.t().contiguous())
 
 
 @functools.cache

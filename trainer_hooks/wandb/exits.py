@@ -37,7 +37,7 @@ class ExitHooks:
                 return
             self._installed = True
             self._exit, self._excepthook = sys.exit, sys.excepthook
-            sys.exit = self._hooked_exit  # type: ignore[assignment]
+            sys.exit = self._hooked_exit
             sys.excepthook = self._hooked_excepthook
 
     def _hooked_exit(self, code: Any = None) -> NoReturn:

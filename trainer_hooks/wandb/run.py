@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainer_hooks.callbacks.recorder import exception_summary
 from trainer_hooks.client.outcome import failure_label
@@ -369,7 +369,7 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         self._finish(exception=exc)
         return False
 

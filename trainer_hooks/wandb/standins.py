@@ -107,7 +107,7 @@ class _Plot:
         return preset
 
 
-_PLOT_VALUE = object.__new__(_stand_in_class("plot"))
+_PLOT_VALUE: _StandIn = object.__new__(_stand_in_class("plot"))
 plot = _Plot()
 
 

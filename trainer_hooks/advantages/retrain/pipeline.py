@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -232,14 +232,15 @@ def compose_advantages(
             "uncertainty_plan_var": plan_var,
         }
         uncertainty = raw
+        # The registry types its entries' results as object; the advantage transforms return tensors.
         if sepa_stage is not None:
-            uncertainty = get_advantage_transform(sepa_stage)(raw, plan, mask, lam=sepa_lambda)
+            uncertainty = cast(Tensor, get_advantage_transform(sepa_stage)(raw, plan, mask, lam=sepa_lambda))
         telemetry["uncertainty_exec_var_post"] = _masked_mean_var(uncertainty.detach(), exec_tokens)[1]
-        token_adv = get_advantage_transform("gtpo")(episode, uncertainty, mask, beta=cfg.gtpo_beta)
+        token_adv = cast(Tensor, get_advantage_transform("gtpo")(episode, uncertainty, mask, beta=cfg.gtpo_beta))
     else:
         token_adv = torch.where(mask, episode[:, None], torch.zeros((), dtype=episode.dtype, device=episode.device))
     if "hicra" in stages:
-        token_adv = get_advantage_transform("hicra")(token_adv, planning, alpha=cfg.hicra_alpha)
+        token_adv = cast(Tensor, get_advantage_transform("hicra")(token_adv, planning, alpha=cfg.hicra_alpha))
 
     num_groups = stats.count.numel()
     skipped = uniform_groups(

@@ -372,9 +372,9 @@ def _retrain_window_mask(
         for pattern in patterns:
             for found in pattern.finditer(text):
                 start, stop = found.span(1)
-                inside = [t for t in owner[start:stop] if t >= 0]
-                if inside:
-                    occurrences.append((inside[0], inside[-1]))
+                hit = [t for t in owner[start:stop] if t >= 0]
+                if hit:
+                    occurrences.append((hit[0], hit[-1]))
         if occurrences:
             occurrences.sort()
             first = torch.tensor([o[0] for o in occurrences], dtype=torch.long)
