@@ -4,15 +4,15 @@ The rest of the API's schemas are :mod:`api.schemas`'."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schema_types import text
+from api.schema_types import TEXT_CHECKS
 from api.schemas import Strict
 from lineage.monitor.hooks import MAX_URL, URL_PATTERN
 
-HookUrl = text(max_length=MAX_URL, pattern=URL_PATTERN)
+HookUrl = Annotated[str, Field(max_length=MAX_URL, pattern=URL_PATTERN), *TEXT_CHECKS]
 
 
 class ProgressQuery(Strict):

@@ -10,6 +10,10 @@ the constraint the server enforces (one source: the type validates and documents
     ``extra``: a JSON object whose keys and strings, at any depth, hold no NUL, with
     finite numbers, nested at most 32 deep; documented as :data:`JSON_VALUE_SCHEMA`
     (recursive: the document holds it as the component ``JsonValue``).
+:data:`TEXT_CHECKS`
+    :data:`Text`'s checks for a string with constraints of its own (a pattern, lengths).
+:class:`WholeNumber`
+    A JSON integer within bounds, ``8020.0`` included, never ``true`` or ``"8020"``.
 :func:`non_blank`
     A pattern for text that must hold something besides white space.
 """
@@ -23,7 +27,21 @@ from pydantic import AfterValidator, GetJsonSchemaHandler, StrictBool, StrictFlo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema as cs
 
-__all__ = ["Flag", "JSON_VALUE_REF", "JSON_VALUE_SCHEMA", "JsonObject", "NO_NUL", "Number", "Text", "non_blank"]
+__all__ = [
+    "Flag",
+    "JSON_VALUE_REF",
+    "JSON_VALUE_SCHEMA",
+    "JsonObject",
+    "NO_NUL",
+    "Number",
+    "TEXT_CHECKS",
+    "Text",
+    "WholeNumber",
+    "non_blank",
+    "text",
+    "whole_number",
+    "word_list",
+]
 
 #: Text without NUL (ECMA 262 and Python read the escape alike).
 NO_NUL = "^[^\\u0000]*$"
@@ -96,7 +114,11 @@ class _JsonObjectSchema:
         }
 
 
-Text = Annotated[str, AfterValidator(_clean_text), _NoNulPattern()]
+#: :data:`Text`'s checks, to follow a string's own constraints:
+#: ``Annotated[str, Field(pattern=...), *TEXT_CHECKS]`` (pydantic drops a ``pattern`` given
+#: after a validator from the JSON schema, so the constraints come first).
+TEXT_CHECKS = (AfterValidator(_clean_text), _NoNulPattern())
+Text = Annotated[str, *TEXT_CHECKS]
 #: A number of a request body: a JSON number, not ``true`` or ``"1.5"`` coerced.
 Number = StrictFloat
 #: A flag of a request body: ``true`` or ``false``, not ``"yes"`` or ``1`` coerced.
@@ -104,10 +126,13 @@ Flag = StrictBool
 JsonObject = Annotated[dict[str, Any], AfterValidator(_clean_json), _JsonObjectSchema()]
 
 
-class _WholeNumber:
-    """The core and JSON schemas of :func:`whole_number` (one error, at the field itself)."""
+class WholeNumber:
+    """A JSON integer from ``minimum`` to ``maximum`` as JSON Schema reads one, for
+    ``Annotated[int, WholeNumber(...)]``: ``8020`` and ``8020.0`` alike (a number without a
+    fractional part is an integer there), never ``true`` or ``"8020"``; validated to a
+    Python ``int``, with one error at the field itself."""
 
-    def __init__(self, minimum: int, maximum: int, description: str | None) -> None:
+    def __init__(self, minimum: int, maximum: int, description: str | None = None) -> None:
         self.minimum, self.maximum, self.description = minimum, maximum, description
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> cs.CoreSchema:
@@ -134,23 +159,18 @@ class _WholeNumber:
 
 
 def whole_number(minimum: int, maximum: int, description: str | None = None) -> Any:
-    """A JSON integer from ``minimum`` to ``maximum`` as JSON Schema reads one: ``8020``
-    and ``8020.0`` alike (a number without a fractional part is an integer there), never
-    ``true`` or ``"8020"``; validated to a Python ``int``."""
-    return Annotated[int, _WholeNumber(minimum, maximum, description)]
+    """``Annotated[int, WholeNumber(...)]`` built at run time (mypy cannot read the result
+    as a type: a static alias spells the ``Annotated`` out)."""
+    return Annotated[int, WholeNumber(minimum, maximum, description)]
 
 
 def text(*, pattern: str | None = None, min_length: int | None = None, max_length: int | None = None) -> Any:
-    """:data:`Text` with constraints, documented with them (pydantic drops a ``pattern``
-    given after a validator from the JSON schema, so they go on the string itself)."""
+    """:data:`Text` with constraints, documented with them, built at run time (mypy cannot
+    read the result as a type: a static alias spells out
+    ``Annotated[str, Field(...), *TEXT_CHECKS]``)."""
     from pydantic import Field
 
-    return Annotated[
-        str,
-        Field(pattern=pattern, min_length=min_length, max_length=max_length),
-        AfterValidator(_clean_text),
-        _NoNulPattern(),
-    ]
+    return Annotated[str, Field(pattern=pattern, min_length=min_length, max_length=max_length), *TEXT_CHECKS]
 
 
 def word_list(words: tuple[str, ...]) -> str:

@@ -14,11 +14,11 @@ OpenAPI document and the validation agree (``tests/api/test_contract.py`` holds 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.schema_types import Flag, JsonObject, Number, Text, non_blank, text, whole_number, word_list
+from api.schema_types import TEXT_CHECKS, Flag, JsonObject, Number, Text, WholeNumber, non_blank, word_list
 from lineage import telemetry
 from lineage.agent.prompt import MAX_PROMPT_TEMPLATE
 from lineage.auth import MAX_TOKEN_NAME
@@ -26,14 +26,16 @@ from lineage.browse.explore import GROUP_FIELDS
 from lineage.domain import (
     IDEMPOTENCY_KEY_PATTERN,
     MAX_BATCH,
+    MAX_DURATION_S,
     MAX_IDEMPOTENCY_KEY,
+    MAX_LONG_TEXT,
+    MAX_SHORT_TEXT,
     MAX_SLUG,
     METRIC_NAME_PATTERN,
     FailureLabel,
 )
 from lineage.service.projects import MAX_TITLE
 from lineage.similar import MAX_QUERY_CHARS
-from lineage.trial_fields import TRIAL_FIELDS
 
 BestPolicyName = Literal["kept", "fieldkit"]
 RoleName = Literal["reader", "writer", "admin"]
@@ -46,12 +48,12 @@ class Strict(BaseModel):
 SLUG_PATTERN = "^[a-z0-9._-]+$"
 TOKEN_NAME_PATTERN = f"^[a-zA-Z0-9._@-]{{1,{MAX_TOKEN_NAME}}}$"
 Slug = Annotated[
-    text(min_length=1, max_length=MAX_SLUG, pattern=SLUG_PATTERN),
+    Annotated[str, Field(min_length=1, max_length=MAX_SLUG, pattern=SLUG_PATTERN), *TEXT_CHECKS],
     Field(description=f"URL name: a-z, 0-9, '-', '_', '.' (1 to {MAX_SLUG})"),
 ]
 Title = Annotated[Text, Field(max_length=MAX_TITLE)]
 MetricName = Annotated[
-    text(pattern=METRIC_NAME_PATTERN),
+    Annotated[str, Field(pattern=METRIC_NAME_PATTERN), *TEXT_CHECKS],
     Field(description="What core_metric measures (shown in the prompt): one line, no '|' or control characters"),
 ]
 PromptTemplate = Annotated[
@@ -60,31 +62,30 @@ PromptTemplate = Annotated[
 ]
 #: The idea to look for in the similar search: some text besides white space.
 Query = Annotated[
-    text(max_length=MAX_QUERY_CHARS, pattern=non_blank()),
+    Annotated[str, Field(max_length=MAX_QUERY_CHARS, pattern=non_blank()), *TEXT_CHECKS],
     Field(
         description=f"The idea to look for (1 to {MAX_QUERY_CHARS:,} characters, not only white "
         "space; a text with only stop-words, punctuation or markup is a 422 naming q)"
     ),
 ]
-MetricRef = text(min_length=1)
-SimilarLimit = whole_number(1, 50)
-StatusName = Literal[tuple(label.value for label in FailureLabel)]  # type: ignore[misc]
+MetricRef = Annotated[str, Field(min_length=1), *TEXT_CHECKS]
+SimilarLimit = Annotated[int, WholeNumber(1, 50)]
+if TYPE_CHECKING:  # a Literal built from FailureLabel is no static type: the statuses are text to mypy
+    StatusName: TypeAlias = str
+else:
+    StatusName = Literal[tuple(label.value for label in FailureLabel)]
 #: Statuses, comma-separated (the explorer's filter).
-StatusList = text(pattern=word_list(tuple(label.value for label in FailureLabel)))
+StatusList = Annotated[str, Field(pattern=word_list(tuple(label.value for label in FailureLabel))), *TEXT_CHECKS]
 #: What the explorer may group by: a trial field or extra.KEY.
-GroupBy = text(pattern=f"^({'|'.join(GROUP_FIELDS)}|extra\\.[\\s\\S]+)$")
-_TRIAL_SPECS = {spec.name: spec for spec in TRIAL_FIELDS}
+GroupBy = Annotated[str, Field(pattern=f"^({'|'.join(GROUP_FIELDS)}|extra\\.[\\s\\S]+)$"), *TEXT_CHECKS]
 
-
-def _trial_text(name: str) -> Any:
-    """A text field of a trial with its limit from ``lineage.trial_fields``."""
-    return Annotated[Text, Field(max_length=_TRIAL_SPECS[name].max_length)]
-
-
-def _trial_number(name: str) -> Any:
-    """A number field of a trial with its bounds from ``lineage.trial_fields``."""
-    spec = _TRIAL_SPECS[name]
-    return Annotated[Number, Field(ge=spec.minimum, le=spec.maximum)]
+#: The types of a trial's fields in the request bodies, by their limits in
+#: ``lineage.trial_fields`` (``tests/api/test_schema_fields.py`` holds each field to its spec).
+ShortText = Annotated[Text, Field(max_length=MAX_SHORT_TEXT)]
+LongText = Annotated[Text, Field(max_length=MAX_LONG_TEXT)]
+TrialNumber = Number
+Seconds = Annotated[Number, Field(ge=0, le=MAX_DURATION_S)]
+Fraction = Annotated[Number, Field(ge=0, le=1)]
 
 
 # -- projects ---------------------------------------------------------------------------------
@@ -105,7 +106,7 @@ class ProjectUpdate(Strict):
     title: Title = Field(None)  # type: ignore[assignment]
     metric_name: MetricName = Field(None)  # type: ignore[assignment]
     lower_is_better: Flag = Field(None)  # type: ignore[assignment]
-    best_policy: BestPolicyName = Field(None)  # type: ignore[assignment]
+    best_policy: BestPolicyName = Field(None)  # type: ignore[arg-type]
     prompt_template: PromptTemplate | None = None
 
 
@@ -125,6 +126,8 @@ class ProjectOut(BaseModel):
 
 
 # -- trials -----------------------------------------------------------------------------------
+# The fields are lineage.trial_fields.TRIAL_FIELDS': TrialCreate the recordable ones and delta_vs_best,
+# TrialUpdate the updatable ones, TrialOut all; tests/api/test_schema_fields.py holds them to the table.
 
 
 class TrialCreate(Strict):
@@ -139,29 +142,29 @@ class TrialCreate(Strict):
     # score) is the one the ledger also reads, and it cannot be named in a static schema
     model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
 
-    exp_id: _trial_text("exp_id") | None = None
-    timestamp: _trial_text("timestamp") | None = ""
-    specialist: _trial_text("specialist") | None = ""
-    parent_exp: _trial_text("parent_exp") | None = ""
-    baseline_exp: _trial_text("baseline_exp") | None = ""
-    domain: _trial_text("domain") | None = ""
-    hypothesis: _trial_text("hypothesis") | None = ""
-    expected_delta: _trial_text("expected_delta") | None = ""
+    exp_id: ShortText | None = None
+    timestamp: ShortText | None = ""
+    specialist: ShortText | None = ""
+    parent_exp: ShortText | None = ""
+    baseline_exp: ShortText | None = ""
+    domain: ShortText | None = ""
+    hypothesis: LongText | None = ""
+    expected_delta: LongText | None = ""
     status: FailureLabel
-    core_metric: _trial_number("core_metric") | None = None
-    val_bpb: _trial_number("val_bpb") | None = None
-    delta_vs_best: _trial_number("delta_vs_best") | None = Field(None, description="Ignored: the server computes it")
-    train_s: _trial_number("train_s") | None = None
-    total_s: _trial_number("total_s") | None = None
-    job_name: _trial_text("job_name") | None = ""
-    snapshot_path: _trial_text("snapshot_path") | None = ""
-    notes: _trial_text("notes") | None = ""
-    ig_clip_scale_mean: _trial_number("ig_clip_scale_mean") | None = None
-    ig_clip_scale_std: _trial_number("ig_clip_scale_std") | None = None
-    ig_clip_scale_min: _trial_number("ig_clip_scale_min") | None = None
-    ig_clip_scale_max: _trial_number("ig_clip_scale_max") | None = None
-    ig_clip_scale_frac_low: _trial_number("ig_clip_scale_frac_low") | None = None
-    ig_clip_scale_frac_high: _trial_number("ig_clip_scale_frac_high") | None = None
+    core_metric: TrialNumber | None = None
+    val_bpb: TrialNumber | None = None
+    delta_vs_best: TrialNumber | None = Field(None, description="Ignored: the server computes it")
+    train_s: Seconds | None = None
+    total_s: Seconds | None = None
+    job_name: ShortText | None = ""
+    snapshot_path: ShortText | None = ""
+    notes: LongText | None = ""
+    ig_clip_scale_mean: TrialNumber | None = None
+    ig_clip_scale_std: TrialNumber | None = None
+    ig_clip_scale_min: TrialNumber | None = None
+    ig_clip_scale_max: TrialNumber | None = None
+    ig_clip_scale_frac_low: Fraction | None = None
+    ig_clip_scale_frac_high: Fraction | None = None
     extra: JsonObject = Field(default_factory=dict)
 
 
@@ -171,22 +174,22 @@ class TrialUpdate(Strict):
     (a new parent must be a trial of the project and must not make a cycle)."""
 
     status: FailureLabel = Field(None)  # type: ignore[assignment]
-    hypothesis: _trial_text("hypothesis") | None = None
-    parent_exp: _trial_text("parent_exp") | None = None
-    core_metric: _trial_number("core_metric") | None = None
-    val_bpb: _trial_number("val_bpb") | None = None
-    notes: _trial_text("notes") | None = None
-    train_s: _trial_number("train_s") | None = None
-    total_s: _trial_number("total_s") | None = None
-    job_name: _trial_text("job_name") | None = None
-    snapshot_path: _trial_text("snapshot_path") | None = None
-    ig_clip_scale_mean: _trial_number("ig_clip_scale_mean") | None = None
-    ig_clip_scale_std: _trial_number("ig_clip_scale_std") | None = None
-    ig_clip_scale_min: _trial_number("ig_clip_scale_min") | None = None
-    ig_clip_scale_max: _trial_number("ig_clip_scale_max") | None = None
-    ig_clip_scale_frac_low: _trial_number("ig_clip_scale_frac_low") | None = None
-    ig_clip_scale_frac_high: _trial_number("ig_clip_scale_frac_high") | None = None
-    extra: JsonObject = Field(None)  # type: ignore[assignment]
+    hypothesis: LongText | None = None
+    parent_exp: ShortText | None = None
+    core_metric: TrialNumber | None = None
+    val_bpb: TrialNumber | None = None
+    notes: LongText | None = None
+    train_s: Seconds | None = None
+    total_s: Seconds | None = None
+    job_name: ShortText | None = None
+    snapshot_path: ShortText | None = None
+    ig_clip_scale_mean: TrialNumber | None = None
+    ig_clip_scale_std: TrialNumber | None = None
+    ig_clip_scale_min: TrialNumber | None = None
+    ig_clip_scale_max: TrialNumber | None = None
+    ig_clip_scale_frac_low: Fraction | None = None
+    ig_clip_scale_frac_high: Fraction | None = None
+    extra: JsonObject = Field(None)  # type: ignore[arg-type]
 
 
 class TrialOut(BaseModel):
@@ -490,7 +493,10 @@ class ExportQuery(Strict):
 
 
 class TokenCreate(Strict):
-    name: Annotated[text(pattern=TOKEN_NAME_PATTERN), Field(description="a-z, A-Z, 0-9, '-', '_', '.', '@'")]
+    name: Annotated[
+        Annotated[str, Field(pattern=TOKEN_NAME_PATTERN), *TEXT_CHECKS],
+        Field(description="a-z, A-Z, 0-9, '-', '_', '.', '@'"),
+    ]
     role: RoleName
 
 

@@ -9,12 +9,12 @@ from typing import Annotated, Any, NotRequired
 from pydantic import ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict
 
-from api.schema_types import whole_number
+from api.schema_types import WholeNumber
 from lineage import telemetry
 from lineage.domain import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY
 
-Step = whole_number(0, telemetry.MAX_STEP, "Training step")
-Turn = whole_number(0, telemetry.MAX_TURN)
+Step = Annotated[int, WholeNumber(0, telemetry.MAX_STEP, "Training step")]
+Turn = Annotated[int, WholeNumber(0, telemetry.MAX_TURN)]
 
 
 class TelemetryPointIn(TypedDict):

@@ -79,11 +79,11 @@ def _postgres_engine(url: str, **kwargs: object) -> Engine:
     the whole pool, so the request's write gets a live connection too; only statements
     already in flight see the error.
     """
-    engine = create_engine(url, **kwargs)  # type: ignore[arg-type]
+    engine = create_engine(url, **kwargs)
     dialect = engine.dialect
 
     @event.listens_for(engine, "after_cursor_execute")
-    def _results_now(conn, _cursor, _statement, _parameters, _context, _executemany):  # type: ignore[no-untyped-def]
+    def _results_now(conn, _cursor, _statement, _parameters, _context, _executemany):
         # A SQLAlchemy statement inside a pipelined write (StoreBase.write) reads its
         # result's description right after executing: fetch the results now.
         pipeline = conn.info.get(PIPELINE_INFO)
@@ -94,16 +94,16 @@ def _postgres_engine(url: str, **kwargs: object) -> Engine:
         return engine
 
     @event.listens_for(engine, "connect")
-    def _fresh(_dbapi_connection, record):  # type: ignore[no-untyped-def]
+    def _fresh(_dbapi_connection, record):
         record.info["idle_since"] = time.monotonic()
 
     @event.listens_for(engine, "checkin")
-    def _idle(_dbapi_connection, record):  # type: ignore[no-untyped-def]
+    def _idle(_dbapi_connection, record):
         if record is not None:
             record.info["idle_since"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
-    def _usable(dbapi_connection, record, _proxy):  # type: ignore[no-untyped-def]
+    def _usable(dbapi_connection, record, _proxy):
         if dbapi_connection.closed or dbapi_connection.broken:
             raise exc.DisconnectionError("connection closed")
         since = record.info.get("idle_since")
@@ -191,10 +191,10 @@ def _sqlite_engine(url: str, *, wal_autocheckpoint: int | None = None, **kwargs:
     # Every transaction here ends in an explicit commit or rollback, so the pool's
     # rollback-on-return would only add a call per checkout.
     kwargs.setdefault("pool_reset_on_return", None)
-    engine = create_engine(url, connect_args=connect_args, **kwargs)  # type: ignore[arg-type]
+    engine = create_engine(url, connect_args=connect_args, **kwargs)
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_connection, _record):
         # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's own implicit
         # BEGIN is DEFERRED and cannot be made IMMEDIATE).
         dbapi_connection.isolation_level = None
@@ -210,7 +210,7 @@ def _sqlite_engine(url: str, *, wal_autocheckpoint: int | None = None, **kwargs:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn):  # type: ignore[no-untyped-def]
+    def _on_begin(conn):
         mode = "IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "DEFERRED"
         conn.exec_driver_sql(f"BEGIN {mode}")
 

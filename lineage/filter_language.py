@@ -58,6 +58,7 @@ the offending character and a caret excerpt in the message.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -378,7 +379,7 @@ class _Parser:
         return Value(token.text, number, token.column)
 
 
-def parse_time(text: str, *, fail=None) -> datetime:  # type: ignore[no-untyped-def]
+def parse_time(text: str, *, fail: Callable[[str], Exception] | None = None) -> datetime:
     """An ISO 8601 time (a date alone is its midnight), in UTC."""
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))

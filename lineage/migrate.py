@@ -7,6 +7,7 @@ is at head finds that out with one query and a look at the revision files
 
 from __future__ import annotations
 
+import importlib
 import re
 import time
 from pathlib import Path
@@ -22,8 +23,10 @@ from lineage.db import SQLITE_BUSY_TIMEOUT_MS, WRITE_OPTION, is_sqlite
 
 
 def migrations_dir() -> Path:
-    import lineage.migrations as package
-
+    # migrations/ ships as lineage.migrations: imported by its name at run time only, since
+    # mypy checks it at neither name (pyproject's exclude) and would stop at the import
+    package = importlib.import_module("lineage.migrations")
+    assert package.__file__ is not None  # a package on disk
     return Path(package.__file__).resolve().parent
 
 
@@ -45,7 +48,8 @@ def head_revision() -> str:
     the revision files' ``revision``/``down_revision`` lines, without Alembic)."""
     global _HEAD
     if _HEAD is None:
-        revisions, revised = set(), set()
+        revisions: set[str] = set()
+        revised: set[str] = set()
         for path in (migrations_dir() / "versions").glob("*.py"):
             for name, value in _REVISION.findall(path.read_text(encoding="utf-8")):
                 (revisions if name == "revision" else revised).add(value)

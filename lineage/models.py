@@ -21,6 +21,8 @@ Design notes:
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -48,14 +50,14 @@ NAMING_CONVENTION = {
 }
 
 
-class _JSONB(TypeDecorator):  # type: ignore[type-arg]
+class _JSONB(TypeDecorator):
     """JSON, as ``jsonb`` on PostgreSQL: the PostgreSQL dialect's type is imported when a
     PostgreSQL connection needs it, so a SQLite server never loads that dialect."""
 
     impl = JSON
     cache_ok = True
 
-    def load_dialect_impl(self, dialect):  # type: ignore[no-untyped-def]
+    def load_dialect_impl(self, dialect):
         if dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import JSONB
 
@@ -77,7 +79,7 @@ Stamp = DateTime(timezone=True)
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-def _project_id(**kw: bool) -> Column:  # type: ignore[type-arg]
+def _project_id(**kw: Any) -> Column:
     """The owning project: deleting a project deletes its rows."""
     return Column("project_id", Integer, ForeignKey("projects.id", ondelete="CASCADE"), nullable=False, **kw)
 

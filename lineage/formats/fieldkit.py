@@ -45,7 +45,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from lineage.domain import (
     CLIP_SCALE_COLUMNS,
@@ -230,7 +230,8 @@ def read_trials(
         raise ValueError(f"progress_every must be at least 1, got {progress_every}")
     lines = _Lines(stream)
     record = lines.record
-    reader = csv.reader(lines, **_READ_KW)
+    # each row's cells become the trial's values in place (a status, numbers, extra)
+    reader: Iterator[list[Any]] = csv.reader(lines, **_READ_KW)
     newlines = 0  # physical lines ("\n") consumed by the records already parsed
     try:
         header = next(reader, None)
@@ -293,12 +294,12 @@ def read_trials(
             status = status_by_value.get(row[_STATUS_INDEX])
             if status is None:
                 _raise_status(row[_STATUS_INDEX], line, source)
-            row[_STATUS_INDEX] = status  # type: ignore[call-overload]
+            row[_STATUS_INDEX] = status
 
             for index, name, is_duration, is_fraction in float_specs:
                 raw = row[index]
                 if raw == "":
-                    row[index] = None  # type: ignore[call-overload]
+                    row[index] = None
                     continue
                 try:
                     value = float(raw)
@@ -310,7 +311,7 @@ def read_trials(
                     or (is_fraction and not 0.0 <= value <= 1.0)
                 ):
                     _raise_number(raw, index, name, line, source)
-                row[index] = value  # type: ignore[call-overload]
+                row[index] = value
 
             if row[_PARENT_INDEX] == exp_id:
                 raise InvalidInput(
@@ -321,10 +322,10 @@ def read_trials(
                 )
 
             if extended:
-                row[_EXTRA_INDEX] = _parse_extra(row[_EXTRA_INDEX], line, source)  # type: ignore[call-overload]
-                yield Trial(*row, seq)  # type: ignore[arg-type]
+                row[_EXTRA_INDEX] = _parse_extra(row[_EXTRA_INDEX], line, source)
+                yield Trial(*row, seq)  # type: ignore[call-arg]  # row: every field before seq (mypy cannot count it)
             else:
-                yield Trial(*row, *_NO_CLIP, {}, seq)  # type: ignore[arg-type]
+                yield Trial(*row, *_NO_CLIP, {}, seq)  # type: ignore[call-arg]  # row: fieldkit's 17 fields
             seq += 1
             if progress is not None and seq % progress_every == 0:
                 progress(seq, newlines)
@@ -574,7 +575,7 @@ def open_results(path: str | os.PathLike[str], mode: str = "r") -> TextIO:
     """Open a results.tsv the way fieldkit does: UTF-8 text with ``newline=""``."""
     if mode not in ("r", "w", "x", "a"):
         raise ValueError(f"mode must be r, w, x or a, got {mode!r}")
-    return open(path, mode, encoding="utf-8", newline="")  # noqa: SIM115
+    return cast(TextIO, open(path, mode, encoding="utf-8", newline=""))  # a text mode, checked above
 
 
 def count_lines(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20) -> int:

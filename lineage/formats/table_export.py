@@ -110,7 +110,7 @@ def _time(value: str | None) -> datetime | None:
     return None if not value else datetime.fromisoformat(value)
 
 
-def to_frame(trials: Iterable[Trial]):  # type: ignore[no-untyped-def]
+def to_frame(trials: Iterable[Trial]):
     """The trials as a pandas DataFrame with the export's schema (one row per trial, in
     the order given)."""
     import pandas as pd
@@ -121,7 +121,7 @@ def to_frame(trials: Iterable[Trial]):  # type: ignore[no-untyped-def]
     for name, kind in columns.items():
         if name.startswith("extra."):
             key = name[6:]
-            values = [trial.extra.get(key) for trial in rows]
+            values: list[Any] = [trial.extra.get(key) for trial in rows]
             if kind == "string":
                 data[name] = pd.array([_text(v) for v in values], dtype="string")
             elif kind == "int64":
@@ -148,7 +148,7 @@ def to_frame(trials: Iterable[Trial]):  # type: ignore[no-untyped-def]
 _ARROW = {"string": "string", "int64": "int64", "float64": "float64"}
 
 
-def write_parquet(frame, target: Any) -> None:  # type: ignore[no-untyped-def]
+def write_parquet(frame, target: Any) -> None:
     """``frame`` (from :func:`to_frame`) as Parquet with an explicit schema, so a column
     that is empty in every trial keeps its declared type."""
     import pyarrow as pa

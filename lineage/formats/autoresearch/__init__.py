@@ -296,7 +296,7 @@ def read_trials(
     """The trials of a results file (the registry's ``read``): the whole file is parsed
     and the direction decided before the first trial is yielded. ``warnings`` and
     ``layout_out``, when given, receive the warnings and the layout."""
-    text = stream.read() if hasattr(stream, "read") else "".join(stream)  # type: ignore[union-attr]
+    text = stream.read() if hasattr(stream, "read") else "".join(stream)
     options = options or ImportOptions()
     table = parse_table(text, source=source, fmt=fmt, options=options)
     notes: list[str] = []

@@ -8,7 +8,7 @@ or data) are :mod:`.header`'s; the direction is :mod:`.direction`'s.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +84,7 @@ def _header_names(cells: Sequence[str]) -> list[str]:
     return names
 
 
-def _by_name(columns: Sequence[str], wanted: Iterable[str], exclude: set[int] = frozenset()) -> int:  # type: ignore[assignment]
+def _by_name(columns: Sequence[str], wanted: Iterable[str], exclude: Collection[int] = frozenset()) -> int:
     lowered = [c.strip().lower().replace(" ", "_").replace("-", "_") for c in columns]
     for name in wanted:
         for i, col in enumerate(lowered):
@@ -166,6 +166,240 @@ def _long_format(
     return ln, lv, chosen
 
 
+@dataclass(slots=True)
+class _Sample:
+    """The table the layout is inferred from: its column names (as given and normalized
+    like :func:`_by_name`'s), its well-formed sample rows, and per column what its
+    non-blank cells are."""
+
+    columns: list[str]
+    lowered: list[str]
+    rows: list[list[str]]
+    #: share of numbers and placeholders (0 when no cell is a real number)
+    numeric_share: list[float]
+    #: numbers, placeholders and words of a failed run ("FAIL", "oom")
+    metric_share: list[float]
+    #: share of real numbers
+    real_share: list[float]
+    #: every cell a hex digest (with a letter somewhere: not a column of decimal numbers)
+    hex_col: list[bool]
+
+    @property
+    def width(self) -> int:
+        return len(self.columns)
+
+    def values(self, i: int) -> list[str]:
+        return [r[i] for r in self.rows]
+
+    def is_numeric(self, i: int) -> bool:
+        return self.numeric_share[i] >= 0.8
+
+    def metric_like(self, i: int) -> bool:
+        """Named like a metric, and mostly numbers (its other cells: records without a result)."""
+        return direction_of_name(self.columns[i]) is not None and self.real_share[i] >= 0.5
+
+
+def _sample(header_cells: list[str] | None, sample: list[list[str]]) -> _Sample:
+    """Decides the columns (the header's names, made unique, or ``col1``... as wide as the
+    widest row), keeps the rows of that width and measures each column's cells."""
+    n = len(header_cells) if header_cells is not None else max((len(r) for r in sample), default=0)
+    columns = _header_names(header_cells) if header_cells is not None else [f"col{i + 1}" for i in range(n)]
+    rows = [r for r in sample if len(r) == n]
+    numeric_share: list[float] = []
+    metric_share: list[float] = []
+    real_share: list[float] = []
+    hex_col: list[bool] = []
+    for i in range(n):
+        cells = [r[i] for r in rows if r[i].strip()]
+        parsed = [parse_number(c) for c in cells]
+        nums = sum(1 for v in parsed if v is not False)
+        real = sum(1 for v in parsed if v is not False and v is not None)
+        numeric_share.append(nums / len(cells) if cells and real else 0.0)
+        words = sum(
+            1 for c, v in zip(cells, parsed) if v is False and STATUS_WORDS.get(normalize_word(c)) in CRASH_LIKE
+        )
+        metric_share.append((nums + words) / len(cells) if cells and real else 0.0)
+        real_share.append(real / len(cells) if cells else 0.0)
+        hex_col.append(
+            bool(cells)
+            and all(HEX.fullmatch(c.strip()) for c in cells)
+            and any(any(ch.isalpha() for ch in c) for c in cells)
+        )
+    lowered = [c.strip().lower().replace(" ", "_").replace("-", "_") for c in columns]
+    return _Sample(columns, lowered, rows, numeric_share, metric_share, real_share, hex_col)
+
+
+def _commit_column(table: _Sample) -> int:
+    """Decides the commit column: by name, else the first whose cells are all hex digests; -1: none."""
+    ci = _by_name(table.columns, COMMIT_COLUMN_NAMES)
+    if ci < 0:
+        ci = next((i for i in range(table.width) if table.hex_col[i]), -1)
+    return ci
+
+
+def _status_column(table: _Sample, used: set[int], options: ImportOptions, notes: list[str]) -> int:
+    """Decides the status column: the ``status`` option (``-``: none), else a text column
+    named like a status (exactly, then holding ``status``/``verdict``/... in its name), else
+    one whose cells are at least 80% status words (said in ``notes``); -1: none."""
+    if options.status == "-":
+        return -1
+    if options.status:
+        return _column_index(table.columns, options.status, "status")
+    for name in STATUS_COLUMN_NAMES:
+        j = _by_name(table.columns, (name,), used)
+        if j >= 0 and not table.is_numeric(j):
+            return j
+    for name in ("status", "verdict", "decision", "outcome"):
+        j = next(
+            (k for k, col in enumerate(table.lowered) if name in col and k not in used and not table.is_numeric(k)),
+            -1,
+        )
+        if j >= 0:
+            return j
+    for j in range(table.width):
+        cells = [c for c in table.values(j) if c.strip()]
+        if j in used or table.is_numeric(j) or not cells:
+            continue
+        known = sum(1 for c in cells if normalize_word(c) in STATUS_WORDS)
+        if known / len(cells) >= 0.8:
+            notes.append(f"status column {table.columns[j]!r} found by its words")
+            return j
+    return -1
+
+
+def _description_column(
+    table: _Sample, used: set[int], options: ImportOptions, *, has_header: bool
+) -> tuple[int, bool]:
+    """Decides the description column and whether it was found by its name: the
+    ``description`` option, else a text column named like one, else the text column with
+    the longest cells (none when a file with a header has them all empty); -1: none."""
+    if options.description:
+        return _column_index(table.columns, options.description, "description"), False
+    di = _by_name(table.columns, DESCRIPTION_COLUMN_NAMES, used)
+    if di >= 0 and table.is_numeric(di):
+        di = -1
+    if di >= 0:
+        return di, True
+    texts = [
+        j
+        for j in range(table.width)
+        if j not in used and not table.is_numeric(j) and not table.hex_col[j] and not table.metric_like(j)
+    ]
+    if texts:
+        di = max(texts, key=lambda j: (sum(len(c) for c in table.values(j)) / max(1, len(table.rows)), j))
+        if has_header and sum(len(c) for c in table.values(di)) == 0:
+            di = -1
+    return di, False
+
+
+def _long_format_metric(table: _Sample, long: tuple[int, int, str], notes: list[str]) -> int:
+    """Decides a long-format file's metric column (its value column), saying in ``notes``
+    which rows are the project's metric and which are trials without one."""
+    columns, rows = table.columns, table.rows
+    mi = long[1]
+    others = [name for name in dict.fromkeys(r[long[0]].strip() for r in rows) if name != long[2]]
+    notes.append(
+        f"long format: column {columns[long[0]]!r} names each row's metric and {columns[mi]!r} holds its value; "
+        f"the project's metric is {long[2]!r}"
+        + (
+            f"; the rows of {', '.join(map(repr, others[:5]))}{' ...' if len(others) > 5 else ''} are trials "
+            f"without a metric, their value kept in extra[{columns[mi]!r}]"
+            if others
+            else ""
+        )
+        + "; choose another with --metric NAME"
+    )
+    return mi
+
+
+def _inferred_metric(table: _Sample, used: set[int], *, header_only: bool) -> int:
+    """Decides the metric column when nothing names it: the first column not taken that
+    can hold it (numeric, mostly numbers and failed-run words, or named like a metric),
+    and not an id or time column, preferring a name that says a direction over plain
+    names over resource names. A header-only file: the first column named like a metric,
+    else the first that is not a resource. A column named like a metric but too seldom
+    a number is refused rather than silently passed over."""
+    columns, n = table.columns, table.width
+    candidates = [
+        j
+        for j in range(n)
+        if j not in used
+        and (table.is_numeric(j) or table.metric_share[j] >= 0.8 or table.metric_like(j))
+        and not is_id_column(columns[j])
+    ]
+    if not candidates and header_only:
+        # a header-only file: the first column named like a metric, else the second column
+        candidates = [j for j in range(n) if j not in used and not is_id_column(columns[j])]
+        named = [j for j in candidates if direction_of_name(columns[j]) is not None]
+        candidates = named or [j for j in candidates if not is_resource(columns[j])] or candidates
+    if not candidates:
+        raise InvalidInput(
+            "metric",
+            "no numeric column to take as the metric; name it with --metric COLUMN "
+            f"(the columns are {', '.join(columns)})",
+        )
+    named = [j for j in candidates if direction_of_name(columns[j]) is not None]
+    plain = [j for j in candidates if not is_resource(columns[j])]
+    mi = (named or plain or candidates)[0]
+    shadowed = [
+        j
+        for j in range(n)
+        if j not in used
+        and j not in candidates
+        and table.real_share[j] > 0
+        and direction_of_name(columns[j]) is not None
+        and not is_id_column(columns[j])
+    ]
+    if not named and shadowed:  # never a silently different metric
+        j = shadowed[0]
+        raise InvalidInput(
+            "metric",
+            f"column {columns[j]!r} is named like a metric but only {table.real_share[j]:.0%} of its cells "
+            f"are numbers, so {columns[mi]!r} would be taken instead; name the metric with --metric COLUMN",
+        )
+    return mi
+
+
+def _field_columns(table: _Sample, used: set[int], id_column: int) -> dict[str, str]:
+    """Decides which of the other columns are trial fields by name (``domain``, ``notes``;
+    a number field only when numeric): column -> field."""
+    fields: dict[str, str] = {}
+    for j, name in enumerate(table.lowered):
+        if j in used or j == id_column:
+            continue
+        if name in TEXT_FIELD_COLUMNS:  # (the description column, even "notes", is in ``used``)
+            fields[table.columns[j]] = name
+        elif name in NUMBER_FIELD_COLUMNS and table.is_numeric(j):
+            fields[table.columns[j]] = name
+    return fields
+
+
+def _crash_placeholder(rows: Sequence[Sequence[str]], mi: int, si: int, options: ImportOptions) -> str:
+    """Decides the metric cell written for a failed run (export): the most common one
+    without a result on crash-like rows; "" when there is none (or no status column)."""
+    crash_cells = Counter(
+        r[mi]
+        for r in rows
+        if si >= 0
+        and map_status(r[si], options.status_map)[0] in CRASH_LIKE
+        and metric_value(r[mi], FailureLabel.CRASH) is None
+    )
+    return crash_cells.most_common(1)[0][0] if crash_cells else ""
+
+
+def _status_words(rows: Sequence[Sequence[str]], si: int, options: ImportOptions) -> dict[str, str]:
+    """Decides the file's own word for each status label (export): the most common known
+    word of the label's rows; none without a status column."""
+    if si < 0:
+        return {}
+    by_label: dict[str, Counter[str]] = {}
+    for r in rows:
+        label, known = map_status(r[si], options.status_map)
+        if known:
+            by_label.setdefault(label.value, Counter())[r[si]] += 1
+    return {label: counts.most_common(1)[0][0] for label, counts in by_label.items()}
+
+
 def infer_layout(
     header_cells: list[str] | None,
     sample: list[list[str]],
@@ -190,118 +424,36 @@ def infer_layout(
     (found by name, or a status or commit column by its cells); any other table (a data
     dump, a key/value list, a benchmark's per-request log) is refused unless a column
     flag (metric, status, description, id, parent) says otherwise.
+
+    The roles are decided in this order, each column taken once (``used``): commit, id,
+    status, parent, a long format's name and value columns, description; then the metric;
+    then the trial fields by name, the numeric columns and their formats, the failed
+    run's placeholder and the file's status words.
     """
     notes: list[str] = []
-    n = len(header_cells) if header_cells is not None else max((len(r) for r in sample), default=0)
-    columns = _header_names(header_cells) if header_cells is not None else [f"col{i + 1}" for i in range(n)]
-    rows = [r for r in sample if len(r) == n]
-
-    def values(i: int) -> list[str]:
-        return [r[i] for r in rows]
-
-    numeric_share: list[float] = []
-    metric_share: list[float] = []  # numbers, placeholders and status words ("FAIL", "oom")
-    real_share: list[float] = []
-    hex_col: list[bool] = []
-    for i in range(n):
-        cells = [c for c in values(i) if c.strip()]
-        parsed = [parse_number(c) for c in cells]
-        nums = sum(1 for v in parsed if v is not False)
-        real = sum(1 for v in parsed if v is not False and v is not None)
-        numeric_share.append(nums / len(cells) if cells and real else 0.0)
-        words = sum(
-            1 for c, v in zip(cells, parsed) if v is False and STATUS_WORDS.get(normalize_word(c)) in CRASH_LIKE
-        )
-        metric_share.append((nums + words) / len(cells) if cells and real else 0.0)
-        real_share.append(real / len(cells) if cells else 0.0)
-        hex_col.append(
-            bool(cells)
-            and all(HEX.fullmatch(c.strip()) for c in cells)
-            and any(any(ch.isalpha() for ch in c) for c in cells)
-        )
-
-    def is_numeric(i: int) -> bool:
-        return numeric_share[i] >= 0.8
-
-    def metric_like(i: int) -> bool:
-        """Named like a metric, and mostly numbers (its other cells: records without a result)."""
-        return direction_of_name(columns[i]) is not None and real_share[i] >= 0.5
-
-    lowered = [c.strip().lower().replace(" ", "_").replace("-", "_") for c in columns]
-    # commit column: by name, else hex cells
-    ci = _by_name(columns, COMMIT_COLUMN_NAMES)
-    if ci < 0:
-        ci = next((i for i in range(n) if hex_col[i]), -1)
+    table = _sample(header_cells, sample)
+    columns, rows = table.columns, table.rows
     used: set[int] = set()
+    ci = _commit_column(table)
     if ci >= 0:
         used.add(ci)
-    # id column
     ii = -1
     if options.id_column:
         ii = _column_index(columns, options.id_column, "id")
         used.add(ii)
-    # status column
-    si = -1
-    if options.status == "-":
-        si = -1
-    elif options.status:
-        si = _column_index(columns, options.status, "status")
-    else:
-        for name in STATUS_COLUMN_NAMES:
-            j = _by_name(columns, (name,), used)
-            if j >= 0 and not is_numeric(j):
-                si = j
-                break
-        if si < 0:
-            for name in ("status", "verdict", "decision", "outcome"):
-                j = next(
-                    (k for k, col in enumerate(lowered) if name in col and k not in used and not is_numeric(k)), -1
-                )
-                if j >= 0:
-                    si = j
-                    break
-        if si < 0:
-            for j in range(n):
-                cells = [c for c in values(j) if c.strip()]
-                if j in used or is_numeric(j) or not cells:
-                    continue
-                known = sum(1 for c in cells if normalize_word(c) in STATUS_WORDS)
-                if known / len(cells) >= 0.8:
-                    si = j
-                    notes.append(f"status column {columns[j]!r} found by its words")
-                    break
+    si = _status_column(table, used, options, notes)
     if si >= 0:
         used.add(si)
-    # parent column
-    pi = -1
     if options.parent:
         pi = _column_index(columns, options.parent, "parent")
     else:
         pi = _by_name(columns, PARENT_COLUMN_NAMES, used)
     if pi >= 0:
         used.add(pi)
-    # long format: a metric-name column and a value column
-    long = _long_format(columns, rows, used, [is_numeric(j) for j in range(n)], options)
+    long = _long_format(columns, rows, used, [table.is_numeric(j) for j in range(table.width)], options)
     if long is not None:
         used.update(long[:2])
-    # description column
-    di = -1
-    described = False  # a description column found by its name
-    if options.description:
-        di = _column_index(columns, options.description, "description")
-    else:
-        di = _by_name(columns, DESCRIPTION_COLUMN_NAMES, used)
-        if di >= 0 and is_numeric(di):
-            di = -1
-        described = di >= 0
-        if di < 0:
-            texts = [
-                j for j in range(n) if j not in used and not is_numeric(j) and not hex_col[j] and not metric_like(j)
-            ]
-            if texts:
-                di = max(texts, key=lambda j: (sum(len(c) for c in values(j)) / max(1, len(rows)), j))
-                if header_cells is not None and sum(len(c) for c in values(di)) == 0:
-                    di = -1
+    di, described = _description_column(table, used, options, has_header=header_cells is not None)
     if di >= 0:
         used.add(di)
     flagged = any((options.metric, options.status, options.description, options.id_column, options.parent))
@@ -311,96 +463,26 @@ def infer_layout(
             "not the results table of a loop: no column records a status, a commit or a description (the columns "
             f"are {', '.join(columns)}); to import it anyway, name its metric with --metric COLUMN",
         )
-    # metric column
     if long is not None:
-        mi = long[1]
-        others = [name for name in dict.fromkeys(r[long[0]].strip() for r in rows) if name != long[2]]
-        notes.append(
-            f"long format: column {columns[long[0]]!r} names each row's metric and {columns[mi]!r} holds its value; "
-            f"the project's metric is {long[2]!r}"
-            + (
-                f"; the rows of {', '.join(map(repr, others[:5]))}{' ...' if len(others) > 5 else ''} are trials "
-                f"without a metric, their value kept in extra[{columns[mi]!r}]"
-                if others
-                else ""
-            )
-            + "; choose another with --metric NAME"
-        )
+        mi = _long_format_metric(table, long, notes)
     elif options.metric:
         mi = _column_index(columns, options.metric, "metric")
     else:
-        candidates = [
-            j
-            for j in range(n)
-            if j not in used
-            and (is_numeric(j) or metric_share[j] >= 0.8 or metric_like(j))
-            and not is_id_column(columns[j])
-        ]
-        if not candidates and header_cells is not None and not rows:
-            # a header-only file: the first column named like a metric, else the second column
-            candidates = [j for j in range(n) if j not in used and not is_id_column(columns[j])]
-            named = [j for j in candidates if direction_of_name(columns[j]) is not None]
-            candidates = named or [j for j in candidates if not is_resource(columns[j])] or candidates
-        if not candidates:
-            raise InvalidInput(
-                "metric",
-                "no numeric column to take as the metric; name it with --metric COLUMN "
-                f"(the columns are {', '.join(columns)})",
-            )
-        named = [j for j in candidates if direction_of_name(columns[j]) is not None]
-        plain = [j for j in candidates if not is_resource(columns[j])]
-        mi = (named or plain or candidates)[0]
-        shadowed = [
-            j
-            for j in range(n)
-            if j not in used
-            and j not in candidates
-            and real_share[j] > 0
-            and direction_of_name(columns[j]) is not None
-            and not is_id_column(columns[j])
-        ]
-        if not named and shadowed:  # never a silently different metric
-            j = shadowed[0]
-            raise InvalidInput(
-                "metric",
-                f"column {columns[j]!r} is named like a metric but only {real_share[j]:.0%} of its cells "
-                f"are numbers, so {columns[mi]!r} would be taken instead; name the metric with --metric COLUMN",
-            )
+        mi = _inferred_metric(table, used, header_only=header_cells is not None and not rows)
     if mi == si:
         si = -1
     used.add(mi)
 
-    fields: dict[str, str] = {}
-    for j, name in enumerate(lowered):
-        if j in used or j == ii:
-            continue
-        if name in TEXT_FIELD_COLUMNS:  # (the description column, even "notes", is in ``used``)
-            fields[columns[j]] = name
-        elif name in NUMBER_FIELD_COLUMNS and is_numeric(j):
-            fields[columns[j]] = name
-    numeric = [columns[j] for j in range(n) if is_numeric(j) and j != mi and not hex_col[j] and j != ci and j != pi]
-    formats: dict[str, list[Any]] = {}
-    for j in range(n):
-        if j == mi or columns[j] in numeric:
-            formats[columns[j]] = _number_format(values(j))
-    placeholder = ""
-    crash_cells = Counter(
-        r[mi]
-        for r in rows
-        if si >= 0
-        and map_status(r[si], options.status_map)[0] in CRASH_LIKE
-        and metric_value(r[mi], FailureLabel.CRASH) is None
-    )
-    if crash_cells:
-        placeholder = crash_cells.most_common(1)[0][0]
-    words: dict[str, str] = {}
-    if si >= 0:
-        by_label: dict[str, Counter[str]] = {}
-        for r in rows:
-            label, known = map_status(r[si], options.status_map)
-            if known:
-                by_label.setdefault(label.value, Counter())[r[si]] += 1
-        words = {label: counts.most_common(1)[0][0] for label, counts in by_label.items()}
+    fields = _field_columns(table, used, ii)
+    numeric = [
+        columns[j]
+        for j in range(table.width)
+        if table.is_numeric(j) and j != mi and not table.hex_col[j] and j != ci and j != pi
+    ]
+    formats = {
+        columns[j]: _number_format(table.values(j)) for j in range(table.width) if j == mi or columns[j] in numeric
+    }
+    placeholder = _crash_placeholder(rows, mi, si, options)
     layout = Layout(
         columns=columns,
         metric=columns[mi],
@@ -416,7 +498,7 @@ def infer_layout(
         numeric=numeric,
         formats=formats,
         status_map=dict(options.status_map),
-        words=words,
+        words=_status_words(rows, si, options),
         placeholder=placeholder,
         long_names=columns[long[0]] if long is not None else None,
         long_metric=long[2] if long is not None else None,

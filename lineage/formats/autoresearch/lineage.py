@@ -52,7 +52,6 @@ class LineageBuilder:
         single = len(segments) == 1 and segments[0][0] == 0
         base = segments[0][1] if single else 0
         id_key, parent_key, commit_key = self.id_key, self.parent_key, self.commit_key
-        track = parent_key is not None
         advancing = ADVANCING
         tip, baseline = self.tip, self.baseline
         for offset, trial in enumerate(trials):
@@ -68,7 +67,7 @@ class LineageBuilder:
                 baseline = exp_id
             elif baseline != exp_id:
                 trial.baseline_exp = baseline
-            if track:
+            if parent_key is not None:
                 ref = trial.extra.get(parent_key)
                 ref = ref.strip() if isinstance(ref, str) else ""
                 parent = ""

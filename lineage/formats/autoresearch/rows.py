@@ -234,7 +234,7 @@ class RowParser:
             try:
                 metric: float | None = float(cell)
             except ValueError:
-                metric = metric_value(cell, found[0])  # type: ignore[assignment]
+                metric = metric_value(cell, found[0])
                 if metric is False:
                     self.line = line_no
                     self._line(text, body)
