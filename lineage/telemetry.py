@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 from lineage.domain import check_idempotency_key
 from lineage.errors import Conflict, InvalidInput
+from lineage.telemetry_columns import PointColumns
 
 if TYPE_CHECKING:  # pragma: no cover
     from lineage.domain import Trial
@@ -227,25 +228,6 @@ def check_points(points: Iterable[Any]) -> list[Row]:
     if len(rows) > MAX_BATCH_POINTS:
         raise InvalidInput("points", f"holds {len(rows)} points; the limit is {MAX_BATCH_POINTS} per batch")
     return rows
-
-
-@dataclass(frozen=True, slots=True)
-class PointColumns:
-    """Checked points a field at a time (what :func:`check_columns` gives): ``turn`` -1 for
-    a quantity that is not per turn, ``wall_time`` None where the sender gave none."""
-
-    step: Sequence[int]
-    turn: Sequence[int]
-    name: Sequence[str]
-    value: Sequence[float]
-    wall_time: Sequence[float | None]
-
-    def __len__(self) -> int:
-        return len(self.step)
-
-    def rows(self) -> list[Row]:
-        """The same points as :func:`check_points`'s rows."""
-        return list(zip(self.step, self.turn, self.name, self.value, self.wall_time))
 
 
 def check_columns(columns: Any) -> PointColumns:
