@@ -319,12 +319,12 @@ class TelemetryUses:
             check_idempotency_key(key, field_name="batch_id")
         digest = batch_hash(rows) if key is not None else ""
         with store.write() as conn:
-            project = store.project(conn, project_slug)
-            trial_id = store.trial_row_id(conn, project, exp_id)
-            if key is not None and not store.claim_key(
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id)
+            if key is not None and not store.tokens.claim_key(
                 conn, project, SCOPE, key, exp_id=exp_id, body_hash=digest, result={"accepted": len(rows)}
             ):
-                found = store.find_key(conn, project, SCOPE, key)
+                found = store.tokens.find_key(conn, project, SCOPE, key)
                 stored_exp, stored_hash, result = found if found is not None else ("", "", {})
                 if stored_exp != exp_id or stored_hash not in (digest, _other_form_hash(rows)):
                     raise Conflict(
@@ -335,7 +335,7 @@ class TelemetryUses:
                         proposed={"exp_id": exp_id, "points": len(rows), "sha256": digest},
                     )
                 return IngestResult(accepted=int(result.get("accepted", 0)), replayed=True, key=key)
-            store.insert_points(conn, trial_id, rows)
+            store.telemetry.insert_points(conn, trial_id, rows)
         return IngestResult(accepted=len(rows), replayed=False, key=key)
 
     def telemetry_series(
@@ -356,15 +356,17 @@ class TelemetryUses:
         store = self.store
         out: list[Series] = []
         with store.read() as conn:
-            project = store.project(conn, project_slug)
-            trial_id = store.trial_row_id(conn, project, exp_id)
-            version = store.telemetry_count(conn, trial_id)
-            for name, turn, count, first, last in store.telemetry_series(
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id)
+            version = store.telemetry.telemetry_count(conn, trial_id)
+            for name, turn, count, first, last in store.telemetry.telemetry_series(
                 conn, trial_id, names=names, step_min=step_min, step_max=step_max
             ):
                 shown_turn = None if turn < 0 else turn
                 if count <= max_points:
-                    points = store.telemetry_points(conn, trial_id, name, turn, step_min=step_min, step_max=step_max)
+                    points = store.telemetry.telemetry_points(
+                        conn, trial_id, name, turn, step_min=step_min, step_max=step_max
+                    )
                     out.append(
                         Series(
                             name,
@@ -377,7 +379,7 @@ class TelemetryUses:
                     )
                     continue
                 found = Series(name, shown_turn, count, "minmax")
-                for lo, hi, vmin, vmax, mean, n in store.telemetry_buckets(
+                for lo, hi, vmin, vmax, mean, n in store.telemetry.telemetry_buckets(
                     conn, trial_id, name, turn, first=first, last=last, buckets=max_points
                 ):
                     found.step.append(lo)
@@ -415,9 +417,9 @@ class TelemetryUses:
         store = self.store
         out: dict[str, dict[str, list[dict[str, Any]]]] = {}
         with store.read() as conn:
-            project = store.project(conn, project_slug)
-            rows = {exp_id: store.trial_row_id(conn, project, exp_id) for exp_id in dict.fromkeys(exp_ids)}
-            names = {exp_id: store.telemetry_names(conn, [row]) for exp_id, row in rows.items()}
+            project = store.projects.project(conn, project_slug)
+            rows = {exp_id: store.telemetry.trial_row_id(conn, project, exp_id) for exp_id in dict.fromkeys(exp_ids)}
+            names = {exp_id: store.explore.telemetry_names(conn, [row]) for exp_id, row in rows.items()}
             counts: dict[str, int] = {}
             for found in names.values():
                 for name in found:
@@ -427,14 +429,14 @@ class TelemetryUses:
                 mine = [name for name in names[exp_id] if name in shared]
                 if not mine:
                     continue
-                for name, turn, count, first, last in store.telemetry_series(conn, row, names=mine):
+                for name, turn, count, first, last in store.telemetry.telemetry_series(conn, row, names=mine):
                     if count <= max_points:
-                        values = store.telemetry_points(conn, row, name, turn)
+                        values = store.telemetry.telemetry_points(conn, row, name, turn)
                     else:  # one index seek per bucket: the cost follows max_points, not the points stored
                         width = -(-(last - first + 1) // max_points)
                         values = [
                             (first + bucket * width, value)
-                            for _, _, bucket, value, _ in store.explore_cells_sampled(
+                            for _, _, bucket, value, _ in store.explore.explore_cells_sampled(
                                 conn, [(row, turn)], name, lo=first, width=width, count=-(-(last - first + 1) // width)
                             )
                         ]
@@ -450,9 +452,9 @@ class TelemetryUses:
         them; returns the updated trial and the fields written."""
         store = self.store
         with store.read() as conn:
-            project = store.project(conn, project_slug)
-            trial_id = store.trial_row_id(conn, project, exp_id)
-            stats = store.telemetry_aggregates(conn, trial_id, sorted(set(SUMMARY_SOURCES.values())))
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id)
+            stats = store.telemetry.telemetry_aggregates(conn, trial_id, sorted(set(SUMMARY_SOURCES.values())))
         derived = derive_summary(stats)
         if not derived:
             raise InvalidInput(

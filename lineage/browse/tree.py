@@ -92,7 +92,7 @@ class TreeUses:
             check_window(name, value, minimum=1)
         check_window("offset", offset, minimum=0)
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             best = current_best(self.store, conn, project)
             chain_total = chain_length(self.store, conn, project, best.exp_id) if best else 0
             if not root and not nested and chain_total > depth:
@@ -104,7 +104,7 @@ class TreeUses:
             ancestors_total = 0
             root_depth = 0  # the window root's depth on its chain (0: the top)
             if focus:
-                focus = self.store.trial(conn, project, focus).exp_id  # an id as shown finds its trial
+                focus = self.store.trials.trial(conn, project, focus).exp_id  # an id as shown finds its trial
                 focus_depth = chain_length(self.store, conn, project, focus)
                 at = max(0, focus_depth - 1 - FOCUS_LEVELS_ABOVE)
                 focus_path = chain_slice(self.store, conn, project, focus, at, focus_depth - at, length=focus_depth)
@@ -112,7 +112,7 @@ class TreeUses:
                 ancestors, ancestors_total = self._ancestors(conn, project, focus, at, focus_depth)
                 root_depth = at + 1 if root else 0
             elif root:
-                root = self.store.trial(conn, project, root).exp_id
+                root = self.store.trials.trial(conn, project, root).exp_id
                 root_depth = chain_length(self.store, conn, project, root)
                 ancestors, ancestors_total = self._ancestors(conn, project, root, root_depth - 1, root_depth)
             # the chain to the best where this window can show it: from the window root's level down
@@ -128,7 +128,7 @@ class TreeUses:
                 forced.setdefault(parent.exp_id, child.exp_id)
             for parent, child in zip(focus_path, focus_path[1:]):
                 forced[parent.exp_id] = child.exp_id
-            root_trial = self.store.trial(conn, project, root) if root else None
+            root_trial = self.store.trials.trial(conn, project, root) if root else None
             known: dict[str, Trial] = {t.exp_id: t for t in (*best_chain, *focus_path)}
             root_key = root or ""
             nodes: dict[str, TreeNode] = {}
@@ -148,7 +148,7 @@ class TreeUses:
                         continue
                     expand.append(parent_id)
                     shown += per_node
-                page = self.store.children_window(
+                page = self.store.pages.children_window(
                     conn, project, expand, limit=per_node, offset=offset if level == 0 else 0
                 )
                 next_frontier: list[str] = []
@@ -157,7 +157,7 @@ class TreeUses:
                     # a later page of the window root's children shows just that page
                     must = forced.get(parent_id) if level or not offset else None
                     if must and all(k.exp_id != must for k in kids):
-                        kid = known.get(must) or self.store.find_trial(conn, project, must)
+                        kid = known.get(must) or self.store.trials.find_trial(conn, project, must)
                         if kid is not None:
                             kids = sorted([*kids, kid], key=lambda t: t.seq or 0)
                     made = [TreeNode(trial=kid) for kid in kids]
@@ -170,13 +170,13 @@ class TreeUses:
                         nodes[parent_id].children = made
                         nodes[parent_id].loaded = True
                 frontier = next_frontier
-            counts = self.store.child_counts(conn, project, [root_key, *nodes])
+            counts = self.store.pages.child_counts(conn, project, [root_key, *nodes])
             for exp_id, node in nodes.items():
                 node.child_count = counts.get(exp_id, 0)
             orphans: list[Trial] | None = None
             if not root and offset == 0:
                 orphans = (
-                    self.store.orphans(conn, project, limit=per_node)
+                    self.store.pages.orphans(conn, project, limit=per_node)
                     if project.trial_count <= orphan_scan_limit
                     else None
                 )
@@ -235,7 +235,7 @@ class TreeUses:
         focus_trial = None
         upto = -1  # the focus' position on the chain, or its parent's
         if focus:
-            focus_trial = self.store.trial(conn, project, focus)
+            focus_trial = self.store.trials.trial(conn, project, focus)
             focus = focus_trial.exp_id
             parent = focus_trial.parent_exp
             if on_chain(self.store, conn, project, focus, best.exp_id):
@@ -250,7 +250,7 @@ class TreeUses:
         page = read[:CHAIN_PAGE]
         ids = [t.exp_id for t in page]
         after = {t.exp_id: read[i + 1].exp_id for i, t in enumerate(read[:-1])}
-        kids = self.store.children_window(conn, project, ids, limit=per_node + 1)
+        kids = self.store.pages.children_window(conn, project, ids, limit=per_node + 1)
         nodes = []
         for trial in page:
             folded = [k for k in kids.get(trial.exp_id, []) if k.exp_id != after.get(trial.exp_id)][:per_node]
@@ -262,7 +262,9 @@ class TreeUses:
             ):
                 folded.append(focus_trial)
             nodes.append(TreeNode(trial=trial, children=[TreeNode(trial=k) for k in folded], loaded=True))
-        counts = self.store.child_counts(conn, project, [*ids, *(c.trial.exp_id for n in nodes for c in n.children)])
+        counts = self.store.pages.child_counts(
+            conn, project, [*ids, *(c.trial.exp_id for n in nodes for c in n.children)]
+        )
         for node in nodes:
             node.child_count = counts.get(node.trial.exp_id, 0) - (1 if node.trial.exp_id in after else 0)
             for child in node.children:
