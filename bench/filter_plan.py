@@ -38,19 +38,19 @@ QUERIES = (
 def explain(ledger: Ledger, expression: str, sort: str) -> None:
     store = ledger.store
     with store.read() as conn:
-        project = store.project(conn, "loop")
+        project = store.projects.project(conn, "loop")
         captured: list[tuple[str, list]] = []
-        original = store._execute
+        original = store.core.execute
 
         def spy(c, sql, params=()):  # type: ignore[no-untyped-def]
             captured.append((sql, list(params)))
             return original(c, sql, params)
 
-        store._execute = spy  # type: ignore[method-assign]
+        store.core.execute = spy  # type: ignore[method-assign]
         started = time.perf_counter()
-        rows = store.page_trials(conn, project, sort=sort, limit=51, expression=expression)
+        rows = store.pages.page_trials(conn, project, sort=sort, limit=51, expression=expression)
         elapsed = time.perf_counter() - started
-        store._execute = original  # type: ignore[method-assign]
+        store.core.execute = original  # type: ignore[method-assign]
         print(
             f"\n[{'sqlite' if store.sqlite else 'postgresql'}] filter={expression!r} sort={sort}: "
             f"{len(rows)} rows, {len(captured)} query, {elapsed * 1000:.1f} ms (load {os.getloadavg()[0]:.2f})"

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lineage.domain import check_idempotency_key
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import hooks
-from lineage.store import _stamp
+from lineage.store.base import iso_stamp
 
 if TYPE_CHECKING:  # pragma: no cover
     from lineage.store import Store
@@ -84,7 +84,7 @@ def _alert_from_row(row: Sequence[Any]) -> Alert:
         text or "",
         None if step is None else int(step),
         None if wall is None else float(wall),
-        _stamp(created),
+        iso_stamp(created),
     )
 
 
@@ -133,7 +133,7 @@ def check_levels(levels: Iterable[str] | str | None) -> list[str] | None:
 
 def recent_alerts(store: Store, conn: Any, project: Any, limit: int) -> list[Alert]:
     """The project's newest ``limit`` alerts, in the caller's transaction (the prompt's)."""
-    return [_alert_from_row(row) for row in store.alert_rows(conn, project.id, limit=limit)]
+    return [_alert_from_row(row) for row in store.alerts.alert_rows(conn, project.id, limit=limit)]
 
 
 def _hash(values: Sequence[Any]) -> str:
@@ -156,26 +156,28 @@ class Alerts:
         digest = _hash([exp_id, level, title, text, step, wall])
         store = self.store
         with store.write() as conn:
-            project = store.project(conn, project_slug)
-            trial_id = store.trial_row_id(conn, project, exp_id)
-            if key is not None and not store.claim_key(conn, project, SCOPE, key, exp_id=exp_id, body_hash=digest):
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id)
+            if key is not None and not store.tokens.claim_key(
+                conn, project, SCOPE, key, exp_id=exp_id, body_hash=digest
+            ):
                 return self._replayed_alert(conn, project, key, digest, exp_id, level, title, text), False
-            alert_id = store.insert_alert(
+            alert_id = store.alerts.insert_alert(
                 conn, project.id, trial_id, level=level, title=title, text=text, step=step, wall_time=wall
             )
             if key is not None:
-                store.set_key_result(conn, project, SCOPE, key, {"alert_id": alert_id})
-            store.bump_revision(conn, project.id)
-            alert = _alert_from_row(store.alert_row(conn, project.id, alert_id) or ())
-            hooks.alert_event(store, conn, project, store.trial(conn, project, exp_id), alert.to_dict())
+                store.tokens.set_key_result(conn, project, SCOPE, key, {"alert_id": alert_id})
+            store.progress.bump_revision(conn, project.id)
+            alert = _alert_from_row(store.alerts.alert_row(conn, project.id, alert_id) or ())
+            hooks.alert_event(store, conn, project, store.trials.trial(conn, project, exp_id), alert.to_dict())
         return alert, True
 
     def _replayed_alert(
         self, conn: Any, project: Any, key: str, digest: str, exp_id: str, level: str, title: str, text: str
     ) -> Alert:
-        found = self.store.find_key(conn, project, SCOPE, key)
+        found = self.store.tokens.find_key(conn, project, SCOPE, key)
         stored_exp, stored_hash, result = found if found is not None else ("", "", {})
-        row = self.store.alert_row(conn, project.id, int(result.get("alert_id", 0)))
+        row = self.store.alerts.alert_row(conn, project.id, int(result.get("alert_id", 0)))
         if stored_hash != digest or row is None:
             raise Conflict(
                 f"Idempotency-Key {key!r} was used for another alert"
@@ -215,9 +217,9 @@ class Alerts:
             raise InvalidInput("before_id", f"must be a positive integer, got {before_id!r}")
         store = self.store
         with store.read() as conn:
-            project = store.project(conn, project_slug)
-            trial_id = store.trial_row_id(conn, project, exp_id) if exp_id is not None else None
-            rows = store.alert_rows(
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id) if exp_id is not None else None
+            rows = store.alerts.alert_rows(
                 conn, project.id, trial_id=trial_id, levels=chosen, before_id=before_id, limit=limit + 1
             )
         found = [_alert_from_row(row) for row in rows[:limit]]

@@ -15,7 +15,7 @@ Roles
 Last use
     :func:`verify_token` records the time a token was used, at most once per
     :data:`LAST_USED_RESOLUTION` per token, so reads stay reads; the stamp never waits
-    for a lock (``Store.touch_token``).
+    for a lock (``Store.tokens.touch_token``).
 
 Access (:func:`allowed`, the one rule; :func:`check_access` raises by it)
     * a request that presents a token must present a valid one (401 otherwise), whose
@@ -230,7 +230,7 @@ def is_loopback(host: str) -> bool:
 def writes_open(setting: str | None, active_tokens: bool) -> bool:
     """Whether the ledger takes anonymous writes, from its ``anonymous_writes`` setting
     (None: never set, ``until-first-token``) and whether an active token exists
-    (:meth:`Store.access_state <lineage.store.tokens.TokensSql.access_state>`)."""
+    (:meth:`Store.tokens.access_state <lineage.store.tokens.TokensSql.access_state>`)."""
     if setting is None:
         return not active_tokens
     return setting == AnonymousWrites.OPEN.value
@@ -292,10 +292,10 @@ class Tokens:
         checked_role = role if isinstance(role, Role) else Role.parse(role)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self.store.write() as conn:
-            row = self.store.insert_token(
+            row = self.store.tokens.insert_token(
                 conn, name=_checked_name(name), role=checked_role.value, token_hash=hash_token(secret)
             )
-            if self.store.set_setting(
+            if self.store.tokens.set_setting(
                 conn, ANONYMOUS_WRITES, AnonymousWrites.CLOSED.value, by=f"first token {name!r}", only_if_absent=True
             ):
                 audit_log.warning("anonymous writes closed: the ledger's first token %r was created", name)
@@ -303,33 +303,33 @@ class Tokens:
 
     def list_tokens(self) -> list[TokenRecord]:
         with self.store.read() as conn:
-            return [_record(row) for row in self.store.tokens(conn)]  # type: ignore[misc]
+            return [_record(row) for row in self.store.tokens.tokens(conn)]  # type: ignore[misc]
 
     def revoke_token(self, name: str, *, last_admin: bool = False) -> None:
         """Revoke the token called ``name`` (NotFound if there is none; revoking twice is
         fine). The last active admin token only with ``last_admin=True`` (else Conflict)."""
         with self.store.write() as conn:
-            found = self.store.token_role(conn, name)
+            found = self.store.tokens.token_role(conn, name)
             if found is not None and found == (Role.ADMIN.value, True) and not last_admin:
-                if self.store.active_admins(conn) == [name]:
+                if self.store.tokens.active_admins(conn) == [name]:
                     raise Conflict(
                         f"token {name!r} is the last active admin token; create another admin token "
                         "first, or revoke it explicitly (lineage token revoke --last-admin)",
                         field="name",
                     )
-            self.store.revoke_token(conn, name)
+            self.store.tokens.revoke_token(conn, name)
         if found is not None and found[1]:
             audit_log.info("token %r (%s) revoked", name, found[0])
 
     def tokens_exist(self) -> bool:
         """Whether any active token exists."""
-        return self.store.active_token_exists()
+        return self.store.tokens.active_token_exists()
 
     def access_state(self) -> AccessState:
         """The ``anonymous_writes`` setting, whether active tokens exist, and the last change."""
         with self.store.read() as conn:
-            setting = self.store.setting(conn, ANONYMOUS_WRITES)
-            active = self.store.active_token_exists(conn)
+            setting = self.store.tokens.setting(conn, ANONYMOUS_WRITES)
+            active = self.store.tokens.active_token_exists(conn)
         if setting is None:
             return AccessState(AnonymousWrites.UNTIL_FIRST_TOKEN, active)
         value, changed_at, changed_by = setting
@@ -341,7 +341,7 @@ class Tokens:
 
     def anonymous_access(self) -> tuple[bool, bool]:
         """``(anonymous_writes_open, tokens_exist)`` in one query (what a page asks)."""
-        value, active = self.store.access_state(ANONYMOUS_WRITES)
+        value, active = self.store.tokens.access_state(ANONYMOUS_WRITES)
         return writes_open(value, active), active
 
     def set_anonymous_writes(self, value: AnonymousWrites | str, *, by: str) -> AccessState:
@@ -354,7 +354,7 @@ class Tokens:
         if wanted not in (AnonymousWrites.OPEN, AnonymousWrites.CLOSED):
             raise InvalidInput("anonymous_writes", f"must be 'open' or 'closed', got {value!r}")
         with self.store.write() as conn:
-            self.store.set_setting(conn, ANONYMOUS_WRITES, wanted.value, by=by)
+            self.store.tokens.set_setting(conn, ANONYMOUS_WRITES, wanted.value, by=by)
         audit_log.warning("anonymous writes set to %s by %s", wanted.value, by)
         return self.access_state()
 
@@ -378,7 +378,7 @@ class Tokens:
         if not token or len(token) > 256:
             return None
         wanted = hash_token(token)
-        row = self.store.token_by_hash(None, wanted)
+        row = self.store.tokens.token_by_hash(None, wanted)
         if row is None or not hmac.compare_digest(row[3], wanted):
             return None
         record = _record(row)
@@ -387,5 +387,5 @@ class Tokens:
         now = now or datetime.now(UTC)
         last = _parse(record.last_used_at)
         if last is None or now - last >= LAST_USED_RESOLUTION:
-            self.store.touch_token(record.id, not_since=now - LAST_USED_RESOLUTION)  # type: ignore[arg-type]
+            self.store.tokens.touch_token(record.id, not_since=now - LAST_USED_RESOLUTION)  # type: ignore[arg-type]
         return record

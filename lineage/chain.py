@@ -63,9 +63,9 @@ def find_cycle(parents: Mapping[str, str]) -> list[str] | None:
 
 
 def current_best(store: Store, conn: Connection, project: Project) -> Trial | None:
-    """The project's best (``Store.best_scored`` under its policy), falling back to its
+    """The project's best (``Store.trials.best_scored`` under its policy), falling back to its
     first trial when nothing eligible is scored."""
-    return store.best_scored(conn, project) or store.first_trial(conn, project)
+    return store.trials.best_scored(conn, project) or store.trials.first_trial(conn, project)
 
 
 def chain_of(store: Store, conn: Connection, project: Project, exp_id: str | None = None) -> list[Trial]:
@@ -77,13 +77,13 @@ def chain_of(store: Store, conn: Connection, project: Project, exp_id: str | Non
             return []
         exp_id = best.exp_id
     else:
-        exp_id = store.trial(conn, project, exp_id).exp_id
+        exp_id = store.trials.trial(conn, project, exp_id).exp_id
     return chain_to(store, conn, project, exp_id)
 
 
 def chain_to(store: Store, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> list[Trial]:
     """Root-first chain of stored trials ending at ``exp_id`` (see :func:`walk_chain`)."""
-    return walk_chain(exp_id, store.chain_rows(conn, project, exp_id, brief=brief))
+    return walk_chain(exp_id, store.trials.chain_rows(conn, project, exp_id, brief=brief))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,13 +106,13 @@ class ChainView:
 
 
 def _walked(store: Store, conn: Connection, project: Project, exp_id: str) -> list[Trial]:
-    return walk_chain(exp_id, store.chain_tail(conn, project, exp_id, project.trial_count + 1))
+    return walk_chain(exp_id, store.trials.chain_tail(conn, project, exp_id, project.trial_count + 1))
 
 
 def chain_length(store: Store, conn: Connection, project: Project, exp_id: str) -> int:
     """How many trials the chain ending at ``exp_id`` has (its stored depth)."""
-    depth = store.chain_depth(conn, project, exp_id)
-    return depth if depth > 0 else len(store.chain_ids(conn, project, exp_id, project.trial_count + 1))
+    depth = store.chain.chain_depth(conn, project, exp_id)
+    return depth if depth > 0 else len(store.chain.chain_ids(conn, project, exp_id, project.trial_count + 1))
 
 
 def chain_slice(
@@ -126,10 +126,10 @@ def chain_slice(
     start = max(0, start)
     if start >= end:
         return []
-    anchor = exp_id if end == length else store.ancestor_at(conn, project, exp_id, end)
+    anchor = exp_id if end == length else store.chain.ancestor_at(conn, project, exp_id, end)
     if anchor is None:  # links unknown (a cycle in older data): walk it whole
         return _walked(store, conn, project, exp_id)[start:end]
-    return walk_chain(anchor, store.chain_tail(conn, project, anchor, end - start))
+    return walk_chain(anchor, store.trials.chain_tail(conn, project, anchor, end - start))
 
 
 def chain_ends(
@@ -151,7 +151,7 @@ def on_chain(store: Store, conn: Connection, project: Project, trial: str, exp_i
     """Whether ``trial`` is on the chain ending at ``exp_id`` (it included)."""
     if trial == exp_id:
         return True
-    depth = store.chain_depth(conn, project, trial)
+    depth = store.chain.chain_depth(conn, project, trial)
     if depth <= 0:
         return any(t.exp_id == trial for t in _walked(store, conn, project, exp_id))
-    return store.ancestor_at(conn, project, exp_id, depth) == trial
+    return store.chain.ancestor_at(conn, project, exp_id, depth) == trial

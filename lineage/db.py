@@ -75,7 +75,7 @@ def _postgres_engine(url: str, **kwargs: object) -> Engine:
     round trip; one idle past :data:`PG_PING_AFTER_IDLE_S` gets SQLAlchemy's ping and is
     replaced when that fails. A server that went away within the window is met by the
     first statement; every API request starts with the access check
-    (:meth:`StoreBase.peek`), which then runs once more on a new connection and replaces
+    (:meth:`StoreCore.peek`), which then runs once more on a new connection and replaces
     the whole pool, so the request's write gets a live connection too; only statements
     already in flight see the error.
     """
@@ -84,7 +84,7 @@ def _postgres_engine(url: str, **kwargs: object) -> Engine:
 
     @event.listens_for(engine, "after_cursor_execute")
     def _results_now(conn, _cursor, _statement, _parameters, _context, _executemany):
-        # A SQLAlchemy statement inside a pipelined write (StoreBase.write) reads its
+        # A SQLAlchemy statement inside a pipelined write (StoreCore.write) reads its
         # result's description right after executing: fetch the results now.
         pipeline = conn.info.get(PIPELINE_INFO)
         if pipeline is not None:

@@ -4,7 +4,7 @@ The pages, the CLI and the prompts show a trial as ``exp_<id>`` (``Trial.label``
 reader copies ``exp_1995`` back into a URL, a compare box or a filter while the ledger
 stores ``1995``. :func:`shown_forms` says which stored ids a typed id may mean (the text
 itself first, then the text less a leading ``exp_``, any case); every face that takes an
-id from a person resolves it through the store with these forms (``Store.resolve_exp_id``).
+id from a person resolves it through the store with these forms (``Store.trials.resolve_exp_id``).
 
 :func:`exp_sort_key` is the numeric-aware order of ids (``…099, 100, 101, …, 1000``),
 stored per trial in ``trials.exp_key`` (migration 0008) so that SQL sorts and pages by it

@@ -143,7 +143,7 @@ def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_m
                     # transaction (the migration itself imports nothing from lineage)
                     from lineage.store import Store
 
-                    Store(engine).backfill_concepts(conn)
+                    Store(engine).search.backfill_concepts(conn)
         finally:
             if busy_timeout_ms is not None and not conn.invalidated:  # back to the pool with the usual wait
                 raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")  # type: ignore[union-attr]

@@ -30,7 +30,7 @@ ML vocabulary (:data:`SPELLINGS`, :func:`concepts`)
     index of every existing database, need no rebuild, and both backends search the same
     expanded query.
 
-Candidates (``Store.candidate_rows``, ``lineage.store.search``)
+Candidates (``Store.search.candidate_rows``, ``lineage.store.search``)
     The query's first :data:`MAX_QUERY_TOKENS` distinct non-stop-word concepts: a concept
     of :data:`SPELLINGS` is the OR of its spellings (a spelling of several tokens as an
     exact phrase); a word is a prefix term when it has 3 or more characters (``norm``
@@ -55,7 +55,7 @@ Score of a candidate (:class:`FuzzyTokenRanker`; word closeness: ``lineage.word_
     the candidates scoring at least :data:`MIN_SCORE`, by score descending, then newest
     first (``seq`` descending).
 
-Candidates of similar_prior (``Store.prior_rows``)
+Candidates of similar_prior (``Store.search.prior_rows``)
     ``similar_prior`` of a recorded trial (query: its hypothesis and notes) is the first
     :data:`PRIOR_LIMIT` earlier trials scoring at least :data:`PRIOR_THRESHOLD`. It runs
     inside every write, so its candidates come from a bounded shortlist instead of the

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lineage.domain import check_idempotency_key
 from lineage.errors import Conflict, InvalidInput
+from lineage.telemetry_columns import PointColumns
 
 if TYPE_CHECKING:  # pragma: no cover
     from lineage.domain import Trial
@@ -230,25 +231,6 @@ def check_points(points: Iterable[Any]) -> list[Row]:
     return rows
 
 
-@dataclass(frozen=True, slots=True)
-class PointColumns:
-    """Checked points a field at a time (what :func:`check_columns` gives): ``turn`` -1 for
-    a quantity that is not per turn, ``wall_time`` None where the sender gave none."""
-
-    step: Sequence[int]
-    turn: Sequence[int]
-    name: Sequence[str]
-    value: Sequence[float]
-    wall_time: Sequence[float | None]
-
-    def __len__(self) -> int:
-        return len(self.step)
-
-    def rows(self) -> list[Row]:
-        """The same points as :func:`check_points`'s rows."""
-        return list(zip(self.step, self.turn, self.name, self.value, self.wall_time))
-
-
 def check_columns(columns: Any) -> PointColumns:
     """Points from a batch's columnar form (:mod:`lineage.telemetry_columns`), by the same
     rules as :func:`check_points`; ``.rows()`` equal its rows for the same points."""
@@ -347,12 +329,12 @@ class Telemetry:
             check_idempotency_key(key, field_name="batch_id")
         digest = batch_hash(rows) if key is not None else ""
         with store.write() as conn:
-            project = store.project(conn, project_slug)
-            trial_id = store.trial_row_id(conn, project, exp_id)
-            if key is not None and not store.claim_key(
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id)
+            if key is not None and not store.tokens.claim_key(
                 conn, project, SCOPE, key, exp_id=exp_id, body_hash=digest, result={"accepted": len(rows)}
             ):
-                found = store.find_key(conn, project, SCOPE, key)
+                found = store.tokens.find_key(conn, project, SCOPE, key)
                 stored_exp, stored_hash, result = found if found is not None else ("", "", {})
                 if stored_exp != exp_id or stored_hash not in (digest, _other_form_hash(rows)):
                     raise Conflict(
@@ -363,7 +345,7 @@ class Telemetry:
                         proposed={"exp_id": exp_id, "points": len(rows), "sha256": digest},
                     )
                 return IngestResult(accepted=int(result.get("accepted", 0)), replayed=True, key=key)
-            store.insert_points(conn, trial_id, rows)
+            store.telemetry.insert_points(conn, trial_id, rows)
         return IngestResult(accepted=len(rows), replayed=False, key=key)
 
     def telemetry_series(
@@ -384,15 +366,17 @@ class Telemetry:
         store = self.store
         out: list[Series] = []
         with store.read() as conn:
-            project = store.project(conn, project_slug)
-            trial_id = store.trial_row_id(conn, project, exp_id)
-            version = store.telemetry_count(conn, trial_id)
-            for name, turn, count, first, last in store.telemetry_series(
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id)
+            version = store.telemetry.telemetry_count(conn, trial_id)
+            for name, turn, count, first, last in store.telemetry.telemetry_series(
                 conn, trial_id, names=names, step_min=step_min, step_max=step_max
             ):
                 shown_turn = None if turn < 0 else turn
                 if count <= max_points:
-                    points = store.telemetry_points(conn, trial_id, name, turn, step_min=step_min, step_max=step_max)
+                    points = store.telemetry.telemetry_points(
+                        conn, trial_id, name, turn, step_min=step_min, step_max=step_max
+                    )
                     out.append(
                         Series(
                             name,
@@ -405,7 +389,7 @@ class Telemetry:
                     )
                     continue
                 found = Series(name, shown_turn, count, "minmax")
-                for lo, hi, vmin, vmax, mean, n in store.telemetry_buckets(
+                for lo, hi, vmin, vmax, mean, n in store.telemetry.telemetry_buckets(
                     conn, trial_id, name, turn, first=first, last=last, buckets=max_points
                 ):
                     found.step.append(lo)
@@ -443,9 +427,9 @@ class Telemetry:
         store = self.store
         out: dict[str, dict[str, list[dict[str, Any]]]] = {}
         with store.read() as conn:
-            project = store.project(conn, project_slug)
-            rows = {exp_id: store.trial_row_id(conn, project, exp_id) for exp_id in dict.fromkeys(exp_ids)}
-            names = {exp_id: store.telemetry_names(conn, [row]) for exp_id, row in rows.items()}
+            project = store.projects.project(conn, project_slug)
+            rows = {exp_id: store.telemetry.trial_row_id(conn, project, exp_id) for exp_id in dict.fromkeys(exp_ids)}
+            names = {exp_id: store.explore.telemetry_names(conn, [row]) for exp_id, row in rows.items()}
             counts: dict[str, int] = {}
             for found in names.values():
                 for name in found:
@@ -455,14 +439,14 @@ class Telemetry:
                 mine = [name for name in names[exp_id] if name in shared]
                 if not mine:
                     continue
-                for name, turn, count, first, last in store.telemetry_series(conn, row, names=mine):
+                for name, turn, count, first, last in store.telemetry.telemetry_series(conn, row, names=mine):
                     if count <= max_points:
-                        values = store.telemetry_points(conn, row, name, turn)
+                        values = store.telemetry.telemetry_points(conn, row, name, turn)
                     else:  # one index seek per bucket: the cost follows max_points, not the points stored
                         width = -(-(last - first + 1) // max_points)
                         values = [
                             (first + bucket * width, value)
-                            for _, _, bucket, value, _ in store.explore_cells_sampled(
+                            for _, _, bucket, value, _ in store.explore.explore_cells_sampled(
                                 conn, [(row, turn)], name, lo=first, width=width, count=-(-(last - first + 1) // width)
                             )
                         ]
@@ -478,9 +462,9 @@ class Telemetry:
         them; returns the updated trial and the fields written."""
         store = self.store
         with store.read() as conn:
-            project = store.project(conn, project_slug)
-            trial_id = store.trial_row_id(conn, project, exp_id)
-            stats = store.telemetry_aggregates(conn, trial_id, sorted(set(SUMMARY_SOURCES.values())))
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id)
+            stats = store.telemetry.telemetry_aggregates(conn, trial_id, sorted(set(SUMMARY_SOURCES.values())))
         derived = derive_summary(stats)
         if not derived:
             raise InvalidInput(

@@ -27,12 +27,35 @@ failed, so a valid batch of a million points costs no per-point Python bytecode 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lineage.errors import InvalidInput
 
-__all__ = ["COLUMNS", "check_columns"]
+__all__ = ["COLUMNS", "PointColumns", "check_columns"]
+
+
+@dataclass(frozen=True, slots=True)
+class PointColumns:
+    """Checked points a field at a time (what :func:`lineage.telemetry.check_columns`
+    gives): ``turn`` -1 for a quantity that is not per turn, ``wall_time`` None where the
+    sender gave none. Here, not in ``lineage.telemetry``, so the store can name it without
+    importing the module that uses the store."""
+
+    step: Sequence[int]
+    turn: Sequence[int]
+    name: Sequence[str]
+    value: Sequence[float]
+    wall_time: Sequence[float | None]
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def rows(self) -> list[tuple[int, int, str, float, float | None]]:
+        """The same points as :func:`lineage.telemetry.check_points`'s rows."""
+        return list(zip(self.step, self.turn, self.name, self.value, self.wall_time))
+
 
 #: the members of ``columns``: required, then optional
 REQUIRED = ("step", "name", "value")

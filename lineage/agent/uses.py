@@ -83,11 +83,11 @@ class Agent:
             return PromptView(best=None, chain=(), top_kept=(), recent=(), recent_full=())
         chain = chain_to(self.store, conn, project, best.exp_id, brief=True)
         chain[-1:] = [best]  # the best itself in full
-        recent = self.store.recent(conn, project, max(recent_n, last_m))
+        recent = self.store.trials.recent(conn, project, max(recent_n, last_m))
         return PromptView(
             best=best,
             chain=tuple(chain),
-            top_kept=tuple(self.store.top_kept(conn, project, top_k)),
+            top_kept=tuple(self.store.trials.top_kept(conn, project, top_k)),
             recent=tuple(recent[-recent_n:]),
             recent_full=tuple(recent[-last_m:]),
         )
@@ -116,7 +116,7 @@ class Agent:
     ) -> tuple[Project, PromptView]:
         _check_prompt_windows(top_k, recent_n, last_m)
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             return project, self._prompt_view(conn, project, top_k=top_k, recent_n=recent_n, last_m=last_m)
 
     def prompt_document(
@@ -154,7 +154,7 @@ class Agent:
         if face not in PROMPT_FACES:
             raise InvalidInput("face", f"must be one of {', '.join(PROMPT_FACES)}, got {face!r}")
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             layout = layout_of(project)
             fieldkit = style == "fieldkit" or (style == "auto" and layout is None and bool(specialist))
             if fieldkit:
@@ -167,7 +167,7 @@ class Agent:
                 text = render_loop_prompt(loop, specialist=specialist, timestamp=timestamp)
             if not wrap:
                 return project, text
-            next_number = self.store.project_counters(conn, project)[1]
+            next_number = self.store.projects.project_counters(conn, project)[1]
             summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N)
             alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
         return project, wrap_prompt(
@@ -191,11 +191,11 @@ class Agent:
         best = current_best(self.store, conn, project)
         if best is None:
             return LoopView(project, None, (), False, (), (), 0, columns, (), project.trial_count)
-        tail = walk_chain(best.exp_id, self.store.chain_tail(conn, project, best.exp_id, CHAIN_SHOWN + 1))
+        tail = walk_chain(best.exp_id, self.store.trials.chain_tail(conn, project, best.exp_id, CHAIN_SHOWN + 1))
         chain = tuple(tail[-CHAIN_SHOWN:])
         earlier = len(tail) > CHAIN_SHOWN  # more links before these (not counted: the walk stops here)
-        recent = self.store.recent(conn, project, recent_n, lean=True)
-        top = self.store.top_kept(conn, project, top_k, lean=True)
+        recent = self.store.trials.recent(conn, project, recent_n, lean=True)
+        top = self.store.trials.top_kept(conn, project, top_k, lean=True)
         seen = [t.status.value for t in (*chain, *recent, *top)]
         return LoopView(
             project=project,
@@ -220,10 +220,10 @@ class Agent:
         the last ``recent_n`` trials (oldest first), read in one transaction."""
         check_window("recent_n", recent_n, minimum=1)
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             best = current_best(self.store, conn, project)
             chain = chain_to(self.store, conn, project, best.exp_id) if best else []
-            recent = self.store.recent(conn, project, recent_n)
+            recent = self.store.trials.recent(conn, project, recent_n)
         return project, KnowledgeData(best=best, chain=tuple(chain), recent=tuple(recent))
 
     # -- "was this tried?" ---------------------------------------------------------------
@@ -246,7 +246,7 @@ class Agent:
         terms = similar_text.checked_query(text, field=field)
         limit = similar_text.checked_limit(limit)
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             return self._ranked_similar(conn, project, text, terms, limit=limit, ranker=ranker)
 
     def _ranked_similar(
@@ -261,7 +261,7 @@ class Agent:
         ranker: Ranker | None = None,
         candidates: int = similar_text.CANDIDATES,
     ) -> list[Similar]:
-        rows = self.store.candidate_rows(conn, project.id, terms, limit=candidates)
+        rows = self.store.search.candidate_rows(conn, project.id, terms, limit=candidates)
         return similar_text.rank(
             text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score, ranker=ranker
         )
@@ -272,7 +272,7 @@ class Agent:
         """The project's progress summary with its guardrails, read in one transaction."""
         progress.check_last_n(last_n)
         with self.store.read() as conn:
-            return self._summary(conn, self.store.project(conn, project_slug), last_n=last_n)
+            return self._summary(conn, self.store.projects.project(conn, project_slug), last_n=last_n)
 
     def _summary(self, conn: Connection, project: Project, *, last_n: int) -> progress.Progress:
         measured = progress.measure(self.store, conn, project, last_n=last_n)
@@ -280,14 +280,14 @@ class Agent:
 
     def guardrail_policy(self, project_slug: str) -> guardrails.GuardrailPolicy:
         with self.store.read() as conn:
-            return guardrails.policy(self.store, conn, self.store.project(conn, project_slug))
+            return guardrails.policy(self.store, conn, self.store.projects.project(conn, project_slug))
 
     def set_guardrails(self, project_slug: str, values: Mapping[str, Any]) -> guardrails.GuardrailPolicy:
         """Replace the project's guardrail policy (a missing or null limit is off); a limit
         the project already reaches trips at once (and emits its event)."""
         guardrails.check_policy(values)
         with self.store.write() as conn:
-            project, _, _ = self.store.locked_project(conn, project_slug)
+            project, _, _ = self.store.projects.locked_project(conn, project_slug)
             return guardrails.set_policy(self.store, conn, project, values)
 
     def add_hook(
@@ -296,18 +296,18 @@ class Agent:
         """Add a webhook; returns it and its signing secret (shown this once)."""
         hooks.check_url(url)
         with self.store.write() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             return hooks.add_hook(self.store, conn, project, url=url, events=events, body_format=body_format)
 
     def hooks(self, project_slug: str) -> list[hooks.Hook]:
         with self.store.read() as conn:
-            return hooks.list_hooks(self.store, conn, self.store.project(conn, project_slug))
+            return hooks.list_hooks(self.store, conn, self.store.projects.project(conn, project_slug))
 
     def remove_hook(self, project_slug: str, hook_id: int) -> None:
         """Remove a webhook with its outbox rows; :class:`NotFound` (field ``hook_id``)."""
         with self.store.write() as conn:
-            project = self.store.project(conn, project_slug)
-            if not self.store.delete_hook(conn, project.id, hook_id):
+            project = self.store.projects.project(conn, project_slug)
+            if not self.store.outbox.delete_hook(conn, project.id, hook_id):
                 raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")
 
 

@@ -5,10 +5,10 @@ One rule for every page (chain, tree, trials table, compare, trial page, knob vi
 * the **file's columns**: those of the results-file layout stored with an imported or
   watched project (``project.settings["results_file"]``) that land in ``extra``
   (``commit``, ``memory_gb``...), then the other ``extra`` keys of the newest trials
-  (found in SQL, :meth:`Store.extra_keys`); keys starting with ``_`` are the formats'
+  (found in SQL, :meth:`Store.columns.extra_keys`); keys starting with ``_`` are the formats'
   bookkeeping, never columns;
 * the **trial fields** that hold a value in at least one of the project's newest
-  ``PRESENCE_SAMPLE`` trials (one SQL aggregate, :meth:`Store.field_presence`), and on
+  ``PRESENCE_SAMPLE`` trials (one SQL aggregate, :meth:`Store.columns.field_presence`), and on
   a page of given trials (trial page, compare) those that any of them fills: a loop that never wrote ``specialist`` or
   the A²TGPO statistics does not get empty columns for them; ``val_bpb`` that only
   mirrors the metric is not a column of its own.
@@ -288,8 +288,8 @@ def _file_columns(project: Project, sampled: Sequence[tuple[str, bool, int]]) ->
 def columns_of(store: Store, conn: Connection, project: Project) -> ProjectColumns:
     """The columns of ``project``: two SQL reads (the field aggregate, the ``extra`` keys
     of the newest trials); see the module's doc for the rule."""
-    presence = store.field_presence(conn, project, sample=PRESENCE_SAMPLE)
-    sampled = store.extra_keys(conn, project, sample=EXTRA_SAMPLE)
+    presence = store.columns.field_presence(conn, project, sample=PRESENCE_SAMPLE)
+    sampled = store.columns.extra_keys(conn, project, sample=EXTRA_SAMPLE)
     fields = []
     for key in _FIELDS:
         if key in _ALWAYS:
@@ -306,4 +306,4 @@ def columns_of(store: Store, conn: Connection, project: Project) -> ProjectColum
 def project_columns(store: Store, project_slug: str) -> ProjectColumns:
     """The columns ``project_slug``'s pages show (:mod:`lineage.browse.columns`)."""
     with store.read() as conn:
-        return columns_of(store, conn, store.project(conn, project_slug))
+        return columns_of(store, conn, store.projects.project(conn, project_slug))

@@ -218,7 +218,7 @@ def _series_panel(
     import numpy as np
 
     per_turn = query.x == "turn"
-    series = store.explore_series(
+    series = store.explore.explore_series(
         conn, ids, metric, turn=query.turn, per_turn=per_turn, step_min=query.step_min, step_max=query.step_max
     )
     empty = {
@@ -244,9 +244,11 @@ def _series_panel(
         buckets = max(MIN_BUCKETS, min(query.buckets, CELL_BUDGET // max(1, n_trials)))
     width = max(1, -(-(hi - lo + 1) // buckets))
     buckets = max(1, -(-(hi - lo + 1) // width))
-    exact = store.telemetry_points_at_most(conn, [(s[0], s[1]) for s in series], metric, lo, hi, query.exact_budget)
+    exact = store.explore.telemetry_points_at_most(
+        conn, [(s[0], s[1]) for s in series], metric, lo, hi, query.exact_budget
+    )
     if exact:
-        found = store.explore_cells_exact(
+        found = store.explore.explore_cells_exact(
             conn, ids, metric, turn=query.turn, per_turn=per_turn, lo=lo, hi=hi, width=width
         )
         cells = [c[:5] for c in found]
@@ -255,7 +257,7 @@ def _series_panel(
     else:
         samples = TURN_SAMPLES if per_turn else buckets
         sample_width = max(1, -(-(hi - lo + 1) // samples))
-        cells = store.explore_cells_sampled(
+        cells = store.explore.explore_cells_sampled(
             conn,
             [(s[0], s[1]) for s in series],
             metric,
@@ -371,12 +373,12 @@ def explore(store: Store, project_slug: str, query: ExploreQuery) -> dict[str, A
     """The explorer's answer for ``query`` (module doc), read in one transaction."""
     query.check()
     with store.read() as conn:
-        project = store.project(conn, project_slug)
+        project = store.projects.project(conn, project_slug)
         chain_ids = [t.exp_id for t in chain_of(store, conn, project, query.to)] if query.select == "chain" else None
         within = chain_ids
         if query.select == "telemetry":
-            within = store.exp_ids_with_telemetry(conn, project)
-        rows, matched = store.explore_trials(
+            within = store.explore.exp_ids_with_telemetry(conn, project)
+        rows, matched = store.explore.explore_trials(
             conn,
             project,
             filters=dict(query.filters),
@@ -397,7 +399,7 @@ def explore(store: Store, project_slug: str, query: ExploreQuery) -> dict[str, A
                 panels.append(_core_panel(trials, keys, groups))
             else:
                 panels.append(_series_panel(store, conn, ids, trials, keys, groups, metric, query))
-        name_trials = store.telemetry_name_counts(conn, ids)
+        name_trials = store.explore.telemetry_name_counts(conn, ids)
         names = sorted(name_trials)
     return {
         "project": project.slug,

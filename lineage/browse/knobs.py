@@ -3,7 +3,7 @@
 An axis is a column of :mod:`lineage.browse.columns` (a file column ``extra.KEY``, a
 trial field such as ``train_s`` or ``specialist``) or a telemetry summary
 ``telemetry.NAME.SUMMARY`` (``last``, ``first``, ``min``, ``max``, ``mean`` of the
-series ``NAME``), each computed in SQL (:meth:`Store.knob_rows`). A view reads the
+series ``NAME``), each computed in SQL (:meth:`Store.columns.knob_rows`). A view reads the
 newest ``limit`` trials that have the first axis, plus the last ``CHAIN_POINTS`` trials
 of the chain to the best (flagged, so the view is lineage-aware; ``KnobView.chain`` is the
 chain's part from the shallowest trial of the window to the best, read as ids: every window
@@ -207,10 +207,10 @@ def knobs(store: Store, project_slug: str, axes: Sequence[str] | None = None, *,
     summaries (default: the project's first numeric knob)."""
     check_window("limit", limit, minimum=1)
     with store.read() as conn:
-        project = store.project(conn, project_slug)
+        project = store.projects.project(conn, project_slug)
         columns = columns_of(store, conn, project)
-        ids = store.telemetry_trial_ids(conn, project, limit=TELEMETRY_SCAN)
-        names = store.telemetry_names(conn, ids) if ids else []
+        ids = store.columns.telemetry_trial_ids(conn, project, limit=TELEMETRY_SCAN)
+        names = store.explore.telemetry_names(conn, ids) if ids else []
         choices = [(c.key, c.label) for c in knob_columns(columns)]
         choices += [(f"{TELEMETRY}{name}.{s}", f"{name} ({s})") for name in names for s in ("last", "min")]
         keys = [k for raw in (axes or ()) for k in str(raw).split(",") if k.strip()]
@@ -220,7 +220,7 @@ def knobs(store: Store, project_slug: str, axes: Sequence[str] | None = None, *,
             raise InvalidInput("axes", f"at most {MAX_AXES} axes, got {len(keys)}")
         parsed = [parse_axis(k, columns, "x" if i == 0 else "axes") for i, k in enumerate(keys)]
         spec = [(a.source, a.name, a.summary) for a in parsed]
-        rows = store.knob_rows(conn, project, spec, limit=limit + 1)
+        rows = store.columns.knob_rows(conn, project, spec, limit=limit + 1)
         truncated = len(rows) > limit
         rows = rows[:limit]
         best = current_best(store, conn, project)
@@ -232,13 +232,13 @@ def knobs(store: Store, project_slug: str, axes: Sequence[str] | None = None, *,
             depths = [int(row[-1]) for row in rows]
             shallowest = min(depths) if rows else length
             steps = max(CHAIN_POINTS, length - shallowest + 1 if shallowest else project.trial_count + 1)
-            chain = store.chain_ids(conn, project, best.exp_id, steps)
+            chain = store.chain.chain_ids(conn, project, best.exp_id, steps)
         have = {row[0] for row in rows}
         # the chain's last steps come even when older than the window (a 20,000-step
         # chain of a 100,000-trial loop would be most of the page otherwise)
         missing = [e for e in chain[-CHAIN_POINTS:] if e not in have]
         if missing:
-            rows += store.knob_rows(conn, project, spec, limit=len(missing), exp_ids=missing)
+            rows += store.columns.knob_rows(conn, project, spec, limit=len(missing), exp_ids=missing)
     on_chain = set(chain)
     settled = [_settle(axis, [row[4 + i] for row in rows]) for i, axis in enumerate(parsed)]
     points = tuple(

@@ -87,7 +87,7 @@ def tree_window(
         check_window(name, value, minimum=1)
     check_window("offset", offset, minimum=0)
     with store.read() as conn:
-        project = store.project(conn, project_slug)
+        project = store.projects.project(conn, project_slug)
         best = current_best(store, conn, project)
         chain_total = chain_length(store, conn, project, best.exp_id) if best else 0
         if not root and not nested and chain_total > depth:
@@ -99,7 +99,7 @@ def tree_window(
         ancestors_total = 0
         root_depth = 0  # the window root's depth on its chain (0: the top)
         if focus:
-            focus = store.trial(conn, project, focus).exp_id  # an id as shown finds its trial
+            focus = store.trials.trial(conn, project, focus).exp_id  # an id as shown finds its trial
             focus_depth = chain_length(store, conn, project, focus)
             at = max(0, focus_depth - 1 - FOCUS_LEVELS_ABOVE)
             focus_path = chain_slice(store, conn, project, focus, at, focus_depth - at, length=focus_depth)
@@ -107,7 +107,7 @@ def tree_window(
             ancestors, ancestors_total = _ancestors(store, conn, project, focus, at, focus_depth)
             root_depth = at + 1 if root else 0
         elif root:
-            root = store.trial(conn, project, root).exp_id
+            root = store.trials.trial(conn, project, root).exp_id
             root_depth = chain_length(store, conn, project, root)
             ancestors, ancestors_total = _ancestors(store, conn, project, root, root_depth - 1, root_depth)
         # the chain to the best where this window can show it: from the window root's level down
@@ -121,7 +121,7 @@ def tree_window(
             forced.setdefault(parent.exp_id, child.exp_id)
         for parent, child in zip(focus_path, focus_path[1:]):
             forced[parent.exp_id] = child.exp_id
-        root_trial = store.trial(conn, project, root) if root else None
+        root_trial = store.trials.trial(conn, project, root) if root else None
         known: dict[str, Trial] = {t.exp_id: t for t in (*best_chain, *focus_path)}
         root_key = root or ""
         nodes: dict[str, TreeNode] = {}
@@ -141,14 +141,16 @@ def tree_window(
                     continue
                 expand.append(parent_id)
                 shown += per_node
-            page = store.children_window(conn, project, expand, limit=per_node, offset=offset if level == 0 else 0)
+            page = store.pages.children_window(
+                conn, project, expand, limit=per_node, offset=offset if level == 0 else 0
+            )
             next_frontier: list[str] = []
             for parent_id in expand:
                 kids = page[parent_id]
                 # a later page of the window root's children shows just that page
                 must = forced.get(parent_id) if level or not offset else None
                 if must and all(k.exp_id != must for k in kids):
-                    kid = known.get(must) or store.find_trial(conn, project, must)
+                    kid = known.get(must) or store.trials.find_trial(conn, project, must)
                     if kid is not None:
                         kids = sorted([*kids, kid], key=lambda t: t.seq or 0)
                 made = [TreeNode(trial=kid) for kid in kids]
@@ -161,12 +163,14 @@ def tree_window(
                     nodes[parent_id].children = made
                     nodes[parent_id].loaded = True
             frontier = next_frontier
-        counts = store.child_counts(conn, project, [root_key, *nodes])
+        counts = store.pages.child_counts(conn, project, [root_key, *nodes])
         for exp_id, node in nodes.items():
             node.child_count = counts.get(exp_id, 0)
         orphans: list[Trial] | None = None
         if not root and offset == 0:
-            orphans = store.orphans(conn, project, limit=per_node) if project.trial_count <= orphan_scan_limit else None
+            orphans = (
+                store.pages.orphans(conn, project, limit=per_node) if project.trial_count <= orphan_scan_limit else None
+            )
         return TreeWindow(
             project=project,
             best=best,
@@ -224,7 +228,7 @@ def _flat(
     focus_trial = None
     upto = -1  # the focus' position on the chain, or its parent's
     if focus:
-        focus_trial = store.trial(conn, project, focus)
+        focus_trial = store.trials.trial(conn, project, focus)
         focus = focus_trial.exp_id
         parent = focus_trial.parent_exp
         if on_chain(store, conn, project, focus, best.exp_id):
@@ -239,7 +243,7 @@ def _flat(
     page = read[:CHAIN_PAGE]
     ids = [t.exp_id for t in page]
     after = {t.exp_id: read[i + 1].exp_id for i, t in enumerate(read[:-1])}
-    kids = store.children_window(conn, project, ids, limit=per_node + 1)
+    kids = store.pages.children_window(conn, project, ids, limit=per_node + 1)
     nodes = []
     for trial in page:
         folded = [k for k in kids.get(trial.exp_id, []) if k.exp_id != after.get(trial.exp_id)][:per_node]
@@ -251,7 +255,7 @@ def _flat(
         ):
             folded.append(focus_trial)
         nodes.append(TreeNode(trial=trial, children=[TreeNode(trial=k) for k in folded], loaded=True))
-    counts = store.child_counts(conn, project, [*ids, *(c.trial.exp_id for n in nodes for c in n.children)])
+    counts = store.pages.child_counts(conn, project, [*ids, *(c.trial.exp_id for n in nodes for c in n.children)])
     for node in nodes:
         node.child_count = counts.get(node.trial.exp_id, 0) - (1 if node.trial.exp_id in after else 0)
         for child in node.children:

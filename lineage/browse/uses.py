@@ -96,14 +96,14 @@ class Browse:
     def overview(self, project_slug: str, *, bins: int = 60) -> ProjectOverview:
         """A project with its best and its running best over time (for the index page)."""
         with self.store.read() as conn:
-            return self._overview(conn, self.store.project(conn, project_slug), bins=bins)
+            return self._overview(conn, self.store.projects.project(conn, project_slug), bins=bins)
 
     def overviews(self, *, bins: int = 60) -> list[ProjectOverview]:
         with self.store.read() as conn:
-            return [self._overview(conn, project, bins=bins) for project in self.store.projects(conn)]
+            return [self._overview(conn, project, bins=bins) for project in self.store.projects.projects(conn)]
 
     def _overview(self, conn: Connection, project: Project, *, bins: int) -> ProjectOverview:
-        latest = self.store.recent(conn, project, 1)
+        latest = self.store.trials.recent(conn, project, 1)
         return ProjectOverview(
             project=project,
             best=current_best(self.store, conn, project),
@@ -114,7 +114,7 @@ class Browse:
     def _running_best(self, conn: Connection, project: Project, *, bins: int) -> list[tuple[int, float]]:
         """``(seq, best so far)`` at the start of each bin where the best changes."""
         width = bin_width(project, bins)
-        return running_by_bin(self.store.best_per_bin(conn, project, width=width), width, project)
+        return running_by_bin(self.store.pages.best_per_bin(conn, project, width=width), width, project)
 
     def dashboard(
         self,
@@ -131,21 +131,21 @@ class Browse:
         check_window("window", window, minimum=1)
         check_window("recent_n", recent_n, minimum=1)
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             best = current_best(self.store, conn, project)
             chain = chain_ends(self.store, conn, project, best.exp_id) if best else ChainView((), (), 0)
-            rows = self.store.metric_window(conn, project, before_seq=before_seq, limit=window)
+            rows = self.store.pages.metric_window(conn, project, before_seq=before_seq, limit=window)
             points = tuple(MetricPoint(*row) for row in rows)
             width = bin_width(project, bins)
-            per_bin = self.store.best_per_bin(conn, project, width=width)
+            per_bin = self.store.pages.best_per_bin(conn, project, width=width)
             start_best = self._best_metric_before(conn, project, points[0].seq, per_bin, width) if points else None
-            recent = self.store.recent(conn, project, recent_n)
+            recent = self.store.trials.recent(conn, project, recent_n)
             recent.reverse()
             return Dashboard(
                 project=project,
                 best=best,
                 chain=chain,
-                status_counts=self.store.status_counts(conn, project),
+                status_counts=self.store.pages.status_counts(conn, project),
                 recent=tuple(recent),
                 window=points,
                 window_running_best=tuple(running_by_trial(points, start_best, project)),
@@ -162,7 +162,7 @@ class Browse:
         candidates = [metric for index, metric in per_bin if index < first]
         eligible = project.best_policy.eligible_statuses()
         partial = (
-            self.store.metric_window(conn, project, before_seq=seq, limit=seq - first * width)
+            self.store.pages.metric_window(conn, project, before_seq=seq, limit=seq - first * width)
             if seq > first * width
             else []
         )
@@ -174,8 +174,8 @@ class Browse:
     def trial_context(self, project_slug: str, exp_id: str, *, children_limit: int = 50) -> TrialContext:
         """A trial with its parent, first children, chain from the root and neighbours."""
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            trial = self.store.trial(conn, project, exp_id)
+            project = self.store.projects.project(conn, project_slug)
+            trial = self.store.trials.trial(conn, project, exp_id)
             exp_id = trial.exp_id  # the stored id of an id as shown (exp_12)
             chain = chain_ends(self.store, conn, project, exp_id)
             shown = chain.shown
@@ -190,8 +190,8 @@ class Browse:
                 length=chain.length,
             )
             best = current_best(self.store, conn, project)
-            previous, following = self.store.neighbours(conn, project, trial.seq or 0)
-            children = self.store.children_window(conn, project, [exp_id], limit=children_limit)[exp_id]
+            previous, following = self.store.pages.neighbours(conn, project, trial.seq or 0)
+            children = self.store.pages.children_window(conn, project, [exp_id], limit=children_limit)[exp_id]
             return TrialContext(
                 project=project,
                 trial=trial,
@@ -199,7 +199,7 @@ class Browse:
                 chain=chain,
                 recent_chain=tuple(recent),
                 children=tuple(children),
-                child_count=self.store.child_counts(conn, project, [exp_id]).get(exp_id, 0),
+                child_count=self.store.pages.child_counts(conn, project, [exp_id]).get(exp_id, 0),
                 best=best,
                 on_best_chain=best is not None and on_chain(self.store, conn, project, exp_id, best.exp_id),
                 previous_id=previous,
@@ -213,9 +213,9 @@ class Browse:
         check_window("limit", limit, minimum=1)
         check_window("offset", offset, minimum=0)
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             best = current_best(self.store, conn, project)
-            target = self.store.trial(conn, project, to).exp_id if to else (best.exp_id if best else None)
+            target = self.store.trials.trial(conn, project, to).exp_id if to else (best.exp_id if best else None)
             if target is None:
                 return ChainPage(project, best, None, (), 0, 0, limit)
             length = chain_length(self.store, conn, project, target)
@@ -227,8 +227,8 @@ class Browse:
         """The project and those of ``exp_ids`` that are its trials, in the order asked;
         an unknown id raises :class:`NotFound`."""
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            found = self.store.trials_by_ids(conn, project, exp_ids)
+            project = self.store.projects.project(conn, project_slug)
+            found = self.store.pages.trials_by_ids(conn, project, exp_ids)
             missing = [i for i in exp_ids if i not in found]
             if missing:
                 raise NotFound("trial", f"{project.slug}/{missing[0]}", field="exp_id")
@@ -238,13 +238,13 @@ class Browse:
         """Whether one of the project's newest 5,000 trials states an expected delta (what the
         calibration page plots; the pages show its tab only then)."""
         with self.store.read() as conn:
-            return self.store.states_expectations(conn, self.store.project(conn, project_slug))
+            return self.store.pages.states_expectations(conn, self.store.projects.project(conn, project_slug))
 
     def calibration(self, project_slug: str, *, limit: int = 10_000) -> Calibration:
         """Expected vs observed delta of the last ``limit`` trials that state an expectation."""
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            rows = self.store.calibration_rows(conn, project, limit=limit)
+            project = self.store.projects.project(conn, project_slug)
+            rows = self.store.pages.calibration_rows(conn, project, limit=limit)
         points: list[CalibrationPoint] = []
         unparsed = unobserved = 0
         for exp_id, specialist, expected_text, observed, status in reversed(rows):

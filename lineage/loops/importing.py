@@ -83,7 +83,7 @@ class Files:
 
     def _project(self, project_slug: str) -> Project:
         with self.store.read() as conn:
-            return self.store.project(conn, project_slug)
+            return self.store.projects.project(conn, project_slug)
 
     def import_file(
         self,
@@ -348,45 +348,47 @@ class Files:
     def save_results_layout(self, project_slug: str, layout: Layout) -> Project:
         """Store ``layout`` as the project's results-file layout (one locked write)."""
         with self.store.write() as conn:
-            project, _, _ = self.store.locked_project(conn, project_slug)
+            project, _, _ = self.store.projects.locked_project(conn, project_slug)
             settings = {**dict(project.settings), SETTINGS_KEY: layout.to_dict()}
-            return self.store.update_project(conn, project, {"settings": settings})
+            return self.store.projects.update_project(conn, project, {"settings": settings})
 
     def next_exp_number(self, project_slug: str) -> int:
         """One above the largest all-digit exp_id stored (0 for none)."""
         with self.store.read() as conn:
-            return self.store.next_exp_number(conn, self.store.project(conn, project_slug))
+            return self.store.loops.next_exp_number(conn, self.store.projects.project(conn, project_slug))
 
     def best_metric(self, project_slug: str) -> float | None:
         """The best eligible metric so far (no fallback): what the next delta is against."""
         with self.store.read() as conn:
-            best = self.store.best_scored(conn, self.store.project(conn, project_slug))
+            best = self.store.trials.best_scored(conn, self.store.projects.project(conn, project_slug))
         return best.core_metric if best is not None else None
 
     def branch_tip(self, project_slug: str, statuses: Sequence[str]) -> tuple[Trial | None, Trial | None]:
         """The last trial with one of ``statuses`` and the project's first trial."""
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            return self.store.last_with_status(conn, project, list(statuses)), self.store.first_trial(conn, project)
+            project = self.store.projects.project(conn, project_slug)
+            return self.store.loops.last_with_status(conn, project, list(statuses)), self.store.trials.first_trial(
+                conn, project
+            )
 
     def plot_rows(self, project_slug: str) -> list[tuple[int, str, str, float | None, str]]:
         with self.store.read() as conn:
-            return self.store.plot_rows(conn, self.store.project(conn, project_slug))
+            return self.store.loops.plot_rows(conn, self.store.projects.project(conn, project_slug))
 
     def refresh_deltas(self, project_slug: str, *, after_seq: int) -> int:
         """Recompute ``delta_vs_best`` (the service's rule: metric minus the best before the
         trial) for every trial from ``after_seq`` on, after an earlier row changed. Returns
         how many changed."""
         with self.store.write() as conn:
-            project, _, _ = self.store.locked_project(conn, project_slug)
-            before = self.store.best_scored(conn, project, before_seq=after_seq)
+            project, _, _ = self.store.projects.locked_project(conn, project_slug)
+            before = self.store.trials.best_scored(conn, project, before_seq=after_seq)
             running = RunningBest.of(project, before.core_metric if before is not None else None)
             changes: list[tuple[float | None, str]] = []
-            for exp_id, _seq, status, metric, delta in self.store.metric_rows_from(conn, project, after_seq):
+            for exp_id, _seq, status, metric, delta in self.store.loops.metric_rows_from(conn, project, after_seq):
                 wanted = running.see(status, metric)
                 if wanted != delta:
                     changes.append((wanted, exp_id))
-            self.store.set_deltas(conn, project, changes)
+            self.store.loops.set_deltas(conn, project, changes)
             return len(changes)
 
 

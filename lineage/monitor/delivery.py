@@ -143,10 +143,10 @@ def deliver_due(  # type: ignore[no-untyped-def]
     while True:
         started = time.time() if now is None else now
         with store.read() as conn:
-            if not store.any_delivery_due(conn, now=started):
+            if not store.outbox.any_delivery_due(conn, now=started):
                 return report
         with store.write() as conn:
-            claimed = store.claim_due_deliveries(
+            claimed = store.outbox.claim_due_deliveries(
                 conn, now=started, lease_until=started + policy.lease_s, token=token, limit=policy.batch
             )
         if not claimed:
@@ -154,7 +154,7 @@ def deliver_due(  # type: ignore[no-untyped-def]
         for delivery_id, _hook_id, event_id, event_type, body, attempts, url, secret in claimed:
             if stop is not None and stop.is_set():
                 with store.write() as conn:
-                    store.release_deliveries(conn, token)
+                    store.outbox.release_deliveries(conn, token)
                 return report
             error = post(
                 url,
@@ -181,7 +181,7 @@ def deliver_due(  # type: ignore[no-untyped-def]
                 report.errors.append(f"delivery {delivery_id} to {url}: {error}")
                 log.warning("webhook delivery %s (%s) attempt %s: %s", delivery_id, event_type, attempt, error)
             with store.write() as conn:
-                store.finish_delivery(
+                store.outbox.finish_delivery(
                     conn, delivery_id, token, state=state, attempts=attempt, next_attempt_at=next_at, error=error or ""
                 )
         if len(claimed) < policy.batch:

@@ -149,7 +149,7 @@ def _record_trips(
     }
     new = [name for name in now if name not in old]
     if state != old:
-        store.save_tripped(conn, project.id, state)
+        store.progress.save_tripped(conn, project.id, state)
     for name in new:
         value, limit = now[name]
         hooks.enqueue(
@@ -180,8 +180,8 @@ def after_trial(
     """After ``trial`` was recorded (in the writer's transaction): update the trips; the
     names newly tripped. One primary-key look-up when the project has no guardrails; with
     them, a short index walk for a crash streak and the per-status totals for a budget.
-    ``policy``: the guardrail row already read (``Store.hooks_and_guardrails``)."""
-    row = store.guardrail_policy(conn, project.id) if policy is False else policy
+    ``policy``: the guardrail row already read (``Store.progress.hooks_and_guardrails``)."""
+    row = store.progress.guardrail_policy(conn, project.id) if policy is False else policy
     if row is None:
         return []
     policy = _policy_of(row)
@@ -190,7 +190,7 @@ def after_trial(
         policy,
         crash_streak=streak,
         trials_since_improvement=trials_since(best, trial_count),
-        hours=lambda: store.total_seconds(conn, project.id) / 3600,
+        hours=lambda: store.progress.total_seconds(conn, project.id) / 3600,
     )
     return _record_trips(store, conn, project, row, now, exp_id=trial.exp_id, subscribed=subscribed)
 
@@ -198,15 +198,15 @@ def after_trial(
 def reevaluate(store: Store, conn: Connection, project: Project, *, exp_id: str | None = None) -> list[str]:
     """Update the trips from the project's figures read afresh (after a trial update, an
     import or a policy change); the names newly tripped."""
-    row = store.guardrail_policy(conn, project.id)
+    row = store.progress.guardrail_policy(conn, project.id)
     if row is None:
         return []
-    count = store.project_counters(conn, project)[0]
+    count = store.projects.project_counters(conn, project)[0]
     now = tripped_now(
         _policy_of(row),
         crash_streak=crash_streak(store, conn, project.id, count),
-        trials_since_improvement=trials_since(store.best_scored(conn, project), count),
-        hours=lambda: store.total_seconds(conn, project.id) / 3600,
+        trials_since_improvement=trials_since(store.trials.best_scored(conn, project), count),
+        hours=lambda: store.progress.total_seconds(conn, project.id) / 3600,
     )
     return _record_trips(store, conn, project, row, now, exp_id=exp_id)
 
@@ -216,23 +216,23 @@ def set_policy(store: Store, conn: Connection, project: Project, values: Mapping
     and move the project's revision (its prompt shows the guardrails)."""
     policy = check_policy(values)
     if policy.is_empty:
-        store.delete_guardrail_policy(conn, project.id)
+        store.progress.delete_guardrail_policy(conn, project.id)
     else:
-        store.save_guardrail_policy(conn, project.id, **policy.to_dict())
+        store.progress.save_guardrail_policy(conn, project.id, **policy.to_dict())
         reevaluate(store, conn, project)
-    store.bump_revision(conn, project.id)
+    store.progress.bump_revision(conn, project.id)
     return policy
 
 
 def policy(store: Store, conn: Connection, project: Project) -> GuardrailPolicy:
-    row = store.guardrail_policy(conn, project.id)
+    row = store.progress.guardrail_policy(conn, project.id)
     return GuardrailPolicy() if row is None else _policy_of(row)
 
 
 def state(store: Store, conn: Connection, project: Project, progress: Progress) -> dict[str, Any] | None:
     """The guardrails as the summary shows them: the policy and each guardrail the
     project's figures trip now, with when the trip began (None: no guardrails)."""
-    row = store.guardrail_policy(conn, project.id)
+    row = store.progress.guardrail_policy(conn, project.id)
     if row is None:
         return None
     current = _policy_of(row)

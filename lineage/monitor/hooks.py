@@ -59,7 +59,8 @@ from sqlalchemy import Connection
 
 from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
-from lineage.store import Store, _stamp
+from lineage.store import Store
+from lineage.store.base import iso_stamp
 
 EVENT_TYPES: tuple[str, ...] = ("new_best", "guardrail_tripped", "trial_crashed", "alert")
 BODY_FORMATS: tuple[str, ...] = ("json", "slack")
@@ -169,19 +170,19 @@ def add_hook(
     """Add a hook; returns it with its signing secret (shown this once)."""
     url, chosen, body_format = check_url(url), check_events(events), check_format(body_format)
     secret = new_secret()
-    hook_id = store.insert_hook(conn, project.id, url=url, events=chosen, body_format=body_format, secret=secret)
+    hook_id = store.outbox.insert_hook(conn, project.id, url=url, events=chosen, body_format=body_format, secret=secret)
     return Hook(hook_id, project.slug, url, chosen, body_format, None), secret
 
 
 def list_hooks(store: Store, conn: Connection, project: Project) -> list[Hook]:
     return [
-        Hook(id_, project.slug, url, tuple(events), fmt, _stamp(created), pending, delivered, failed)
-        for id_, url, events, fmt, created, pending, delivered, failed in store.hooks(conn, project.id)
+        Hook(id_, project.slug, url, tuple(events), fmt, iso_stamp(created), pending, delivered, failed)
+        for id_, url, events, fmt, created, pending, delivered, failed in store.outbox.hooks(conn, project.id)
     ]
 
 
 def subscriptions(store: Store, conn: Connection, project: Project) -> list[Subscription]:
-    return store.subscriptions(conn, project.id)
+    return store.outbox.subscriptions(conn, project.id)
 
 
 def _trial_brief(trial: Trial) -> dict[str, Any]:
@@ -242,13 +243,13 @@ def enqueue(
 ) -> int:
     """Write ``event_type`` to the outbox for each hook that wants it, in the caller's
     transaction; how many rows were written. ``subscribed``: the hooks, if already read."""
-    hooks = store.subscriptions(conn, project.id) if subscribed is None else subscribed
+    hooks = store.outbox.subscriptions(conn, project.id) if subscribed is None else subscribed
     wanted = [(hook_id, fmt) for hook_id, events, fmt in hooks if event_type in events]
     if not wanted:
         return 0
     event_id = str(uuid.uuid4())
     now = datetime.now(UTC).timestamp()
-    store.insert_deliveries(
+    store.outbox.insert_deliveries(
         conn,
         [
             (

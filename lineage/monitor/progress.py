@@ -211,7 +211,7 @@ def crash_streak(store: Store, conn: Connection, project_id: int, trial_count: i
     """Trials after the newest one that did not crash (``trial_count`` trials in all)."""
     if trial_count == 0:
         return 0
-    last_ok = store.last_seq_not_in(conn, project_id, CRASH_STATUSES)
+    last_ok = store.progress.last_seq_not_in(conn, project_id, CRASH_STATUSES)
     return trial_count - 1 - (-1 if last_ok is None else last_ok)
 
 
@@ -223,14 +223,14 @@ def trials_since(best: Trial | None, trial_count: int) -> int:
 def measure(store: Store, conn: Connection, project: Project, *, last_n: int = DEFAULT_LAST_N) -> Progress:
     """The project's progress, read in the caller's transaction."""
     last_n = check_last_n(last_n)
-    totals = store.status_totals(conn, project.id)
+    totals = store.progress.status_totals(conn, project.id)
     by_status = {status: count for status, (count, _) in totals.items()}
     trials = sum(by_status.values())
-    recent = store.recent_status_counts(conn, project.id, last_n) if trials else {}
-    best = store.best_scored(conn, project)
-    baseline = store.first_with_status(conn, project.id, FailureLabel.BASELINE.value) or store.first_trial(
-        conn, project
-    )
+    recent = store.progress.recent_status_counts(conn, project.id, last_n) if trials else {}
+    best = store.trials.best_scored(conn, project)
+    baseline = store.progress.first_with_status(
+        conn, project.id, FailureLabel.BASELINE.value
+    ) or store.trials.first_trial(conn, project)
     lower = project.lower_is_better
     improvement = None
     if best is not None and baseline is not None and baseline.core_metric is not None:
@@ -238,7 +238,7 @@ def measure(store: Store, conn: Connection, project: Project, *, last_n: int = D
     window = min(last_n, trials)
     per_10 = None
     if best is not None and window:
-        before = store.best_scored(conn, project, before_seq=trials - window)
+        before = store.trials.best_scored(conn, project, before_seq=trials - window)
         reference = before.core_metric if before is not None else (baseline.core_metric if baseline else None)
         if reference is not None:
             moved = max(0.0, gain(best.core_metric, reference, lower_is_better=lower))  # type: ignore[arg-type]

@@ -114,15 +114,15 @@ class BatchUses(RecordingUses):
         # pipelined: an item's insert goes out with the next statement whose result is read
         # (a database error, which rolls the whole batch back anyway, surfaces there)
         with self.store.write(pipelined=True) as conn:
-            project, next_seq, next_number = self.store.locked_project(conn, project_slug)
+            project, next_seq, next_number = self.store.projects.locked_project(conn, project_slug)
             if key is not None:
                 replay = self._batch_replay(conn, project, key, whole)
                 if replay is not None:
                     return replay
             counters = Counters(next_seq, next_number)
             state = BatchState(
-                self.store.best_scored(conn, project),
-                self.store.first_trial(conn, project) if next_seq else None,
+                self.store.trials.best_scored(conn, project),
+                self.store.trials.first_trial(conn, project) if next_seq else None,
                 [],
                 rows=None if similar_prior else [],
             )
@@ -153,14 +153,14 @@ class BatchUses(RecordingUses):
                     stored.append((i, results[-1].trial))
             self._flush(conn, state)
             self._adoptions(conn, project, stored, before_seq=next_seq)
-            self.store.write_deferred(conn, state.pending)
-            self.store.write_terms(conn, state.terms)
+            self.store.trials.write_deferred(conn, state.pending)
+            self.store.trials.write_terms(conn, state.terms)
             new = [result for result in results if result.created]
             if new:
-                self.store.advance_counters(conn, project, rows=len(new), exp_number=counters.next_number)
+                self.store.projects.advance_counters(conn, project, rows=len(new), exp_number=counters.next_number)
                 self._after_batch(conn, project, new, trial_count=counters.next_seq)
             if key is not None:
-                self.store.claim_key(
+                self.store.tokens.claim_key(
                     conn,
                     project,
                     BATCH_SCOPE,
@@ -179,7 +179,7 @@ class BatchUses(RecordingUses):
         recomputed. Only batches without similar_prior defer this (``BatchState.bulk``)."""
         if not stored:
             return
-        waited_for = self.store.named_as_parent(
+        waited_for = self.store.trials.named_as_parent(
             conn, project, [trial.exp_id for _, trial in stored], before_seq=before_seq
         )
         for i, trial in stored:
@@ -189,10 +189,10 @@ class BatchUses(RecordingUses):
                         self._check_acyclic(conn, project, trial.exp_id, trial.parent_exp)
                     except InvalidInput as error:
                         raise _named(error, i) from error
-                self.store.relink(conn, project, trial.exp_id)
+                self.store.chain.relink(conn, project, trial.exp_id)
 
     def _batch_replay(self, conn: Any, project: Any, key: str, whole: str) -> BatchResult | None:
-        found = self.store.find_key(conn, project, BATCH_SCOPE, key)
+        found = self.store.tokens.find_key(conn, project, BATCH_SCOPE, key)
         if found is None:
             return None
         _, stored_hash, stored = found
@@ -200,7 +200,7 @@ class BatchUses(RecordingUses):
             raise Conflict(f"Idempotency-Key {key!r} was used for a batch with other trials", field="idempotency_key")
         results = []
         for exp_id in stored.get("exp_ids", []):
-            results.append(RecordResult(self.store.trial(conn, project, exp_id), False, None, False))
+            results.append(RecordResult(self.store.trials.trial(conn, project, exp_id), False, None, False))
         return BatchResult(tuple(results), replayed=True)
 
     def _after_batch(self, conn: Any, project: Any, new: Sequence[RecordResult], *, trial_count: int) -> None:

@@ -23,28 +23,28 @@ class Trials:
 
     def best(self, project_slug: str) -> Trial | None:
         with self.store.read() as conn:
-            return current_best(self.store, conn, self.store.project(conn, project_slug))
+            return current_best(self.store, conn, self.store.projects.project(conn, project_slug))
 
     def chain(self, project_slug: str, exp_id: str | None = None) -> list[Trial]:
         """Root-first chain to ``exp_id`` (default: to the current best)."""
         with self.store.read() as conn:
-            return chain_of(self.store, conn, self.store.project(conn, project_slug), exp_id)
+            return chain_of(self.store, conn, self.store.projects.project(conn, project_slug), exp_id)
 
     def trial(self, project_slug: str, exp_id: str) -> Trial:
         with self.store.read() as conn:
-            return self.store.trial(conn, self.store.project(conn, project_slug), exp_id)
+            return self.store.trials.trial(conn, self.store.projects.project(conn, project_slug), exp_id)
 
     def find_trial(self, project_slug: str, exp_id: str) -> Trial | None:
         """The trial ``exp_id`` names, or None where :meth:`trial` would raise NotFound."""
         with self.store.read() as conn:
-            return self.store.find_trial(conn, self.store.project(conn, project_slug), exp_id)
+            return self.store.trials.find_trial(conn, self.store.projects.project(conn, project_slug), exp_id)
 
     def children(self, project_slug: str, exp_id: str) -> list[Trial]:
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            exp_id = self.store.trial(conn, project, exp_id).exp_id
-            return self.store.children(conn, project, exp_id)
+            project = self.store.projects.project(conn, project_slug)
+            exp_id = self.store.trials.trial(conn, project, exp_id).exp_id
+            return self.store.trials.children(conn, project, exp_id)
 
     def list_trials(self, project_slug: str, **filters: Any) -> list[Trial]:
         with self.store.read() as conn:
-            return self.store.list_trials(conn, self.store.project(conn, project_slug), **filters)
+            return self.store.trials.list_trials(conn, self.store.projects.project(conn, project_slug), **filters)

@@ -149,18 +149,18 @@ class GroupCommitUses(RecordingUses):
         outcomes: list[Outcome] = []
         with self.store.write(pipelined=True) as conn:
             access = (
-                self.store.access_cursor(conn, ANONYMOUS_WRITES)
+                self.store.tokens.access_cursor(conn, ANONYMOUS_WRITES)
                 if any(request.anonymous for request in requests)
                 else None
             )
-            locked = self.store.lock_cursor(conn, project_slug)
-            closed = access is not None and not writes_open(*self.store.fetch_access(access))
+            locked = self.store.projects.lock_cursor(conn, project_slug)
+            closed = access is not None and not writes_open(*self.store.tokens.fetch_access(access))
             try:
-                project, next_seq, next_number = self.store.fetch_locked(locked, project_slug)
+                project, next_seq, next_number = self.store.projects.fetch_locked(locked, project_slug)
             except NotFound as missing:
                 return [_closed() if closed and request.anonymous else missing for request in requests]
             counters = Counters(next_seq, next_number)
-            context = self.store.record_context(conn, project, first=bool(next_seq))
+            context = self.store.trials.record_context(conn, project, first=bool(next_seq))
             if self.store.sqlite:  # reads are calls in process: cheaper one item at a time
                 drafts: list[Draft | None] = [None] * len(requests)  # each item drafts itself
                 group = None
@@ -178,7 +178,7 @@ class GroupCommitUses(RecordingUses):
                 before_state = replace(state, pending=list(state.pending), terms=list(state.terms))
                 before_group = state.group.mark() if savepoints and state.group is not None else None
                 if request.similar_prior and state.pending:  # it searches the items before it
-                    self.store.write_deferred(conn, state.pending)
+                    self.store.trials.write_deferred(conn, state.pending)
                     state.pending.clear()
                 savepoint = f"record_{i}"
                 if savepoints:
@@ -218,8 +218,8 @@ class GroupCommitUses(RecordingUses):
                 if savepoints:
                     self.store.release(conn, savepoint)
                 outcomes.append(result)
-            self.store.write_deferred(conn, state.pending)
-            self.store.write_terms(conn, state.terms)
+            self.store.trials.write_deferred(conn, state.pending)
+            self.store.trials.write_terms(conn, state.terms)
             if created:
-                self.store.advance_counters(conn, project, rows=created, exp_number=counters.next_number)
+                self.store.projects.advance_counters(conn, project, rows=created, exp_number=counters.next_number)
         return outcomes

@@ -1,7 +1,7 @@
 """GroupReads: what the records of a group read, read once for the group.
 
 A new trial's record reads three things before it is written
-(``Store.new_trial_reads``): whether stored trials name it as their parent (an import's
+(``Store.trials.new_trial_reads``): whether stored trials name it as their parent (an import's
 orphans), its parent's chain link, and ``similar_prior``'s shortlist (the newest
 :data:`~lineage.similar.PRIOR_RECENT` trials, and per band of its sketch the newest
 :data:`~lineage.similar.PRIOR_PER_BAND` trials holding it). Alone, that is one round
@@ -75,12 +75,14 @@ class GroupReads:
         """Read, in one go (one round trip on PostgreSQL), which of ``ids`` stored trials
         name, the links of ``parents``, and the stored shortlist rows of ``keys``."""
         ids, parents, keys = sorted(set(ids)), sorted(set(parents) - {""}), sorted(set(keys))
-        named = store.parents_cursor(conn, project, ids) if ids else None
-        links = store.links_cursor(conn, project, parents) if parents else None
-        bands = store.bands_cursor(conn, project.id, keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND)
-        named_ids = frozenset(store.fetch_column(named)) if named is not None else frozenset()
+        named = store.trials.parents_cursor(conn, project, ids) if ids else None
+        links = store.trials.links_cursor(conn, project, parents) if parents else None
+        bands = store.search.bands_cursor(
+            conn, project.id, keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
+        )
+        named_ids = frozenset(store.trials.fetch_column(named)) if named is not None else frozenset()
         stored_links = {row[0]: (row[1], row[2]) for row in links.fetchall()} if links is not None else {}
-        recent, by_band = store.fetch_bands(bands)
+        recent, by_band = store.search.fetch_bands(bands)
         return cls(
             frozenset(ids),
             named_ids,
@@ -99,23 +101,23 @@ class GroupReads:
         parent_exp: str,
         prior_keys: Sequence[int] | None,
     ) -> NewTrialReads:
-        """What :meth:`Store.new_trial_reads` would read for the next item (module doc)."""
-        named = exp_id in self.named if exp_id in self.checked else store.has_children(conn, project, exp_id)
+        """What :meth:`Store.trials.new_trial_reads` would read for the next item (module doc)."""
+        named = exp_id in self.named if exp_id in self.checked else store.trials.has_children(conn, project, exp_id)
         link = self.links.get(parent_exp) if parent_exp else (1, "")
         if link is None:
-            link = self.links[parent_exp] = store.link_after(conn, project, parent_exp)
+            link = self.links[parent_exp] = store.chain.link_after(conn, project, parent_exp)
         if prior_keys is None:
             prior = None
         elif self.bands.issuperset(prior_keys):
             prior = self._shortlist(prior_keys)
         else:
-            prior = store.prior_rows(
+            prior = store.search.prior_rows(
                 conn, project.id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
             )
         return NewTrialReads(named, link, prior)
 
     def _shortlist(self, keys: Sequence[int]) -> list[CandidateRow]:
-        """``Store.prior_rows`` of ``keys`` now: the group's trials are newer than any stored."""
+        """``Store.search.prior_rows`` of ``keys`` now: the group's trials are newer than any stored."""
         mine = [row for row, _ in reversed(self.made)]
         rows: dict[int, CandidateRow] = {}
         for row in islice(chain(mine, self.recent), similar.PRIOR_RECENT):

@@ -30,15 +30,15 @@ class Projects:
     def create_project(self, slug: str, **options: Any) -> Project:
         """Create a project; ``options`` are :func:`new_project`'s."""
         with self.store.write() as conn:
-            return self.store.insert_project(conn, new_project(slug, **options))
+            return self.store.projects.insert_project(conn, new_project(slug, **options))
 
     def project(self, slug: str) -> Project:
         with self.store.read() as conn:
-            return self.store.project(conn, slug)
+            return self.store.projects.project(conn, slug)
 
     def projects(self) -> list[Project]:
         with self.store.read() as conn:
-            return self.store.projects(conn)
+            return self.store.projects.projects(conn)
 
     def update_project(self, slug: str, changes: Mapping[str, Any]) -> Project:
         unknown = set(changes) - set(PROJECT_FIELDS)
@@ -54,18 +54,18 @@ class Projects:
         if "title" in values:
             values["title"] = _checked_title(values["title"])
         with self.store.write() as conn:
-            project = self.store.project(conn, slug)
-            return self.store.update_project(conn, project, values)
+            project = self.store.projects.project(conn, slug)
+            return self.store.projects.update_project(conn, project, values)
 
     def project_revision(self, project_slug: str) -> int:
         """The project's revision (bumped by every write): what ETags derive from."""
         with self.store.read() as conn:
-            return self.store.project_revision(conn, project_slug)
+            return self.store.projects.project_revision(conn, project_slug)
 
     def delete_project(self, project_slug: str) -> None:
         """Delete a project with its trials, their telemetry and its idempotency keys."""
         with self.store.write() as conn:
-            self.store.delete_project(conn, self.store.project(conn, project_slug))
+            self.store.projects.delete_project(conn, self.store.projects.project(conn, project_slug))
 
 
 def new_project(

@@ -91,10 +91,10 @@ class BatchState:
         return self.rows is not None
 
     def child_link(self, store: Store, conn: Connection, project: Project, parent_exp: str) -> tuple[int, str]:
-        """``(depth, skip)`` of a new trial under ``parent_exp`` (:meth:`Store.link_after`), cached."""
+        """``(depth, skip)`` of a new trial under ``parent_exp`` (:meth:`Store.chain.link_after`), cached."""
         link = self.links.get(parent_exp)
         if link is None:
-            link = self.links[parent_exp] = store.link_after(conn, project, parent_exp)
+            link = self.links[parent_exp] = store.chain.link_after(conn, project, parent_exp)
         return link
 
 
@@ -223,13 +223,13 @@ def rank_similar_prior(
     similar_prior"): ranked on a bounded shortlist, the newest trials and those
     sharing a band of its concepts' sketch. ``concepts``: the trial's
     ``stored_concepts``, when computed already (the query is their union); ``rows``:
-    the shortlist, when read already (``Store.new_trial_reads``); ``query``: its
+    the shortlist, when read already (``Store.trials.new_trial_reads``); ``query``: its
     :func:`~lineage.similar.prior_query`, when computed already."""
     text, words = query if query is not None else similar.prior_query(trial.hypothesis, trial.notes, concepts)
     if not words:
         return ()
     if rows is None:
-        rows = store.prior_rows(
+        rows = store.search.prior_rows(
             conn,
             project.id,
             similar.sketch(words),
@@ -279,13 +279,13 @@ class RecordingUses:
         transaction, so they are exactly the trials recorded before it.
         """
         with self.store.write(pipelined=True) as conn:
-            project, next_seq, next_number = self.store.locked_project(conn, project_slug)
+            project, next_seq, next_number = self.store.projects.locked_project(conn, project_slug)
             counters = Counters(next_seq, next_number)
             result = self._record_in(
                 conn, project, counters, fields, idempotency_key=idempotency_key, similar_prior=similar_prior
             )
             if result.created:
-                self.store.advance_counters(conn, project, rows=1, exp_number=counters.next_number)
+                self.store.projects.advance_counters(conn, project, rows=1, exp_number=counters.next_number)
                 self._after_record(
                     conn, project, result.trial, result.best_before, result.is_new_best, trial_count=counters.next_seq
                 )
@@ -331,15 +331,15 @@ class RecordingUses:
         else:
             if state is not None and proposed.exp_id in state.made:
                 self._flush(conn, state)
-            existing = self.store.find_trial(conn, project, proposed.exp_id)
+            existing = self.store.trials.find_trial(conn, project, proposed.exp_id)
             if existing is not None:
                 replayed = self._replayed(conn, project, existing, proposed, prepared)
                 self._remember_key(conn, project, idempotency_key, key_hash, existing.exp_id)
                 return replayed
-        best_before = self.store.best_scored(conn, project) if state is None else state.best
+        best_before = self.store.trials.best_scored(conn, project) if state is None else state.best
         defaulted = None
         if prepared.parent_omitted and next_seq:
-            defaulted = best_before or (self.store.first_trial(conn, project) if state is None else state.first)
+            defaulted = best_before or (self.store.trials.first_trial(conn, project) if state is None else state.first)
             if defaulted is not None:
                 proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
         prior_keys = query = None
@@ -354,7 +354,7 @@ class RecordingUses:
         else:
             # asked together: whether stored trials already name it as parent (for the cycle
             # check and the links the insert rewrites), its chain link, similar_prior's shortlist
-            reads = self.store.new_trial_reads(conn, project, proposed.exp_id, proposed.parent_exp, prior_keys)
+            reads = self.store.trials.new_trial_reads(conn, project, proposed.exp_id, proposed.parent_exp, prior_keys)
         self._check_references(
             conn,
             project,
@@ -365,7 +365,7 @@ class RecordingUses:
             made=state.made if state is not None else (),
         )
         delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
-        stored = self.store.insert_trial(
+        stored = self.store.trials.insert_trial(
             conn,
             project,
             proposed.with_changes(delta_vs_best=delta),
@@ -438,8 +438,8 @@ class RecordingUses:
         if "exp_id" in changes and changes["exp_id"] != exp_id:
             raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
         with self.store.write() as conn:
-            project, _, _ = self.store.locked_project(conn, project_slug)
-            current = self.store.trial(conn, project, exp_id)
+            project, _, _ = self.store.projects.locked_project(conn, project_slug)
+            current = self.store.trials.trial(conn, project, exp_id)
             prepared = prepare_record(project, changes, current=current)
             unknown = set(prepared.body) - set(WRITABLE_FIELDS)
             if unknown:
@@ -461,9 +461,9 @@ class RecordingUses:
             updated = validate_trial(current.with_changes(**values))
             if updated.parent_exp != current.parent_exp or updated.baseline_exp != current.baseline_exp:
                 self._check_references(conn, project, updated)
-            best_before = self.store.best_scored(conn, project, before_seq=current.seq)
+            best_before = self.store.trials.best_scored(conn, project, before_seq=current.seq)
             delta = metric_delta(updated.core_metric, best_before.core_metric if best_before else None)
-            stored = self.store.update_trial(conn, project, updated.with_changes(delta_vs_best=delta))
+            stored = self.store.trials.update_trial(conn, project, updated.with_changes(delta_vs_best=delta))
             guardrails.reevaluate(self.store, conn, project, exp_id=exp_id)
             return stored
 
@@ -489,12 +489,12 @@ class RecordingUses:
                 continue
             if ref in made:
                 continue
-            if self.store.find_trial(conn, project, ref) is None:
-                elsewhere = self.store.projects_holding(conn, ref)
+            if self.store.trials.find_trial(conn, project, ref) is None:
+                elsewhere = self.store.trials.projects_holding(conn, ref)
                 hint = f" (it is a trial of project {', '.join(map(repr, elsewhere))})" if elsewhere else ""
                 raise InvalidInput(name, f"trial {ref!r} is not in project {project.slug!r}{hint}")
         if named is None and new and trial.parent_exp:
-            named = self.store.has_children(conn, project, trial.exp_id)
+            named = self.store.trials.has_children(conn, project, trial.exp_id)
         if trial.parent_exp and (not new or named):
             self._check_acyclic(conn, project, trial.exp_id, trial.parent_exp)
 
@@ -503,7 +503,7 @@ class RecordingUses:
         be) under ``parent_exp`` closes a cycle: the parent's chain reaches ``exp_id``, or
         reaches a stored trial that names ``exp_id`` as its parent (an import's orphan
         waiting for it)."""
-        ancestors = self.store.chain_rows(conn, project, parent_exp)
+        ancestors = self.store.trials.chain_rows(conn, project, parent_exp)
         if exp_id in ancestors or any(trial.parent_exp == exp_id for trial in ancestors.values()):
             raise InvalidInput(
                 "parent_exp",
@@ -529,11 +529,11 @@ class RecordingUses:
         prepared: PreparedRecord,
     ) -> RecordResult | None:
         """The stored result of an earlier creation with ``key``; None when the key is new."""
-        found = self.store.find_key(conn, project, "trial", key)
+        found = self.store.tokens.find_key(conn, project, "trial", key)
         if found is None:
             return None
         exp_id, stored_hash, _ = found
-        existing = self.store.find_trial(conn, project, exp_id)
+        existing = self.store.trials.find_trial(conn, project, exp_id)
         if existing is None:  # trials are never deleted alone; treat the key as new
             return None
         if stored_hash == key_hash:
@@ -551,7 +551,7 @@ class RecordingUses:
 
     def _remember_key(self, conn: Connection, project: Project, key: str | None, key_hash: str, exp_id: str) -> None:
         if key is not None:
-            self.store.claim_key(conn, project, "trial", key, exp_id=exp_id, body_hash=key_hash)
+            self.store.tokens.claim_key(conn, project, "trial", key, exp_id=exp_id, body_hash=key_hash)
 
     def _after_record(
         self,
@@ -564,7 +564,7 @@ class RecordingUses:
         trial_count: int,
     ) -> None:
         """In a new trial's transaction: its events to the outbox and the guardrails' trips."""
-        subscribed, policy = self.store.hooks_and_guardrails(conn, project.id)
+        subscribed, policy = self.store.progress.hooks_and_guardrails(conn, project.id)
         self._events_of(
             conn,
             project,
@@ -577,7 +577,7 @@ class RecordingUses:
     def _flush(self, conn: Connection, state: BatchState | None) -> None:
         """Send the rows a batch holds back (``BatchState.rows``), before a read could miss them."""
         if state is not None and state.rows:
-            self.store.insert_rows(conn, state.rows)
+            self.store.trials.insert_rows(conn, state.rows)
             state.rows.clear()
 
     def _events_of(

@@ -165,15 +165,15 @@ class Tables:
     ) -> ImportReport:
         with self.store.write() as conn:
             try:
-                project, first_seq, _ = self.store.locked_project(conn, project_slug)
+                project, first_seq, _ = self.store.projects.locked_project(conn, project_slug)
             except NotFound:
                 if create_with is None:
                     raise
-                self.store.insert_project(conn, new_project(project_slug, **create_with))
-                project, first_seq, _ = self.store.locked_project(conn, project_slug)
-            existing = self.store.exp_ids(conn, project)
-            parents = self.store.parents(conn, project) if existing else {}
-            links = ImportLinks(self.store.chain_links(conn, project) if existing else {}, parents)
+                self.store.projects.insert_project(conn, new_project(project_slug, **create_with))
+                project, first_seq, _ = self.store.projects.locked_project(conn, project_slug)
+            existing = self.store.trials.exp_ids(conn, project)
+            parents = self.store.trials.parents(conn, project) if existing else {}
+            links = ImportLinks(self.store.chain.chain_links(conn, project) if existing else {}, parents)
             row_of: dict[str, int] = {}
             max_number = -1
 
@@ -195,7 +195,7 @@ class Tables:
                         progress(index + 1)
                     yield trial
 
-            count = self.store.bulk_insert(conn, project, checked(), first_seq=first_seq, link_of=links.of)
+            count = self.store.trials.bulk_insert(conn, project, checked(), first_seq=first_seq, link_of=links.of)
             cycle = find_cycle(parents)
             if cycle:
                 first_new = min((row_of[i] for i in cycle if i in row_of), default=None)
@@ -204,11 +204,11 @@ class Tables:
                     f"parent pointers form a cycle: {' -> '.join(cycle + cycle[:1])}",
                     line=locate(first_new) if locate and first_new is not None else None,
                 )
-            self.store.set_links(conn, project, links.settled(existing, row_of))
-            self.store.advance_counters(conn, project, rows=count, exp_number=max_number + 1)
+            self.store.chain.set_links(conn, project, links.settled(existing, row_of))
+            self.store.projects.advance_counters(conn, project, rows=count, exp_number=max_number + 1)
             guardrails.reevaluate(self.store, conn, project)
             if project_changes:
-                self.store.update_project(conn, project, dict(project_changes))
+                self.store.projects.update_project(conn, project, dict(project_changes))
             if progress is not None:
                 progress(count)
             if preview:
@@ -218,8 +218,8 @@ class Tables:
     def stream_trials(self, project_slug: str) -> Iterator[Trial]:
         """Every trial of a project in insertion order, streamed from one read transaction."""
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            yield from self.store.stream_trials(conn, project)
+            project = self.store.projects.project(conn, project_slug)
+            yield from self.store.trials.stream_trials(conn, project)
 
     def dataframe(self, project_slug: str):  # type: ignore[no-untyped-def]
         """The project's trials as a pandas DataFrame (one row per trial, insertion order,
@@ -238,7 +238,7 @@ class Tables:
                 "online backup is built in for SQLite only; for PostgreSQL run "
                 f"pg_dump --format=custom --file {target} '<database url>'",
             )
-        self.store.backup_sqlite(target)
+        self.store.projects.backup_sqlite(target)
 
     # -- read models for the web pages ---------------------------------------------------
 
@@ -253,13 +253,13 @@ class Tables:
         count: bool = True,
         **filters: Any,
     ) -> TrialsPage:
-        """A page of the trials table (keyset pagination, see ``Store.page_trials``).
+        """A page of the trials table (keyset pagination, see ``Store.pages.page_trials``).
         ``sort``: see :func:`check_sort` (a leading ``-`` overrides ``descending``)."""
         sort, descending = check_sort(sort, descending)
         check_window("limit", limit, minimum=1)
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
-            rows = self.store.page_trials(
+            project = self.store.projects.project(conn, project_slug)
+            rows = self.store.pages.page_trials(
                 conn, project, sort=sort, descending=descending, after=after, limit=limit + 1, **filters
             )
             more = len(rows) > limit
@@ -271,7 +271,7 @@ class Tables:
             total = (
                 project.trial_count
                 if unfiltered
-                else self.store.count_matching(conn, project, **filters)
+                else self.store.pages.count_matching(conn, project, **filters)
                 if count
                 else None
             )
@@ -284,10 +284,10 @@ class Tables:
         one read transaction (the TSV export of a trials-table view)."""
         sort, descending = check_sort(sort, descending)
         with self.store.read() as conn:
-            project = self.store.project(conn, project_slug)
+            project = self.store.projects.project(conn, project_slug)
             after: tuple[Any, ...] | None = None
             while True:
-                rows = self.store.page_trials(
+                rows = self.store.pages.page_trials(
                     conn, project, sort=sort, descending=descending, after=after, limit=2_000, **filters
                 )
                 yield from rows
@@ -312,7 +312,7 @@ class Tables:
         """A page of trials for the API and MCP: :meth:`trials_page` behind an opaque cursor.
 
         ``status`` values are checked labels; ``created_after``/``created_before`` are
-        datetimes (naive means UTC); the other filters are ``Store._filter_sql``'s.
+        datetimes (naive means UTC); the other filters are ``StoreCore.filter_sql``'s.
         """
         sort, descending = check_sort(sort, descending)
         statuses = [FailureLabel.parse(s).value for s in status] if status else None

@@ -6,32 +6,50 @@ rules: which trial is best, what a delta is and what may be written are ``lineag
 and ``lineage.service``. Every method takes the connection of a transaction opened with
 :meth:`Store.read` or :meth:`Store.write`, so a use-case composes several calls atomically.
 
-:class:`Store` is one mixin per table family over :class:`~lineage.store.base.StoreBase`
-(engine, transactions, driver-level SQL, row mappers, the trial filters' WHERE clause);
-each module's docstring lists its methods:
+A :class:`Store` is the shared core (:class:`~lineage.store.base.StoreCore`: engine,
+transactions, driver-level SQL, row mappers, the trial filters' WHERE clause) and one object
+per table family over it, each an attribute; each module's docstring lists its methods:
 
-* ``projects.ProjectsSql``: project rows, counters, revision, delete, SQLite online backup;
-* ``trials.TrialsSql``: trial rows, best_scored, chain_rows, top_kept, recent, stream, bulk insert;
-* ``pages.PagesSql``: the web pages' bounded reads: counts, bins, windows, keyset pages;
-* ``loops.LoopsSql``: results-file loops: next number, branch tip, delta refresh, plot rows;
-* ``tokens.TokensSql``: API tokens and idempotency keys;
-* ``telemetry.TelemetrySql``: telemetry points: insert, series, buckets, aggregates;
-* ``explore.ExploreSql``: the metric explorer's reads;
-* ``search.SearchSql``: trial text search: candidates, vocabulary, index compaction;
-* ``outbox.OutboxSql``: webhooks and their delivery outbox;
-* ``progress.ProgressSql``: the progress summary's reads and the guardrail policies;
-* ``alerts.AlertsSql``: alerts of trials;
-* ``columns.ColumnsSql``: which columns a project has, one column per trial (the knob view);
-* ``chain.ChainSql``: each trial's stored chain depth and skip pointer: kept on write, read by the pages.
+* ``store.projects`` (``projects.ProjectsSql``): project rows, counters, revision, delete,
+  SQLite online backup;
+* ``store.trials`` (``trials.TrialsSql``): trial rows, best_scored, chain_rows, top_kept,
+  recent, stream, bulk insert;
+* ``store.pages`` (``pages.PagesSql``): the web pages' bounded reads: counts, bins, windows,
+  keyset pages;
+* ``store.loops`` (``loops.LoopsSql``): results-file loops: next number, branch tip, delta
+  refresh, plot rows;
+* ``store.tokens`` (``tokens.TokensSql``): API tokens, settings and idempotency keys;
+* ``store.telemetry`` (``telemetry.TelemetrySql``): telemetry points: insert, series,
+  buckets, aggregates;
+* ``store.explore`` (``explore.ExploreSql``): the metric explorer's reads;
+* ``store.search`` (``search.SearchSql``): trial text search: candidates, vocabulary, index
+  compaction;
+* ``store.outbox`` (``outbox.OutboxSql``): webhooks and their delivery outbox;
+* ``store.progress`` (``progress.ProgressSql``): the progress summary's reads and the
+  guardrail policies;
+* ``store.alerts`` (``alerts.AlertsSql``): alerts of trials;
+* ``store.columns`` (``columns.ColumnsSql``): which columns a project has, one column per
+  trial (the knob view);
+* ``store.chain`` (``chain.ChainSql``): each trial's stored chain depth and skip pointer:
+  kept on write, read by the pages.
+
+The store itself keeps what the core offers its callers: ``engine``, ``sqlite``,
+:meth:`read` and :meth:`write` (transactions), ``savepoint`` / ``rollback_to`` /
+``release``, ``peek``, ``db_time``, ``lean_columns``; the rest of the core is ``store.core``.
+Families that use another one get it in their constructor (``trials`` uses ``chain``,
+``search`` and ``progress``; ``pages`` and ``explore`` use ``trials``; ``loops`` uses
+``projects``; ``projects`` uses ``search``).
 """
 
 from __future__ import annotations
+
+from sqlalchemy import Engine
 
 from lineage.store.alerts import AlertsSql
 from lineage.store.base import (
     TRIAL_COLUMNS,
     TRIAL_VALUE_COLUMNS,
-    _stamp,  # noqa: F401 - lineage.monitor.hooks imports it from here
+    StoreCore,
     trial_from_row,
     utcnow,
 )
@@ -48,22 +66,37 @@ from lineage.store.telemetry import TelemetrySql
 from lineage.store.tokens import TokensSql
 from lineage.store.trials import BULK_BATCH, TrialsSql
 
-__all__ = ["BULK_BATCH", "TRIAL_COLUMNS", "TRIAL_VALUE_COLUMNS", "Store", "trial_from_row", "utcnow"]
+__all__ = ["BULK_BATCH", "TRIAL_COLUMNS", "TRIAL_VALUE_COLUMNS", "Store", "StoreCore", "trial_from_row", "utcnow"]
 
 
-class Store(
-    ProjectsSql,
-    TrialsSql,
-    PagesSql,
-    LoopsSql,
-    TokensSql,
-    TelemetrySql,
-    ExploreSql,
-    SearchSql,
-    OutboxSql,
-    ProgressSql,
-    AlertsSql,
-    ColumnsSql,
-    ChainSql,
-):
-    """SQL access for one database (one engine): the mixins above over ``StoreBase``."""
+class Store:
+    """SQL access for one database (one engine): the shared core and its table families."""
+
+    def __init__(self, engine: Engine) -> None:
+        core = StoreCore(engine)
+        self.core = core
+        self.engine = core.engine
+        self.sqlite = core.sqlite
+        # the core's entry points, bound once: a call costs what it cost on the core
+        self.read = core.read
+        self.write = core.write
+        self.savepoint = core.savepoint
+        self.rollback_to = core.rollback_to
+        self.release = core.release
+        self.peek = core.peek
+        self.db_time = core.db_time
+        self.lean_columns = core.lean_columns
+        # the families, those used by others first
+        self.search = SearchSql(core)
+        self.chain = ChainSql(core)
+        self.progress = ProgressSql(core)
+        self.projects = ProjectsSql(core, search=self.search)
+        self.trials = TrialsSql(core, chain=self.chain, search=self.search, progress=self.progress)
+        self.pages = PagesSql(core, trials=self.trials)
+        self.explore = ExploreSql(core, trials=self.trials)
+        self.loops = LoopsSql(core, projects=self.projects)
+        self.tokens = TokensSql(core)
+        self.telemetry = TelemetrySql(core)
+        self.outbox = OutboxSql(core)
+        self.alerts = AlertsSql(core)
+        self.columns = ColumnsSql(core)

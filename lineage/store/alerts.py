@@ -1,4 +1,4 @@
-"""Alerts of trials: :class:`AlertsSql`, a mixin of :class:`lineage.store.Store`.
+"""Alerts of trials: :class:`AlertsSql`, ``Store.alerts`` of :class:`lineage.store.Store`.
 
 The rows of ``trial_alerts`` (``lineage.alerts`` owns the rules): ``insert_alert``, one
 alert by id (``alert_row``), and ``alert_rows``: a project's alerts newest first, of
@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from lineage.store.base import StoreBase
+from lineage.store.base import Family
 
 #: what an alert query selects, in :class:`lineage.alerts.Alert`'s order
 _ALERT_SELECT = (
@@ -21,7 +21,7 @@ _ALERT_SELECT = (
 )
 
 
-class AlertsSql(StoreBase):
+class AlertsSql(Family):
     """Alerts in, alerts out."""
 
     def insert_alert(
@@ -36,17 +36,17 @@ class AlertsSql(StoreBase):
         step: int | None,
         wall_time: float | None,
     ) -> int:
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn,
             "INSERT INTO trial_alerts (project_id, trial_id, level, title, text, step, wall_time, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (project_id, trial_id, level, title, text, step, wall_time, self._now()),
+            (project_id, trial_id, level, title, text, step, wall_time, self.core.now()),
         )
         return int(cursor.fetchone()[0])
 
     def alert_row(self, conn: Connection, project_id: int, alert_id: int) -> tuple[Any, ...] | None:
         """``(id, exp_id, level, title, text, step, wall_time, created_at)`` of one alert."""
-        row = self._execute(
+        row = self.core.execute(
             conn, f"{_ALERT_SELECT} WHERE a.project_id = ? AND a.id = ?", (project_id, alert_id)
         ).fetchone()
         return None if row is None else tuple(row)
@@ -63,17 +63,18 @@ class AlertsSql(StoreBase):
     ) -> list[tuple[Any, ...]]:
         """A project's alerts, newest first: ``(id, exp_id, level, title, text, step,
         wall_time, created_at)`` each (indexed by project or trial, then id)."""
-        where, params = ["a.project_id = ?"], [project_id]
+        where: list[str] = ["a.project_id = ?"]
+        params: list[Any] = [project_id]
         if trial_id is not None:
             where.append("a.trial_id = ?")
             params.append(trial_id)
         if levels:
-            where.append(f"a.level IN ({self._in(levels)})")
+            where.append(f"a.level IN ({self.core.marks(levels)})")
             params.extend(levels)
         if before_id is not None:
             where.append("a.id < ?")
             params.append(before_id)
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn, f"{_ALERT_SELECT} WHERE {' AND '.join(where)} ORDER BY a.id DESC LIMIT ?", (*params, limit)
         )
         return [tuple(row) for row in cursor.fetchall()]

@@ -1,18 +1,21 @@
-"""The store's foundation: engine and transactions, driver-level SQL, rows <-> values.
+"""The store's shared core: engine and transactions, driver-level SQL, rows <-> values.
 
-Every mixin of :class:`lineage.store.Store` builds on :class:`StoreBase`:
+:class:`StoreCore` is the one object every table family of :class:`lineage.store.Store`
+is built on (each family holds it as ``self.core``, see :class:`Family`):
 
-* ``__init__`` (engine, backend, the trial INSERT statement), :meth:`read`, :meth:`write`;
-* driver-level SQL: ``_sql`` (``?`` to the driver's placeholder), ``_execute``,
-  ``_trials_where`` / ``_trial_where``, :meth:`peek` (one statement outside a transaction),
-  ``_in`` (a list of placeholders), ``_json_mark`` (the placeholder of a JSON value);
-* times: ``_now`` (the driver's form of now), :meth:`db_time`;
-* ``_filter_sql``: the WHERE clause of the trials table's filters, shared by listing,
+* ``__init__`` (engine, backend, the trial INSERT statement ``insert_sql``), :meth:`read`,
+  :meth:`write`, savepoints (:meth:`savepoint`, :meth:`rollback_to`, :meth:`release`);
+* driver-level SQL: :meth:`sql` (``?`` to the driver's placeholder), :meth:`execute`,
+  :meth:`trials_where` / :meth:`trial_where`, :meth:`peek` (one statement outside a
+  transaction), :meth:`marks` (a list of placeholders), :meth:`json_mark` (the placeholder
+  of a JSON value), :attr:`lean_columns`;
+* times: :meth:`now` (the driver's form of now), :meth:`db_time`;
+* :meth:`filter_sql`: the WHERE clause of the trials table's filters, shared by listing,
   pages and the explorer.
 
 Module-level: the trial column lists (:data:`TRIAL_VALUE_COLUMNS`, :data:`TRIAL_COLUMNS`),
-JSON text of a mapping (``_json_text``), ISO stamps (``_iso``, ``_stamp``, :func:`utcnow`)
-and the row mappers :func:`trial_from_row` and ``_project_from_row``.
+JSON text of a mapping (``_json_text``), ISO stamps (``_iso``, :func:`iso_stamp`,
+:func:`utcnow`) and the row mappers :func:`trial_from_row` and ``_project_from_row``.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ TRIAL_VALUE_COLUMNS: tuple[str, ...] = FIELDKIT_COLUMNS + CLIP_SCALE_COLUMNS
 TRIAL_COLUMNS: tuple[str, ...] = (*TRIAL_VALUE_COLUMNS, "extra", "seq", "created_at", "updated_at")
 _COLUMN_LIST = ", ".join(TRIAL_COLUMNS)
 #: The columns with ``extra`` less the patch text of ``_git`` (up to 64 KB a trial): what
-#: the prompt reads, per backend (``StoreBase.lean_columns``).
+#: the prompt reads, per backend (``StoreCore.lean_columns``).
 _LEAN_EXTRA = {
     "sqlite": "json_remove(extra, '$._git.patch')",
     # extra is json (kept as written, migration 0006); only a row that holds a patch goes
@@ -70,9 +73,12 @@ _BULK_COLUMNS: tuple[str, ...] = (
 
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 try:  # the C encoder json.dumps builds per call, built once (about 3x faster per row)
-    from json.encoder import c_encode_basestring, c_make_encoder
+    from _json import encode_basestring as c_encode_basestring
+    from _json import make_encoder as c_make_encoder
 
-    _C_ENCODE = c_make_encoder(None, _JSON_ENCODER.default, c_encode_basestring, None, ":", ",", False, False, True)
+    _C_ENCODE: Any = c_make_encoder(
+        None, _JSON_ENCODER.default, c_encode_basestring, None, ":", ",", False, False, True
+    )
 except (ImportError, TypeError):  # pragma: no cover - no C accelerator
     _C_ENCODE = None
 
@@ -103,7 +109,7 @@ _STATUS_AT = TRIAL_VALUE_COLUMNS.index("status")
 _EXTRA_AT = len(TRIAL_VALUE_COLUMNS)
 
 
-def _stamp(value: datetime | str | None) -> str | None:
+def iso_stamp(value: datetime | str | None) -> str | None:
     """ISO 8601 from a driver value: PostgreSQL gives datetimes, SQLite the stored text."""
     if value is None:
         return None
@@ -121,8 +127,8 @@ def trial_from_row(row: Sequence[Any]) -> Trial:
         values[_EXTRA_AT] = {} if extra == "{}" else json.loads(extra)
     elif not extra:
         values[_EXTRA_AT] = {}
-    values[-2] = _stamp(values[-2])
-    values[-1] = _stamp(values[-1])
+    values[-2] = iso_stamp(values[-2])
+    values[-1] = iso_stamp(values[-1])
     return Trial(*values)
 
 
@@ -161,8 +167,8 @@ def _project_from_row(row: Sequence[Any]) -> Project:
         settings=json.loads(settings) if isinstance(settings, str) else (settings or {}),
         revision=revision,
         trial_count=next_seq,
-        created_at=_stamp(created),
-        updated_at=_stamp(updated),
+        created_at=iso_stamp(created),
+        updated_at=iso_stamp(updated),
     )
 
 
@@ -177,8 +183,8 @@ _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 _IDLE = 0
 
 
-class StoreBase:
-    """SQL access for one database (one engine): what every mixin of the Store uses."""
+class StoreCore:
+    """SQL access for one database (one engine): what every table family of the Store uses."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -190,7 +196,7 @@ class StoreBase:
         columns = _BULK_COLUMNS
         marks = ["?"] * len(columns)
         marks[columns.index("extra")] = placeholder
-        self._insert_sql = f"INSERT INTO trials ({', '.join(columns)}) VALUES ({', '.join(marks)})"
+        self.insert_sql = f"INSERT INTO trials ({', '.join(columns)}) VALUES ({', '.join(marks)})"
 
     # -- transactions -------------------------------------------------------------------
 
@@ -249,11 +255,11 @@ class StoreBase:
                         try:
                             with conn.begin():
                                 if manual:
-                                    self._execute(conn, "BEGIN")
-                                self._execute(conn, _GENERIC_PLANS)
+                                    self.execute(conn, "BEGIN")
+                                self.execute(conn, _GENERIC_PLANS)
                                 yield conn
                                 if manual:
-                                    self._execute(conn, "COMMIT")
+                                    self.execute(conn, "COMMIT")
                                     pipeline.sync()
                         finally:
                             conn.info.pop(PIPELINE_INFO, None)
@@ -266,15 +272,15 @@ class StoreBase:
 
     def savepoint(self, conn: Connection, name: str) -> None:
         """A savepoint inside the write transaction (``name``: an identifier of ours)."""
-        self._execute(conn, f"SAVEPOINT {name}")
+        self.execute(conn, f"SAVEPOINT {name}")
 
     def rollback_to(self, conn: Connection, name: str) -> None:
         """Undo what the transaction did since savepoint ``name`` (and keep it open)."""
-        self._execute(conn, f"ROLLBACK TO SAVEPOINT {name}")
+        self.execute(conn, f"ROLLBACK TO SAVEPOINT {name}")
         self.release(conn, name)
 
     def release(self, conn: Connection, name: str) -> None:
-        self._execute(conn, f"RELEASE SAVEPOINT {name}")
+        self.execute(conn, f"RELEASE SAVEPOINT {name}")
 
     # -- driver-level SQL for the hot paths -------------------------------------------------
     #
@@ -282,15 +288,15 @@ class StoreBase:
     # with SQLAlchemy's expression language costs more than running them. These go to the
     # driver's cursor inside the same transaction, written once with ``?`` placeholders.
 
-    def _sql(self, sql: str) -> str:
+    def sql(self, sql: str) -> str:
         cached = self._sql_cache.get(sql)
         if cached is None:
             cached = self._sql_cache[sql] = sql if self.sqlite else sql.replace("?", "%s")
         return cached
 
-    def _execute(self, conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+    def execute(self, conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute(self._sql(sql), params)
+        cursor.execute(self.sql(sql), params)
         return cursor
 
     @property
@@ -299,16 +305,16 @@ class StoreBase:
         extra = _LEAN_EXTRA["sqlite" if self.sqlite else "postgresql"]
         return ", ".join(extra if name == "extra" else name for name in TRIAL_COLUMNS)
 
-    def _trials_where(self, conn: Connection, where: str, params: Sequence[Any], *, lean: bool = False) -> list[Trial]:
+    def trials_where(self, conn: Connection, where: str, params: Sequence[Any], *, lean: bool = False) -> list[Trial]:
         columns = self.lean_columns if lean else _COLUMN_LIST
-        cursor = self._execute(conn, f"SELECT {columns} FROM trials WHERE {where}", params)
+        cursor = self.execute(conn, f"SELECT {columns} FROM trials WHERE {where}", params)
         return [trial_from_row(row) for row in cursor.fetchall()]
 
-    def _trial_where(self, conn: Connection, where: str, params: Sequence[Any]) -> Trial | None:
-        found = self._trials_where(conn, where, params)
+    def trial_where(self, conn: Connection, where: str, params: Sequence[Any]) -> Trial | None:
+        found = self.trials_where(conn, where, params)
         return found[0] if found else None
 
-    def _now(self) -> Any:
+    def now(self) -> Any:
         now = utcnow()
         return now.strftime("%Y-%m-%d %H:%M:%S.%f") if self.sqlite else now
 
@@ -331,7 +337,7 @@ class StoreBase:
                     driver.autocommit = True  # type: ignore[union-attr]
                 cursor = raw.cursor()
                 try:
-                    cursor.execute(self._sql(sql), params)
+                    cursor.execute(self.sql(sql), params)
                     return cursor.fetchone()
                 finally:
                     cursor.close()
@@ -349,14 +355,14 @@ class StoreBase:
                 raw.close()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _in(self, values: Sequence[Any]) -> str:
+    def marks(self, values: Sequence[Any]) -> str:
         return ", ".join("?" * len(values))
 
-    def _json_mark(self) -> str:
+    def json_mark(self) -> str:
         """The placeholder of a JSON value (``jsonb`` on PostgreSQL, text on SQLite)."""
         return "?" if self.sqlite else "CAST(? AS jsonb)"
 
-    def _filter_sql(
+    def filter_sql(
         self,
         project: Project,
         *,
@@ -383,7 +389,8 @@ class StoreBase:
         ``expression``: a filter expression (:mod:`lineage.filter_language`), compiled to
         SQL here (``lineage.store.filter_sql``).
         """
-        where, params = ["project_id = ?"], [project.id]
+        where: list[str] = ["project_id = ?"]
+        params: list[Any] = [project.id]
         for clause, bound in (
             ("created_at >= ?", created_after),
             ("created_at < ?", created_before),
@@ -402,7 +409,7 @@ class StoreBase:
                 params.append(value)
         if parent is not None:
             forms = shown_forms(parent) if parent.strip() else ("",)
-            where.append(f"parent_exp IN ({self._in(forms)})")
+            where.append(f"parent_exp IN ({self.marks(forms)})")
             params.extend(forms)
         if metric_min is not None:
             where.append("core_metric >= ?")
@@ -425,3 +432,15 @@ class StoreBase:
                 where.append(sql)
                 params.extend(values)
         return " AND ".join(where), params
+
+
+class Family:
+    """A table family of the Store: its SQL over the shared :class:`StoreCore`.
+
+    ``core``: the engine, transactions and driver-level helpers (``self.core.execute``,
+    ``self.core.sql``, ...); ``sqlite``: the core's backend flag, copied (it never changes).
+    A family that uses another one takes it in its own constructor."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+        self.sqlite = core.sqlite

@@ -1,4 +1,4 @@
-"""Stored chain links: :class:`ChainSql`, a mixin of :class:`lineage.store.Store`.
+"""Stored chain links: :class:`ChainSql`, ``Store.chain`` of :class:`lineage.store.Store`.
 
 Each trial row holds ``chain_depth``, the length of the chain ending at it (a trial
 without a parent in the project is 1, any other its parent's + 1), and ``chain_skip``,
@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from lineage.domain import Project
-from lineage.store.base import StoreBase
+from lineage.store.base import Family
 
 #: A trial's skip pointer jumps to the last multiple of this depth below it.
 CHAIN_SKIP = 64
@@ -44,7 +44,7 @@ def next_link(parent_exp: str, parent: tuple[int, str] | None) -> tuple[int, str
     return depth + 1, parent_exp if depth % CHAIN_SKIP == 0 else skip
 
 
-class ChainSql(StoreBase):
+class ChainSql(Family):
     """The stored chain links of trials: kept on write, read by the pages."""
 
     def link_after(self, conn: Connection, project: Project, parent_exp: str) -> tuple[int, str]:
@@ -55,7 +55,7 @@ class ChainSql(StoreBase):
 
     def link_cursor(self, conn: Connection, project: Project, parent_exp: str) -> Any:
         """:meth:`link_after`'s statement, sent; its row not read yet (:meth:`fetch_link`)."""
-        return self._execute(
+        return self.core.execute(
             conn,
             "SELECT chain_depth, chain_skip FROM trials WHERE project_id = ? AND exp_id = ?",
             (project.id, parent_exp),
@@ -64,7 +64,7 @@ class ChainSql(StoreBase):
     @staticmethod
     def fetch_link(parent_exp: str, cursor: Any) -> tuple[int, str]:
         row = cursor.fetchone()
-        return next_link(parent_exp, tuple(row) if row else None)  # type: ignore[arg-type]
+        return next_link(parent_exp, tuple(row) if row else None)
 
     def relink(self, conn: Connection, project: Project, exp_id: str) -> None:
         """Recompute the links of ``exp_id`` (from its parent's stored ones) and of every
@@ -85,7 +85,7 @@ class ChainSql(StoreBase):
                 FROM link l JOIN trials c ON c.project_id = ? AND c.parent_exp = l.exp_id)
             UPDATE trials SET chain_depth = link.depth, chain_skip = link.skip FROM link
             WHERE trials.id = link.id AND (trials.chain_depth <> link.depth OR trials.chain_skip <> link.skip)"""
-        self._execute(conn, sql, (project.id, exp_id, project.id))
+        self.core.execute(conn, sql, (project.id, exp_id, project.id))
 
     def set_links(self, conn: Connection, project: Project, links: Iterable[tuple[str, int, str]]) -> None:
         """Write ``(exp_id, depth, skip)`` triples an import computed."""
@@ -93,20 +93,21 @@ class ChainSql(StoreBase):
         if rows:
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             cursor.executemany(
-                self._sql("UPDATE trials SET chain_depth = ?, chain_skip = ? WHERE project_id = ? AND exp_id = ?"), rows
+                self.core.sql("UPDATE trials SET chain_depth = ?, chain_skip = ? WHERE project_id = ? AND exp_id = ?"),
+                rows,
             )
 
     def chain_links(self, conn: Connection, project: Project) -> dict[str, tuple[int, str]]:
         """Every stored trial's ``(depth, skip)``, by exp_id (an import into a project that
         has trials reads its parents whole already)."""
-        rows = self._execute(
+        rows = self.core.execute(
             conn, "SELECT exp_id, chain_depth, chain_skip FROM trials WHERE project_id = ?", (project.id,)
         ).fetchall()
         return {row[0]: (row[1], row[2]) for row in rows}
 
     def chain_depth(self, conn: Connection, project: Project, exp_id: str) -> int:
         """The stored length of the chain ending at ``exp_id``; 0 when unknown or no such trial."""
-        row = self._execute(
+        row = self.core.execute(
             conn, "SELECT chain_depth FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, exp_id)
         ).fetchone()
         return int(row[0]) if row else 0
@@ -135,7 +136,7 @@ class ChainSql(StoreBase):
             SELECT exp_id, depth FROM hop ORDER BY n DESC LIMIT 1"""
         # at most depth/k skips and k steps; the bound only guards against corrupt links
         bound = 2 * (CHAIN_SKIP + 2) + 10_000_000 // CHAIN_SKIP
-        row = self._execute(conn, sql, (project.id, exp_id, project.id, depth, depth, bound)).fetchone()
+        row = self.core.execute(conn, sql, (project.id, exp_id, project.id, depth, depth, bound)).fetchone()
         if row is None or row[1] != depth:
             return None
         return str(row[0])
@@ -158,7 +159,7 @@ class ChainSql(StoreBase):
                 UNION ALL
                 {step})
             SELECT exp_id FROM chain ORDER BY n DESC"""
-        rows = self._execute(conn, sql, (project.id, exp_id, project.id, steps)).fetchall()
+        rows = self.core.execute(conn, sql, (project.id, exp_id, project.id, steps)).fetchall()
         ids = [row[0] for row in rows]
         seen: set[str] = set()  # a cycle in stored data stops the chain at its first repeat
         out: list[str] = []

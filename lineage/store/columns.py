@@ -1,5 +1,5 @@
 """Which columns a project has, and one column per trial for the knob view:
-:class:`ColumnsSql`, a mixin of :class:`lineage.store.Store`.
+:class:`ColumnsSql`, ``Store.columns`` of :class:`lineage.store.Store`.
 
 Methods: ``field_presence`` (one aggregate over the project's newest trials: which
 trial fields hold a value), ``extra_keys`` (the ``extra`` keys of the newest trials,
@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from lineage.domain import Project
-from lineage.store.base import StoreBase
+from lineage.store.base import Family
 
 #: The trial fields whose emptiness ``field_presence`` looks at: text fields are empty
 #: when ``''``, the others when NULL.
@@ -60,7 +60,7 @@ TELEMETRY_SUMMARIES = {
 TELEMETRY_FEW = 2_000
 
 
-class ColumnsSql(StoreBase):
+class ColumnsSql(Family):
     """field_presence, extra_keys, knob_rows, telemetry_trial_ids."""
 
     def field_presence(self, conn: Connection, project: Project, *, sample: int) -> dict[str, int]:
@@ -75,14 +75,14 @@ class ColumnsSql(StoreBase):
             "SUM(CASE WHEN val_bpb IS NOT NULL AND (core_metric IS NULL OR val_bpb <> core_metric) THEN 1 ELSE 0 END)"
         )
         names = ", ".join((*TEXT_FIELDS, *NUMBER_FIELDS, "val_bpb"))
-        row = self._execute(
+        row = self.core.execute(
             conn,
             f"SELECT COUNT(*), {', '.join(parts)} FROM (SELECT {names} FROM trials "
             "WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s",
             (project.id, sample),
         ).fetchone()
-        names = ("", *TEXT_FIELDS, *NUMBER_FIELDS, "val_bpb")
-        return {name: int(value or 0) for name, value in zip(names, row)}
+        labels = ("", *TEXT_FIELDS, *NUMBER_FIELDS, "val_bpb")
+        return {name: int(value or 0) for name, value in zip(labels, row)}
 
     def extra_keys(self, conn: Connection, project: Project, *, sample: int) -> list[tuple[str, bool, int]]:
         """``(key, every value a number, trials with it)`` of the keys of ``extra`` among the
@@ -100,7 +100,7 @@ class ColumnsSql(StoreBase):
                 "CROSS JOIN LATERAL json_object_keys(CASE WHEN json_typeof(s.extra) = 'object' THEN s.extra "
                 "ELSE '{}'::json END) k WHERE json_typeof(s.extra -> k) <> 'null' GROUP BY k"
             )
-        rows = self._execute(conn, sql, (project.id, sample)).fetchall()
+        rows = self.core.execute(conn, sql, (project.id, sample)).fetchall()
         out = [(str(key), bool(numeric), int(count)) for key, numeric, count in rows]
         out.sort(key=lambda item: (-item[2], item[0]))
         return out
@@ -137,14 +137,15 @@ class ColumnsSql(StoreBase):
             exprs.append(expr)
             params.extend(extra)
         values = ", ".join([*(f"{expr} AS v{i}" for i, expr in enumerate(exprs)), "t.chain_depth AS depth"])
-        where, where_params = "t.project_id = ?", [project.id]
+        where = "t.project_id = ?"
+        where_params: list[Any] = [project.id]
         # a few named trials: sorted after reading them ("+seq"), where walking the
         # project's seq index to skip the sort would read every trial (0.1 s at 100,000)
         order = "seq DESC"
         if exp_ids is not None:
             if not exp_ids:
                 return []
-            where += f" AND t.exp_id IN ({self._in(exp_ids)})"
+            where += f" AND t.exp_id IN ({self.core.marks(exp_ids)})"
             where_params += list(exp_ids)
             order = "+seq DESC"
         elif columns[0][0] == "telemetry":
@@ -155,7 +156,7 @@ class ColumnsSql(StoreBase):
                 if not with_telemetry:
                     return []
                 # "+t.project_id": rowid look-ups, not a walk of the project's index
-                where = f"t.id IN ({self._in(with_telemetry)}) AND +t.project_id = ?"
+                where = f"t.id IN ({self.core.marks(with_telemetry)}) AND +t.project_id = ?"
                 where_params = [*with_telemetry, project.id]
                 order = "+seq DESC"
         if columns[0][0] == "field":
@@ -168,7 +169,7 @@ class ColumnsSql(StoreBase):
                 f"SELECT * FROM (SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
                 f"WHERE {where}) k WHERE k.v0 IS NOT NULL ORDER BY {order.replace('seq', 'k.seq')} LIMIT ?"
             )
-        return [tuple(row) for row in self._execute(conn, sql, (*params, *where_params, limit)).fetchall()]
+        return [tuple(row) for row in self.core.execute(conn, sql, (*params, *where_params, limit)).fetchall()]
 
     def telemetry_trial_ids(self, conn: Connection, project: Project, *, limit: int) -> list[int]:
         """Row ids of up to ``limit`` of the project's newest trials with telemetry: one
@@ -177,19 +178,19 @@ class ColumnsSql(StoreBase):
         # the first and last trial by seq (ids grow with seq): one seek each, where MAX(id)
         # read a whole index range of the project (18 ms for 100,000 trials on SQLite)
         ends = "SELECT id FROM trials WHERE project_id = ? ORDER BY seq {} LIMIT 1"
-        top_row = self._execute(conn, ends.format("DESC"), (project.id,)).fetchone()
+        top_row = self.core.execute(conn, ends.format("DESC"), (project.id,)).fetchone()
         if top_row is None:
             return ids
         top = top_row[0]
-        bottom = self._execute(conn, ends.format("ASC"), (project.id,)).fetchone()[0]
+        bottom = self.core.execute(conn, ends.format("ASC"), (project.id,)).fetchone()[0]
         current = int(top) + 1
         seek = "SELECT MAX(trial_id) FROM telemetry_points WHERE trial_id < ? AND trial_id >= ?"
         mine = "SELECT 1 FROM trials WHERE id = ? AND project_id = ?"
         for _ in range(limit * 4):  # trials of other projects between ours are skipped, within bounds
-            found = self._execute(conn, seek, (current, bottom)).fetchone()[0]
+            found = self.core.execute(conn, seek, (current, bottom)).fetchone()[0]
             if found is None or len(ids) >= limit:
                 break
             current = int(found)
-            if self._execute(conn, mine, (current, project.id)).fetchone() is not None:
+            if self.core.execute(conn, mine, (current, project.id)).fetchone() is not None:
                 ids.append(current)
         return ids

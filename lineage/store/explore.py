@@ -1,11 +1,11 @@
-"""The metric explorer's reads: :class:`ExploreSql`, a mixin of :class:`lineage.store.Store`.
+"""The metric explorer's reads: :class:`ExploreSql`, ``Store.explore`` of :class:`lineage.store.Store`.
 
 The selected trials with their row ids, and telemetry read by index seeks on
 ``(trial_id, name, turn, step)`` wherever it can be, so a view costs about trials x
 buckets seeks however long the series are; only the exact rule (``lineage.browse.explore``'s
 doc) aggregates every point, under a budget.
 
-Methods: ``explore_trials`` (the trials table's filters, ``StoreBase._filter_sql``; uses
+Methods: ``explore_trials`` (the trials table's filters, ``StoreCore.filter_sql``; uses
 ``TrialsSql.trial``), ``series_turns``, ``explore_series``, ``telemetry_points_at_most``,
 ``explore_cells_exact``, ``explore_cells_sampled``, ``exp_ids_with_telemetry``,
 ``telemetry_name_counts``, ``telemetry_names`` (with ``_first``).
@@ -19,11 +19,16 @@ from typing import Any
 from sqlalchemy import Connection
 
 from lineage.domain import Project, Trial
-from lineage.store.base import _COLUMN_LIST, StoreBase, trial_from_row
+from lineage.store.base import _COLUMN_LIST, Family, StoreCore, trial_from_row
+from lineage.store.trials import TrialsSql
 
 
-class ExploreSql(StoreBase):
+class ExploreSql(Family):
     """The explorer's reads: trials by filter and subtree, series, buckets, names."""
+
+    def __init__(self, core: StoreCore, *, trials: TrialsSql) -> None:
+        super().__init__(core)
+        self.trials = trials  # ``subtree_of`` is resolved through ``trials``
 
     def explore_trials(
         self,
@@ -38,23 +43,25 @@ class ExploreSql(StoreBase):
         """``([(row id, trial)], matched)``: the last ``limit`` trials by seq (oldest first)
         matching the trials-table ``filters``, within ``exp_ids`` when given and within the
         subtree under ``subtree_of`` (that trial and its descendants) when given."""
-        where, params = self._filter_sql(project, **filters)
+        where, params = self.core.filter_sql(project, **filters)
         prefix = ""
         if exp_ids is not None:
             if not exp_ids:
                 return [], 0
-            where += f" AND exp_id IN ({self._in(exp_ids)})"
+            where += f" AND exp_id IN ({self.core.marks(exp_ids)})"
             params.extend(exp_ids)
         if subtree_of is not None:
-            subtree_of = self.trial(conn, project, subtree_of).exp_id  # type: ignore[attr-defined]
+            subtree_of = self.trials.trial(conn, project, subtree_of).exp_id
             prefix = (
                 "WITH RECURSIVE sub(exp_id) AS (SELECT exp_id FROM trials WHERE project_id = ? AND exp_id = ? "
                 "UNION SELECT t.exp_id FROM trials t JOIN sub ON t.project_id = ? AND t.parent_exp = sub.exp_id) "
             )
             params = [project.id, subtree_of, project.id, *params]
             where += " AND exp_id IN (SELECT exp_id FROM sub)"
-        matched = int(self._execute(conn, f"{prefix}SELECT COUNT(*) FROM trials WHERE {where}", params).fetchone()[0])
-        cursor = self._execute(
+        matched = int(
+            self.core.execute(conn, f"{prefix}SELECT COUNT(*) FROM trials WHERE {where}", params).fetchone()[0]
+        )
+        cursor = self.core.execute(
             conn,
             f"{prefix}SELECT id, {_COLUMN_LIST} FROM trials WHERE {where} ORDER BY seq DESC LIMIT ?",
             (*params, limit),
@@ -64,7 +71,7 @@ class ExploreSql(StoreBase):
         return rows, matched
 
     def _first(self, conn: Connection, sql: str, params: Sequence[Any]) -> Any:
-        row = self._execute(conn, sql, params).fetchone()
+        row = self.core.execute(conn, sql, params).fetchone()
         return None if row is None else row[0]
 
     def series_turns(self, conn: Connection, trial_id: int, name: str) -> list[int]:
@@ -149,10 +156,10 @@ class ExploreSql(StoreBase):
         if not trial_ids:
             return []
         turn_sql, turn_params = ("turn >= 0", []) if per_turn else ("turn = ?", [-1 if turn is None else turn])
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn,
             f"SELECT trial_id, turn, (step - ?) / ? AS bucket, AVG(value), AVG(wall_time), COUNT(*) "
-            f"FROM telemetry_points WHERE trial_id IN ({self._in(trial_ids)}) AND name = ? AND {turn_sql} "
+            f"FROM telemetry_points WHERE trial_id IN ({self.core.marks(trial_ids)}) AND name = ? AND {turn_sql} "
             "AND step >= ? AND step <= ? GROUP BY trial_id, turn, bucket",
             (lo, width, *trial_ids, name, *turn_params, lo, hi),
         )
@@ -179,7 +186,7 @@ class ExploreSql(StoreBase):
                 FROM s CROSS JOIN g) c
             JOIN telemetry_points p ON p.id = c.pid"""
         params = [count - 1, *(v for key in series for v in key), name, lo, width, lo, width]
-        cursor = self._execute(conn, sql, params)
+        cursor = self.core.execute(conn, sql, params)
         return [
             (int(t), int(u), int(i), float(v), None if w is None else float(w)) for t, u, i, v, w in cursor.fetchall()
         ]
@@ -203,9 +210,9 @@ class ExploreSql(StoreBase):
             chunk = found[start : start + 500]
             # "+project_id": rowid look-ups (SQLite's planner would scan the project's
             # (project_id, exp_id) index otherwise: 9 ms for 100,000 trials)
-            cursor = self._execute(
+            cursor = self.core.execute(
                 conn,
-                f"SELECT exp_id FROM trials WHERE id IN ({self._in(chunk)}) AND +project_id = ?",
+                f"SELECT exp_id FROM trials WHERE id IN ({self.core.marks(chunk)}) AND +project_id = ?",
                 (*chunk, project.id),
             )
             out.extend(str(r[0]) for r in cursor.fetchall())

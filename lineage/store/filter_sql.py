@@ -178,7 +178,7 @@ class _Compiler:
 
 def compile_filter(node: Node, *, sqlite: bool, db_time: Callable[[Any], Any]) -> tuple[str, list[Any]]:
     """``(where, params)``: the SQL of ``node`` (``?`` placeholders) and its values.
-    ``db_time``: a UTC datetime in the driver's form (``StoreBase.db_time``)."""
+    ``db_time``: a UTC datetime in the driver's form (``StoreCore.db_time``)."""
     compiler = _Compiler(sqlite, db_time)
     sql = compiler.node(node)
     return sql, compiler.params

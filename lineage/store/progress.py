@@ -1,4 +1,4 @@
-"""The SQL of the progress summary and of guardrail policies: :class:`ProgressSql`, a mixin
+"""The SQL of the progress summary and of guardrail policies: :class:`ProgressSql`, ``Store.progress``
 of :class:`lineage.store.Store`.
 
 Every read is a primary-key look-up or a short index walk, so a summary of a
@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from lineage.domain import Trial
-from lineage.store.base import StoreBase
+from lineage.store.base import Family
 from lineage.store.outbox import events_list
 
 _POLICY_COLUMNS = ("max_crash_streak", "max_trials_without_improvement", "budget_hours", "tripped")
@@ -46,14 +46,14 @@ def _policy_values(row: Sequence[Any] | None) -> dict[str, Any] | None:
     return values
 
 
-class ProgressSql(StoreBase):
+class ProgressSql(Family):
     """The progress summary's reads and the guardrail policies' rows."""
 
     # -- the progress summary ----------------------------------------------------------------
 
     def status_totals(self, conn: Connection, project_id: int) -> dict[str, tuple[int, float]]:
         """``status -> (trials, sum of total_s)`` (the totals' rows: one per status)."""
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn,
             "SELECT status, trials, seconds FROM trial_status_totals WHERE project_id = ? AND trials > 0",
             (project_id,),
@@ -66,7 +66,7 @@ class ProgressSql(StoreBase):
 
     def recent_status_counts(self, conn: Connection, project_id: int, limit: int) -> dict[str, int]:
         """``status -> trials`` among the project's newest ``limit`` trials."""
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn,
             "SELECT status, COUNT(*) FROM (SELECT status FROM trials WHERE project_id = ? "
             "ORDER BY seq DESC LIMIT ?) AS recent GROUP BY status",
@@ -76,9 +76,9 @@ class ProgressSql(StoreBase):
 
     def last_seq_not_in(self, conn: Connection, project_id: int, statuses: Sequence[str]) -> int | None:
         """The seq of the newest trial whose status is not one of ``statuses`` (None: none is)."""
-        row = self._execute(
+        row = self.core.execute(
             conn,
-            f"SELECT seq FROM trials WHERE project_id = ? AND status NOT IN ({self._in(statuses)}) "
+            f"SELECT seq FROM trials WHERE project_id = ? AND status NOT IN ({self.core.marks(statuses)}) "
             "ORDER BY seq DESC LIMIT 1",
             (project_id, *statuses),
         ).fetchone()
@@ -89,7 +89,7 @@ class ProgressSql(StoreBase):
         ``(project_id, status, ...)`` index (``+seq`` keeps SQLite off the seq index, whose
         walk read the whole project for a status no trial has: 40 ms at 100,000 trials),
         then one look-up."""
-        return self._trial_where(
+        return self.core.trial_where(
             conn,
             "project_id = ? AND seq = (SELECT MIN(+seq) FROM trials WHERE project_id = ? AND status = ?)",
             (project_id, project_id, status),
@@ -109,13 +109,13 @@ class ProgressSql(StoreBase):
         """What a new trial's events and guardrails need: the project's hooks (as
         ``subscriptions`` gives them) and its guardrail row (as :meth:`guardrail_policy`).
         Both statements are sent before either result is read, so in a pipelined write
-        (:meth:`StoreBase.write`) they cost one round trip."""
+        (:meth:`StoreCore.write`) they cost one round trip."""
         return self.fetch_hooks(self.hooks_cursors(conn, project_id))
 
     def hooks_cursors(self, conn: Connection, project_id: int) -> tuple[Any, Any]:
         """:meth:`hooks_and_guardrails`' two statements, sent; read by :meth:`fetch_hooks`."""
         return (
-            self._execute(conn, "SELECT id, events, body_format FROM webhooks WHERE project_id = ?", (project_id,)),
+            self.core.execute(conn, "SELECT id, events, body_format FROM webhooks WHERE project_id = ?", (project_id,)),
             self._policy_cursor(conn, project_id),
         )
 
@@ -126,7 +126,7 @@ class ProgressSql(StoreBase):
         return hooks, _policy_values(policy_cursor.fetchone())
 
     def _policy_cursor(self, conn: Connection, project_id: int) -> Any:
-        return self._execute(
+        return self.core.execute(
             conn, f"SELECT {', '.join(_POLICY_COLUMNS)} FROM guardrail_policies WHERE project_id = ?", (project_id,)
         )
 
@@ -140,34 +140,36 @@ class ProgressSql(StoreBase):
         budget_hours: float | None,
     ) -> None:
         """Insert or replace the project's limits (its trips are kept; the caller re-evaluates)."""
-        params = (max_crash_streak, max_trials_without_improvement, budget_hours, self._now(), project_id)
-        updated = self._execute(
+        params = (max_crash_streak, max_trials_without_improvement, budget_hours, self.core.now(), project_id)
+        updated = self.core.execute(
             conn,
             "UPDATE guardrail_policies SET max_crash_streak = ?, max_trials_without_improvement = ?, "
             "budget_hours = ?, updated_at = ? WHERE project_id = ?",
             params,
         )
         if updated.rowcount == 0:
-            self._execute(
+            self.core.execute(
                 conn,
                 "INSERT INTO guardrail_policies (max_crash_streak, max_trials_without_improvement, budget_hours, "
-                f"updated_at, project_id, tripped) VALUES (?, ?, ?, ?, ?, {self._json_mark()})",
+                f"updated_at, project_id, tripped) VALUES (?, ?, ?, ?, ?, {self.core.json_mark()})",
                 (*params, "{}"),
             )
 
     def save_tripped(self, conn: Connection, project_id: int, tripped: dict[str, Any]) -> None:
-        self._execute(
+        self.core.execute(
             conn,
-            f"UPDATE guardrail_policies SET tripped = {self._json_mark()}, updated_at = ? WHERE project_id = ?",
-            (json.dumps(tripped, sort_keys=True), self._now(), project_id),
+            f"UPDATE guardrail_policies SET tripped = {self.core.json_mark()}, updated_at = ? WHERE project_id = ?",
+            (json.dumps(tripped, sort_keys=True), self.core.now(), project_id),
         )
 
     def delete_guardrail_policy(self, conn: Connection, project_id: int) -> bool:
-        cursor = self._execute(conn, "DELETE FROM guardrail_policies WHERE project_id = ?", (project_id,))
+        cursor = self.core.execute(conn, "DELETE FROM guardrail_policies WHERE project_id = ?", (project_id,))
         return cursor.rowcount > 0
 
     def bump_revision(self, conn: Connection, project_id: int) -> None:
         """Move the project's revision (its prompt and pages show the guardrails: ETags change)."""
-        self._execute(
-            conn, "UPDATE projects SET revision = revision + 1, updated_at = ? WHERE id = ?", (self._now(), project_id)
+        self.core.execute(
+            conn,
+            "UPDATE projects SET revision = revision + 1, updated_at = ? WHERE id = ?",
+            (self.core.now(), project_id),
         )

@@ -1,5 +1,5 @@
 """The SQL of trial text search, for SQLite (FTS5) and PostgreSQL (GIN full-text index):
-:class:`SearchSql`, a mixin of :class:`lineage.store.Store`.
+:class:`SearchSql`, ``Store.search`` of :class:`lineage.store.Store`.
 
 The schema objects (created by migration 0003, which holds their DDL and why it has that
 shape; skipped by autogenerate through :func:`is_search_object`) and the candidate query
@@ -39,7 +39,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from lineage.store.base import StoreBase
+from lineage.store.base import Family
 
 #: Schema objects of the search index: not in ``lineage.models`` (see :func:`is_search_object`).
 #: SQLite: the contentless FTS5 table ``trial_search`` whose rowid is ``-trials.id``, so
@@ -162,7 +162,7 @@ def _match(syntax: _Syntax, terms: Sequence[Any], every: bool, expanded: dict[st
     return (syntax.and_ if every else syntax.or_).join(parts)
 
 
-class SearchSql(StoreBase):
+class SearchSql(Family):
     """Trial text search: candidates, the vocabulary, compaction after deletes."""
 
     def trials_deleted(self, conn: Connection, count: int) -> None:
@@ -172,7 +172,7 @@ class SearchSql(StoreBase):
         search reads through them: after deleting 100,000 trials, recording in a small project
         with ``similar_prior`` is 20x slower until then (``optimize``: 0.1-0.5 s)."""
         if self.sqlite and count >= COMPACT_AFTER_DELETING:
-            self._execute(conn, f"INSERT INTO {SEARCH_TABLE}({SEARCH_TABLE}) VALUES ('optimize')")
+            self.core.execute(conn, f"INSERT INTO {SEARCH_TABLE}({SEARCH_TABLE}) VALUES ('optimize')")
 
     def remember_terms(self, conn: Connection, words: Iterable[str]) -> None:
         """Add ``words`` (from :func:`vocabulary`) to the vocabulary table, in the writer's
@@ -181,11 +181,11 @@ class SearchSql(StoreBase):
         if not listed:
             return
         if self.sqlite:
-            self._execute(
+            self.core.execute(
                 conn, f"INSERT OR IGNORE INTO {TERMS_TABLE}(term) SELECT value FROM json_each(?)", (json.dumps(listed),)
             )
         else:
-            self._execute(
+            self.core.execute(
                 conn, f"INSERT INTO {TERMS_TABLE}(term) SELECT unnest(?::text[]) ON CONFLICT DO NOTHING", (listed,)
             )
 
@@ -194,7 +194,7 @@ class SearchSql(StoreBase):
         the writer's transaction (``lineage.similar.sketch`` of each trial's concepts)."""
         from lineage.similar import sketch, split_concepts
 
-        values = []
+        values: list[tuple[int, int, int]] = []
         for project_id, seq, concepts in rows:
             split = split_concepts(concepts)
             if split is not None:
@@ -207,7 +207,7 @@ class SearchSql(StoreBase):
             return
         if not self.sqlite and len(values) > 16:  # one statement of three arrays, whatever the count
             project_ids, bands, seqs = zip(*values)
-            self._execute(
+            self.core.execute(
                 conn,
                 f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) SELECT * FROM "
                 "unnest(?::integer[], ?::bigint[], ?::bigint[]) ON CONFLICT DO NOTHING",
@@ -220,12 +220,12 @@ class SearchSql(StoreBase):
                 + ", ".join(["(?, ?, ?)"] * len(values))
                 + " ON CONFLICT DO NOTHING"
             )
-            self._execute(conn, sql, [v for row in values for v in row])
+            self.core.execute(conn, sql, [v for row in values for v in row])
             return
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             cursor.executemany(
-                self._sql(
+                self.core.sql(
                     f"INSERT INTO {SKETCH_TABLE} (project_id, band, seq) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
                 ),
                 values,
@@ -241,7 +241,7 @@ class SearchSql(StoreBase):
         done = 0
         last = 0
         while True:
-            rows = self._execute(
+            rows = self.core.execute(
                 conn,
                 "SELECT id, project_id, seq, hypothesis, notes FROM trials "
                 f"WHERE id > ? AND search_concepts IS NULL ORDER BY id LIMIT {batch}",
@@ -253,7 +253,7 @@ class SearchSql(StoreBase):
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             try:
                 cursor.executemany(
-                    self._sql("UPDATE trials SET search_concepts = ? WHERE id = ?"),
+                    self.core.sql("UPDATE trials SET search_concepts = ? WHERE id = ?"),
                     [(concepts, id_) for id_, _, _, concepts in filled],
                 )
             finally:
@@ -273,7 +273,7 @@ class SearchSql(StoreBase):
 
     @staticmethod
     def fetch_prior(cursor: Any) -> list[CandidateRow]:
-        return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
+        return [tuple(row) for row in cursor.fetchall()]
 
     def prior_cursor(
         self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int, per_band: int
@@ -297,7 +297,7 @@ class SearchSql(StoreBase):
             )
             params = [project_id, project_id, list(keys), project_id]
         sql = f"SELECT {_COLUMNS} FROM trials t WHERE t.project_id = ? AND t.seq IN ({inner}) ORDER BY t.seq DESC"
-        return self._execute(conn, sql, params)
+        return self.core.execute(conn, sql, params)
 
     def bands_cursor(
         self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int, per_band: int
@@ -315,7 +315,7 @@ class SearchSql(StoreBase):
             f"FROM {SKETCH_TABLE} WHERE project_id = ? AND band = k.band ORDER BY seq DESC LIMIT {per_band}) s"
         )
         sql = f"SELECT p.band, {_COLUMNS} FROM ({inner}) p JOIN trials t ON t.project_id = ? AND t.seq = p.seq"
-        return self._execute(conn, sql, [project_id, list(keys), project_id, project_id])
+        return self.core.execute(conn, sql, [project_id, list(keys), project_id, project_id])
 
     @staticmethod
     def fetch_bands(cursor: Any) -> tuple[list[CandidateRow], dict[int, list[CandidateRow]]]:
@@ -323,7 +323,7 @@ class SearchSql(StoreBase):
         recent: list[CandidateRow] = []
         by_band: dict[int, list[CandidateRow]] = {}
         for band, *row in cursor.fetchall():
-            (recent if band is None else by_band.setdefault(band, [])).append(tuple(row))  # type: ignore[arg-type]
+            (recent if band is None else by_band.setdefault(band, [])).append(tuple(row))
         recent.sort(key=lambda row: -row[0])
         for rows in by_band.values():
             rows.sort(key=lambda row: -row[0])
@@ -346,7 +346,7 @@ class SearchSql(StoreBase):
                 f"WHERE term >= p.prefix AND term < p.prefix || chr(1114111) ORDER BY term LIMIT {MAX_EXPANSION + 1}) w"
             )
             params = [prefixes]
-        words = [row[0] for row in self._execute(conn, sql, params).fetchall()]
+        words = [row[0] for row in self.core.execute(conn, sql, params).fetchall()]
         return {prefix: [word for word in words if word.startswith(prefix)] for prefix in prefixes}
 
     def _tier(
@@ -377,8 +377,8 @@ class SearchSql(StoreBase):
         if before_seq is not None:
             sql += " AND t.seq < ?"
             params.append(before_seq)
-        cursor = self._execute(conn, f"{sql} ORDER BY {order} LIMIT ?", (*params, limit))
-        return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
+        cursor = self.core.execute(conn, f"{sql} ORDER BY {order} LIMIT ?", (*params, limit))
+        return [tuple(row) for row in cursor.fetchall()]
 
     def candidate_rows(
         self,

@@ -1,4 +1,4 @@
-"""Telemetry points: :class:`TelemetrySql`, a mixin of :class:`lineage.store.Store`.
+"""Telemetry points: :class:`TelemetrySql`, ``Store.telemetry`` of :class:`lineage.store.Store`.
 
 The points trainers send for a trial (``lineage.telemetry``): ``trial_row_id``,
 ``insert_points`` (multi-row ``INSERT``s on SQLite, ``COPY`` on PostgreSQL), and the reads of
@@ -17,10 +17,10 @@ from sqlalchemy import Connection
 
 from lineage.domain import Project
 from lineage.errors import NotFound
-from lineage.store.base import StoreBase
+from lineage.store.base import Family
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lineage.telemetry import PointColumns
+    from lineage.telemetry_columns import PointColumns
 
 _NAN = float("nan")
 _INSERT = "INSERT INTO telemetry_points (trial_id, step, turn, name, value, wall_time) VALUES "
@@ -47,11 +47,11 @@ def _insert_sqlite(cursor: Any, trial_id: int, params: Iterable[Sequence[Any]], 
         cursor.executemany(_INSERT + row, zip(rest, rest, rest, rest, rest))
 
 
-class TelemetrySql(StoreBase):
+class TelemetrySql(Family):
     """Telemetry points in, series out."""
 
     def trial_row_id(self, conn: Connection, project: Project, exp_id: str) -> int:
-        row = self._execute(
+        row = self.core.execute(
             conn, "SELECT id FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, exp_id)
         ).fetchone()
         if row is None:
@@ -60,7 +60,7 @@ class TelemetrySql(StoreBase):
 
     def insert_points(self, conn: Connection, trial_id: int, rows: Sequence[tuple[Any, ...]] | PointColumns) -> int:
         """Insert ``(step, turn, name, value, wall_time)`` rows of one trial, or the same as
-        :class:`~lineage.telemetry.PointColumns`: multi-row ``INSERT``s on SQLite, ``COPY`` on
+        :class:`~lineage.telemetry_columns.PointColumns`: multi-row ``INSERT``s on SQLite, ``COPY`` on
         PostgreSQL."""
         raw = conn.connection.driver_connection
         count = len(rows)
@@ -102,7 +102,8 @@ class TelemetrySql(StoreBase):
     def _telemetry_where(
         trial_id: int, names: Sequence[str] | None, step_min: int | None, step_max: int | None
     ) -> tuple[str, list[Any]]:
-        where, params = ["trial_id = ?"], [trial_id]
+        where: list[str] = ["trial_id = ?"]
+        params: list[Any] = [trial_id]
         if names:
             where.append(f"name IN ({', '.join('?' * len(names))})")
             params.extend(names)
@@ -125,7 +126,7 @@ class TelemetrySql(StoreBase):
     ) -> list[tuple[str, int, int, int, int]]:
         """``(name, turn, count, first step, last step)`` of each series, by name and turn."""
         where, params = self._telemetry_where(trial_id, names, step_min, step_max)
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn,
             f"SELECT name, turn, COUNT(*), MIN(step), MAX(step) FROM telemetry_points WHERE {where} "
             "GROUP BY name, turn ORDER BY name, turn",
@@ -145,7 +146,7 @@ class TelemetrySql(StoreBase):
     ) -> list[tuple[int, float]]:
         """``(step, value)`` of one series in step order (insertion order among equal steps)."""
         where, params = self._telemetry_where(trial_id, [name], step_min, step_max)
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn,
             f"SELECT step, value FROM telemetry_points WHERE {where} AND turn = ? ORDER BY step, id",
             (*params, turn),
@@ -168,7 +169,7 @@ class TelemetrySql(StoreBase):
         last step, min, max, mean, count)`` of each non-empty bucket, in order."""
         width = max(1, -(-(last - first + 1) // max(1, buckets)))
         where, params = self._telemetry_where(trial_id, [name], first, last)
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn,
             f"SELECT (step - ?) / ? AS bucket, MIN(step), MAX(step), MIN(value), MAX(value), AVG(value), COUNT(*) "
             f"FROM telemetry_points WHERE {where} AND turn = ? GROUP BY 1 ORDER BY 1",
@@ -184,7 +185,7 @@ class TelemetrySql(StoreBase):
     ) -> dict[str, tuple[int, float, float, float, float]]:
         """``name -> (count, mean, min, max, mean of squares)`` over the series ``(name, turn)``."""
         where, params = self._telemetry_where(trial_id, names, None, None)
-        cursor = self._execute(
+        cursor = self.core.execute(
             conn,
             f"SELECT name, COUNT(*), AVG(value), MIN(value), MAX(value), AVG(value * value) FROM telemetry_points "
             f"WHERE {where} AND turn = ? GROUP BY name",
@@ -197,7 +198,7 @@ class TelemetrySql(StoreBase):
 
     def telemetry_count(self, conn: Connection, trial_id: int) -> tuple[int, int]:
         """``(points, largest point id)`` of the trial: what a telemetry ETag derives from."""
-        row = self._execute(
+        row = self.core.execute(
             conn, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM telemetry_points WHERE trial_id = ?", (trial_id,)
         ).fetchone()
         return int(row[0]), int(row[1])

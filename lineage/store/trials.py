@@ -1,4 +1,4 @@
-"""Trial rows: :class:`TrialsSql`, a mixin of :class:`lineage.store.Store`.
+"""Trial rows: :class:`TrialsSql`, ``Store.trials`` of :class:`lineage.store.Store`.
 
 Methods, by section:
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, func, select, update
 
@@ -35,14 +35,17 @@ from lineage.store.base import (
     _STATUS_AT,
     TRIAL_COLUMNS,
     TRIAL_VALUE_COLUMNS,
-    StoreBase,
+    Family,
+    StoreCore,
     _iso,
     _json_text,
-    _stamp,
+    iso_stamp,
     trial_from_row,
     utcnow,
 )
-from lineage.store.search import sqlite_bulk_index, vocabulary
+from lineage.store.chain import ChainSql
+from lineage.store.progress import ProgressSql
+from lineage.store.search import SearchSql, sqlite_bulk_index, vocabulary
 
 _TRIAL_SELECT = [trials.c[name] for name in TRIAL_COLUMNS]
 #: The columns a chain line of the prompt needs; the others are selected as empty values
@@ -83,7 +86,7 @@ class RecordContext:
 
     best: Trial | None
     first: Trial | None
-    #: the webhooks' subscriptions and the guardrail row (``Store.hooks_and_guardrails``)
+    #: the webhooks' subscriptions and the guardrail row (``Store.progress.hooks_and_guardrails``)
     hooks: list[tuple[int, list[str], str]]
     policy: dict[str, Any] | None
 
@@ -96,12 +99,21 @@ class NewTrialReads:
     named: bool
     #: its ``(chain_depth, chain_skip)``
     link: tuple[int, str]
-    #: ``similar_prior``'s shortlist (``Store.prior_rows``' rows); None: not asked
+    #: ``similar_prior``'s shortlist (``Store.search.prior_rows``' rows); None: not asked
     prior: list[Any] | None
 
 
-class TrialsSql(StoreBase):
-    """Trial rows: single rows, lineage queries, listing and streaming, bulk insert."""
+class TrialsSql(Family):
+    """Trial rows: single rows, lineage queries, listing and streaming, bulk insert.
+
+    A trial's write also keeps its chain link (``chain``), its search words and sketch
+    (``search``); a record's context reads the webhooks and guardrails (``progress``)."""
+
+    def __init__(self, core: StoreCore, *, chain: ChainSql, search: SearchSql, progress: ProgressSql) -> None:
+        super().__init__(core)
+        self.chain = chain
+        self.search = search
+        self.progress = progress
 
     # -- trials: single rows --------------------------------------------------------------
 
@@ -129,13 +141,13 @@ class TrialsSql(StoreBase):
         (:meth:`write_terms`), its sketch now. ``buffer``: its row is added to that list,
         inserted by the caller (:meth:`insert_rows`), before anything reads it. ``sketch``:
         the min-hash keys of its concepts, when the caller computed them."""
-        now = self._now()
+        now = self.core.now()
         values = [getattr(trial, name) for name in TRIAL_VALUE_COLUMNS]
         values[_STATUS_AT] = trial.status.value
         text = search_text(trial.hypothesis, trial.notes)
         if concepts is None:
             concepts = stored_concepts(trial.hypothesis, trial.notes)
-        depth, skip = link if link is not None else self.link_after(conn, project, trial.parent_exp)  # type: ignore[attr-defined]
+        depth, skip = link if link is not None else self.chain.link_after(conn, project, trial.parent_exp)
         row = (
             project.id,
             seq,
@@ -152,21 +164,21 @@ class TrialsSql(StoreBase):
         if buffer is not None:
             buffer.append(row)
         else:
-            self._execute(conn, self._insert_sql, row)
+            self.core.execute(conn, self.core.insert_sql, row)
         if named if named is not None else self.has_children(conn, project, trial.exp_id):  # stored trials named it
-            self.relink(conn, project, trial.exp_id)  # type: ignore[attr-defined]
+            self.chain.relink(conn, project, trial.exp_id)
         if deferred is not None:
-            deferred.append((text, project.id, seq, concepts))
+            deferred.append((text, cast(int, project.id), seq, concepts))
         else:
             if terms is not None:
                 terms.append(text)
             else:
-                self.remember_terms(conn, vocabulary((text,)))  # type: ignore[attr-defined]
+                self.search.remember_terms(conn, vocabulary((text,)))
             if sketch is not None:
-                self.write_sketch_rows(conn, [(project.id, key, seq) for key in sketch])  # type: ignore[attr-defined]
+                self.search.write_sketch_rows(conn, [(cast(int, project.id), key, seq) for key in sketch])
             else:
-                self.write_sketches(conn, [(project.id, seq, concepts)])  # type: ignore[attr-defined]
-        stamp = _stamp(now)
+                self.search.write_sketches(conn, [(cast(int, project.id), seq, concepts)])
+        stamp = iso_stamp(now)
         return trial.with_changes(seq=seq, created_at=stamp, updated_at=stamp)
 
     def new_trial_reads(
@@ -182,18 +194,18 @@ class TrialsSql(StoreBase):
         three): whether stored trials name it as their parent, its chain link, and, with
         ``prior_keys`` (its sketch), ``similar_prior``'s shortlist."""
         named = self._children_cursor(conn, project, exp_id)
-        link = self.link_cursor(conn, project, parent_exp) if parent_exp else None  # type: ignore[attr-defined]
+        link = self.chain.link_cursor(conn, project, parent_exp) if parent_exp else None
         prior = (
             None
             if prior_keys is None
-            else self.prior_cursor(  # type: ignore[attr-defined]
-                conn, project.id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
+            else self.search.prior_cursor(
+                conn, cast(int, project.id), prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
             )
         )
         return NewTrialReads(
             named.fetchone() is not None,
-            self.fetch_link(parent_exp, link) if link is not None else (1, ""),  # type: ignore[attr-defined]
-            None if prior is None else self.fetch_prior(prior),  # type: ignore[attr-defined]
+            self.chain.fetch_link(parent_exp, link) if link is not None else (1, ""),
+            None if prior is None else self.search.fetch_prior(prior),
         )
 
     def insert_rows(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -204,7 +216,7 @@ class TrialsSql(StoreBase):
             return
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            cursor.executemany(self._sql(self._insert_sql), rows)
+            cursor.executemany(self.core.sql(self.core.insert_sql), rows)
         finally:
             cursor.close()
 
@@ -215,10 +227,10 @@ class TrialsSql(StoreBase):
         found: set[str] = set()
         for first in range(0, len(exp_ids), 500):
             chunk = list(exp_ids[first : first + 500])
-            rows = self._execute(
+            rows = self.core.execute(
                 conn,
                 f"SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND seq < ? "
-                f"AND parent_exp IN ({self._in(chunk)})",
+                f"AND parent_exp IN ({self.core.marks(chunk)})",
                 (project.id, before_seq, *chunk),
             )
             found.update(row[0] for row in rows.fetchall())
@@ -227,13 +239,13 @@ class TrialsSql(StoreBase):
     def write_terms(self, conn: Connection, texts: list[str]) -> None:
         """The vocabulary words of search texts collected by :meth:`insert_trial` (``terms``)."""
         if texts:
-            self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]
+            self.search.remember_terms(conn, vocabulary(texts))
 
     def write_deferred(self, conn: Connection, deferred: list[tuple[str, int, int, str]]) -> None:
         """The search words and sketches of trials inserted with ``deferred``, at once."""
         if deferred:
-            self.remember_terms(conn, vocabulary(text for text, _, _, _ in deferred))  # type: ignore[attr-defined]
-            self.write_sketches(conn, [(pid, seq, concepts) for _, pid, seq, concepts in deferred])  # type: ignore[attr-defined]
+            self.search.remember_terms(conn, vocabulary(text for text, _, _, _ in deferred))
+            self.search.write_sketches(conn, [(pid, seq, concepts) for _, pid, seq, concepts in deferred])
 
     def update_trial(self, conn: Connection, project: Project, trial: Trial) -> Trial:
         now = utcnow()
@@ -241,10 +253,10 @@ class TrialsSql(StoreBase):
         values.pop("exp_id")
         values["search_text"] = search_text(trial.hypothesis, trial.notes)
         values["search_concepts"] = stored_concepts(trial.hypothesis, trial.notes)
-        self.remember_terms(conn, vocabulary((values["search_text"],)))  # type: ignore[attr-defined]
-        self._execute(conn, "DELETE FROM trial_sketch WHERE project_id = ? AND seq = ?", (project.id, trial.seq))
-        self.write_sketches(conn, [(project.id, trial.seq, values["search_concepts"])])  # type: ignore[attr-defined]
-        before = self._execute(
+        self.search.remember_terms(conn, vocabulary((values["search_text"],)))
+        self.core.execute(conn, "DELETE FROM trial_sketch WHERE project_id = ? AND seq = ?", (project.id, trial.seq))
+        self.search.write_sketches(conn, [(cast(int, project.id), cast(int, trial.seq), values["search_concepts"])])
+        before = self.core.execute(
             conn, "SELECT parent_exp FROM trials WHERE project_id = ? AND exp_id = ?", (project.id, trial.exp_id)
         ).fetchone()
         conn.execute(
@@ -253,7 +265,7 @@ class TrialsSql(StoreBase):
             .values(**values, updated_at=now)
         )
         if before is not None and before[0] != trial.parent_exp:  # re-parented: its subtree's chains changed
-            self.relink(conn, project, trial.exp_id)  # type: ignore[attr-defined]
+            self.chain.relink(conn, project, trial.exp_id)
         conn.execute(
             update(projects).where(projects.c.id == project.id).values(revision=projects.c.revision + 1, updated_at=now)
         )
@@ -278,16 +290,16 @@ class TrialsSql(StoreBase):
         forms = shown_forms(shown)
         if not forms or not forms[0]:
             return None
-        rows = self._execute(
+        rows = self.core.execute(
             conn,
-            f"SELECT exp_id FROM trials WHERE project_id = ? AND exp_id IN ({self._in(forms)})",
+            f"SELECT exp_id FROM trials WHERE project_id = ? AND exp_id IN ({self.core.marks(forms)})",
             (project.id, *forms),
         ).fetchall()
         stored = {row[0] for row in rows}
         for form in forms:
             if form in stored:
                 return form
-        same = self._execute(
+        same = self.core.execute(
             conn,
             "SELECT exp_id FROM trials WHERE project_id = ? AND exp_key = ? ORDER BY seq LIMIT 2",
             (project.id, exp_sort_key(forms[-1])),
@@ -295,7 +307,7 @@ class TrialsSql(StoreBase):
         return same[0][0] if len(same) == 1 else None
 
     def find_trial(self, conn: Connection, project: Project, exp_id: str) -> Trial | None:
-        return self._trial_where(conn, "project_id = ? AND exp_id = ?", (project.id, exp_id))
+        return self.core.trial_where(conn, "project_id = ? AND exp_id = ?", (project.id, exp_id))
 
     def projects_holding(self, conn: Connection, exp_id: str) -> list[str]:
         """Slugs of the projects that have a trial ``exp_id`` (for error messages)."""
@@ -336,7 +348,7 @@ class TrialsSql(StoreBase):
         if project.best_policy is BestPolicy.FIELDKIT:
             excluded = [label.value for label in FailureLabel if label.value not in eligible]
             marks = ", ".join("?" * len(excluded))
-            return self._execute(
+            return self.core.execute(
                 conn,
                 f"SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status NOT IN ({marks}) "
                 f"ORDER BY {order}, seq LIMIT 1",
@@ -346,7 +358,7 @@ class TrialsSql(StoreBase):
         per_status = f"SELECT * FROM (SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status = ? ORDER BY {order}, seq LIMIT 1) AS s"
         statuses = sorted(eligible)
         sql = " UNION ALL ".join(f"{per_status}{i}" for i in range(len(statuses)))
-        return self._execute(conn, sql, [value for status in statuses for value in (*params, status)])
+        return self.core.execute(conn, sql, [value for status in statuses for value in (*params, status)])
 
     @staticmethod
     def fetch_best(project: Project, cursor: Any) -> Trial | None:
@@ -357,7 +369,7 @@ class TrialsSql(StoreBase):
         return _first_of(self._first_cursor(conn, project))
 
     def _first_cursor(self, conn: Connection, project: Project) -> Any:
-        return self._execute(
+        return self.core.execute(
             conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq LIMIT 1", (project.id,)
         )
 
@@ -365,15 +377,15 @@ class TrialsSql(StoreBase):
         """What records in the project's locked write start from, every statement sent
         before any result is read (in a pipelined PostgreSQL write: one round trip, not
         four): the best, the first trial (``first``: when there are trials), the webhooks
-        and the guardrail row (``Store.hooks_and_guardrails``)."""
+        and the guardrail row (``Store.progress.hooks_and_guardrails``)."""
         best = self.best_cursor(conn, project)
         first_cursor = self._first_cursor(conn, project) if first else None
-        hooks = self.hooks_cursors(conn, project.id)  # type: ignore[attr-defined]
+        hooks = self.progress.hooks_cursors(conn, cast(int, project.id))
         return RecordContext(
             self.fetch_best(project, best),
             _first_of(first_cursor) if first_cursor is not None else None,
-            *self.fetch_hooks(hooks),
-        )  # type: ignore[attr-defined]
+            *self.progress.fetch_hooks(hooks),
+        )
 
     def chain_rows(self, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> dict[str, Trial]:
         """Every trial reachable from ``exp_id`` by parent pointers, in one recursive query.
@@ -400,7 +412,7 @@ class TrialsSql(StoreBase):
                 UNION
                 {step})
             SELECT {_BRIEF_COLUMN_LIST if brief else _COLUMN_LIST} FROM trials WHERE id IN (SELECT id FROM chain)"""
-        cursor = self._execute(conn, sql, (project.id, exp_id, project.id))
+        cursor = self.core.execute(conn, sql, (project.id, exp_id, project.id))
         return {trial.exp_id: trial for trial in map(trial_from_row, cursor.fetchall())}
 
     def chain_tail(self, conn: Connection, project: Project, exp_id: str, depth: int) -> dict[str, Trial]:
@@ -421,8 +433,8 @@ class TrialsSql(StoreBase):
                 SELECT id, exp_id, parent_exp, 1 FROM trials WHERE project_id = ? AND exp_id = ?
                 UNION
                 {step})
-            SELECT {self.lean_columns} FROM trials WHERE id IN (SELECT id FROM chain)"""
-        cursor = self._execute(conn, sql, (project.id, exp_id, project.id, depth))
+            SELECT {self.core.lean_columns} FROM trials WHERE id IN (SELECT id FROM chain)"""
+        cursor = self.core.execute(conn, sql, (project.id, exp_id, project.id, depth))
         return {trial.exp_id: trial for trial in map(trial_from_row, cursor.fetchall())}
 
     def has_children(self, conn: Connection, project: Project, exp_id: str) -> bool:
@@ -430,14 +442,14 @@ class TrialsSql(StoreBase):
         return self._children_cursor(conn, project, exp_id).fetchone() is not None
 
     def _children_cursor(self, conn: Connection, project: Project, exp_id: str) -> Any:
-        return self._execute(
+        return self.core.execute(
             conn, "SELECT 1 FROM trials WHERE project_id = ? AND parent_exp = ? LIMIT 1", (project.id, exp_id)
         )
 
     def parents_cursor(self, conn: Connection, project: Project, exp_ids: Sequence[str]) -> Any:
         """Which of ``exp_ids`` stored trials name as their parent (:meth:`has_children` for
         several ids; PostgreSQL, a group's reads), sent; read by :meth:`fetch_column`."""
-        return self._execute(
+        return self.core.execute(
             conn,
             "SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND parent_exp = ANY(?::text[])",
             (project.id, list(exp_ids)),
@@ -447,7 +459,7 @@ class TrialsSql(StoreBase):
         """The stored chain links ``(exp_id, chain_depth, chain_skip)`` of those of ``exp_ids``
         that are trials (:meth:`link_after` for several parents; PostgreSQL, a group's
         reads), sent; rows not read yet."""
-        return self._execute(
+        return self.core.execute(
             conn,
             "SELECT exp_id, chain_depth, chain_skip FROM trials WHERE project_id = ? AND exp_id = ANY(?::text[])",
             (project.id, list(exp_ids)),
@@ -464,7 +476,9 @@ class TrialsSql(StoreBase):
         if not wanted:
             return {}
         marks = ", ".join("?" for _ in wanted)
-        found = self._trials_where(conn, f"project_id = ? AND exp_id IN ({marks})", (project.id, *wanted), lean=True)
+        found = self.core.trials_where(
+            conn, f"project_id = ? AND exp_id IN ({marks})", (project.id, *wanted), lean=True
+        )
         return {trial.exp_id: trial for trial in found}
 
     def top_kept(self, conn: Connection, project: Project, limit: int, *, lean: bool = False) -> list[Trial]:
@@ -479,15 +493,15 @@ class TrialsSql(StoreBase):
         base = "project_id = ? AND status = 'keep' AND core_metric IS"
         unscored = f"{base} NULL ORDER BY seq LIMIT ?"
         if project.lower_is_better:
-            first = self._trials_where(
+            first = self.core.trials_where(
                 conn, f"{base} NOT NULL ORDER BY core_metric ASC, seq LIMIT ?", (project.id, limit), lean=lean
             )
             if len(first) < limit:
-                first += self._trials_where(conn, unscored, (project.id, limit - len(first)), lean=lean)
+                first += self.core.trials_where(conn, unscored, (project.id, limit - len(first)), lean=lean)
             return first
-        first = self._trials_where(conn, unscored, (project.id, limit), lean=lean)
+        first = self.core.trials_where(conn, unscored, (project.id, limit), lean=lean)
         if len(first) < limit:
-            first += self._trials_where(
+            first += self.core.trials_where(
                 conn,
                 f"{base} NOT NULL ORDER BY core_metric DESC, seq LIMIT ?",
                 (project.id, limit - len(first)),
@@ -499,14 +513,14 @@ class TrialsSql(StoreBase):
         """The last ``limit`` trials, oldest first (``lean``: ``extra`` without ``_git.patch``)."""
         if limit <= 0:
             return []
-        newest_first = self._trials_where(
+        newest_first = self.core.trials_where(
             conn, "project_id = ? ORDER BY seq DESC LIMIT ?", (project.id, limit), lean=lean
         )
         newest_first.reverse()
         return newest_first
 
     def children(self, conn: Connection, project: Project, exp_id: str) -> list[Trial]:
-        return self._trials_where(conn, "project_id = ? AND parent_exp = ? ORDER BY seq", (project.id, exp_id))
+        return self.core.trials_where(conn, "project_id = ? AND parent_exp = ? ORDER BY seq", (project.id, exp_id))
 
     def count_trials(self, conn: Connection, project: Project) -> int:
         return conn.scalar(select(func.count()).select_from(trials).where(trials.c.project_id == project.id)) or 0
@@ -524,7 +538,7 @@ class TrialsSql(StoreBase):
         **filters: Any,
     ) -> list[Trial]:
         """Trials matching ``filters`` (see :meth:`_filter_sql`) in seq order, after a cursor."""
-        where, params = self._filter_sql(project, **filters)
+        where, params = self.core.filter_sql(project, **filters)
         if after_seq is not None:
             where += " AND seq < ?" if descending else " AND seq > ?"
             params.append(after_seq)
@@ -532,11 +546,11 @@ class TrialsSql(StoreBase):
         if limit is not None:
             where += " LIMIT ?"
             params.append(limit)
-        return self._trials_where(conn, where, params)
+        return self.core.trials_where(conn, where, params)
 
     def stream_trials(self, conn: Connection, project: Project, *, batch: int = 2_000) -> Iterator[Trial]:
         """Every trial of the project in insertion order, ``batch`` rows in memory at a time."""
-        sql = self._sql(f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq")
+        sql = self.core.sql(f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq")
         raw = conn.connection.driver_connection
         # a named cursor is PostgreSQL's server-side cursor: rows arrive as they are read
         cursor = raw.cursor() if self.sqlite else raw.cursor(name="lineage_stream")  # type: ignore[union-attr]
@@ -547,7 +561,7 @@ class TrialsSql(StoreBase):
         finally:
             cursor.close()
 
-    def trials_select(self, project: Project):  # type: ignore[no-untyped-def]
+    def trials_select(self, project: Project):
         """The SELECT of a project's trials in order (for pandas.read_sql)."""
         return select(*_TRIAL_SELECT).where(trials.c.project_id == project.id).order_by(trials.c.seq)
 
@@ -576,6 +590,7 @@ class TrialsSql(StoreBase):
         values_of = attrgetter(*TRIAL_VALUE_COLUMNS)
         texts: list[str] = []  # for the search vocabulary (lineage.store.search)
         sketched: list[tuple[int, int, str]] = []  # (project_id, seq, concepts): trial_sketch
+        project_id = cast(int, project.id)
 
         def tuples() -> Iterator[tuple[Any, ...]]:
             nonlocal count
@@ -585,7 +600,7 @@ class TrialsSql(StoreBase):
                 values[_STATUS_AT] = trial.status.value
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
                 concepts = stored_concepts(trial.hypothesis, trial.notes)
-                sketched.append((project.id, first_seq + offset, concepts))
+                sketched.append((project_id, first_seq + offset, concepts))
                 yield (
                     project.id,
                     first_seq + offset,
@@ -600,8 +615,8 @@ class TrialsSql(StoreBase):
                 )
 
         writer(conn, tuples())
-        self.remember_terms(conn, vocabulary(texts))  # type: ignore[attr-defined]
-        self.write_sketches(conn, sketched)  # type: ignore[attr-defined]
+        self.search.remember_terms(conn, vocabulary(texts))
+        self.search.write_sketches(conn, sketched)
         if not self.sqlite and count >= 10_000:
             # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
             conn.exec_driver_sql("ANALYZE trials")

@@ -52,7 +52,7 @@ def _columns(points: list[dict], *, table: bool = True) -> dict:
 
 def _stored(ledger: Ledger) -> list[tuple]:
     with ledger.store.read() as conn:
-        rows = ledger.store._execute(
+        rows = ledger.store.core.execute(
             conn, "SELECT step, turn, name, value, wall_time FROM telemetry_points ORDER BY id"
         )
         return [tuple(r) for r in rows.fetchall()]

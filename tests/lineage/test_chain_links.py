@@ -34,7 +34,7 @@ def expected_links(trials: list[Trial]) -> dict[str, tuple[int, str]]:
 
 def stored_links(ledger: Ledger, slug: str) -> dict[str, tuple[int, str]]:
     with ledger.store.read() as conn:
-        return ledger.store.chain_links(conn, ledger.store.project(conn, slug))
+        return ledger.store.chain.chain_links(conn, ledger.store.projects.project(conn, slug))
 
 
 def assert_links(ledger: Ledger, slug: str) -> None:
@@ -170,7 +170,7 @@ def test_the_pages_chain_reads_agree_with_the_whole_walk(ledger: Ledger) -> None
     rng = random.Random(7)
     with ledger.store.read() as conn:
         store = ledger.store
-        project = store.project(conn, "p")
+        project = store.projects.project(conn, "p")
         whole = [t.exp_id for t in chain_to(store, conn, project, best.exp_id)]
         assert len(whole) > 3 * CHAIN_SKIP
         assert chain_length(store, conn, project, best.exp_id) == len(whole)
@@ -243,7 +243,7 @@ def test_revision_0010_fills_the_links_of_stored_trials(fresh_db_url: str) -> No
     assert {e: v for e, v in links.items() if e not in ("c1", "c2")} == want
     assert links["c1"] == links["c2"] == (0, "")  # a cycle older data held: unknown, and read by walking
     with ledger.store.read() as conn:
-        project = ledger.store.project(conn, "p")
+        project = ledger.store.projects.project(conn, "p")
         assert chain_length(ledger.store, conn, project, "c1") == 2
         assert [t.exp_id for t in chain_slice(ledger.store, conn, project, "c1", 0, 5)] == ["c2", "c1"]
     engine.dispose()
@@ -259,11 +259,11 @@ def test_skip_pointers_at_block_edges(ledger: Ledger, n: int) -> None:
     ledger.tables.import_trials("p", iter(trials))
     assert_links(ledger, "p")
     with ledger.store.read() as conn:
-        project = ledger.store.project(conn, "p")
+        project = ledger.store.projects.project(conn, "p")
         last = trials[-1].exp_id
         for depth in (1, n, n + 1, len(trials)):
-            assert ledger.store.ancestor_at(conn, project, last, depth) == trials[depth - 1].exp_id
-        assert ledger.store.ancestor_at(conn, project, last, len(trials) + 1) is None
+            assert ledger.store.chain.ancestor_at(conn, project, last, depth) == trials[depth - 1].exp_id
+        assert ledger.store.chain.ancestor_at(conn, project, last, len(trials) + 1) is None
 
 
 def test_a_new_trial_under_an_orphan_waiting_for_it_is_a_cycle_refused(ledger: Ledger) -> None:

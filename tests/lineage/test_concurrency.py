@@ -54,7 +54,7 @@ def test_concurrent_writers_get_distinct_exp_ids_and_lose_no_row(ledger: Ledger,
 
 
 def test_the_writers_of_one_process_queue_on_the_store_not_on_sqlites_busy_handler(tmp_path: Path) -> None:
-    """A second thread's write waits on the store (``StoreBase.write``) while the first holds
+    """A second thread's write waits on the store (``StoreCore.write``) while the first holds
     its transaction, so it begins as the first commits: it succeeds even where SQLite itself
     would not wait at all (a busy timeout of 0 fails ``BEGIN IMMEDIATE`` at once)."""
     from sqlalchemy import event
@@ -75,13 +75,13 @@ def test_the_writers_of_one_process_queue_on_the_store_not_on_sqlites_busy_handl
         trying.set()
         try:
             with store.write() as conn:
-                store._execute(conn, "UPDATE projects SET title = 'second' WHERE slug = 'q'")
+                store.core.execute(conn, "UPDATE projects SET title = 'second' WHERE slug = 'q'")
             outcome.append("ok")
         except Exception as exc:  # noqa: BLE001 - reported by the assertion
             outcome.append(repr(exc))
 
     with store.write() as conn:
-        store._execute(conn, "UPDATE projects SET title = 'first' WHERE slug = 'q'")
+        store.core.execute(conn, "UPDATE projects SET title = 'first' WHERE slug = 'q'")
         writer = threading.Thread(target=second)
         writer.start()
         assert trying.wait(30)

@@ -191,14 +191,14 @@ def test_a_database_error_records_each_item_alone(ledger: Ledger, monkeypatch: p
     """An error that is not the ledger's (here: the database refusing one insert) rolls the
     group back; each item is then recorded on its own, so only the one it hits fails."""
     ledger.projects.create_project("p", lower_is_better=True)
-    insert = ledger.store.insert_trial
+    insert = ledger.store.trials.insert_trial
 
     def failing(conn, project, trial, **kwargs):  # type: ignore[no-untyped-def]
         if trial.hypothesis == "poison":
             raise OperationalError("INSERT", {}, Exception("disk I/O error"))
         return insert(conn, project, trial, **kwargs)
 
-    monkeypatch.setattr(ledger.store, "insert_trial", failing)
+    monkeypatch.setattr(ledger.store.trials, "insert_trial", failing)
     requests = [
         RecordRequest({"status": "keep", "core_metric": 0.9, "hypothesis": "fine"}),
         RecordRequest({"status": "keep", "core_metric": 0.8, "hypothesis": "poison"}),
@@ -300,7 +300,7 @@ def test_groups_read_once_and_tell_what_one_by_one_would(ledger: Ledger, engine,
 
     def checked(self, store, conn, project, exp_id, parent_exp, prior_keys):  # type: ignore[no-untyped-def]
         given = original(self, store, conn, project, exp_id, parent_exp, prior_keys)
-        given_reads.append(given == store.new_trial_reads(conn, project, exp_id, parent_exp, prior_keys))
+        given_reads.append(given == store.trials.new_trial_reads(conn, project, exp_id, parent_exp, prior_keys))
         return given
 
     monkeypatch.setattr(GroupReads, "new_trial", checked)

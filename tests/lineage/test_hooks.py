@@ -206,7 +206,9 @@ def test_a_lapsed_claim_is_taken_over(project: Ledger) -> None:
         project.recording.record_trial("p", {"status": "crash"})
         now = time.time()
         with project.store.write() as conn:
-            claimed = project.store.claim_due_deliveries(conn, now=now, lease_until=now + 3600, token="dead", limit=10)
+            claimed = project.store.outbox.claim_due_deliveries(
+                conn, now=now, lease_until=now + 3600, token="dead", limit=10
+            )
         assert len(claimed) == 1
         assert deliver_due(project, FAST).delivered == 0  # leased to the dead worker
         assert deliver_due(project, FAST, now=now + 3601).delivered == 1

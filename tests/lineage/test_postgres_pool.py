@@ -64,16 +64,16 @@ def test_a_pipelined_write_begins_with_its_statements_and_fails_whole(fresh_db_u
         for _ in range(3):
             with pytest.raises(Exception, match="duplicate key"):
                 with store.write(pipelined=True) as conn:
-                    store._execute(conn, "UPDATE projects SET title = 'changed' WHERE slug = 'p'")
-                    store._execute(conn, insert)
-                    store._execute(conn, insert)  # read by nobody: fails at COMMIT
+                    store.core.execute(conn, "UPDATE projects SET title = 'changed' WHERE slug = 'p'")
+                    store.core.execute(conn, insert)
+                    store.core.execute(conn, insert)  # read by nobody: fails at COMMIT
             assert ledger.projects.project("p").title == "p"
             assert store.peek("SELECT count(*) FROM ledger_settings WHERE name = 'k'")[0] == 0
         with store.write(pipelined=True) as conn:
-            store._execute(conn, "UPDATE projects SET title = 'kept' WHERE slug = 'p'")
-            store._execute(conn, "SELECT pg_sleep(0.01)").fetchone()
+            store.core.execute(conn, "UPDATE projects SET title = 'kept' WHERE slug = 'p'")
+            store.core.execute(conn, "SELECT pg_sleep(0.01)").fetchone()
             # one transaction: its start (now()) is before this statement's, not the same
-            one_transaction = store._execute(conn, "SELECT now() < statement_timestamp()").fetchone()[0]
+            one_transaction = store.core.execute(conn, "SELECT now() < statement_timestamp()").fetchone()[0]
         assert one_transaction
         assert ledger.projects.project("p").title == "kept"
         with engine.connect() as conn:

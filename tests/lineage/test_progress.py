@@ -164,7 +164,7 @@ def _grouped(engine) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped
 
 def _totals(ledger: Ledger) -> dict[str, tuple[int, float]]:
     with ledger.store.read() as conn:
-        return ledger.store.status_totals(conn, ledger.projects.project("p").id)
+        return ledger.store.progress.status_totals(conn, ledger.projects.project("p").id)
 
 
 def test_status_totals_follow_every_write_path(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]

@@ -18,18 +18,20 @@ def _plan(engine, ledger: Ledger, project_id: int) -> str:  # type: ignore[no-un
     captured: list[str] = []
     with ledger.store.read() as conn:
         store = ledger.store
-        original = store._execute
+        original = store.core.execute
 
         def explain(conn, sql, params=()):  # type: ignore[no-untyped-def]
             rows = original(conn, "EXPLAIN " + sql, params).fetchall()
             captured.append("\n".join(row[0] for row in rows))
             return original(conn, sql, params)
 
-        store._execute = explain  # type: ignore[method-assign]
+        store.core.execute = explain  # type: ignore[method-assign]
         try:
-            store.prior_rows(conn, project_id, keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND)
+            store.search.prior_rows(
+                conn, project_id, keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
+            )
         finally:
-            del store._execute
+            del store.core.execute
     return captured[0]
 
 
@@ -91,7 +93,7 @@ def test_a_pipelined_write_runs_on_generic_plans_and_leaves_the_session_as_it_wa
     ledger = Ledger.open(postgres_url)
     try:
         with ledger.store.write(pipelined=True) as conn:
-            inside = ledger.store._execute(conn, "SHOW plan_cache_mode").fetchone()[0]
+            inside = ledger.store.core.execute(conn, "SHOW plan_cache_mode").fetchone()[0]
         with ledger.store.read() as conn:
             after = conn.execute(text("SHOW plan_cache_mode")).scalar()
         assert (inside, after) == ("force_generic_plan", "auto")
@@ -102,7 +104,7 @@ def test_a_pipelined_write_runs_on_generic_plans_and_leaves_the_session_as_it_wa
                 slug, {"status": "discard", "core_metric": i / 10, "hypothesis": f"warmup idea {i}"}, similar_prior=True
             )
         with ledger.store.write(pipelined=True) as conn:
-            plans = ledger.store._execute(
+            plans = ledger.store.core.execute(
                 conn,
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
                 "WHERE starts_with(statement, 'SELECT t.seq, t.exp_id')",
