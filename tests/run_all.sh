@@ -8,6 +8,7 @@
 # - Debian's chromium for the browser tests when /usr/bin/chromium is missing;
 # - the official MCP Inspector CLI, pinned, for the MCP end-to-end test
 #   (tests/api/test_mcp_inspector.py), with npm into ~/.cache/lineage-tests.
+# - with LINEAGE_GATE=1 (.ci/run sets it), the quality gate first (tests/gate.sh: ruff, mypy).
 # Extra arguments go to pytest (e.g. `bash tests/run_all.sh -k tsv`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +91,8 @@ ensure_venv
 ensure_postgres
 ensure_inspector
 if [ -n "${LINEAGE_NEEDS_CHROMIUM:-}" ] || ls tests/web 2>/dev/null | grep -q '^test_'; then ensure_chromium; fi
+
+if [ -n "${LINEAGE_GATE:-}" ]; then bash tests/gate.sh; fi
 
 log "running the test suite"
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider "$@"
