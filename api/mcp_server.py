@@ -3,7 +3,7 @@ tool, an MCP prompt and a resource), over stdio (``lineage mcp``) and over Strea
 HTTP (mounted at ``/mcp`` by ``lineage serve``: :func:`http_routes`).
 
 Each tool is one call of the service layer -- the same calls the HTTP API makes -- so no
-rule exists twice: ``record_trial`` is ``Ledger.record_trial`` (exp_id allocation, the
+rule exists twice: ``record_trial`` is ``ledger.recording.record_trial`` (exp_id allocation, the
 parent default and the other recording rules, idempotency, ``delta_vs_best``),
 ``get_prompt`` is ``Ledger.prompt_document``, and so on.
 

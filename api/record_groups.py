@@ -1,5 +1,5 @@
 """RecordGroups: the single-trial records a server process has in hand at once, for one
-project, go to the ledger together (:meth:`lineage.service.Ledger.record_group`).
+project, go to the ledger together (:meth:`lineage.service.ledger.recording.record_group`).
 
 A record request joins its project's queue and waits for its own outcome. While no
 group of that project is being written, the first request starts one: it yields the

@@ -1,5 +1,5 @@
 """Results files in and out: ``lineage import`` (fieldkit, autoresearch or generic, sniffed
-from the first line; atomic; through ``Ledger.import_file``, the one entrance the HTTP
+from the first line; atomic; through ``ledger.files.import_file``, the one entrance the HTTP
 import and the upload page share) and ``lineage export`` (fieldkit, extended, csv, parquet,
 or the project's own autoresearch/generic file).
 

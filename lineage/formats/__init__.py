@@ -9,7 +9,7 @@ one transaction, so a bad row imports nothing) and ``write(trials, stream, **opt
 Registered here, in this order: ``fieldkit`` (:mod:`lineage.formats.fieldkit`), then
 ``autoresearch`` and ``generic`` (:mod:`lineage.formats.autoresearch`: results tables whose
 columns are inferred per file; importing those needs the project, so the ledger's one
-import entrance, ``lineage.loops.importing.FileUses.import_file``, handles them). :func:`detect_format` tries the
+import entrance, ``lineage.loops.importing.Files.import_file``, handles them). :func:`detect_format` tries the
 registered ``sniff`` functions in registration order, so the most specific come first;
 :func:`sniff_text` is ``--format auto``, the one rule every face uses: the first
 non-blank line decides, and a file no format claims is read as ``autoresearch`` (whose

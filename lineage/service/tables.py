@@ -1,8 +1,8 @@
-"""TableUses: the project's trials as a table — atomic bulk import, streams, keyset pages.
+"""Tables (``ledger.tables``): the project's trials as a table — atomic bulk import, streams, keyset pages.
 
-Owns: :meth:`TableUses.import_trials` (the one atomic bulk insert every import ends in),
-:meth:`TableUses.stream_trials`, :meth:`TableUses.trials_page` and its stream, the API's
-:meth:`TableUses.trials_query` behind the ONE cursor codec (:func:`encode_cursor`,
+Owns: :meth:`Tables.import_trials` (the one atomic bulk insert every import ends in),
+:meth:`Tables.stream_trials`, :meth:`Tables.trials_page` and its stream, the API's
+:meth:`Tables.trials_query` behind the ONE cursor codec (:func:`encode_cursor`,
 :func:`decode_cursor`, :func:`keyset_after`), the pandas frame, and SQLite backups.
 """
 
