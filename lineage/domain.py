@@ -358,6 +358,14 @@ class Project:
     created_at: str | None = None
     updated_at: str | None = None
 
+    @property
+    def stored_id(self) -> int:
+        """The project's row id. A project read from the store always has one; only a
+        project not yet inserted has ``id=None``, and no store call takes such a one."""
+        if self.id is None:
+            raise ValueError(f"project {self.slug!r} has no id: it was not read from the store")
+        return self.id
+
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "id"}
         out["best_policy"] = self.best_policy.value

@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 from sqlalchemy import Connection
@@ -39,6 +40,17 @@ from lineage.errors import InvalidInput
 from lineage.monitor import hooks
 from lineage.monitor.progress import CRASH_STATUSES, Progress, crash_streak, trials_since
 from lineage.store import Store
+
+#: A project's guardrail row as ``Store.progress.guardrail_policy`` reads it (None: no guardrails).
+PolicyRow = dict[str, Any] | None
+
+
+class Unread(Enum):
+    """Passed as ``policy`` to :func:`after_trial`: the caller has not read the guardrail
+    row (or holds a copy that may be stale), so it is read in the transaction."""
+
+    POLICY = "unread"
+
 
 #: Guardrail name -> the policy field holding its limit.
 LIMIT_FIELDS: dict[str, str] = {
@@ -149,7 +161,7 @@ def _record_trips(
     }
     new = [name for name in now if name not in old]
     if state != old:
-        store.progress.save_tripped(conn, project.id, state)
+        store.progress.save_tripped(conn, project.stored_id, state)
     for name in new:
         value, limit = now[name]
         hooks.enqueue(
@@ -175,22 +187,22 @@ def after_trial(
     best: Trial | None,
     trial_count: int,
     subscribed: list[hooks.Subscription] | None = None,
-    policy: dict[str, Any] | None | bool = False,
+    policy: PolicyRow | Unread = Unread.POLICY,
 ) -> list[str]:
     """After ``trial`` was recorded (in the writer's transaction): update the trips; the
     names newly tripped. One primary-key look-up when the project has no guardrails; with
     them, a short index walk for a crash streak and the per-status totals for a budget.
-    ``policy``: the guardrail row already read (``Store.progress.hooks_and_guardrails``)."""
-    row = store.progress.guardrail_policy(conn, project.id) if policy is False else policy
+    ``policy``: the guardrail row already read (``Store.progress.hooks_and_guardrails``),
+    None when the project has none, or ``Unread.POLICY`` (the default) to read it here."""
+    row = store.progress.guardrail_policy(conn, project.stored_id) if policy is Unread.POLICY else policy
     if row is None:
         return []
-    policy = _policy_of(row)
-    streak = crash_streak(store, conn, project.id, trial_count) if trial.status.value in CRASH_STATUSES else 0
+    streak = crash_streak(store, conn, project.stored_id, trial_count) if trial.status.value in CRASH_STATUSES else 0
     now = tripped_now(
-        policy,
+        _policy_of(row),
         crash_streak=streak,
         trials_since_improvement=trials_since(best, trial_count),
-        hours=lambda: store.progress.total_seconds(conn, project.id) / 3600,
+        hours=lambda: store.progress.total_seconds(conn, project.stored_id) / 3600,
     )
     return _record_trips(store, conn, project, row, now, exp_id=trial.exp_id, subscribed=subscribed)
 
@@ -198,15 +210,15 @@ def after_trial(
 def reevaluate(store: Store, conn: Connection, project: Project, *, exp_id: str | None = None) -> list[str]:
     """Update the trips from the project's figures read afresh (after a trial update, an
     import or a policy change); the names newly tripped."""
-    row = store.progress.guardrail_policy(conn, project.id)
+    row = store.progress.guardrail_policy(conn, project.stored_id)
     if row is None:
         return []
     count = store.projects.project_counters(conn, project)[0]
     now = tripped_now(
         _policy_of(row),
-        crash_streak=crash_streak(store, conn, project.id, count),
+        crash_streak=crash_streak(store, conn, project.stored_id, count),
         trials_since_improvement=trials_since(store.trials.best_scored(conn, project), count),
-        hours=lambda: store.progress.total_seconds(conn, project.id) / 3600,
+        hours=lambda: store.progress.total_seconds(conn, project.stored_id) / 3600,
     )
     return _record_trips(store, conn, project, row, now, exp_id=exp_id)
 
@@ -216,23 +228,23 @@ def set_policy(store: Store, conn: Connection, project: Project, values: Mapping
     and move the project's revision (its prompt shows the guardrails)."""
     policy = check_policy(values)
     if policy.is_empty:
-        store.progress.delete_guardrail_policy(conn, project.id)
+        store.progress.delete_guardrail_policy(conn, project.stored_id)
     else:
-        store.progress.save_guardrail_policy(conn, project.id, **policy.to_dict())
+        store.progress.save_guardrail_policy(conn, project.stored_id, **policy.to_dict())
         reevaluate(store, conn, project)
-    store.progress.bump_revision(conn, project.id)
+    store.progress.bump_revision(conn, project.stored_id)
     return policy
 
 
 def policy(store: Store, conn: Connection, project: Project) -> GuardrailPolicy:
-    row = store.progress.guardrail_policy(conn, project.id)
+    row = store.progress.guardrail_policy(conn, project.stored_id)
     return GuardrailPolicy() if row is None else _policy_of(row)
 
 
 def state(store: Store, conn: Connection, project: Project, progress: Progress) -> dict[str, Any] | None:
     """The guardrails as the summary shows them: the policy and each guardrail the
     project's figures trip now, with when the trip began (None: no guardrails)."""
-    row = store.progress.guardrail_policy(conn, project.id)
+    row = store.progress.guardrail_policy(conn, project.stored_id)
     if row is None:
         return None
     current = _policy_of(row)

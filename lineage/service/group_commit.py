@@ -31,6 +31,7 @@ from sqlalchemy import Connection
 from lineage.auth import ANONYMOUS_WRITES, Role, Unauthorized, check_access, writes_open
 from lineage.domain import Project, RecordResult, next_exp_id
 from lineage.errors import LedgerError, NotFound
+from lineage.monitor import guardrails
 from lineage.service.group_reads import GroupReads
 from lineage.service.recording import BatchState, Counters, Draft, RecordingUses, draft_record
 from lineage.store import Store
@@ -196,8 +197,10 @@ class GroupCommitUses(RecordingUses):
                     )
                     if result.created:
                         created += 1
-                        # the trips a guardrail records are read back by the next item's check
-                        hooks_policy = policy if policy is None else False
+                        # the trips a guardrail records are read back by the next item's check:
+                        # the row read before the group is stale once an item may have tripped
+                        # one, so it is read again; a project without guardrails has none to read
+                        hooks_policy = policy if policy is None else guardrails.Unread.POLICY
                         self._events_of(
                             conn,
                             project,

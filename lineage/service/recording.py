@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from sqlalchemy import Connection
 
@@ -137,7 +137,7 @@ def draft_record(project: Project, fields: Mapping[str, Any], *, sketch: bool) -
     return Draft(prepared, proposed, concepts, query, tuple(similar_sketch(query[1])))
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -231,7 +231,7 @@ def rank_similar_prior(
     if rows is None:
         rows = store.search.prior_rows(
             conn,
-            project.id,
+            project.stored_id,
             similar.sketch(words),
             recent=similar.PRIOR_RECENT,
             per_band=similar.PRIOR_PER_BAND,
@@ -564,7 +564,7 @@ class RecordingUses:
         trial_count: int,
     ) -> None:
         """In a new trial's transaction: its events to the outbox and the guardrails' trips."""
-        subscribed, policy = self.store.progress.hooks_and_guardrails(conn, project.id)
+        subscribed, policy = self.store.progress.hooks_and_guardrails(conn, project.stored_id)
         self._events_of(
             conn,
             project,
@@ -588,10 +588,10 @@ class RecordingUses:
         *,
         trial_count: int,
         subscribed: list[Any],
-        policy: dict[str, Any] | None | bool,
+        policy: guardrails.PolicyRow | guardrails.Unread,
     ) -> None:
         """A new trial's events and trips, with the webhooks and guardrail row read already
-        (``policy=False``: read it here)."""
+        (``policy=Unread.POLICY``: read it here)."""
         best = result.trial if result.is_new_best else result.best_before
         hooks.trial_events(
             self.store,
