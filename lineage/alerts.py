@@ -163,12 +163,12 @@ class Alerts:
             ):
                 return self._replayed_alert(conn, project, key, digest, exp_id, level, title, text), False
             alert_id = store.alerts.insert_alert(
-                conn, project.id, trial_id, level=level, title=title, text=text, step=step, wall_time=wall
+                conn, project.stored_id, trial_id, level=level, title=title, text=text, step=step, wall_time=wall
             )
             if key is not None:
                 store.tokens.set_key_result(conn, project, SCOPE, key, {"alert_id": alert_id})
-            store.progress.bump_revision(conn, project.id)
-            alert = _alert_from_row(store.alerts.alert_row(conn, project.id, alert_id) or ())
+            store.progress.bump_revision(conn, project.stored_id)
+            alert = _alert_from_row(store.alerts.alert_row(conn, project.stored_id, alert_id) or ())
             hooks.alert_event(store, conn, project, store.trials.trial(conn, project, exp_id), alert.to_dict())
         return alert, True
 
@@ -220,7 +220,7 @@ class Alerts:
             project = store.projects.project(conn, project_slug)
             trial_id = store.telemetry.trial_row_id(conn, project, exp_id) if exp_id is not None else None
             rows = store.alerts.alert_rows(
-                conn, project.id, trial_id=trial_id, levels=chosen, before_id=before_id, limit=limit + 1
+                conn, project.stored_id, trial_id=trial_id, levels=chosen, before_id=before_id, limit=limit + 1
             )
         found = [_alert_from_row(row) for row in rows[:limit]]
         return found, (found[-1].id if len(rows) > limit else None)

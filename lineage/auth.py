@@ -56,7 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lineage.errors import Conflict, InvalidInput, LedgerError
 
@@ -156,7 +156,7 @@ class TokenRecord:
         }
 
 
-def _record(row: tuple | None) -> TokenRecord | None:  # type: ignore[type-arg]
+def _record(row: tuple[Any, ...] | None) -> TokenRecord | None:
     if row is None:
         return None
     id_, name, role, _hash, created, used, revoked = row

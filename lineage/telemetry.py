@@ -162,7 +162,7 @@ def _whole(value: object) -> int | None:
     """``value`` as an int when it is a whole number (``8020`` or ``8020.0``: JSON Schema's
     integers), else None; never a bool or a string."""
     if type(value) is int:
-        return value  # type: ignore[return-value]
+        return value
     if type(value) is float and value.is_integer():
         return int(value)
     return None

@@ -15,6 +15,9 @@ from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from jinja2 import Template
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
     from lineage.alerts import Alert
     from lineage.monitor import progress
 
@@ -26,7 +29,7 @@ PROMPT_FACES = ("http", "mcp", "cli")
 DEFAULT_PROMPT_TEMPLATE_FILE = "prompt_wrapper.md.j2"
 
 
-def _template_environment():  # type: ignore[no-untyped-def]
+def _template_environment() -> ImmutableSandboxedEnvironment:
     """The Jinja2 environment of prompt templates: sandboxed (templates come from API
     users), no autoescaping (the output is Markdown), trailing newline kept."""
     global _ENVIRONMENT
@@ -37,11 +40,11 @@ def _template_environment():  # type: ignore[no-untyped-def]
     return _ENVIRONMENT
 
 
-_ENVIRONMENT = None
+_ENVIRONMENT: ImmutableSandboxedEnvironment | None = None
 _COMPILED: dict[str, Any] = {}
 
 
-def _compiled(source: str):  # type: ignore[no-untyped-def]
+def _compiled(source: str) -> Template:
     """The compiled template of ``source`` (a pure function of the text, so caching it is
     safe across projects and server instances)."""
     template = _COMPILED.get(source)

@@ -261,7 +261,7 @@ class Agent:
         ranker: Ranker | None = None,
         candidates: int = similar_text.CANDIDATES,
     ) -> list[Similar]:
-        rows = self.store.search.candidate_rows(conn, project.id, terms, limit=candidates)
+        rows = self.store.search.candidate_rows(conn, project.stored_id, terms, limit=candidates)
         return similar_text.rank(
             text, [Candidate(*row) for row in rows], limit=limit, min_score=min_score, ranker=ranker
         )
@@ -307,7 +307,7 @@ class Agent:
         """Remove a webhook with its outbox rows; :class:`NotFound` (field ``hook_id``)."""
         with self.store.write() as conn:
             project = self.store.projects.project(conn, project_slug)
-            if not self.store.outbox.delete_hook(conn, project.id, hook_id):
+            if not self.store.outbox.delete_hook(conn, project.stored_id, hook_id):
                 raise NotFound("webhook", f"{project.slug}/{hook_id}", field="hook_id")
 
 

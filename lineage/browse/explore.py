@@ -340,6 +340,8 @@ def _group_stats(mine: Any, band: str) -> dict[str, Any]:
 
     present = np.isfinite(mine)
     n = present.sum(axis=0)
+    lo: Any
+    hi: Any
     with np.errstate(invalid="ignore", divide="ignore"):
         total = np.where(present, mine, 0.0).sum(axis=0)
         mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)

@@ -189,11 +189,11 @@ def _settle(axis: Axis, raw: list[Any]) -> tuple[Axis, list[Any]]:
     ]
     counts = Counter(t for t in texts if t is not None)
     named = {t for t, _ in counts.most_common(MAX_CATEGORIES)}
-    values = [None if t is None else (t if t in named else OTHER) for t in texts]
+    categories = [None if t is None else (t if t in named else OTHER) for t in texts]
     order = sorted(named, key=_natural)
     if len(counts) > len(named):
         order.append(OTHER)
-    return Axis(axis.key, axis.label, "category", axis.source, axis.name, axis.summary, tuple(order)), values
+    return Axis(axis.key, axis.label, "category", axis.source, axis.name, axis.summary, tuple(order)), categories
 
 
 def _natural(text: str) -> tuple[Any, ...]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlalchemy import Connection
+
 from lineage.chain import chain_length, chain_slice, current_best, on_chain
 from lineage.domain import Project, Trial, check_window
 from lineage.store import Store
@@ -192,10 +194,10 @@ def tree_window(
 
 def _ancestors(
     store: Store,
-    conn,
+    conn: Connection,
     project: Project,
     exp_id: str,
-    count: int,  # type: ignore[no-untyped-def]
+    count: int,
     length: int,
 ) -> tuple[list[Trial], int]:
     """The first ``count`` trials of the chain ending at ``exp_id`` (of ``length``) as
@@ -212,11 +214,11 @@ def _ancestors(
 
 def _flat(
     store: Store,
-    conn,
+    conn: Connection,
     project: Project,
     best: Trial | None,
     length: int,
-    focus: str | None,  # type: ignore[no-untyped-def]
+    focus: str | None,
     offset: int,
     per_node: int,
     depth: int,

@@ -175,7 +175,7 @@ class FileFollower:
                     return
                 if raw in ("stop", "signal"):
                     return
-                if raw == "timeout":
+                if isinstance(raw, str):  # "timeout": no change within the step
                     if stat() != last_stat[0]:
                         sync()
                     continue

@@ -131,7 +131,8 @@ def record_result(
             raise InvalidInput("set", f"no column {name!r}; the columns are {', '.join(work.columns)}")
         extra[work.extra_key(name)] = _typed_value(raw, name, work)
     tip, first = ledger.files.branch_tip(project_slug, [s.value for s in ar.ADVANCING])
-    parent = (tip or first).exp_id if (tip or first) else ""
+    newest = tip or first
+    parent = newest.exp_id if newest else ""
     fields: dict[str, Any] = {
         "status": label,
         "core_metric": value,

@@ -306,7 +306,7 @@ class ResultsSync(FileFollower):
         except InvalidInput:
             # some of these exp_ids were stored meanwhile, by ``record`` or the API
             self._load()
-            if any((k := self.known.get(t.exp_id)) is not None and k.line is None for t in trials):  # type: ignore[union-attr]
+            if any((k := self.known.get(t.exp_id)) is not None and k.line is None for t in trials):
                 self._full(self.done_text, report)  # not from the file: these rows get fresh exp_ids
                 return
             for trial, text in zip(trials, texts):  # from the file (``record --append-tsv``): one by one

@@ -31,6 +31,10 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lineage.service import Ledger
 
 log = logging.getLogger("lineage.hooks")
 
@@ -92,7 +96,7 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None  # a 3xx becomes an HTTPError: a failed attempt
 
 
@@ -125,8 +129,8 @@ def post(url: str, body: bytes, *, secret: str, headers: dict[str, str], timeout
         return f"{type(reason).__name__}: {reason}"
 
 
-def deliver_due(  # type: ignore[no-untyped-def]
-    ledger,
+def deliver_due(
+    ledger: Ledger,
     policy: DeliveryPolicy | None = None,
     *,
     now: float | None = None,
@@ -188,7 +192,7 @@ def deliver_due(  # type: ignore[no-untyped-def]
             return report
 
 
-async def delivery_loop(ledger, policy: DeliveryPolicy | None = None) -> None:  # type: ignore[no-untyped-def]
+async def delivery_loop(ledger: Ledger, policy: DeliveryPolicy | None = None) -> None:
     """Deliver due events every ``poll_s`` seconds until cancelled (the server's lifespan)."""
     policy = policy or DeliveryPolicy.from_env()
     stop = threading.Event()

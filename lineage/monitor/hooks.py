@@ -170,19 +170,21 @@ def add_hook(
     """Add a hook; returns it with its signing secret (shown this once)."""
     url, chosen, body_format = check_url(url), check_events(events), check_format(body_format)
     secret = new_secret()
-    hook_id = store.outbox.insert_hook(conn, project.id, url=url, events=chosen, body_format=body_format, secret=secret)
+    hook_id = store.outbox.insert_hook(
+        conn, project.stored_id, url=url, events=chosen, body_format=body_format, secret=secret
+    )
     return Hook(hook_id, project.slug, url, chosen, body_format, None), secret
 
 
 def list_hooks(store: Store, conn: Connection, project: Project) -> list[Hook]:
     return [
         Hook(id_, project.slug, url, tuple(events), fmt, iso_stamp(created), pending, delivered, failed)
-        for id_, url, events, fmt, created, pending, delivered, failed in store.outbox.hooks(conn, project.id)
+        for id_, url, events, fmt, created, pending, delivered, failed in store.outbox.hooks(conn, project.stored_id)
     ]
 
 
 def subscriptions(store: Store, conn: Connection, project: Project) -> list[Subscription]:
-    return store.outbox.subscriptions(conn, project.id)
+    return store.outbox.subscriptions(conn, project.stored_id)
 
 
 def _trial_brief(trial: Trial) -> dict[str, Any]:
@@ -243,7 +245,7 @@ def enqueue(
 ) -> int:
     """Write ``event_type`` to the outbox for each hook that wants it, in the caller's
     transaction; how many rows were written. ``subscribed``: the hooks, if already read."""
-    hooks = store.outbox.subscriptions(conn, project.id) if subscribed is None else subscribed
+    hooks = store.outbox.subscriptions(conn, project.stored_id) if subscribed is None else subscribed
     wanted = [(hook_id, fmt) for hook_id, events, fmt in hooks if event_type in events]
     if not wanted:
         return 0

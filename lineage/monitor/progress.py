@@ -142,7 +142,7 @@ class Progress:
             "best": None
             if best is None
             else {
-                **_brief(best),
+                **_brief_of(best),
                 "reached_at": best.timestamp or best.created_at,
                 "reached_at_trial": (best.seq or 0) + 1,
             },
@@ -181,8 +181,10 @@ class Progress:
 
 
 def _brief(trial: Trial | None) -> dict[str, Any] | None:
-    if trial is None:
-        return None
+    return None if trial is None else _brief_of(trial)
+
+
+def _brief_of(trial: Trial) -> dict[str, Any]:
     return {
         "exp_id": trial.exp_id,
         "status": trial.status.value,
@@ -223,13 +225,13 @@ def trials_since(best: Trial | None, trial_count: int) -> int:
 def measure(store: Store, conn: Connection, project: Project, *, last_n: int = DEFAULT_LAST_N) -> Progress:
     """The project's progress, read in the caller's transaction."""
     last_n = check_last_n(last_n)
-    totals = store.progress.status_totals(conn, project.id)
+    totals = store.progress.status_totals(conn, project.stored_id)
     by_status = {status: count for status, (count, _) in totals.items()}
     trials = sum(by_status.values())
-    recent = store.progress.recent_status_counts(conn, project.id, last_n) if trials else {}
+    recent = store.progress.recent_status_counts(conn, project.stored_id, last_n) if trials else {}
     best = store.trials.best_scored(conn, project)
     baseline = store.progress.first_with_status(
-        conn, project.id, FailureLabel.BASELINE.value
+        conn, project.stored_id, FailureLabel.BASELINE.value
     ) or store.trials.first_trial(conn, project)
     lower = project.lower_is_better
     improvement = None
@@ -243,7 +245,7 @@ def measure(store: Store, conn: Connection, project: Project, *, last_n: int = D
         if reference is not None:
             moved = max(0.0, gain(best.core_metric, reference, lower_is_better=lower))  # type: ignore[arg-type]
             per_10 = moved * 10 / window
-    streak = crash_streak(store, conn, project.id, trials)
+    streak = crash_streak(store, conn, project.stored_id, trials)
     since = trials_since(best, trials)
     rule = TrendRule.for_window(last_n)
     return Progress(

@@ -57,6 +57,7 @@ def _named(error: LedgerError, index: int) -> LedgerError:
     """``error`` with its field named as ``trials[index].field`` (the item's place)."""
     field = getattr(error, "field", None)
     where = f"trials[{index}]" + (f".{field}" if field else "")
+    named: LedgerError
     if isinstance(error, InvalidInput):
         named = InvalidInput(where, error.reason, line=error.line, column=error.column)
     elif isinstance(error, Conflict):

@@ -78,7 +78,7 @@ class GroupReads:
         named = store.trials.parents_cursor(conn, project, ids) if ids else None
         links = store.trials.links_cursor(conn, project, parents) if parents else None
         bands = store.search.bands_cursor(
-            conn, project.id, keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
+            conn, project.stored_id, keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
         )
         named_ids = frozenset(store.trials.fetch_column(named)) if named is not None else frozenset()
         stored_links = {row[0]: (row[1], row[2]) for row in links.fetchall()} if links is not None else {}
@@ -112,7 +112,7 @@ class GroupReads:
             prior = self._shortlist(prior_keys)
         else:
             prior = store.search.prior_rows(
-                conn, project.id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
+                conn, project.stored_id, prior_keys, recent=similar.PRIOR_RECENT, per_band=similar.PRIOR_PER_BAND
             )
         return NewTrialReads(named, link, prior)
 
@@ -136,6 +136,7 @@ class GroupReads:
         if adopted:
             self.links.clear()
         self.links[trial.exp_id] = next_link(trial.exp_id, link)
+        assert trial.seq is not None, "a written trial has its seq"
         self.made.append(
             (
                 (

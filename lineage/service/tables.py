@@ -12,7 +12,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lineage.chain import find_cycle
 from lineage.domain import FailureLabel, ImportReport, Project, Trial, check_window
@@ -22,6 +22,9 @@ from lineage.service.projects import new_project
 from lineage.store import Store
 from lineage.store.chain import next_link
 from lineage.store.filter_sql import parse_sort, sort_value
+
+if TYPE_CHECKING:
+    import pandas
 
 ProgressCallback = Callable[[int], None]
 #: The trials table's named sort orders (each walks an index); any trial field or
@@ -221,7 +224,7 @@ class Tables:
             project = self.store.projects.project(conn, project_slug)
             yield from self.store.trials.stream_trials(conn, project)
 
-    def dataframe(self, project_slug: str):  # type: ignore[no-untyped-def]
+    def dataframe(self, project_slug: str) -> pandas.DataFrame:
         """The project's trials as a pandas DataFrame (one row per trial, insertion order,
         indexed by exp_id) with the typed, stable schema of
         :mod:`lineage.formats.table_export` (``extra.*`` flattened, UTC timestamps,
@@ -389,7 +392,7 @@ def decode_cursor(cursor: str, *, sort: str, descending: bool, field: str = "cur
     if made_sort != sort or made_desc != descending:
         order = "descending" if made_desc else "ascending"
         raise InvalidInput(field, f"was made for sort={made_sort!r} ({order}); ask with the same order")
-    shape = (int,) if sort == "seq" else (int, (float, int, str, type(None)), int)
+    shape: tuple[type | tuple[type, ...], ...] = (int,) if sort == "seq" else (int, (float, int, str, type(None)), int)
     if (
         not isinstance(after, list)
         or len(after) != len(shape)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import IO, Any
 
 from lineage.domain import Trial
 from lineage.errors import InvalidInput
@@ -132,7 +132,7 @@ class Writer:
     """Writes trials in a layout: each trial's own text while it still says the same,
     rendered rows otherwise. Call :meth:`write` for every trial, then :meth:`close`."""
 
-    def __init__(self, stream: TextIO, layout: Layout) -> None:
+    def __init__(self, stream: IO[str], layout: Layout) -> None:
         self.stream = stream
         self.layout = layout
         self.parser = RowParser(layout)
@@ -219,7 +219,7 @@ class Writer:
 
 def write_trials(
     trials: Iterable[Trial],
-    stream: TextIO,
+    stream: IO[str],
     *,
     layout: Layout | Mapping[str, Any] | None = None,
     metric_name: str = "val_bpb",
