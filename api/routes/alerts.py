@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
-from api.schema_types import non_blank, text, whole_number
+from api.schema_types import TEXT_CHECKS, WholeNumber, non_blank
 from api.schemas import Number, Strict, Text
 from lineage.alerts import ALERT_LEVELS, MAX_LIMIT, MAX_STEP, MAX_TEXT, MAX_TITLE
 
@@ -35,10 +35,10 @@ _CONTROL = "\\x00-\\x1f\\x7f"
 #: Levels, comma-separated; white space around each and empty parts are ignored.
 _LEVEL = "|".join(ALERT_LEVELS)
 _LEVELS = f"^\\s*({_LEVEL})?\\s*(,\\s*({_LEVEL})?\\s*)*$"
-AlertTitle = text(max_length=MAX_TITLE, pattern=non_blank(_CONTROL))
-AlertText = text(max_length=MAX_TEXT)
-AlertStep = whole_number(0, MAX_STEP)
-LevelList = text(pattern=_LEVELS)
+AlertTitle = Annotated[str, Field(max_length=MAX_TITLE, pattern=non_blank(_CONTROL)), *TEXT_CHECKS]
+AlertText = Annotated[str, Field(max_length=MAX_TEXT), *TEXT_CHECKS]
+AlertStep = Annotated[int, WholeNumber(0, MAX_STEP)]
+LevelList = Annotated[str, Field(pattern=_LEVELS), *TEXT_CHECKS]
 
 
 class AlertCreate(Strict):
