@@ -33,18 +33,22 @@ import contextlib
 import functools
 import inspect
 import json
-from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, WithJsonSchema
 
-try:  # mcp 2.x
+if TYPE_CHECKING:  # typed against mcp 2.x, the installed SDK (its fastmcp module is a stub that raises)
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-except ImportError:  # mcp 1.x calls the same server FastMCP
-    from mcp.server.fastmcp import Context  # type: ignore[no-redef]
-    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[no-redef]
-    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+else:
+    try:  # mcp 2.x
+        from mcp.server.mcpserver import Context, MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError:  # mcp 1.x calls the same server FastMCP
+        from mcp.server.fastmcp import Context
+        from mcp.server.fastmcp import FastMCP as MCPServer
+        from mcp.server.fastmcp.exceptions import ToolError
 
 from lineage.alerts import ALERT_LEVELS
 from lineage.auth import Role, Unauthorized, check_access
@@ -576,7 +580,7 @@ class McpEndpoint:
         self.app: Any = None
 
     @contextlib.asynccontextmanager
-    async def running(self):  # type: ignore[no-untyped-def]
+    async def running(self) -> AsyncIterator[None]:
         server, app = http_app(self.ledger, anonymous_read=self.anonymous_read, exposed=self.exposed)
         async with server.session_manager.run():
             self.app = app
