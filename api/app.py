@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -28,6 +29,9 @@ from api.settings import Settings
 from lineage import migrate
 from lineage.db import SERVER_WAL_AUTOCHECKPOINT, checkpoint, refresh_statistics
 from lineage.service import Ledger
+
+if TYPE_CHECKING:  # imported by the first request (api.mcp_lazy)
+    from api.mcp_lazy import LazyMcp
 
 DESCRIPTION = """\
 The experiment lineage ledger's JSON API.
@@ -125,7 +129,7 @@ async def _maintenance_loop(ledger: Ledger) -> None:
             pass
 
 
-def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings):  # type: ignore[no-untyped-def]
+def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings) -> LazyMcp | None:
     """MCP at ``/mcp`` (Streamable HTTP, ``api.mcp_server.McpEndpoint``, imported and
     started by the first request: ``api.mcp_lazy``), with the JSON API's tokens and
     roles; None when the MCP SDK is not installed (the ``mcp`` extra)."""
@@ -134,7 +138,8 @@ def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings):  # type: ign
     if not mcp_installed():
         return None
     endpoint = LazyMcp(ledger, anonymous_read=settings.anonymous_read, exposed=settings.exposed)
-    app.router.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    # an ASGI app, not a request handler: Starlette's Route serves a non-function endpoint as one
+    app.router.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)  # type: ignore[arg-type]
     return endpoint
 
 

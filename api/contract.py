@@ -243,7 +243,7 @@ def contract_document(app: FastAPI) -> dict[str, Any]:
     paths = document["paths"]
     operation_ids: dict[str, tuple[str, str]] = {}
     for route in _api_routes(app):
-        for method in sorted(route.methods - {"HEAD"}):
+        for method in sorted((route.methods or set()) - {"HEAD"}):  # an APIRoute always has them
             operation = paths[route.path_format][method.lower()]
             operation_ids[route.name] = (operation["operationId"], route.path_format)
             for status in error_statuses(route):

@@ -98,7 +98,7 @@ def principal_of(request: Request) -> TokenRecord | None:
     return record
 
 
-def _require(role: Role):  # type: ignore[no-untyped-def]
+def _require(role: Role) -> Callable[[Request], Awaitable[Access]]:
     async def dependency(request: Request) -> Access:
         principal = principal_of(request)
         ledger = request.app.state.ledger

@@ -19,14 +19,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
+# Starlette's ASGI types: an app is an async function (its call is a task's coroutine)
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
 
 log = logging.getLogger("lineage.serve")
 

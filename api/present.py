@@ -15,7 +15,7 @@ import io
 import json
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from fastapi import Request
@@ -30,6 +30,9 @@ from lineage.formats.autoresearch import ImportOptions
 from lineage.formats.fieldkit import iter_tsv, write_trials
 from lineage.formats.text import check_text
 from lineage.service import Ledger, RecordResult, default_prompt_template
+
+if TYPE_CHECKING:  # imported where used: telemetry stays off the startup path
+    from lineage.telemetry_columns import PointColumns
 
 TSV = "text/tab-separated-values; charset=utf-8"
 MARKDOWN = "text/markdown; charset=utf-8"
@@ -257,8 +260,8 @@ def ingest_telemetry(ledger: Ledger, slug: str, exp_id: str, body: bytes, key: s
 
     columnar = _columnar_batch(body) if b'"columns"' in body else None
     if columnar is not None:
-        rows, batch_id = columnar
-        return telemetry_accepted(ledger.telemetry.ingest_telemetry(slug, exp_id, rows, key=batch_id or key))
+        columns, batch_id = columnar
+        return telemetry_accepted(ledger.telemetry.ingest_telemetry(slug, exp_id, columns, key=batch_id or key))
     try:
         batch = schemas.TELEMETRY_BATCH.validate_json(body)
     except ValidationError as exc:
@@ -267,8 +270,8 @@ def ingest_telemetry(ledger: Ledger, slug: str, exp_id: str, body: bytes, key: s
     return telemetry_accepted(ledger.telemetry.ingest_telemetry(slug, exp_id, rows, key=batch.get("batch_id") or key))
 
 
-def _columnar_batch(body: bytes) -> tuple[list[Any], str | None] | None:
-    """``(rows, batch_id)`` of a batch in the columnar form (``lineage.telemetry_columns``),
+def _columnar_batch(body: bytes) -> tuple[PointColumns, str | None] | None:
+    """``(columns, batch_id)`` of a batch in the columnar form (``lineage.telemetry_columns``),
     checked a column at a time; None when the body is not one (the point list's path
     answers it, parse errors included)."""
     from lineage import telemetry

@@ -14,7 +14,7 @@ import io
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO
 
 import click
 
@@ -131,7 +131,7 @@ def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) 
 
 
 @contextlib.contextmanager
-def _open_out(output: Path | None) -> Iterator[IO[str]]:
+def _open_out(output: Path | None) -> Iterator[TextIO]:
     if output is None:
         yield sys.stdout
         return

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from api.cli.base import ledger_of
 from lineage.auth import is_loopback
+
+if TYPE_CHECKING:  # the CLI imports the ledger where a command needs it
+    from lineage.service import Ledger
 
 EXIT_REFUSED = 2
 
@@ -105,7 +109,7 @@ def demo(ctx: click.Context) -> None:
     _load_demo(ledger_of(ctx), quiet=False)
 
 
-def _load_demo(ledger, *, quiet: bool) -> None:  # type: ignore[no-untyped-def]
+def _load_demo(ledger: Ledger, *, quiet: bool) -> None:
     from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
     from lineage.errors import Conflict, NotFound
 
@@ -203,7 +207,7 @@ def backup(ctx: click.Context, out: Path, force: bool) -> None:
 # -- the HTTP API's side: bind check, tokens, MCP ----------------------------------------
 
 
-def refuse_open_bind(ctx: click.Context, ledger, host: str) -> None:  # type: ignore[no-untyped-def]
+def refuse_open_bind(ctx: click.Context, ledger: Ledger, host: str) -> None:
     """Exit (one line on stderr, status 2) when ``host`` is not loopback and no token exists:
     nobody could use such a server but anonymously. Past the start, ``lineage.auth.allowed``
     refuses every anonymous write of a server on a non-loopback address (LINEAGE_BIND_HOST)."""

@@ -112,7 +112,7 @@ def trials(
 
 
 def _table(rows: list[Any], width: int) -> None:
-    table = [
+    table: list[tuple[str, ...]] = [
         (
             t.label,
             t.status.value,
@@ -124,7 +124,7 @@ def _table(rows: list[Any], width: int) -> None:
         )
         for t in rows
     ]
-    headers = _HEADERS
+    headers: tuple[str, ...] = _HEADERS
     if not any(t.specialist for t in rows):  # a loop without specialists: no empty column
         headers = tuple(h for h in _HEADERS if h != "specialist")
         table = [(*r[:5], r[6]) for r in table]

@@ -40,7 +40,7 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     first = math.ceil(lo / step - 1e-9) * step
-    ticks = []
+    ticks: list[float] = []
     value = first
     while value <= hi + step * 1e-9 and len(ticks) < 50:
         ticks.append(0.0 if abs(value) < step * 1e-9 else value)

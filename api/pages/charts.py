@@ -154,10 +154,10 @@ def metric_chart(
                 p,
                 frame.x(p.x),
                 frame.top if p.y > yd[1] else height - frame.bottom,  # type: ignore[operator]
-                up=p.y > yd[1],
+                up=p.y > yd[1],  # type: ignore[operator]  # scored: y is not None
                 size=radius + 1.5,
             )
-        )  # type: ignore[operator]
+        )
     if running_best:
         parts.append(f'<path class="runbest" d="{_step_path(running_best, frame.x, frame.y, xd[1])}"/>')
     if best_x is not None:
@@ -373,7 +373,7 @@ def scatter(
         height = width - 62 - 12 + 12 + 40
     frame = _Frame(width, height, left=62, right=12, top=12, bottom=40)
     xs = [p.x for p in shown]
-    ys = [p.y for p in shown]  # type: ignore[misc]
+    ys = [p.y for p in shown if p.y is not None]  # shown already holds only these
     # pad 10%: a marker at the extreme stays clear of the axes
     if diagonal:  # one square domain, so the diagonal is at 45 degrees
         d = _domain([*xs, *ys], pad=0.1, include=[0.0])

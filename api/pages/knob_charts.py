@@ -280,7 +280,11 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
         for py, text in ticks[:12]:
             parts.append(f'<text class="tick" x="{_n(x + 5)}" y="{_n(py + 4)}">{escape(text)}</text>')
     slug = view.project.slug
-    value_of: list[Callable[[KnobPoint], Any]] = [lambda p, i=i: p.values[i] for i in indices]
+
+    def value_at(i: int) -> Callable[[KnobPoint], Any]:
+        return lambda p: p.values[i]
+
+    value_of = [value_at(i) for i in indices]
     value_of.append(lambda p: p.metric)
 
     def path(p: KnobPoint) -> str:

@@ -119,7 +119,7 @@ async def upload(request: Request, viewer: Viewer = Reader) -> HTMLResponse:
     data = b""
     source = values["source"] or "pasted text"
     if upload_file is not None and hasattr(upload_file, "read"):
-        data = await upload_file.read(MAX_UPLOAD_BYTES + 1)  # type: ignore[union-attr]
+        data = await upload_file.read(MAX_UPLOAD_BYTES + 1)
         if data:
             source = getattr(upload_file, "filename", None) or "uploaded file"
     if not data:

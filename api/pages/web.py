@@ -8,6 +8,7 @@ turns a misspelt variable into an error in the tests rather than an empty cell.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -19,11 +20,14 @@ from urllib.parse import quote, urlencode
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 
-import lineage.templates
 from api.pages import access
 from api.pages.charts import status_class
 
-TEMPLATES_DIR = Path(lineage.templates.__file__).resolve().parent
+# templates/ ships as lineage.templates (a package-dir mapping mypy cannot follow): imported
+# by its name, as lineage.migrate does lineage.migrations
+_templates = importlib.import_module("lineage.templates")
+assert _templates.__file__ is not None  # a regular package, never a namespace one
+TEMPLATES_DIR = Path(_templates.__file__).resolve().parent
 STATIC_DIR = TEMPLATES_DIR / "static"
 
 #: Sent with every page: nothing but this server's own scripts, styles and images.

@@ -10,6 +10,8 @@ One router; each operation keeps its OpenAPI tag (``agent`` or ``progress``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from enum import Enum
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -37,8 +39,8 @@ from api.schemas import (
 
 router = APIRouter(prefix="/api/v1/projects/{project}")
 
-AGENT = ["agent"]
-PROGRESS = ["progress"]
+AGENT: list[str | Enum] = ["agent"]  # FastAPI takes list[str | Enum] (invariant)
+PROGRESS: list[str | Enum] = ["progress"]
 
 
 def _component_refs(model: type) -> dict[str, Any]:
@@ -132,13 +134,13 @@ async def get_summary(project: ProjectSlug, args: Annotated[ProgressQuery, Query
 
 
 @router.get("/guardrails", tags=PROGRESS, response_model=GuardrailsOut)
-async def get_guardrails(project: ProjectSlug, who: Reader) -> dict[str, Any]:
+async def get_guardrails(project: ProjectSlug, who: Reader) -> Mapping[str, Any]:
     found = who.ledger.agent.summary(project).guardrails
     return found or {"policy": who.ledger.agent.guardrail_policy(project).to_dict(), "tripped": []}
 
 
 @router.put("/guardrails", tags=PROGRESS, response_model=GuardrailsOut)
-async def put_guardrails(project: ProjectSlug, body: GuardrailPolicyBody, who: Writer) -> dict[str, Any]:
+async def put_guardrails(project: ProjectSlug, body: GuardrailPolicyBody, who: Writer) -> Mapping[str, Any]:
     """Replace the guardrails (a missing or null limit is off); a limit already reached trips now."""
     await who.small_write(who.ledger.agent.set_guardrails, project, body.model_dump())
     found = who.ledger.agent.summary(project).guardrails
