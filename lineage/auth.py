@@ -2,7 +2,7 @@
 
 Tokens
     ``llt_`` followed by 43 URL-safe characters (256 random bits), made by
-    :meth:`TokenUses.create_token` and shown once. The ledger stores only the SHA-256 of the token
+    :meth:`Tokens.create_token` and shown once. The ledger stores only the SHA-256 of the token
     (a hash of a high-entropy secret needs no salt or slow KDF), looks it up by that
     hash and compares the hashes in constant time. Revoking (:func:`revoke_token`) takes
     effect on the next request: every request verifies against the database, so several
@@ -35,7 +35,7 @@ Anonymous writes (the ``anonymous_writes`` setting of the ledger, :class:`Anonym
     state). Creating the first token closes them (``closed``, stored with the token),
     and they stay closed when tokens are revoked -- also the last one, so a "revoke the
     old, create the new" rotation opens no window. Only an explicit change
-    (:meth:`TokenUses.set_anonymous_writes`: ``lineage token anonymous-writes open`` or an
+    (:meth:`Tokens.set_anonymous_writes`: ``lineage token anonymous-writes open`` or an
     admin's ``PUT /api/v1/access``) opens them again; the change is stored with who made
     it and logged (logger ``lineage.audit``).
 

@@ -28,7 +28,7 @@ Idempotent batches
     other points is a :class:`~lineage.errors.Conflict`. Without a key a batch is
     inserted every time it is sent.
 
-Series (:meth:`TelemetryUses.telemetry_series`)
+Series (:meth:`Telemetry.telemetry_series`)
     Points are grouped into series by ``(name, turn)``, in step order. A series of at
     most ``max_points`` points comes back whole (``method: raw``). A longer one is
     downsampled by **min/max per bucket** (``method: minmax``): its step range
@@ -37,7 +37,7 @@ Series (:meth:`TelemetryUses.telemetry_series`)
     and last step, the minimum, the maximum, the mean and the number of points, so a
     plot keeps every spike.
 
-Summary (:meth:`TelemetryUses.summarize_telemetry`)
+Summary (:meth:`Telemetry.summarize_telemetry`)
     The trial's clip-scale statistics derived from the not-per-turn series that
     ``trainer_hooks`` logs every step (:data:`SUMMARY_SOURCES`), each logged point
     weighing the same:
@@ -100,7 +100,7 @@ MAX_ABS_VALUE = 1e150
 #: A name: no control characters (C0 and DEL).
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 _NAME = re.compile(NAME_PATTERN)
-#: Points per series above which :meth:`TelemetryUses.telemetry_series` downsamples (the default ``max_points``).
+#: Points per series above which :meth:`Telemetry.telemetry_series` downsamples (the default ``max_points``).
 DEFAULT_MAX_POINTS = 2_000
 SCOPE = "telemetry"
 

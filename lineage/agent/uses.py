@@ -1,10 +1,10 @@
-"""AgentUses: what an agent reads and is told, and the loop's health it acts on.
+"""Agent (``ledger.agent``): what an agent reads and is told, and the loop's health it acts on.
 
-Owns: the session-start prompt (:meth:`AgentUses.prompt_view`, ``render_prompt``,
+Owns: the session-start prompt (:meth:`Agent.prompt_view`, ``render_prompt``,
 ``prompt_document``: fieldkit's text or the loop's own, :mod:`lineage.agent.loop_render`,
 with the wrapper of :mod:`lineage.agent.prompt`, which lists the newest alerts of the
 training code, :mod:`lineage.alerts`), KNOWLEDGE.md as
-text and as data, "was this tried?" (:meth:`AgentUses.find_similar`; the text and ranking
+text and as data, "was this tried?" (:meth:`Agent.find_similar`; the text and ranking
 rules are :mod:`lineage.similar`'s), the progress summary, guardrail policies and webhooks
 (the rules are :mod:`lineage.monitor`'s).
 """

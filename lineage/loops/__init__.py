@@ -1,7 +1,7 @@
 """RESULTS-FILE LOOP: a loop's ``results.tsv`` (karpathy/autoresearch and its variants,
 generic tables) as use-cases of the ledger.
 
-- :mod:`lineage.loops.importing` — ``FileUses`` (mixed into ``Ledger``): the one import
+- :mod:`lineage.loops.importing` — ``Files`` (``ledger.files``): the one import
   entrance (``ledger.import_file`` / ``ledger.import_results``), export, the stored layout;
 - :mod:`lineage.loops.follow`, :mod:`lineage.loops.watch`, :mod:`lineage.loops.remote` —
   ``lineage watch``, locally (:class:`ResultsSync`) and into a server (:class:`RemoteSync`);
