@@ -11,7 +11,7 @@ trial on the chain is in it). Numbers are numeric axes; text (and
 numbers of a text column) are category axes, the most common ``MAX_CATEGORIES``
 named and the rest ``(other)``.
 
-Owns: :class:`Axis`, :class:`KnobPoint`, :class:`KnobView`, :class:`KnobUses`
+Owns: :class:`Axis`, :class:`KnobPoint`, :class:`KnobView`, :func:`knobs`
 (``knobs``, mixed into ``Ledger``), :func:`parse_axis`.
 """
 
