@@ -386,7 +386,7 @@ def test_alerts_from_a_run_reach_the_trial_and_a_signed_webhook(ledger: str, led
     make_project(ledger, "alerting")
     with Receiver("ok") as receiver:
         admin = Ledger.open(str(ledger_dir / "lineage.db"))  # hooks are an admin's: added on the server's database
-        _, secret = admin.add_hook("alerting", receiver.url, events=["alert"], body_format="slack")
+        _, secret = admin.agent.add_hook("alerting", receiver.url, events=["alert"], body_format="slack")
         admin.close()
         run = wandb.init(project="alerting", url=ledger, spool_dir=spool_dir)
         for step in range(5):
