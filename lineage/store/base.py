@@ -183,6 +183,19 @@ _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 _IDLE = 0
 
 
+def _drain(pipeline: Any) -> None:
+    """Read what a failed pipeline still has queued (the statements after the failure,
+    each "pipeline aborted"), so the rollback that follows starts clean. Unread, the
+    driver's rollback reads them first and raises their error in place of the real one;
+    whether any are left depends on timing (how much the first failed read fetched)."""
+    for _ in range(2):
+        try:
+            pipeline.sync()
+            return
+        except Exception:  # the aborted statements' own error: the caller raises the real one
+            continue
+
+
 class StoreCore:
     """SQL access for one database (one engine): what every table family of the Store uses."""
 
@@ -254,17 +267,27 @@ class StoreCore:
                         conn.info[PIPELINE_INFO] = pipeline
                         try:
                             with conn.begin():
-                                if manual:
-                                    self.execute(conn, "BEGIN")
-                                self.execute(conn, _GENERIC_PLANS)
-                                yield conn
-                                if manual:
-                                    self.execute(conn, "COMMIT")
-                                    pipeline.sync()
+                                try:
+                                    if manual:
+                                        self.execute(conn, "BEGIN")
+                                    self.execute(conn, _GENERIC_PLANS)
+                                    yield conn
+                                    if manual:
+                                        self.execute(conn, "COMMIT")
+                                        pipeline.sync()
+                                except BaseException:
+                                    _drain(pipeline)
+                                    raise
                         finally:
                             conn.info.pop(PIPELINE_INFO, None)
                 finally:
                     if manual and not driver.closed:  # type: ignore[union-attr]
+                        # A failure read only at the pipeline's last sync can leave the
+                        # session in its failed transaction after the rollback above ran
+                        # (which of the two the driver saw first depends on timing):
+                        # end it here, or the autocommit switch refuses and hides the error.
+                        if driver.info.transaction_status != _IDLE:  # type: ignore[union-attr]
+                            driver.rollback()  # type: ignore[union-attr]
                         driver.autocommit = False  # type: ignore[union-attr]
             else:
                 with conn.begin():
