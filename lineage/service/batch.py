@@ -2,8 +2,8 @@
 
 Owns :meth:`BatchUses.record_trials` (the JSON batch of HTTP, the client, MCP and
 ``lineage watch --server``) and :data:`MAX_BATCH`. Every item goes through the single
-record's rules (:meth:`lineage.service.recording.RecordingUses._record_in`:
-:func:`~lineage.service.recording.prepare_record`, replay by exp_id or key, the next
+record's rules (:meth:`lineage.service.recording.RecordingUses.record_in`:
+:func:`~lineage.service.record_rules.prepare_record`, replay by exp_id or key, the next
 id, the parent default, the delta from the best before it), in order, so item 2 sees
 item 1 (its parent defaults to item 1 when item 1 became the best). A bad item rolls the
 whole batch back; its error names ``trials[i].field``.
@@ -25,7 +25,8 @@ from typing import Any
 from lineage.domain import MAX_BATCH, RecordResult, Trial, beats_best, check_idempotency_key
 from lineage.errors import Conflict, InvalidInput, LedgerError
 from lineage.monitor import guardrails, hooks
-from lineage.service.recording import BatchState, Counters, RecordingUses
+from lineage.service.record_modes import Bulk, Counters, Shared
+from lineage.service.recording import RecordingUses
 
 #: The per-item key field of a batch item (the item's own Idempotency-Key).
 ITEM_KEY = "idempotency_key"
@@ -121,12 +122,10 @@ class BatchUses(RecordingUses):
                 if replay is not None:
                     return replay
             counters = Counters(next_seq, next_number)
-            state = BatchState(
-                self.store.trials.best_scored(conn, project),
-                self.store.trials.first_trial(conn, project) if next_seq else None,
-                [],
-                rows=None if similar_prior else [],
-            )
+            best = self.store.trials.best_scored(conn, project)
+            first = self.store.trials.first_trial(conn, project) if next_seq else None
+            # with similar_prior each item is searched by the next: written as it comes
+            mode = Shared(self.store, best, first) if similar_prior else Bulk(self.store, best, first)
             results: list[RecordResult] = []
             stored: list[tuple[int, Trial]] = []  # the new items, by index
             for i, item in enumerate(items):
@@ -136,26 +135,26 @@ class BatchUses(RecordingUses):
                     if item_key is not None:
                         check_idempotency_key(item_key, field_name=ITEM_KEY)
                     results.append(
-                        self._record_in(
+                        self.record_in(
                             conn,
                             project,
                             counters,
                             fields,
+                            mode=mode,
                             idempotency_key=item_key,
                             similar_prior=similar_prior,
-                            state=state,
                         )
                     )
                 except (InvalidInput, Conflict) as error:
-                    self._flush(conn, state)
+                    mode.sync(conn)
                     self._adoptions(conn, project, stored, before_seq=next_seq)  # an earlier item's comes first
                     raise _named(error, i) from error
                 if results[-1].created:
                     stored.append((i, results[-1].trial))
-            self._flush(conn, state)
+            mode.sync(conn)
             self._adoptions(conn, project, stored, before_seq=next_seq)
-            self.store.trials.write_deferred(conn, state.pending)
-            self.store.trials.write_terms(conn, state.terms)
+            self.store.trials.write_deferred(conn, mode.pending)
+            self.store.trials.write_terms(conn, mode.terms)
             new = [result for result in results if result.created]
             if new:
                 self.store.projects.advance_counters(conn, project, rows=len(new), exp_number=counters.next_number)
@@ -177,7 +176,7 @@ class BatchUses(RecordingUses):
         import's orphans waiting for them), checked once for all (one query) instead of
         per item: each must not close a cycle (:class:`InvalidInput` naming
         ``trials[i].parent_exp``, the first such item), and its subtree's chain links are
-        recomputed. Only batches without similar_prior defer this (``BatchState.bulk``)."""
+        recomputed. Only batches without similar_prior defer this (:class:`~lineage.service.record_modes.Bulk`)."""
         if not stored:
             return
         waited_for = self.store.trials.named_as_parent(

@@ -23,7 +23,7 @@ is recorded alone, so it is told what it would have been told alone.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection
@@ -33,7 +33,9 @@ from lineage.domain import Project, RecordResult, next_exp_id
 from lineage.errors import LedgerError, NotFound
 from lineage.monitor import guardrails
 from lineage.service.group_reads import GroupReads
-from lineage.service.recording import BatchState, Counters, Draft, RecordingUses, draft_record
+from lineage.service.record_modes import Counters, Shared
+from lineage.service.record_rules import Draft, draft_record
+from lineage.service.recording import RecordingUses
 from lineage.store import Store
 from lineage.store.trials import RecordContext
 
@@ -168,31 +170,29 @@ class GroupCommitUses(RecordingUses):
             else:  # the items' reads at once: one round trip for the group, not one an item
                 drafts = [_draft(project, request) for request in requests]
                 group = _read_together(self.store, conn, project, next_number, context, drafts)
-            state = BatchState(context.best, context.first, [], group=group)
+            mode = Shared(self.store, context.best, context.first, group=group)
             subscribed, policy = context.hooks, context.policy
             created = 0
             for i, request in enumerate(requests):
                 if closed and request.anonymous:
                     outcomes.append(_closed())
                     continue
-                before_counters = replace(counters)
-                before_state = replace(state, pending=list(state.pending), terms=list(state.terms))
-                before_group = state.group.mark() if savepoints and state.group is not None else None
-                if request.similar_prior and state.pending:  # it searches the items before it
-                    self.store.trials.write_deferred(conn, state.pending)
-                    state.pending.clear()
+                if request.similar_prior and mode.pending:  # it searches the items before it
+                    self.store.trials.write_deferred(conn, mode.pending)
+                    mode.pending.clear()
+                before = Counters(counters.next_seq, counters.next_number), mode.checkpoint()
                 savepoint = f"record_{i}"
                 if savepoints:
                     self.store.savepoint(conn, savepoint)
                 try:
-                    result = self._record_in(
+                    result = self.record_in(
                         conn,
                         project,
                         counters,
                         request.fields,
+                        mode=mode,
                         idempotency_key=request.idempotency_key,
                         similar_prior=request.similar_prior,
-                        state=state,
                         draft=drafts[i],
                     )
                     if result.created:
@@ -213,16 +213,15 @@ class GroupCommitUses(RecordingUses):
                     if not savepoints:
                         raise _Refused from error
                     self.store.rollback_to(conn, savepoint)
-                    counters, state = before_counters, before_state
-                    if before_group is not None:
-                        state.group.undo(before_group)  # type: ignore[union-attr]
+                    counters = before[0]
+                    mode.restore(before[1])
                     outcomes.append(error)
                     continue
                 if savepoints:
                     self.store.release(conn, savepoint)
                 outcomes.append(result)
-            self.store.trials.write_deferred(conn, state.pending)
-            self.store.trials.write_terms(conn, state.terms)
+            self.store.trials.write_deferred(conn, mode.pending)
+            self.store.trials.write_terms(conn, mode.terms)
             if created:
                 self.store.projects.advance_counters(conn, project, rows=created, exp_number=counters.next_number)
         return outcomes
