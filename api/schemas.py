@@ -133,7 +133,7 @@ class ProjectOut(BaseModel):
 class TrialCreate(Strict):
     """A trial to record. ``exp_id`` omitted: the next number is allocated.
     ``delta_vs_best`` is computed by the server; a value sent here is ignored.
-    ``parent_exp`` omitted: the current best becomes the parent (``parent_defaulted`` in
+    ``parent_exp`` omitted: the branch tip (the last keep or baseline) becomes the parent (``parent_defaulted`` in
     the answer); ``""`` or ``null``: a root. Other keys go to the ledger, which reads the
     project's metric under its own name (``val_bpb``, ``score``) as ``core_metric`` and
     refuses any other key with a 422 naming it (``lineage.service.recording.prepare_record``)."""
@@ -257,7 +257,9 @@ class RecordOut(BaseModel):
     created: bool
     is_new_best: bool
     best_before: str | None = Field(description="exp_id of the best before this trial")
-    parent_defaulted: bool = Field(False, description="parent_exp was left out: the current best became the parent")
+    parent_defaulted: bool = Field(
+        False, description="parent_exp was left out: the branch tip (the last keep or baseline) became the parent"
+    )
     warnings: list[str] = Field(
         default_factory=list, description="What the ledger read differently from the body, in words"
     )

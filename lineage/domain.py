@@ -449,7 +449,7 @@ class RecordResult:
     is_new_best: bool
     #: earlier trials close to this one (lineage.similar.PRIOR_THRESHOLD); new trials only
     similar_prior: tuple[Similar, ...] = ()
-    #: the writer left ``parent_exp`` out and the ledger made the current best the parent
+    #: the writer left ``parent_exp`` out and the ledger made the branch tip (the last keep) the parent
     parent_defaulted: bool = False
     #: what the recording rules did to the body (lineage.service.recording.prepare_record)
     warnings: tuple[str, ...] = ()

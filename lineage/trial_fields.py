@@ -112,7 +112,8 @@ TRIAL_FIELDS: tuple[FieldSpec, ...] = (
         "parent_exp",
         "text",
         "exp_id of the trial this one changes (its parent in the lineage). Leave it out: the ledger uses "
-        'the current best and says so (parent_defaulted). Send "" or null to record a root without a parent.',
+        "the branch tip, the most recent keep or baseline (parent_defaulted). "
+        'Send "" or null to record a root without a parent.',
         updatable=True,
         max_length=MAX_SHORT_TEXT,
     ),

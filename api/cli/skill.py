@@ -54,7 +54,7 @@ outcome is evidence: do not repeat a discard without a new reason.
 
 - Send `status` and, when there is a result, `core_metric` (the project's metric) and a
   one-sentence `hypothesis`. A failed run (crash, OOM) has no result: its 0 is read as none.
-- Leave `parent_exp` out: the ledger forks from the current best and says so
+- Leave `parent_exp` out: the ledger forks from the branch tip (the last keep) and says so
   (`parent_defaulted`). Send `"parent_exp": ""` only to start a new root.
 - Leave `exp_id` out to get the next number; never send `delta_vs_best` (computed).
 - Pass an idempotency key (MCP `idempotency_key`, HTTP `Idempotency-Key`) and reuse it on
@@ -70,7 +70,7 @@ AGENTS_SNIPPET = """\
 This project records its research trials in Lineage Ledger (skill: `lineage-ledger`).
 At session start read the prompt (MCP `get_prompt`, or `lineage prompt -p PROJECT --wrap`);
 before proposing a trial ask `find_similar`; after every run record it (`record_trial`, or
-`lineage record`), leaving `parent_exp` out so it forks from the current best.
+`lineage record`), leaving `parent_exp` out so it forks from the branch tip (the last keep).
 """
 
 

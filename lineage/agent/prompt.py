@@ -138,7 +138,7 @@ def wrap_prompt(
     and ``guardrails_tripped`` (a message per tripped guardrail); ``alerts``: a line per
     alert of the training code (newest first, :func:`alert_line`).
 
-    The examples leave ``parent_exp`` out (the ledger forks from the current best) and
+    The examples leave ``parent_exp`` out (the ledger forks from the branch tip, the last keep) and
     carry the commit in ``extra`` where the project's trials have one, so that ``lineage
     watch`` links the file's row to a trial recorded through the API.
     """

@@ -75,7 +75,7 @@ class LoopImport:
 
 class Files:
     """import_file, import_results, export_results, save_results_layout, next_exp_number,
-    best_metric, branch_tip, refresh_deltas, plot_rows."""
+    best_metric, refresh_deltas, plot_rows."""
 
     def __init__(self, store: Store, tables: Tables) -> None:
         self.store = store
@@ -362,14 +362,6 @@ class Files:
         with self.store.read() as conn:
             best = self.store.trials.best_scored(conn, self.store.projects.project(conn, project_slug))
         return best.core_metric if best is not None else None
-
-    def branch_tip(self, project_slug: str, statuses: Sequence[str]) -> tuple[Trial | None, Trial | None]:
-        """The last trial with one of ``statuses`` and the project's first trial."""
-        with self.store.read() as conn:
-            project = self.store.projects.project(conn, project_slug)
-            return self.store.loops.last_with_status(conn, project, list(statuses)), self.store.trials.first_trial(
-                conn, project
-            )
 
     def plot_rows(self, project_slug: str) -> list[tuple[int, str, str, float | None, str]]:
         with self.store.read() as conn:

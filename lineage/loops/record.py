@@ -81,9 +81,9 @@ def record_result(
     lower_is_better: bool | None = None,
 ) -> RecordOutcome:
     """Record one trial of a loop: status word mapped like the file's, parent = the branch
-    tip (the last kept trial: the results file's own lineage rule, which ``lineage watch``
-    re-reads, so the two agree; in a loop whose keeps improve it is the current best, the
-    parent every other writer defaults to), ``delta_vs_best`` from the service. With ``append_to``,
+    tip (``Trials.tip``, the last keep or baseline: the results file's own lineage rule,
+    which ``lineage watch`` re-reads, and the parent every writer's omitted parent is),
+    ``delta_vs_best`` from the service. With ``append_to``,
     the file is synced first and the trial's line is appended in the file's own format.
 
     A missing project is created: from ``append_to`` when that file exists (imported
@@ -130,9 +130,9 @@ def record_result(
         if name not in work.columns:
             raise InvalidInput("set", f"no column {name!r}; the columns are {', '.join(work.columns)}")
         extra[work.extra_key(name)] = _typed_value(raw, name, work)
-    tip, first = ledger.files.branch_tip(project_slug, [s.value for s in ar.ADVANCING])
-    newest = tip or first
-    parent = newest.exp_id if newest else ""
+    tip = ledger.trials.tip(project_slug)  # the parent every writer's omitted parent is
+    parent = tip.exp_id if tip else ""
+    first = ledger.trials.first(project_slug)
     fields: dict[str, Any] = {
         "status": label,
         "core_metric": value,

@@ -5,7 +5,7 @@ Owns :meth:`BatchUses.record_trials` (the JSON batch of HTTP, the client, MCP an
 record's rules (:meth:`lineage.service.recording.RecordingUses.record_in`:
 :func:`~lineage.service.record_rules.prepare_record`, replay by exp_id or key, the next
 id, the parent default, the delta from the best before it), in order, so item 2 sees
-item 1 (its parent defaults to item 1 when item 1 became the best). A bad item rolls the
+item 1 (its parent defaults to item 1 when item 1 is a keep: the branch tip). A bad item rolls the
 whole batch back; its error names ``trials[i].field``.
 
 Per batch, not per item: the project's counters move once, the webhooks' subscriptions
@@ -123,9 +123,9 @@ class BatchUses(RecordingUses):
                     return replay
             counters = Counters(next_seq, next_number)
             best = self.store.trials.best_scored(conn, project)
-            first = self.store.trials.first_trial(conn, project) if next_seq else None
+            tip = self.store.trials.tip(conn, project) if next_seq else None
             # with similar_prior each item is searched by the next: written as it comes
-            mode = Shared(self.store, best, first) if similar_prior else Bulk(self.store, best, first)
+            mode = Shared(self.store, best, tip) if similar_prior else Bulk(self.store, best, tip)
             results: list[RecordResult] = []
             stored: list[tuple[int, Trial]] = []  # the new items, by index
             for i, item in enumerate(items):

@@ -1,6 +1,6 @@
 """Trials (``ledger.trials``): the reads every user starts from.
 
-Owns: the best trial, the chain to a trial, one trial (or None: :meth:`Trials.find_trial`),
+Owns: the best trial, the branch tip, the chain to a trial, one trial (or None: :meth:`Trials.find_trial`),
 its children, a plain filtered list. The rule of
 "best" is :class:`lineage.domain.BestPolicy` with :func:`lineage.chain.current_best`'s
 fallback; SQL is the store's.
@@ -16,7 +16,7 @@ from lineage.store import Store
 
 
 class Trials:
-    """best, chain, trial, find_trial, children, list_trials."""
+    """best, tip, first, chain, trial, find_trial, children, list_trials."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -24,6 +24,17 @@ class Trials:
     def best(self, project_slug: str) -> Trial | None:
         with self.store.read() as conn:
             return current_best(self.store, conn, self.store.projects.project(conn, project_slug))
+
+    def tip(self, project_slug: str) -> Trial | None:
+        """The branch tip (the most recent keep or baseline): what a trial recorded
+        without a parent forks from, on every face (``Store.trials.tip``)."""
+        with self.store.read() as conn:
+            return self.store.trials.tip(conn, self.store.projects.project(conn, project_slug))
+
+    def first(self, project_slug: str) -> Trial | None:
+        """The project's first trial (by seq): the baseline a results file's rows compare with."""
+        with self.store.read() as conn:
+            return self.store.trials.first_trial(conn, self.store.projects.project(conn, project_slug))
 
     def chain(self, project_slug: str, exp_id: str | None = None) -> list[Trial]:
         """Root-first chain to ``exp_id`` (default: to the current best)."""

@@ -89,13 +89,13 @@ def _read_together(
 ) -> GroupReads:
     """What the group's items will read (:mod:`lineage.service.group_reads`): the ids
     they may be given (those they name, the next numbers), their parents (those they
-    name, the best and the first trial, which a parent left out defaults to), their
+    name, and the branch tip, which a parent left out defaults to), their
     sketches."""
     made = [draft for draft in drafts if draft is not None]
     ids = [draft.prepared.body["exp_id"] for draft in made if isinstance(draft.prepared.body.get("exp_id"), str)]
     ids += [next_exp_id(number - 1 if number else None) for number in range(next_number, next_number + len(drafts))]
     parents = [draft.proposed.parent_exp for draft in made if not draft.prepared.parent_omitted]
-    parents += [trial.exp_id for trial in (context.best, context.first) if trial is not None]
+    parents += [trial.exp_id for trial in (context.best, context.tip) if trial is not None]
     keys = [key for draft in made for key in draft.keys or ()]
     return GroupReads.read(store, conn, project, ids=ids, parents=parents, keys=keys)
 
@@ -163,14 +163,14 @@ class GroupCommitUses(RecordingUses):
             except NotFound as missing:
                 return [_closed() if closed and request.anonymous else missing for request in requests]
             counters = Counters(next_seq, next_number)
-            context = self.store.trials.record_context(conn, project, first=bool(next_seq))
+            context = self.store.trials.record_context(conn, project, tip=bool(next_seq))
             if self.store.sqlite:  # reads are calls in process: cheaper one item at a time
                 drafts: list[Draft | None] = [None] * len(requests)  # each item drafts itself
                 group = None
             else:  # the items' reads at once: one round trip for the group, not one an item
                 drafts = [_draft(project, request) for request in requests]
                 group = _read_together(self.store, conn, project, next_number, context, drafts)
-            mode = Shared(self.store, context.best, context.first, group=group)
+            mode = Shared(self.store, context.best, context.tip, group=group)
             subscribed, policy = context.hooks, context.policy
             created = 0
             for i, request in enumerate(requests):

@@ -6,7 +6,7 @@ writes go, and that is a :class:`RecordMode`:
 
 * :class:`Alone` — one record in a transaction of its own: every read is a statement.
 * :class:`Shared` — the items of a group (:mod:`lineage.service.group_commit`) or of a
-  batch asking ``similar_prior``: the best and the first trial are read once and moved
+  batch asking ``similar_prior``: the best and the branch tip are read once and moved
   by each item as the database would answer; the search words (and, without
   ``similar_prior``, the sketches) are written once at the end; a group on PostgreSQL
   also answers each item's reads from :class:`~lineage.service.group_reads.GroupReads`.
@@ -30,7 +30,7 @@ from sqlalchemy import Connection
 from lineage.domain import Project, Trial
 from lineage.store import Store
 from lineage.store.chain import next_link
-from lineage.store.trials import NewTrialReads
+from lineage.store.trials import TIP_STATUSES, NewTrialReads
 
 if TYPE_CHECKING:
     from lineage.service.group_reads import GroupReads
@@ -53,8 +53,8 @@ class RecordMode(Protocol):
     def best(self, conn: Connection, project: Project) -> Trial | None:
         """The project's best now (before this trial)."""
 
-    def first(self, conn: Connection, project: Project) -> Trial | None:
-        """The project's first trial (None in an empty project)."""
+    def tip(self, conn: Connection, project: Project) -> Trial | None:
+        """The branch tip now (``Store.trials.tip``): what a parent left out forks from."""
 
     def sync(self, conn: Connection, exp_id: str | None = None) -> None:
         """Send held-back writes before a read could miss them: the look-up of ``exp_id``
@@ -96,8 +96,8 @@ class Alone:
     def best(self, conn: Connection, project: Project) -> Trial | None:
         return self.store.trials.best_scored(conn, project)
 
-    def first(self, conn: Connection, project: Project) -> Trial | None:
-        return self.store.trials.first_trial(conn, project)
+    def tip(self, conn: Connection, project: Project) -> Trial | None:
+        return self.store.trials.tip(conn, project)
 
     def sync(self, conn: Connection, exp_id: str | None = None) -> None:
         pass
@@ -138,7 +138,7 @@ class Shared:
 
     store: Store
     current_best: Trial | None
-    current_first: Trial | None
+    current_tip: Trial | None
     #: ``(search_text, project_id, seq, stored concepts)`` of the items whose words and
     #: sketch wait for :meth:`Store.trials.write_deferred`
     pending: list[tuple[str, int, int, str]] = field(default_factory=list)
@@ -152,8 +152,8 @@ class Shared:
     def best(self, conn: Connection, project: Project) -> Trial | None:
         return self.current_best
 
-    def first(self, conn: Connection, project: Project) -> Trial | None:
-        return self.current_first
+    def tip(self, conn: Connection, project: Project) -> Trial | None:
+        return self.current_tip
 
     def sync(self, conn: Connection, exp_id: str | None = None) -> None:
         pass
@@ -197,15 +197,16 @@ class Shared:
         if self.group is not None:
             self.group.written(trial, concepts, keys, reads.link, adopted=reads.named)
         self.current_best = best
-        self.current_first = self.current_first or trial
+        if trial.status.value in TIP_STATUSES:
+            self.current_tip = trial
 
     def checkpoint(self) -> tuple[Any, ...]:
         """Where the items are, to go back to when one is rolled back (:meth:`restore`)."""
         group = self.group.mark() if self.group is not None else None
-        return self.current_best, self.current_first, len(self.pending), len(self.terms), group
+        return self.current_best, self.current_tip, len(self.pending), len(self.terms), group
 
     def restore(self, mark: tuple[Any, ...]) -> None:
-        self.current_best, self.current_first, pending, terms, group = mark
+        self.current_best, self.current_tip, pending, terms, group = mark
         del self.pending[pending:], self.terms[terms:]
         if self.group is not None:
             self.group.undo(group)

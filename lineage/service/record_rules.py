@@ -44,7 +44,7 @@ class PreparedRecord:
 
     #: the body to store (``delta_vs_best`` dropped; ``parent_exp`` absent when omitted)
     body: dict[str, Any]
-    #: the writer left ``parent_exp`` out of a creation: the ledger fills in the current best
+    #: the writer left ``parent_exp`` out of a creation: the ledger fills in the branch tip
     parent_omitted: bool
     #: what the rules did to the body, in words, for the writer's answer
     warnings: tuple[str, ...]
@@ -95,7 +95,7 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
        delta and never the best; the value sent stays in ``extra["_reported_metric"]``.
     3. **A keep or baseline without a metric** is accepted, with a warning.
     4. **The parent.** ``parent_exp`` left out of a creation: ``parent_omitted`` (the
-       ledger fills in the current best and says so); ``""`` or ``null``: a root.
+       ledger fills in the branch tip, the last keep or baseline, ``parent_defaulted``); ``""`` or ``null``: a root.
 
     ``delta_vs_best`` is dropped (the ledger computes it). ``current``: the stored trial
     of an update (``fields`` are changes to it): its status and metric count where the

@@ -204,8 +204,8 @@ class RecordingUses:
     ) -> Decision | RecordResult:
         """What a creation will store, or the stored answer of a replay (by
         Idempotency-Key or exp_id): its id (the next free number when none was sent),
-        its parent (a parent left out: the best, else the first trial), the references'
-        checks, the best before it and its delta."""
+        its parent (a parent left out: the branch tip, ``Store.trials.tip``; none: a root),
+        the references' checks, the best before it and its delta."""
         prepared, proposed = draft.prepared, draft.proposed
         body = prepared.body
         key = check_idempotency_key(idempotency_key) if idempotency_key is not None else None
@@ -230,7 +230,7 @@ class RecordingUses:
         best_before = mode.best(conn, project)
         defaulted = None
         if prepared.parent_omitted and counters.next_seq:
-            defaulted = best_before or mode.first(conn, project)
+            defaulted = mode.tip(conn, project)  # a git loop's HEAD: the last keep, not the best
             if defaulted is not None:
                 proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
         sketch = query = None
@@ -299,13 +299,6 @@ class RecordingUses:
             keys=draft.keys or (),
             reads=decided.reads,
         )
-        warnings = draft.prepared.warnings
-        if decided.defaulted is not None:
-            warnings = (
-                f"parent_exp left out: the parent is the current best, exp_{decided.defaulted.exp_id} "
-                '(send "parent_exp": "" to record a root)',
-                *warnings,
-            )
         return RecordResult(
             stored,
             True,
@@ -313,7 +306,7 @@ class RecordingUses:
             is_new_best,
             prior,
             parent_defaulted=decided.defaulted is not None,
-            warnings=warnings,
+            warnings=draft.prepared.warnings,
         )
 
     def _replayed(self, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord) -> RecordResult:

@@ -80,12 +80,17 @@ def _first_of(cursor: Any) -> Trial | None:
     return trial_from_row(found[0]) if found else None
 
 
+#: The statuses that move a branch's tip (:meth:`TrialsSql.tip`): a keep, or the baseline.
+TIP_STATUSES = (FailureLabel.KEEP.value, FailureLabel.BASELINE.value)
+
+
 @dataclass(frozen=True, slots=True)
 class RecordContext:
     """What :meth:`TrialsSql.record_context` read."""
 
     best: Trial | None
-    first: Trial | None
+    #: the branch tip (:meth:`TrialsSql.tip`); None when not read or none
+    tip: Trial | None
     #: the webhooks' subscriptions and the guardrail row (``Store.progress.hooks_and_guardrails``)
     hooks: list[tuple[int, list[str], str]]
     policy: dict[str, Any] | None
@@ -373,17 +378,31 @@ class TrialsSql(Family):
             conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq LIMIT 1", (project.id,)
         )
 
-    def record_context(self, conn: Connection, project: Project, *, first: bool) -> RecordContext:
+    def tip(self, conn: Connection, project: Project) -> Trial | None:
+        """The branch tip: the most recent ``keep`` or ``baseline`` (by seq), what a git
+        loop's HEAD is and what a trial recorded without a parent forks from; None when
+        the project has neither. One index range (``project_id, status, ...``) per status."""
+        return _first_of(self._tip_cursor(conn, project))
+
+    def _tip_cursor(self, conn: Connection, project: Project) -> Any:
+        return self.core.execute(
+            conn,
+            f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? AND seq = (SELECT max(seq) FROM trials "
+            "WHERE project_id = ? AND status IN (?, ?))",
+            (project.id, project.id, *TIP_STATUSES),
+        )
+
+    def record_context(self, conn: Connection, project: Project, *, tip: bool) -> RecordContext:
         """What records in the project's locked write start from, every statement sent
         before any result is read (in a pipelined PostgreSQL write: one round trip, not
-        four): the best, the first trial (``first``: when there are trials), the webhooks
+        four): the best, the branch tip (``tip``: when there are trials), the webhooks
         and the guardrail row (``Store.progress.hooks_and_guardrails``)."""
         best = self.best_cursor(conn, project)
-        first_cursor = self._first_cursor(conn, project) if first else None
+        tip_cursor = self._tip_cursor(conn, project) if tip else None
         hooks = self.progress.hooks_cursors(conn, cast(int, project.id))
         return RecordContext(
             self.fetch_best(project, best),
-            _first_of(first_cursor) if first_cursor is not None else None,
+            _first_of(tip_cursor) if tip_cursor is not None else None,
             *self.progress.fetch_hooks(hooks),
         )
 

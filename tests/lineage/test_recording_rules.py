@@ -18,21 +18,56 @@ def _chain(ledger: Ledger, slug: str) -> list[str]:
     return [t.exp_id for t in ledger.trials.chain(slug, best.exp_id)]
 
 
-def test_a_parent_left_out_is_the_current_best_and_the_answer_says_so(ledger: Ledger) -> None:
+def test_a_parent_left_out_is_the_branch_tip_and_the_answer_says_so(ledger: Ledger) -> None:
+    """The tip is the most recent keep or baseline (a git loop's HEAD), not the best: a
+    keep that does not improve ("simpler code? keep") is the next trial's parent."""
     ledger.projects.create_project("p", metric_name="val_bpb", lower_is_better=True)
     first = ledger.recording.record_trial("p", {"status": "baseline", "core_metric": 1.0})
     assert first.trial.parent_exp == "" and not first.parent_defaulted  # nothing to fork from yet
     kept = ledger.recording.record_trial("p", {"status": "keep", "core_metric": 0.9, "hypothesis": "a"})
     assert kept.parent_defaulted and kept.trial.parent_exp == "000"
-    assert any("current best, exp_000" in w for w in kept.warnings)
+    assert not any("parent" in w for w in kept.warnings)  # a field, not a warning
     assert kept.to_dict()["parent_defaulted"] is True
     worse = ledger.recording.record_trial("p", {"status": "discard", "core_metric": 0.95})
-    assert worse.trial.parent_exp == "001"  # the best, not the last trial
+    assert worse.trial.parent_exp == "001"  # the tip, not the last trial
     crash = ledger.recording.record_trial("p", {"status": "crash", "core_metric": 0})
     assert crash.trial.parent_exp == "001"
-    again = ledger.recording.record_trial("p", {"status": "keep", "core_metric": 0.8})
-    assert again.trial.parent_exp == "001"
-    assert _chain(ledger, "p") == ["000", "001", "004"]
+    simpler = ledger.recording.record_trial("p", {"status": "keep", "core_metric": 0.92, "hypothesis": "simpler"})
+    assert simpler.trial.parent_exp == "001" and not simpler.is_new_best
+    after = ledger.recording.record_trial("p", {"status": "keep", "core_metric": 0.8})
+    assert after.trial.parent_exp == "004"  # the last keep, though 001 is still the best there
+    assert ledger.trials.best("p").exp_id == "005"
+    assert _chain(ledger, "p") == ["000", "001", "004", "005"]
+
+
+def test_without_a_keep_a_parent_left_out_is_a_root(ledger: Ledger) -> None:
+    """A project whose trials are all failures has no tip: the next trial is a root, so a
+    first-trial crash never roots the kept chain."""
+    ledger.projects.create_project("p")
+    ledger.recording.record_trial("p", {"status": "crash", "core_metric": 0})
+    kept = ledger.recording.record_trial("p", {"status": "keep", "core_metric": 0.5})
+    assert kept.trial.parent_exp == "" and not kept.parent_defaulted
+    assert _chain(ledger, "p") == ["001"]
+
+
+def test_a_batch_and_a_group_fork_from_the_tip_their_earlier_items_move(ledger: Ledger) -> None:
+    ledger.projects.create_project("p", lower_is_better=True)
+    ledger.recording.record_trial("p", {"status": "baseline", "core_metric": 1.0})
+    batch = ledger.recording.record_trials(
+        "p",
+        [
+            {"status": "keep", "core_metric": 1.1},  # kept, not better
+            {"status": "discard", "core_metric": 0.5},
+            {"status": "keep", "core_metric": 0.9},
+        ],
+    )
+    assert [r.trial.parent_exp for r in batch.results] == ["000", "001", "001"]
+    from lineage.service.group_commit import RecordRequest
+
+    outcomes = ledger.recording.record_group(
+        "p", [RecordRequest({"status": "keep", "core_metric": 2.0}), RecordRequest({"status": "discard"})]
+    )
+    assert [o.trial.parent_exp for o in outcomes] == ["003", "004"]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("root", ["", None])

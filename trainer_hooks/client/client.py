@@ -259,7 +259,7 @@ class LedgerClient:
     ) -> None:
         """Record the trial this run is (status ``harness_abort`` until :meth:`finish_trial`).
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
-        ``parent_exp`` None: left out, so the ledger makes the current best the parent;
+        ``parent_exp`` None: left out, so the ledger makes the branch tip (the last keep) the parent;
         ``""``: a root."""
         body: dict[str, Any] = {
             "hypothesis": hypothesis,
