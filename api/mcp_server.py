@@ -21,10 +21,14 @@ Errors
 
 Access
     Over stdio the server runs with the caller's own access to the database (a local
-    process), so it asks for no token. Over HTTP each tool call is checked like the JSON
-    API's requests (``lineage.auth.check_access``): the ``Authorization: Bearer`` header,
-    the tool's role (reads: reader, writes: writer) and the server's anonymous-read
-    setting; a call without the token it needs is a tool error naming the fix.
+    process), so it asks for no token. Over HTTP each tool call, the ``session_start``
+    prompt and the prompt resource are checked like the JSON API's requests
+    (``lineage.auth.check_access``): the ``Authorization: Bearer`` header, the role
+    (reads: reader, writes: writer) and the server's anonymous-read setting. A call
+    without the token it needs is an error naming the fix: a tool error for a tool, a
+    JSON-RPC error (its message the same JSON text) for the prompt and the resource.
+    Listings (tools, prompts, resources) show the server's shape, no ledger data, and
+    are open.
 """
 
 from __future__ import annotations
@@ -41,17 +45,25 @@ from pydantic import Field, WithJsonSchema
 if TYPE_CHECKING:  # typed against mcp 2.x, the installed SDK (its fastmcp module is a stub that raises)
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
 else:
     try:  # mcp 2.x
         from mcp.server.mcpserver import Context, MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
-    except ImportError:  # mcp 1.x calls the same server FastMCP
+        from mcp.shared.exceptions import MCPError
+    except ImportError:  # mcp 1.x calls the same server FastMCP, and its error takes ErrorData
         from mcp.server.fastmcp import Context
         from mcp.server.fastmcp import FastMCP as MCPServer
         from mcp.server.fastmcp.exceptions import ToolError
+        from mcp.shared.exceptions import McpError
+        from mcp.types import ErrorData
+
+        def MCPError(code: int, message: str, data: Any = None) -> McpError:
+            return McpError(ErrorData(code=code, message=message, data=data))
+
 
 from lineage.alerts import ALERT_LEVELS
-from lineage.auth import Role, Unauthorized, check_access
+from lineage.auth import Forbidden, Role, Unauthorized, check_access
 from lineage.domain import MAX_BATCH, TRIAL_FIELD_NAMES, FailureLabel
 from lineage.errors import InvalidInput, LedgerError, NotFound
 from lineage.service import Ledger
@@ -144,7 +156,8 @@ def _description(doc: str | None) -> str:
     return "\n\n".join(" ".join(line.strip() for line in paragraph.splitlines()) for paragraph in paragraphs)
 
 
-def _tool_error(exc: LedgerError, ledger: Ledger) -> ToolError:
+def _error_data(exc: LedgerError, ledger: Ledger) -> dict[str, Any]:
+    """A ledger error as the JSON object the caller reads (module doc, "Errors")."""
     data = exc.as_dict()
     if isinstance(exc, NotFound) and exc.entity == "project":
         known = sorted(project.slug for project in ledger.projects.projects())
@@ -154,7 +167,27 @@ def _tool_error(exc: LedgerError, ledger: Ledger) -> ToolError:
             "Create it with create_project (slug, metric_name, lower_is_better), or pass metric_name "
             "and lower_is_better to record_trial."
         )
-    return ToolError(json.dumps(data, ensure_ascii=False, default=str))
+    return data
+
+
+def _tool_error(exc: LedgerError, ledger: Ledger) -> ToolError:
+    """A tool's ledger error: a tool result with isError, for the model to read."""
+    return ToolError(json.dumps(_error_data(exc, ledger), ensure_ascii=False, default=str))
+
+
+#: JSON-RPC error codes of a prompt's or a resource's ledger error: refused access is a request
+#: the server will not serve as sent, anything else a bad parameter (an unknown project, ...).
+_INVALID_REQUEST = -32600
+_INVALID_PARAMS = -32602
+
+
+def _request_error(exc: LedgerError, ledger: Ledger) -> Exception:
+    """A prompt's or a resource's ledger error: a JSON-RPC error whose message is the same
+    JSON text as a tool error's (the SDK passes it through; any other exception it hides
+    behind "Error rendering prompt")."""
+    data = _error_data(exc, ledger)
+    code = _INVALID_REQUEST if isinstance(exc, Unauthorized | Forbidden) else _INVALID_PARAMS
+    return MCPError(code, json.dumps(data, ensure_ascii=False, default=str), data)
 
 
 def _headers(ctx: Any) -> Any:
@@ -181,10 +214,9 @@ class _Access:
             return
         headers = _headers(ctx)
         header = headers.get("authorization") if headers is not None else None
-        principal = self.ledger.tokens.principal(header)
         try:
             check_access(
-                principal,
+                self.ledger.tokens.principal(header),
                 role,
                 anonymous_read=self.anonymous_read,
                 exposed=self.exposed,
@@ -205,19 +237,25 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
     server = MCPServer(name="lineage-ledger", instructions=INSTRUCTIONS, log_level="WARNING")
     access = _Access(ledger, anonymous_read, exposed)
 
+    def guarded(fn: F, role: Role, error: Callable[[LedgerError, Ledger], Exception]) -> F:
+        """``fn`` behind the access check of ``role`` (its ``ctx`` argument carries the
+        request), its ledger errors as ``error`` makes them."""
+
+        @functools.wraps(fn)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                access.check(kwargs.get("ctx"), role)
+                return fn(*args, **kwargs)
+            except LedgerError as exc:
+                raise error(exc, ledger) from None
+
+        return wrapped  # type: ignore[return-value]
+
     def tool(role: Role) -> Callable[[F], F]:
         """Register ``fn`` as a tool: dedented description, access check, ledger errors."""
 
         def register(fn: F) -> F:
-            @functools.wraps(fn)
-            def wrapped(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    access.check(kwargs.get("ctx"), role)
-                    return fn(*args, **kwargs)
-                except LedgerError as exc:
-                    raise _tool_error(exc, ledger) from None
-
-            server.add_tool(wrapped, name=fn.__name__, description=_description(fn.__doc__))
+            server.add_tool(guarded(fn, role, _tool_error), name=fn.__name__, description=_description(fn.__doc__))
             return fn
 
         return register
@@ -308,27 +346,23 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
             style=format,
         )[1]
 
-    @server.prompt(
+    # the prompt and the resource are reads like get_prompt: the same check, the same role
+    def session_start(ctx: Context, project: str, specialist: str = "") -> str:
+        return prompt_text(project, specialist)
+
+    def prompt_resource(ctx: Context, project: str) -> str:
+        return prompt_text(project)
+
+    server.prompt(
         name="session_start",
         description="The session-start prompt of a project: the lineage so far and how to record this session's trial.",
-    )
-    def session_start(project: str, specialist: str = "") -> str:
-        try:
-            return prompt_text(project, specialist)
-        except LedgerError as exc:
-            raise _tool_error(exc, ledger) from None
-
-    @server.resource(
+    )(guarded(session_start, Role.READER, _request_error))
+    server.resource(
         PROMPT_RESOURCE,
         name="prompt",
         mime_type="text/markdown",
         description="A project's session-start prompt (Markdown).",
-    )
-    def prompt_resource(project: str) -> str:
-        try:
-            return prompt_text(project)
-        except LedgerError as exc:
-            raise _tool_error(exc, ledger) from None
+    )(guarded(prompt_resource, Role.READER, _request_error))
 
     @tool(Role.READER)
     def get_knowledge(

@@ -4,6 +4,7 @@ same service as the HTTP API (what one face writes, the other reads)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.stdio import get_default_environment
 
 from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
 from lineage.service import Ledger
@@ -43,9 +45,19 @@ def _failed(result: Any) -> bool:
     return bool(found if found is not None else getattr(result, "isError", False))
 
 
+def _server_env() -> dict[str, str]:
+    """The SDK's safe default environment, plus PYTHONPATH: the SDK passes only a short list
+    of variables, so a run that selects a checkout by PYTHONPATH would otherwise start the
+    server from whatever checkout is installed."""
+    env = get_default_environment()
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 async def _session_run(db: str, steps: Any) -> Any:
     command, *prefix = _lineage_command()
-    params = StdioServerParameters(command=command, args=[*prefix, "mcp", "--db", db], cwd=str(ROOT))
+    params = StdioServerParameters(command=command, args=[*prefix, "mcp", "--db", db], cwd=str(ROOT), env=_server_env())
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
