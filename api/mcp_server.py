@@ -37,6 +37,7 @@ Access
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import inspect
 import json
 from collections.abc import AsyncIterator, Callable
@@ -76,6 +77,19 @@ Lineage Ledger: the research loop's memory.
    hypothesis. Leave parent_exp out to fork from the current best; leave exp_id out to get the
    next number; pass an idempotency_key and reuse it on retries. Never send delta_vs_best.
 """
+
+
+#: The installed distribution whose version the server reports (pyproject.toml's name).
+DISTRIBUTION = "lineage-ledger"
+
+
+def package_version() -> str:
+    """The installed package's version, reported as the MCP ``serverInfo.version``;
+    ``0+unknown`` when the code runs from a checkout that was never installed."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 def _error_data(exc: LedgerError, ledger: Ledger) -> dict[str, Any]:
@@ -186,7 +200,7 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
     access checks; True/False: HTTP, each call checked as the JSON API checks a request
     (``exposed``: the server listens on a non-loopback address, as the API's setting)."""
     # log_level: the SDK configures the root logger; the server's own logging stays as it is
-    server = MCPServer(name="lineage-ledger", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = MCPServer(name="lineage-ledger", instructions=INSTRUCTIONS, version=package_version(), log_level="WARNING")
     access = _Access(ledger, anonymous_read, exposed)
     for tool in TOOLS:
         server.add_tool(

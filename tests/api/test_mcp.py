@@ -3,6 +3,7 @@ same service as the HTTP API (what one face writes, the other reads)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -143,3 +144,15 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         assert client.get("/api/v1/projects/p/trials/006").json()["hypothesis"] == "via MCP"
     assert ledger.projects.project("p").trial_count == 7
     ledger.close()
+
+
+def test_the_server_reports_the_package_version(tmp_path: Path) -> None:
+    db = str(tmp_path / "v.db")
+    Ledger.open(db).close()
+
+    async def steps(session: ClientSession) -> Any:
+        return session.initialize_result
+
+    info = anyio.run(_session_run, db, steps).server_info
+    assert info.name == "lineage-ledger"
+    assert info.version == importlib.metadata.version("lineage-ledger") != ""

@@ -6,6 +6,7 @@ client over Streamable HTTP."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,7 +159,8 @@ async def _mcp_outcomes(url: str, token: str | None) -> dict[str, tuple[str, str
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
         async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                init = await session.initialize()
+                assert init.server_info.version == importlib.metadata.version("lineage-ledger")
                 return {_label(method): await _mcp_outcome(session, method) for method in METHODS}
 
 
