@@ -4,10 +4,14 @@ without a server, and listed once, with their roles, in the table the server reg
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from mcp import Client
 
 from api import mcp_tools
+from api.mcp_server import build_server
 from api.mcp_tools import TOOLS
 from lineage.auth import Role
 from lineage.errors import NotFound
@@ -35,4 +39,24 @@ def test_a_tool_is_a_function_of_the_ledger(tmp_path: Path) -> None:
     assert mcp_tools.prompt_resource(ledger, "p") == mcp_tools.session_start(ledger, "p")
     with pytest.raises(NotFound):
         mcp_tools.get_trial(ledger, "p", "999")
+    ledger.close()
+
+
+def test_a_null_parent_over_mcp_records_a_root(tmp_path: Path) -> None:
+    """The schema lets a client send parent_exp null (its description says it may)."""
+    ledger = Ledger.open(str(tmp_path / "t.db"))
+    ledger.projects.create_project("p")
+    ledger.recording.record_trial("p", {"status": "baseline", "core_metric": 1.0})
+
+    async def call() -> Any:
+        async with Client(build_server(ledger)) as client:
+            tool = next(tool for tool in (await client.list_tools()).tools if tool.name == "record_trial")
+            parent = tool.input_schema["properties"]["trial"]["properties"]["parent_exp"]
+            assert {"type": "null"} in parent["anyOf"]
+            trial = {"status": "keep", "core_metric": 0.5, "parent_exp": None}
+            return await client.call_tool("record_trial", {"project": "p", "trial": trial})
+
+    result = anyio.run(call)
+    assert not result.is_error and result.structured_content["trial"]["parent_exp"] == ""
+    assert ledger.trials.trial("p", "001").parent_exp == ""
     ledger.close()
