@@ -1,4 +1,5 @@
 """What the handlers return: ledger values as JSON, TSV and Markdown responses, ETags.
+(What they read, the request bodies, is parsed and checked in ``api.bodies``.)
 
 ETags (weak) of the prompt, the knowledge block and a project derive from the
 project's ``revision`` -- bumped by every write to the project, in the database, so all
@@ -12,27 +13,19 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
-from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from api import schemas
 from api.problems import problem
 from lineage.domain import Project
 from lineage.errors import InvalidInput
-from lineage.formats.autoresearch import ImportOptions
 from lineage.formats.fieldkit import iter_tsv, write_trials
-from lineage.formats.text import check_text
 from lineage.service import Ledger, RecordResult, default_prompt_template
-
-if TYPE_CHECKING:  # imported where used: telemetry stays off the startup path
-    from lineage.telemetry_columns import PointColumns
 
 TSV = "text/tab-separated-values; charset=utf-8"
 MARKDOWN = "text/markdown; charset=utf-8"
@@ -252,63 +245,6 @@ def tsv_download(ledger: Ledger, slug: str, extended: bool) -> StreamingResponse
 # -- telemetry --------------------------------------------------------------------------------
 
 
-def ingest_telemetry(ledger: Ledger, slug: str, exp_id: str, body: bytes, key: str | None) -> JSONResponse:
-    """Validate a batch from its JSON bytes (pydantic-core, no model per point) and store it."""
-    from pydantic import ValidationError
-
-    from lineage import telemetry
-
-    columnar = _columnar_batch(body) if b'"columns"' in body else None
-    if columnar is not None:
-        columns, batch_id = columnar
-        return telemetry_accepted(ledger.telemetry.ingest_telemetry(slug, exp_id, columns, key=batch_id or key))
-    try:
-        batch = schemas.TELEMETRY_BATCH.validate_json(body)
-    except ValidationError as exc:
-        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
-    rows = telemetry.rows_from_valid(batch["points"])
-    return telemetry_accepted(ledger.telemetry.ingest_telemetry(slug, exp_id, rows, key=batch.get("batch_id") or key))
-
-
-def _columnar_batch(body: bytes) -> tuple[PointColumns, str | None] | None:
-    """``(columns, batch_id)`` of a batch in the columnar form (``lineage.telemetry_columns``),
-    checked a column at a time; None when the body is not one (the point list's path
-    answers it, parse errors included)."""
-    from lineage import telemetry
-
-    try:
-        found = _loads(body)
-    except ValueError:
-        return None
-    if not isinstance(found, dict) or "columns" not in found:
-        return None
-    for key in found:
-        if key not in ("batch_id", "columns"):
-            raise InvalidInput(
-                key,
-                "is not a member of a columnar batch (batch_id, columns)"
-                + ("; send points or columns, not both" if key == "points" else ""),
-            )
-    batch_id = found.get("batch_id")
-    if batch_id is not None and not isinstance(batch_id, str):
-        raise InvalidInput("batch_id", f"must be a string or null, got {batch_id!r}")
-    return telemetry.check_columns(found["columns"]), batch_id
-
-
-def _loads(body: bytes) -> Any:
-    """JSON from bytes: orjson (about 3x the standard library on number arrays); the
-    standard library for what orjson refuses but Python's JSON reads (``NaN``), so such a
-    value is named by the batch's checks rather than refused as unreadable."""
-    try:
-        import orjson
-    except ImportError:  # pragma: no cover - orjson is a dependency
-        return json.loads(body)
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
-
-
 def telemetry_accepted(result: Any) -> JSONResponse:
     """201 for a stored batch, 200 for a replay (nothing stored this time)."""
     return JSONResponse(
@@ -358,56 +294,3 @@ def readiness(request: Request, ledger: Ledger) -> Response:
             head=head,
         )
     return JSONResponse({"status": "ready", "schema_revision": current, "head": head})
-
-
-# -- files ------------------------------------------------------------------------------------
-
-
-def request_text(data: bytes) -> str:
-    """The body of a results-file upload as text, by the files' one rule
-    (:func:`~lineage.formats.text.check_text`: a byte-order mark stays, for a byte-for-byte
-    export); not UTF-8 or holding NUL: 422 naming ``body``, the line and the column; empty:
-    422 too."""
-    text = check_text(data, source="request body", field="body")
-    if not text.strip():
-        raise InvalidInput("body", "is empty; send the results file as the request body", line=1, column=1)
-    return text
-
-
-def import_options(args: schemas.ImportQuery) -> ImportOptions:
-    """The query's options as the core reads every face's (``ImportOptions.from_text``);
-    ``direction`` and the older ``lower_is_better`` must agree."""
-    options = ImportOptions.from_text(
-        id_column=args.id,
-        metric=args.metric,
-        status=args.status,
-        description=args.description,
-        parent=args.parent,
-        direction=args.direction,
-        status_map=args.status_map,
-        columns=args.columns,
-    )
-    if args.lower_is_better is not None:
-        if options.lower_is_better is not None and options.lower_is_better != args.lower_is_better:
-            raise InvalidInput(
-                "direction",
-                f"direction={args.direction} contradicts lower_is_better={str(args.lower_is_better).lower()}",
-            )
-        options = replace(options, lower_is_better=args.lower_is_better)
-    return options
-
-
-def import_tsv(ledger: Ledger, slug: str, text: str, args: schemas.ImportQuery) -> JSONResponse:
-    """Import atomically through the one entrance (``Ledger.import_file``): 201 with what
-    was stored and decided; a preview: 200, nothing stored."""
-    report = ledger.files.import_file(
-        slug,
-        io.StringIO(text, newline=""),
-        fmt=args.format,
-        source="request body",
-        create_with={} if args.create else None,
-        options=import_options(args),
-        best_policy=args.best_policy,
-        preview=args.preview,
-    )
-    return JSONResponse(report.to_dict(), status_code=201 if report.committed else 200)

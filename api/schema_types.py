@@ -16,6 +16,8 @@ the constraint the server enforces (one source: the type validates and documents
     A JSON integer within bounds, ``8020.0`` included, never ``true`` or ``"8020"``.
 :func:`non_blank`
     A pattern for text that must hold something besides white space.
+:class:`Strict`
+    The base of a request body: unknown fields refused.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, GetJsonSchemaHandler, StrictBool, StrictFloat
+from pydantic import AfterValidator, BaseModel, ConfigDict, GetJsonSchemaHandler, StrictBool, StrictFloat
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema as cs
 
@@ -34,6 +36,7 @@ __all__ = [
     "JsonObject",
     "NO_NUL",
     "Number",
+    "Strict",
     "TEXT_CHECKS",
     "Text",
     "WholeNumber",
@@ -156,6 +159,12 @@ class WholeNumber:
         if self.description:
             out["description"] = self.description
         return out
+
+
+class Strict(BaseModel):
+    """A request body: an unknown field is a 422 naming it, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def whole_number(minimum: int, maximum: int, description: str | None = None) -> Any:

@@ -14,36 +14,48 @@ OpenAPI document and the validation agree (``tests/api/test_contract.py`` holds 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from api.schema_types import TEXT_CHECKS, Flag, JsonObject, Number, Text, WholeNumber, non_blank, word_list
+from api.schema_types import (  # noqa: F401  (Number, JsonObject: re-exported for the routes)
+    TEXT_CHECKS,
+    Flag,
+    JsonObject,
+    Number,
+    Strict,
+    Text,
+    WholeNumber,
+    non_blank,
+    word_list,
+)
+
+# the trial bodies: api/trial_schemas.py (re-exported: schemas is the API's one namespace)
+from api.trial_schemas import (  # noqa: F401
+    FILTER_HELP,
+    SORT_HELP,
+    BatchOut,
+    LineageOut,
+    RecordOut,
+    SimilarOut,
+    TrialBatchIn,
+    TrialBatchItem,
+    TrialCreate,
+    TrialFilters,
+    TrialOut,
+    TrialPage,
+    TrialUpdate,
+)
 from lineage import telemetry
 from lineage.agent.prompt import MAX_PROMPT_TEMPLATE
 from lineage.auth import MAX_TOKEN_NAME
 from lineage.browse.explore import GROUP_FIELDS
-from lineage.domain import (
-    IDEMPOTENCY_KEY_PATTERN,
-    MAX_BATCH,
-    MAX_DURATION_S,
-    MAX_IDEMPOTENCY_KEY,
-    MAX_LONG_TEXT,
-    MAX_SHORT_TEXT,
-    MAX_SLUG,
-    METRIC_NAME_PATTERN,
-    FailureLabel,
-)
+from lineage.domain import MAX_SLUG, METRIC_NAME_PATTERN, FailureLabel
 from lineage.service.projects import MAX_TITLE
 from lineage.similar import MAX_QUERY_CHARS
 
 BestPolicyName = Literal["kept", "fieldkit"]
 RoleName = Literal["reader", "writer", "admin"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
 
 SLUG_PATTERN = "^[a-z0-9._-]+$"
 TOKEN_NAME_PATTERN = f"^[a-zA-Z0-9._@-]{{1,{MAX_TOKEN_NAME}}}$"
@@ -70,23 +82,10 @@ Query = Annotated[
 ]
 MetricRef = Annotated[str, Field(min_length=1), *TEXT_CHECKS]
 SimilarLimit = Annotated[int, WholeNumber(1, 50)]
-if TYPE_CHECKING:  # a Literal built from FailureLabel is no static type: the statuses are text to mypy
-    StatusName: TypeAlias = str
-else:
-    StatusName = Literal[tuple(label.value for label in FailureLabel)]
 #: Statuses, comma-separated (the explorer's filter).
 StatusList = Annotated[str, Field(pattern=word_list(tuple(label.value for label in FailureLabel))), *TEXT_CHECKS]
 #: What the explorer may group by: a trial field or extra.KEY.
 GroupBy = Annotated[str, Field(pattern=f"^({'|'.join(GROUP_FIELDS)}|extra\\.[\\s\\S]+)$"), *TEXT_CHECKS]
-
-#: The types of a trial's fields in the request bodies, by their limits in
-#: ``lineage.trial_fields`` (``tests/api/test_schema_fields.py`` holds each field to its spec).
-ShortText = Annotated[Text, Field(max_length=MAX_SHORT_TEXT)]
-LongText = Annotated[Text, Field(max_length=MAX_LONG_TEXT)]
-TrialNumber = Number
-Seconds = Annotated[Number, Field(ge=0, le=MAX_DURATION_S)]
-Fraction = Annotated[Number, Field(ge=0, le=1)]
-
 
 # -- projects ---------------------------------------------------------------------------------
 
@@ -125,112 +124,7 @@ class ProjectOut(BaseModel):
     updated_at: str | None
 
 
-# -- trials -----------------------------------------------------------------------------------
-# The fields are lineage.trial_fields.TRIAL_FIELDS': TrialCreate the recordable ones and delta_vs_best,
-# TrialUpdate the updatable ones, TrialOut all; tests/api/test_schema_fields.py holds them to the table.
-
-
-class TrialCreate(Strict):
-    """A trial to record. ``exp_id`` omitted: the next number is allocated.
-    ``delta_vs_best`` is computed by the server; a value sent here is ignored.
-    ``parent_exp`` omitted: the branch tip (the last keep or baseline) becomes the parent (``parent_defaulted`` in
-    the answer); ``""`` or ``null``: a root. Other keys go to the ledger, which reads the
-    project's metric under its own name (``val_bpb``, ``score``) as ``core_metric`` and
-    refuses any other key with a 422 naming it (``lineage.service.recording.prepare_record``)."""
-
-    # the document says no other keys: the project's metric under its own name (val_bpb,
-    # score) is the one the ledger also reads, and it cannot be named in a static schema
-    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
-
-    exp_id: ShortText | None = None
-    timestamp: ShortText | None = ""
-    specialist: ShortText | None = ""
-    parent_exp: ShortText | None = ""
-    baseline_exp: ShortText | None = ""
-    domain: ShortText | None = ""
-    hypothesis: LongText | None = ""
-    expected_delta: LongText | None = ""
-    status: FailureLabel
-    core_metric: TrialNumber | None = None
-    val_bpb: TrialNumber | None = None
-    delta_vs_best: TrialNumber | None = Field(None, description="Ignored: the server computes it")
-    train_s: Seconds | None = None
-    total_s: Seconds | None = None
-    job_name: ShortText | None = ""
-    snapshot_path: ShortText | None = ""
-    notes: LongText | None = ""
-    ig_clip_scale_mean: TrialNumber | None = None
-    ig_clip_scale_std: TrialNumber | None = None
-    ig_clip_scale_min: TrialNumber | None = None
-    ig_clip_scale_max: TrialNumber | None = None
-    ig_clip_scale_frac_low: Fraction | None = None
-    ig_clip_scale_frac_high: Fraction | None = None
-    extra: JsonObject = Field(default_factory=dict)
-
-
-class TrialUpdate(Strict):
-    """Fields to change after the run: status, metric, notes, timings, clip-scale
-    statistics; and the hypothesis and parent, for a results file whose row was rewritten
-    (a new parent must be a trial of the project and must not make a cycle)."""
-
-    status: FailureLabel = Field(None)  # type: ignore[assignment]
-    hypothesis: LongText | None = None
-    parent_exp: ShortText | None = None
-    core_metric: TrialNumber | None = None
-    val_bpb: TrialNumber | None = None
-    notes: LongText | None = None
-    train_s: Seconds | None = None
-    total_s: Seconds | None = None
-    job_name: ShortText | None = None
-    snapshot_path: ShortText | None = None
-    ig_clip_scale_mean: TrialNumber | None = None
-    ig_clip_scale_std: TrialNumber | None = None
-    ig_clip_scale_min: TrialNumber | None = None
-    ig_clip_scale_max: TrialNumber | None = None
-    ig_clip_scale_frac_low: Fraction | None = None
-    ig_clip_scale_frac_high: Fraction | None = None
-    extra: JsonObject = Field(None)  # type: ignore[arg-type]
-
-
-class TrialOut(BaseModel):
-    exp_id: str
-    timestamp: str
-    specialist: str
-    parent_exp: str
-    baseline_exp: str
-    domain: str
-    hypothesis: str
-    expected_delta: str
-    status: str
-    core_metric: float | None
-    val_bpb: float | None
-    delta_vs_best: float | None
-    train_s: float | None
-    total_s: float | None
-    job_name: str
-    snapshot_path: str
-    notes: str
-    ig_clip_scale_mean: float | None
-    ig_clip_scale_std: float | None
-    ig_clip_scale_min: float | None
-    ig_clip_scale_max: float | None
-    ig_clip_scale_frac_low: float | None
-    ig_clip_scale_frac_high: float | None
-    extra: dict[str, Any]
-    seq: int | None
-    created_at: str | None
-    updated_at: str | None
-
-
-class SimilarOut(BaseModel):
-    """A past trial close to a text ("was this tried?"); rule: ``lineage.similar``."""
-
-    exp_id: str
-    status: str
-    core_metric: float | None
-    delta_vs_best: float | None = Field(description="Its metric against the best before it")
-    score: float = Field(ge=0, le=1, description="Closeness of its hypothesis and notes to the text")
-    hypothesis: str
+# -- "was this tried?" ------------------------------------------------------------------------
 
 
 class SimilarPage(BaseModel):
@@ -249,101 +143,6 @@ class SimilarBody(Strict):
 
     q: Query
     limit: SimilarLimit = 5
-
-
-class RecordOut(BaseModel):
-    trial: TrialOut
-    #: False: the trial was already stored (a retry with the same exp_id or key)
-    created: bool
-    is_new_best: bool
-    best_before: str | None = Field(description="exp_id of the best before this trial")
-    parent_defaulted: bool = Field(
-        False, description="parent_exp was left out: the branch tip (the last keep or baseline) became the parent"
-    )
-    warnings: list[str] = Field(
-        default_factory=list, description="What the ledger read differently from the body, in words"
-    )
-    similar_prior: list[SimilarOut] = Field(
-        default_factory=list, description="Earlier trials close to this one (new trials only), closest first"
-    )
-
-
-class TrialBatchItem(TrialCreate):
-    """One trial of a batch: the body of ``POST .../trials``, with its own optional key."""
-
-    idempotency_key: str | None = Field(
-        None,
-        min_length=1,
-        max_length=MAX_IDEMPOTENCY_KEY,
-        pattern=IDEMPOTENCY_KEY_PATTERN,
-        description="This item's key: a later batch or single record with it gets this trial back",
-    )
-
-
-class TrialBatchIn(Strict):
-    """``POST .../trials:batch``: 1 to 1,000 trials, recorded in order, all or nothing."""
-
-    trials: list[TrialBatchItem] = Field(min_length=1, max_length=MAX_BATCH)
-
-
-class BatchOut(BaseModel):
-    #: trials stored by this request (0 on a replay)
-    created: int
-    #: True: the Idempotency-Key was used before with the same trials; nothing was written
-    replayed: bool
-    results: list[RecordOut] = Field(description="One answer per item, in the batch's order")
-
-
-class TrialPage(BaseModel):
-    items: list[TrialOut]
-    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last")
-    total: int | None = Field(description="Trials matching the filters (null when count=false)")
-
-
-#: The filter expression's help (the grammar: lineage.filter_language).
-FILTER_HELP = (
-    "A filter expression, e.g. `status = keep and core_metric < 0.99`, `extra.memory_gb >= 45`, "
-    "`not hypothesis ~ warmup`, `exp_id > exp_1000`, `status in (crash, discard)`, `specialist is null`; "
-    "a bare word matches the hypothesis, notes or exp_id. Errors name the column."
-)
-SORT_HELP = (
-    "seq, metric, exp_id (numeric-aware), any trial field (core_metric, delta_vs_best, status, ...) or "
-    "extra.KEY; a leading - sorts descending (overrides order). Trials without a value come last."
-)
-
-
-class TrialFilters(Strict):
-    """Filters, order and page of the trials listing."""
-
-    status: list[StatusName] | None = Field(None, description="Any of these statuses (repeat the parameter)")
-    specialist: Text | None = None
-    domain: Text | None = None
-    parent: Text | None = Field(None, description="Children of this exp_id ('' for trials without a parent)")
-    metric_min: float | None = Field(None, allow_inf_nan=False)
-    metric_max: float | None = Field(None, allow_inf_nan=False)
-    q: Text | None = Field(None, description="Text in the hypothesis, notes or exp_id (case-insensitive)")
-    created_after: str | None = Field(
-        None, description="Stored at or after this ISO 8601 time", json_schema_extra={"format": "date-time"}
-    )
-    created_before: str | None = Field(
-        None, description="Stored before this ISO 8601 time", json_schema_extra={"format": "date-time"}
-    )
-    timestamp_from: Text | None = Field(None, description="Trial timestamp text >= this")
-    timestamp_to: Text | None = Field(None, description="Trial timestamp text < this")
-    filter: Text | None = Field(None, max_length=2000, description=FILTER_HELP)
-    sort: Text = Field("seq", description=SORT_HELP)
-    order: Literal["asc", "desc"] = "asc"
-    limit: int = Field(100, ge=1, le=1000)
-    cursor: Text | None = None
-    count: bool = True
-    format: Literal["json", "tsv"] | None = Field(None, description="tsv: the same rows as fieldkit TSV")
-    extended: bool = Field(False, description="TSV: add the clip-scale columns and extra")
-
-
-class LineageOut(BaseModel):
-    exp_id: str
-    #: root first, this trial last
-    chain: list[TrialOut]
 
 
 # -- telemetry --------------------------------------------------------------------------------

@@ -49,14 +49,19 @@ class FieldSpec:
     max_length: int | None = None
     minimum: float | None = None
     maximum: float | None = None
+    #: a writer may send null for this text field (its description says what null means)
+    nullable: bool = False
 
-    def json_schema(self) -> dict[str, Any]:
+    def json_schema(self, *, answer: bool = False) -> dict[str, Any]:
         """This field's JSON Schema (with its description), in the portable dialect: one
-        ``type`` per schema, ``anyOf`` for a nullable number."""
+        ``type`` per schema, ``anyOf`` for a nullable number or a :attr:`nullable` text
+        (what a writer may send; ``answer``: the stored value, which is never a null text)."""
         if self.kind == "text":
             schema: dict[str, Any] = {"type": "string"}
             if self.max_length is not None:
                 schema["maxLength"] = self.max_length
+            if self.nullable and not answer:
+                schema = {"anyOf": [schema, {"type": "null"}]}
         elif self.kind == "number":
             number: dict[str, Any] = {"type": "number"}
             if self.minimum is not None:
@@ -116,6 +121,7 @@ TRIAL_FIELDS: tuple[FieldSpec, ...] = (
         'Send "" or null to record a root without a parent.',
         updatable=True,
         max_length=MAX_SHORT_TEXT,
+        nullable=True,
     ),
     FieldSpec(
         "baseline_exp",
@@ -267,7 +273,7 @@ def changes_schema() -> dict[str, Any]:
 
 def trial_output_schema() -> dict[str, Any]:
     """The JSON Schema of a stored trial as the ledger answers it (every field)."""
-    return {"type": "object", "properties": {spec.name: spec.json_schema() for spec in TRIAL_FIELDS}}
+    return {"type": "object", "properties": {spec.name: spec.json_schema(answer=True) for spec in TRIAL_FIELDS}}
 
 
 def check_fields(names: Any, *, field: str = "fields") -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api import present
+from api import bodies, present
 from api.deps import ExpId, IdempotencyKey, IfNoneMatch, ProjectSlug, Reader, Writer
 from api.schemas import SummaryOut, TelemetryAccepted, TelemetryOut, TelemetryQuery, telemetry_batch_schema
 
@@ -30,7 +30,7 @@ async def post_telemetry(
     """Store a batch of points, all or nothing. ``batch_id`` (or ``Idempotency-Key``)
     makes a replay insert nothing; ``Content-Encoding: gzip`` is accepted."""
     body = await request.body()
-    return await who.long_write(present.ingest_telemetry, who.ledger, project, exp_id, body, key)
+    return await who.long_write(bodies.ingest_telemetry, who.ledger, project, exp_id, body, key)
 
 
 @router.get("", response_model=TelemetryOut)

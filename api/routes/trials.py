@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api import present
+from api import bodies, present
 from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
 from api.schema_types import non_blank
 from api.schemas import (
@@ -114,8 +114,8 @@ async def upload_tsv(
     ``auto`` by default): one bad row and nothing is stored; the error names its
     ``line``, ``column`` and ``field``. The answer says what was decided: the format,
     the metric, the direction and why, the warnings and the lines kept as text."""
-    text = present.request_text(await request.body())
-    return await who.long_write(present.import_tsv, who.ledger, project, text, args)
+    text = bodies.request_text(await request.body())
+    return await who.long_write(bodies.import_tsv, who.ledger, project, text, args)
 
 
 @router.get("/trials/{exp_id}", response_model=TrialOut)

@@ -3,7 +3,9 @@ same service as the HTTP API (what one face writes, the other reads)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.stdio import get_default_environment
 
 from lineage.demo_data import DEMO_PROJECT, DEMO_TRIALS
 from lineage.service import Ledger
@@ -43,9 +46,19 @@ def _failed(result: Any) -> bool:
     return bool(found if found is not None else getattr(result, "isError", False))
 
 
+def _server_env() -> dict[str, str]:
+    """The SDK's safe default environment, plus PYTHONPATH: the SDK passes only a short list
+    of variables, so a run that selects a checkout by PYTHONPATH would otherwise start the
+    server from whatever checkout is installed."""
+    env = get_default_environment()
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 async def _session_run(db: str, steps: Any) -> Any:
     command, *prefix = _lineage_command()
-    params = StdioServerParameters(command=command, args=[*prefix, "mcp", "--db", db], cwd=str(ROOT))
+    params = StdioServerParameters(command=command, args=[*prefix, "mcp", "--db", db], cwd=str(ROOT), env=_server_env())
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -131,3 +144,15 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         assert client.get("/api/v1/projects/p/trials/006").json()["hypothesis"] == "via MCP"
     assert ledger.projects.project("p").trial_count == 7
     ledger.close()
+
+
+def test_the_server_reports_the_package_version(tmp_path: Path) -> None:
+    db = str(tmp_path / "v.db")
+    Ledger.open(db).close()
+
+    async def steps(session: ClientSession) -> Any:
+        return session.initialize_result
+
+    info = anyio.run(_session_run, db, steps).server_info
+    assert info.name == "lineage-ledger"
+    assert info.version == importlib.metadata.version("lineage-ledger") != ""

@@ -3,6 +3,8 @@ writable ones recordable, and the schemas generated from it say what the ledger 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lineage.domain import TRIAL_FIELD_NAMES, WRITABLE_FIELDS, FailureLabel
@@ -14,6 +16,7 @@ from lineage.trial_fields import (
     changes_schema,
     check_fields,
     record_schema,
+    trial_output_schema,
 )
 
 
@@ -38,6 +41,17 @@ def test_the_schemas_hold_types_the_status_enum_and_what_is_required() -> None:
     changes = changes_schema()
     assert "exp_id" not in changes["properties"] and "status" in changes["properties"]
     assert changes["minProperties"] == 1
+
+
+def test_a_field_whose_description_allows_null_takes_null_in_the_schemas() -> None:
+    said = {spec.name for spec in TRIAL_FIELDS if re.search(r"\bnull\b", spec.description)}
+    assert "parent_exp" in said
+    for schema in (record_schema(), changes_schema()):
+        for name, prop in schema["properties"].items():
+            takes_null = {"type": "null"} in prop.get("anyOf", [])
+            assert takes_null or name not in said, name
+    # a stored trial's parent is always text ("" for a root)
+    assert trial_output_schema()["properties"]["parent_exp"]["type"] == "string"
 
 
 def test_field_selection() -> None:

@@ -1,0 +1,62 @@
+"""The MCP tools as plain functions of a ledger (``api.mcp_tools``): callable one by one
+without a server, and listed once, with their roles, in the table the server registers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from api import mcp_tools
+from api.mcp_server import build_server
+from api.mcp_tools import TOOLS
+from lineage.auth import Role
+from lineage.errors import NotFound
+from lineage.service import Ledger
+
+
+def test_the_table_lists_each_tool_once_with_the_role_of_what_it_does() -> None:
+    assert len({tool.name for tool in TOOLS}) == len(TOOLS)
+    writes = {tool.name for tool in TOOLS if tool.role is Role.WRITER}
+    assert writes == {"create_project", "record_trial", "record_trials", "update_trial"}
+    assert all(tool.role in (Role.READER, Role.WRITER) for tool in TOOLS)
+    for tool in TOOLS:
+        assert getattr(mcp_tools, tool.name) is tool.function
+        assert tool.description and "\n    " not in tool.description
+
+
+def test_a_tool_is_a_function_of_the_ledger(tmp_path: Path) -> None:
+    ledger = Ledger.open(str(tmp_path / "t.db"))
+    made = mcp_tools.create_project(ledger, "p", "loss", True)
+    assert made["created"] is True
+    recorded = mcp_tools.record_trial(ledger, "p", {"status": "baseline", "core_metric": 1.0})
+    assert recorded["trial"]["exp_id"] == "000" and recorded["project_created"] is False
+    assert mcp_tools.get_trial(ledger, "p", "000")["core_metric"] == 1.0
+    assert mcp_tools.list_projects(ledger)["projects"][0]["best"] == {"exp_id": "000", "core_metric": 1.0}
+    assert mcp_tools.prompt_resource(ledger, "p") == mcp_tools.session_start(ledger, "p")
+    with pytest.raises(NotFound):
+        mcp_tools.get_trial(ledger, "p", "999")
+    ledger.close()
+
+
+def test_a_null_parent_over_mcp_records_a_root(tmp_path: Path) -> None:
+    """The schema lets a client send parent_exp null (its description says it may)."""
+    ledger = Ledger.open(str(tmp_path / "t.db"))
+    ledger.projects.create_project("p")
+    ledger.recording.record_trial("p", {"status": "baseline", "core_metric": 1.0})
+
+    async def call() -> Any:
+        async with Client(build_server(ledger)) as client:
+            tool = next(tool for tool in (await client.list_tools()).tools if tool.name == "record_trial")
+            parent = tool.input_schema["properties"]["trial"]["properties"]["parent_exp"]
+            assert {"type": "null"} in parent["anyOf"]
+            trial = {"status": "keep", "core_metric": 0.5, "parent_exp": None}
+            return await client.call_tool("record_trial", {"project": "p", "trial": trial})
+
+    result = anyio.run(call)
+    assert not result.is_error and result.structured_content["trial"]["parent_exp"] == ""
+    assert ledger.trials.trial("p", "001").parent_exp == ""
+    ledger.close()
