@@ -82,6 +82,7 @@ class TrialRecorder:
         self._started = 0.0
         self._trained: float | None = None
         self._planned = False
+        self._finished = False
 
     def __enter__(self) -> TrialRecorder:
         self.start()
@@ -127,9 +128,19 @@ class TrialRecorder:
         self.finish(exc)
         return False
 
+    @property
+    def finished(self) -> bool:
+        """The trial is finished (:meth:`finish` ran)."""
+        return self._finished
+
     def finish(self, exc: BaseException | None = None) -> str:
         """Finish the trial (what ``__exit__`` does); returns the status sent (``auto``: the
-        server-side best decides between keep and discard)."""
+        server-side best decides between keep and discard). Idempotent: once the trial is
+        finished, a later call (the ``with`` block's exit after a callback's
+        ``on_train_end``) sends nothing and returns the status sent the first time."""
+        if self._finished and self.status is not None:
+            return self.status
+        self._finished = True
         total = time.monotonic() - self._started
         fields = {"train_s": self._trained if self._trained is not None else total, "total_s": total, **self.fields}
         notes = list(self.notes)

@@ -1,0 +1,67 @@
+"""The trainer's lifecycle against a real ledger, with a real ``transformers.Trainer`` on the
+CPU and a tiny model built in code: the documented ``with recorder:`` around
+``trainer.train()``, a second ``train()`` with the same callback, a metric key that is
+never logged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.trainer_hooks.client.test_adapters import recorder, trial
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_trainer(tmp_path: Path, callback: Any, *, max_steps: int = 2, evaluate: bool = True) -> Any:
+    """A one-layer GPT-2 on 16 fixed sequences, logging every step; evaluated at the last
+    step when ``evaluate``."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    )
+
+    class Tokens(torch.utils.data.Dataset):  # type: ignore[misc]
+        def __len__(self) -> int:
+            return 16
+
+        def __getitem__(self, i: int) -> dict[str, Any]:
+            ids = (torch.arange(8) + i) % 32
+            return {"input_ids": ids, "labels": ids}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "hf"),
+        max_steps=max_steps,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        per_device_train_batch_size=4,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=max_steps,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    return transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=Tokens(),
+        eval_dataset=Tokens() if evaluate else None,
+        callbacks=[callback],
+    )
+
+
+def test_with_recorder_around_a_successful_train_finishes_once(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from trainer_hooks.callbacks.hf import LedgerCallback
+
+    server = serve(str(tmp_path / "ledger.db"))
+    rec = recorder(server, tmp_path, hypothesis="wrapped")
+    callback = LedgerCallback(rec, metric_key="eval_loss")
+    with rec:
+        tiny_trainer(tmp_path, callback).train()
+    found = trial(server, rec.exp_id)
+    assert found["status"] == "keep" and found["core_metric"] is not None and found["hypothesis"] == "wrapped"
+    assert rec.finish() == "auto"  # again: nothing more is sent
