@@ -11,6 +11,12 @@ environment); nothing else in ``trainer_hooks`` imports it.
   evaluated (``on_log`` and ``on_evaluate``);
 * ``on_train_end``: finishes the trial by the outcome rule.
 
+Each ``trainer.train()`` is a trial: a second ``train()`` with the same callback (more
+steps, or ``Trainer.hyperparameter_search``, which reuses the callbacks) plans a new one
+at its ``on_train_begin``. Logs that come while no trial runs (a ``trainer.evaluate()``
+after ``train()``) are not recorded, with one warning: a telemetry callback never takes
+training down.
+
 TRL's ``GRPOTrainer`` logs through the same ``on_log``, once per logging step: ``reward``
 and ``reward_std`` (the generation batch's mean reward and its standard deviation, and
 ``rewards/<function>/mean`` per reward function), ``kl`` (the mean per-token KL to the
@@ -27,6 +33,7 @@ recorder's ``with`` block (or call :meth:`LedgerCallback.fail`) to label the fai
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from collections.abc import Mapping
@@ -40,6 +47,8 @@ from trainer_hooks.client.outcome import TrialOutcome
 
 __all__ = ["LedgerCallback"]
 
+log = logging.getLogger("trainer_hooks.callbacks")
+
 
 class LedgerCallback(TrainerCallback):
     """Records a ``transformers.Trainer`` (or TRL trainer) run (module doc). ``metric_key``:
@@ -50,7 +59,12 @@ class LedgerCallback(TrainerCallback):
         self.recorder = recorder
         self.metric_key = metric_key
         self.metric: float | None = None
-        self.finished = False
+        self._warned_idle = False
+
+    @property
+    def finished(self) -> bool:
+        """The current trial is finished (no ``train()`` is being recorded)."""
+        return self.recorder.finished
 
     @property
     def outcome(self) -> TrialOutcome | None:
@@ -58,18 +72,31 @@ class LedgerCallback(TrainerCallback):
         return self.recorder.outcome
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.recorder.start()
+        self.metric = None
+        self.recorder.start()  # after a finished train(): a new trial
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if logs:
+        if logs and self._recording():
             self.recorder.log(int(state.global_step), numeric_metrics(logs))
             self._keep_metric(logs)
 
     def on_evaluate(
         self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
-        if metrics:
+        if metrics and self._recording():
             self._keep_metric(metrics)
+
+    def _recording(self) -> bool:
+        """A trial runs; else (logs after ``on_train_end``) one warning, and nothing is recorded."""
+        if not self.recorder.finished:
+            return True
+        if not self._warned_idle:
+            self._warned_idle = True
+            log.warning(
+                "ledger: logs after the trial finished (trainer.evaluate() after train()?) are not recorded; "
+                "the next trainer.train() records a new trial"
+            )
+        return False
 
     def _keep_metric(self, values: Mapping[str, Any]) -> None:
         value = values.get(self.metric_key)
@@ -77,13 +104,11 @@ class LedgerCallback(TrainerCallback):
             self.metric = float(value)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not self.finished:
-            self.finished = True
+        if not self.recorder.finished:
             self.recorder.result(self.metric)  # train_s ends here, not at a mid-run evaluation
             self.recorder.finish()
 
     def fail(self, exc: BaseException) -> None:
         """Label the failure ``exc`` (when ``trainer.train()`` raised)."""
-        if not self.finished:
-            self.finished = True
+        if not self.recorder.finished:
             self.recorder.finish(exc)

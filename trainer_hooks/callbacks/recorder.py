@@ -89,11 +89,28 @@ class TrialRecorder:
         return self
 
     def start(self) -> None:
-        """Plan the trial (once) and start the clock."""
+        """Plan the trial (once) and start the clock. After :meth:`finish`, a new trial:
+        the next run of the same loop (a second ``trainer.train()``, a hyperparameter
+        search's next run) gets a client of its own (:meth:`LedgerClient.next_client`),
+        which this recorder closes when it finishes."""
+        if self._finished:
+            self._next_trial()
         if not self._planned:
             self._started = time.monotonic()
             self.client.plan_trial(**self.plan)
             self._planned = True
+
+    def _next_trial(self) -> None:
+        self.client = self.client.next_client()
+        self.close_client = True  # the recorder made this client: nobody else closes it
+        self.core_metric = None
+        self.fields = {}
+        self.eval_s = None
+        self.notes = []
+        self.status = None
+        self._trained = None
+        self._planned = False
+        self._finished = False
 
     @property
     def exp_id(self) -> str | None:

@@ -177,10 +177,32 @@ class LedgerClient:
         keep_spool: bool = False,
         in_flight: int = 2,
     ) -> None:
+        #: how this client was made, for :meth:`next_client`
+        self._settings: dict[str, Any] = {
+            "base_url": base_url,
+            "token": token,
+            "project": project,
+            "spool_dir": spool_dir,
+            "timeout": timeout,
+            "max_batch_points": max_batch_points,
+            "max_buffer_points": max_buffer_points,
+            "spool_interval": spool_interval,
+            "close_timeout": close_timeout,
+            "backoff": backoff,
+            "handle_sigterm": handle_sigterm,
+            "durable": durable,
+            "gzip_level": gzip_level,
+            "system_metrics": system_metrics,
+            "keep_spool": keep_spool,
+            "in_flight": in_flight,
+        }
+        self._generation = 1  # the how-many-th trial of the run (next_client)
+        self._project_op: dict[str, Any] | None = None
         self.project = project
         self.run_id = run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         if not _RUN_ID.match(self.run_id):
             raise ValueError(f"run_id must be 1-120 characters of A-Z, a-z, 0-9, '.', '_', '-', got {self.run_id!r}")
+        self._first_run_id = self.run_id
         directory = Path(spool_dir) if spool_dir is not None else default_spool_dir()
         self.spool = Spool(directory / f"{self.run_id}{SPOOL_SUFFIX}", durable=durable)
         self.spool.set("run_id", self.run_id)
@@ -240,10 +262,27 @@ class LedgerClient:
         self, *, lower_is_better: bool = True, title: str = "", metric_name: str = "core_metric"
     ) -> None:
         """Create the project if it does not exist (an existing one is left as it is)."""
-        self._append_op(
-            "project",
-            {"slug": self.project, "title": title, "metric_name": metric_name, "lower_is_better": lower_is_better},
-        )
+        self._project_op = {
+            "slug": self.project,
+            "title": title,
+            "metric_name": metric_name,
+            "lower_is_better": lower_is_better,
+        }
+        self._append_op("project", self._project_op)
+
+    def next_client(self) -> LedgerClient:
+        """A client for the next trial of the same run (a second ``trainer.train()``, the
+        next run of a hyperparameter search): the same ledger, project and settings, and a
+        run id of its own (``<run_id>-<n>``), so its own spool and idempotency keys (one
+        client records one trial). The project is ensured again first when this client
+        ensured it, so the next trial never waits on a project this spool still holds."""
+        generation = self._generation + 1
+        following = LedgerClient(**self._settings, run_id=f"{self._first_run_id[:110]}-{generation}")
+        following._generation, following._first_run_id = generation, self._first_run_id
+        if self._project_op is not None:
+            following._project_op = dict(self._project_op)
+            following._append_op("project", following._project_op)
+        return following
 
     def plan_trial(
         self,

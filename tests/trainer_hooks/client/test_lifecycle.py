@@ -65,3 +65,31 @@ def test_with_recorder_around_a_successful_train_finishes_once(serve, tmp_path: 
     found = trial(server, rec.exp_id)
     assert found["status"] == "keep" and found["core_metric"] is not None and found["hypothesis"] == "wrapped"
     assert rec.finish() == "auto"  # again: nothing more is sent
+
+
+def test_a_second_train_with_the_same_callback_is_a_new_trial(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    from tests.api.conftest import API
+    from trainer_hooks.callbacks.hf import LedgerCallback
+
+    server = serve(str(tmp_path / "ledger.db"))
+    rec = recorder(server, tmp_path, hypothesis="twice")
+    callback = LedgerCallback(rec, metric_key="eval_loss")
+    with rec:
+        trainer = tiny_trainer(tmp_path, callback)
+        trainer.train()
+        first = rec.exp_id
+        trainer.evaluate()  # after train(): no trial runs; nothing recorded, nothing raised
+        trainer.args.max_steps = 3
+        trainer.train()  # as hyperparameter_search does: the same callback, another run
+    second = rec.exp_id
+    assert first is not None and second is not None and first != second
+    for exp_id, steps in ((first, [1, 2]), (second, [1, 2, 3])):
+        found = trial(server, exp_id)
+        assert found["status"] in ("keep", "discard") and found["core_metric"] is not None
+        assert found["hypothesis"] == "twice" and found["extra"]["state"] == "finished"
+        series = httpx.get(f"{server.url}{API}/projects/p/trials/{exp_id}/telemetry", timeout=60).json()["series"]
+        assert next(s for s in series if s["name"] == "loss")["step"] == steps
+    assert len(httpx.get(f"{server.url}{API}/projects/p/trials", timeout=60).json()["items"]) == 2
+    assert rec.client.run_id.endswith("-2") and not list((tmp_path / "spool").iterdir())
