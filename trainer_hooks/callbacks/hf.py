@@ -11,6 +11,11 @@ environment); nothing else in ``trainer_hooks`` imports it.
   evaluated (``on_log`` and ``on_evaluate``);
 * ``on_train_end``: finishes the trial by the outcome rule.
 
+In a distributed run (``torchrun``, accelerate, deepspeed) only the world process zero
+records, as the Trainer's own reporting callbacks do: on any other process the client is
+idle from the start (``RANK``: :mod:`trainer_hooks.client.rank`), or stands down at
+``on_train_begin`` when the Trainer says it is not process zero.
+
 Each ``trainer.train()`` is a trial: a second ``train()`` with the same callback (more
 steps, or ``Trainer.hyperparameter_search``, which reuses the callbacks) plans a new one
 at its ``on_train_begin``. Logs that come while no trial runs (a ``trainer.evaluate()``
@@ -50,6 +55,14 @@ __all__ = ["LedgerCallback"]
 log = logging.getLogger("trainer_hooks.callbacks")
 
 
+def trainer_rank(args: Any, state: Any) -> int:
+    """This process's rank as the Trainer sees it: 0 for the world process zero
+    (``state.is_world_process_zero``), else ``args.process_index`` (at least 1)."""
+    if getattr(state, "is_world_process_zero", True):
+        return 0
+    return max(1, int(getattr(args, "process_index", 1) or 1))
+
+
 class LedgerCallback(TrainerCallback):
     """Records a ``transformers.Trainer`` (or TRL trainer) run (module doc). ``metric_key``:
     the logged or evaluated metric that is the trial's core_metric (default ``eval_loss``;
@@ -72,6 +85,9 @@ class LedgerCallback(TrainerCallback):
         return self.recorder.outcome
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        rank = trainer_rank(args, state)
+        if rank:
+            self.recorder.client.stand_down(rank)
         self.metric = None
         self.recorder.start()  # after a finished train(): a new trial
 

@@ -218,8 +218,9 @@ class Run:
 
     @property
     def dir(self) -> str | None:
-        """The folder of the run's spool file."""
-        return str(self._client.spool.path.parent) if self._client is not None else None
+        """The folder of the run's spool file (None when it keeps none: disabled, or not rank 0)."""
+        client = self._client
+        return str(client.spool.path.parent) if client is not None and client.active else None
 
     @property
     def step(self) -> int:
