@@ -9,7 +9,9 @@ environment); nothing else in ``trainer_hooks`` imports it.
   that are not numbers, or are ``None``, are skipped);
 * ``metric_key``: the core metric is the last value of that key the Trainer logged or
   evaluated (``on_log`` and ``on_evaluate``);
-* ``on_train_end``: finishes the trial by the outcome rule.
+* ``on_train_end``: finishes the trial by the outcome rule. A ``metric_key`` that was never
+  logged (no ``eval_dataset`` for ``eval_loss``, a misspelt key) is a WARNING naming the key
+  and the keys that were logged, and the trial is stored with no metric.
 
 In a distributed run (``torchrun``, accelerate, deepspeed) only the world process zero
 records, as the Trainer's own reporting callbacks do: on any other process the client is
@@ -72,6 +74,8 @@ class LedgerCallback(TrainerCallback):
         self.recorder = recorder
         self.metric_key = metric_key
         self.metric: float | None = None
+        #: the numeric keys logged or evaluated in this train(), for the warning of a missing metric_key
+        self.logged_keys: set[str] = set()
         self._warned_idle = False
 
     @property
@@ -89,6 +93,7 @@ class LedgerCallback(TrainerCallback):
         if rank:
             self.recorder.client.stand_down(rank)
         self.metric = None
+        self.logged_keys = set()
         self.recorder.start()  # after a finished train(): a new trial
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -115,12 +120,19 @@ class LedgerCallback(TrainerCallback):
         return False
 
     def _keep_metric(self, values: Mapping[str, Any]) -> None:
+        self.logged_keys.update(numeric_metrics(values))
         value = values.get(self.metric_key)
         if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
             self.metric = float(value)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not self.recorder.finished:
+            if self.metric is None and self.recorder.client.active:
+                log.warning(
+                    "ledger: metric_key %r was never logged (logged: %s); the trial is stored with no metric",
+                    self.metric_key,
+                    ", ".join(sorted(self.logged_keys)) or "nothing",
+                )
             self.recorder.result(self.metric)  # train_s ends here, not at a mid-run evaluation
             self.recorder.finish()
 

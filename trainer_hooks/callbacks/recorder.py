@@ -6,7 +6,8 @@ current best by ``keep_margin``, else ``discard``; an evaluation that took longe
 ``eval_budget_s`` is ``eval_budget_overrun``), or, when an exception left the block,
 labels the failure (:func:`~trainer_hooks.client.outcome.failure_label`: crash,
 out-of-memory -> ``size_blocked``, timeouts, interrupts) with the exception's summary
-in the notes. The exception is never swallowed. Timings: ``train_s`` from enter to
+in the notes. The exception is never swallowed. A run that ends without
+:meth:`TrialRecorder.result` is a WARNING, and its trial is stored with no metric. Timings: ``train_s`` from enter to
 :meth:`TrialRecorder.training_done` (or to :meth:`TrialRecorder.result`), ``total_s``
 from enter to exit.
 
@@ -26,6 +27,7 @@ took the finish before the client closed (else None: the finish waits in the spo
 
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from collections.abc import Mapping
@@ -37,6 +39,8 @@ from trainer_hooks.client.outcome import TrialOutcome, failure_label
 __all__ = ["TrialRecorder", "exception_summary"]
 
 MAX_NOTES = 2000
+
+log = logging.getLogger("trainer_hooks.callbacks")
 
 
 def exception_summary(exc: BaseException) -> str:
@@ -83,6 +87,7 @@ class TrialRecorder:
         self._trained: float | None = None
         self._planned = False
         self._finished = False
+        self._reported = False
 
     def __enter__(self) -> TrialRecorder:
         self.start()
@@ -111,6 +116,7 @@ class TrialRecorder:
         self._trained = None
         self._planned = False
         self._finished = False
+        self._reported = False
 
     @property
     def exp_id(self) -> str | None:
@@ -135,6 +141,7 @@ class TrialRecorder:
     def result(self, core_metric: float | None, *, eval_s: float | None = None, note: str = "", **fields: Any) -> None:
         """The evaluation's result: ``core_metric`` (and ``val_bpb``, ``notes``, ... fields)."""
         self.training_done()
+        self._reported = True
         self.core_metric = core_metric
         self.eval_s = eval_s
         self.fields.update(fields)
@@ -169,6 +176,8 @@ class TrialRecorder:
             notes.append(f"evaluation took {self.eval_s:.1f} s, over its budget of {self.eval_budget_s:.1f} s")
         else:
             status = "auto"
+            if not self._reported and self.client.active:
+                log.warning("ledger: the run finished without result(): the trial is stored with no metric")
         if notes:
             fields["notes"] = " | ".join(notes)[:MAX_NOTES]
         self.status = status

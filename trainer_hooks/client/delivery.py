@@ -443,6 +443,14 @@ def _metric_of_summary(spool: Spool, transport: Transport, body: dict[str, Any])
         return value, used
     key = body.get("metric_key") or transport.request("finish", "GET", transport.prefix).json()["metric_name"]
     used, value = metric_of_summary(body["metric_from"], key)
+    if value is None:
+        log.warning(
+            "ledger: the metric %r is not in the run's summary%s (summary keys: %s); the trial is stored with no "
+            "metric (name the summary key with init(metric=...) or LINEAGE_METRIC)",
+            key,
+            f" as a finite number (found {used!r})" if used else "",
+            ", ".join(sorted(body["metric_from"])[:20]) or "none",
+        )
     spool.set("decided_metric", json.dumps([value, used]))
     return value, used
 

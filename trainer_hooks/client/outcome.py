@@ -75,7 +75,11 @@ class TrialOutcome:
         return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
     def describe(self) -> str:
-        """One line: ``trial 007: keep (delta -0.15, the new best)``."""
+        """One line: ``trial 007: keep, delta -0.15, the new best``; a trial with no metric
+        says so and is never called the new best."""
+        if self.core_metric is None:
+            best = f", best is {self.best_exp}" if self.best_exp and self.best_exp != self.exp_id else ""
+            return f"trial {self.exp_id}: {self.status}, no metric{best}"
         delta = "" if self.delta_vs_best is None else f", delta {self.delta_vs_best:+.6g}"
         best = ", the new best" if self.is_new_best else (f", best is {self.best_exp}" if self.best_exp else "")
         return f"trial {self.exp_id}: {self.status}{delta}{best}"

@@ -5,6 +5,7 @@ never logged."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,26 @@ def test_a_second_train_with_the_same_callback_is_a_new_trial(serve, tmp_path: P
         assert next(s for s in series if s["name"] == "loss")["step"] == steps
     assert len(httpx.get(f"{server.url}{API}/projects/p/trials", timeout=60).json()["items"]) == 2
     assert rec.client.run_id.endswith("-2") and not list((tmp_path / "spool").iterdir())
+
+
+def test_a_metric_key_never_logged_is_a_warning_and_no_metric(serve, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    from trainer_hooks.callbacks.hf import LedgerCallback
+
+    server = serve(str(tmp_path / "ledger.db"))
+    callback = LedgerCallback(recorder(server, tmp_path, hypothesis="no eval set"), metric_key="eval_loss")
+    with caplog.at_level(logging.WARNING):
+        tiny_trainer(tmp_path, callback, evaluate=False).train()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "eval_loss" in r.getMessage()]
+    assert len(warned) == 1 and "never logged" in warned[0] and "grad_norm, learning_rate, loss" in warned[0]
+    found = trial(server, callback.recorder.exp_id)
+    assert found["core_metric"] is None and found["status"] != "keep"
+    outcome = callback.outcome
+    assert outcome is not None and "no metric" in outcome.describe() and "new best" not in outcome.describe()
+
+
+def test_a_plain_loop_without_a_result_is_a_warning(serve, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    server = serve(str(tmp_path / "ledger.db"))
+    with caplog.at_level(logging.WARNING), recorder(server, tmp_path) as rec:
+        rec.log(0, {"loss": 1.0})
+    assert any("without result()" in r.getMessage() for r in caplog.records)
+    assert trial(server, rec.exp_id)["core_metric"] is None

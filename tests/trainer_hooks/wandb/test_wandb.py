@@ -203,13 +203,25 @@ def test_summary_modes_and_a_suffix_match_give_the_result(ledger: str, spool_dir
     assert trial["core_metric"] == 0.5 and trial["status"] == "keep" and trial["delta_vs_best"] == -0.5
 
 
-def test_a_summary_without_the_metric_is_discarded_with_no_metric(ledger: str, spool_dir: Path) -> None:
+def test_a_summary_without_the_metric_is_discarded_with_no_metric_and_a_warning(
+    ledger: str, spool_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     make_project(ledger, "nometric", metric_name="val_bpb")
     run = wandb.init(project="nometric", url=ledger, spool_dir=spool_dir)
     run.log({"train/val_bpb": 1.0, "eval/val_bpb": 2.0})  # two candidates: neither is taken
-    run.finish()
+    with caplog.at_level(logging.WARNING, "trainer_hooks.client"):
+        run.finish()
     trial = get(ledger, f"/projects/nometric/trials/{run.exp_id}")
     assert trial["core_metric"] is None and trial["status"] == "discard" and "metric_from_summary" not in trial["extra"]
+    assert "the metric 'val_bpb' is not in the run's summary (summary keys: eval/val_bpb, train/val_bpb)" in caplog.text
+    assert run.report is not None and run.report.outcome is not None
+    assert "new best" not in run.report.outcome.describe()
+    # wandb's README, unchanged: no metric named, so the new project's 'core_metric' is missing
+    caplog.clear()
+    with wandb.init(project="readme-no-metric", url=ledger, spool_dir=spool_dir) as readme:
+        readme.log({"accuracy": 0.9, "loss": 0.1})
+    assert "the metric 'core_metric' is not in the run's summary (summary keys: accuracy, loss)" in caplog.text
+    assert "init(metric=...)" in caplog.text
 
 
 # -- init: the project, the trial's fields, reinit, modes ------------------------------------
