@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, Transport, Unavailable, deliver
-from trainer_hooks.client.outcome import TrialOutcome
+from trainer_hooks.client.outcome import TrialOutcome, declared_direction
 from trainer_hooks.client.points import Record, Row, encode_columns, step_record, step_rows, turn_rows
 from trainer_hooks.client.rank import process_rank
 from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
@@ -257,18 +257,35 @@ class LedgerClient:
     # -- the trial ------------------------------------------------------------------------
 
     def ensure_project(
-        self, *, lower_is_better: bool = True, title: str = "", metric_name: str = "core_metric"
+        self,
+        *,
+        lower_is_better: bool | None = None,
+        title: str = "",
+        metric_name: str = "core_metric",
+        declared: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """Create the project if it does not exist (an existing one is left as it is)."""
+        """Create the project if it does not exist; an existing one is left as it is.
+
+        Its direction: ``lower_is_better``, else the first of ``declared`` (``{"name",
+        "lower_is_better", "by"}``: what the run said of a metric, ``by`` in words) about
+        ``metric_name``, else lower is better. When an existing project's direction goes
+        against ``lower_is_better`` or a declaration, the ledger's answer is a warning
+        naming both (:func:`~trainer_hooks.client.outcome.contradiction`)."""
         if not self._rank_zero():
             return
+        said = [dict(item) for item in declared]
+        if lower_is_better is not None:
+            said.insert(
+                0, {"name": None, "lower_is_better": lower_is_better, "by": f"lower_is_better={lower_is_better}"}
+            )
+        found = declared_direction(said, metric_name)
         self._project_op = {
             "slug": self.project,
             "title": title,
             "metric_name": metric_name,
-            "lower_is_better": lower_is_better,
+            "lower_is_better": bool(found["lower_is_better"]) if found is not None else True,
         }
-        self._append_op("project", self._project_op)
+        self._append_op("project", {**self._project_op, "declared": said} if said else self._project_op)
 
     def next_client(self) -> LedgerClient:
         """A client for the next trial of the same run (a second ``trainer.train()``, the

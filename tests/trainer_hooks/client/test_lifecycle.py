@@ -117,3 +117,18 @@ def test_a_plain_loop_without_a_result_is_a_warning(serve, tmp_path: Path, caplo
         rec.log(0, {"loss": 1.0})
     assert any("without result()" in r.getMessage() for r in caplog.records)
     assert trial(server, rec.exp_id)["core_metric"] is None
+
+
+def test_ensure_project_against_an_existing_direction_warns_and_leaves_it(serve, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    from tests.api.conftest import API
+
+    server = serve(str(tmp_path / "ledger.db"))
+    with recorder(server, tmp_path, lower_is_better=True) as rec:
+        rec.result(1.0)
+    with caplog.at_level(logging.WARNING), recorder(server, tmp_path, lower_is_better=False) as rec:
+        rec.result(2.0)
+    assert "project 'p' keeps 'core_metric' lower-is-better, but this run declared lower_is_better=False" in caplog.text
+    assert httpx.get(f"{server.url}{API}/projects/p", timeout=60).json()["lower_is_better"] is True
+    assert trial(server, rec.exp_id)["status"] == "discard"  # 2.0 is worse, lower being better
