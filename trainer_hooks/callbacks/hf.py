@@ -9,7 +9,20 @@ environment); nothing else in ``trainer_hooks`` imports it.
   that are not numbers, or are ``None``, are skipped);
 * ``metric_key``: the core metric is the last value of that key the Trainer logged or
   evaluated (``on_log`` and ``on_evaluate``);
-* ``on_train_end``: finishes the trial by the outcome rule.
+* ``on_train_end``: finishes the trial by the outcome rule. A ``metric_key`` that was never
+  logged (no ``eval_dataset`` for ``eval_loss``, a misspelt key) is a WARNING naming the key
+  and the keys that were logged, and the trial is stored with no metric.
+
+In a distributed run (``torchrun``, accelerate, deepspeed) only the world process zero
+records, as the Trainer's own reporting callbacks do: on any other process the client is
+idle from the start (``RANK``: :mod:`trainer_hooks.client.rank`), or stands down at
+``on_train_begin`` when the Trainer says it is not process zero.
+
+Each ``trainer.train()`` is a trial: a second ``train()`` with the same callback (more
+steps, or ``Trainer.hyperparameter_search``, which reuses the callbacks) plans a new one
+at its ``on_train_begin``. Logs that come while no trial runs (a ``trainer.evaluate()``
+after ``train()``) are not recorded, with one warning: a telemetry callback never takes
+training down.
 
 TRL's ``GRPOTrainer`` logs through the same ``on_log``, once per logging step: ``reward``
 and ``reward_std`` (the generation batch's mean reward and its standard deviation, and
@@ -27,6 +40,7 @@ recorder's ``with`` block (or call :meth:`LedgerCallback.fail`) to label the fai
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from collections.abc import Mapping
@@ -40,6 +54,16 @@ from trainer_hooks.client.outcome import TrialOutcome
 
 __all__ = ["LedgerCallback"]
 
+log = logging.getLogger("trainer_hooks.callbacks")
+
+
+def trainer_rank(args: Any, state: Any) -> int:
+    """This process's rank as the Trainer sees it: 0 for the world process zero
+    (``state.is_world_process_zero``), else ``args.process_index`` (at least 1)."""
+    if getattr(state, "is_world_process_zero", True):
+        return 0
+    return max(1, int(getattr(args, "process_index", 1) or 1))
+
 
 class LedgerCallback(TrainerCallback):
     """Records a ``transformers.Trainer`` (or TRL trainer) run (module doc). ``metric_key``:
@@ -50,7 +74,14 @@ class LedgerCallback(TrainerCallback):
         self.recorder = recorder
         self.metric_key = metric_key
         self.metric: float | None = None
-        self.finished = False
+        #: the numeric keys logged or evaluated in this train(), for the warning of a missing metric_key
+        self.logged_keys: set[str] = set()
+        self._warned_idle = False
+
+    @property
+    def finished(self) -> bool:
+        """The current trial is finished (no ``train()`` is being recorded)."""
+        return self.recorder.finished
 
     @property
     def outcome(self) -> TrialOutcome | None:
@@ -58,32 +89,54 @@ class LedgerCallback(TrainerCallback):
         return self.recorder.outcome
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.recorder.start()
+        rank = trainer_rank(args, state)
+        if rank:
+            self.recorder.client.stand_down(rank)
+        self.metric = None
+        self.logged_keys = set()
+        self.recorder.start()  # after a finished train(): a new trial
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if logs:
+        if logs and self._recording():
             self.recorder.log(int(state.global_step), numeric_metrics(logs))
             self._keep_metric(logs)
 
     def on_evaluate(
         self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
-        if metrics:
+        if metrics and self._recording():
             self._keep_metric(metrics)
 
+    def _recording(self) -> bool:
+        """A trial runs; else (logs after ``on_train_end``) one warning, and nothing is recorded."""
+        if not self.recorder.finished:
+            return True
+        if not self._warned_idle:
+            self._warned_idle = True
+            log.warning(
+                "ledger: logs after the trial finished (trainer.evaluate() after train()?) are not recorded; "
+                "the next trainer.train() records a new trial"
+            )
+        return False
+
     def _keep_metric(self, values: Mapping[str, Any]) -> None:
+        self.logged_keys.update(numeric_metrics(values))
         value = values.get(self.metric_key)
         if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
             self.metric = float(value)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not self.finished:
-            self.finished = True
+        if not self.recorder.finished:
+            if self.metric is None and self.recorder.client.active:
+                log.warning(
+                    "ledger: metric_key %r was never logged (logged: %s); the trial is stored with no metric",
+                    self.metric_key,
+                    ", ".join(sorted(self.logged_keys)) or "nothing",
+                )
             self.recorder.result(self.metric)  # train_s ends here, not at a mid-run evaluation
             self.recorder.finish()
 
     def fail(self, exc: BaseException) -> None:
         """Label the failure ``exc`` (when ``trainer.train()`` raised)."""
-        if not self.finished:
-            self.finished = True
+        if not self.recorder.finished:
             self.recorder.finish(exc)

@@ -6,7 +6,8 @@ current best by ``keep_margin``, else ``discard``; an evaluation that took longe
 ``eval_budget_s`` is ``eval_budget_overrun``), or, when an exception left the block,
 labels the failure (:func:`~trainer_hooks.client.outcome.failure_label`: crash,
 out-of-memory -> ``size_blocked``, timeouts, interrupts) with the exception's summary
-in the notes. The exception is never swallowed. Timings: ``train_s`` from enter to
+in the notes. The exception is never swallowed. A run that ends without
+:meth:`TrialRecorder.result` is a WARNING, and its trial is stored with no metric. Timings: ``train_s`` from enter to
 :meth:`TrialRecorder.training_done` (or to :meth:`TrialRecorder.result`), ``total_s``
 from enter to exit.
 
@@ -26,6 +27,7 @@ took the finish before the client closed (else None: the finish waits in the spo
 
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from collections.abc import Mapping
@@ -37,6 +39,8 @@ from trainer_hooks.client.outcome import TrialOutcome, failure_label
 __all__ = ["TrialRecorder", "exception_summary"]
 
 MAX_NOTES = 2000
+
+log = logging.getLogger("trainer_hooks.callbacks")
 
 
 def exception_summary(exc: BaseException) -> str:
@@ -82,17 +86,37 @@ class TrialRecorder:
         self._started = 0.0
         self._trained: float | None = None
         self._planned = False
+        self._finished = False
+        self._reported = False
 
     def __enter__(self) -> TrialRecorder:
         self.start()
         return self
 
     def start(self) -> None:
-        """Plan the trial (once) and start the clock."""
+        """Plan the trial (once) and start the clock. After :meth:`finish`, a new trial:
+        the next run of the same loop (a second ``trainer.train()``, a hyperparameter
+        search's next run) gets a client of its own (:meth:`LedgerClient.next_client`),
+        which this recorder closes when it finishes."""
+        if self._finished:
+            self._next_trial()
         if not self._planned:
             self._started = time.monotonic()
             self.client.plan_trial(**self.plan)
             self._planned = True
+
+    def _next_trial(self) -> None:
+        self.client = self.client.next_client()
+        self.close_client = True  # the recorder made this client: nobody else closes it
+        self.core_metric = None
+        self.fields = {}
+        self.eval_s = None
+        self.notes = []
+        self.status = None
+        self._trained = None
+        self._planned = False
+        self._finished = False
+        self._reported = False
 
     @property
     def exp_id(self) -> str | None:
@@ -117,6 +141,7 @@ class TrialRecorder:
     def result(self, core_metric: float | None, *, eval_s: float | None = None, note: str = "", **fields: Any) -> None:
         """The evaluation's result: ``core_metric`` (and ``val_bpb``, ``notes``, ... fields)."""
         self.training_done()
+        self._reported = True
         self.core_metric = core_metric
         self.eval_s = eval_s
         self.fields.update(fields)
@@ -127,9 +152,19 @@ class TrialRecorder:
         self.finish(exc)
         return False
 
+    @property
+    def finished(self) -> bool:
+        """The trial is finished (:meth:`finish` ran)."""
+        return self._finished
+
     def finish(self, exc: BaseException | None = None) -> str:
         """Finish the trial (what ``__exit__`` does); returns the status sent (``auto``: the
-        server-side best decides between keep and discard)."""
+        server-side best decides between keep and discard). Idempotent: once the trial is
+        finished, a later call (the ``with`` block's exit after a callback's
+        ``on_train_end``) sends nothing and returns the status sent the first time."""
+        if self._finished and self.status is not None:
+            return self.status
+        self._finished = True
         total = time.monotonic() - self._started
         fields = {"train_s": self._trained if self._trained is not None else total, "total_s": total, **self.fields}
         notes = list(self.notes)
@@ -141,6 +176,8 @@ class TrialRecorder:
             notes.append(f"evaluation took {self.eval_s:.1f} s, over its budget of {self.eval_budget_s:.1f} s")
         else:
             status = "auto"
+            if not self._reported and self.client.active:
+                log.warning("ledger: the run finished without result(): the trial is stored with no metric")
         if notes:
             fields["notes"] = " | ".join(notes)[:MAX_NOTES]
         self.status = status

@@ -35,6 +35,10 @@ count of points and writes held in the spool meanwhile; the outcome of the trial
 (:attr:`LedgerClient.outcome`: the status stored, ``delta_vs_best``, new best or not)
 once the ledger answered the finish.
 
+In a distributed job only rank 0 records (:mod:`trainer_hooks.client.rank`): on any
+other rank the client is idle from the start (no spool, no threads; every call does
+nothing), or stands down as soon as it finds out (:meth:`LedgerClient.stand_down`).
+
 System metrics (:mod:`trainer_hooks.client.sysmetrics`): once a trial is planned, a
 sampler thread logs GPU memory and utilisation, the process's RSS and CPU and the
 machine's under ``sys/`` every ``system_metrics`` seconds (10 by default; off with
@@ -63,8 +67,9 @@ from pathlib import Path
 from typing import Any
 
 from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, Transport, Unavailable, deliver
-from trainer_hooks.client.outcome import TrialOutcome
+from trainer_hooks.client.outcome import TrialOutcome, declared_direction
 from trainer_hooks.client.points import Record, Row, encode_columns, step_record, step_rows, turn_rows
+from trainer_hooks.client.rank import process_rank
 from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
 from trainer_hooks.client.sysmetrics import SystemSampler, sampler_settings
 
@@ -154,6 +159,9 @@ class LedgerClient:
         keep_spool: keep the spool file at :meth:`close` even when everything was delivered.
         in_flight: telemetry requests in flight at once (the next batch is encoded while
             they are; 1: one request at a time); see :mod:`trainer_hooks.client.delivery`.
+        rank: this process's rank in a distributed job; only rank 0 records. None: found
+            by :func:`~trainer_hooks.client.rank.process_rank` (``torch.distributed``,
+            ``RANK``).
     """
 
     def __init__(
@@ -176,11 +184,30 @@ class LedgerClient:
         system_metrics: bool | float | None = None,
         keep_spool: bool = False,
         in_flight: int = 2,
+        rank: int | None = None,
     ) -> None:
+        #: how this client was made (every argument but the run id), for :meth:`next_client`
+        self._settings: dict[str, Any] = {k: v for k, v in locals().items() if k not in ("self", "run_id")}
+        self._generation = 1  # the how-many-th trial of the run (next_client)
+        self._project_op: dict[str, Any] | None = None
         self.project = project
         self.run_id = run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         if not _RUN_ID.match(self.run_id):
             raise ValueError(f"run_id must be 1-120 characters of A-Z, a-z, 0-9, '.', '_', '-', got {self.run_id!r}")
+        self._first_run_id = self.run_id
+        self._rank_given = rank is not None
+        self.rank = process_rank(rank)
+        #: False on a rank other than 0: every call does nothing (module doc)
+        self.active = self.rank == 0
+        self.base_url = base_url
+        self.points_sent = 0
+        self.nonfinite_dropped = 0
+        self.system_points = 0
+        self.error: LedgerRejected | None = None
+        self.sampler: SystemSampler | None = None
+        self._appended = 0
+        if not self.active:
+            return
         directory = Path(spool_dir) if spool_dir is not None else default_spool_dir()
         self.spool = Spool(directory / f"{self.run_id}{SPOOL_SUFFIX}", durable=durable)
         self.spool.set("run_id", self.run_id)
@@ -198,10 +225,6 @@ class LedgerClient:
         self.close_timeout = close_timeout
         self.backoff = backoff
         self.keep_spool = keep_spool
-        self.base_url = base_url
-        self.points_sent = 0
-        self.nonfinite_dropped = 0
-        self.error: LedgerRejected | None = None
         self._logged_clip_scale = False
         self._plan_extra: dict[str, Any] = {"run_id": self.run_id}
         #: one call's record or rows each, in the order logged (records untracked by the
@@ -210,11 +233,8 @@ class LedgerClient:
         #: rows of other threads (the system metrics sampler), spooled with the buffer
         self._side: collections.deque[list[Row]] = collections.deque()
         self._last_step = 0
-        self.system_points = 0
         self._system_interval = sampler_settings(system_metrics)
-        self.sampler: SystemSampler | None = None
         # written by one side each (the logging thread / the spool lock holder): no lock on log()
-        self._appended = 0
         self._drained = 0
         self._spool_lock = threading.RLock()
         self._spool_wake = threading.Event()
@@ -237,13 +257,50 @@ class LedgerClient:
     # -- the trial ------------------------------------------------------------------------
 
     def ensure_project(
-        self, *, lower_is_better: bool = True, title: str = "", metric_name: str = "core_metric"
+        self,
+        *,
+        lower_is_better: bool | None = None,
+        title: str = "",
+        metric_name: str = "core_metric",
+        declared: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """Create the project if it does not exist (an existing one is left as it is)."""
-        self._append_op(
-            "project",
-            {"slug": self.project, "title": title, "metric_name": metric_name, "lower_is_better": lower_is_better},
-        )
+        """Create the project if it does not exist; an existing one is left as it is.
+
+        Its direction: ``lower_is_better``, else the first of ``declared`` (``{"name",
+        "lower_is_better", "by"}``: what the run said of a metric, ``by`` in words) about
+        ``metric_name``, else lower is better. When an existing project's direction goes
+        against ``lower_is_better`` or a declaration, the ledger's answer is a warning
+        naming both (:func:`~trainer_hooks.client.outcome.contradiction`)."""
+        if not self._rank_zero():
+            return
+        said = [dict(item) for item in declared]
+        if lower_is_better is not None:
+            said.insert(
+                0, {"name": None, "lower_is_better": lower_is_better, "by": f"lower_is_better={lower_is_better}"}
+            )
+        found = declared_direction(said, metric_name)
+        self._project_op = {
+            "slug": self.project,
+            "title": title,
+            "metric_name": metric_name,
+            "lower_is_better": bool(found["lower_is_better"]) if found is not None else True,
+        }
+        self._append_op("project", {**self._project_op, "declared": said} if said else self._project_op)
+
+    def next_client(self) -> LedgerClient:
+        """A client for the next trial of the same run (a second ``trainer.train()``, the
+        next run of a hyperparameter search): the same ledger, project and settings, and a
+        run id of its own (``<run_id>-<n>``), so its own spool and idempotency keys (one
+        client records one trial). The project is ensured again first when this client
+        ensured it, so the next trial never waits on a project this spool still holds."""
+        generation = self._generation + 1
+        settings = {**self._settings, "rank": self._settings["rank"] if self.active else self.rank}
+        following = LedgerClient(**settings, run_id=f"{self._first_run_id[:110]}-{generation}")
+        following._generation, following._first_run_id = generation, self._first_run_id
+        if self._project_op is not None:
+            following._project_op = dict(self._project_op)
+            following._append_op("project", following._project_op)
+        return following
 
     def plan_trial(
         self,
@@ -261,6 +318,8 @@ class LedgerClient:
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
         ``parent_exp`` None: left out, so the ledger makes the branch tip (the last keep) the parent;
         ``""``: a root."""
+        if not self._rank_zero():
+            return
         body: dict[str, Any] = {
             "hypothesis": hypothesis,
             "expected_delta": expected_delta,
@@ -309,6 +368,8 @@ class LedgerClient:
         core metric is the summary's entry for ``metric_key`` (default: the project's
         ``metric_name``, read when the ledger is reachable), by
         :func:`~trainer_hooks.client.outcome.metric_of_summary`."""
+        if not self.active:
+            return
         unknown = set(fields) - set(FINISH_FIELDS)
         if unknown:
             raise ValueError(f"finish_trial: unknown field {sorted(unknown)[0]!r}; known: {', '.join(FINISH_FIELDS)}")
@@ -353,7 +414,10 @@ class LedgerClient:
         retried up to ``attempts`` times. Returns one answer per trial (``trial``,
         ``created``, ``is_new_best``, ``similar_prior`` with ``similar``...); a refused
         batch raises :class:`LedgerRejected` naming ``trials[i].field`` (of its batch).
+        On a rank other than 0 nothing is sent, and the answer is empty.
         """
+        if not self.active:
+            return []
         key = idempotency_key or f"{self.run_id}-batch-{uuid.uuid4().hex[:12]}"
         params = {"similar": "true"} if similar else {}
         out: list[dict[str, Any]] = []
@@ -383,6 +447,8 @@ class LedgerClient:
     @property
     def exp_id(self) -> str | None:
         """The trial's exp_id: given to :meth:`plan_trial`, or allocated once the ledger answered."""
+        if not self.active:
+            return None
         if self._exp_id is None and self._report is None:
             self._exp_id = self.spool.get("exp_id")
         return self._exp_id
@@ -391,6 +457,8 @@ class LedgerClient:
     def outcome(self) -> TrialOutcome | None:
         """What the ledger stored when it took :meth:`finish_trial` (status, ``delta_vs_best``,
         new best or not); None until then."""
+        if not self.active:
+            return None
         if self._outcome is None and self._report is None:
             found = self.spool.get("outcome")
             self._outcome = TrialOutcome.from_dict(json.loads(found)) if found else None
@@ -404,6 +472,8 @@ class LedgerClient:
         is retried. ``level``: ``info``, ``warn`` or ``error``; ``step`` defaults to the step
         last logged. A title is one line of at most 300 characters and a text at most 10,000
         (longer ones are cut, line breaks in a title become spaces)."""
+        if not self.active:
+            return
         if level not in ALERT_LEVELS:
             raise ValueError(f"alert level must be one of {', '.join(ALERT_LEVELS)}, got {level!r}")
         title = " ".join(str(title).split())[:MAX_ALERT_TITLE]
@@ -424,6 +494,8 @@ class LedgerClient:
 
     def log(self, step: int, metrics: Mapping[str, Any], *, turn: int | None = None) -> None:
         """Log ``name -> value`` (numbers or 0-dim tensors) at ``step`` (for ``turn``)."""
+        if not self.active:
+            return
         record, dropped = step_record(step, metrics, turn, time.time())
         self._push(0 if record is None else len(record[3]), record, dropped)
         self._last_step = step
@@ -432,6 +504,8 @@ class LedgerClient:
 
     def log_turns(self, step: int, per_turn: Mapping[str, Any]) -> None:
         """Log per-turn series: ``name -> [T]`` values (list or 1-D tensor), turn ``t`` each."""
+        if not self.active:
+            return
         rows, dropped = turn_rows(step, per_turn, time.time())
         self._push(len(rows), rows, dropped)
         self._last_step = step
@@ -487,6 +561,8 @@ class LedgerClient:
         ``flush(timeout=0)`` returns at once with everything logged so far in the spool:
         from then on a SIGKILL loses none of it (the background thread spools every
         ``spool_interval`` seconds anyway)."""
+        if not self.active:
+            return True  # a rank other than 0 has nothing to deliver
         self._spool_buffer()
         self._send_wake.set()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -502,6 +578,8 @@ class LedgerClient:
         """Spool everything, send for at most ``timeout`` (default ``close_timeout``) seconds,
         stop the threads, and delete the spool when the ledger has all of it (unless
         ``keep_spool``). Idempotent; what is not sent stays in the spool."""
+        if not self.active:  # a rank other than 0: nothing logged, nothing kept
+            return ClientReport(None, 0, 0, 0, 0, 0, "", None)
         if self._report is not None:
             return self._report
         if not self._closed:
@@ -551,6 +629,37 @@ class LedgerClient:
             )
         return report
 
+    def _rank_zero(self) -> bool:
+        """Still the job's rank 0? A rank that was not given is looked up again: a process
+        group made after the client tells the truth now (module doc of
+        :mod:`trainer_hooks.client.rank`); a client that learns it is not rank 0 stands down."""
+        if self.active and not self._rank_given:
+            rank = process_rank()
+            if rank != 0:
+                self.stand_down(rank)
+        return self.active
+
+    def stand_down(self, rank: int) -> None:
+        """This process turned out to be ``rank``, not the job's rank 0 (the Trainer or the
+        process group said so after the client was made): from now on record nothing. The
+        threads stop and the spool is deleted unsent; every later call does nothing, and
+        so does every client :meth:`next_client` makes."""
+        if not self.active or rank == 0:
+            return
+        self.active = False
+        self.rank = rank
+        self._stop_sampler()
+        self._closed = True
+        atexit.unregister(self.close)
+        self._closing.set()
+        self._stop_sending.set()
+        self._spool_wake.set()
+        self._send_wake.set()
+        self._spooler.join(timeout=5)
+        self._sender.join(timeout=self._transport_timeout() + 1)
+        self._transport.close()
+        self.spool.remove()
+
     def __enter__(self) -> LedgerClient:
         return self
 
@@ -564,6 +673,8 @@ class LedgerClient:
     # -- threads --------------------------------------------------------------------------
 
     def _append_op(self, kind: str, body: Any) -> None:
+        if not self.active:
+            return
         if self._closed:
             raise RuntimeError("the LedgerClient is closed")
         with self._spool_lock:  # ops stay in the order they were made in: the points before them first

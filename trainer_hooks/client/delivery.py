@@ -25,7 +25,8 @@ Nothing is left in flight when :func:`deliver` returns or raises.
 
 Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``GET`` the
 project, ``POST /projects`` only on a 404, so an existing project costs no ``409
-Conflict``; a 409 from a run that created it in between is fine), ``plan`` (``POST
+Conflict``; a 409 from a run that created it in between is fine; an existing project whose
+direction goes against what the run declared is left as it is, with a warning), ``plan`` (``POST
 /trials`` with ``Idempotency-Key: <run_id>-plan``; the stored ``exp_id`` goes into the
 spool's meta), ``columns`` and ``points`` (``POST .../telemetry`` with ``batch_id``;
 consecutive ``columns`` ops sent as one batch, an array of their column blocks), ``alert`` (``POST
@@ -54,7 +55,7 @@ from urllib.parse import quote
 
 import httpx
 
-from trainer_hooks.client.outcome import TrialOutcome, decide_status, metric_of_summary
+from trainer_hooks.client.outcome import TrialOutcome, contradiction, decide_status, metric_of_summary
 from trainer_hooks.client.spool import TELEMETRY_KINDS, Op, Spool
 
 __all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
@@ -377,9 +378,14 @@ def _post_telemetry(transport: Transport, url: str, body: bytes, headers: dict[s
 def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
     body = json.loads(op.body)
     if op.kind == "project":
+        declared = body.pop("declared", None)
         found = transport.request("project", "GET", transport.prefix, ok_statuses=(404,))
         if found.status_code == 404:
             transport.request("project", "POST", f"{API}/projects", json=body, ok_statuses=(409,))
+        elif declared:
+            warning = contradiction(declared, found.json())
+            if warning:
+                log.warning("ledger: %s", warning)
     elif op.kind == "plan":
         made = transport.request(
             "plan", "POST", f"{transport.prefix}/trials", json=body, headers={"Idempotency-Key": f"{run_id}-plan"}
@@ -443,6 +449,14 @@ def _metric_of_summary(spool: Spool, transport: Transport, body: dict[str, Any])
         return value, used
     key = body.get("metric_key") or transport.request("finish", "GET", transport.prefix).json()["metric_name"]
     used, value = metric_of_summary(body["metric_from"], key)
+    if value is None:
+        log.warning(
+            "ledger: the metric %r is not in the run's summary%s (summary keys: %s); the trial is stored with no "
+            "metric (name the summary key with init(metric=...) or LINEAGE_METRIC)",
+            key,
+            f" as a finite number (found {used!r})" if used else "",
+            ", ".join(sorted(body["metric_from"])[:20]) or "none",
+        )
     spool.set("decided_metric", json.dumps([value, used]))
     return value, used
 

@@ -10,6 +10,11 @@ does not import ``lineage``). ``delta_vs_best`` is the server's to compute.
 A run that reports a summary (``name -> value``, as wandb-style scripts do) rather than one
 number has its core metric read from it (:func:`metric_of_summary`).
 
+A run may declare which way a metric improves (``ensure_project(lower_is_better=)``, the
+wandb front's ``define_metric(goal=)``): :func:`declared_direction` finds the declaration
+about a project's metric, and :func:`contradiction` says when it goes against the
+project's direction (the project is then left as it is, with a warning).
+
 :class:`TrialOutcome` is what the ledger answered when the run finished: the status it
 stored, its ``delta_vs_best``, and whether the trial is the project's best now.
 """
@@ -17,8 +22,9 @@ stored, its ``delta_vs_best``, and whether the trial is the project's best now.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 __all__ = [
@@ -27,7 +33,9 @@ __all__ = [
     "TrainBudgetExceeded",
     "TrialOutcome",
     "beats_best",
+    "contradiction",
     "decide_status",
+    "declared_direction",
     "failure_label",
     "metric_of_summary",
 ]
@@ -75,7 +83,11 @@ class TrialOutcome:
         return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
     def describe(self) -> str:
-        """One line: ``trial 007: keep (delta -0.15, the new best)``."""
+        """One line: ``trial 007: keep, delta -0.15, the new best``; a trial with no metric
+        says so and is never called the new best."""
+        if self.core_metric is None:
+            best = f", best is {self.best_exp}" if self.best_exp and self.best_exp != self.exp_id else ""
+            return f"trial {self.exp_id}: {self.status}, no metric{best}"
         delta = "" if self.delta_vs_best is None else f", delta {self.delta_vs_best:+.6g}"
         best = ", the new best" if self.is_new_best else (f", best is {self.best_exp}" if self.best_exp else "")
         return f"trial {self.exp_id}: {self.status}{delta}{best}"
@@ -147,3 +159,30 @@ def metric_of_summary(summary: Mapping[str, float], key: str) -> tuple[str | Non
         return None, None
     value = float(summary[found])
     return (found, value) if math.isfinite(value) else (found, None)
+
+
+def declared_direction(declared: Sequence[Mapping[str, Any]], metric: str) -> Mapping[str, Any] | None:
+    """The first declaration about ``metric`` among ``declared`` (each ``{"name",
+    "lower_is_better", "by"}``): one for any metric (``name`` None), or one whose name (a key
+    or a ``*`` pattern) is the metric or a summary key it is read from (``val/acc`` for
+    ``acc``, as :func:`metric_of_summary` reads it); None when the run declared nothing."""
+    for item in declared:
+        name = item.get("name")
+        if name is None or fnmatchcase(metric, name) or name.endswith("/" + metric):
+            return item
+    return None
+
+
+def contradiction(declared: Sequence[Mapping[str, Any]], project: Mapping[str, Any]) -> str | None:
+    """The warning when a declaration about the project's metric goes against the
+    project's direction (``project``: its ``slug``, ``metric_name``, ``lower_is_better``);
+    else None."""
+    metric = str(project.get("metric_name") or "core_metric")
+    found = declared_direction(declared, metric)
+    if found is None or bool(found["lower_is_better"]) == bool(project.get("lower_is_better", True)):
+        return None
+    way = "lower" if project.get("lower_is_better", True) else "higher"
+    return (
+        f"project {project.get('slug')!r} keeps {metric!r} {way}-is-better, but this run declared "
+        f"{found['by']}; the project is left as it is and the run is scored {way}-is-better"
+    )

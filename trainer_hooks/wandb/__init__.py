@@ -24,7 +24,9 @@ Supported calls and what each becomes
     ``init(project=)``                  the project (``LINEAGE_PROJECT``, ``WANDB_PROJECT``, else
                                         ``uncategorized``), lower-cased with characters other than
                                         ``a-z 0-9 - _ .`` turned into ``-``; created when missing
-                                        (metric ``core_metric`` or ``init(metric=)``, lower is better)
+                                        (metric ``core_metric`` or ``init(metric=)``; its direction
+                                        below) at the run's first ``log``, ``alert`` or ``finish``,
+                                        so the ``define_metric`` calls made before count
     ``init(name=, notes=)``             a planned trial: hypothesis = ``notes`` or else ``name``;
                                         ``job_name`` = ``name``; status ``harness_abort`` until it
                                         finishes; parent by the ledger's default rule
@@ -43,6 +45,9 @@ Supported calls and what each becomes
                                         unchanged script
     ``init(metric=)`` (ours)            the summary key that is the result (``LINEAGE_METRIC``);
                                         default: the project's ``metric_name``
+    ``init(lower_is_better=)`` (ours)   the direction of a project the run creates
+                                        (``LINEAGE_LOWER_IS_BETTER``: ``1``/``0``); else what
+                                        ``define_metric`` says of the metric; else lower is better
     ``run.config``, ``wandb.config``    attribute and item access, ``update`` (mapping,
                                         ``argparse.Namespace``, absl flags), ``setdefaults``;
                                         the final config is ``extra["config"]`` at finish
@@ -53,7 +58,11 @@ Supported calls and what each becomes
     ``run.summary[k] = v``,             each key's last logged value unless set by hand;
     ``summary.update``                  ``extra["summary"]`` at finish (finite numbers, at most 200)
     ``define_metric(name, summary=,     how the summary keeps ``name``: last, min, max, mean,
-    goal=)``                            first, none, best with a goal (``step_metric`` ignored)
+    goal=)``                            first, none, best with a goal (``step_metric`` ignored);
+                                        for the metric, ``goal="maximize"`` or ``summary="max"``
+                                        (``minimize``, ``min``) is its direction: a project the
+                                        run creates gets it; an existing project that goes the
+                                        other way is left as it is, with a warning
     ``finish(exit_code=)``,             the trial's result: ``core_metric`` = the summary's entry
     ``with init() as run:``,            for the metric (exact key, else the one key ending in
     the end of the script               ``/<metric>``), status by the outcome rule (keep when it
@@ -264,6 +273,20 @@ def _trial_fields(given: Mapping[str, Any] | None) -> dict[str, Any]:
     return fields
 
 
+def _lower_is_better(given: bool | None) -> bool | None:
+    """``init(lower_is_better=)``, else ``LINEAGE_LOWER_IS_BETTER``, else None (undeclared)."""
+    if given is not None:
+        return bool(given)
+    raw = os.environ.get("LINEAGE_LOWER_IS_BETTER", "").strip().lower()
+    if not raw:
+        return None
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("0", "false", "no"):
+        return False
+    raise ValueError(f"LINEAGE_LOWER_IS_BETTER must be 1 or 0 (true or false), got {raw!r}")
+
+
 def init(
     *,
     project: str | None = None,
@@ -287,6 +310,7 @@ def init(
     token: str | None = None,
     spool_dir: Any = None,
     metric: str | None = None,
+    lower_is_better: bool | None = None,
     trial: Mapping[str, Any] | None = None,
     system_metrics: bool | float | None = None,
     **ignored: Any,
@@ -318,6 +342,7 @@ def init(
     fields = _trial_fields(trial)
     keep_margin = float(fields.pop("keep_margin", 0.0))
     metric_key = metric or os.environ.get("LINEAGE_METRIC") or None
+    direction = _lower_is_better(lower_is_better)
     extra = {
         k: v for k, v in (("name", name), ("group", group), ("job_type", job_type), ("wandb_id", id)) if v is not None
     }
@@ -337,15 +362,8 @@ def init(
             close_timeout=float(os.environ.get("LINEAGE_CLOSE_TIMEOUT") or 10.0),
             system_metrics=system_metrics,
         )
-        client.ensure_project(metric_name=metric_key or "core_metric", title=project or slug)
-        hypothesis = fields.pop("hypothesis", None) or notes or name or ""
-        client.plan_trial(
-            hypothesis=hypothesis,
-            job_name=name or "",
-            extra={**extra, "config": run_config.as_dict(), "tags": list(tag_list)},
-            **fields,
-        )
         HOOKS.install()
+    plan = {"hypothesis": fields.pop("hypothesis", None) or notes or name or "", "job_name": name or "", **fields}
     started = Run(
         client,
         project=slug,
@@ -360,6 +378,9 @@ def init(
         extra=extra,
         keep_margin=keep_margin,
         on_finish=_forget,
+        plan=plan,
+        new_project={"title": project or slug, "metric_name": metric_key or "core_metric"},
+        lower_is_better=direction,
     )
     _active.append(started)
     _set_current(started)

@@ -10,6 +10,14 @@ what is pending and moves to ``s`` without committing (``commit=True`` commits a
 logged twice in one uncommitted step keeps its last value. Committed values go to the
 client as telemetry points at their step, and the summary takes each key's last value
 (or its min, max, mean or first, when :meth:`Run.define_metric` asks for one).
+
+The trial is planned (and its project created when missing) at the run's first ``log``,
+``alert`` or ``finish``, not at ``init``: a script's ``define_metric`` calls come right
+after ``init``, and what they say of the metric's direction (``goal="maximize"``,
+``summary="max"``) is the direction of a project the run creates. Declared later, or
+against an existing project, the direction is checked instead: a project that goes the
+other way is left as it is, with a warning
+(:func:`~trainer_hooks.client.outcome.contradiction`).
 """
 
 from __future__ import annotations
@@ -159,8 +167,18 @@ class Run:
         extra: Mapping[str, Any],
         keep_margin: float = 0.0,
         on_finish: Callable[[Run], None] | None = None,
+        plan: Mapping[str, Any] | None = None,
+        new_project: Mapping[str, Any] | None = None,
+        lower_is_better: bool | None = None,
     ) -> None:
         self._client = client
+        #: plan_trial's fields and ensure_project's, sent at the first log, alert or finish
+        self._plan = dict(plan or {})
+        self._new_project = dict(new_project or {})
+        self._lower_is_better = lower_is_better
+        #: what define_metric said of directions: name (key or pattern) -> declaration
+        self._declared: dict[str, dict[str, Any]] = {}
+        self._begun = False
         self.project = project
         self.name = name
         self.notes = notes
@@ -218,8 +236,9 @@ class Run:
 
     @property
     def dir(self) -> str | None:
-        """The folder of the run's spool file."""
-        return str(self._client.spool.path.parent) if self._client is not None else None
+        """The folder of the run's spool file (None when it keeps none: disabled, or not rank 0)."""
+        client = self._client
+        return str(client.spool.path.parent) if client is not None and client.active else None
 
     @property
     def step(self) -> int:
@@ -228,6 +247,27 @@ class Run:
     @property
     def client(self) -> LedgerClient | None:
         return self._client
+
+    # -- the trial -------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        """Ensure the project and plan the trial, once (module doc: at the first log, alert
+        or finish)."""
+        if self._begun or self._client is None:
+            return
+        self._begun = True
+        self._client.ensure_project(
+            lower_is_better=self._lower_is_better, declared=list(self._declared.values()), **self._new_project
+        )
+        self._client.plan_trial(
+            extra={**self._extra, "config": self.config.as_dict(), "tags": list(self.tags)}, **self._plan
+        )
+
+    def _declare(self, name: str, lower_is_better: bool, by: str) -> None:
+        declaration = {"name": name, "lower_is_better": lower_is_better, "by": by}
+        self._declared[name] = declaration
+        if self._begun and self._client is not None:  # the project exists: only checked
+            self._client.ensure_project(declared=[declaration], **self._new_project)
 
     # -- logging ---------------------------------------------------------------------------
 
@@ -240,6 +280,8 @@ class Run:
             return
         if type(data) is not dict and not isinstance(data, Mapping):
             raise TypeError(f"wandb.log takes a dictionary, got {type(data).__name__}")
+        if not self._begun:
+            self._begin()
         if step is not None:
             step = int(step)
             if step < self._step:
@@ -318,19 +360,25 @@ class Run:
         ``last`` (the default), ``min``, ``max``, ``mean``, ``first``, ``none``, or ``best``
         with ``goal`` ``minimize``/``maximize``; several may be given comma-separated (the
         first counts). ``step_metric`` (another key as the x axis) is not kept: points
-        stay at the run's step."""
+        stay at the run's step. ``goal`` (or else a ``min``/``max`` summary) is the
+        metric's direction (module doc)."""
+        way = _goal(goal)  # "min", "max" or None
+        mode = summary.split(",")[0].strip().lower() if summary else None
+        if way is not None:
+            self._declare(name, way == "min", f"define_metric({name!r}, goal={goal!r})")
+        elif mode in ("min", "max"):
+            self._declare(name, mode == "min", f"define_metric({name!r}, summary={summary!r})")
         if step_metric is not None:
             warn_once(
                 "define_metric.step_metric",
                 "define_metric(step_metric=...) is not kept: telemetry points stay at the run's step",
             )
-        if summary is None:
+        if mode is None:
             return
-        mode = summary.split(",")[0].strip().lower()
         if mode == "best":
-            if goal not in ("minimize", "maximize"):
+            if way is None:
                 raise ValueError(f"define_metric: summary='best' needs goal 'minimize' or 'maximize', got {goal!r}")
-            mode = "min" if goal == "minimize" else "max"
+            mode = way
         if mode not in _SUMMARY_MODES:
             raise ValueError(
                 f"define_metric: summary must be one of {', '.join(_SUMMARY_MODES)} or best, got {summary!r}"
@@ -357,6 +405,7 @@ class Run:
             warn_once(f"finished-alert:{id(self)}", f"run {self.id} is finished: alert() calls are ignored")
             return
         if self._client is not None:
+            self._begin()
             self._client.alert(str(title), str(text or ""), level=level_name, step=self._step)
 
     # -- finishing -------------------------------------------------------------------------
@@ -388,6 +437,7 @@ class Run:
             return
         atexit.unregister(self._at_exit)
         client = self._client
+        self._begin()
         try:
             self._commit()
         except Exception:  # a bad tensor at the very end must not lose the result
@@ -417,6 +467,17 @@ class Run:
             **fields,
         )
         self.report = client.close()
+
+
+def _goal(goal: str | None) -> str | None:
+    """``min`` or ``max`` for ``define_metric``'s ``goal`` (``minimize``/``maximize``; wandb
+    reads the first three letters, in any case); None for none."""
+    if goal is None:
+        return None
+    way = str(goal)[:3].lower()
+    if way not in ("min", "max"):
+        raise ValueError(f"define_metric: goal must be 'minimize' or 'maximize', got {goal!r}")
+    return way
 
 
 def _alert_level(level: Any) -> str:

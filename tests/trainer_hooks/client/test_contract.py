@@ -51,6 +51,10 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
             body: Any = {"batch_id": f"contract-{op.seq}", "columns": json.loads(op.body)}
         elif op.kind == "finish":
             body = {**json.loads(op.body)["fields"], "status": "keep"}  # "auto" is decided before sending
+        elif op.kind == "project":
+            body = json.loads(op.body)
+            assert body.pop("declared") == [{"name": None, "lower_is_better": False, "by": "lower_is_better=False"}]
+            # what the run declared is the client's to check against an existing project, not sent
         elif op.kind == "summarize":
             continue  # no body
         else:

@@ -203,13 +203,25 @@ def test_summary_modes_and_a_suffix_match_give_the_result(ledger: str, spool_dir
     assert trial["core_metric"] == 0.5 and trial["status"] == "keep" and trial["delta_vs_best"] == -0.5
 
 
-def test_a_summary_without_the_metric_is_discarded_with_no_metric(ledger: str, spool_dir: Path) -> None:
+def test_a_summary_without_the_metric_is_discarded_with_no_metric_and_a_warning(
+    ledger: str, spool_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     make_project(ledger, "nometric", metric_name="val_bpb")
     run = wandb.init(project="nometric", url=ledger, spool_dir=spool_dir)
     run.log({"train/val_bpb": 1.0, "eval/val_bpb": 2.0})  # two candidates: neither is taken
-    run.finish()
+    with caplog.at_level(logging.WARNING, "trainer_hooks.client"):
+        run.finish()
     trial = get(ledger, f"/projects/nometric/trials/{run.exp_id}")
     assert trial["core_metric"] is None and trial["status"] == "discard" and "metric_from_summary" not in trial["extra"]
+    assert "the metric 'val_bpb' is not in the run's summary (summary keys: eval/val_bpb, train/val_bpb)" in caplog.text
+    assert run.report is not None and run.report.outcome is not None
+    assert "new best" not in run.report.outcome.describe()
+    # wandb's README, unchanged: no metric named, so the new project's 'core_metric' is missing
+    caplog.clear()
+    with wandb.init(project="readme-no-metric", url=ledger, spool_dir=spool_dir) as readme:
+        readme.log({"accuracy": 0.9, "loss": 0.1})
+    assert "the metric 'core_metric' is not in the run's summary (summary keys: accuracy, loss)" in caplog.text
+    assert "init(metric=...)" in caplog.text
 
 
 # -- init: the project, the trial's fields, reinit, modes ------------------------------------
@@ -270,6 +282,97 @@ def test_a_new_project_takes_the_wandb_name_as_title_and_the_metric(ledger: str,
     run.finish()
     project = get(ledger, "/projects/new-project")
     assert (project["title"], project["metric_name"]) == ("New Project", "val/acc")
+
+
+ACCURACY_SCRIPT = """\
+import os
+import trainer_hooks.wandb as wandb
+
+run = wandb.init(project="Acc Proj", metric="val/acc", config={"lr": float(os.environ["LR"])})
+run.define_metric("val/acc", summary="max", goal="maximize")
+for step, acc in enumerate((0.2, float(os.environ["ACC"]), 0.1)):
+    run.log({"train/loss": 1.0 - acc, "val/acc": acc})
+wandb.finish()
+"""
+
+
+def test_define_metric_goal_makes_the_project_it_creates_higher_is_better(ledger: str, tmp_path: Path) -> None:
+    path = script(tmp_path, ACCURACY_SCRIPT)
+    for lr, acc in (("0.001", "0.9"), ("0.0003", "0.5")):
+        env = {"LINEAGE_URL": ledger, "LINEAGE_SPOOL": str(tmp_path / "spool"), "LR": lr, "ACC": acc}
+        done = run_script(path, env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "left as it is" not in done.stderr
+    project = get(ledger, "/projects/acc-proj")
+    assert (project["metric_name"], project["lower_is_better"]) == ("val/acc", False)
+    first, second = sorted(trials(ledger, "acc-proj"), key=lambda t: t["exp_id"])
+    assert (first["status"], first["core_metric"]) == ("keep", 0.9)  # the summary's max
+    assert (second["status"], second["core_metric"]) == ("discard", 0.5)  # worse: not the new best
+
+
+@pytest.mark.parametrize(
+    ("slug", "calls", "lower_is_better"),
+    [
+        ("dir-max", "run.define_metric('acc', summary='max')", False),
+        ("dir-pattern", "run.define_metric('val/*', summary='max')", False),
+        ("dir-best", "run.define_metric('acc', summary='best', goal='MAXIMIZE')", False),
+        ("dir-other", "run.define_metric('loss', goal='maximize')", True),  # another key: the default
+    ],
+)
+def test_the_direction_of_a_new_project_comes_from_define_metric_of_its_metric(
+    ledger: str, spool_dir: Path, slug: str, calls: str, lower_is_better: bool
+) -> None:
+    metric = "val/acc" if "val/*" in calls else "acc"
+    run = wandb.init(project=slug, url=ledger, spool_dir=spool_dir, metric=metric)
+    exec(calls, {"run": run})
+    run.log({metric: 0.5, "loss": 0.1})
+    run.finish()
+    assert get(ledger, f"/projects/{slug}")["lower_is_better"] is lower_is_better
+
+
+def test_init_lower_is_better_and_its_variable_set_the_direction(
+    ledger: str, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with wandb.init(project="dir-init", url=ledger, spool_dir=spool_dir, metric="acc", lower_is_better=False) as run:
+        run.log({"acc": 0.5})
+    assert get(ledger, "/projects/dir-init")["lower_is_better"] is False
+    monkeypatch.setenv("LINEAGE_LOWER_IS_BETTER", "0")
+    with wandb.init(project="dir-env", url=ledger, spool_dir=spool_dir, metric="acc") as run:
+        run.log({"acc": 0.5})
+    assert get(ledger, "/projects/dir-env")["lower_is_better"] is False
+    monkeypatch.setenv("LINEAGE_LOWER_IS_BETTER", "maybe")
+    with pytest.raises(ValueError, match="LINEAGE_LOWER_IS_BETTER must be 1 or 0"):
+        wandb.init(project="dir-env", url=ledger, spool_dir=spool_dir)
+    assert wandb.run is None
+    monkeypatch.delenv("LINEAGE_LOWER_IS_BETTER")
+    with pytest.raises(ValueError, match="goal must be 'minimize' or 'maximize'"):
+        wandb.init(project="dir-env", mode="disabled").define_metric("acc", goal="up")
+    wandb.finish()
+
+
+def test_a_goal_against_an_existing_project_is_a_warning_and_the_project_stays(ledger: str, tmp_path: Path) -> None:
+    make_project(ledger, "acc-existing", metric_name="val/acc", lower_is_better=True)
+    path = script(tmp_path, ACCURACY_SCRIPT.replace("Acc Proj", "acc-existing"))
+    env = {"LINEAGE_URL": ledger, "LINEAGE_SPOOL": str(tmp_path / "spool"), "LR": "0.001", "ACC": "0.9"}
+    done = run_script(path, env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "project 'acc-existing' keeps 'val/acc' lower-is-better, but this run declared "
+        "define_metric('val/acc', goal='maximize'); the project is left as it is"
+    ) in done.stderr
+    assert get(ledger, "/projects/acc-existing")["lower_is_better"] is True
+
+
+def test_a_goal_declared_after_the_first_log_is_checked_not_applied(
+    ledger: str, spool_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = wandb.init(project="dir-late", url=ledger, spool_dir=spool_dir, metric="acc")
+    run.log({"acc": 0.5})  # the project is created here: lower is better
+    run.define_metric("acc", goal="maximize")
+    with caplog.at_level(logging.WARNING, "trainer_hooks.client"):
+        run.finish()
+    assert get(ledger, "/projects/dir-late")["lower_is_better"] is True
+    assert "this run declared define_metric('acc', goal='maximize')" in caplog.text
 
 
 def test_disabled_mode_records_nothing(tmp_path: Path) -> None:
