@@ -140,14 +140,15 @@ class BodyGuard:
                 await _refuse(scope, send, 400, "Content-Length is not a number", field="Content-Length")
             return
         if encoding == "identity":
-            await self.app(scope, _counting(receive, limit), send)
+            await self.app(scope, counting_receive(receive, limit), send)
             return
         headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-encoding", b"content-length")]
         inner = dict(scope, headers=headers)
         await self.app(inner, _inflating(receive, limit, gzip=encoding != "deflate"), send)
 
 
-def _counting(receive: Receive, limit: int) -> Receive:
+def counting_receive(receive: Receive, limit: int) -> Receive:
+    """``receive`` that raises :class:`BodyTooLarge` once more than ``limit`` body bytes came."""
     seen = 0
 
     async def wrapped() -> Message:
