@@ -178,3 +178,10 @@ def sqlite_ledger(tmp_path: Path) -> Iterator[Ledger]:
     ledger = Ledger.open(str(tmp_path / "own.db"))
     yield ledger
     ledger.close()
+
+
+@pytest.fixture
+def private_hook_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Webhooks may target loopback (the tests' receivers listen on 127.0.0.1), in this
+    process and in the servers it starts; the default refuses such targets."""
+    monkeypatch.setenv("LINEAGE_HOOK_PRIVATE_TARGETS", "1")

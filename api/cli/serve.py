@@ -46,6 +46,12 @@ EXIT_REFUSED = 2
     help="Allow reads without a token (default: $LINEAGE_ANONYMOUS_READ or on).",
 )
 @click.option("--max-body-bytes", type=int, default=None, help="Largest API request body, after gzip decoding.")
+@click.option(
+    "--hook-private-targets/--no-hook-private-targets",
+    default=None,
+    help="Let webhooks target loopback, link-local and private addresses "
+    "(default: $LINEAGE_HOOK_PRIVATE_TARGETS or off).",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -58,6 +64,7 @@ def serve(
     log_format: str | None,
     anonymous_read: bool | None,
     max_body_bytes: int | None,
+    hook_private_targets: bool | None,
 ) -> None:
     """Start the HTTP service (upgrades the schema first)."""
     import os
@@ -80,6 +87,7 @@ def serve(
         ("LINEAGE_LOG_LEVEL", log_level),
         ("LINEAGE_MAX_BODY_BYTES", max_body_bytes),
         ("LINEAGE_ANONYMOUS_READ", None if anonymous_read is None else str(anonymous_read).lower()),
+        ("LINEAGE_HOOK_PRIVATE_TARGETS", None if hook_private_targets is None else str(int(hook_private_targets))),
     ):
         if value is not None:
             os.environ[name] = str(value)
