@@ -13,6 +13,10 @@
     decoded on the fly and the limit applies to the *decoded* size, so a small zip bomb
     is refused after at most ``max_bytes`` of output. Other encodings get 415; a corrupt
     stream 400.
+
+``HostGuard``
+    Answers only requests whose ``Host`` (and, for the JSON API and ``/mcp``, ``Origin``)
+    names one of the server's hosts (:mod:`api.hosts`, DNS rebinding); 403 otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.hosts import SETTING, HostAllowList
 from api.logs import REQUEST_ID, redact_query
 from api.problems import PROBLEM_JSON
 
@@ -103,6 +108,28 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key == name:
             return value.decode("latin-1")
     return None
+
+
+class HostGuard:
+    def __init__(self, app: ASGIApp, *, allowed: HostAllowList) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path == "/health":
+            await self.app(scope, receive, send)
+            return
+        host = _header(scope, b"host")
+        if not self.allowed.allows(host):
+            await _refuse(scope, send, 403, self.allowed.refusal("Host", host), field="Host", setting=SETTING)
+            return
+        if path.startswith(("/api/", "/mcp/")) or path == "/mcp":
+            origin = _header(scope, b"origin")
+            if not self.allowed.allows_origin(origin):
+                await _refuse(scope, send, 403, self.allowed.refusal("Origin", origin), field="Origin", setting=SETTING)
+                return
+        await self.app(scope, receive, send)
 
 
 class BodyTooLarge(HTTPException):

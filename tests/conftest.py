@@ -26,6 +26,10 @@ from lineage import migrate
 from lineage.db import make_engine
 from lineage.service import Ledger
 
+#: The in-process test clients name the host ``testserver``: an allowed host of every app
+#: the tests make (``api.hosts``; the default allows the loopback names only).
+os.environ.setdefault("LINEAGE_ALLOWED_HOSTS", "testserver")
+
 POSTGRES_ADMIN_URL = os.environ.get(
     "LINEAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
