@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from api.contract import install_contract
 from api.deps import WriteLanes
 from api.logs import configure_logging
-from api.middleware import BodyGuard, RequestContext
+from api.middleware import BodyGuard, HostGuard, RequestContext
 from api.pages import install_pages
 from api.problems import install_problem_handlers
 from api.record_groups import RecordGroups
@@ -94,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     install_problem_handlers(app)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
+    app.add_middleware(HostGuard, allowed=settings.host_allow_list)  # DNS rebinding: api.hosts
     app.add_middleware(RequestContext)  # added last: outermost
 
     @app.get("/health", tags=["ops"])
@@ -137,7 +138,9 @@ def _install_mcp(app: FastAPI, ledger: Ledger, settings: Settings) -> LazyMcp | 
 
     if not mcp_installed():
         return None
-    endpoint = LazyMcp(ledger, anonymous_read=settings.anonymous_read, exposed=settings.exposed)
+    endpoint = LazyMcp(
+        ledger, anonymous_read=settings.anonymous_read, exposed=settings.exposed, allowed=settings.host_allow_list
+    )
     # an ASGI app, not a request handler: Starlette's Route serves a non-function endpoint as one
     app.router.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)  # type: ignore[arg-type]
     return endpoint

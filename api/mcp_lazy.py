@@ -21,8 +21,9 @@ def mcp_installed() -> bool:
 
 
 class LazyMcp:
-    def __init__(self, ledger: Any, *, anonymous_read: bool, exposed: bool) -> None:
+    def __init__(self, ledger: Any, *, anonymous_read: bool, exposed: bool, allowed: Any = None) -> None:
         self.ledger, self.anonymous_read, self.exposed = ledger, anonymous_read, exposed
+        self.allowed = allowed  # the server's hosts (api.hosts.HostAllowList); None: the loopback names
         self.endpoint: Any = None
         self.error: str | None = None
         self._wanted: asyncio.Event | None = None
@@ -36,7 +37,9 @@ class LazyMcp:
             try:
                 from api.mcp_server import McpEndpoint
 
-                endpoint = McpEndpoint(self.ledger, anonymous_read=self.anonymous_read, exposed=self.exposed)
+                endpoint = McpEndpoint(
+                    self.ledger, anonymous_read=self.anonymous_read, exposed=self.exposed, allowed=self.allowed
+                )
                 async with endpoint.running():
                     self.endpoint = endpoint
                     self._ready.set()

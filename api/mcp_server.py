@@ -63,6 +63,7 @@ else:
             return McpError(ErrorData(code=code, message=message, data=data))
 
 
+from api.hosts import HostAllowList, mcp_transport_lists
 from api.mcp_tools import PROMPT_RESOURCE, PROMPT_ROLE, TOOLS, prompt_resource, session_start
 from lineage.auth import Forbidden, Role, Unauthorized, check_access
 from lineage.errors import LedgerError, NotFound
@@ -221,22 +222,27 @@ def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed:
     return server
 
 
-def http_app(ledger: Ledger, *, anonymous_read: bool, exposed: bool = False) -> tuple[MCPServer, Any]:
+def http_app(
+    ledger: Ledger, *, anonymous_read: bool, exposed: bool = False, allowed: HostAllowList | None = None
+) -> tuple[MCPServer, Any]:
     """The server for ``lineage serve`` and its Starlette app: Streamable HTTP at ``/mcp``,
     stateless (any server process answers any request; several workers share nothing but
     the database) with JSON answers. The app's routes go into the FastAPI app; its session
-    manager must run for the app's lifetime (``server.session_manager.run()``). Hosts are
-    not restricted (DNS-rebinding protection off): like the JSON API, the server is
-    reached by name from other machines, and tokens guard it."""
+    manager must run for the app's lifetime (``server.session_manager.run()``). The SDK's
+    DNS-rebinding protection takes the server's hosts (``allowed``, ``api.hosts``; None:
+    the loopback names), the list the app's ``HostGuard`` checks first."""
     server = build_server(ledger, anonymous_read=anonymous_read, exposed=exposed)
     try:
         from mcp.server.transport_security import TransportSecuritySettings
 
+        enable, hosts, origins = mcp_transport_lists(allowed or HostAllowList.build(None))
         app = server.streamable_http_app(
             streamable_http_path="/mcp",
             stateless_http=True,
             json_response=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            transport_security=TransportSecuritySettings(
+                enable_dns_rebinding_protection=enable, allowed_hosts=hosts, allowed_origins=origins
+            ),
         )
     except TypeError:  # mcp 1.x: the same options are settings of the server
         server.settings.stateless_http = True  # type: ignore[attr-defined]
@@ -251,15 +257,20 @@ class McpEndpoint:
     lifespan of the app (:meth:`running`; an SDK session manager runs only once), 503
     outside one."""
 
-    def __init__(self, ledger: Ledger, *, anonymous_read: bool, exposed: bool = False) -> None:
+    def __init__(
+        self, ledger: Ledger, *, anonymous_read: bool, exposed: bool = False, allowed: HostAllowList | None = None
+    ) -> None:
         self.ledger = ledger
         self.anonymous_read = anonymous_read
         self.exposed = exposed
+        self.allowed = allowed
         self.app: Any = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        server, app = http_app(self.ledger, anonymous_read=self.anonymous_read, exposed=self.exposed)
+        server, app = http_app(
+            self.ledger, anonymous_read=self.anonymous_read, exposed=self.exposed, allowed=self.allowed
+        )
         async with server.session_manager.run():
             self.app = app
             try:

@@ -13,6 +13,10 @@
     decoded on the fly and the limit applies to the *decoded* size, so a small zip bomb
     is refused after at most ``max_bytes`` of output. Other encodings get 415; a corrupt
     stream 400.
+
+``HostGuard``
+    Answers only requests whose ``Host`` (and, for the JSON API and ``/mcp``, ``Origin``)
+    names one of the server's hosts (:mod:`api.hosts`, DNS rebinding); 403 otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.hosts import SETTING, HostAllowList
 from api.logs import REQUEST_ID, redact_query
 from api.problems import PROBLEM_JSON
 
@@ -105,6 +110,28 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+class HostGuard:
+    def __init__(self, app: ASGIApp, *, allowed: HostAllowList) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path == "/health":
+            await self.app(scope, receive, send)
+            return
+        host = _header(scope, b"host")
+        if not self.allowed.allows(host):
+            await _refuse(scope, send, 403, self.allowed.refusal("Host", host), field="Host", setting=SETTING)
+            return
+        if path.startswith(("/api/", "/mcp/")) or path == "/mcp":
+            origin = _header(scope, b"origin")
+            if not self.allowed.allows_origin(origin):
+                await _refuse(scope, send, 403, self.allowed.refusal("Origin", origin), field="Origin", setting=SETTING)
+                return
+        await self.app(scope, receive, send)
+
+
 class BodyTooLarge(HTTPException):
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"the request body is larger than {limit} bytes (after decoding)")
@@ -140,14 +167,15 @@ class BodyGuard:
                 await _refuse(scope, send, 400, "Content-Length is not a number", field="Content-Length")
             return
         if encoding == "identity":
-            await self.app(scope, _counting(receive, limit), send)
+            await self.app(scope, counting_receive(receive, limit), send)
             return
         headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-encoding", b"content-length")]
         inner = dict(scope, headers=headers)
         await self.app(inner, _inflating(receive, limit, gzip=encoding != "deflate"), send)
 
 
-def _counting(receive: Receive, limit: int) -> Receive:
+def counting_receive(receive: Receive, limit: int) -> Receive:
+    """``receive`` that raises :class:`BodyTooLarge` once more than ``limit`` body bytes came."""
     seen = 0
 
     async def wrapped() -> Message:

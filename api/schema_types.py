@@ -8,7 +8,8 @@ the constraint the server enforces (one source: the type validates and documents
     lone surrogate cannot be written in UTF-8 JSON at all).
 :data:`JsonObject`
     ``extra``: a JSON object whose keys and strings, at any depth, hold no NUL, with
-    finite numbers, nested at most 32 deep; documented as :data:`JSON_VALUE_SCHEMA`
+    finite numbers, within the ledger's limits on keys, depth and bytes
+    (:func:`lineage.domain.check_extra`); documented as :data:`JSON_VALUE_SCHEMA`
     (recursive: the document holds it as the component ``JsonValue``).
 :data:`TEXT_CHECKS`
     :data:`Text`'s checks for a string with constraints of its own (a pattern, lengths).
@@ -28,6 +29,9 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, GetJsonSchemaHandler, StrictBool, StrictFloat
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema as cs
+
+from lineage.domain import check_extra
+from lineage.errors import InvalidInput
 
 __all__ = [
     "Flag",
@@ -81,9 +85,17 @@ def _clean_text(value: str) -> str:
     return value
 
 
-def _clean_json(value: Any, depth: int = 0) -> Any:
-    if depth > 32:
-        raise ValueError("is nested too deeply (limit 32)")
+def _clean_extra(value: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` within the ledger's limits (:func:`lineage.domain.check_extra`, checked
+    first: it bounds the depth the walk below recurses to), then its text and numbers."""
+    try:
+        check_extra(value)
+    except InvalidInput as bad:
+        raise ValueError(bad.reason) from None
+    return _clean_json(value)
+
+
+def _clean_json(value: Any) -> Any:
     if isinstance(value, str):
         return _clean_text(value)
     if isinstance(value, float) and not math.isfinite(value):
@@ -91,10 +103,10 @@ def _clean_json(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         for key, item in value.items():
             _clean_text(key)
-            _clean_json(item, depth + 1)
+            _clean_json(item)
     elif isinstance(value, list):
         for item in value:
-            _clean_json(item, depth + 1)
+            _clean_json(item)
     return value
 
 
@@ -126,7 +138,7 @@ Text = Annotated[str, *TEXT_CHECKS]
 Number = StrictFloat
 #: A flag of a request body: ``true`` or ``false``, not ``"yes"`` or ``1`` coerced.
 Flag = StrictBool
-JsonObject = Annotated[dict[str, Any], AfterValidator(_clean_json), _JsonObjectSchema()]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_clean_extra), _JsonObjectSchema()]
 
 
 class WholeNumber:

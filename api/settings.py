@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.hosts import HostAllowList
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="ignore")
@@ -27,6 +29,15 @@ class Settings(BaseSettings):
     log_level: str = "info"
     #: Largest request body of the JSON API in bytes, after gzip decoding (413 above).
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    #: More hosts than the loopback names that requests may name in ``Host`` and ``Origin``
+    #: (``LINEAGE_ALLOWED_HOSTS``: comma-separated, ``name`` or ``name:port``, ``*`` for any);
+    #: see ``api.hosts``.
+    allowed_hosts: str = ""
+
+    @cached_property
+    def host_allow_list(self) -> HostAllowList:
+        """The hosts requests may name (``api.hosts``); read once."""
+        return HostAllowList.build(self.allowed_hosts, bind_host=self.bind_host)
 
     @cached_property
     def exposed(self) -> bool:

@@ -52,7 +52,9 @@ Meaning:
 ``lineage.store.filter_sql`` compiles it to one parameterised WHERE clause per backend
 (values are always bound, never spliced into the SQL). A bad expression raises
 :class:`~lineage.errors.InvalidInput` on field ``filter`` with the 1-based ``column`` of
-the offending character and a caret excerpt in the message.
+the offending character and a caret excerpt in the message. The limits
+(:data:`MAX_LENGTH` characters, :data:`MAX_TERMS` terms, :data:`MAX_DEPTH` levels) keep every
+expression the parser takes inside what both backends run.
 """
 
 from __future__ import annotations
@@ -70,7 +72,9 @@ from lineage.trial_fields import TRIAL_FIELDS
 __all__ = [
     "ALIASES",
     "FIELD_KINDS",
+    "MAX_DEPTH",
     "MAX_LENGTH",
+    "MAX_TERMS",
     "BoolOp",
     "Node",
     "Not",
@@ -83,8 +87,15 @@ __all__ = [
 
 #: Longest expression accepted (characters).
 MAX_LENGTH = 2_000
-#: Deepest nesting of parentheses and ``not``.
-MAX_DEPTH = 50
+#: Deepest nesting of parentheses and ``not``. SQLite's parser keeps about 100 groups
+#: open at once; the compiled SQL of the worst nesting (``a or not (b and (c or not (...``)
+#: overflows it near 75 levels, so 40 leaves room for the query around the filter.
+MAX_DEPTH = 40
+#: Most terms: words, tests, and each value of an ``in`` list. SQLite refuses an expression
+#: tree deeper than 1,000, and a chain of terms is as deep as it is long (an ``extra`` value
+#: compiles to two alternatives), so 256 terms stay well inside it. PostgreSQL runs both
+#: caps without complaint.
+MAX_TERMS = 256
 
 #: Field name -> kind: ``number``, ``text``, ``status``, ``id`` (ids as shown, numeric-aware
 #: order), ``time`` (the ledger's stored times).
@@ -242,6 +253,7 @@ class _Parser:
         self.tokens = _tokens(source)
         self.at = 0
         self.depth = 0
+        self.terms = 0
 
     @property
     def token(self) -> _Token:
@@ -254,6 +266,12 @@ class _Parser:
 
     def fail(self, token: _Token, message: str) -> InvalidInput:
         return _fail(self.source, token.column, message)
+
+    def count_term(self, token: _Token) -> None:
+        """One more term, starting at ``token``; refused past :data:`MAX_TERMS`."""
+        self.terms += 1
+        if self.terms > MAX_TERMS:
+            raise self.fail(token, f"more than {MAX_TERMS} terms (words, tests and listed values)")
 
     def parse(self) -> Node:
         node = self.or_()
@@ -310,6 +328,7 @@ class _Parser:
             or following.keyword in ("in", "is")
             or (following.keyword == "not" and self.tokens[self.at + 2].keyword == "in")
         )
+        self.count_term(token)
         if not is_test:
             self._next()
             if token.kind != "string" and not token.text:
@@ -348,6 +367,7 @@ class _Parser:
             values = [self.value(field)]
             while self.token.text == ",":
                 self._next()
+                self.count_term(self.token)
                 values.append(self.value(field))
             closing = self._next()
             if closing.text != ")":

@@ -15,6 +15,9 @@ from typing import Any
 from lineage.domain import (
     FRACTION_COLUMNS,
     MAX_DURATION_S,
+    MAX_EXTRA_BYTES,
+    MAX_EXTRA_DEPTH,
+    MAX_EXTRA_KEYS,
     MAX_LONG_TEXT,
     MAX_SHORT_TEXT,
     NO_RESULT_NUMBERS,
@@ -216,7 +219,8 @@ TRIAL_FIELDS: tuple[FieldSpec, ...] = (
         "extra",
         "object",
         "Any other values of the trial as a JSON object: a results file's other columns (commit, "
-        "memory_gb, ...). The ledger keeps its own keys there too (_git: the commit's diffstat).",
+        "memory_gb, ...). The ledger keeps its own keys there too (_git: the commit's diffstat). "
+        f"At most {MAX_EXTRA_KEYS:,} keys, {MAX_EXTRA_DEPTH} levels of nesting and {MAX_EXTRA_BYTES:,} bytes as JSON.",
         updatable=True,
     ),
     FieldSpec("seq", "number", "The trial's position in the project (0 first); the ledger's.", recordable=False),

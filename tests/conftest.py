@@ -26,6 +26,10 @@ from lineage import migrate
 from lineage.db import make_engine
 from lineage.service import Ledger
 
+#: The in-process test clients name the host ``testserver``: an allowed host of every app
+#: the tests make (``api.hosts``; the default allows the loopback names only).
+os.environ.setdefault("LINEAGE_ALLOWED_HOSTS", "testserver")
+
 POSTGRES_ADMIN_URL = os.environ.get(
     "LINEAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
@@ -178,3 +182,10 @@ def sqlite_ledger(tmp_path: Path) -> Iterator[Ledger]:
     ledger = Ledger.open(str(tmp_path / "own.db"))
     yield ledger
     ledger.close()
+
+
+@pytest.fixture
+def private_hook_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Webhooks may target loopback (the tests' receivers listen on 127.0.0.1), in this
+    process and in the servers it starts; the default refuses such targets."""
+    monkeypatch.setenv("LINEAGE_HOOK_PRIVATE_TARGETS", "1")

@@ -46,6 +46,20 @@ EXIT_REFUSED = 2
     help="Allow reads without a token (default: $LINEAGE_ANONYMOUS_READ or on).",
 )
 @click.option("--max-body-bytes", type=int, default=None, help="Largest API request body, after gzip decoding.")
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name (or name:port) that requests may name in Host and Origin, besides the loopback "
+    "names; repeat it. Needed when clients reach the server by a name (default: $LINEAGE_ALLOWED_HOSTS).",
+)
+@click.option(
+    "--hook-private-targets/--no-hook-private-targets",
+    default=None,
+    help="Let webhooks target loopback, link-local and private addresses "
+    "(default: $LINEAGE_HOOK_PRIVATE_TARGETS or off).",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -58,6 +72,8 @@ def serve(
     log_format: str | None,
     anonymous_read: bool | None,
     max_body_bytes: int | None,
+    allowed_hosts: tuple[str, ...],
+    hook_private_targets: bool | None,
 ) -> None:
     """Start the HTTP service (upgrades the schema first)."""
     import os
@@ -80,12 +96,20 @@ def serve(
         ("LINEAGE_LOG_LEVEL", log_level),
         ("LINEAGE_MAX_BODY_BYTES", max_body_bytes),
         ("LINEAGE_ANONYMOUS_READ", None if anonymous_read is None else str(anonymous_read).lower()),
+        ("LINEAGE_HOOK_PRIVATE_TARGETS", None if hook_private_targets is None else str(int(hook_private_targets))),
+        ("LINEAGE_ALLOWED_HOSTS", ",".join(allowed_hosts) if allowed_hosts else None),
     ):
         if value is not None:
             os.environ[name] = str(value)
     click.echo(
         f"lineage: serving {ledger.engine.url.render_as_string(hide_password=True)} on http://{host}:{port}", err=True
     )
+    if host.strip("[]") in ("0.0.0.0", "::") and not os.environ.get("LINEAGE_ALLOWED_HOSTS"):
+        click.echo(
+            "lineage: requests must name a loopback host; name the ones clients use with --allowed-host "
+            "(or LINEAGE_ALLOWED_HOSTS), else they get 403",
+            err=True,
+        )
     # the app opens its own ledger: the command line's connections would sit idle for the server's life
     ledger.close()
     del ledger

@@ -1,10 +1,13 @@
 """``lineage skill``: the ledger as an agent skill, so coding agents learn it as they learn
 other tools. Prints a ``SKILL.md`` in the Agent Skills format (YAML front matter with
 ``name`` and ``description``, then when to call what); ``--install DIR`` writes it to
-``DIR/lineage-ledger/SKILL.md`` and prints a snippet for the project's ``AGENTS.md``."""
+``DIR/lineage-ledger/SKILL.md`` and prints a snippet for the project's ``AGENTS.md`` (an
+edited ``SKILL.md`` is replaced only with ``--force``, and never through a symbolic link)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import click
@@ -83,14 +86,44 @@ before proposing a trial ask `find_similar`; after every run record it (`record_
     metavar="DIR",
     help="Write DIR/lineage-ledger/SKILL.md (e.g. .claude/skills or .agents/skills) and print a snippet for AGENTS.md.",
 )
-def skill(install_dir: Path | None) -> None:
+@click.option("--force", is_flag=True, help="With --install: replace a SKILL.md that differs from this one (edited).")
+def skill(install_dir: Path | None, force: bool) -> None:
     """Print the ledger's agent skill (SKILL.md, the Agent Skills format), or install it
     into a skills directory and print the AGENTS.md snippet that points agents to it."""
     if install_dir is None:
         click.echo(SKILL_MD, nl=False)
         return
     target = install_dir / SKILL_NAME / "SKILL.md"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(SKILL_MD, encoding="utf-8")
-    click.echo(f"wrote {target}; add the lines below to AGENTS.md", err=True)
+    if _install(target, force=force):
+        click.echo(f"wrote {target}; add the lines below to AGENTS.md", err=True)
+    else:
+        click.echo(f"{target} is already this skill; add the lines below to AGENTS.md", err=True)
     click.echo(AGENTS_SNIPPET, nl=False)
+
+
+def _install(target: Path, *, force: bool) -> bool:
+    """Write :data:`SKILL_MD` to ``target``; False when it already holds it. Never writes
+    through a symbolic link (the file or its skill directory), and replaces a file that
+    differs (edited by hand) only with ``force``: the new text goes to a file of its own
+    that then takes the name, so a link or a reader never sees half of it."""
+    for path in (target.parent, target):
+        if path.is_symlink():
+            raise click.ClickException(f"{path} is a symbolic link; the skill is not written through one")
+    if target.exists():
+        if not target.is_file():
+            raise click.ClickException(f"{target} is not a file")
+        if target.read_bytes() == SKILL_MD.encode("utf-8"):
+            return False
+        if not force:
+            raise click.ClickException(f"{target} differs from this skill (edited?); pass --force to replace it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".SKILL.md.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(SKILL_MD.encode("utf-8"))
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return True

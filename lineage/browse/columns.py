@@ -45,6 +45,10 @@ EXTRA_SAMPLE = 2000
 PRESENCE_SAMPLE = 5000
 #: File columns a page shows by default (the picker reaches the rest).
 DEFAULT_FILE_COLUMNS = 6
+#: Most file columns a project lists (its layout's, then the most common ``extra`` keys):
+#: a trial with thousands of keys must not make every page list them all. ``?cols=`` takes
+#: any ``extra.KEY`` beyond them.
+MAX_FILE_COLUMNS = 100
 #: Prefix of an ``extra`` column's key.
 EXTRA = "extra."
 
@@ -158,6 +162,8 @@ class ProjectColumns:
     file: tuple[Column, ...]
     #: trial fields with a value somewhere in the project, in page order
     fields: tuple[Column, ...]
+    #: whether the newest trials hold more ``extra`` keys than :data:`MAX_FILE_COLUMNS`
+    more_file: bool = False
 
     @property
     def all(self) -> tuple[Column, ...]:
@@ -257,7 +263,8 @@ def metric_key(project: Project, presence: Mapping[str, int]) -> str:
 
 
 def _file_columns(project: Project, sampled: Sequence[tuple[str, bool, int]]) -> tuple[Column, ...]:
-    """The stored layout's ``extra`` columns in file order, then the sampled keys."""
+    """The stored layout's ``extra`` columns in file order, then the sampled keys (the
+    caller keeps the first :data:`MAX_FILE_COLUMNS`)."""
     columns: dict[str, Column] = {}
     data = project.settings.get(SETTINGS_KEY) if project.settings else None
     numeric_sampled = {key: numeric for key, numeric, _ in sampled}
@@ -289,7 +296,7 @@ def columns_of(store: Store, conn: Connection, project: Project) -> ProjectColum
     """The columns of ``project``: two SQL reads (the field aggregate, the ``extra`` keys
     of the newest trials); see the module's doc for the rule."""
     presence = store.columns.field_presence(conn, project, sample=PRESENCE_SAMPLE)
-    sampled = store.columns.extra_keys(conn, project, sample=EXTRA_SAMPLE)
+    sampled = store.columns.extra_keys(conn, project, sample=EXTRA_SAMPLE, limit=MAX_FILE_COLUMNS + 1)
     fields = []
     for key in _FIELDS:
         if key in _ALWAYS:
@@ -298,8 +305,13 @@ def columns_of(store: Store, conn: Connection, project: Project) -> ProjectColum
             present = presence.get({"metric": "core_metric"}.get(key, key), 0) > 0
         if present:
             fields.append(_field(key, project, presence))
+    file = _file_columns(project, sampled)
     return ProjectColumns(
-        project=project, presence=presence, file=_file_columns(project, sampled), fields=tuple(fields)
+        project=project,
+        presence=presence,
+        file=file[:MAX_FILE_COLUMNS],
+        fields=tuple(fields),
+        more_file=len(file) > MAX_FILE_COLUMNS,
     )
 
 

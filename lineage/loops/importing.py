@@ -112,10 +112,10 @@ class Files:
         fixed columns: the column options are refused, and a new project's direction is
         the flag's, else lower is better (the file does not say).
         """
+        text: str | None = None  # read whole only to sniff; kept, never copied again
         if fmt == AUTO:
             text = stream.read()
             fmt = sniff_text(text)
-            stream = io.StringIO(text, newline="")
         get_format(fmt)  # an unknown name: InvalidInput naming the field "format"
         create = dict(create_with or {})
         lower = create.pop("lower_is_better", None)
@@ -130,7 +130,7 @@ class Files:
         if fmt in TABLE_FORMATS:
             done = self.import_results(
                 project_slug,
-                stream.read(),
+                stream.read() if text is None else text,
                 fmt=fmt,
                 source=source,
                 options=options,
@@ -170,6 +170,8 @@ class Files:
             lower_is_better, how = True, f"{fmt}'s default: a {fmt} file does not say; pass a direction to choose"
             metric_name = "core_metric"
         lines: list[int] = []
+        if text is not None:
+            stream = io.StringIO(text, newline="")
         rows = get_format(fmt).read_trials(stream, source=source, row_lines=lines)
         create_new = {
             **create,

@@ -15,7 +15,10 @@ not sent is sent by the next worker.
 Settings from the environment (all optional): ``LINEAGE_HOOK_TIMEOUT_S`` (5),
 ``LINEAGE_HOOK_MAX_ATTEMPTS`` (8), ``LINEAGE_HOOK_BACKOFF_S`` (2),
 ``LINEAGE_HOOK_MAX_BACKOFF_S`` (600), ``LINEAGE_HOOK_POLL_S`` (2; the loop's pause) and
-``LINEAGE_HOOK_DELIVERY`` (``off``: the server starts no loop).
+``LINEAGE_HOOK_DELIVERY`` (``off``: the server starts no loop),
+``LINEAGE_HOOK_PRIVATE_TARGETS`` (``1``: loopback, link-local and private targets are
+allowed; otherwise a target that is or resolves to one fails its attempt, see
+:func:`refused_delivery`).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import logging
 import os
+import socket
 import threading
 import time
 import urllib.error
@@ -32,6 +37,9 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from lineage.monitor import hooks
 
 if TYPE_CHECKING:
     from lineage.service import Ledger
@@ -103,8 +111,41 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
+def refused_delivery(url: str) -> str | None:
+    """Why ``url`` may not be posted to now, or None: unless the server allows private
+    targets (:func:`lineage.monitor.hooks.private_targets_allowed`), its host must not be,
+    or resolve to, a loopback, link-local, private or unspecified address. Checked at each
+    delivery too, since a name can change its address after the hook was made (a resolver
+    could still answer differently a moment later: this narrows DNS rebinding, it does not
+    close it)."""
+    if hooks.private_targets_allowed():
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    why = hooks.refused_target(host)
+    if why is not None:
+        return f"refused: targets {why}"
+    if hooks.host_address(host) is not None:
+        return None
+    try:
+        found = socket.getaddrinfo(
+            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
+    except (OSError, UnicodeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    for *_, address in found:
+        resolved = ipaddress.ip_address(str(address[0]).split("%")[0])
+        why = hooks.refused_address(resolved)
+        if why is not None:
+            return f"refused: {host} resolves to {resolved}, which is {why}"
+    return None
+
+
 def post(url: str, body: bytes, *, secret: str, headers: dict[str, str], timeout: float) -> str | None:
     """POST one signed delivery; None when the receiver answered 2xx, else the error."""
+    refused = refused_delivery(url)
+    if refused is not None:
+        return refused
     timestamp = str(int(time.time()))
     request = urllib.request.Request(
         url,

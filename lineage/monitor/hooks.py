@@ -45,13 +45,17 @@ constant time and rejects an old timestamp (replays).
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
 import re
 import secrets
+import socket
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -65,14 +69,17 @@ from lineage.store.base import iso_stamp
 EVENT_TYPES: tuple[str, ...] = ("new_best", "guardrail_tripped", "trial_crashed", "alert")
 BODY_FORMATS: tuple[str, ...] = ("json", "slack")
 MAX_URL = 2000
-_URL_CHAR = "[^\\s\\x00-\\x1f\\x7f"  # a class left open: no white space or control characters
+#: A class left open: no control character (C0, C1, DEL) and no white space, each written
+#: out, because ``\\s`` differs between ECMA 262 and Python (U+0085 is white space to
+#: Python only, U+FEFF to ECMA only).
+_URL_CHAR = "[^\\x00-\\x20\\x7f-\\x9f\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
 _PORT = "|[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]"
 _REG_NAME = "[-A-Za-z0-9._~%!$&'()*+,;=]"  # RFC 3986's reg-name characters (an IDN host in punycode)
-#: The webhook URLs :func:`check_url` takes: http(s), optional user info, a host by RFC
-#: 3986's reg-name (a name or IPv4 address; no IPv6 literal), an optional port up to
-#: 65535, then no white space or control characters. The API's schema documents the
-#: same pattern (ECMA 262 and Python read it alike).
-URL_PATTERN = f"^[hH][tT][tT][pP][sS]?://({_REG_NAME[:-1]}:]*@)?{_REG_NAME}+(:({_PORT}))?([/?#]{_URL_CHAR}]*)?$"
+#: The webhook URLs :func:`check_url` takes: http(s), a host by RFC 3986's reg-name (a
+#: name or IPv4 address; no user info, no IPv6 literal), an optional port up to 65535,
+#: then no white space or control characters. The API's schema documents the same
+#: pattern (ECMA 262 and Python read it alike).
+URL_PATTERN = f"^[hH][tT][tT][pP][sS]?://{_REG_NAME}+(:({_PORT}))?([/?#]{_URL_CHAR}]*)?$"
 _URL = re.compile(URL_PATTERN)
 #: Characters of a hypothesis an event carries.
 EVENT_TEXT_CHARS = 500
@@ -105,28 +112,97 @@ class Hook:
         }
 
 
-def check_url(url: Any) -> str:
-    """``url`` if it is an absolute http(s) URL with a host; else :class:`InvalidInput` (``url``)."""
+def check_url(url: Any, *, allow_private: bool | None = None) -> str:
+    """``url`` if it is an absolute http(s) URL with a host, without user info, whose host
+    is no private address (:func:`refused_target`; ``allow_private`` None: the server's
+    setting, :func:`private_targets_allowed`); else :class:`InvalidInput` (``url``)."""
     if not isinstance(url, str) or not url:
         raise InvalidInput("url", "must be an http:// or https:// URL")
-    if len(url) <= MAX_URL and not _URL.fullmatch(url) and not any(c.isspace() or ord(c) < 32 for c in url):
-        raise InvalidInput(
-            "url",
-            "must be an http:// or https:// URL with a host of RFC 3986's reg-name "
-            "characters (a name in punycode or an IPv4 address) and a port up to 65535, if any",
-        )
-    if len(url) > MAX_URL or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+    if len(url) > MAX_URL or any(c.isspace() or ord(c) < 32 or 127 <= ord(c) <= 159 for c in url):
         raise InvalidInput("url", f"must be at most {MAX_URL} characters without spaces or control characters")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError as exc:
         raise InvalidInput("url", f"is not a valid URL: {exc}") from None
+    if "@" in parts.netloc:  # urllib would take user:pw@host for the host name and never deliver
+        raise InvalidInput("url", "must not hold user info (user:password@); put a secret in the path instead")
+    if not _URL.fullmatch(url):
+        raise InvalidInput(
+            "url",
+            "must be an http:// or https:// URL with a host of RFC 3986's reg-name "
+            "characters (a name in punycode or an IPv4 address) and a port up to 65535, if any",
+        )
     if parts.scheme.lower() not in ("http", "https"):
         raise InvalidInput("url", f"must use http or https, not {parts.scheme or 'no scheme'!r}: {url[:100]!r}")
     if not parts.hostname:
         raise InvalidInput("url", f"has no host: {url[:100]!r}")
+    allowed = private_targets_allowed() if allow_private is None else allow_private
+    why = None if allowed else refused_target(parts.hostname)
+    if why is not None:
+        raise InvalidInput(
+            "url",
+            f"targets {why}; webhooks go to public addresses unless the server allows private "
+            f"targets ({PRIVATE_TARGETS_ENV}=1, lineage serve --hook-private-targets)",
+        )
     return url
+
+
+#: The server setting that lets webhooks target loopback, link-local and private addresses
+#: (a ledger on one machine posting to a local relay); off by default, so an admin token
+#: cannot make the server probe its own network.
+PRIVATE_TARGETS_ENV = "LINEAGE_HOOK_PRIVATE_TARGETS"
+
+
+def private_targets_allowed() -> bool:
+    return os.environ.get(PRIVATE_TARGETS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def host_address(host: str) -> IPv4Address | IPv6Address | None:
+    """The address ``host`` (a URL's host name) writes literally, in any notation a
+    resolver reads (``127.0.0.1``, ``127.1``, ``0x7f000001``, ``2130706433``,
+    ``0177.0.0.1``, ``::1``); None for a name."""
+    host = host.strip("[]").rstrip(".")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        return IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def refused_address(address: IPv4Address | IPv6Address) -> str | None:
+    """What makes ``address`` no webhook target (``loopback``, ``private``, ...), or None
+    for a public address. An IPv4-mapped IPv6 address is judged as its IPv4 address."""
+    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    for what, flagged in (
+        ("loopback", address.is_loopback),
+        ("unspecified", address.is_unspecified),
+        ("link-local", address.is_link_local),
+        ("multicast", address.is_multicast),
+        ("private", address.is_private),
+        ("reserved", address.is_reserved),
+        ("non-public", not address.is_global),
+    ):
+        if flagged:
+            return what
+    return None
+
+
+def refused_target(host: str) -> str | None:
+    """Why ``host`` (a name or address as a URL writes it) is no webhook target, without
+    resolving a name; None when it may be one."""
+    name = host.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return f"{host}, a loopback name"
+    address = host_address(host)
+    why = refused_address(address) if address is not None else None
+    if why is None:
+        return None
+    return f"{address}, which is {why}" if str(address) == host else f"{host} = {address}, which is {why}"
 
 
 def check_events(events: Iterable[str] | None) -> tuple[str, ...]:

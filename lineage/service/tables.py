@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lineage.chain import find_cycle
-from lineage.domain import FailureLabel, ImportReport, Project, Trial, check_window
+from lineage.domain import FailureLabel, ImportReport, Project, Trial, check_extra, check_window
 from lineage.errors import InvalidInput, NotFound
 from lineage.monitor import guardrails
 from lineage.service.projects import new_project
@@ -190,6 +190,10 @@ class Tables:
                             line=locate(index) if locate else None,
                             column=1,
                         )
+                    try:
+                        check_extra(trial.extra)
+                    except InvalidInput as bad:
+                        raise InvalidInput(bad.field, bad.reason, line=locate(index) if locate else None) from None
                     row_of[trial.exp_id] = index
                     parents[trial.exp_id] = trial.parent_exp
                     if trial.exp_id.isdigit():

@@ -84,23 +84,26 @@ class ColumnsSql(Family):
         labels = ("", *TEXT_FIELDS, *NUMBER_FIELDS, "val_bpb")
         return {name: int(value or 0) for name, value in zip(labels, row)}
 
-    def extra_keys(self, conn: Connection, project: Project, *, sample: int) -> list[tuple[str, bool, int]]:
+    def extra_keys(self, conn: Connection, project: Project, *, sample: int, limit: int) -> list[tuple[str, bool, int]]:
         """``(key, every value a number, trials with it)`` of the keys of ``extra`` among the
-        newest ``sample`` trials (JSON nulls do not count), most common first."""
+        newest ``sample`` trials (JSON nulls and the ledger's ``_`` keys do not count), the
+        ``limit`` most common first: a trial with thousands of keys costs one bounded read."""
         if self.sqlite:
             sql = (
                 "SELECT j.key, MIN(CASE WHEN j.type IN ('integer', 'real') THEN 1 ELSE 0 END), COUNT(*) "
                 "FROM (SELECT extra FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s, "
-                "json_each(s.extra) j WHERE j.type <> 'null' GROUP BY j.key"
+                "json_each(s.extra) j WHERE j.type <> 'null' AND substr(j.key, 1, 1) <> '_' "
+                "GROUP BY j.key ORDER BY COUNT(*) DESC, j.key LIMIT ?"
             )
         else:
             sql = (
                 "SELECT k, MIN(CASE WHEN json_typeof(s.extra -> k) = 'number' THEN 1 ELSE 0 END), COUNT(*) "
                 "FROM (SELECT extra FROM trials WHERE project_id = ? ORDER BY seq DESC LIMIT ?) s "
                 "CROSS JOIN LATERAL json_object_keys(CASE WHEN json_typeof(s.extra) = 'object' THEN s.extra "
-                "ELSE '{}'::json END) k WHERE json_typeof(s.extra -> k) <> 'null' GROUP BY k"
+                "ELSE '{}'::json END) k WHERE json_typeof(s.extra -> k) <> 'null' AND left(k, 1) <> '_' "
+                'GROUP BY k ORDER BY COUNT(*) DESC, k COLLATE "C" LIMIT ?'
             )
-        rows = self.core.execute(conn, sql, (project.id, sample)).fetchall()
+        rows = self.core.execute(conn, sql, (project.id, sample, limit)).fetchall()
         out = [(str(key), bool(numeric), int(count)) for key, numeric, count in rows]
         out.sort(key=lambda item: (-item[2], item[0]))
         return out

@@ -46,6 +46,29 @@ def _extra_path(key: str) -> str:
     return f'$."{key}"'
 
 
+def _height(node: Node) -> int:
+    if isinstance(node, BoolOp):
+        return 1 + max(_height(n) for n in node.nodes)
+    if isinstance(node, Not):
+        return 1 + _height(node.node)
+    return 0
+
+
+def _deepest_first(node: BoolOp) -> list[Node]:
+    """The operands of ``node``, a nested operand of the same operator spliced in, the
+    deepest first. SQLite's parser keeps a short stack (about 100 entries) for every
+    group still open: ``a and (b or (c and (d ...)))`` overflows it within 30 levels,
+    while the same tree written deepest first opens its groups one after the other.
+    ``and``/``or`` of two-valued tests do not depend on the order."""
+    operands: list[Node] = []
+    for operand in node.nodes:
+        if isinstance(operand, BoolOp) and operand.op == node.op:
+            operands.extend(_deepest_first(operand))
+        else:
+            operands.append(operand)
+    return sorted(operands, key=_height, reverse=True)
+
+
 class _Compiler:
     def __init__(self, sqlite: bool, db_time: Callable[[Any], Any]) -> None:
         self.sqlite = sqlite
@@ -100,8 +123,12 @@ class _Compiler:
     def node(self, node: Node) -> str:
         if isinstance(node, BoolOp):
             joiner = " AND " if node.op == "and" else " OR "
-            return "(" + joiner.join(self.node(n) for n in node.nodes) + ")"
+            return "(" + joiner.join(self.node(n) for n in _deepest_first(node)) + ")"
         if isinstance(node, Not):
+            if isinstance(node.node, Not):  # every test is two-valued: not not x is x
+                return self.node(node.node.node)
+            if isinstance(node.node, BoolOp):  # already in parentheses: one group fewer to keep open
+                return f"NOT {self.node(node.node)}"
             return f"(NOT {self.node(node.node)})"
         if isinstance(node, Word):
             pattern = _like(node.text)

@@ -49,3 +49,34 @@ def test_install_writes_the_skill_and_prints_the_agents_snippet(tmp_path: Path) 
     assert _front_matter(written.read_text())["name"] == "lineage-ledger" == written.parent.name
     assert out.stdout.startswith("## Experiment memory (Lineage Ledger)") and "get_prompt" in out.stdout
     assert "wrote" in out.stderr
+
+
+def test_install_keeps_an_edited_skill_unless_forced(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    written = skills / "lineage-ledger" / "SKILL.md"
+    assert CliRunner().invoke(cli, ["skill", "--install", str(skills)]).exit_code == 0
+    again = CliRunner().invoke(cli, ["skill", "--install", str(skills)])
+    assert again.exit_code == 0 and "already" in again.stderr  # the same text: nothing to refuse
+    written.write_text("my own notes\n")
+    refused = CliRunner().invoke(cli, ["skill", "--install", str(skills)])
+    assert refused.exit_code != 0 and "--force" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and written.read_text() == "my own notes\n"
+    forced = CliRunner().invoke(cli, ["skill", "--install", str(skills), "--force"])
+    assert forced.exit_code == 0 and _front_matter(written.read_text())["name"] == "lineage-ledger"
+
+
+def test_install_never_writes_through_a_symbolic_link(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    skills = tmp_path / "skills"
+    (skills / "lineage-ledger").mkdir(parents=True)
+    (skills / "lineage-ledger" / "SKILL.md").symlink_to(victim)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "lineage-ledger").symlink_to(elsewhere, target_is_directory=True)
+    for directory in (skills, tmp_path / "linked"):
+        for extra in ([], ["--force"]):
+            out = CliRunner().invoke(cli, ["skill", "--install", str(directory), *extra])
+            assert out.exit_code != 0 and "symbolic link" in out.stderr, out.output
+    assert victim.read_text() == "keep me\n" and list(elsewhere.iterdir()) == []

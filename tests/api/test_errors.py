@@ -147,7 +147,7 @@ def test_small_writes_wait_off_the_event_loop_while_a_long_write_holds_the_lock(
             release.wait(60)
 
     async def main() -> None:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as client:
             holder = asyncio.create_task(app.state.write_lanes.long(long_write))
             while not locked.is_set():
                 await asyncio.sleep(0.01)

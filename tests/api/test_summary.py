@@ -106,6 +106,7 @@ def test_a_server_delivers_in_the_background_and_a_restarted_one_finishes(
         "LINEAGE_HOOK_MAX_BACKOFF_S": "0.2",
         "LINEAGE_HOOK_TIMEOUT_S": "1",
         "LINEAGE_HOOK_MAX_ATTEMPTS": "1000000",
+        "LINEAGE_HOOK_PRIVATE_TARGETS": "1",  # the receiver listens on loopback
     }
     patience = DeliveryPolicy(timeout_s=1).lease_s + 30
     receiver = Receiver("ok")
@@ -140,7 +141,7 @@ def _attempts(ledger: Ledger) -> int:
         return int(conn.execute(text("SELECT COALESCE(MAX(attempts), 0) FROM hook_deliveries")).scalar_one())
 
 
-def test_cli_hook_commands(ledger: Ledger, db_url: str, tmp_path: Path) -> None:
+def test_cli_hook_commands(ledger: Ledger, db_url: str, tmp_path: Path, private_hook_targets: None) -> None:
     from click.testing import CliRunner
 
     from api.cli import cli

@@ -20,6 +20,8 @@ from tests.lineage.webhook_receiver import Receiver
 
 FAST = DeliveryPolicy(timeout_s=2.0, max_attempts=3, backoff_s=0.05, max_backoff_s=0.2, poll_s=0.05)
 
+pytestmark = pytest.mark.usefixtures("private_hook_targets")  # receivers listen on loopback
+
 
 def _states(engine) -> list[tuple[str, int, str]]:  # type: ignore[no-untyped-def]
     with engine.connect() as conn:

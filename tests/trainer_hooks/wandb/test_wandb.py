@@ -42,7 +42,7 @@ def ledger_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def ledger(ledger_dir: Path) -> Iterator[str]:
     """One real server for the module (each test uses projects of its own)."""
-    with serving(ledger_dir) as url:
+    with serving(ledger_dir, "--hook-private-targets") as url:  # the alert test's receiver is on loopback
         yield url
 
 
@@ -481,7 +481,9 @@ def test_a_run_while_the_ledger_is_down_arrives_through_the_spool(ledger: str, t
 # -- alerts from training code, end to end ------------------------------------------------------
 
 
-def test_alerts_from_a_run_reach_the_trial_and_a_signed_webhook(ledger: str, ledger_dir: Path, spool_dir: Path) -> None:
+def test_alerts_from_a_run_reach_the_trial_and_a_signed_webhook(
+    ledger: str, ledger_dir: Path, spool_dir: Path, private_hook_targets: None
+) -> None:
     from lineage.service import Ledger
     from tests.lineage.test_hooks import _verify
     from tests.lineage.webhook_receiver import Receiver
