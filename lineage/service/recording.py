@@ -260,6 +260,7 @@ class RecordingUses:
         *,
         idempotency_key: str | None = None,
         similar_prior: bool = False,
+        key_request: Mapping[str, Any] | None = None,
     ) -> RecordResult:
         """Record one trial, idempotently.
 
@@ -273,6 +274,9 @@ class RecordingUses:
         transaction as the trial. A retry with the same key and the same fields gets the
         trial the first call stored (``created=False``), also when its exp_id was
         allocated; the same key with other fields is a :class:`Conflict` with both.
+        ``key_request``: what the writer asked for, when ``fields`` hold more that it
+        derived from the ledger's state (``lineage record``: its options, while ``fields``
+        add the parent and the row number it read): the key is compared on that instead.
 
         ``similar_prior``: also find the earlier trials whose hypothesis and notes are
         close to the new trial's (``RecordResult.similar_prior``), in the same
@@ -282,7 +286,13 @@ class RecordingUses:
             project, next_seq, next_number = self.store.projects.locked_project(conn, project_slug)
             counters = Counters(next_seq, next_number)
             result = self._record_in(
-                conn, project, counters, fields, idempotency_key=idempotency_key, similar_prior=similar_prior
+                conn,
+                project,
+                counters,
+                fields,
+                idempotency_key=idempotency_key,
+                similar_prior=similar_prior,
+                key_request=key_request,
             )
             if result.created:
                 self.store.projects.advance_counters(conn, project, rows=1, exp_number=counters.next_number)
@@ -302,6 +312,7 @@ class RecordingUses:
         similar_prior: bool,
         state: BatchState | None = None,
         draft: Draft | None = None,
+        key_request: Mapping[str, Any] | None = None,
     ) -> RecordResult:
         """One creation inside the caller's write transaction (the project locked): the
         recording rules, replay by key or exp_id, the next id, the parent default, the
@@ -314,9 +325,11 @@ class RecordingUses:
         prepared, proposed, concepts = draft.prepared, draft.proposed, draft.concepts
         body = prepared.body
         key_hash = (
-            _trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
-            if idempotency_key is not None
-            else ""
+            ""
+            if idempotency_key is None
+            else _request_hash(key_request)
+            if key_request is not None
+            else _trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
         )
         if idempotency_key is not None:
             self._flush(conn, state)  # the key's trial may be an earlier item's
@@ -656,6 +669,15 @@ def _canonical_json(value: Any) -> str:
 
 def _same_body(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(_same_field(k, a[k], b[k]) for k in a)
+
+
+def _request_hash(request: Mapping[str, Any]) -> str:
+    """SHA-256 of a request the writer described itself (``record_trial``'s
+    ``key_request``), kept apart from every trial body's hash."""
+    import hashlib
+
+    text = _canonical_json({"request": request})
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _trial_body_hash(proposed: Trial, exp_id: str | None, parent_omitted: bool = False) -> str:
