@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from lineage.agent.render import inline_text
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
+from lineage.loops.followed import followed_file
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -130,9 +131,10 @@ def wrap_prompt(
     ``best`` (the best trial's fields, or None) and ``best_commit``, ``statuses`` (the
     status words this loop uses) and ``all_statuses`` (every label), ``face`` (who asks:
     ``mcp``, ``http`` or ``cli``), ``results_file`` (a project fed by a watched results
-    file: its ``columns``, ``delimiter`` name, ``metric``, ``status``, ``description`` and
-    ``commit`` columns; else None), ``record_command`` (a ``lineage record --append-tsv``
-    line for such a project), ``mcp_example`` (record_trial's arguments as JSON),
+    file: its ``path`` (the file it follows, :mod:`lineage.loops.followed`; None when the
+    ledger was not told), ``columns``, ``delimiter`` name, ``metric``, ``status``,
+    ``description`` and ``commit`` columns; else None), ``record_command`` (a ``lineage
+    record --append-tsv`` line for such a project, naming that file), ``mcp_example`` (record_trial's arguments as JSON),
     ``base_url``, ``record_url`` (where to POST a trial) and ``curl_example`` (a complete,
     shell-safe script that records a trial: a ``KEY=`` line that makes the Idempotency-Key
     once, then the ``curl`` command, which a retry runs again with the same ``$KEY``: see
@@ -181,7 +183,9 @@ def wrap_prompt(
     record_command = ""
     words = dict(layout.words) if layout is not None else {}
     if layout is not None:
+        followed = followed_file(project)
         results_file = {
+            "path": inline_text(followed) if followed else None,
             "columns": list(layout.columns),
             "delimiter": "comma" if layout.delimiter == "," else "tab",
             "metric": layout.metric,
@@ -189,7 +193,7 @@ def wrap_prompt(
             "description": layout.description,
             "commit": layout.commit,
         }
-        name = "results.csv" if layout.delimiter == "," else "results.tsv"
+        name = followed or UNNAMED_FILE
         parts = [
             "lineage",
             "record",
@@ -259,6 +263,8 @@ def wrap_prompt(
         raise InvalidInput("prompt_template", f"fails to render: {type(exc).__name__}: {exc}") from None
 
 
+#: The file of ``record_command`` for a project that follows no named file (imported over HTTP).
+UNNAMED_FILE = "<results file>"
 #: How a ledger's owner makes the token an HTTP writer sends (``lineage token create``).
 TOKEN_COMMAND = "lineage token create --name <agent> --role writer"
 #: The first line of the HTTP example: one Idempotency-Key per trial, made with Python

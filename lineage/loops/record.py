@@ -100,6 +100,9 @@ def record_result(
     """
     path = Path(append_to) if append_to is not None else None
     project = _project_for_record(ledger, project_slug, path, metric_name, lower_is_better, git_repo)
+    if path is not None:  # the file the project follows, and no other (lineage.loops.followed)
+        path = Path(ledger.files.follow(project_slug, path, field="append_tsv"))
+        project = ledger.projects.project(project_slug)
     layout = layout_of(project)
     file_rows: int | None = None
     pending_text = ""  # text after the file's last row (a summary): it now precedes the new row
@@ -291,6 +294,7 @@ def _project_for_record(
             source=str(path),
             options=ImportOptions(lower_is_better=lower_is_better),
             git_repo=git_repo,
+            followed=path,
         )
         return ledger.projects.project(slug)
     name = metric_name or "val_bpb"

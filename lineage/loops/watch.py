@@ -136,11 +136,12 @@ class ResultsSync(FileFollower):
         if text is None or not text.strip():
             return report
         if self.known is None:
-            try:
-                self._load()
+            try:  # the file the project follows, and no other (lineage.loops.followed)
+                self.ledger.files.follow(self.slug, self.path, field="file")
             except NotFound:
                 self._create(text, report)
                 return report
+            self._load()
         assert self.project is not None
         if self.layout is None:
             self._adopt(text, report)
@@ -174,6 +175,7 @@ class ResultsSync(FileFollower):
             options=self.options,
             best_policy=self.best_policy,
             git_repo=self.git_repo,
+            followed=self.path,
         )
         report.warnings.extend(done.warnings)
         self._load()
