@@ -214,6 +214,24 @@ def test_remote_sync_catches_up_on_many_rows_with_json_batches(server, tmp_path:
         ledger.close()
 
 
+def test_remote_sync_never_overwrites_a_trial_of_another_commit(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    url, db = server
+    path = tmp_path / "results.tsv"
+    head, *rows = ORIGINAL.splitlines(keepends=True)
+    path.write_text(head + "".join(rows[:3]), encoding="utf-8")
+    assert loops.RemoteSync(url, None, "remote", path).sync().inserted == ["000", "001", "002"]
+    # the loop restarted and rewrote the file: other commits under the same row numbers
+    path.write_text(head + "1111111\t0.990000\t40.0\tkeep\tbaseline v2\n" + "".join(rows[1:3]), encoding="utf-8")
+    report = loops.RemoteSync(url, None, "remote", path).sync()
+    assert report.updated == [] and report.inserted == []
+    assert any("exp_000 on the server holds commit" in w and "1111111" in w for w in report.warnings)
+    ledger = Ledger.open(db, upgrade=False)
+    try:
+        assert ledger.trials.trial("remote", "000").hypothesis == "baseline"
+    finally:
+        ledger.close()
+
+
 def test_cli_watch_server_once(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
