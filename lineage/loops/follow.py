@@ -5,7 +5,7 @@ report of one pass, and what the ledger holds for each row of the file."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from lineage.domain import BestPolicy, Trial
 from lineage.errors import LedgerError
 from lineage.formats import autoresearch as ar
-from lineage.formats.autoresearch import LINE_KEY, PART_KEY, ROW_KEY, ImportOptions, Layout
+from lineage.formats.autoresearch import LINE_KEY, PART_KEY, ROW_DESCRIPTION_KEY, ROW_KEY, ImportOptions, Layout
 from lineage.loops.importing import read_results_text
 
 
@@ -76,6 +76,18 @@ def other_commit(known: Known | None, row: Trial, layout: Layout | None) -> bool
     row's: the one thing a sync must never overwrite (the file was rewritten, or rows of
     another file took these exp_ids)."""
     return known is not None and same_commit(known.commit, commit_of(row, layout)) is False
+
+
+def linked_words(held: str, held_extra: Mapping[str, Any], row: str, *, linking: bool) -> tuple[str, dict[str, str]]:
+    """The hypothesis a stored trial keeps when its row (description ``row``) is synced
+    into it, and the ``extra`` entry for the row's text. A trial recorded through the API
+    (``linking``), or one that kept its words before (``extra["row_description"]``), keeps
+    its hypothesis (``held``, an agent's fuller words) when the row says something else;
+    the row's text goes to ``extra["row_description"]``, which export writes back. Else
+    the row's text is the hypothesis."""
+    if (linking or ROW_DESCRIPTION_KEY in held_extra) and held.strip() and held != row:
+        return held, {ROW_DESCRIPTION_KEY: row}
+    return row, {}
 
 
 class FileFollower:

@@ -11,8 +11,8 @@ from typing import Any
 from lineage.domain import BestPolicy
 from lineage.errors import InvalidInput
 from lineage.formats import autoresearch as ar
-from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
-from lineage.loops.follow import FileFollower, SyncReport, commit_of, same_commit
+from lineage.formats.autoresearch import ROW_KEY, SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
+from lineage.loops.follow import FileFollower, SyncReport, commit_of, linked_words, same_commit
 from lineage.loops.git import link_git
 from lineage.loops.importing import sniff_results_text
 
@@ -141,13 +141,18 @@ class RemoteSync(FileFollower):
                     "the row is not sent, and nothing is overwritten"
                 )
                 return
+            stored = existing.get("extra")
+            held_extra: dict[str, Any] = stored if isinstance(stored, dict) else {}
+            hypothesis, words = linked_words(
+                str(existing.get("hypothesis") or ""), held_extra, trial.hypothesis, linking=ROW_KEY not in held_extra
+            )
             patch = {
                 "status": trial.status.value,
                 "core_metric": trial.core_metric,
                 "val_bpb": trial.val_bpb,
-                "hypothesis": trial.hypothesis,
+                "hypothesis": hypothesis,
                 "parent_exp": trial.parent_exp,
-                "extra": dict(trial.extra),
+                "extra": {**trial.extra, **words},
             }
             patch = {k: v for k, v in patch.items() if existing.get(k, _MISSING) != v}
             if patch:

@@ -11,8 +11,17 @@ from typing import TYPE_CHECKING, Any
 from lineage.domain import BestPolicy, Project, Trial
 from lineage.errors import InvalidInput, NotFound
 from lineage.formats import autoresearch as ar
-from lineage.formats.autoresearch import GIT_KEY, PART_KEY, ImportOptions, LineageBuilder
-from lineage.loops.follow import FileFollower, Known, SyncReport, commit_of, known_row, other_commit, same_commit
+from lineage.formats.autoresearch import GIT_KEY, PART_KEY, ROW_DESCRIPTION_KEY, ImportOptions, LineageBuilder
+from lineage.loops.follow import (
+    FileFollower,
+    Known,
+    SyncReport,
+    commit_of,
+    known_row,
+    linked_words,
+    other_commit,
+    same_commit,
+)
 from lineage.loops.git import link_git
 from lineage.loops.importing import (
     header_length,
@@ -62,7 +71,8 @@ class ResultsSync(FileFollower):
     * links a row whose exp_id is held by a trial recorded through the API (HTTP, MCP)
       that is the same trial (:func:`same_trial`: the same commit, or the same
       description and metric): that trial takes the row (its text, columns, status and
-      parent; what the API stored besides stays), so a loop that records a trial over
+      parent; what the API stored besides stays, and so does its hypothesis, the row's
+      description going to ``extra["row_description"]``), so a loop that records a trial over
       the API and also appends its row, as ``program.md`` says, gets one trial. A row
       whose exp_id is held by another trial gets a fresh exp_id, as before.
     """
@@ -362,7 +372,8 @@ class ResultsSync(FileFollower):
             if commit_key is None or current.extra.get(commit_key) == extra.get(commit_key):
                 extra[GIT_KEY] = current.extra[GIT_KEY]
         changes: dict[str, Any] = {name: getattr(trial, name) for name in _ROW_FIELDS}
-        changes["extra"] = extra
+        changes["hypothesis"], words = linked_words(current.hypothesis, current.extra, trial.hypothesis, linking=False)
+        changes["extra"] = {**extra, **words}
         if changes["parent_exp"] and self._find(changes["parent_exp"]) is None:
             changes["parent_exp"] = ""
         return self.ledger.recording.update_trial(self.slug, trial.exp_id, changes)
@@ -380,13 +391,16 @@ class ResultsSync(FileFollower):
 
     def _link_changes(self, current: Trial, row: Trial) -> dict[str, Any]:
         """What a linked trial takes from its row: the row's columns, status, metric and
-        parent; the API's other fields and ``extra`` entries stay."""
+        parent; the API's other fields and ``extra`` entries stay, and so does its
+        hypothesis (:func:`~lineage.loops.follow.linked_words`)."""
+        hypothesis, words = linked_words(current.hypothesis, current.extra, row.hypothesis, linking=True)
+        extra = {k: v for k, v in {**current.extra, **row.extra}.items() if k != ROW_DESCRIPTION_KEY}
         changes: dict[str, Any] = {
             "status": row.status,
             "core_metric": row.core_metric,
-            "hypothesis": row.hypothesis,
+            "hypothesis": hypothesis,
             "val_bpb": row.val_bpb if row.val_bpb is not None else current.val_bpb,
-            "extra": {**current.extra, **row.extra},
+            "extra": {**extra, **words},
         }
         for name in _ROW_FIELDS:
             value = getattr(row, name)
