@@ -122,7 +122,9 @@ def prompt(
     request: Request, ledger: Ledger, slug: str, args: schemas.PromptQuery, if_none_match: str | None
 ) -> Response:
     root = None if args.raw else base_url(request)
-    key = ("prompt", slug, args.model_dump_json(), root, None if args.raw else _wrapper_version())
+    # the wrapped prompt's HTTP example sends a token only when the ledger has tokens
+    tokens = None if args.raw else ledger.tokens.tokens_exist()
+    key = ("prompt", slug, args.model_dump_json(), root, None if args.raw else _wrapper_version(), tokens)
     if if_none_match:
         tag = etag(ledger.projects.project_revision(slug), *key)
         if matches(if_none_match, tag):

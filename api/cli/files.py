@@ -68,6 +68,7 @@ def import_cmd(
             best_policy=best_policy,
             git_repo=columns.git_repo,
             preview=preview,
+            followed=file,
         )
     warn(report.warnings)
     click.echo(import_summary(report))

@@ -41,6 +41,13 @@ from api.cli.base import TABLE_FORMATS, ColumnFlags, fmt_number, ledger_of, mapp
 )
 @click.option("--metric-name", default=None, help="For a new project without a file: the metric's name (val_bpb).")
 @click.option("--lower-is-better/--higher-is-better", default=None, help="For a new project: the direction.")
+@click.option(
+    "--idempotency-key",
+    default=None,
+    metavar="KEY",
+    help="Run again with the same KEY and options: the trial already stored, nothing appended "
+    "(without a key, the same --commit with the same values is such a replay).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
 def record(
@@ -56,10 +63,12 @@ def record(
     git_repo: str | None,
     metric_name: str | None,
     lower_is_better: bool | None,
+    idempotency_key: str | None,
     fmt: str,
 ) -> None:
     """Record one trial of a loop: prints its exp_id, the delta against the best before
-    it and whether it is the new best. The parent is the last kept trial."""
+    it and whether it is the new best. The parent is the last kept trial. Recording the
+    same trial again (the same key, or the same commit and values) prints the stored one."""
     from lineage import loops
 
     pairs: dict[str, str] = {}
@@ -81,6 +90,7 @@ def record(
         git_repo=git_repo,
         metric_name=metric_name,
         lower_is_better=lower_is_better,
+        idempotency_key=idempotency_key,
     )
     if fmt == "json":
         click.echo(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False))
@@ -93,9 +103,12 @@ def record(
         f"{outcome.metric_name}={fmt_number(trial.core_metric)}",
         f"Δ={fmt_number(trial.delta_vs_best, signed=True)}",
     ]
-    if outcome.best_before is not None:
+    if not outcome.created:
+        parts.append("already recorded: nothing stored or appended")
+    elif outcome.best_before is not None:
         parts.append(f"vs best exp_{outcome.best_before.exp_id} ({fmt_number(outcome.best_before.core_metric)})")
-    parts.append("NEW BEST" if outcome.is_new_best else "not a new best")
+    if outcome.created:
+        parts.append("NEW BEST" if outcome.is_new_best else "not a new best")
     click.echo("  ".join(parts))
     for similar in outcome.similar_prior:  # "was this tried?": the agent learns it at once
         click.echo(

@@ -64,7 +64,8 @@ outcome is evidence: do not repeat a discard without a new reason.
   retries: a retry never records twice.
 - Read the answer's `warnings`: they say what the ledger read differently.
 - A project fed by a results file (the prompt says so): append the row as the loop's
-  program.md says, or `lineage record ... --append-tsv results.tsv`; record each trial once.
+  program.md says, or `lineage record ... --append-tsv FILE` with the file the prompt names
+  (a project follows one file and refuses another); record each trial once.
 """
 
 AGENTS_SNIPPET = """\

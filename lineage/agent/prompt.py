@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from lineage.agent.render import inline_text
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
+from lineage.loops.followed import followed_file
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -113,6 +114,7 @@ def wrap_prompt(
     alerts: Sequence[Alert] = (),
     face: str = "http",
     layout: Any = None,
+    tokens: bool = False,
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
@@ -129,11 +131,16 @@ def wrap_prompt(
     ``best`` (the best trial's fields, or None) and ``best_commit``, ``statuses`` (the
     status words this loop uses) and ``all_statuses`` (every label), ``face`` (who asks:
     ``mcp``, ``http`` or ``cli``), ``results_file`` (a project fed by a watched results
-    file: its ``columns``, ``delimiter`` name, ``metric``, ``status``, ``description`` and
-    ``commit`` columns; else None), ``record_command`` (a ``lineage record --append-tsv``
-    line for such a project), ``mcp_example`` (record_trial's arguments as JSON),
+    file: its ``path`` (the file it follows, :mod:`lineage.loops.followed`; None when the
+    ledger was not told), ``columns``, ``delimiter`` name, ``metric``, ``status``,
+    ``description`` and ``commit`` columns; else None), ``record_command`` (a ``lineage
+    record --append-tsv`` line for such a project, naming that file), ``mcp_example`` (record_trial's arguments as JSON),
     ``base_url``, ``record_url`` (where to POST a trial) and ``curl_example`` (a complete,
-    shell-safe command that records a trial); ``progress`` (the short form of the progress
+    shell-safe script that records a trial: a ``KEY=`` line that makes the Idempotency-Key
+    once, then the ``curl`` command, which a retry runs again with the same ``$KEY``: see
+    :func:`curl_example`), ``token_needed`` (``tokens``: the ledger has tokens, so the
+    example sends ``$LINEAGE_TOKEN``) and ``token_command`` (how a token is made);
+    ``progress`` (the short form of the progress
     summary, ``lineage.progress.Progress.short_text``; "" without ``summary``), ``trend``
     and ``guardrails_tripped`` (a message per tripped guardrail); ``alerts``: a line per
     alert of the training code (newest first, :func:`alert_line`).
@@ -169,14 +176,6 @@ def wrap_prompt(
     if best_commit is not None or layout is not None and layout.commit:
         example["extra"] = {commit_column: "<the trial's commit>"}
     body = json.dumps(example, indent=2, ensure_ascii=False)
-    curl_example = (
-        f'curl -sS -X POST "{record_url}" \\\n'
-        '  -H "Authorization: Bearer $LINEAGE_TOKEN" \\\n'
-        '  -H "Content-Type: application/json" \\\n'
-        '  -H "Idempotency-Key: $(uuidgen)" \\\n'
-        "  --data-binary @- <<'JSON'\n"
-        f"{body}\nJSON"
-    )
     mcp_example = json.dumps(
         {"project": project.slug, "trial": example, "idempotency_key": "<a fresh uuid>"}, indent=2, ensure_ascii=False
     )
@@ -184,7 +183,9 @@ def wrap_prompt(
     record_command = ""
     words = dict(layout.words) if layout is not None else {}
     if layout is not None:
+        followed = followed_file(project)
         results_file = {
+            "path": inline_text(followed) if followed else None,
             "columns": list(layout.columns),
             "delimiter": "comma" if layout.delimiter == "," else "tab",
             "metric": layout.metric,
@@ -192,7 +193,7 @@ def wrap_prompt(
             "description": layout.description,
             "commit": layout.commit,
         }
-        name = "results.csv" if layout.delimiter == "," else "results.tsv"
+        name = followed or UNNAMED_FILE
         parts = [
             "lineage",
             "record",
@@ -245,7 +246,9 @@ def wrap_prompt(
         "mcp_example": mcp_example,
         "base_url": root,
         "record_url": record_url,
-        "curl_example": curl_example,
+        "curl_example": curl_example(record_url, body, token=tokens),
+        "token_needed": tokens,
+        "token_command": TOKEN_COMMAND,
         "progress": _inline_lines(summary.short_text()) if summary is not None else "",
         "trend": summary.trend if summary is not None else None,
         "guardrails_tripped": _inline(
@@ -258,6 +261,36 @@ def wrap_prompt(
         return _compiled(text).render(context)
     except Exception as exc:  # a user's template: any failure is theirs to fix
         raise InvalidInput("prompt_template", f"fails to render: {type(exc).__name__}: {exc}") from None
+
+
+#: The file of ``record_command`` for a project that follows no named file (imported over HTTP).
+UNNAMED_FILE = "<results file>"
+#: How a ledger's owner makes the token an HTTP writer sends (``lineage token create``).
+TOKEN_COMMAND = "lineage token create --name <agent> --role writer"
+#: The first line of the HTTP example: one Idempotency-Key per trial, made with Python
+#: alone (``uuidgen`` is missing from many images, and ``$(uuidgen)`` inline made a new
+#: key, so a second trial, on every retry), printed so that a retry from a new shell can
+#: set it again.
+KEY_LINE = "KEY=$(python3 -c 'import uuid; print(uuid.uuid4())'); echo \"Idempotency-Key: $KEY\""
+
+
+def curl_example(record_url: str, body: str, *, token: bool) -> str:
+    """The HTTP example of the prompt: :data:`KEY_LINE`, then a ``curl`` POST of ``body``
+    (JSON) to ``record_url`` with ``Idempotency-Key: $KEY``, which stops with an error
+    when ``KEY`` is unset (curl would drop the empty header, and a retry would record a
+    second trial). ``token``: the ledger has tokens, so the command sends
+    ``Authorization: Bearer $LINEAGE_TOKEN``; without tokens it sends no such header (an
+    empty ``Bearer`` is refused)."""
+    auth = '  -H "Authorization: Bearer ${LINEAGE_TOKEN:?set LINEAGE_TOKEN to a writer token}" \\\n' if token else ""
+    return (
+        f"{KEY_LINE}\n"
+        f'curl -sS -X POST "{record_url}" \\\n'
+        f"{auth}"
+        '  -H "Content-Type: application/json" \\\n'
+        '  -H "Idempotency-Key: ${KEY:?run the KEY= line first}" \\\n'
+        "  --data-binary @- <<'JSON'\n"
+        f"{body}\nJSON"
+    )
 
 
 def alert_line(alert: Alert) -> str:

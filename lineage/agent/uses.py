@@ -170,6 +170,7 @@ class Agent:
             next_number = self.store.projects.project_counters(conn, project)[1]
             summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N)
             alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
+            tokens = self.store.tokens.active_token_exists(conn)
         return project, wrap_prompt(
             project,
             text,
@@ -182,6 +183,7 @@ class Agent:
             alerts=alerts,
             face=face,
             layout=layout,
+            tokens=tokens,
         )
 
     def _loop_view(

@@ -6,6 +6,7 @@ generic tables) as use-cases of the ledger.
 - :mod:`lineage.loops.follow`, :mod:`lineage.loops.watch`, :mod:`lineage.loops.remote` —
   ``lineage watch``, locally (:class:`ResultsSync`) and into a server (:class:`RemoteSync`);
 - :mod:`lineage.loops.record` — ``lineage record`` (:func:`record_result`);
+- :mod:`lineage.loops.followed` — the one results file a project follows (its stored path);
 - :mod:`lineage.loops.git` — commit details of a trial; :mod:`lineage.loops.plot` — ``lineage plot``.
 
 The file format itself (rows, quirks, status words, direction, lineage) is

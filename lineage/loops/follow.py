@@ -5,7 +5,7 @@ report of one pass, and what the ledger holds for each row of the file."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from lineage.domain import BestPolicy, Trial
 from lineage.errors import LedgerError
 from lineage.formats import autoresearch as ar
-from lineage.formats.autoresearch import LINE_KEY, PART_KEY, ROW_KEY, ImportOptions, Layout
+from lineage.formats.autoresearch import LINE_KEY, PART_KEY, ROW_DESCRIPTION_KEY, ROW_KEY, ImportOptions, Layout
 from lineage.loops.importing import read_results_text
 
 
@@ -36,11 +36,12 @@ class SyncReport:
 @dataclass(slots=True)
 class Known:
     """What the ledger holds for a row: its text (None: the trial is not from the
-    file), the part of a merged line, and the parent."""
+    file), the part of a merged line, the parent, and the commit (None: none known)."""
 
     line: str | None
     part: int
     parent: str
+    commit: str | None = None
 
 
 def known_row(trial: Trial, layout: Layout | None) -> Known:
@@ -48,7 +49,45 @@ def known_row(trial: Trial, layout: Layout | None) -> Known:
     line = extra.get(LINE_KEY)
     if not isinstance(line, str):
         line = ar.render_row(trial, layout) if ROW_KEY in extra and layout is not None else None
-    return Known(line, int(extra.get(PART_KEY, 0) or 0), trial.parent_exp)
+    return Known(line, int(extra.get(PART_KEY, 0) or 0), trial.parent_exp, commit_of(trial, layout))
+
+
+def commit_of(trial: Trial | dict[str, Any], layout: Layout | None) -> str | None:
+    """The commit a trial (or a trial's JSON) carries in the file's commit column, if any."""
+    extra = trial.get("extra") if isinstance(trial, dict) else trial.extra
+    if not isinstance(extra, dict):
+        return None
+    column = (layout.commit if layout is not None else None) or "commit"
+    value = extra.get(layout.extra_key(column) if layout is not None else column, extra.get("commit"))
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def same_commit(a: str | None, b: str | None) -> bool | None:
+    """Whether two commit cells name one commit (one hash a prefix of the other, 7 or more
+    characters, case aside); None when either is missing or too short to tell."""
+    if a is None or b is None or min(len(a.strip()), len(b.strip())) < 7:
+        return None
+    x, y = a.strip().lower(), b.strip().lower()
+    return x.startswith(y) or y.startswith(x)
+
+
+def other_commit(known: Known | None, row: Trial, layout: Layout | None) -> bool:
+    """Whether ``known`` (the trial holding ``row``'s exp_id) is another commit's than the
+    row's: the one thing a sync must never overwrite (the file was rewritten, or rows of
+    another file took these exp_ids)."""
+    return known is not None and same_commit(known.commit, commit_of(row, layout)) is False
+
+
+def linked_words(held: str, held_extra: Mapping[str, Any], row: str, *, linking: bool) -> tuple[str, dict[str, str]]:
+    """The hypothesis a stored trial keeps when its row (description ``row``) is synced
+    into it, and the ``extra`` entry for the row's text. A trial recorded through the API
+    (``linking``), or one that kept its words before (``extra["row_description"]``), keeps
+    its hypothesis (``held``, an agent's fuller words) when the row says something else;
+    the row's text goes to ``extra["row_description"]``, which export writes back. Else
+    the row's text is the hypothesis."""
+    if (linking or ROW_DESCRIPTION_KEY in held_extra) and held.strip() and held != row:
+        return held, {ROW_DESCRIPTION_KEY: row}
+    return row, {}
 
 
 class FileFollower:

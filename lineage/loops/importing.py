@@ -30,6 +30,7 @@ from lineage.formats import AUTO, get_format, sniff_text
 from lineage.formats import autoresearch as ar
 from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
 from lineage.formats.text import check_text
+from lineage.loops.followed import FOLLOWED_KEY, check_followed, followed_file
 from lineage.loops.git import link_git
 from lineage.store import Store
 
@@ -98,6 +99,7 @@ class Files:
         best_policy: BestPolicy | str | None = None,
         git_repo: str | os.PathLike[str] | None = None,
         preview: bool = False,
+        followed: str | os.PathLike[str] | None = None,
     ) -> ImportReport:
         """Import a results file atomically -- every face's one entrance -- and answer
         what was stored and decided (:class:`~lineage.domain.ImportReport`); every error
@@ -110,7 +112,9 @@ class Files:
         project; its ``lower_is_better`` and ``best_policy`` are the direction and policy
         flags when ``options`` and ``best_policy`` leave them open. A fieldkit file has
         fixed columns: the column options are refused, and a new project's direction is
-        the flag's, else lower is better (the file does not say).
+        the flag's, else lower is better (the file does not say). ``followed``: the file's
+        path on this machine, which a table import makes the file the project follows
+        (:mod:`lineage.loops.followed`).
         """
         text: str | None = None  # read whole only to sniff; kept, never copied again
         if fmt == AUTO:
@@ -139,6 +143,7 @@ class Files:
                 progress=progress,
                 create_with=create,
                 preview=preview,
+                followed=followed,
             )
             return done.report()
         flags = [
@@ -224,10 +229,12 @@ class Files:
         progress: Callable[[int], None] | None = None,
         create_with: Mapping[str, Any] | None = None,
         preview: bool = False,
+        followed: str | os.PathLike[str] | None = None,
     ) -> LoopImport:
         """Import a results file's ``text`` into ``project_slug`` atomically (created if new,
         with the file's metric name, the direction and the layout); ``preview``: all of it,
-        rolled back."""
+        rolled back. ``followed``: the file's path, stored as the file the project follows
+        (refused when it follows another)."""
         with _gc_paused():
             return self._import_results(
                 project_slug,
@@ -240,6 +247,7 @@ class Files:
                 progress=progress,
                 create_with=create_with,
                 preview=preview,
+                followed=followed,
             )
 
     def _import_results(
@@ -255,8 +263,12 @@ class Files:
         progress: Callable[[int], None] | None,
         create_with: Mapping[str, Any] | None,
         preview: bool,
+        followed: str | os.PathLike[str] | None = None,
     ) -> LoopImport:
         project = self._existing(project_slug, options.lower_is_better)
+        file_settings: dict[str, Any] = {}
+        if followed is not None:
+            file_settings[FOLLOWED_KEY] = check_followed(project, followed, field="file")
         table = ar.parse_table(text, source=source, fmt=fmt, options=options)
         layout = table.layout
         warnings = list(table.warnings)
@@ -288,7 +300,7 @@ class Files:
             )
         if git_repo is not None:
             warnings.extend(link_git(trials, layout, git_repo))
-        settings_value = layout.to_dict()
+        file_settings[SETTINGS_KEY] = layout.to_dict()
         if project is None:
             create = dict(create_with or {})
             create.update(
@@ -296,7 +308,7 @@ class Files:
                 lower_is_better=lower,
                 best_policy=policy.value,
                 source_format=fmt,
-                settings={**dict(create.get("settings") or {}), SETTINGS_KEY: settings_value},
+                settings={**dict(create.get("settings") or {}), **file_settings},
             )
             report = self.tables.import_trials(
                 project_slug,
@@ -307,7 +319,7 @@ class Files:
                 preview=preview,
             )
         else:
-            changes: dict[str, Any] = {"settings": {**dict(project.settings), SETTINGS_KEY: settings_value}}
+            changes: dict[str, Any] = {"settings": {**dict(project.settings), **file_settings}}
             if project.metric_name == "core_metric":
                 changes["metric_name"] = results_metric_name(layout.metric_name)
             report = self.tables.import_trials(
@@ -353,6 +365,37 @@ class Files:
             project, _, _ = self.store.projects.locked_project(conn, project_slug)
             settings = {**dict(project.settings), SETTINGS_KEY: layout.to_dict()}
             return self.store.projects.update_project(conn, project, {"settings": settings})
+
+    def follow(self, project_slug: str, path: str | os.PathLike[str], *, field: str) -> str:
+        """Make ``path`` the results file ``project_slug`` follows, or check that it is
+        (:mod:`lineage.loops.followed`); returns its stored form. Refused, naming ``field``:
+        another file than the one followed; and for a project that follows no named file
+        yet (imported before the ledger stored it) but holds rows of one, a file that does
+        not exist (it would start a second file)."""
+        project = self._project(project_slug)
+        resolved = check_followed(project, path, field=field)
+        if followed_file(project) == resolved:
+            return resolved
+        with self.store.write() as conn:
+            project, _, _ = self.store.projects.locked_project(conn, project_slug)
+            resolved = check_followed(project, path, field=field)
+            if followed_file(project) is None:
+                self._check_unnamed(conn, project, resolved, field)
+                settings = {**dict(project.settings), FOLLOWED_KEY: resolved}
+                self.store.projects.update_project(conn, project, {"settings": settings})
+        return resolved
+
+    def _check_unnamed(self, conn: Any, project: Project, resolved: str, field: str) -> None:
+        layout = layout_of(project)
+        if layout is None or layout.id_column is not None or os.path.exists(resolved) and os.path.getsize(resolved):
+            return
+        first = self.store.trials.find_trial(conn, project, layout.exp_id(0))
+        if first is not None and ar.ROW_KEY in first.extra:
+            raise InvalidInput(
+                field,
+                f"project {project.slug!r} holds the rows of a results file (exp_{first.exp_id} is its first row), "
+                f"and {resolved} does not exist; use the file the loop writes",
+            )
 
     def next_exp_number(self, project_slug: str) -> int:
         """One above the largest all-digit exp_id stored (0 for none)."""

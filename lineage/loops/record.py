@@ -79,6 +79,7 @@ def record_result(
     git_repo: str | os.PathLike[str] | None = None,
     metric_name: str | None = None,
     lower_is_better: bool | None = None,
+    idempotency_key: str | None = None,
 ) -> RecordOutcome:
     """Record one trial of a loop: status word mapped like the file's, parent = the branch
     tip (``Trials.tip``, the last keep or baseline: the results file's own lineage rule,
@@ -89,9 +90,19 @@ def record_result(
     A missing project is created: from ``append_to`` when that file exists (imported
     first), else with autoresearch's own columns, ``metric_name`` (default ``val_bpb``)
     and the direction from ``lower_is_better`` or the name.
+
+    Idempotent: a second record with the same ``idempotency_key`` and the same options
+    (the trial's status, metric, description, commit, memory and ``values``) answers the
+    trial the first stored (``created=False``) and appends nothing; with other options it
+    is a :class:`Conflict` naming the key (the ledger's Idempotency-Key rule, compared on
+    :func:`record_request`). Without a key, a record with a commit uses one made of its
+    options (:func:`replay_key`): the same commit with the same values is a replay.
     """
     path = Path(append_to) if append_to is not None else None
     project = _project_for_record(ledger, project_slug, path, metric_name, lower_is_better, git_repo)
+    if path is not None:  # the file the project follows, and no other (lineage.loops.followed)
+        path = Path(ledger.files.follow(project_slug, path, field="append_tsv"))
+        project = ledger.projects.project(project_slug)
     layout = layout_of(project)
     file_rows: int | None = None
     pending_text = ""  # text after the file's last row (a summary): it now precedes the new row
@@ -117,6 +128,10 @@ def record_result(
     value = ar.metric_value(str(metric), label) if metric is not None else None
     if value is False:
         raise InvalidInput("metric", f"{metric!r} is not a number")
+    request = record_request(
+        status=status, metric=metric, description=description, commit=commit, memory_gb=memory_gb, values=values
+    )
+    key = idempotency_key if idempotency_key is not None else replay_key(request) if commit else None
     extra: dict[str, Any] = {}
     if work.status and word != label.value:
         extra[work.extra_key(work.status)] = word
@@ -184,7 +199,11 @@ def record_result(
     body = {**fields, "extra": extra}
     if exp_id is not None:
         body["exp_id"] = exp_id
-    result = ledger.recording.record_trial(project_slug, body, similar_prior=True)
+    result = ledger.recording.record_trial(
+        project_slug, body, similar_prior=True, idempotency_key=key, key_request=request if key else None
+    )
+    if not result.created:
+        line = None  # recorded before, and its line appended then
     if path is not None and line is not None:
         _append_line(path, line, layout)  # type: ignore[arg-type]
     return RecordOutcome(
@@ -198,6 +217,39 @@ def record_result(
         similar_prior=result.similar_prior,
         warnings=result.warnings,
     )
+
+
+def record_request(
+    *,
+    status: str,
+    metric: str | float | None,
+    description: str,
+    commit: str | None,
+    memory_gb: str | float | None,
+    values: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """What a ``lineage record`` asks for, for its idempotency key: the options that say
+    what the trial is (not where it is appended, nor the parent and row the ledger's state
+    gives it). A metric is compared as a number (``0.99`` is ``0.990``)."""
+    number = ar.parse_number(str(metric)) if metric is not None else None
+    return {
+        "status": status.strip(),
+        "metric": number if isinstance(number, float) else (str(metric).strip() if metric is not None else None),
+        "description": description,
+        "commit": commit.strip() if commit else None,
+        "memory_gb": str(memory_gb).strip() if memory_gb is not None else None,
+        "values": sorted((values or {}).items()),
+    }
+
+
+def replay_key(request: Mapping[str, Any]) -> str:
+    """The idempotency key of a record given none: made of its request, so the same
+    ``lineage record`` run again (a retry, a replayed shell history) is a replay."""
+    import hashlib
+    import json
+
+    text = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "lineage-record-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
 def _typed_value(raw: Any, column: str, layout: Layout) -> Any:
@@ -242,6 +294,7 @@ def _project_for_record(
             source=str(path),
             options=ImportOptions(lower_is_better=lower_is_better),
             git_repo=git_repo,
+            followed=path,
         )
         return ledger.projects.project(slug)
     name = metric_name or "val_bpb"

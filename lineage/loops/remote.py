@@ -11,8 +11,8 @@ from typing import Any
 from lineage.domain import BestPolicy
 from lineage.errors import InvalidInput
 from lineage.formats import autoresearch as ar
-from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
-from lineage.loops.follow import FileFollower, SyncReport
+from lineage.formats.autoresearch import ROW_KEY, SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
+from lineage.loops.follow import FileFollower, SyncReport, commit_of, linked_words, same_commit
 from lineage.loops.git import link_git
 from lineage.loops.importing import sniff_results_text
 
@@ -30,7 +30,9 @@ class RemoteSync(FileFollower):
       :data:`BATCH_ROWS`, a batch with a rewritten row going row by row): the server stores a new
       one (201), recognises a replay (200: a restart adds nothing twice), or answers 409
       for a row rewritten in place, which is then ``PATCH``ed (status, metric,
-      description, parent, extra: what the row gives);
+      description, parent, extra: what the row gives), unless the trial stored under its
+      exp_id has another commit than the row's: that one is never overwritten (a warning;
+      the row is not sent);
     * a truncated file warns and deletes nothing; rows are identified by their number,
       and the exp_id rebasing of a local watch is not available over HTTP.
     """
@@ -132,13 +134,25 @@ class RemoteSync(FileFollower):
             report.inserted.append(trial.exp_id)
         elif status == 409:
             existing = (answer or {}).get("existing") or {}
+            held, mine = commit_of(existing, self.layout), commit_of(trial, self.layout)
+            if same_commit(held, mine) is False:
+                report.warnings.append(
+                    f"{self.source}: exp_{trial.exp_id} on the server holds commit {held}, not the row's {mine}; "
+                    "the row is not sent, and nothing is overwritten"
+                )
+                return
+            stored = existing.get("extra")
+            held_extra: dict[str, Any] = stored if isinstance(stored, dict) else {}
+            hypothesis, words = linked_words(
+                str(existing.get("hypothesis") or ""), held_extra, trial.hypothesis, linking=ROW_KEY not in held_extra
+            )
             patch = {
                 "status": trial.status.value,
                 "core_metric": trial.core_metric,
                 "val_bpb": trial.val_bpb,
-                "hypothesis": trial.hypothesis,
+                "hypothesis": hypothesis,
                 "parent_exp": trial.parent_exp,
-                "extra": dict(trial.extra),
+                "extra": {**trial.extra, **words},
             }
             patch = {k: v for k, v in patch.items() if existing.get(k, _MISSING) != v}
             if patch:

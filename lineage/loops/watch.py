@@ -11,8 +11,17 @@ from typing import TYPE_CHECKING, Any
 from lineage.domain import BestPolicy, Project, Trial
 from lineage.errors import InvalidInput, NotFound
 from lineage.formats import autoresearch as ar
-from lineage.formats.autoresearch import GIT_KEY, PART_KEY, ImportOptions, LineageBuilder
-from lineage.loops.follow import FileFollower, Known, SyncReport, known_row
+from lineage.formats.autoresearch import GIT_KEY, PART_KEY, ROW_DESCRIPTION_KEY, ImportOptions, LineageBuilder
+from lineage.loops.follow import (
+    FileFollower,
+    Known,
+    SyncReport,
+    commit_of,
+    known_row,
+    linked_words,
+    other_commit,
+    same_commit,
+)
 from lineage.loops.git import link_git
 from lineage.loops.importing import (
     header_length,
@@ -56,11 +65,14 @@ class ResultsSync(FileFollower):
       ``running`` -> ``keep``), and the parents and deltas that depend on it;
     * when the file holds fewer rows than the ledger has from it (truncated), warns,
       deletes nothing, and gives rows from the first one that differs fresh exp_ids;
+    * never overwrites a trial whose commit differs from its row's (a rewritten file, rows
+      of another file under these exp_ids): that row and those after it get fresh exp_ids;
     * never adds a row twice: a restart or a replay of the same text changes nothing;
     * links a row whose exp_id is held by a trial recorded through the API (HTTP, MCP)
       that is the same trial (:func:`same_trial`: the same commit, or the same
       description and metric): that trial takes the row (its text, columns, status and
-      parent; what the API stored besides stays), so a loop that records a trial over
+      parent; what the API stored besides stays, and so does its hypothesis, the row's
+      description going to ``extra["row_description"]``), so a loop that records a trial over
       the API and also appends its row, as ``program.md`` says, gets one trial. A row
       whose exp_id is held by another trial gets a fresh exp_id, as before.
     """
@@ -136,11 +148,12 @@ class ResultsSync(FileFollower):
         if text is None or not text.strip():
             return report
         if self.known is None:
-            try:
-                self._load()
+            try:  # the file the project follows, and no other (lineage.loops.followed)
+                self.ledger.files.follow(self.slug, self.path, field="file")
             except NotFound:
                 self._create(text, report)
                 return report
+            self._load()
         assert self.project is not None
         if self.layout is None:
             self._adopt(text, report)
@@ -174,6 +187,7 @@ class ResultsSync(FileFollower):
             options=self.options,
             best_policy=self.best_policy,
             git_repo=self.git_repo,
+            followed=self.path,
         )
         report.warnings.extend(done.warnings)
         self._load()
@@ -204,8 +218,8 @@ class ResultsSync(FileFollower):
         trials = self.parser.rows[before:]
         self.builder.name(trials, first_row=before, lines=self.parser.lines[before:])
         assert self.known is not None
-        if any((k := self.known.get(t.exp_id)) is not None and k.line is None for t in trials):
-            self._full(text, report)  # an id held by a trial not from the file: link or rebase there
+        if any((k := self.known.get(t.exp_id)) is not None and k.line is None or self._clashes(t) for t in trials):
+            self._full(text, report)  # an id held by a trial not from the file or of another commit: rebase
             return
         self.done_text = text
         self.file_rows = len(self.parser.rows)
@@ -250,6 +264,13 @@ class ResultsSync(FileFollower):
             return None
         for index, trial in enumerate(trials):
             known = self.known.get(trial.exp_id)
+            if known is not None and self._clashes(trial):
+                report.warnings.append(
+                    f"{self.source}: row {index + 1} would be exp_{trial.exp_id}, which holds commit {known.commit} "
+                    f"(not the row's {commit_of(trial, self.layout)}); it and the rows after it get the next free "
+                    "exp_ids, and nothing is overwritten"
+                )
+                return index
             if known is not None and known.line is None:
                 if trial.exp_id in self._linkable or self._links(trial):
                     self._linkable.add(trial.exp_id)
@@ -306,8 +327,8 @@ class ResultsSync(FileFollower):
         except InvalidInput:
             # some of these exp_ids were stored meanwhile, by ``record`` or the API
             self._load()
-            if any((k := self.known.get(t.exp_id)) is not None and k.line is None for t in trials):
-                self._full(self.done_text, report)  # not from the file: these rows get fresh exp_ids
+            if any((k := self.known.get(t.exp_id)) is not None and k.line is None or self._clashes(t) for t in trials):
+                self._full(self.done_text, report)  # not from the file, or another commit: fresh exp_ids
                 return
             for trial, text in zip(trials, texts):  # from the file (``record --append-tsv``): one by one
                 existing = self._find(trial.exp_id)
@@ -351,10 +372,17 @@ class ResultsSync(FileFollower):
             if commit_key is None or current.extra.get(commit_key) == extra.get(commit_key):
                 extra[GIT_KEY] = current.extra[GIT_KEY]
         changes: dict[str, Any] = {name: getattr(trial, name) for name in _ROW_FIELDS}
-        changes["extra"] = extra
+        changes["hypothesis"], words = linked_words(current.hypothesis, current.extra, trial.hypothesis, linking=False)
+        changes["extra"] = {**extra, **words}
         if changes["parent_exp"] and self._find(changes["parent_exp"]) is None:
             changes["parent_exp"] = ""
         return self.ledger.recording.update_trial(self.slug, trial.exp_id, changes)
+
+    def _clashes(self, row: Trial) -> bool:
+        """Whether the trial from the file holding ``row``'s exp_id is another commit's."""
+        assert self.known is not None
+        known = self.known.get(row.exp_id)
+        return known is not None and known.line is not None and other_commit(known, row, self.layout)
 
     def _links(self, row: Trial) -> bool:
         """Whether the trial holding ``row``'s exp_id (recorded through the API) is the row's."""
@@ -363,13 +391,16 @@ class ResultsSync(FileFollower):
 
     def _link_changes(self, current: Trial, row: Trial) -> dict[str, Any]:
         """What a linked trial takes from its row: the row's columns, status, metric and
-        parent; the API's other fields and ``extra`` entries stay."""
+        parent; the API's other fields and ``extra`` entries stay, and so does its
+        hypothesis (:func:`~lineage.loops.follow.linked_words`)."""
+        hypothesis, words = linked_words(current.hypothesis, current.extra, row.hypothesis, linking=True)
+        extra = {k: v for k, v in {**current.extra, **row.extra}.items() if k != ROW_DESCRIPTION_KEY}
         changes: dict[str, Any] = {
             "status": row.status,
             "core_metric": row.core_metric,
-            "hypothesis": row.hypothesis,
+            "hypothesis": hypothesis,
             "val_bpb": row.val_bpb if row.val_bpb is not None else current.val_bpb,
-            "extra": {**current.extra, **row.extra},
+            "extra": {**extra, **words},
         }
         for name in _ROW_FIELDS:
             value = getattr(row, name)
@@ -386,7 +417,9 @@ class ResultsSync(FileFollower):
 
     def _remember(self, trial: Trial, text: str) -> None:
         assert self.known is not None
-        self.known[trial.exp_id] = Known(text, int(trial.extra.get(PART_KEY, 0) or 0), trial.parent_exp)
+        self.known[trial.exp_id] = Known(
+            text, int(trial.extra.get(PART_KEY, 0) or 0), trial.parent_exp, commit_of(trial, self.layout)
+        )
 
     def _commits(self) -> dict[str, str]:
         """``exp_id -> commit`` of the rows seen so far."""
@@ -411,12 +444,9 @@ def same_trial(recorded: Trial, row: Trial, layout: Any) -> bool:
     row of the results file): the same commit (one hash a prefix of the other, 7 or more
     characters), or else the same description and the same metric (both none, or equal to
     1e-9)."""
-    column = (layout.commit if layout is not None else None) or "commit"
-    key = layout.extra_key(column) if layout is not None else column
-    mine, theirs = recorded.extra.get(key, recorded.extra.get("commit")), row.extra.get(key)
-    if isinstance(mine, str) and isinstance(theirs, str) and min(len(mine.strip()), len(theirs.strip())) >= 7:
-        a, b = mine.strip().lower(), theirs.strip().lower()
-        return a.startswith(b) or b.startswith(a)
+    commits = same_commit(commit_of(recorded, layout), commit_of(row, layout))
+    if commits is not None:
+        return commits
     if recorded.hypothesis.strip() != row.hypothesis.strip() or not row.hypothesis.strip():
         return False
     if recorded.core_metric is None or row.core_metric is None:

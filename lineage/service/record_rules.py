@@ -192,6 +192,13 @@ def same_body(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(same_field(k, a[k], b[k]) for k in a)
 
 
+def request_hash(request: Mapping[str, Any]) -> str:
+    """SHA-256 of a request the writer described itself (``record_trial``'s
+    ``key_request``), kept apart from every trial body's hash."""
+    text = _canonical_json({"request": request})
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def trial_body_hash(proposed: Trial, exp_id: str | None, parent_omitted: bool = False) -> str:
     """SHA-256 of what a creation asks for: the fields compared on a replay, with every
     omitted field at its default, so two requests for the same trial hash alike (a parent

@@ -42,6 +42,7 @@ from lineage.service.record_rules import (
     draft_record,
     prepare_record,
     replay_result,
+    request_hash,
     same_body,
     same_field,
     trial_body_hash,
@@ -132,6 +133,7 @@ class RecordingUses:
         *,
         idempotency_key: str | None = None,
         similar_prior: bool = False,
+        key_request: Mapping[str, Any] | None = None,
     ) -> RecordResult:
         """Record one trial, idempotently.
 
@@ -145,6 +147,9 @@ class RecordingUses:
         transaction as the trial. A retry with the same key and the same fields gets the
         trial the first call stored (``created=False``), also when its exp_id was
         allocated; the same key with other fields is a :class:`Conflict` with both.
+        ``key_request``: what the writer asked for, when ``fields`` hold more that it
+        derived from the ledger's state (``lineage record``: its options, while ``fields``
+        add the parent and the row number it read): the key is compared on that instead.
 
         ``similar_prior``: also find the earlier trials whose hypothesis and notes are
         close to the new trial's (``RecordResult.similar_prior``), in the same
@@ -161,6 +166,7 @@ class RecordingUses:
                 mode=Alone(self.store),
                 idempotency_key=idempotency_key,
                 similar_prior=similar_prior,
+                key_request=key_request,
             )
             if result.created:
                 self.store.projects.advance_counters(conn, project, rows=1, exp_number=counters.next_number)
@@ -180,6 +186,7 @@ class RecordingUses:
         idempotency_key: str | None = None,
         similar_prior: bool = False,
         draft: Draft | None = None,
+        key_request: Mapping[str, Any] | None = None,
     ) -> RecordResult:
         """One creation inside the caller's write transaction (the project locked):
         decide, then write. ``draft``: :func:`draft_record` of ``fields``, when the
@@ -187,7 +194,7 @@ class RecordingUses:
         advances the project's counters and runs the events and guardrails."""
         if draft is None:
             draft = draft_record(project, fields, sketch=bool(similar_prior and counters.next_seq))
-        decided = self.decide(conn, project, counters, draft, mode, idempotency_key, similar_prior)
+        decided = self.decide(conn, project, counters, draft, mode, idempotency_key, similar_prior, key_request)
         if isinstance(decided, RecordResult):  # a replay: nothing to write
             return decided
         return self.write(conn, project, counters, draft, decided, mode)
@@ -201,6 +208,7 @@ class RecordingUses:
         mode: RecordMode,
         idempotency_key: str | None,
         similar_prior: bool,
+        key_request: Mapping[str, Any] | None = None,
     ) -> Decision | RecordResult:
         """What a creation will store, or the stored answer of a replay (by
         Idempotency-Key or exp_id): its id (the next free number when none was sent),
@@ -209,7 +217,13 @@ class RecordingUses:
         prepared, proposed = draft.prepared, draft.proposed
         body = prepared.body
         key = check_idempotency_key(idempotency_key) if idempotency_key is not None else None
-        key_hash = trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted) if key is not None else ""
+        key_hash = (
+            ""
+            if key is None
+            else request_hash(key_request)
+            if key_request is not None
+            else trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
+        )
         if key is not None:
             mode.sync(conn)  # the key's trial may be an earlier item's
             keyed = self._keyed_replay(conn, project, key, key_hash, proposed, body, prepared)

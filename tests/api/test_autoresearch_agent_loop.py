@@ -134,7 +134,7 @@ def test_an_autoresearch_loop_recorded_both_ways_is_its_file(serve, tmp_path: Pa
     ).stdout
     assert exported == results.read_bytes()
     prompt = ledger.agent.prompt_document("nano", face="http", base_url=server.url)[1]
-    assert "--append-tsv results.tsv" in prompt and "| change |" in prompt and "(1 file)" in prompt
+    assert f"--append-tsv {results.resolve()}" in prompt and "| change |" in prompt and "(1 file)" in prompt
     ledger.close()
 
 

@@ -120,7 +120,8 @@ def test_instructions_fit_the_face_and_the_feed(ledger: Ledger, face: str) -> No
     _autoresearch(ledger)
     _demo(ledger, "api")
     fed = ledger.agent.prompt_document("ar", face=face, base_url="http://h")[1]
-    assert "--append-tsv results.tsv" in fed and "append its row to the file as program.md says" in fed
+    # imported without a path (lineage.loops.followed): the command leaves the file to fill in
+    assert "--append-tsv <results file>" in fed and "append its row to the file as program.md says" in fed
     assert "Status, one of: keep, discard, crash" in fed
     assert ("record_trial" in fed) == (face == "mcp") and ("curl" in fed) == (face == "http")
     posted = ledger.agent.prompt_document("api", face=face, base_url="http://h")[1]

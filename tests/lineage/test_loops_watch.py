@@ -214,6 +214,49 @@ def test_remote_sync_catches_up_on_many_rows_with_json_batches(server, tmp_path:
         ledger.close()
 
 
+def test_remote_sync_never_overwrites_a_trial_of_another_commit(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    url, db = server
+    path = tmp_path / "results.tsv"
+    head, *rows = ORIGINAL.splitlines(keepends=True)
+    path.write_text(head + "".join(rows[:3]), encoding="utf-8")
+    assert loops.RemoteSync(url, None, "remote", path).sync().inserted == ["000", "001", "002"]
+    # the loop restarted and rewrote the file: other commits under the same row numbers
+    path.write_text(head + "1111111\t0.990000\t40.0\tkeep\tbaseline v2\n" + "".join(rows[1:3]), encoding="utf-8")
+    report = loops.RemoteSync(url, None, "remote", path).sync()
+    assert report.updated == [] and report.inserted == []
+    assert any("exp_000 on the server holds commit" in w and "1111111" in w for w in report.warnings)
+    ledger = Ledger.open(db, upgrade=False)
+    try:
+        assert ledger.trials.trial("remote", "000").hypothesis == "baseline"
+    finally:
+        ledger.close()
+
+
+def test_remote_sync_keeps_the_hypothesis_of_a_trial_recorded_over_http(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    url, db = server
+    path = tmp_path / "results.tsv"
+    head, *rows = ORIGINAL.splitlines(keepends=True)
+    path.write_text(head + "".join(rows[:3]), encoding="utf-8")
+    assert loops.RemoteSync(url, None, "remote", path).sync().inserted == ["000", "001", "002"]
+    words = "double the model width to 1536 to test whether capacity limits val_bpb"
+    posted = httpx.post(
+        f"{url}/api/v1/projects/remote/trials",
+        json={"status": "crash", "hypothesis": words, "extra": {"commit": "d4e5f6a"}},
+    )
+    assert posted.status_code == 201 and posted.json()["trial"]["exp_id"] == "003"
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(rows[3])  # d4e5f6a ... double model width (OOM)
+    assert loops.RemoteSync(url, None, "remote", path).sync().updated == ["003"]
+    ledger = Ledger.open(db, upgrade=False)
+    try:
+        trial = ledger.trials.trial("remote", "003")
+        assert trial.hypothesis == words and trial.extra["row_description"] == "double model width (OOM)"
+    finally:
+        ledger.close()
+
+
 def test_cli_watch_server_once(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 

@@ -58,6 +58,34 @@ def test_a_row_recorded_through_the_api_first_is_linked_not_copied(ledger: Ledge
     assert not again.changed and ledger.projects.project("ar").trial_count == 8
 
 
+def test_a_linked_trial_keeps_the_agents_hypothesis_and_the_row_text_goes_to_extra(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    path = tmp_path / "results.tsv"
+    path.write_text(HEAD + "".join(ROWS[:3]))
+    sync = loops.ResultsSync(ledger, "ar", path)
+    sync.sync()
+    words = "double the model width to 1536 to test whether capacity limits val_bpb (expect OOM risk)"
+    ledger.recording.record_trial(
+        "ar", {"status": "crash", "hypothesis": words, "extra": {"commit": "d4e5f6a", "memory_gb": 0.0}}
+    )
+    with path.open("a") as fh:
+        fh.write(ROWS[3])  # d4e5f6a ... double model width (OOM)
+    assert sync.sync().linked == ["003"]
+    linked = ledger.trials.trial("ar", "003")
+    assert linked.hypothesis == words and linked.extra["row_description"] == "double model width (OOM)"
+    assert _export(ledger, "ar") == path.read_text()  # the file's own text, byte for byte
+    # the row rewritten in place later (its description edited): the agent's words still stay
+    path.write_text(path.read_text().replace("double model width (OOM)", "double model width (OOM at step 12)"))
+    assert sync.sync().updated == ["003"]
+    rewritten = ledger.trials.trial("ar", "003")
+    assert rewritten.hypothesis == words and rewritten.extra["row_description"] == "double model width (OOM at step 12)"
+    assert _export(ledger, "ar") == path.read_text()
+    assert [hit.exp_id for hit in ledger.agent.find_similar("ar", "capacity limits model width", limit=1)] == ["003"]
+    # a trial of the file keeps no words of its own: its row's text is its hypothesis
+    assert "row_description" not in ledger.trials.trial("ar", "001").extra
+
+
 def test_a_different_trial_under_the_rows_exp_id_still_gets_a_fresh_id(ledger: Ledger, tmp_path: Path) -> None:
     path = tmp_path / "results.tsv"
     path.write_text(HEAD + "".join(ROWS[:3]))

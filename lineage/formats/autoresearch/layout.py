@@ -32,6 +32,10 @@ GIT_KEY = "_git"
 #: 2 for a record broken over two physical lines (a line end inside a cell)
 SPAN_KEY = "_span"
 RESERVED_KEYS = frozenset({LINE_KEY, ROW_KEY, PART_KEY, GIT_KEY, SPAN_KEY})
+#: the row's description, when the trial keeps a fuller hypothesis of its own (recorded
+#: through the API, then linked to its row): the file's text, written back on export.
+#: Not reserved: a page shows it among the trial's extra fields.
+ROW_DESCRIPTION_KEY = "row_description"
 #: The key of the layout in ``Project.settings``.
 SETTINGS_KEY = "results_file"
 #: Width of row-number exp_ids (fieldkit's).

@@ -17,6 +17,7 @@ from lineage.formats.autoresearch.layout import (
     LINE_KEY,
     PART_KEY,
     RESERVED_KEYS,
+    ROW_DESCRIPTION_KEY,
     ROW_KEY,
     SPAN_KEY,
     Layout,
@@ -61,7 +62,7 @@ def render_cells(trial: Trial, layout: Layout, *, parent_value: str | None = Non
             else:  # recorded elsewhere: the file's word for the label
                 cell = layout.words.get(trial.status.value, trial.status.value)
         elif name == layout.description:
-            cell = trial.hypothesis
+            cell = row_description(trial)
         elif name == layout.id_column:
             cell = trial.exp_id
         elif name in field_of and key not in extra:
@@ -75,6 +76,14 @@ def render_cells(trial: Trial, layout: Layout, *, parent_value: str | None = Non
             cell = format_number(extra.get(key), layout.formats.get(name))
         cells.append(_clean(cell, layout))
     return cells
+
+
+def row_description(trial: Trial) -> str:
+    """The text of the trial's description cell: the row's own
+    (``extra["row_description"]``) when the trial keeps a fuller hypothesis, else the
+    hypothesis."""
+    text = trial.extra.get(ROW_DESCRIPTION_KEY)
+    return text if isinstance(text, str) else trial.hypothesis
 
 
 def render_row(trial: Trial, layout: Layout, *, parent_value: str | None = None) -> str:
@@ -100,7 +109,7 @@ def trial_says(trial: Trial, parsed: Trial, layout: Layout) -> bool:
     if (
         trial.status is not parsed.status
         or not _same(trial.core_metric, parsed.core_metric)
-        or trial.hypothesis != parsed.hypothesis
+        or row_description(trial) != parsed.hypothesis
     ):
         return False
     extra = trial.extra
