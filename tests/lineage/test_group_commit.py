@@ -147,7 +147,9 @@ def test_a_bad_item_fails_alone_and_leaves_nothing_of_itself(ledger: Ledger) -> 
     assert ledger.agent.find_similar("p", "orphan") == []
 
 
-def test_webhook_events_and_guardrail_trips_are_those_of_single_records(ledger: Ledger, engine) -> None:  # type: ignore[no-untyped-def]
+def test_webhook_events_and_guardrail_trips_are_those_of_single_records(
+    ledger: Ledger, engine, private_hook_targets: None
+) -> None:  # type: ignore[no-untyped-def]
     _two_projects(ledger)
     for slug in ("grouped", "single"):
         ledger.agent.add_hook(

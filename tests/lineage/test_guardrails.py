@@ -13,6 +13,8 @@ from lineage.db import make_engine
 from lineage.errors import InvalidInput
 from lineage.service import Ledger
 
+pytestmark = pytest.mark.usefixtures("private_hook_targets")  # receivers listen on loopback
+
 NO_RECEIVER = "http://127.0.0.1:9/never-called"
 
 
