@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.schema_types import JsonObject, Number, Strict, Text
 from lineage.domain import (
+    AUTO_STATUS,
     IDEMPOTENCY_KEY_PATTERN,
     MAX_BATCH,
     MAX_DURATION_S,
@@ -27,8 +28,14 @@ from lineage.domain import (
 
 if TYPE_CHECKING:  # a Literal built from FailureLabel is no static type: the statuses are text to mypy
     StatusName: TypeAlias = str
+    RequestStatus: TypeAlias = str
 else:
     StatusName = Literal[tuple(label.value for label in FailureLabel)]
+    #: what a writer may send: a status, or "auto" (the ledger decides keep or discard)
+    RequestStatus = Literal[(*(label.value for label in FailureLabel), AUTO_STATUS)]
+
+#: how much an "auto" trial's metric must beat the best by to be kept
+KeepMargin = Annotated[Number, Field(ge=0)]
 
 #: The types of a trial's fields in the request bodies, by their limits in
 #: ``lineage.trial_fields`` (``tests/api/test_schema_fields.py`` holds each field to its spec).
@@ -59,7 +66,7 @@ class TrialCreate(Strict):
     domain: ShortText | None = ""
     hypothesis: LongText | None = ""
     expected_delta: LongText | None = ""
-    status: FailureLabel
+    status: RequestStatus
     core_metric: TrialNumber | None = None
     val_bpb: TrialNumber | None = None
     delta_vs_best: TrialNumber | None = Field(None, description="Ignored: the server computes it")
@@ -75,6 +82,7 @@ class TrialCreate(Strict):
     ig_clip_scale_frac_low: Fraction | None = None
     ig_clip_scale_frac_high: Fraction | None = None
     extra: JsonObject = Field(default_factory=dict)
+    keep_margin: KeepMargin | None = Field(None, description='Only with status "auto" (default 0)')
 
 
 class TrialUpdate(Strict):
@@ -82,7 +90,7 @@ class TrialUpdate(Strict):
     statistics; and the hypothesis and parent, for a results file whose row was rewritten
     (a new parent must be a trial of the project and must not make a cycle)."""
 
-    status: FailureLabel = Field(None)  # type: ignore[assignment]
+    status: RequestStatus = Field(None)  # type: ignore[assignment]
     hypothesis: LongText | None = None
     parent_exp: ShortText | None = None
     core_metric: TrialNumber | None = None
@@ -99,6 +107,7 @@ class TrialUpdate(Strict):
     ig_clip_scale_frac_low: Fraction | None = None
     ig_clip_scale_frac_high: Fraction | None = None
     extra: JsonObject = Field(None)  # type: ignore[arg-type]
+    keep_margin: KeepMargin | None = Field(None, description='Only with status "auto" (default 0)')
 
 
 class TrialOut(BaseModel):

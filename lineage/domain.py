@@ -275,6 +275,33 @@ def beats_best(project: Project, trial: Trial, best_before: Trial | None) -> boo
     return is_better(trial.core_metric, best_before.core_metric, lower_is_better=project.lower_is_better)
 
 
+#: The status a writer sends to let the ledger decide keep or discard (:func:`auto_verdict`),
+#: inside the write's transaction, against the best at that moment.
+AUTO_STATUS = "auto"
+
+
+def check_keep_margin(value: Any) -> float:
+    """A writer's ``keep_margin``: a finite number >= 0; :class:`InvalidInput` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise InvalidInput("keep_margin", f"must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def auto_verdict(project: Project, metric: float | None, best: Trial | None, margin: float = 0.0) -> FailureLabel:
+    """``keep`` when ``metric`` beats ``best`` (the project's best when the write commits)
+    strictly, by at least ``margin``, in the project's direction, else ``discard``: a tie
+    never keeps, and neither does a trial with no metric. With no scored best, ``keep``.
+    An improvement equal to the margin up to float rounding (``1.0 - 0.9`` against 0.1)
+    counts, as the trainer's outcome rule always said."""
+    if metric is None:
+        return FailureLabel.DISCARD
+    if best is None or best.core_metric is None:
+        return FailureLabel.KEEP
+    improvement = best.core_metric - metric if project.lower_is_better else metric - best.core_metric
+    enough = improvement >= margin or math.isclose(improvement, margin, rel_tol=1e-9, abs_tol=1e-12)
+    return FailureLabel.KEEP if improvement > 0.0 and enough else FailureLabel.DISCARD
+
+
 def validate_trial(trial: Trial) -> Trial:
     """Check every field of ``trial``; raise :class:`InvalidInput` naming the first bad one."""
     if not trial.exp_id or not trial.exp_id.strip():

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineage.domain import (
+    AUTO_STATUS,
     FRACTION_COLUMNS,
     MAX_DURATION_S,
     MAX_EXTRA_BYTES,
@@ -72,8 +73,9 @@ class FieldSpec:
             if self.maximum is not None:
                 number["maximum"] = self.maximum
             schema = {"anyOf": [number, {"type": "null"}]}
-        elif self.kind == "status":
-            schema = {"type": "string", "enum": [label.value for label in FailureLabel]}
+        elif self.kind == "status":  # a writer may also ask for the ledger's verdict
+            statuses = [label.value for label in FailureLabel]
+            schema = {"type": "string", "enum": statuses if answer else [*statuses, AUTO_STATUS]}
         else:
             schema = {"type": "object", "additionalProperties": True}
         schema["description"] = self.description
@@ -151,7 +153,13 @@ TRIAL_FIELDS: tuple[FieldSpec, ...] = (
         "The change of the metric you expect, as text (e.g. -0.002).",
         max_length=MAX_LONG_TEXT,
     ),
-    FieldSpec("status", "status", f"The outcome. {_STATUS_TEXT}.", updatable=True),
+    FieldSpec(
+        "status",
+        "status",
+        f"The outcome. {_STATUS_TEXT}. Or {AUTO_STATUS}: the ledger decides keep (core_metric beats the "
+        "project's best when the trial is stored, strictly, by at least keep_margin) or discard; a tie is a discard.",
+        updatable=True,
+    ),
     FieldSpec(
         "core_metric",
         "number",
@@ -254,11 +262,20 @@ def _object(properties: dict[str, Any], required: list[str], description: str) -
     return schema
 
 
+#: ``keep_margin``: not a field of the trial, a part of a request that asks for the verdict.
+KEEP_MARGIN_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "number", "minimum": 0}, {"type": "null"}],
+    "description": f'Only with status "{AUTO_STATUS}": how much core_metric must beat the best by to be '
+    "kept (default 0: any strict improvement).",
+}
+
+
 def record_schema() -> dict[str, Any]:
     """The JSON Schema of a trial to record: every recordable field with its meaning;
     ``status`` is required. (A body may also carry the project's metric under its own
     name, e.g. ``val_bpb`` or ``score``: read as ``core_metric``, with a warning.)"""
     properties = {spec.name: spec.json_schema() for spec in TRIAL_FIELDS if spec.recordable}
+    properties["keep_margin"] = dict(KEEP_MARGIN_SCHEMA)
     return _object(
         properties,
         ["status"],
@@ -270,6 +287,7 @@ def record_schema() -> dict[str, Any]:
 def changes_schema() -> dict[str, Any]:
     """The JSON Schema of the changes to a stored trial (the fields a writer may change)."""
     properties = {spec.name: spec.json_schema() for spec in TRIAL_FIELDS if spec.updatable}
+    properties["keep_margin"] = dict(KEEP_MARGIN_SCHEMA)
     schema = _object(properties, [], "The fields to change; the others stay. delta_vs_best is recomputed.")
     schema["minProperties"] = 1
     return schema

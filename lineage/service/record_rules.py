@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from lineage.domain import (
+    AUTO_STATUS,
     FLOAT_COLUMNS,
     TRIAL_FIELD_NAMES,
     WRITABLE_FIELDS,
@@ -24,6 +25,7 @@ from lineage.domain import (
     Project,
     RecordResult,
     Trial,
+    check_keep_margin,
     is_no_result,
     trial_from_mapping,
 )
@@ -48,6 +50,10 @@ class PreparedRecord:
     parent_omitted: bool
     #: what the rules did to the body, in words, for the writer's answer
     warnings: tuple[str, ...]
+    #: the writer sent ``status: "auto"``: the margin the verdict needs (the body's status
+    #: is ``discard`` until the ledger decides, :func:`lineage.domain.auto_verdict`); None:
+    #: the writer's own status
+    keep_margin: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +109,7 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
     """
     body = {name: value for name, value in fields.items() if name != "delta_vs_best"}
     warnings: list[str] = []
+    keep_margin = _auto_margin(body)
     name = project.metric_name
     if name and name != "core_metric" and name in body and (name in FLOAT_COLUMNS or name not in TRIAL_FIELD_NAMES):
         own = body[name]
@@ -141,13 +148,31 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
                 f"(the value sent is kept in extra.{REPORTED_METRIC_KEY})"
             )
             metric = None
-    if touched and label in _ADVANCING and metric is None:
+    if keep_margin is not None and metric is None:
+        warnings.append(
+            f'status "auto" without a metric: stored as a discard with no result; send core_metric '
+            f"(this project's metric: {name})"
+        )
+    elif touched and label in _ADVANCING and metric is None:
         warnings.append(
             f"a {label.value} without a metric can never be the best; send core_metric (this project's metric: {name})"
         )
 
     parent_omitted = current is None and "parent_exp" not in body
-    return PreparedRecord(body, parent_omitted, tuple(warnings))
+    return PreparedRecord(body, parent_omitted, tuple(warnings), keep_margin)
+
+
+def _auto_margin(body: dict[str, Any]) -> float | None:
+    """Take ``keep_margin`` out of ``body``; for ``status: "auto"`` its margin (default 0)
+    and the status set to ``discard`` until the ledger decides; else None. A margin with
+    another status is refused: it would be ignored."""
+    margin = body.pop("keep_margin", None)
+    if body.get("status") != AUTO_STATUS:
+        if margin is not None:
+            raise InvalidInput("keep_margin", 'applies only to status "auto" (the ledger\'s verdict)')
+        return None
+    body["status"] = FailureLabel.DISCARD.value
+    return check_keep_margin(margin) if margin is not None else 0.0
 
 
 def replay_result(existing: Trial, prepared: PreparedRecord) -> RecordResult:
@@ -199,13 +224,17 @@ def request_hash(request: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def trial_body_hash(proposed: Trial, exp_id: str | None, parent_omitted: bool = False) -> str:
+def trial_body_hash(
+    proposed: Trial, exp_id: str | None, parent_omitted: bool = False, keep_margin: float | None = None
+) -> str:
     """SHA-256 of what a creation asks for: the fields compared on a replay, with every
     omitted field at its default, so two requests for the same trial hash alike (a parent
     left out hashes apart from a root: the ledger chose the first's)."""
     values: list[Any] = [exp_id or ""]
     if parent_omitted:
         values.append({"parent_exp": "omitted"})
+    if keep_margin is not None:  # the ledger's verdict asked for: not the discard it stands as
+        values.append({"status": AUTO_STATUS, "keep_margin": keep_margin})
     for name in IDEMPOTENT_FIELDS:
         if name == "exp_id":
             continue

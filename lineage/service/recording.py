@@ -25,6 +25,7 @@ from lineage.domain import (
     Project,
     RecordResult,
     Trial,
+    auto_verdict,
     beats_best,
     check_idempotency_key,
     metric_delta,
@@ -222,7 +223,7 @@ class RecordingUses:
             if key is None
             else request_hash(key_request)
             if key_request is not None
-            else trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted)
+            else trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted, prepared.keep_margin)
         )
         if key is not None:
             mode.sync(conn)  # the key's trial may be an earlier item's
@@ -242,6 +243,9 @@ class RecordingUses:
                 self._remember_key(conn, project, key, key_hash, existing.exp_id)
                 return replayed
         best_before = mode.best(conn, project)
+        if prepared.keep_margin is not None:  # in the write's transaction: no finish races another
+            verdict = auto_verdict(project, proposed.core_metric, best_before, prepared.keep_margin)
+            proposed = proposed.with_changes(status=verdict)
         defaulted = None
         if prepared.parent_omitted and counters.next_seq:
             defaulted = mode.tip(conn, project)  # a git loop's HEAD: the last keep, not the best
@@ -324,7 +328,12 @@ class RecordingUses:
         )
 
     def _replayed(self, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord) -> RecordResult:
-        names = [name for name in IDEMPOTENT_FIELDS if not (prepared.parent_omitted and name == "parent_exp")]
+        names = [
+            name
+            for name in IDEMPOTENT_FIELDS
+            if not (prepared.parent_omitted and name == "parent_exp")
+            and not (prepared.keep_margin is not None and name == "status")  # the ledger's verdict
+        ]
         mine = {name: getattr(existing, name) for name in names}
         theirs = {name: getattr(proposed, name) for name in names}
         if same_body(mine, theirs):
@@ -340,7 +349,9 @@ class RecordingUses:
 
     def update_trial(self, project_slug: str, exp_id: str, changes: Mapping[str, Any]) -> Trial:
         """Change fields of a stored trial; ``delta_vs_best`` is recomputed, never taken.
-        The recording rules (:func:`prepare_record`) apply to the changes."""
+        The recording rules (:func:`prepare_record`) apply to the changes. ``status:
+        "auto"``: the ledger decides keep or discard against the best of the other trials
+        (:func:`lineage.domain.auto_verdict`), in this transaction; the delta is from that best."""
         if "exp_id" in changes and changes["exp_id"] != exp_id:
             raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
         with self.store.write() as conn:
@@ -367,7 +378,14 @@ class RecordingUses:
             updated = validate_trial(current.with_changes(**values))
             if updated.parent_exp != current.parent_exp or updated.baseline_exp != current.baseline_exp:
                 self._check_references(conn, project, updated)
-            best_before = self.store.trials.best_scored(conn, project, before_seq=current.seq)
+            if prepared.keep_margin is not None:
+                # judged against the best of the others now (the project is locked): a run
+                # planned before trials that finished first is measured against them too
+                best_before = self.store.trials.best_scored(conn, project, excluding=exp_id)
+                verdict = auto_verdict(project, updated.core_metric, best_before, prepared.keep_margin)
+                updated = updated.with_changes(status=verdict)
+            else:
+                best_before = self.store.trials.best_scored(conn, project, before_seq=current.seq)
             delta = metric_delta(updated.core_metric, best_before.core_metric if best_before else None)
             stored = self.store.trials.update_trial(conn, project, updated.with_changes(delta_vs_best=delta))
             guardrails.reevaluate(self.store, conn, project, exp_id=exp_id)

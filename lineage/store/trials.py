@@ -330,17 +330,22 @@ class TrialsSql(Family):
 
     # -- lineage queries ------------------------------------------------------------------
 
-    def best_scored(self, conn: Connection, project: Project, *, before_seq: int | None = None) -> Trial | None:
+    def best_scored(
+        self, conn: Connection, project: Project, *, before_seq: int | None = None, excluding: str | None = None
+    ) -> Trial | None:
         """The best scored trial under the project's best policy (ties to the lowest seq).
 
         Indexed either way, so the cost does not grow with the project: the ``kept``
         policy reads one index range per eligible status (``project_id, status,
         core_metric, seq``); the ``fieldkit`` policy, eligible for all but one status,
-        walks ``project_id, core_metric, seq`` and skips the excluded status.
+        walks ``project_id, core_metric, seq`` and skips the excluded status. ``excluding``:
+        the best of the other trials (a trial judged against the best when it finishes).
         """
-        return self.fetch_best(project, self.best_cursor(conn, project, before_seq=before_seq))
+        return self.fetch_best(project, self.best_cursor(conn, project, before_seq=before_seq, excluding=excluding))
 
-    def best_cursor(self, conn: Connection, project: Project, *, before_seq: int | None = None) -> Any:
+    def best_cursor(
+        self, conn: Connection, project: Project, *, before_seq: int | None = None, excluding: str | None = None
+    ) -> Any:
         """:meth:`best_scored`'s statement, sent; its rows not read yet (:meth:`fetch_best`)."""
         order = "core_metric ASC" if project.lower_is_better else "core_metric DESC"
         where = "project_id = ? AND core_metric IS NOT NULL"
@@ -349,6 +354,9 @@ class TrialsSql(Family):
             # "+seq": keep the planner on the metric index (walking seq would scan the project)
             where += " AND +seq < ?"
             params.append(before_seq)
+        if excluding is not None:
+            where += " AND exp_id <> ?"
+            params.append(excluding)
         eligible = project.best_policy.eligible_statuses()
         if project.best_policy is BestPolicy.FIELDKIT:
             excluded = [label.value for label in FailureLabel if label.value not in eligible]

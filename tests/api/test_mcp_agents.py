@@ -106,7 +106,7 @@ def test_an_agent_starts_from_a_blank_database_over_stdio(tmp_path: Path) -> Non
             assert schema.get("description"), f"{tool.name}.{name} has no description"
     trial_schema = _schema(tools["record_trial"])["properties"]["trial"]
     assert trial_schema["required"] == ["status"] and trial_schema["additionalProperties"] is False
-    assert trial_schema["properties"]["status"]["enum"] == [label.value for label in FailureLabel]
+    assert trial_schema["properties"]["status"]["enum"] == [label.value for label in FailureLabel] + ["auto"]
     assert all(field.get("description") for field in trial_schema["properties"].values())
     assert trial_schema["properties"]["core_metric"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
     assert "delta_vs_best" not in trial_schema["properties"]

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from api.schema_types import JSON_VALUE_REF, NO_NUL
 from api.schemas import TrialCreate, TrialOut, TrialUpdate
-from lineage.domain import FailureLabel, Trial
+from lineage.domain import AUTO_STATUS, FailureLabel, Trial
 from lineage.trial_fields import TRIAL_FIELDS, FieldSpec
 
 #: What a body's JSON Schema says of one value of each kind of field (before ``null``).
@@ -46,8 +46,8 @@ def _expected_value(spec: FieldSpec) -> dict[str, Any]:
     if spec.kind == "number":
         bounds = {"minimum": spec.minimum, "maximum": spec.maximum}
         return {"type": "number", **{key: value for key, value in bounds.items() if value is not None}}
-    if spec.kind == "status":
-        return {"type": "string", "enum": [label.value for label in FailureLabel]}
+    if spec.kind == "status":  # or "auto": the ledger's verdict
+        return {"type": "string", "enum": [label.value for label in FailureLabel] + [AUTO_STATUS]}
     assert spec.kind == "object", spec
     return dict(_OBJECT_SCHEMA)
 
@@ -89,7 +89,14 @@ def request_mismatches(
     wanted = {spec.name: spec for spec in specs}
     fields = model.model_fields
     problems = [f"{name}: in TRIAL_FIELDS, not in {model.__name__}" for name in wanted if name not in fields]
-    problems += [f"{name}: in {model.__name__}, not in TRIAL_FIELDS" for name in fields if name not in wanted]
+    problems += [
+        f"{name}: in {model.__name__}, not in TRIAL_FIELDS"
+        for name in fields
+        if name not in wanted and name not in REQUEST_ONLY
+    ]
+    for name in REQUEST_ONLY:
+        if _value_and_null(components, model.__name__, name) != ({"type": "number", "minimum": 0}, True):
+            problems.append(f"{name}: not a nullable number >= 0")
     for name, spec in wanted.items():
         if name not in fields:
             continue
@@ -128,6 +135,9 @@ def output_mismatches(model: type[BaseModel], specs: tuple[FieldSpec, ...]) -> l
             problems.append(f"{name}: optional in an answer")
     return problems
 
+
+#: Parts of a request that are not fields of the trial: the margin of a "status": "auto".
+REQUEST_ONLY = ("keep_margin",)
 
 _CREATE = tuple(spec for spec in TRIAL_FIELDS if spec.recordable or spec.name == "delta_vs_best")
 _UPDATE = tuple(spec for spec in TRIAL_FIELDS if spec.updatable)

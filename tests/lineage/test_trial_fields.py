@@ -31,7 +31,10 @@ def test_the_schemas_hold_types_the_status_enum_and_what_is_required() -> None:
     record = record_schema()
     assert record["required"] == ["status"] and record["additionalProperties"] is False
     props = record["properties"]
-    assert props["status"]["enum"] == [label.value for label in FailureLabel]
+    # a writer may also ask for the ledger's verdict, with its margin; a stored status is never "auto"
+    assert props["status"]["enum"] == [label.value for label in FailureLabel] + ["auto"]
+    assert props["keep_margin"]["anyOf"][0] == {"type": "number", "minimum": 0}
+    assert "auto" not in trial_output_schema()["properties"]["status"]["enum"]
     assert props["hypothesis"]["maxLength"] == 65_536 and props["exp_id"]["maxLength"] == 512
     assert props["ig_clip_scale_frac_low"]["anyOf"][0]["maximum"] == 1 and props["train_s"]["anyOf"][0]["minimum"] == 0
     # the portable dialect: one type per schema (clients map tools onto single-type dialects)
