@@ -113,6 +113,57 @@ class BestPolicy(str, Enum):
         return self.eligible_statuses() - {label.value for label in NO_RESULT_LABELS}
 
 
+#: How long a running trial stays running without a heartbeat, in seconds, unless its
+#: project's setting :data:`LEASE_SETTING` says otherwise.
+DEFAULT_LEASE_S = 600
+#: The project setting (``project.settings``) of its lease, in seconds.
+LEASE_SETTING = "running_lease_s"
+MIN_LEASE_S, MAX_LEASE_S = 10, 7 * 24 * 3600
+
+
+def check_lease(value: object) -> float:
+    """``value`` if it is a lease length: a number of seconds from MIN_LEASE_S to MAX_LEASE_S."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_LEASE_S <= value <= MAX_LEASE_S:
+        raise InvalidInput(
+            f"settings.{LEASE_SETTING}", f"must be a number of seconds from {MIN_LEASE_S} to {MAX_LEASE_S}"
+        )
+    return float(value)
+
+
+def lease_of(project: Project) -> float:
+    """The project's lease in seconds (:data:`LEASE_SETTING`, else :data:`DEFAULT_LEASE_S`)."""
+    value = project.settings.get(LEASE_SETTING) if project.settings else None
+    return DEFAULT_LEASE_S if value is None else check_lease(value)
+
+
+def lapse_note(last_sign: str | None, lease_s: float) -> str:
+    """The note a running trial gets when its lease lapses and it becomes ``harness_abort``."""
+    return f"lease lapsed: no heartbeat since {last_sign or 'it started'} (lease {lease_s:g} s)"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A running trial as the faces list it: who holds it, since when, its last heartbeat
+    (None: none yet) and what it tries."""
+
+    exp_id: str
+    owner: str
+    since: str | None
+    heartbeat_at: str | None
+    hypothesis: str = ""
+    specialist: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exp_id": self.exp_id,
+            "owner": self.owner,
+            "since": self.since,
+            "heartbeat_at": self.heartbeat_at,
+            "hypothesis": self.hypothesis,
+            "specialist": self.specialist,
+        }
+
+
 #: The 17 columns of fieldkit's results.tsv, in canonical order.
 FIELDKIT_COLUMNS: tuple[str, ...] = (
     "exp_id",
