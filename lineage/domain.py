@@ -124,9 +124,7 @@ MIN_LEASE_S, MAX_LEASE_S = 10, 7 * 24 * 3600
 def check_lease(value: object) -> float:
     """``value`` if it is a lease length: a number of seconds from MIN_LEASE_S to MAX_LEASE_S."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_LEASE_S <= value <= MAX_LEASE_S:
-        raise InvalidInput(
-            f"settings.{LEASE_SETTING}", f"must be a number of seconds from {MIN_LEASE_S} to {MAX_LEASE_S}"
-        )
+        raise InvalidInput(LEASE_SETTING, f"must be a number of seconds from {MIN_LEASE_S} to {MAX_LEASE_S}")
     return float(value)
 
 

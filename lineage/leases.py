@@ -22,7 +22,7 @@ only to a trial that is still running and silent then.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
@@ -41,12 +41,12 @@ def check_owner(owner: object) -> str | None:
     return owner
 
 
-def lapse(store: Store, conn: Connection, project: Project) -> list[Trial]:
+def lapse(store: Store, conn: Connection, project: Project, *, now: datetime | None = None) -> list[Trial]:
     """End the project's lapsed running trials, in the caller's write transaction (the
-    project locked); the trials as they are now."""
+    project locked); the trials as they are now. ``now``: the clock (default: this one)."""
     lease_s = lease_of(project)
     ended = []
-    for trial, last_sign in store.leases.lapsed(conn, project, utcnow() - timedelta(seconds=lease_s)):
+    for trial, last_sign in store.leases.lapsed(conn, project, (now or utcnow()) - timedelta(seconds=lease_s)):
         note = lapse_note(last_sign, lease_s)
         notes = f"{trial.notes}\n{note}" if trial.notes else note
         if len(notes) > MAX_LONG_TEXT:  # the note says why: it is the part that stays
@@ -57,16 +57,30 @@ def lapse(store: Store, conn: Connection, project: Project) -> list[Trial]:
     return ended
 
 
-def settle(store: Store, project_slug: str) -> None:
+def settle(store: Store, project_slug: str, *, now: datetime | None = None) -> list[Trial]:
     """Before a read that shows running trials: end the project's lapsed ones (a probe in
-    a read transaction; a write only when one lapsed)."""
+    a read transaction; a write only when one lapsed); the trials it ended."""
+    now = now or utcnow()
     with store.read() as conn:
         project = store.projects.project(conn, project_slug)
-        if not store.leases.any_lapsed(conn, project, utcnow() - timedelta(seconds=lease_of(project))):
-            return
+        if not store.leases.any_lapsed(conn, project, now - timedelta(seconds=lease_of(project))):
+            return []
     with store.write() as conn:
         project, _, _ = store.projects.locked_project(conn, project_slug)
-        lapse(store, conn, project)
+        return lapse(store, conn, project, now=now)
+
+
+def settle_all(store: Store, *, now: datetime | None = None) -> list[Trial]:
+    """:func:`settle` for every project that has a running trial; the trials it ended."""
+    with store.read() as conn:
+        slugs = store.leases.projects_running(conn)
+    ended: list[Trial] = []
+    for slug in slugs:
+        try:
+            ended += settle(store, slug, now=now)
+        except NotFound:  # deleted meanwhile
+            continue
+    return ended
 
 
 class Leases:
@@ -101,20 +115,11 @@ class Leases:
         with self.store.read() as conn:
             return self.store.leases.running(conn, self.store.projects.project(conn, project_slug))
 
-    def settle(self, project_slug: str) -> None:
-        """End the project's lapsed running trials (:func:`settle`)."""
-        settle(self.store, project_slug)
+    def settle(self, project_slug: str, *, now: datetime | None = None) -> list[Trial]:
+        """End the project's lapsed running trials (:func:`settle`); the trials it ended."""
+        return settle(self.store, project_slug, now=now)
 
-    def sweep(self) -> list[Trial]:
-        """End the lapsed running trials of every project (a server's maintenance loop)."""
-        with self.store.read() as conn:
-            slugs = self.store.leases.projects_running(conn)
-        ended: list[Trial] = []
-        for slug in slugs:
-            try:
-                with self.store.write() as conn:
-                    project, _, _ = self.store.projects.locked_project(conn, slug)
-                    ended += lapse(self.store, conn, project)
-            except NotFound:  # deleted meanwhile
-                continue
-        return ended
+    def sweep(self, *, now: datetime | None = None) -> list[Trial]:
+        """End the lapsed running trials of every project (a server's maintenance loop, the
+        index page); the trials it ended."""
+        return settle_all(self.store, now=now)

@@ -40,6 +40,7 @@ from lineage.browse.tree import TreeWindow
 from lineage.chain import ChainView, chain_ends, chain_length, chain_slice, current_best, on_chain
 from lineage.domain import Project, Trial, check_window
 from lineage.errors import NotFound
+from lineage.leases import settle, settle_all
 from lineage.store import Store
 
 #: Generations of a trial's chain its page plots (the newest).
@@ -95,10 +96,12 @@ class Browse:
 
     def overview(self, project_slug: str, *, bins: int = 60) -> ProjectOverview:
         """A project with its best and its running best over time (for the index page)."""
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             return self._overview(conn, self.store.projects.project(conn, project_slug), bins=bins)
 
     def overviews(self, *, bins: int = 60) -> list[ProjectOverview]:
+        settle_all(self.store)
         with self.store.read() as conn:
             return [self._overview(conn, project, bins=bins) for project in self.store.projects.projects(conn)]
 
@@ -130,6 +133,7 @@ class Browse:
         metric chart, with the running best through it."""
         check_window("window", window, minimum=1)
         check_window("recent_n", recent_n, minimum=1)
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             project = self.store.projects.project(conn, project_slug)
             best = current_best(self.store, conn, project)
@@ -173,6 +177,7 @@ class Browse:
 
     def trial_context(self, project_slug: str, exp_id: str, *, children_limit: int = 50) -> TrialContext:
         """A trial with its parent, first children, chain from the root and neighbours."""
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             project = self.store.projects.project(conn, project_slug)
             trial = self.store.trials.trial(conn, project, exp_id)

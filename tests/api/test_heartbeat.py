@@ -83,3 +83,13 @@ def test_the_mcp_heartbeat_is_the_same_rule(ledger: Ledger) -> None:
     assert json.loads(good)["owner"] == "agent-1"
     assert '"field": "status"' in bad and "discard" in bad
     assert ledger.trials.trial("p", done).status.value == "discard"
+
+
+def test_the_lease_is_a_project_field(client: TestClient) -> None:
+    new_project(client)
+    changed = client.patch(f"{API}/projects/p", json={"running_lease_s": 120})
+    assert changed.status_code == 200 and changed.json()["settings"]["running_lease_s"] == 120
+    for bad in (5, "long", 10**9):
+        assert_problem(client.patch(f"{API}/projects/p", json={"running_lease_s": bad}), 422, "running_lease_s")
+    reset = client.patch(f"{API}/projects/p", json={"running_lease_s": None})
+    assert "running_lease_s" not in reset.json()["settings"]
