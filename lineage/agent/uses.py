@@ -173,6 +173,7 @@ class Agent:
             summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N)
             alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
             tokens = self.store.tokens.active_token_exists(conn)
+            running = self.store.leases.running(conn, project)
         return project, wrap_prompt(
             project,
             text,
@@ -186,6 +187,7 @@ class Agent:
             face=face,
             layout=layout,
             tokens=tokens,
+            running=running,
         )
 
     def _loop_view(

@@ -38,7 +38,7 @@ from lineage.browse.models import (
 )
 from lineage.browse.tree import TreeWindow
 from lineage.chain import ChainView, chain_ends, chain_length, chain_slice, current_best, on_chain
-from lineage.domain import Project, Trial, check_window
+from lineage.domain import FailureLabel, Project, Trial, check_window
 from lineage.errors import NotFound
 from lineage.leases import settle, settle_all
 from lineage.store import Store
@@ -155,6 +155,7 @@ class Browse:
                 window_running_best=tuple(running_by_trial(points, start_best, project)),
                 has_earlier=bool(points) and points[0].seq > 0,
                 running_best=tuple(running_by_bin(per_bin, width, project)),
+                running=tuple(self.store.leases.running(conn, project)),
             )
 
     def _best_metric_before(
@@ -209,6 +210,7 @@ class Browse:
                 on_best_chain=best is not None and on_chain(self.store, conn, project, exp_id, best.exp_id),
                 previous_id=previous,
                 next_id=following,
+                lease=self.store.leases.lease(conn, project, exp_id) if trial.status is FailureLabel.RUNNING else None,
             )
 
     def chain_page(self, project_slug: str, to: str | None = None, *, offset: int = 0, limit: int = 500) -> ChainPage:

@@ -85,3 +85,29 @@ def test_the_autoresearch_export_leaves_a_running_trial_out(ledger: Ledger) -> N
     after = io.StringIO()
     assert ledger.files.export_results("p", after) == 1
     assert after.getvalue() == before.getvalue()
+
+
+def test_the_session_start_prompt_lists_the_trials_running_now(ledger: Ledger) -> None:
+    ledger.projects.create_project("p")
+    _record(ledger, "baseline", 1.0)
+    quiet = ledger.agent.prompt_document("p", face="mcp")[1]
+    assert "Running now" not in quiet
+    exp_id = _record(ledger, "running", hypothesis="ppo lr 3e-4\n## not a heading")
+    ledger.leases.heartbeat("p", exp_id, owner="run-7@gpu3")
+    prompt = ledger.agent.prompt_document("p", face="mcp")[1]
+    section = prompt[prompt.index("## Running now") : prompt.index("## Recording")]
+    (line,) = [line for line in section.splitlines() if line.startswith("- exp")]
+    assert line.startswith(f"- exp {exp_id} by run-7@gpu3, since ") and "last heartbeat" in line
+    assert line.endswith("ppo lr 3e-4 ## not a heading")  # folded to one line: no heading slips in
+    assert "Current best: `000`" in prompt
+
+
+def test_find_similar_and_similar_prior_call_a_running_trial_running(ledger: Ledger) -> None:
+    ledger.projects.create_project("p")
+    _record(ledger, "running", hypothesis="turn-group normalization with alpha 0.3 on deep turns")
+    (found,) = ledger.agent.find_similar("p", "alpha 0.3 turn group normalization")
+    assert found.status == "running"
+    prior = ledger.recording.record_trial(
+        "p", {"status": "discard", "hypothesis": "alpha 0.3 turn group norm on deep turns"}, similar_prior=True
+    ).similar_prior
+    assert [s.status for s in prior] == ["running"]
