@@ -113,19 +113,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 CHECKPOINT_INTERVAL_S = 0.5
 #: Seconds between a PostgreSQL server's looks for tables whose statistics are stale.
 STATISTICS_INTERVAL_S = 2.0
+#: Seconds between a server's sweeps for running trials whose lease lapsed (``lineage.leases``).
+LEASE_SWEEP_INTERVAL_S = 30.0
 
 
 async def _maintenance_loop(ledger: Ledger) -> None:
     """In a worker thread, so that requests never do it. SQLite: checkpoint the WAL
     every CHECKPOINT_INTERVAL_S (request connections only past SERVER_WAL_AUTOCHECKPOINT
     pages). PostgreSQL: refresh stale planner statistics every STATISTICS_INTERVAL_S
-    (:func:`lineage.db.refresh_statistics`)."""
+    (:func:`lineage.db.refresh_statistics`). Both: every LEASE_SWEEP_INTERVAL_S, end the
+    running trials whose lease lapsed (:meth:`lineage.leases.Leases.sweep`; decided from
+    the database, so servers sharing one agree)."""
     sqlite = ledger.store.sqlite
     task, interval = (checkpoint, CHECKPOINT_INTERVAL_S) if sqlite else (refresh_statistics, STATISTICS_INTERVAL_S)
+    rounds_per_sweep = max(1, round(LEASE_SWEEP_INTERVAL_S / interval))
+    rounds = 0
     while True:
         await asyncio.sleep(interval)
+        rounds += 1
         try:
             await asyncio.to_thread(task, ledger.engine)
+            if rounds % rounds_per_sweep == 0:
+                await asyncio.to_thread(ledger.leases.sweep)
         except Exception:  # noqa: BLE001 - a busy, restarting or closing database: the next round retries
             pass
 

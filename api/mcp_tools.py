@@ -351,6 +351,21 @@ def update_trial(ledger: Ledger, project: ProjectArg, exp_id: ExpIdArg, changes:
     return ledger.recording.update_trial(project, exp_id, changes).to_dict()
 
 
+def heartbeat(
+    ledger: Ledger,
+    project: ProjectArg,
+    exp_id: ExpIdArg,
+    owner: Annotated[
+        str | None, Field(description="who holds the trial (a run id, your name); null: as stored")
+    ] = None,
+) -> dict[str, Any]:
+    """Keep a running trial (status running) alive while you work on it: without a
+    heartbeat for the project's lease (default 10 minutes) it becomes harness_abort.
+    Finish it with update_trial and its outcome. An error naming status when the
+    trial is not running."""
+    return ledger.leases.heartbeat(project, exp_id, owner=owner).to_dict()
+
+
 # -- the agent's memory ----------------------------------------------------------------------
 
 
@@ -446,6 +461,7 @@ TOOLS: tuple[McpTool, ...] = (
     McpTool(record_trial, Role.WRITER),
     McpTool(record_trials, Role.WRITER),
     McpTool(update_trial, Role.WRITER),
+    McpTool(heartbeat, Role.WRITER),
     McpTool(find_similar, Role.READER),
     McpTool(get_summary, Role.READER),
     McpTool(list_alerts, Role.READER),

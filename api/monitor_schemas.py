@@ -75,7 +75,7 @@ class ProgressOut(BaseModel):
     improvement_per_10_trials: float | None
     crash_streak: int
     time_spent_s: float
-    trend: Literal["improving", "plateauing", "stuck"]
+    trend: Literal["improving", "plateauing", "stuck", "starting"]
     trend_rule: dict[str, Any]
     guardrails: GuardrailsOut | None
 

@@ -35,6 +35,8 @@ from api.trial_schemas import (  # noqa: F401
     FILTER_HELP,
     SORT_HELP,
     BatchOut,
+    HeartbeatIn,
+    LeaseOut,
     LineageOut,
     RecordOut,
     SimilarOut,
@@ -50,7 +52,7 @@ from lineage import telemetry
 from lineage.agent.prompt import MAX_PROMPT_TEMPLATE
 from lineage.auth import MAX_TOKEN_NAME
 from lineage.browse.explore import GROUP_FIELDS
-from lineage.domain import MAX_SLUG, METRIC_NAME_PATTERN, FailureLabel
+from lineage.domain import DEFAULT_LEASE_S, MAX_LEASE_S, MAX_SLUG, METRIC_NAME_PATTERN, MIN_LEASE_S, FailureLabel
 from lineage.service.projects import MAX_TITLE
 from lineage.similar import MAX_QUERY_CHARS
 
@@ -107,6 +109,13 @@ class ProjectUpdate(Strict):
     lower_is_better: Flag = Field(None)  # type: ignore[assignment]
     best_policy: BestPolicyName = Field(None)  # type: ignore[arg-type]
     prompt_template: PromptTemplate | None = None
+    running_lease_s: float | None = Field(
+        None,
+        ge=MIN_LEASE_S,
+        le=MAX_LEASE_S,
+        description="seconds a running trial stays running without a heartbeat before it becomes "
+        f"harness_abort (default {DEFAULT_LEASE_S}); null: the default",
+    )
 
 
 class ProjectOut(BaseModel):

@@ -85,6 +85,25 @@ class TrialCreate(Strict):
     keep_margin: KeepMargin | None = Field(None, description='Only with status "auto" (default 0)')
 
 
+class HeartbeatIn(Strict):
+    """A running trial's heartbeat: its owner says it is still at work."""
+
+    owner: Annotated[ShortText, Field(min_length=1)] | None = Field(
+        None, description="who holds the trial (a run id, an agent); null or left out: as stored"
+    )
+
+
+class LeaseOut(BaseModel):
+    """A running trial's lease: its owner, its start and its last heartbeat."""
+
+    exp_id: str
+    owner: str
+    since: str | None
+    heartbeat_at: str | None
+    hypothesis: str
+    specialist: str
+
+
 class TrialUpdate(Strict):
     """Fields to change after the run: status, metric, notes, timings, clip-scale
     statistics; and the hypothesis and parent, for a results file whose row was rewritten

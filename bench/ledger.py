@@ -21,11 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from lineage.domain import FailureLabel, Trial
+from lineage.domain import FIELDKIT_LABELS, FailureLabel, Trial
 from lineage.formats.fieldkit import read_trials, write_trials
 from lineage.service import Ledger
 
-STATUSES = [label for label in FailureLabel if label not in (FailureLabel.BASELINE, FailureLabel.KEEP)]
+#: a sweep as a results file holds it: fieldkit's labels (a running trial has no row yet)
+STATUSES = [label for label in FIELDKIT_LABELS if label not in (FailureLabel.BASELINE, FailureLabel.KEEP)]
 
 
 def generate_sweep(n: int, seed: int = 7) -> list[Trial]:

@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 
 class FailureLabel(str, Enum):
-    """Status of a trial. Value for value the vocabulary of fieldkit's ``FailureLabel``."""
+    """Status of a trial. Value for value the vocabulary of fieldkit's ``FailureLabel``
+    (:data:`FIELDKIT_LABELS`), plus the ledger's own ``running``: a trial under way, with
+    an owner and a heartbeat (``lineage.service.leases``). A running trial has no outcome
+    yet: it is never the best, never a failure, never a "no result", and a fieldkit or
+    autoresearch file never holds it (their writers leave it out)."""
 
     KEEP = "keep"
     DISCARD = "discard"
@@ -33,11 +37,18 @@ class FailureLabel(str, Enum):
     HARNESS_ABORT = "harness_abort"
     DISQUALIFIED = "disqualified"
     BASELINE = "baseline"
+    RUNNING = "running"
 
     @property
     def is_informational(self) -> bool:
-        """False only for ``harness_abort``: a kill that says nothing about the hypothesis."""
-        return self is not FailureLabel.HARNESS_ABORT
+        """False for ``harness_abort`` (a kill that says nothing about the hypothesis) and
+        ``running`` (nothing to say yet)."""
+        return self is not FailureLabel.HARNESS_ABORT and self is not FailureLabel.RUNNING
+
+    @property
+    def is_settled(self) -> bool:
+        """False only for ``running``: the trial has no outcome yet."""
+        return self is not FailureLabel.RUNNING
 
     @classmethod
     def parse(cls, raw: str, *, field_name: str = "status") -> FailureLabel:
@@ -47,6 +58,9 @@ class FailureLabel(str, Enum):
             known = ", ".join(label.value for label in cls)
             raise InvalidInput(field_name, f"unknown status {raw!r}; known: {known}") from None
 
+
+#: The labels fieldkit knows (every one but ``running``), in fieldkit's order.
+FIELDKIT_LABELS: tuple[FailureLabel, ...] = tuple(label for label in FailureLabel if label.is_settled)
 
 #: Labels of trials that did not produce a result: a metric of 0 on one is "no result".
 NO_RESULT_LABELS: frozenset[FailureLabel] = frozenset(
@@ -77,9 +91,11 @@ class BestPolicy(str, Enum):
 
     ``kept`` (default, the product's promise): the best core_metric among ``keep`` and
     ``baseline`` trials. ``fieldkit``: fieldkit 0.34.1's ``best()``, every status but
-    ``harness_abort``, so a ``discard`` with a better metric can become best.
+    ``harness_abort`` (and the ledger's ``running``, which fieldkit never sees), so a
+    ``discard`` with a better metric can become best.
     In both, ties go to the earliest trial, and with no scored eligible trial the first
-    trial of the project is the best.
+    trial that may stand in (:meth:`fallback_statuses`: eligible and not a "no result",
+    so never a crash or a running trial) is the best.
     """
 
     KEPT = "kept"
@@ -89,6 +105,61 @@ class BestPolicy(str, Enum):
         if self is BestPolicy.KEPT:
             return frozenset({FailureLabel.KEEP.value, FailureLabel.BASELINE.value})
         return frozenset(label.value for label in FailureLabel if label.is_informational)
+
+    def fallback_statuses(self) -> frozenset[str]:
+        """Statuses of a trial that may stand in for the best while nothing eligible is
+        scored: eligible ones that are not a "no result" (a first-trial crash is never
+        the best, nor the root of the kept chain)."""
+        return self.eligible_statuses() - {label.value for label in NO_RESULT_LABELS}
+
+
+#: How long a running trial stays running without a heartbeat, in seconds, unless its
+#: project's setting :data:`LEASE_SETTING` says otherwise.
+DEFAULT_LEASE_S = 600
+#: The project setting (``project.settings``) of its lease, in seconds.
+LEASE_SETTING = "running_lease_s"
+MIN_LEASE_S, MAX_LEASE_S = 10, 7 * 24 * 3600
+
+
+def check_lease(value: object) -> float:
+    """``value`` if it is a lease length: a number of seconds from MIN_LEASE_S to MAX_LEASE_S."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_LEASE_S <= value <= MAX_LEASE_S:
+        raise InvalidInput(LEASE_SETTING, f"must be a number of seconds from {MIN_LEASE_S} to {MAX_LEASE_S}")
+    return float(value)
+
+
+def lease_of(project: Project) -> float:
+    """The project's lease in seconds (:data:`LEASE_SETTING`, else :data:`DEFAULT_LEASE_S`)."""
+    value = project.settings.get(LEASE_SETTING) if project.settings else None
+    return DEFAULT_LEASE_S if value is None else check_lease(value)
+
+
+def lapse_note(last_sign: str | None, lease_s: float) -> str:
+    """The note a running trial gets when its lease lapses and it becomes ``harness_abort``."""
+    return f"lease lapsed: no heartbeat since {last_sign or 'it started'} (lease {lease_s:g} s)"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A running trial as the faces list it: who holds it, since when, its last heartbeat
+    (None: none yet) and what it tries."""
+
+    exp_id: str
+    owner: str
+    since: str | None
+    heartbeat_at: str | None
+    hypothesis: str = ""
+    specialist: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exp_id": self.exp_id,
+            "owner": self.owner,
+            "since": self.since,
+            "heartbeat_at": self.heartbeat_at,
+            "hypothesis": self.hypothesis,
+            "specialist": self.specialist,
+        }
 
 
 #: The 17 columns of fieldkit's results.tsv, in canonical order.

@@ -143,6 +143,10 @@ trials = Table(
     # part of a 20,000-step chain it shows without walking the rest
     Column("chain_depth", Integer, nullable=False, default=0, server_default="0"),
     Column("chain_skip", ShortText, nullable=False, default="", server_default=""),
+    # a running trial's lease (lineage.service.leases): who holds it ('' unnamed) and its
+    # last heartbeat (NULL: none yet; updated_at stands in). Its start is created_at.
+    Column("owner", ShortText, nullable=False, default="", server_default=""),
+    Column("heartbeat_at", Stamp, nullable=True),
     Column("ig_clip_scale_mean", Float, nullable=True),
     Column("ig_clip_scale_std", Float, nullable=True),
     Column("ig_clip_scale_min", Float, nullable=True),

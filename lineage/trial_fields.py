@@ -93,10 +93,12 @@ STATUS_MEANINGS: dict[str, str] = {
     FailureLabel.TRAIN_BUDGET_OVERRUN.value: "training ran out of its time budget",
     FailureLabel.SIZE_BLOCKED.value: "the model exceeded a size limit and was not run",
     FailureLabel.PREFLIGHT_CRASH.value: "it failed before training started (syntax, import, build error)",
-    FailureLabel.HARNESS_ABORT.value: "the harness stopped it (killed, preempted, still running): says nothing "
-    "about the idea",
+    FailureLabel.HARNESS_ABORT.value: "the harness stopped it (killed, preempted, its lease lapsed): says "
+    "nothing about the idea",
     FailureLabel.DISQUALIFIED.value: "its result is invalid (a leak, a broken evaluation)",
     FailureLabel.BASELINE.value: "the reference run the loop starts from",
+    FailureLabel.RUNNING.value: "it is under way (claimed, training); its owner heartbeats, and it becomes "
+    "harness_abort when the heartbeats stop; finish it with its outcome",
 }
 
 _STATUS_TEXT = "; ".join(f"{word}: {meaning}" for word, meaning in STATUS_MEANINGS.items())

@@ -16,7 +16,7 @@ from typing import Any
 
 from lineage.agent.render import PromptView
 from lineage.demo_data import DEMO_TRIALS
-from lineage.domain import FIELDKIT_COLUMNS, BestPolicy, FailureLabel, Trial
+from lineage.domain import FIELDKIT_COLUMNS, FIELDKIT_LABELS, BestPolicy, FailureLabel, Trial
 
 __all__ = [
     "HOSTILE_FRAGMENTS",
@@ -103,7 +103,8 @@ _P_UNSCORED: dict[FailureLabel, float] = {
     FailureLabel.DISQUALIFIED: 0.3,
     FailureLabel.BASELINE: 0.1,
 }
-_NON_BASELINE = tuple(label for label in FailureLabel if label is not FailureLabel.BASELINE)
+#: a sweep is a fieldkit file: its labels are fieldkit's (never the ledger's own running)
+_NON_BASELINE = tuple(label for label in FIELDKIT_LABELS if label is not FailureLabel.BASELINE)
 _STATUS_WEIGHTS = tuple({FailureLabel.KEEP: 30, FailureLabel.DISCARD: 30}.get(label, 5) for label in _NON_BASELINE)
 #: fieldkit's truncation widths, and one either side: texts of exactly these lengths appear.
 _EDGE_LENGTHS = (79, 80, 81, 99, 100, 101, 109, 110, 111, 199, 200, 201)
@@ -139,7 +140,7 @@ def random_sweep(
     # Drawn unconditionally so that ``hostile`` never shifts the structural stream.
     hostile_rng = random.Random(rng.getrandbits(64))
     forced: dict[int, FailureLabel] = {}
-    if n >= len(FailureLabel):
+    if n >= len(FIELDKIT_LABELS):
         slots = rng.sample(range(1, n), len(_NON_BASELINE))
         forced = dict(zip(slots, _NON_BASELINE))
 

@@ -57,7 +57,7 @@ def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -
 @click.pass_context
 def summary(ctx: click.Context, project: str, last_n: int, fmt: str) -> None:
     """Where PROJECT's loop stands: trials per status, keep rate, best and when it was
-    reached, crash streak, time spent, and the trend (improving / plateauing / stuck)."""
+    reached, crash streak, time spent, and the trend (improving / plateauing / stuck / starting)."""
     found = ledger_of(ctx).agent.summary(project, last_n=last_n)
     if fmt == "json":
         click.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))

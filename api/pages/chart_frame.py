@@ -14,14 +14,19 @@ from markupsafe import Markup, escape
 #: Status -> the class the charts and badges draw it with.
 _KEPT = frozenset({"keep", "baseline"})
 _DISCARDED = frozenset({"discard", "disqualified"})
+#: The classes of :func:`status_class` in the order charts draw them (kept on top).
+STATUS_CLASSES = ("discarded", "running", "failed", "kept")
 
 
 def status_class(status: str) -> str:
-    """``kept`` (keep, baseline), ``discarded`` (discard, disqualified) or ``failed`` (the rest)."""
+    """``kept`` (keep, baseline), ``discarded`` (discard, disqualified), ``running`` (under
+    way: a neutral, live mark, never the failure colour) or ``failed`` (the rest)."""
     if status in _KEPT:
         return "kept"
     if status in _DISCARDED:
         return "discarded"
+    if status == "running":
+        return "running"
     return "failed"
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from markupsafe import Markup, escape
 
 from api.pages.chart_frame import (  # noqa: F401 - status_class, nice_ticks, fmt_tick are part of this module's API
+    STATUS_CLASSES,
     _domain,
     _empty,
     _Frame,
@@ -143,8 +144,8 @@ def metric_chart(
     radius = 3.5 if len(points) <= 300 else 2.5 if len(points) <= 1500 else 1.8
     inside = [p for p in scored if yd[0] <= p.y <= yd[1]]  # type: ignore[operator]
     outside = [p for p in scored if not yd[0] <= p.y <= yd[1]]  # type: ignore[operator]
-    # draw order: discarded, failed, kept on top
-    for cls in ("discarded", "failed", "kept"):
+    # draw order: discarded, running, failed, kept on top
+    for cls in STATUS_CLASSES:
         for p in inside:
             if p.cls == cls:
                 parts.append(_marker(p, frame.x(p.x), frame.y(p.y), radius))  # type: ignore[arg-type]
@@ -398,7 +399,7 @@ def scatter(
             "<title>observed = expected</title></line>"
         )
     radius = 4.0 if len(shown) <= 200 else 2.5
-    for cls in ("discarded", "failed", "kept"):
+    for cls in STATUS_CLASSES:
         for p in shown:
             if p.cls == cls:
                 parts.append(_marker(p, frame.x(p.x), frame.y(p.y), radius))  # type: ignore[arg-type]

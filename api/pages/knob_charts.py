@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from api.pages.chart_frame import _n, fmt_tick, nice_ticks, status_class
+from api.pages.chart_frame import STATUS_CLASSES, _n, fmt_tick, nice_ticks, status_class
 from api.pages.web import fmt_metric, trial_url
 from lineage.browse.knobs import Axis, KnobPoint, KnobView
 
@@ -218,7 +218,7 @@ def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int 
     radius = 3.5 if len(view.points) <= 300 else 2.6 if len(view.points) <= 2500 else 1.8
     where: dict[str, tuple[float, float]] = {}
     band_y = y0 - 6
-    for cls in ("discarded", "failed", "kept"):
+    for cls in STATUS_CLASSES:
         for p in view.points:
             if status_class(p.status) != cls or p.values[0] is None:
                 continue
@@ -300,9 +300,7 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
             pen = "L"
         return "".join(out)
 
-    ordered = sorted(
-        view.points, key=lambda p: (p.on_chain, {"discarded": 0, "failed": 1, "kept": 2}[status_class(p.status)])
-    )
+    ordered = sorted(view.points, key=lambda p: (p.on_chain, STATUS_CLASSES.index(status_class(p.status))))
     for p in ordered:
         d = path(p)
         if not d:

@@ -55,7 +55,7 @@ def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLResponse:
     scatter = knob_charts.scatter(view, log=log and axis.positive)
     parallel = knob_charts.parallel(view, indices) if indices else None
     base = project_url(slug, "/knobs")
-    counts = {"kept": 0, "discarded": 0, "failed": 0}
+    counts = dict.fromkeys(knob_charts.STATUS_CLASSES, 0)
     for p in view.points:
         counts[knob_charts.status_class(p.status)] += 1
     return pages(request).render(

@@ -13,8 +13,10 @@ from api.schema_types import non_blank
 from api.schemas import (
     BatchOut,
     ExportQuery,
+    HeartbeatIn,
     ImportOut,
     ImportQuery,
+    LeaseOut,
     LineageOut,
     RecordOut,
     TrialBatchIn,
@@ -130,6 +132,17 @@ async def update_trial(project: ProjectSlug, exp_id: ExpId, body: TrialUpdate, w
         who.ledger.recording.update_trial, project, exp_id, body.model_dump(exclude_unset=True)
     )
     return updated.to_dict()
+
+
+@router.post("/trials/{exp_id}/heartbeat", response_model=LeaseOut)
+async def heartbeat(
+    project: ProjectSlug, exp_id: ExpId, who: Writer, body: HeartbeatIn | None = None
+) -> dict[str, Any]:
+    """Keep a running trial alive (it becomes ``harness_abort`` when its heartbeats stop
+    for the project's lease); 409 naming ``status`` when the trial is not running."""
+    owner = body.owner if body is not None else None
+    lease = await who.small_write(who.ledger.leases.heartbeat, project, exp_id, owner=owner)
+    return lease.to_dict()
 
 
 @router.get("/trials/{exp_id}/lineage", response_model=LineageOut)

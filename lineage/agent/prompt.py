@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lineage.agent.render import inline_text
-from lineage.domain import FailureLabel, Project, Trial
+from lineage.domain import FailureLabel, Lease, Project, Trial
 from lineage.errors import InvalidInput
 from lineage.loops.followed import followed_file
 
@@ -115,6 +115,7 @@ def wrap_prompt(
     face: str = "http",
     layout: Any = None,
     tokens: bool = False,
+    running: Sequence[Lease] = (),
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
@@ -143,7 +144,8 @@ def wrap_prompt(
     ``progress`` (the short form of the progress
     summary, ``lineage.progress.Progress.short_text``; "" without ``summary``), ``trend``
     and ``guardrails_tripped`` (a message per tripped guardrail); ``alerts``: a line per
-    alert of the training code (newest first, :func:`alert_line`).
+    alert of the training code (newest first, :func:`alert_line`); ``running``: a line per
+    trial under way (status running, oldest first, :func:`running_line`).
 
     The examples leave ``parent_exp`` out (the ledger forks from the branch tip, the last keep) and
     carry the commit in ``extra`` where the project's trials have one, so that ``lineage
@@ -255,6 +257,7 @@ def wrap_prompt(
             [t["message"] for t in ((summary.guardrails or {}).get("tripped", ()) if summary else ())]
         ),
         "alerts": [alert_line(alert) for alert in alerts],
+        "running": [running_line(lease) for lease in running],
     }
     text = source if source is not None else (project.prompt_template or default_prompt_template())
     try:
@@ -291,6 +294,20 @@ def curl_example(record_url: str, body: str, *, token: bool) -> str:
         "  --data-binary @- <<'JSON'\n"
         f"{body}\nJSON"
     )
+
+
+def running_line(lease: Lease) -> str:
+    """One running trial as a line of the prompt: id, owner, since when, last heartbeat and
+    hypothesis, each folded to one line (the renderer's rule)."""
+    owner = f" by {inline_text(lease.owner, 80)}" if lease.owner else ""
+    since = f", since {_minute(lease.since)}" if lease.since else ""
+    beat = f" (last heartbeat {_minute(lease.heartbeat_at)})" if lease.heartbeat_at else ""
+    hypothesis = f": {inline_text(lease.hypothesis, 200)}" if lease.hypothesis.strip() else ""
+    return f"- exp {inline_text(lease.exp_id, 40)}{owner}{since}{beat}{hypothesis}"
+
+
+def _minute(stamp: str) -> str:
+    return f"{stamp[:16].replace('T', ' ')} UTC"
 
 
 def alert_line(alert: Alert) -> str:

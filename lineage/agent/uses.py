@@ -31,6 +31,7 @@ from lineage.alerts import recent_alerts
 from lineage.chain import chain_to, current_best, walk_chain
 from lineage.domain import Project, Trial, check_window, next_exp_id
 from lineage.errors import InvalidInput, NotFound
+from lineage.leases import settle
 from lineage.loops.importing import layout_of
 from lineage.monitor import guardrails, hooks, progress
 from lineage.similar import Candidate, Ranker, Similar
@@ -153,6 +154,7 @@ class Agent:
             raise InvalidInput("format", f"must be one of {', '.join(PROMPT_STYLES)}, got {style!r}")
         if face not in PROMPT_FACES:
             raise InvalidInput("face", f"must be one of {', '.join(PROMPT_FACES)}, got {face!r}")
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             project = self.store.projects.project(conn, project_slug)
             layout = layout_of(project)
@@ -171,6 +173,7 @@ class Agent:
             summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N)
             alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
             tokens = self.store.tokens.active_token_exists(conn)
+            running = self.store.leases.running(conn, project)
         return project, wrap_prompt(
             project,
             text,
@@ -184,6 +187,7 @@ class Agent:
             face=face,
             layout=layout,
             tokens=tokens,
+            running=running,
         )
 
     def _loop_view(
@@ -247,6 +251,7 @@ class Agent:
         """
         terms = similar_text.checked_query(text, field=field)
         limit = similar_text.checked_limit(limit)
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             project = self.store.projects.project(conn, project_slug)
             return self._ranked_similar(conn, project, text, terms, limit=limit, ranker=ranker)
@@ -273,6 +278,7 @@ class Agent:
     def summary(self, project_slug: str, *, last_n: int = progress.DEFAULT_LAST_N) -> progress.Progress:
         """The project's progress summary with its guardrails, read in one transaction."""
         progress.check_last_n(last_n)
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             return self._summary(conn, self.store.projects.project(conn, project_slug), last_n=last_n)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineage.chain import ChainView
-from lineage.domain import BestPolicy, FailureLabel, Project, RunningBest, Trial
+from lineage.domain import BestPolicy, FailureLabel, Lease, Project, RunningBest, Trial
 
 _NUMBER = re.compile(r"[+\-\u2212]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?")
 
@@ -97,6 +97,8 @@ class Dashboard:
     has_earlier: bool
     #: the whole project's running best (binned), as in :class:`ProjectOverview`
     running_best: tuple[tuple[int, float], ...]
+    #: the trials under way (status running), oldest first
+    running: tuple[Lease, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,8 @@ class TrialContext:
     on_best_chain: bool
     previous_id: str | None
     next_id: str | None
+    #: the trial's lease while it is running (owner, since, last heartbeat)
+    lease: Lease | None = None
 
 
 @dataclass(frozen=True, slots=True)

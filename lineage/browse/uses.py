@@ -38,8 +38,9 @@ from lineage.browse.models import (
 )
 from lineage.browse.tree import TreeWindow
 from lineage.chain import ChainView, chain_ends, chain_length, chain_slice, current_best, on_chain
-from lineage.domain import Project, Trial, check_window
+from lineage.domain import FailureLabel, Project, Trial, check_window
 from lineage.errors import NotFound
+from lineage.leases import settle, settle_all
 from lineage.store import Store
 
 #: Generations of a trial's chain its page plots (the newest).
@@ -95,10 +96,12 @@ class Browse:
 
     def overview(self, project_slug: str, *, bins: int = 60) -> ProjectOverview:
         """A project with its best and its running best over time (for the index page)."""
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             return self._overview(conn, self.store.projects.project(conn, project_slug), bins=bins)
 
     def overviews(self, *, bins: int = 60) -> list[ProjectOverview]:
+        settle_all(self.store)
         with self.store.read() as conn:
             return [self._overview(conn, project, bins=bins) for project in self.store.projects.projects(conn)]
 
@@ -130,6 +133,7 @@ class Browse:
         metric chart, with the running best through it."""
         check_window("window", window, minimum=1)
         check_window("recent_n", recent_n, minimum=1)
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             project = self.store.projects.project(conn, project_slug)
             best = current_best(self.store, conn, project)
@@ -151,6 +155,7 @@ class Browse:
                 window_running_best=tuple(running_by_trial(points, start_best, project)),
                 has_earlier=bool(points) and points[0].seq > 0,
                 running_best=tuple(running_by_bin(per_bin, width, project)),
+                running=tuple(self.store.leases.running(conn, project)),
             )
 
     def _best_metric_before(
@@ -173,6 +178,7 @@ class Browse:
 
     def trial_context(self, project_slug: str, exp_id: str, *, children_limit: int = 50) -> TrialContext:
         """A trial with its parent, first children, chain from the root and neighbours."""
+        settle(self.store, project_slug)
         with self.store.read() as conn:
             project = self.store.projects.project(conn, project_slug)
             trial = self.store.trials.trial(conn, project, exp_id)
@@ -204,6 +210,7 @@ class Browse:
                 on_best_chain=best is not None and on_chain(self.store, conn, project, exp_id, best.exp_id),
                 previous_id=previous,
                 next_id=following,
+                lease=self.store.leases.lease(conn, project, exp_id) if trial.status is FailureLabel.RUNNING else None,
             )
 
     def chain_page(self, project_slug: str, to: str | None = None, *, offset: int = 0, limit: int = 500) -> ChainPage:

@@ -51,6 +51,7 @@ from lineage.domain import (
     CLIP_SCALE_COLUMNS,
     DURATION_COLUMNS,
     FIELDKIT_COLUMNS,
+    FIELDKIT_LABELS,
     FLOAT_COLUMNS,
     FRACTION_COLUMNS,
     LONG_TEXT_COLUMNS,
@@ -95,7 +96,7 @@ _N_CANONICAL = len(HEADER)
 _STATUS_INDEX = HEADER.index("status")
 _EXTRA_INDEX = EXTENDED_HEADER.index("extra")
 _PARENT_INDEX = HEADER.index("parent_exp")
-_STATUS_BY_VALUE: dict[str, FailureLabel] = {label.value: label for label in FailureLabel}
+_STATUS_BY_VALUE: dict[str, FailureLabel] = {label.value: label for label in FIELDKIT_LABELS}
 _TEXT_LIMIT = {
     **{name: MAX_SHORT_TEXT for name in SHORT_TEXT_COLUMNS},
     **{name: MAX_LONG_TEXT for name in LONG_TEXT_COLUMNS},
@@ -496,7 +497,8 @@ def write_trials(trials: Iterable[Trial], stream: TextIO, *, extended: bool = Fa
     (so ``str(float)`` for numbers), the status's value, ``""`` for ``None`` -- and the
     csv module quotes it (``QUOTE_MINIMAL``, tab, ``\\n``). With ``extended=True`` the
     clip-scale columns and ``extra`` (compact JSON, sorted keys, ``""`` when empty)
-    follow. The header is written even for no trials. Returns the number of rows.
+    follow. The header is written even for no trials. A ``running`` trial has no row
+    (fieldkit writes a trial when it ends). Returns the number of rows.
     ``stream`` should be opened with ``newline=""``.
 
     One deliberate difference: a cell holding a carriage return is always quoted.
@@ -511,6 +513,8 @@ def write_trials(trials: Iterable[Trial], stream: TextIO, *, extended: bool = Fa
     writerow(EXTENDED_HEADER if extended else HEADER)
     count = 0
     for trial in trials:
+        if trial.status is FailureLabel.RUNNING:  # fieldkit appends a trial when it ends
+            continue
         row = list(_CANONICAL_VALUES(trial))
         status = row[_STATUS_INDEX]
         row[_STATUS_INDEX] = status.value if isinstance(status, FailureLabel) else status

@@ -9,8 +9,8 @@ small one.
 Figures (``Progress.to_dict()``)
 --------------------------------
 * ``trials``, ``by_status``: trials in all and per failure label.
-* ``keep_rate``: ``keep`` trials / trials that are not ``baseline`` (None without such
-  trials); ``keep_rate_last_n``: the same over the newest ``last_n`` trials.
+* ``keep_rate``: ``keep`` trials / trials that are neither ``baseline`` nor ``running``
+  (None without such trials); ``keep_rate_last_n``: the same over the newest ``last_n`` trials.
 * ``baseline``: the first ``baseline`` trial, else the first trial.
 * ``best``: the best scored trial under the project's best policy (no fallback), with
   ``reached_at`` (its ``timestamp``, else when it was recorded) and ``reached_at_trial``
@@ -35,7 +35,8 @@ With ``N = last_n`` (default 20) and ``stuck_after = 3 * N``, checked in this or
 2. ``stuck``      — no new best within the newest ``stuck_after`` trials
    (``trials_since_improvement >= 3N``), or the newest N trials all crashed
    (``crash_streak >= N``);
-3. ``plateauing`` — otherwise (no new best for N to 3N-1 trials, or too few trials).
+3. ``starting``   — no trial has an outcome yet (an empty project, or only running trials);
+4. ``plateauing`` — otherwise (no new best for N to 3N-1 trials, or too few trials).
 
 "A new best" means a trial strictly better than every earlier eligible trial (a tie
 keeps the earlier trial as the best, as everywhere in the ledger).
@@ -62,7 +63,7 @@ STUCK_WINDOWS = 3
 #: Largest ``last_n``.
 MAX_LAST_N = 100_000
 
-TRENDS = ("improving", "plateauing", "stuck")
+TRENDS = ("improving", "plateauing", "stuck", "starting")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +77,14 @@ class TrendRule:
     def for_window(cls, window: int) -> TrendRule:
         return cls(window=window, stuck_after=STUCK_WINDOWS * window)
 
-    def decide(self, *, has_best: bool, trials_since_improvement: int, crash_streak: int) -> str:
+    def decide(self, *, has_best: bool, trials_since_improvement: int, crash_streak: int, settled: int = 1) -> str:
+        """The trend; ``settled``: trials with an outcome (all but the running ones)."""
         if has_best and trials_since_improvement < self.window:
             return "improving"
         if trials_since_improvement >= self.stuck_after or crash_streak >= self.window:
             return "stuck"
+        if not settled:
+            return "starting"
         return "plateauing"
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,7 +96,7 @@ class TrendRule:
             "rule": (
                 f"improving: a new best within the last {self.window} trials; stuck: no new best within "
                 f"the last {self.stuck_after} trials or a crash streak of {self.window}; "
-                "plateauing: otherwise"
+                "starting: no trial has an outcome yet; plateauing: otherwise"
             ),
         }
 
@@ -265,11 +269,18 @@ def measure(store: Store, conn: Connection, project: Project, *, last_n: int = D
         improvement_per_10_trials=per_10,
         crash_streak=streak,
         time_spent_s=sum(seconds for _, seconds in totals.values()),
-        trend=rule.decide(has_best=best is not None, trials_since_improvement=since, crash_streak=streak),
+        trend=rule.decide(
+            has_best=best is not None,
+            trials_since_improvement=since,
+            crash_streak=streak,
+            settled=trials - by_status.get(FailureLabel.RUNNING.value, 0),
+        ),
         rule=rule,
     )
 
 
 def _keep_rate(counts: Mapping[str, int]) -> float | None:
-    judged = sum(counts.values()) - counts.get(FailureLabel.BASELINE.value, 0)
+    judged = (
+        sum(counts.values()) - counts.get(FailureLabel.BASELINE.value, 0) - counts.get(FailureLabel.RUNNING.value, 0)
+    )
     return counts.get(FailureLabel.KEEP.value, 0) / judged if judged else None

@@ -17,6 +17,7 @@ part) in its constructor, so every call can be followed from the face to the SQL
 ``telemetry``       Telemetry (:mod:`lineage.telemetry`)           ingest_telemetry, telemetry_series/points, summarize_telemetry
 ``tokens``          Tokens (:mod:`lineage.auth`)                   create/list/revoke/verify tokens, principal, anonymous access
 ``alerts``          Alerts (:mod:`lineage.alerts`)                 record_alert, alerts, alerts_page
+``leases``          Leases (:mod:`lineage.leases`)                 heartbeat, running, settle, sweep (running trials)
 ==================  =============================================  ==========================================
 
 The SQL under every part is ``ledger.store`` (:mod:`lineage.store`). A wing never imports
@@ -37,6 +38,7 @@ from lineage.browse.uses import Browse
 from lineage.chain import find_cycle, walk_chain
 from lineage.db import make_engine
 from lineage.domain import ImportReport, RecordResult
+from lineage.leases import Leases
 from lineage.loops.importing import Files
 from lineage.service.batch import BatchResult
 from lineage.service.core import Trials
@@ -86,6 +88,7 @@ class Ledger:
         self.telemetry = Telemetry(store, self.recording)
         self.tokens = Tokens(store)
         self.alerts = Alerts(store)
+        self.leases = Leases(store)
 
     @classmethod
     def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> Ledger:

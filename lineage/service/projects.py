@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from lineage.agent.prompt import check_prompt_template
-from lineage.domain import BestPolicy, Project, check_metric_name, validate_slug
+from lineage.domain import LEASE_SETTING, BestPolicy, Project, check_lease, check_metric_name, validate_slug
 from lineage.errors import InvalidInput
 from lineage.store import Store
 
 #: Fields a project update may change.
-PROJECT_FIELDS = ("title", "metric_name", "lower_is_better", "best_policy", "prompt_template")
+PROJECT_FIELDS = ("title", "metric_name", "lower_is_better", "best_policy", "prompt_template", LEASE_SETTING)
 #: Longest project title (the column is 300 characters wide).
 MAX_TITLE = 300
 
@@ -53,8 +53,12 @@ class Projects:
             values["prompt_template"] = check_prompt_template(values["prompt_template"])
         if "title" in values:
             values["title"] = _checked_title(values["title"])
+        lease = values.pop(LEASE_SETTING, ...)
         with self.store.write() as conn:
             project = self.store.projects.project(conn, slug)
+            if lease is not ...:  # kept in the settings; null: back to the default
+                settings = {k: v for k, v in project.settings.items() if k != LEASE_SETTING}
+                values["settings"] = settings if lease is None else {**settings, LEASE_SETTING: check_lease(lease)}
             return self.store.projects.update_project(conn, project, values)
 
     def project_revision(self, project_slug: str) -> int:
@@ -88,7 +92,7 @@ def new_project(
         best_policy=_checked_policy(best_policy),
         prompt_template=None if prompt_template is None else check_prompt_template(prompt_template),
         source_format=source_format,
-        settings=dict(settings or {}),
+        settings=_checked_settings(settings or {}),
     )
 
 
@@ -98,6 +102,15 @@ def _checked_policy(value: BestPolicy | str) -> BestPolicy:
     except ValueError:
         known = ", ".join(p.value for p in BestPolicy)
         raise InvalidInput("best_policy", f"unknown policy {value!r}; known: {known}") from None
+
+
+def _checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings, with the ones the ledger reads checked (the lease of running trials)."""
+    if not isinstance(settings, Mapping):
+        raise InvalidInput("settings", "must be a JSON object")
+    if settings.get(LEASE_SETTING) is not None:
+        check_lease(settings[LEASE_SETTING])
+    return dict(settings)
 
 
 def _checked_metric_name(value: str) -> str:

@@ -56,6 +56,7 @@ from lineage.store.base import (
 from lineage.store.chain import ChainSql
 from lineage.store.columns import ColumnsSql
 from lineage.store.explore import ExploreSql
+from lineage.store.leases import LeasesSql
 from lineage.store.loops import LoopsSql
 from lineage.store.outbox import OutboxSql
 from lineage.store.pages import PagesSql
@@ -100,3 +101,4 @@ class Store:
         self.outbox = OutboxSql(core)
         self.alerts = AlertsSql(core)
         self.columns = ColumnsSql(core)
+        self.leases = LeasesSql(core)

@@ -379,11 +379,21 @@ class TrialsSql(Family):
         return ordered_best(candidates, lower_is_better=project.lower_is_better)
 
     def first_trial(self, conn: Connection, project: Project) -> Trial | None:
+        """The project's first trial that may stand in for the best while nothing eligible
+        is scored (``BestPolicy.fallback_statuses``: never a crash, an abort or a running
+        trial); None when there is none. The one home of the best's fallback: the best
+        (``lineage.chain.current_best``), the parent a record defaults to, the progress
+        baseline and the branch tip all read it here."""
         return _first_of(self._first_cursor(conn, project))
 
     def _first_cursor(self, conn: Connection, project: Project) -> Any:
+        # walks (project_id, seq) and stops at the first such trial: usually the first row
+        statuses = sorted(project.best_policy.fallback_statuses())
         return self.core.execute(
-            conn, f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? ORDER BY seq LIMIT 1", (project.id,)
+            conn,
+            f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? AND status IN ({self.core.marks(statuses)}) "
+            "ORDER BY seq LIMIT 1",
+            (project.id, *statuses),
         )
 
     def tip(self, conn: Connection, project: Project) -> Trial | None:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from lineage.domain import (
     CLIP_SCALE_COLUMNS,
     FIELDKIT_COLUMNS,
+    FIELDKIT_LABELS,
     MAX_DURATION_S,
     MAX_LONG_TEXT,
     MAX_SHORT_TEXT,
@@ -187,7 +188,7 @@ def test_every_trial_read_passes_the_domain_rules(tmp_path: Path) -> None:
     path = fieldkit_file(tmp_path, random_sweep(random.Random(5), 40))
     with fmt.open_results(path) as fh:
         trials = list(fmt.read_trials(fh))
-    assert {t.status for t in trials} == set(FailureLabel)
+    assert {t.status for t in trials} == set(FIELDKIT_LABELS)
     assert all(validate_trial(t) is t for t in trials)
 
 
@@ -252,7 +253,9 @@ any_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charact
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(any_text, any_text, st.sampled_from(list(FailureLabel)), fk_float), min_size=1, max_size=8))
+@given(
+    st.lists(st.tuples(any_text, any_text, st.sampled_from(list(FIELDKIT_LABELS)), fk_float), min_size=1, max_size=8)
+)
 def test_any_ledger_trials_round_trip_and_fieldkit_agrees(
     cells: list[tuple[str, str, FailureLabel, float | None]],
 ) -> None:
@@ -353,7 +356,7 @@ def test_extended_extra_cell_is_compact_sorted_json_or_empty() -> None:
 
 def nasty_trials(n: int) -> list[Trial]:
     """Ledger trials with every status, nasty text (quotes, tabs, CR), floats and extras."""
-    labels = list(FailureLabel)
+    labels = list(FIELDKIT_LABELS)
     return [
         Trial(
             exp_id=f"{i:03d}",
@@ -651,3 +654,19 @@ def test_float_cells_survive_str_float_exactly() -> None:
     back = read_text(tsv(*rows))
     assert [repr(t.core_metric) for t in back] == [repr(v) for v in NASTY_FLOATS]
     assert write_text(back)[len(HEADER_LINE) :] == tsv(*rows, header="")
+
+
+def test_the_fieldkit_labels_are_fieldkits_own_and_running_is_the_ledgers() -> None:
+    assert [label.value for label in FIELDKIT_LABELS] == [label.value for label in FkLabel]
+    assert FailureLabel.RUNNING not in FIELDKIT_LABELS
+
+
+def test_a_running_trial_has_no_row_and_a_file_saying_running_is_refused() -> None:
+    # fieldkit appends a trial when it ends: the file of a project with a trial under way
+    # is the file of its finished trials, byte for byte
+    done = [Trial(exp_id="000", status=FailureLabel.BASELINE, core_metric=1.0, seq=0)]
+    running = Trial(exp_id="001", status=FailureLabel.RUNNING, hypothesis="training now", seq=1)
+    assert write_text([*done, running]) == write_text(done)
+    assert "".join(fmt.iter_tsv([*done, running])) == write_text(done)
+    with pytest.raises(InvalidInput, match="unknown status 'running'"):
+        read_text(tsv(good_row("001", status="running")))

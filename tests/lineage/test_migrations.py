@@ -259,3 +259,62 @@ def test_revision_0009_fills_the_concepts_and_sketches_of_stored_trials(fresh_db
     )
     assert [s.exp_id for s in result.similar_prior] == ["000"]
     engine.dispose()
+
+
+def test_revision_0011_makes_planned_trials_running_with_their_last_write_as_heartbeat(fresh_db_url: str) -> None:
+    """A trainer's plan was stored as harness_abort with extra.state running: after the
+    upgrade it is running, its heartbeat the time of its last write and its owner the run
+    id, so the lapse sweep ends a stale one with a note. Other aborts stay as they were."""
+    import json
+
+    from sqlalchemy import text
+
+    from lineage.domain import FailureLabel
+    from lineage.service import Ledger
+
+    engine = make_engine(fresh_db_url)
+    migrate.upgrade(engine, "0010")
+    ledger = Ledger(engine)
+    ledger.projects.create_project("p")
+    rows = {
+        "000": ("keep", {"state": "running"}),  # only a harness_abort was a plan
+        "001": ("harness_abort", {"run_id": "run-7", "state": "running", "lr": 0.1}),
+        "002": ("harness_abort", {"state": "finished"}),
+        "003": ("harness_abort", {}),
+        "004": ("harness_abort", {"run_id": 7, "state": "running"}),
+    }
+    with engine.begin() as conn:
+        project_id = conn.execute(text("SELECT id FROM projects WHERE slug = 'p'")).scalar_one()
+        for seq, (exp_id, (status, extra)) in enumerate(rows.items()):
+            conn.execute(
+                text(
+                    "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, "
+                    "domain, hypothesis, expected_delta, status, job_name, snapshot_path, notes, extra, created_at, "
+                    "updated_at) VALUES (:p, :seq, :e, '', '', '', '', '', '', '', :s, '', '', '', :x, "
+                    "'2026-11-01 10:00:00', '2026-11-02 11:30:00')"
+                ),
+                {"p": project_id, "seq": seq, "e": exp_id, "s": status, "x": json.dumps(extra)},
+            )
+        conn.execute(text("UPDATE projects SET next_seq = 5, next_exp_number = 5 WHERE id = :p"), {"p": project_id})
+    migrate.upgrade(engine)
+    assert [ledger.trials.trial("p", exp_id).status for exp_id in rows] == [
+        FailureLabel.KEEP,
+        FailureLabel.RUNNING,
+        FailureLabel.HARNESS_ABORT,
+        FailureLabel.HARNESS_ABORT,
+        FailureLabel.RUNNING,
+    ]
+    with engine.connect() as conn:
+        leases = conn.execute(text("SELECT exp_id, owner, heartbeat_at, updated_at FROM trials ORDER BY seq")).all()
+    assert [(exp_id, owner) for exp_id, owner, _, _ in leases] == [
+        ("000", ""),
+        ("001", "run-7"),
+        ("002", ""),
+        ("003", ""),
+        ("004", ""),
+    ]
+    beats = {exp_id: (beat, updated) for exp_id, _, beat, updated in leases}
+    assert beats["001"][0] is not None and beats["001"][0] == beats["001"][1]
+    assert beats["002"][0] is None
+    assert ledger.trials.trial("p", "001").extra == {"run_id": "run-7", "state": "running", "lr": 0.1}
+    engine.dispose()

@@ -81,7 +81,7 @@ def test_empty_project_has_no_rates_and_no_best(ledger: Ledger) -> None:
         summary["crash_streak"],
         summary["time_spent_s"],
     ) == (0, None, None, None, None, 0, 0)
-    assert summary["trend"] == "plateauing"
+    assert summary["trend"] == "starting"
 
 
 def test_trend_moves_from_improving_to_plateauing_to_stuck(ledger: Ledger) -> None:

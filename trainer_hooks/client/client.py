@@ -66,7 +66,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainer_hooks.client.delivery import Backoff, LedgerRejected, NotPlanned, Transport, Unavailable, deliver
+from trainer_hooks.client.delivery import (
+    HEARTBEAT_INTERVAL_S,
+    Backoff,
+    LedgerRejected,
+    NotPlanned,
+    Transport,
+    Unavailable,
+    deliver,
+    send_heartbeat,
+)
 from trainer_hooks.client.outcome import TrialOutcome, declared_direction
 from trainer_hooks.client.points import Record, Row, encode_columns, step_record, step_rows, turn_rows
 from trainer_hooks.client.rank import process_rank
@@ -93,9 +102,10 @@ PLAN_FIELDS = (
     "extra",
 )
 FINISH_FIELDS = ("core_metric", "val_bpb", "train_s", "total_s", "notes", "job_name", "snapshot_path", "extra")
-#: the status a trial is planned with: until the run finishes it is a run the harness
-#: stopped (never "best"), which is also the truth if the trainer is killed and never finishes
-PLANNED_STATUS = "harness_abort"
+#: the status a trial is planned with: under way (never "best", never a failure) while the
+#: sender heartbeats it; if the trainer is killed and never finishes, the ledger turns it
+#: into harness_abort once the heartbeats stop for the project's lease
+PLANNED_STATUS = "running"
 #: the ledger's alert rules (``lineage.alerts``)
 ALERT_LEVELS = ("info", "warn", "error")
 MAX_ALERT_TITLE = 300
@@ -246,6 +256,8 @@ class LedgerClient:
         self._outcome: TrialOutcome | None = None
         self._report: ClientReport | None = None  # once the spool is removed
         self._unreachable_since: float | None = None  # the sender's view of the ledger
+        self._beating = True  # the sender heartbeats the planned trial (:meth:`_heartbeat`)
+        self._last_beat = float("-inf")
         self._spooler = threading.Thread(target=self._spool_loop, name=f"ledger-spool-{self.run_id}", daemon=True)
         self._sender = threading.Thread(target=self._send_loop, name=f"ledger-send-{self.run_id}", daemon=True)
         self._spooler.start()
@@ -314,7 +326,8 @@ class LedgerClient:
         exp_id: str | None = None,
         **fields: Any,
     ) -> None:
-        """Record the trial this run is (status ``harness_abort`` until :meth:`finish_trial`).
+        """Record the trial this run is (status ``running``, heartbeated by the sender, until
+        :meth:`finish_trial`).
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
         ``parent_exp`` None: left out, so the ledger makes the branch tip (the last keep) the parent;
         ``""``: a root."""
@@ -338,7 +351,7 @@ class LedgerClient:
             body["exp_id"] = exp_id
             self.spool.set("exp_id", exp_id)
         body.setdefault("timestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"))
-        body["extra"] = {"run_id": self.run_id, "state": "running", **dict(body.get("extra") or {})}
+        body["extra"] = {"run_id": self.run_id, **dict(body.get("extra") or {})}
         self._plan_extra = body["extra"]
         self._append_op("plan", body)
         if self._system_interval is not None and self.sampler is None:
@@ -745,6 +758,7 @@ class LedgerClient:
                 )
                 self._reachable_again(held)
                 backoff.reset()
+                self._heartbeat()
                 self._send_wake.wait(self.spool_interval)
                 self._send_wake.clear()
             except NotPlanned:  # the plan may be the next op the run appends
@@ -773,6 +787,30 @@ class LedgerClient:
                     0, f"{type(exc).__name__}: {exc}", kind="sender", spool=str(self.spool.path)
                 )
                 return
+
+    def _heartbeat(self) -> None:
+        """On the sender thread, with the spool delivered: every HEARTBEAT_INTERVAL_S, tell
+        the ledger the planned trial still runs (until its finish is delivered). A trial the
+        ledger no longer has running (its lease lapsed, or it was finished elsewhere) ends
+        the heartbeats with one warning; an unreachable ledger is retried next time."""
+        if not self._beating or not self.spool.get("exp_id") or self.spool.get("outcome"):
+            return
+        now = time.monotonic()
+        if now - self._last_beat < HEARTBEAT_INTERVAL_S:
+            return
+        self._last_beat = now
+        try:
+            running = send_heartbeat(self.spool, self._transport)
+        except (Unavailable, LedgerRejected) as exc:
+            log.debug("ledger: heartbeat not delivered (%s); retrying in %.0f s", exc, HEARTBEAT_INTERVAL_S)
+            return
+        if not running:
+            self._beating = False
+            log.warning(
+                "ledger: trial %s is no longer running on the ledger (its lease lapsed, or it was finished "
+                "elsewhere); heartbeats stop, the finish is still sent",
+                self.spool.get("exp_id"),
+            )
 
     def _count_sent(self, count: int) -> None:
         self.points_sent += count

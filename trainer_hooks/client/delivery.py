@@ -58,7 +58,18 @@ import httpx
 from trainer_hooks.client.outcome import TrialOutcome, contradiction, decide_status, metric_of_summary
 from trainer_hooks.client.spool import TELEMETRY_KINDS, Op, Spool
 
-__all__ = ["API", "Backoff", "LedgerRejected", "NotPlanned", "Transport", "Unavailable", "deliver", "deliver_within"]
+__all__ = [
+    "API",
+    "HEARTBEAT_INTERVAL_S",
+    "Backoff",
+    "LedgerRejected",
+    "NotPlanned",
+    "Transport",
+    "Unavailable",
+    "deliver",
+    "deliver_within",
+    "send_heartbeat",
+]
 
 log = logging.getLogger("trainer_hooks.client")
 
@@ -67,6 +78,8 @@ API = "/api/v1"
 _RETRY_STATUSES = frozenset({408, 425, 429})
 #: longest wait of :func:`deliver` on its ``wake`` event before it looks at the spool again
 IDLE_WAIT_S = 0.5
+#: seconds between a running trial's heartbeats (the ledger's lease is 600 s by default)
+HEARTBEAT_INTERVAL_S = 60.0
 
 
 class Unavailable(Exception):
@@ -165,6 +178,18 @@ class Transport:
         if status >= 500 or status in _RETRY_STATUSES:
             raise Unavailable(f"{kind}: HTTP {status}")
         raise LedgerRejected(status, _detail(response), kind=kind)
+
+
+def send_heartbeat(spool: Spool, transport: Transport) -> bool:
+    """``POST .../trials/{exp_id}/heartbeat`` for the spool's planned trial, the run id as
+    its owner (not spooled: a heartbeat is worth something only now). False when the
+    ledger answers 409, the trial is no longer running there; :class:`Unavailable` or
+    :class:`LedgerRejected` as for any request."""
+    exp_id = str(spool.get("exp_id"))
+    run_id = spool.get("run_id") or spool.path.stem
+    url = f"{transport.prefix}/trials/{quote(exp_id, safe='')}/heartbeat"
+    response = transport.request("heartbeat", "POST", url, json={"owner": run_id}, ok_statuses=(409,))
+    return response.status_code != 409
 
 
 def _is_loopback(host: str) -> bool:

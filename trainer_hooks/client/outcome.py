@@ -52,6 +52,7 @@ FAILURE_LABELS: tuple[str, ...] = (
     "harness_abort",
     "disqualified",
     "baseline",
+    "running",  # the ledger's own: a trial under way (a plan), never an outcome
 )
 
 

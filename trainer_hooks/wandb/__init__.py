@@ -28,7 +28,7 @@ Supported calls and what each becomes
                                         below) at the run's first ``log``, ``alert`` or ``finish``,
                                         so the ``define_metric`` calls made before count
     ``init(name=, notes=)``             a planned trial: hypothesis = ``notes`` or else ``name``;
-                                        ``job_name`` = ``name``; status ``harness_abort`` until it
+                                        ``job_name`` = ``name``; status ``running`` until it
                                         finishes; parent by the ledger's default rule
     ``init(config=, tags=, group=,      ``extra["config"]``, ``extra["tags"]``, ``extra["group"]``,
     job_type=, id=)``                   ``extra["job_type"]``, ``extra["wandb_id"]``

@@ -4,9 +4,10 @@ A run that the script never finishes is finished by an ``atexit`` handler. To la
 :data:`HOOKS` (installed by the first ``init``) remembers the code given to
 ``sys.exit`` and the exception that reached ``sys.excepthook`` (an uncaught exception:
 Python calls the hook before the exit handlers run). Both wrappers call what was there
-before them. A process killed by a signal runs no exit handler: its trial keeps the
-status it was planned with (``harness_abort``), and its spool keeps the telemetry for
-``lineage spool flush``.
+before them. A process killed by a signal runs no exit handler: its trial stays
+``running`` until its heartbeats have stopped for the project's lease, when the ledger
+makes it ``harness_abort`` with a note; its spool keeps the telemetry for ``lineage spool
+flush``.
 """
 
 from __future__ import annotations

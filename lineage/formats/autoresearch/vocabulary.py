@@ -571,7 +571,7 @@ LONG_NAME_SURE = frozenset({"metric", "metric_name"})
 #: is data, not a header.
 VERDICT_WORDS = frozenset(
     {
-        *(label.value for label in FailureLabel if label is not FailureLabel.BASELINE),
+        *(label.value for label in FailureLabel if label not in (FailureLabel.BASELINE, FailureLabel.RUNNING)),
         "discarded",
         "crashed",
         "revert",

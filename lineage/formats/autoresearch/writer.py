@@ -11,7 +11,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
-from lineage.domain import Trial
+from lineage.domain import FailureLabel, Trial
 from lineage.errors import InvalidInput
 from lineage.formats.autoresearch.layout import (
     LINE_KEY,
@@ -161,6 +161,8 @@ class Writer:
         self.ends_open = not text.endswith("\n")
 
     def write(self, trial: Trial) -> None:
+        if trial.status is FailureLabel.RUNNING:  # not a row yet: a loop writes it when it finishes
+            return
         raw = trial.extra.get(LINE_KEY)
         part = trial.extra.get(PART_KEY, 0)
         if self.pending and not (isinstance(raw, str) and part and raw == self.pending[0].extra.get(LINE_KEY)):
