@@ -75,7 +75,7 @@ Lineage Ledger: the research loop's memory.
 2. At session start call get_prompt (project) and follow it; get_summary says where the loop stands.
 3. Before proposing a trial ask find_similar: was this tried?
 4. Record each finished trial with record_trial: status, core_metric (the project's metric),
-   hypothesis. Leave parent_exp out to fork from the current best; leave exp_id out to get the
+   hypothesis. Leave parent_exp out to fork from the branch tip (the last keep); leave exp_id out to get the
    next number; pass an idempotency_key and reuse it on retries. Never send delta_vs_best.
 """
 

@@ -296,8 +296,9 @@ def record_trial(
         bool | None, Field(description="Only for a project that does not exist yet: the metric's direction.")
     ] = None,
 ) -> dict[str, Any]:
-    """Record a finished trial. Leave parent_exp out to fork from the current best
-    (parent_defaulted says so) and exp_id out to get the next number. The answer holds the
+    """Record a finished trial. Leave parent_exp out to fork from the branch tip, the last
+    keep (parent_defaulted says so), and exp_id out to get the next number. Send status
+    "auto" with core_metric to let the ledger decide keep or discard against the best. The answer holds the
     stored trial, its delta against the best before it, whether it is the new best,
     warnings (what the ledger read differently) and earlier trials like it (similar_prior)."""
     created = False
@@ -389,7 +390,7 @@ def get_summary(
 ) -> dict[str, Any]:
     """Where a project's loop stands: trials per status, keep rate, the best and when it
     was reached, trials since the last new best, crash streak, time spent, the trend
-    (improving / plateauing / stuck) and any tripped guardrail."""
+    (starting / improving / plateauing / stuck) and any tripped guardrail."""
     return ledger.agent.summary(project, last_n=last).to_dict()
 
 

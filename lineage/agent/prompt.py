@@ -109,6 +109,7 @@ def wrap_prompt(
     next_exp_id: str,
     best: Trial | None,
     base_url: str | None,
+    tip: Trial | None = None,
     source: str | None = None,
     summary: progress.Progress | None = None,
     alerts: Sequence[Alert] = (),
@@ -129,7 +130,9 @@ def wrap_prompt(
     The template sees: ``prompt`` (the lineage prompt, verbatim), ``project`` (slug,
     title, metric_name, lower_is_better, direction ``"lower"``/``"higher"``,
     best_policy, revision, trial_count), ``specialist``, ``timestamp``, ``next_exp_id``,
-    ``best`` (the best trial's fields, or None) and ``best_commit``, ``statuses`` (the
+    ``best`` (the best trial's fields, or None) and ``best_commit``, ``tip`` (the branch
+    tip's fields, the last keep or baseline, which a trial without ``parent_exp`` forks
+    from; or None) and ``tip_commit``, ``statuses`` (the
     status words this loop uses) and ``all_statuses`` (every label), ``face`` (who asks:
     ``mcp``, ``http`` or ``cli``), ``results_file`` (a project fed by a watched results
     file: its ``path`` (the file it follows, :mod:`lineage.loops.followed`; None when the
@@ -167,6 +170,8 @@ def wrap_prompt(
     commit_key = layout.extra_key(commit_column) if layout is not None else commit_column
     best_commit = best.extra.get(commit_key) if best is not None else None
     best_commit = inline_text(best_commit) if isinstance(best_commit, str) and best_commit else None
+    tip_commit = tip.extra.get(commit_key) if tip is not None else None
+    tip_commit = inline_text(tip_commit) if isinstance(tip_commit, str) and tip_commit else None
     example: dict[str, Any] = {"status": "keep", "core_metric": None, "hypothesis": "<what you changed and why>"}
     if layout is None:
         example = {
@@ -240,6 +245,8 @@ def wrap_prompt(
         "next_exp_id": next_exp_id,
         "best": _inline(best.to_dict()) if best is not None else None,
         "best_commit": best_commit,
+        "tip": _inline(tip.to_dict()) if tip is not None else None,
+        "tip_commit": tip_commit,
         "statuses": _inline([words.get(label, label) for label in labels]),
         "all_statuses": [label.value for label in FailureLabel],
         "face": face,

@@ -174,12 +174,14 @@ class Agent:
             alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
             tokens = self.store.tokens.active_token_exists(conn)
             running = self.store.leases.running(conn, project)
+            tip = self.store.trials.tip(conn, project)
         return project, wrap_prompt(
             project,
             text,
             specialist=specialist,
             timestamp=timestamp,
             best=best,
+            tip=tip,
             base_url=base_url,
             next_exp_id=next_exp_id(next_number - 1 if next_number else None),
             summary=summary,

@@ -119,6 +119,7 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         "get_prompt",
         "get_summary",
         "get_trial",
+        "heartbeat",
         "list_alerts",
         "list_projects",
         "list_trials",
