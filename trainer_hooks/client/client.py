@@ -375,7 +375,7 @@ class LedgerClient:
 
         ``status="auto"``: the outcome rule (``keep`` when ``core_metric`` beats the current
         best by at least ``keep_margin`` in the project's direction, else ``discard``),
-        decided when the ledger is reachable. Any other value is a failure label.
+        decided by the ledger when it stores the result. Any other value is a failure label.
 
         ``metric_from`` (a run's summary, ``name -> value``) with no ``core_metric``: the
         core metric is the summary's entry for ``metric_key`` (default: the project's

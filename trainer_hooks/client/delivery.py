@@ -55,7 +55,7 @@ from urllib.parse import quote
 
 import httpx
 
-from trainer_hooks.client.outcome import TrialOutcome, contradiction, decide_status, metric_of_summary
+from trainer_hooks.client.outcome import TrialOutcome, contradiction, metric_of_summary
 from trainer_hooks.client.spool import TELEMETRY_KINDS, Op, Spool
 
 __all__ = [
@@ -444,9 +444,11 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
             if used:
                 fields["extra"] = {**(fields.get("extra") or {}), "metric_from_summary": used}
         if fields.get("status") == "auto":
-            fields["status"] = spool.get("decided_status") or _decide(
-                spool, transport, fields, body.get("keep_margin", 0.0)
-            )
+            decided = spool.get("decided_status")  # a spool from a client that decided itself
+            if decided:
+                fields["status"] = decided
+            else:  # the ledger decides, against the best when it stores the result
+                fields["keep_margin"] = float(body.get("keep_margin") or 0.0)
         stored = transport.request(
             "finish", "PATCH", f"{transport.prefix}/trials/{quote(exp_id, safe='')}", json=fields
         ).json()
@@ -484,24 +486,6 @@ def _metric_of_summary(spool: Spool, transport: Transport, body: dict[str, Any])
         )
     spool.set("decided_metric", json.dumps([value, used]))
     return value, used
-
-
-def _decide(spool: Spool, transport: Transport, fields: dict[str, Any], margin: float) -> str:
-    """The outcome rule against the current best (its direction from the project); the
-    decision is stored in the spool before the PATCH that uses it."""
-    found = _knowledge(transport)
-    best = found.get("best") or {}
-    mine = spool.get("exp_id")
-    best_metric = best.get("core_metric") if best.get("exp_id") != mine else None
-    status = decide_status(
-        fields.get("core_metric"),
-        best_metric,
-        lower_is_better=bool(found["lower_is_better"]),
-        margin=float(margin or 0.0),
-    )
-    spool.set("decided_status", status)
-    spool.set("decided_at", str(time.time()))
-    return status
 
 
 def _knowledge(transport: Transport) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 
 ``keep`` when the run's ``core_metric`` beats the project's current best by at least
 ``margin`` in the project's direction, ``discard`` otherwise (also with no metric); with
-no scored best to beat, ``keep``. A run that did not finish is labelled from what
+no scored best to beat, ``keep``. The ledger decides it (the client sends ``status:
+"auto"`` and ``keep_margin``; ``lineage.domain.auto_verdict`` judges inside the write, so
+two runs finishing together cannot both keep); :func:`decide_status` is the same rule for
+a caller without a ledger (a dry run, a test). A run that did not finish is labelled from what
 stopped it (:func:`failure_label`): the strings are the ledger's failure labels
 (``lineage.domain.FailureLabel``; a contract test keeps the two equal, this package
 does not import ``lineage``). ``delta_vs_best`` is the server's to compute.

@@ -178,3 +178,36 @@ def test_an_omitted_parent_is_not_sent(tmp_path: Path) -> None:
     ]
     assert ["parent_exp" in plan for plan in plans] == [False, True, True]
     assert plans[1]["parent_exp"] == "" and plans[2]["parent_exp"] == "007"
+
+
+def test_runs_finishing_together_are_judged_by_the_ledger_so_a_tie_never_keeps(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Four runs planned, then finished at once with the same metric: the ledger decides
+    each verdict in its write, against the best at that moment, so exactly one keeps (the
+    client used to read the best and then PATCH: each read the same old best and kept)."""
+    import threading
+
+    server = serve(str(tmp_path / "ledger.db"))
+    base = fast_client(server.url, tmp_path / "spool", run_id="base")
+    base.ensure_project()
+    base.plan_trial(hypothesis="baseline")
+    base.finish_trial(core_metric=1.0)
+    assert base.close().delivered
+    clients = [fast_client(server.url, tmp_path / "spool", run_id=f"run-{i}") for i in range(4)]
+    for i, client in enumerate(clients):
+        client.plan_trial(hypothesis=f"run {i}")
+        assert client.flush(timeout=FLUSH_TIMEOUT_S)
+    start = threading.Barrier(len(clients))
+
+    def finish(client: Any) -> None:
+        start.wait()
+        client.finish_trial(core_metric=0.9)
+        assert client.close().delivered
+
+    threads = [threading.Thread(target=finish, args=(client,)) for client in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    listed = httpx.get(f"{server.url}{API}/projects/p/trials", params={"limit": 100}).json()
+    statuses = sorted(t["status"] for t in listed["items"] if t["hypothesis"].startswith("run "))
+    assert statuses == ["discard", "discard", "discard", "keep"]
