@@ -104,6 +104,7 @@ CONFLICTS: dict[str, str] = {
     "raise_alert": "This Idempotency-Key holds another alert",
     "create_token": "A token of this name exists",
     "revoke_token": "The last active admin token (revoke it locally with `lineage token revoke --last-admin`)",
+    "heartbeat": "The trial is not running (it finished, or its lease lapsed): the problem names status",
 }
 
 #: (from endpoint, status) -> {link name: (to endpoint, {parameter: runtime expression})}.

@@ -157,6 +157,12 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
         warnings.append(
             f"a {label.value} without a metric can never be the best; send core_metric (this project's metric: {name})"
         )
+    elif touched and label in _ADVANCING and _number(metric) and metric == 0.0:
+        # autoresearch's loops write 0.000000 for a crash: kept, it would be a lower-is-better best
+        warnings.append(
+            f"core_metric=0 on a {label.value} is how a results file marks a crash; if the run "
+            "crashed, record it as crash (its 0 is then read as no result)"
+        )
 
     parent_omitted = current is None and "parent_exp" not in body
     return PreparedRecord(body, parent_omitted, tuple(warnings), keep_margin)

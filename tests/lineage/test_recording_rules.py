@@ -215,3 +215,13 @@ def test_the_kept_chain_is_the_chain_to_the_best_with_no_parent_fields(ledger: L
     trials = {t.exp_id: t for t in ledger.tables.stream_trials("nano")}
     assert walk_chain("007", trials)[-1].status.value == "keep"
     assert all(t.core_metric is None for t in trials.values() if t.status.value == "crash")
+
+
+def test_a_keep_carrying_the_crash_marker_is_warned_about(ledger: Ledger) -> None:
+    ledger.projects.create_project("cm", metric_name="val_bpb", lower_is_better=True)
+    kept = ledger.recording.record_trial("cm", {"status": "keep", "core_metric": 0.0})
+    assert any("marks a crash" in w for w in kept.warnings)
+    crash = ledger.recording.record_trial("cm", {"status": "crash", "core_metric": 0.0})
+    assert not any("marks a crash" in w for w in crash.warnings) and crash.trial.core_metric is None
+    fine = ledger.recording.record_trial("cm", {"status": "keep", "core_metric": 0.97})
+    assert not any("marks a crash" in w for w in fine.warnings)
