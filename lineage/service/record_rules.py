@@ -132,6 +132,11 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
 
     raw = body.get("status", current.status if current is not None else FailureLabel.DISCARD)
     label = raw if isinstance(raw, FailureLabel) else FailureLabel.parse(str(raw))
+    extra_sent = body.get("extra")
+    if current is None and label is FailureLabel.HARNESS_ABORT and isinstance(extra_sent, Mapping):
+        if extra_sent.get("state") == "running":  # an older trainer client's plan: it is running
+            label = FailureLabel.RUNNING
+            body["status"] = label.value
     metric = body["core_metric"] if "core_metric" in body else (current.core_metric if current else None)
     touched = current is None or "status" in body or "core_metric" in body
     if touched and _number(metric) and is_no_result(float(metric), label):

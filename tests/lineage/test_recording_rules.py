@@ -225,3 +225,13 @@ def test_a_keep_carrying_the_crash_marker_is_warned_about(ledger: Ledger) -> Non
     assert not any("marks a crash" in w for w in crash.warnings) and crash.trial.core_metric is None
     fine = ledger.recording.record_trial("cm", {"status": "keep", "core_metric": 0.97})
     assert not any("marks a crash" in w for w in fine.warnings)
+
+
+def test_an_older_clients_plan_is_stored_as_running(ledger: Ledger) -> None:
+    """Clients before the running state planned a trial as harness_abort with
+    extra.state=running: it is running, never a failure (a real abort has no such state)."""
+    ledger.projects.create_project("old")
+    planned = ledger.recording.record_trial("old", {"status": "harness_abort", "extra": {"state": "running"}})
+    assert planned.trial.status.value == "running"
+    aborted = ledger.recording.record_trial("old", {"status": "harness_abort", "extra": {"state": "finished"}})
+    assert aborted.trial.status.value == "harness_abort"
