@@ -60,7 +60,7 @@ expression the parser takes inside what both backends run.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -248,8 +248,10 @@ def field_kind(field: str) -> str:
 
 
 class _Parser:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, names: Mapping[str, str] | None = None) -> None:
         self.source = source
+        #: a project's own names of fields (its metric's name: ``val_fid`` is core_metric)
+        self.names = {name.lower(): field for name, field in (names or {}).items()}
         self.tokens = _tokens(source)
         self.at = 0
         self.depth = 0
@@ -338,9 +340,9 @@ class _Parser:
 
     def test(self) -> Test:
         name = self._next()
-        field = resolve_field(name.text)
+        field = resolve_field(name.text) or self.names.get(name.text.lower())
         if field is None:
-            known = ", ".join(sorted(FIELD_KINDS))
+            known = ", ".join(sorted({*FIELD_KINDS, *self.names}))
             raise self.fail(
                 name,
                 f"unknown field {name.text!r}; known: {known}, or extra.KEY "
@@ -419,13 +421,22 @@ def id_forms(text: str) -> tuple[str, ...]:
     return shown_forms(text)
 
 
-def parse(source: str) -> Node | None:
+def parse(source: str, names: Mapping[str, str] | None = None) -> Node | None:
     """The tree of ``source``; None for an empty expression. Raises
-    :class:`InvalidInput` (field ``filter``, ``column``) for a bad one."""
+    :class:`InvalidInput` (field ``filter``, ``column``) for a bad one. ``names``: a
+    project's own names for fields (:func:`project_names`), read where no field has the name."""
     if not isinstance(source, str):
         raise InvalidInput("filter", "must be text")
     if len(source) > MAX_LENGTH:
         raise _fail(source[: MAX_LENGTH + 1], MAX_LENGTH + 1, f"longer than {MAX_LENGTH} characters")
     if not source.strip():
         return None
-    return _Parser(source).parse()
+    return _Parser(source, names).parse()
+
+
+def project_names(metric_name: str | None) -> dict[str, str]:
+    """The names a project's filters also take: its metric's name for ``core_metric``
+    (a loop writes ``val_fid < 60``, the name its table and range inputs show)."""
+    if not metric_name or resolve_field(metric_name) is not None:
+        return {}
+    return {metric_name.lower(): "core_metric"}

@@ -19,6 +19,7 @@ from lineage.browse.columns import Column
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
 from lineage.filter_language import parse as parse_filter
+from lineage.filter_language import project_names
 from lineage.formats.fieldkit import iter_tsv
 from lineage.service import TrialsPage, decode_cursor, encode_cursor
 from lineage.service.tables import check_sort
@@ -90,8 +91,9 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
     if fmt is not None and fmt != "tsv":
         raise InvalidInput("format", f"must be tsv (or absent), got {fmt!r}")
     if fmt == "tsv":
-        parse_filter(filters["expression"] or "")  # a bad expression fails before the download starts
-        ledger.projects.project(slug)  # an unknown project is a 404 page, not a broken download
+        project = ledger.projects.project(slug)  # an unknown project is a 404 page, not a broken download
+        # a bad expression fails before the download starts
+        parse_filter(filters["expression"] or "", project_names(project.metric_name))
         extended = q_str(request, "columns") == "extended"
         rows = ledger.tables.iter_trials_page(slug, sort=sort, descending=descending, **filters)
         filename = f"{slug}-trials{'-extended' if extended else ''}.tsv"

@@ -40,6 +40,7 @@ from lineage.domain import (
 )
 from lineage.exp_ids import shown_forms
 from lineage.filter_language import parse as parse_filter
+from lineage.filter_language import project_names
 from lineage.store.filter_sql import compile_filter
 
 #: Trial columns stored verbatim from the domain object, in insert order.
@@ -449,7 +450,7 @@ class StoreCore:
             )
             params.extend([pattern, pattern, pattern])
         if expression:
-            tree = parse_filter(expression)
+            tree = parse_filter(expression, project_names(project.metric_name))
             if tree is not None:
                 sql, values = compile_filter(tree, sqlite=self.sqlite, db_time=self.db_time)
                 where.append(sql)

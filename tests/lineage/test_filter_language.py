@@ -324,3 +324,17 @@ def test_the_explorer_selection_takes_the_filter(ledger: Ledger) -> None:
         "p", ExploreQuery(metrics=("core_metric",), filters={"expression": "status = keep and extra.memory_gb >= 45"})
     )
     assert [t["exp_id"] for t in answer["trials"]] == ["005", "007", "009"]
+
+
+def test_a_projects_metric_name_filters_as_core_metric(ledger) -> None:  # type: ignore[no-untyped-def]
+    """A loop writes its metric's own name (``val_fid < 60``), as its table shows it."""
+    from lineage.errors import InvalidInput
+
+    ledger.projects.create_project("fid", metric_name="val_fid", lower_is_better=True)
+    for value in (55.0, 70.0):
+        ledger.recording.record_trial("fid", {"status": "keep", "core_metric": value})
+    found = ledger.tables.trials_page("fid", expression="val_fid < 60").trials
+    assert [t.core_metric for t in found] == [55.0]
+    with pytest.raises(InvalidInput) as refused:
+        ledger.tables.trials_page("fid", expression="val_fdi < 60")
+    assert "val_fid" in refused.value.reason  # the project's own name is listed among the known
