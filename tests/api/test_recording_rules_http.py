@@ -1,5 +1,5 @@
 """The recording rules over HTTP (the rule itself: ``lineage.service.recording.prepare_record``):
-a parent left out is the current best and the answer says so, ``""``/``null`` is a root,
+a parent left out is the branch tip and the answer says so, ``status: "auto"`` is the ledger's verdict, ``""``/``null`` is a root,
 a crash's 0 is no result, the project's metric under its own name passes the request
 model and is read (or refused naming it), and any other unknown key is a 422 naming it."""
 
@@ -37,3 +37,21 @@ def test_the_metric_under_its_own_name_over_http(client: TestClient) -> None:
     keep = record(client, "s", status="keep").json()
     assert any("without a metric" in w for w in keep["warnings"])
     assert client.get(f"{API}/projects/s").json()["trial_count"] == 2
+
+
+def test_the_ledgers_verdict_over_http(client: TestClient) -> None:
+    new_project(client, "v", metric_name="loss", lower_is_better=True)
+    assert record(client, "v", status="baseline", core_metric=1.0).status_code == 201
+    kept = record(client, "v", status="auto", core_metric=0.9).json()
+    assert kept["trial"]["status"] == "keep" and kept["is_new_best"] is True
+    tie = record(client, "v", status="auto", core_metric=0.9).json()
+    assert tie["trial"]["status"] == "discard"
+    short = record(client, "v", status="auto", core_metric=0.85, keep_margin=0.1).json()
+    assert short["trial"]["status"] == "discard"
+    planned = record(client, "v", status="running", hypothesis="a run").json()["trial"]["exp_id"]
+    done = client.patch(f"{API}/projects/v/trials/{planned}", json={"status": "auto", "core_metric": 0.5})
+    assert done.status_code == 200, done.text
+    assert done.json()["status"] == "keep" and done.json()["delta_vs_best"] == -0.4
+    assert_problem(record(client, "v", status="auto", core_metric=0.5, keep_margin=-1), 422, "keep_margin")
+    assert_problem(record(client, "v", status="keep", core_metric=0.5, keep_margin=0.1), 422, "keep_margin")
+    assert_problem(record(client, "v", status="automatic", core_metric=0.5), 422, "status")
