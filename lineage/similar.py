@@ -1,74 +1,12 @@
 """'Was this tried?': past trials ranked by how close their text is to a new idea.
 
-This module owns the text rule (how a trial's text becomes search tokens) and the
-ranking rule; the SQL that finds candidates is ``lineage.store.search`` and the use-case
-is ``Ledger.find_similar``. It imports no SQL and no model: an optional embedding ranker
+This module owns the text rule (how a trial's text becomes search tokens and concepts) and
+the ranking rule; the SQL that finds candidates is ``lineage.store.search`` and the use-case
+is ``ledger.agent.find_similar``. It imports no SQL and no model: an optional embedding ranker
 plugs in through :class:`Ranker`.
 
-Tokens (:func:`tokens`)
-    NFKC-normalised, case-folded text; markup tags (``<...>``) and combining marks are
-    dropped; every maximal run of letters and digits is a token (so ``turn-group`` is
-    ``turn group``, ``α=0.3`` is ``α 0 3`` and ``3e-4`` is ``3e 4``), cut at 64
-    characters. English stop-words (:data:`STOP_WORDS`) are left out of retrieval and
-    scoring. A trial's search text (``trials.search_text``, written by the store on every
-    insert, update and import) is the tokens of ``hypothesis`` and ``notes`` joined by
-    spaces, ``hypothesis`` first; ``hypothesis`` is what the autoresearch dialect calls
-    the description. Both databases index that one column with their plain tokenizers
-    (SQLite FTS5 ``unicode61``, PostgreSQL ``to_tsvector('simple', ...)``), which split
-    it into exactly these tokens, so both see the same words.
-
-ML vocabulary (:data:`SPELLINGS`, :func:`concepts`)
-    Equivalent spellings of common ML terms are one *concept*: ``lr``, ``learning rate``
-    and ``learning-rate`` are the concept ``lr``; ``bs``/``batch size``, ``wd``/``weight
-    decay``, ``ln``/``layer norm``/``LayerNorm``, ... (the table is :data:`SPELLINGS`).
-    Identifiers are split first (``MATRIX_LR`` -> ``matrix lr``, ``warmupSteps`` ->
-    ``warmup steps``, ``LayerNorm`` -> ``layer norm``), then the longest spelling at each
-    position becomes its concept. Scores compare the concepts of the query with those of
-    each candidate's texts (both computed at query time). The stored index is not
-    changed: retrieval expands each concept of the query into all its spellings (each
-    spelling's tokens as an exact phrase), so trials written before this table, and the
-    index of every existing database, need no rebuild, and both backends search the same
-    expanded query.
-
-Candidates (``Store.search.candidate_rows``, ``lineage.store.search``)
-    The query's first :data:`MAX_QUERY_TOKENS` distinct non-stop-word concepts: a concept
-    of :data:`SPELLINGS` is the OR of its spellings (a spelling of several tokens as an
-    exact phrase); a word is a prefix term when it has 3 or more characters (``norm``
-    finds ``normalization``, ``warmup`` finds ``warmupsteps``) and an exact term otherwise. Tier 1: trials of the project holding every term, newest
-    first, at most :data:`CANDIDATES`; tier 2 (only while tier 1 found fewer): trials
-    holding any term, newest first, up to :data:`CANDIDATES` in all. Only ``seq``
-    order and term membership decide the set, so both backends return the same
-    candidates for the same data. (A prefix term is searched as the OR of the indexed
-    words under it, from the vocabulary table, while they are few: the same set, read
-    faster; ``lineage.store.search``.)
-
-Score of a candidate (:class:`FuzzyTokenRanker`; word closeness: ``lineage.word_closeness``), in [0, 1]
-    For the query's concepts Q and a field's concepts D (distinct, stop-words left out), the
-    closeness of tokens q and d is 1 when equal; else 0 when either is all digits
-    (``300`` is not ``3000``); else 0.9 when one is a prefix of the other and the shorter
-    has 3 or more characters; else ``rapidfuzz.fuzz.ratio(q, d) / 100`` when both have 4
-    or more characters and that ratio is at least 0.8 (typos, inflections); else 0. recall = mean over q of the best closeness to any
-    d; precision = mean over d of the best closeness to any q; the field's score is
-    F2 = 5·P·R / (4·P + R), which weighs recall (is the idea of the query in the trial?)
-    four times as much as precision (how much else the trial says). The candidate's score is the largest of the scores of
-    ``hypothesis``, ``notes`` and the two together, rounded to 4 decimals. Results are
-    the candidates scoring at least :data:`MIN_SCORE`, by score descending, then newest
-    first (``seq`` descending).
-
-Candidates of similar_prior (``Store.search.prior_rows``)
-    ``similar_prior`` of a recorded trial (query: its hypothesis and notes) is the first
-    :data:`PRIOR_LIMIT` earlier trials scoring at least :data:`PRIOR_THRESHOLD`. It runs
-    inside every write, so its candidates come from a bounded shortlist instead of the
-    full-text tiers (whose cost grows with the project; with overlapping texts they were
-    most of a write's time): the newest :data:`PRIOR_RECENT` trials, and for each of the
-    :data:`SKETCH_BANDS` bands of the query's min-hash :func:`sketch` the newest
-    :data:`PRIOR_PER_BAND` trials sharing it (a trial shares a band with a probability
-    equal to the Jaccard similarity of the two concept sets, so near repeats, reorderings
-    and respellings are found however old). Each trial's content concepts are stored with
-    it (``trials.search_concepts``, :func:`stored_concepts`, tagged with the spelling
-    table they were computed with) and its sketch in ``trial_sketch``, both written by the
-    store in the trial's transaction; the ranking reads the stored concepts instead of
-    tokenizing each candidate again.
+The rule in full -- tokens, the ML vocabulary, the candidates, the score, ``similar_prior``'s
+shortlist, the thresholds and where each part lives -- is ``docs/similarity.md``.
 """
 
 from __future__ import annotations
@@ -115,7 +53,7 @@ MIN_SCORE = 0.3
 #: ``similar_prior``: earlier trials at least this close, at most PRIOR_LIMIT of them.
 PRIOR_THRESHOLD = 0.6
 PRIOR_LIMIT = 3
-#: ``similar_prior``'s shortlist (module doc, "Candidates of similar_prior"): the newest
+#: ``similar_prior``'s shortlist (``docs/similarity.md``, "Candidates of similar_prior"): the newest
 #: PRIOR_RECENT trials, and per sketch band the newest PRIOR_PER_BAND sharing it.
 PRIOR_RECENT = 10
 PRIOR_PER_BAND = 3
@@ -198,7 +136,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def tokens(text: str) -> list[str]:
-    """The search tokens of ``text`` in order, stop-words included (see the module doc)."""
+    """The search tokens of ``text`` in order, stop-words included (``docs/similarity.md``, "Tokens")."""
     if not text:
         return []
     text = unicodedata.normalize("NFKC", _TAG.sub(" ", text)).casefold()
@@ -248,7 +186,7 @@ def _spellings() -> _Spellings:
 
 
 def concepts(text: str) -> list[str]:
-    """The concepts of ``text`` in order (module doc, "ML vocabulary"): identifiers split,
+    """The concepts of ``text`` in order (``docs/similarity.md``, "ML vocabulary"): identifiers split,
     then the longest spelling of :data:`SPELLINGS` at each position as its concept, every
     other token as itself; stop-words included."""
     if not text:

@@ -1,6 +1,6 @@
 """How close two words are, for ranking "was this tried?" (``lineage.similar``).
 
-:func:`closeness` is the rule (``lineage.similar``'s module doc gives it in words):
+:func:`closeness` is the rule (``docs/similarity.md`` gives it in words):
 equal words 1, numbers only when equal, a prefix of 3 or more characters 0.9, else
 rapidfuzz's ratio from 0.8 for words of 4 or more characters. A ranking meets ~50
 words, mostly the ones the ranking before met, so it does not ask pair by pair:

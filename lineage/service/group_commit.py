@@ -37,7 +37,7 @@ from lineage.service.record_modes import Counters, Shared
 from lineage.service.record_rules import Draft, draft_record
 from lineage.service.recording import RecordingUses
 from lineage.store import Store
-from lineage.store.trials import RecordContext
+from lineage.store.best import RecordContext
 
 #: The most records one group's transaction holds (the rest wait for the next group).
 MAX_GROUP = 64

@@ -29,8 +29,9 @@ from sqlalchemy import Connection
 
 from lineage.domain import Project, Trial
 from lineage.store import Store
+from lineage.store.best import TIP_STATUSES
 from lineage.store.chain import next_link
-from lineage.store.trials import TIP_STATUSES, NewTrialReads
+from lineage.store.trials import NewTrialReads
 
 if TYPE_CHECKING:
     from lineage.service.group_reads import GroupReads

@@ -4,7 +4,9 @@ Methods, by section:
 
 * single rows: ``insert_trial`` (the hot path of ``record_trial``), ``update_trial``,
   ``trial``, ``find_trial``, ``projects_holding``, ``exp_ids``, ``parents``;
-* lineage queries: ``best_scored``, ``first_trial``, ``chain_rows``, ``chain_tail``,
+* the best, the tip and the best's fallback: ``best_scored``, ``tip``, ``first_trial``,
+  ``record_context`` (inherited from :class:`lineage.store.best.BestReads`);
+* lineage queries: ``chain_rows``, ``chain_tail``,
   ``trials_of``, ``top_kept``, ``recent``, ``children``, ``has_children``, ``count_trials``;
 * listing and streaming: ``list_trials``, ``stream_trials``, ``trials_select``;
 * bulk insert: ``bulk_insert`` with ``_sqlite_batches`` (executemany through a staging
@@ -24,7 +26,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, func, select, update
 
 from lineage import similar
-from lineage.domain import CLIP_SCALE_COLUMNS, BestPolicy, FailureLabel, Project, Trial, ordered_best
+from lineage.domain import CLIP_SCALE_COLUMNS, Project, Trial
 from lineage.errors import NotFound
 from lineage.exp_ids import exp_sort_key, shown_forms
 from lineage.models import projects, trials
@@ -35,7 +37,6 @@ from lineage.store.base import (
     _STATUS_AT,
     TRIAL_COLUMNS,
     TRIAL_VALUE_COLUMNS,
-    Family,
     StoreCore,
     _iso,
     _json_text,
@@ -43,6 +44,7 @@ from lineage.store.base import (
     trial_from_row,
     utcnow,
 )
+from lineage.store.best import BestReads
 from lineage.store.chain import ChainSql
 from lineage.store.progress import ProgressSql
 from lineage.store.search import SearchSql, sqlite_bulk_index, vocabulary
@@ -74,28 +76,6 @@ def _trial_values(trial: Trial) -> dict[str, Any]:
     return values
 
 
-def _first_of(cursor: Any) -> Trial | None:
-    """The trial of a cursor's first row, None for none."""
-    found = cursor.fetchall()
-    return trial_from_row(found[0]) if found else None
-
-
-#: The statuses that move a branch's tip (:meth:`TrialsSql.tip`): a keep, or the baseline.
-TIP_STATUSES = (FailureLabel.KEEP.value, FailureLabel.BASELINE.value)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordContext:
-    """What :meth:`TrialsSql.record_context` read."""
-
-    best: Trial | None
-    #: the branch tip (:meth:`TrialsSql.tip`); None when not read or none
-    tip: Trial | None
-    #: the webhooks' subscriptions and the guardrail row (``Store.progress.hooks_and_guardrails``)
-    hooks: list[tuple[int, list[str], str]]
-    policy: dict[str, Any] | None
-
-
 @dataclass(frozen=True, slots=True)
 class NewTrialReads:
     """What :meth:`TrialsSql.new_trial_reads` read for a new trial."""
@@ -108,7 +88,7 @@ class NewTrialReads:
     prior: list[Any] | None
 
 
-class TrialsSql(Family):
+class TrialsSql(BestReads):
     """Trial rows: single rows, lineage queries, listing and streaming, bulk insert.
 
     A trial's write also keeps its chain link (``chain``), its search words and sketch
@@ -329,100 +309,6 @@ class TrialsSql(Family):
         return {r.exp_id: r.parent_exp for r in rows}
 
     # -- lineage queries ------------------------------------------------------------------
-
-    def best_scored(
-        self, conn: Connection, project: Project, *, before_seq: int | None = None, excluding: str | None = None
-    ) -> Trial | None:
-        """The best scored trial under the project's best policy (ties to the lowest seq).
-
-        Indexed either way, so the cost does not grow with the project: the ``kept``
-        policy reads one index range per eligible status (``project_id, status,
-        core_metric, seq``); the ``fieldkit`` policy, eligible for all but one status,
-        walks ``project_id, core_metric, seq`` and skips the excluded status. ``excluding``:
-        the best of the other trials (a trial judged against the best when it finishes).
-        """
-        return self.fetch_best(project, self.best_cursor(conn, project, before_seq=before_seq, excluding=excluding))
-
-    def best_cursor(
-        self, conn: Connection, project: Project, *, before_seq: int | None = None, excluding: str | None = None
-    ) -> Any:
-        """:meth:`best_scored`'s statement, sent; its rows not read yet (:meth:`fetch_best`)."""
-        order = "core_metric ASC" if project.lower_is_better else "core_metric DESC"
-        where = "project_id = ? AND core_metric IS NOT NULL"
-        params: list[Any] = [project.id]
-        if before_seq is not None:
-            # "+seq": keep the planner on the metric index (walking seq would scan the project)
-            where += " AND +seq < ?"
-            params.append(before_seq)
-        if excluding is not None:
-            where += " AND exp_id <> ?"
-            params.append(excluding)
-        eligible = project.best_policy.eligible_statuses()
-        if project.best_policy is BestPolicy.FIELDKIT:
-            excluded = [label.value for label in FailureLabel if label.value not in eligible]
-            marks = ", ".join("?" * len(excluded))
-            return self.core.execute(
-                conn,
-                f"SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status NOT IN ({marks}) "
-                f"ORDER BY {order}, seq LIMIT 1",
-                (*params, *excluded),
-            )
-        # one round trip: each status's best from its own index range, glued together
-        per_status = f"SELECT * FROM (SELECT {_COLUMN_LIST} FROM trials WHERE {where} AND status = ? ORDER BY {order}, seq LIMIT 1) AS s"
-        statuses = sorted(eligible)
-        sql = " UNION ALL ".join(f"{per_status}{i}" for i in range(len(statuses)))
-        return self.core.execute(conn, sql, [value for status in statuses for value in (*params, status)])
-
-    @staticmethod
-    def fetch_best(project: Project, cursor: Any) -> Trial | None:
-        candidates = [trial_from_row(row) for row in cursor.fetchall()]
-        return ordered_best(candidates, lower_is_better=project.lower_is_better)
-
-    def first_trial(self, conn: Connection, project: Project) -> Trial | None:
-        """The project's first trial that may stand in for the best while nothing eligible
-        is scored (``BestPolicy.fallback_statuses``: never a crash, an abort or a running
-        trial); None when there is none. The one home of the best's fallback: the best
-        (``lineage.chain.current_best``), the parent a record defaults to, the progress
-        baseline and the branch tip all read it here."""
-        return _first_of(self._first_cursor(conn, project))
-
-    def _first_cursor(self, conn: Connection, project: Project) -> Any:
-        # walks (project_id, seq) and stops at the first such trial: usually the first row
-        statuses = sorted(project.best_policy.fallback_statuses())
-        return self.core.execute(
-            conn,
-            f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? AND status IN ({self.core.marks(statuses)}) "
-            "ORDER BY seq LIMIT 1",
-            (project.id, *statuses),
-        )
-
-    def tip(self, conn: Connection, project: Project) -> Trial | None:
-        """The branch tip: the most recent ``keep`` or ``baseline`` (by seq), what a git
-        loop's HEAD is and what a trial recorded without a parent forks from; None when
-        the project has neither. One index range (``project_id, status, ...``) per status."""
-        return _first_of(self._tip_cursor(conn, project))
-
-    def _tip_cursor(self, conn: Connection, project: Project) -> Any:
-        return self.core.execute(
-            conn,
-            f"SELECT {_COLUMN_LIST} FROM trials WHERE project_id = ? AND seq = (SELECT max(seq) FROM trials "
-            "WHERE project_id = ? AND status IN (?, ?))",
-            (project.id, project.id, *TIP_STATUSES),
-        )
-
-    def record_context(self, conn: Connection, project: Project, *, tip: bool) -> RecordContext:
-        """What records in the project's locked write start from, every statement sent
-        before any result is read (in a pipelined PostgreSQL write: one round trip, not
-        four): the best, the branch tip (``tip``: when there are trials), the webhooks
-        and the guardrail row (``Store.progress.hooks_and_guardrails``)."""
-        best = self.best_cursor(conn, project)
-        tip_cursor = self._tip_cursor(conn, project) if tip else None
-        hooks = self.progress.hooks_cursors(conn, cast(int, project.id))
-        return RecordContext(
-            self.fetch_best(project, best),
-            _first_of(tip_cursor) if tip_cursor is not None else None,
-            *self.progress.fetch_hooks(hooks),
-        )
 
     def chain_rows(self, conn: Connection, project: Project, exp_id: str, *, brief: bool = False) -> dict[str, Trial]:
         """Every trial reachable from ``exp_id`` by parent pointers, in one recursive query.

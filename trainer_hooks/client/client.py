@@ -6,22 +6,9 @@ Path of a point::
     log() --(in-memory deque, bounded)--> spool thread --(encoded once; SQLite spool, fsync'd)-->
     sender thread --(httpx, batches with batch_id, two in flight)--> ledger
 
-``log`` converts and checks the values and appends one record (tuples, which the garbage
-collector stops tracking: :mod:`trainer_hooks.client.points`) to a deque: a few
-microseconds per metric. The spool thread encodes what has piled up into the API's
-columnar JSON and commits it every ``spool_interval`` seconds, or sooner when a tenth
-of ``max_batch_points`` (at most half of ``max_buffer_points``) are waiting, so that a
-fast logger's first points reach an idle ledger at once; when the deque holds
-more than ``max_buffer_points`` (the disk cannot keep up) ``log`` writes to the spool
-itself instead of dropping anything. Those bytes are what the ledger gets: the sender
-sends a committed block from memory, and the spool file is the durable copy, read only
-for what is not in memory (after a restart, or past the spool's memory budget) and kept
-until the ledger acknowledged it (:mod:`trainer_hooks.client.spool`, "Bodies from
-memory"). The sender replays the spool in order
-(:func:`trainer_hooks.client.delivery.deliver`) with exponential backoff on network
-errors, timeouts and 5xx, and stops for good on a 4xx (a revoked token, say): the
-error is logged once, kept in :attr:`LedgerClient.error`, and the data stays in the spool
-for ``lineage spool flush``.
+The two threads live in :mod:`trainer_hooks.client.pipeline` (its docstring tells how a
+point travels: buffering, spooling, sending, backoff); :meth:`LedgerClient.record_trials`,
+which sends at once, in :mod:`trainer_hooks.client.batch`.
 
 :meth:`LedgerClient.close` (also run at interpreter exit, and on SIGTERM when
 ``handle_sigterm``) spools everything still in memory, then sends for at most
@@ -61,28 +48,21 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainer_hooks.client.delivery import (
-    HEARTBEAT_INTERVAL_S,
-    Backoff,
-    LedgerRejected,
-    NotPlanned,
-    Transport,
-    Unavailable,
-    deliver,
-    send_heartbeat,
-)
+from trainer_hooks.client.batch import BATCH_TRIALS, TrialBatches
+from trainer_hooks.client.delivery import LedgerRejected, Transport
 from trainer_hooks.client.outcome import TrialOutcome, declared_direction
-from trainer_hooks.client.points import Record, Row, encode_columns, step_record, step_rows, turn_rows
+from trainer_hooks.client.pipeline import SpoolPipeline
+from trainer_hooks.client.points import Record, Row, step_record, turn_rows
 from trainer_hooks.client.rank import process_rank
+from trainer_hooks.client.report import ClientReport
 from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
 from trainer_hooks.client.sysmetrics import SystemSampler, sampler_settings
 
-__all__ = ["ClientReport", "LedgerClient", "default_spool_dir"]
+__all__ = ["BATCH_TRIALS", "ClientReport", "LedgerClient", "default_spool_dir"]
 
 log = logging.getLogger("trainer_hooks.client")
 
@@ -110,8 +90,6 @@ PLANNED_STATUS = "running"
 ALERT_LEVELS = ("info", "warn", "error")
 MAX_ALERT_TITLE = 300
 MAX_ALERT_TEXT = 10_000
-#: Trials per ``POST ./trials:batch`` request of :meth:`LedgerClient.record_trials` (the server's limit).
-BATCH_TRIALS = 1000
 #: a run id names the spool file and prefixes idempotency keys (printable ASCII, no spaces)
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
@@ -121,29 +99,7 @@ def default_spool_dir() -> Path:
     return Path(os.environ.get("LINEAGE_SPOOL_DIR") or Path.home() / ".cache" / "lineage" / "spool")
 
 
-@dataclass(frozen=True)
-class ClientReport:
-    """What :meth:`LedgerClient.close` achieved."""
-
-    exp_id: str | None
-    points_logged: int
-    points_sent: int
-    pending_ops: int
-    pending_points: int
-    nonfinite_dropped: int
-    spool: str
-    error: str | None
-    #: the ledger's answer to the finish (None: no finish, or not delivered yet)
-    outcome: TrialOutcome | None = None
-    #: the spool file was deleted (everything delivered; the retention rule)
-    spool_removed: bool = False
-
-    @property
-    def delivered(self) -> bool:
-        return self.pending_ops == 0 and self.error is None
-
-
-class LedgerClient:
+class LedgerClient(SpoolPipeline, TrialBatches):
     """A run's connection to the ledger (module doc).
 
     Args:
@@ -410,53 +366,6 @@ class LedgerClient:
             body["metric_key"] = metric_key
         self._append_op("finish", body)
 
-    def record_trials(
-        self,
-        trials: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-        similar: bool = False,
-        attempts: int = 5,
-    ) -> list[dict[str, Any]]:
-        """Record finished trials now, in order, with ``POST .../trials:batch`` (not
-        spooled): each a trial body as ``POST .../trials`` takes, with an optional
-        ``idempotency_key`` of its own. Up to :data:`BATCH_TRIALS` go in one request, all
-        or nothing; more are sent as consecutive batches (each atomic). Every request has
-        an Idempotency-Key (``idempotency_key`` or a new one, ``-<n>`` per batch), so a
-        retry after a lost answer never records twice: a dropped connection or a 5xx is
-        retried up to ``attempts`` times. Returns one answer per trial (``trial``,
-        ``created``, ``is_new_best``, ``similar_prior`` with ``similar``...); a refused
-        batch raises :class:`LedgerRejected` naming ``trials[i].field`` (of its batch).
-        On a rank other than 0 nothing is sent, and the answer is empty.
-        """
-        if not self.active:
-            return []
-        key = idempotency_key or f"{self.run_id}-batch-{uuid.uuid4().hex[:12]}"
-        params = {"similar": "true"} if similar else {}
-        out: list[dict[str, Any]] = []
-        items = [dict(trial) for trial in trials]
-        for n, first in enumerate(range(0, len(items), BATCH_TRIALS)):
-            chunk = items[first : first + BATCH_TRIALS]
-            headers = {"Idempotency-Key": key if len(items) <= BATCH_TRIALS else f"{key}-{n}"}
-            backoff = Backoff(*self.backoff)
-            for attempt in range(attempts):
-                try:
-                    response = self._transport.request(
-                        "batch",
-                        "POST",
-                        f"{self._transport.prefix}/trials:batch",
-                        json={"trials": chunk},
-                        headers=headers,
-                        params=params,
-                    )
-                    break
-                except Unavailable:
-                    if attempt == attempts - 1:
-                        raise
-                    time.sleep(backoff.next())
-            out.extend(response.json()["results"])
-        return out
-
     @property
     def exp_id(self) -> str | None:
         """The trial's exp_id: given to :meth:`plan_trial`, or allocated once the ledger answered."""
@@ -523,35 +432,10 @@ class LedgerClient:
         self._push(len(rows), rows, dropped)
         self._last_step = step
 
-    def _push(self, count: int, item: Record | list[Row] | None, dropped: int) -> None:
-        if self._closed:
-            raise RuntimeError("the LedgerClient is closed")
-        if dropped:
-            self.nonfinite_dropped += dropped
-        if not count:
-            return
-        self._buffer.append(item)  # type: ignore[arg-type]
-        self._appended += count
-        if self._appended - self._drained >= self._wake_at:
-            self._wake_spooler()
-
-    def _wake_spooler(self) -> None:
-        if self._appended - self._drained >= self.max_buffer_points:
-            self._spool_buffer()  # the disk is behind: spool here rather than drop or grow
-        else:
-            self._spool_wake.set()
-
     @property
     def points_logged(self) -> int:
         """Points logged so far (in memory, spooled or sent)."""
         return self._appended
-
-    def _log_system(self, values: Mapping[str, float]) -> None:
-        """The sampler's thread: one sample at the step last logged."""
-        rows, _ = step_rows(self._last_step, values, None, time.time())
-        if rows and not self._closed:
-            self._side.append(rows)
-            self.system_points += len(rows)
 
     def _stop_sampler(self) -> dict[str, float]:
         """Stop the sampler; ``{"memory_gb": peak}`` when the run used a GPU, else ``{}``."""
@@ -682,153 +566,6 @@ class LedgerClient:
     def _transport_timeout(self) -> float:
         timeout = self._transport.http.timeout
         return float(max(t for t in (timeout.connect, timeout.read, timeout.write, timeout.pool, 1.0) if t))
-
-    # -- threads --------------------------------------------------------------------------
-
-    def _append_op(self, kind: str, body: Any) -> None:
-        if not self.active:
-            return
-        if self._closed:
-            raise RuntimeError("the LedgerClient is closed")
-        with self._spool_lock:  # ops stay in the order they were made in: the points before them first
-            self._spool_buffer()
-            self.spool.append(kind, body)
-        self._send_wake.set()
-
-    def _spool_buffer(self) -> None:
-        """Move everything in the deque to the spool, in order (one transaction)."""
-        with self._spool_lock:
-            chunks: list[tuple[bytes, int]] = []
-            count = drained = 0
-            side: list[list[Row]] = []
-            taken: list[Record | list[Row]] = []
-            try:
-                while self._side:
-                    side.append(self._side.popleft())
-                    count += len(side[-1])
-                pending: list[Record | list[Row]] = list(side)
-                while self._buffer:
-                    item = self._buffer.popleft()
-                    taken.append(item)
-                    pending.append(item)
-                    n = len(item[3]) if type(item) is tuple else len(item)  # a record's values, or rows
-                    count += n
-                    drained += n
-                    if count >= self.max_batch_points:
-                        chunks.append(encode_columns(pending))
-                        pending, count = [], 0
-                if pending:
-                    chunks.append(encode_columns(pending))
-                self.spool.append_points(chunks)
-            except BaseException:  # a full disk, a SIGTERM's SystemExit: the rows go back, in order
-                self._buffer.extendleft(reversed(taken))
-                self._side.extendleft(reversed(side))
-                raise
-            self._drained += drained
-        if chunks:
-            self._send_wake.set()
-
-    def _spool_loop(self) -> None:
-        while not self._closing.is_set():
-            self._spool_wake.wait(self.spool_interval)
-            self._spool_wake.clear()
-            try:
-                self._spool_buffer()
-            except Exception:  # a full disk, say: keep the points in memory and retry
-                log.exception("ledger: cannot write the spool %s", self.spool.path)
-
-    def _send_loop(self) -> None:
-        backoff = Backoff(*self.backoff)
-        while not self._stop_sending.is_set():
-            held = self.spool.pending() if self._unreachable_since is not None else (0, 0)
-
-            def sent(count: int, held: tuple[int, int] = held) -> None:
-                self._reachable_again(held)
-                self._count_sent(count)
-
-            try:
-                deliver(
-                    self.spool,
-                    self._transport,
-                    max_points=self.max_batch_points,
-                    should_stop=self._stop_sending.is_set,
-                    on_sent=sent,
-                    final=lambda: self._closed,
-                    wake=self._send_wake,
-                )
-                self._reachable_again(held)
-                backoff.reset()
-                self._heartbeat()
-                self._send_wake.wait(self.spool_interval)
-                self._send_wake.clear()
-            except NotPlanned:  # the plan may be the next op the run appends
-                self._send_wake.wait(self.spool_interval)
-                self._send_wake.clear()
-            except Unavailable as exc:
-                wait = backoff.next()
-                if self._unreachable_since is None:
-                    self._unreachable_since = time.monotonic()
-                    log.warning(
-                        "ledger at %s unreachable (%s); the run goes on, its writes are held in %s and retried",
-                        self.base_url,
-                        exc,
-                        self.spool.path,
-                    )
-                else:
-                    log.debug("ledger still unavailable (%s); retrying in %.2f s", exc, wait)
-                self._stop_sending.wait(wait)
-            except LedgerRejected as exc:
-                self.error = exc
-                log.error("%s", exc)
-                return
-            except Exception as exc:  # a bug or a broken spool: never take the trainer down
-                log.exception("ledger sender stopped")
-                self.error = LedgerRejected(
-                    0, f"{type(exc).__name__}: {exc}", kind="sender", spool=str(self.spool.path)
-                )
-                return
-
-    def _heartbeat(self) -> None:
-        """On the sender thread, with the spool delivered: every HEARTBEAT_INTERVAL_S, tell
-        the ledger the planned trial still runs (until its finish is delivered). A trial the
-        ledger no longer has running (its lease lapsed, or it was finished elsewhere) ends
-        the heartbeats with one warning; an unreachable ledger is retried next time."""
-        if not self._beating or not self.spool.get("exp_id") or self.spool.get("outcome"):
-            return
-        now = time.monotonic()
-        if now - self._last_beat < HEARTBEAT_INTERVAL_S:
-            return
-        self._last_beat = now
-        try:
-            running = send_heartbeat(self.spool, self._transport)
-        except (Unavailable, LedgerRejected) as exc:
-            log.debug("ledger: heartbeat not delivered (%s); retrying in %.0f s", exc, HEARTBEAT_INTERVAL_S)
-            return
-        if not running:
-            self._beating = False
-            log.warning(
-                "ledger: trial %s is no longer running on the ledger (its lease lapsed, or it was finished "
-                "elsewhere); heartbeats stop, the finish is still sent",
-                self.spool.get("exp_id"),
-            )
-
-    def _count_sent(self, count: int) -> None:
-        self.points_sent += count
-
-    def _reachable_again(self, held: tuple[int, int]) -> None:
-        """After an outage, the one line saying that delivery resumed (``held``: the spool's
-        unsent ops and points when the ledger answered again)."""
-        if self._unreachable_since is None:
-            return
-        away = time.monotonic() - self._unreachable_since
-        self._unreachable_since = None
-        log.warning(
-            "ledger at %s reachable again after %.1f s; delivering the %d points (%d writes) held in the spool",
-            self.base_url,
-            away,
-            held[1],
-            held[0],
-        )
 
 
 _sigterm_installed = False

@@ -8,13 +8,17 @@ service-level use-cases (import into a project, watch, record, git) are in
 :func:`write_trials`) and re-exports the names other modules use; the rules live in
 its modules, one job each:
 
-* :mod:`.vocabulary` -- status words, column-name and direction words, what a cell is
-  worth (:func:`map_status`, :func:`metric_value`, :func:`typed_cell`);
+* :mod:`.status_words` -- status words and their labels (:func:`map_status`);
+* :mod:`.vocabulary` -- column-name and direction words (re-exports the status words and
+  the cells);
+* :mod:`.cells` -- what a cell is worth (:func:`metric_value`, :func:`typed_cell`);
 * :mod:`.layout` -- :class:`ImportOptions`, :class:`Layout`, :func:`default_layout`,
   number formats, the reserved ``extra`` keys;
-* :mod:`.rows` -- :class:`RowParser` (the hot path and the repairs), :func:`split_lines`;
+* :mod:`.rows` -- :class:`RowParser` (the hot path), :func:`split_lines`;
+* :mod:`.repairs` -- the repairs of hand-written rows (a mixin of :class:`RowParser`);
 * :mod:`.header` -- the first line: delimiter, header or data, where the rows begin;
 * :mod:`.infer` -- :func:`infer_layout` (columns and their roles), :func:`parse_table`;
+* :mod:`.roles` -- the steps of :func:`infer_layout`, one column role each;
 * :mod:`.direction` -- :func:`infer_direction`, :func:`decide_direction` (the rule and
   its thresholds);
 * :mod:`.lineage` -- :class:`LineageBuilder` (exp_id, parent, baseline, delta);

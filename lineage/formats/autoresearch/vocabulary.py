@@ -1,8 +1,11 @@
-"""The words of a results table: status words and the labels they map to, the names of
-columns (status, description, parent, commit, id) and of directions (``loss`` lower,
-``score`` higher, ``memory_gb`` a resource), and what a cell is worth: :func:`map_status`,
-:func:`parse_number`, :func:`metric_value` (``-999``, ``n/a``, a crash's ``0`` are no
-result) and :func:`typed_cell` (a numeric extra column's cell).
+"""The words of a results table's columns: the names of columns (status, description,
+parent, commit, id, long-format name/value) and of directions (``loss`` lower, ``score``
+higher, ``memory_gb`` a resource, ``tok_per_sec`` a rate): :func:`name_tokens`,
+:func:`direction_of_name`, :func:`is_resource`, :func:`is_id_column`.
+
+The status words (:mod:`~lineage.formats.autoresearch.status_words`: :func:`map_status`) and
+what a cell is worth (:mod:`~lineage.formats.autoresearch.cells`: :func:`parse_number`,
+:func:`metric_value`, :func:`typed_cell`) have modules of their own, re-exported here.
 
 Pure values and functions; no layout, no file. The other modules of
 :mod:`lineage.formats.autoresearch` read these tables.
@@ -11,244 +14,69 @@ Pure values and functions; no layout, no file. The other modules of
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
 
-from lineage.domain import (
-    MAX_LONG_TEXT,
-    MAX_SHORT_TEXT,
-    NO_RESULT_LABELS,
-    NO_RESULT_NUMBERS,
-    FailureLabel,
-    is_no_result,
+from lineage.domain import MAX_LONG_TEXT, MAX_SHORT_TEXT, FailureLabel
+
+# the status words and the cell values have modules of their own; re-exported here, where
+# the other modules of the package (and the package's ``__init__``) import them from
+from lineage.formats.autoresearch.cells import (
+    PLACEHOLDER_NUMBERS,
+    PLACEHOLDERS,
+    is_number,
+    metric_value,
+    parse_number,
+    typed_cell,
 )
-from lineage.errors import InvalidInput
-
-
-def _words(label: FailureLabel, *words: str) -> dict[str, FailureLabel]:
-    return {w: label for w in words}
-
-
-#: Status words (normalised: stripped, lower case, ``-`` and spaces as ``_``) -> label.
-#: Every label's own name maps to itself. A word not here maps to ``discard`` (see
-#: :func:`map_status`).
-STATUS_WORDS: dict[str, FailureLabel] = {
-    **{label.value: label for label in FailureLabel},
-    **_words(
-        FailureLabel.KEEP,
-        "kept",
-        "keeper",
-        "accept",
-        "accepted",
-        "improved",
-        "improvement",
-        "improves",
-        "better",
-        "new_best",
-        "best",
-        "success",
-        "successful",
-        "succeeded",
-        "pass",
-        "passed",
-        "ok",
-        "good",
-        "win",
-        "won",
-        "advance",
-        "advanced",
-        "committed",
-        "merged",
-        "merge",
-        "yes",
-        "y",
-        "true",
-        "✓",
-        "✔",
-        "✅",
-        "+",
-        # other languages
-        "behalten",
-        "beibehalten",
-        "garder",
-        "gardé",
-        "garde",
-        "conservé",
-        "conserver",
-        "mantener",
-        "mantenido",
-        "conservado",
-        "manter",
-        "mantido",
-        "tenere",
-        "tenuto",
-        "保留",
-        "保持",
-        "採用",
-        "유지",
-    ),
-    **_words(
-        FailureLabel.DISCARD,
-        "discarded",
-        "revert",
-        "reverted",
-        "reverting",
-        "reject",
-        "rejected",
-        "worse",
-        "regress",
-        "regressed",
-        "regression",
-        "no_improvement",
-        "no_gain",
-        "rollback",
-        "rolled_back",
-        "reset",
-        "drop",
-        "dropped",
-        "skip",
-        "skipped",
-        "no",
-        "n",
-        "false",
-        "neutral",
-        "same",
-        "equal",
-        "tie",
-        "✗",
-        "✘",
-        "❌",
-        "-",
-        "verworfen",
-        "verwerfen",
-        "zurückgesetzt",
-        "rejeté",
-        "rejete",
-        "annulé",
-        "descartar",
-        "descartado",
-        "descartada",
-        "revertido",
-        "scartato",
-        "丢弃",
-        "放弃",
-        "回滚",
-        "不採用",
-        "却下",
-        "폐기",
-    ),
-    **_words(
-        FailureLabel.CRASH,
-        "crashed",
-        "error",
-        "errored",
-        "fail",
-        "failed",
-        "failure",
-        "exception",
-        "oom",
-        "out_of_memory",
-        "cuda_oom",
-        "nan",
-        "diverged",
-        "divergence",
-        "broken",
-        "segfault",
-        "died",
-        "absturz",
-        "abgestürzt",
-        "fehler",
-        "plantage",
-        "planté",
-        "erreur",
-        "fallo",
-        "falló",
-        "error_fatal",
-        "崩溃",
-        "错误",
-        "失败",
-        "クラッシュ",
-        "エラー",
-        "失敗",
-        "오류",
-    ),
-    **_words(
-        FailureLabel.HARNESS_ABORT,
-        "killed",
-        "abort",
-        "aborted",
-        "cancelled",
-        "canceled",
-        "interrupted",
-        "preempted",
-        # not a result yet: never the best, updated when the loop rewrites the row
-        "running",
-        "pending",
-        "in_progress",
-        "queued",
-        "started",
-        "wip",
-        "todo",
-    ),
-    **_words(
-        FailureLabel.TRAIN_BUDGET_OVERRUN,
-        "timeout",
-        "timed_out",
-        "time_out",
-        "time_limit",
-        "over_budget",
-        "budget_exceeded",
-        "overtime",
-        "too_slow",
-    ),
-    **_words(FailureLabel.EVAL_BUDGET_OVERRUN, "eval_timeout", "eval_timed_out", "eval_over_budget"),
-    **_words(
-        FailureLabel.PREFLIGHT_CRASH,
-        "compile_error",
-        "syntax_error",
-        "build_failed",
-        "import_error",
-        "preflight_failed",
-    ),
-    **_words(FailureLabel.SIZE_BLOCKED, "too_big", "too_large", "oversize", "oversized", "param_limit"),
-    **_words(FailureLabel.DISQUALIFIED, "dq", "invalid", "cheat", "cheated", "leak", "leaked"),
-    **_words(FailureLabel.BASELINE, "base", "reference", "ref", "initial", "init", "original"),
-}
-
-#: Labels of rows that did not produce a result: their ``0`` metric is "no result"
-#: (the rule is ``lineage.domain.is_no_result``, shared with every other writer).
-CRASH_LIKE = NO_RESULT_LABELS
-#: Labels that advance the loop's branch (a later row's parent).
-ADVANCING = frozenset({FailureLabel.KEEP, FailureLabel.BASELINE})
-#: A word not in :data:`STATUS_WORDS` becomes this label.
-UNKNOWN_LABEL = FailureLabel.DISCARD
-
-#: Cells that mean "no result" in a number column (compared lower case, stripped).
-PLACEHOLDERS = frozenset(
-    {
-        "",
-        "-",
-        "--",
-        "—",
-        "–",
-        "n/a",
-        "na",
-        "nan",
-        "-nan",
-        "none",
-        "null",
-        "?",
-        "inf",
-        "-inf",
-        "+inf",
-        "infinity",
-        "-infinity",
-        "x",
-        "missing",
-    }
+from lineage.formats.autoresearch.status_words import (
+    ADVANCING,
+    CRASH_LIKE,
+    STATUS_WORDS,
+    UNKNOWN_LABEL,
+    map_status,
+    normalize_word,
+    parse_status_map,
 )
-#: Numbers that mean "no result" on any row.
-PLACEHOLDER_NUMBERS = NO_RESULT_NUMBERS
+
+__all__ = [
+    "ADVANCING",
+    "COMMIT_COLUMN_NAMES",
+    "COUNTED_WORDS",
+    "CRASH_LIKE",
+    "DESCRIPTION_COLUMN_NAMES",
+    "HEX",
+    "HIGHER_WORDS",
+    "ID_COLUMN_NAMES",
+    "ID_SUFFIXES",
+    "LONG_NAME_COLUMNS",
+    "LONG_NAME_SURE",
+    "LONG_VALUE_COLUMNS",
+    "LOWER_WORDS",
+    "NOT_MEASURED_WORDS",
+    "NUMBER_FIELD_COLUMNS",
+    "PARENT_COLUMN_NAMES",
+    "PLACEHOLDERS",
+    "PLACEHOLDER_NUMBERS",
+    "RESOURCE_WORDS",
+    "SECOND_UNITS",
+    "STATUS_COLUMN_NAMES",
+    "STATUS_WORDS",
+    "TEXT_FIELD_COLUMNS",
+    "TIME_UNITS",
+    "UNKNOWN_LABEL",
+    "VERDICT_WORDS",
+    "direction_of_name",
+    "is_id_column",
+    "is_number",
+    "is_rate",
+    "is_resource",
+    "map_status",
+    "metric_value",
+    "name_tokens",
+    "normalize_word",
+    "parse_number",
+    "parse_status_map",
+    "typed_cell",
+]
 
 STATUS_COLUMN_NAMES = (
     "status",
@@ -602,10 +430,6 @@ _WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z])(?=[A-Z])")
 _LETTERS_THEN_DIGITS = re.compile(r"([a-z]{2,})[0-9]+")
 
 
-def normalize_word(word: str) -> str:
-    return word.strip().lower().replace("-", "_").replace(" ", "_") if word.strip() not in ("-", "+") else word.strip()
-
-
 def name_tokens(name: str) -> list[str]:
     """``val_bpb`` -> ``["val", "bpb"]``; ``winRate`` -> ``["win", "rate"]``; also the whole
     name, and the letters of a word that ends in digits (``val_map50`` -> ``map50``, ``map``)."""
@@ -643,98 +467,6 @@ def is_id_column(name: str) -> bool:
         return True
     tokens = [t.lower() for t in _WORD_SPLIT.split(name) if t]
     return bool(tokens) and tokens[-1] in ID_SUFFIXES
-
-
-def map_status(word: str, extra_map: Mapping[str, str] | None = None) -> tuple[FailureLabel, bool]:
-    """``(label, known)`` of a status word: ``extra_map`` first (``--status-map``), then
-    :data:`STATUS_WORDS`; unknown words are ``(discard, False)``."""
-    key = normalize_word(word)
-    if extra_map:
-        mapped = extra_map.get(key)
-        if mapped is not None:
-            return FailureLabel(mapped), True
-    label = STATUS_WORDS.get(key)
-    if label is not None:
-        return label, True
-    return UNKNOWN_LABEL, False
-
-
-def parse_status_map(text: str | Sequence[str] | None) -> dict[str, str]:
-    """``"oom=crash,flaky=discard"`` (or a list of such) -> normalised ``{word: label}``.
-    A word may hold a comma: a piece without ``=`` belongs to the next pair's word
-    (``best(a:1%,b:2%)=keep``); the label is after the last ``=``."""
-    if not text:
-        return {}
-    items = [text] if isinstance(text, str) else list(text)
-    out: dict[str, str] = {}
-    for item in items:
-        pending = ""  # a piece without "=": the start of a word that holds a comma
-        for piece in item.split(","):
-            pair = f"{pending},{piece}" if pending else piece
-            if "=" not in pair:
-                pending = pair
-                continue
-            pending = ""
-            if not pair.strip():
-                continue
-            word, _sep, label = pair.rpartition("=")
-            if not word.strip():
-                raise InvalidInput("status_map", f"{pair.strip()!r} is not WORD=LABEL")
-            out[normalize_word(word)] = FailureLabel.parse(label.strip(), field_name="status_map").value
-        if pending.strip():
-            raise InvalidInput("status_map", f"{pending.strip()!r} is not WORD=LABEL")
-    return out
-
-
-def parse_number(cell: str) -> float | None | bool:
-    """A cell as a number: a float, None for a placeholder, False when it is neither."""
-    try:
-        value = float(cell)
-    except ValueError:
-        text = cell.strip()
-        if text.endswith("%"):
-            try:
-                value = float(text[:-1])
-            except ValueError:
-                return False
-        elif text.lower() in PLACEHOLDERS:
-            return None
-        else:
-            return False
-    if value - value != 0.0:  # NaN or infinite
-        return None
-    return value
-
-
-def is_number(cell: str) -> bool:
-    """Whether ``cell`` is a number (``0`` included), not a placeholder or a word."""
-    value = parse_number(cell)
-    return value is not False and value is not None
-
-
-def metric_value(cell: str, label: FailureLabel | None) -> float | None | bool:
-    """The metric of a cell on a row of ``label``: None for "no result", False if not a number."""
-    value = parse_number(cell)
-    if value is None or value is False:
-        return value
-    if is_no_result(value, label):
-        return None
-    return value
-
-
-def typed_cell(cell: str) -> Any:
-    """A cell of a numeric extra column: int, float, None (empty) or the text as written
-    (a placeholder, a ``%`` number, anything else)."""
-    if not cell:
-        return None
-    if cell[-1] != "%":
-        try:
-            value = float(cell)
-        except ValueError:
-            return cell
-        if value - value == 0.0:
-            return int(cell) if cell.lstrip("+-").isdigit() else value
-    return cell
 
 
 def direction_of_name(name: str) -> bool | None:

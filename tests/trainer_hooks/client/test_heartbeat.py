@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.trainer_hooks.client.conftest import fast_client
-from trainer_hooks.client import client as client_module
+from trainer_hooks.client import pipeline as pipeline_module
 
 #: an upper bound for the sender to get a write out, on a busy machine (a deadline, not a timing)
 DEADLINE_S = 120.0
@@ -48,7 +48,7 @@ def test_a_planned_trial_is_running_and_heartbeated_until_it_finishes(serve, tmp
 def test_a_trial_ended_on_the_ledger_stops_the_heartbeats_with_one_warning(
     serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(client_module, "HEARTBEAT_INTERVAL_S", 0.0)  # a beat every sender round
+    monkeypatch.setattr(pipeline_module, "HEARTBEAT_INTERVAL_S", 0.0)  # a beat every sender round
     db = str(tmp_path / "ledger.db")
     server = serve(db)
     client = fast_client(server.url, tmp_path / "spool")
