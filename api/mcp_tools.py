@@ -183,7 +183,7 @@ def get_prompt(
     )[1]
 
 
-def session_start(ledger: Ledger, project: str, specialist: str = "") -> str:
+def session_start(ledger: Ledger, project: ProjectArg, specialist: SpecialistArg = "") -> str:
     """The ``session_start`` MCP prompt: get_prompt's wrapped prompt, with the defaults."""
     return ledger.agent.prompt_document(project, specialist=specialist, wrap=True, base_url=None, face="mcp")[1]
 
