@@ -79,6 +79,9 @@ Lineage Ledger: the research loop's memory.
 4. Record each finished trial with record_trial: status, core_metric (the project's metric),
    hypothesis. Leave parent_exp out to fork from the branch tip (the last keep); leave exp_id out to get the
    next number; pass an idempotency_key and reuse it on retries. Never send delta_vs_best.
+5. With other agents on the same project: get_frontier (the best, the branch tip, who runs what), then
+   claim_trial (hypothesis, owner) before running an idea; heartbeat while it runs; finish it with
+   update_trial (status auto and core_metric).
 """
 
 
