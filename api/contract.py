@@ -105,6 +105,8 @@ CONFLICTS: dict[str, str] = {
     "create_token": "A token of this name exists",
     "revoke_token": "The last active admin token (revoke it locally with `lineage token revoke --last-admin`)",
     "heartbeat": "The trial is not running (it finished, or its lease lapsed): the problem names status",
+    "claim_trial": "Another owner runs a close idea and the project refuses duplicate claims (the problem names "
+    "that claim's exp_id and owner), or this Idempotency-Key holds another claim",
 }
 
 #: (from endpoint, status) -> {link name: (to endpoint, {parameter: runtime expression})}.

@@ -30,12 +30,14 @@ Access
     (reads: reader, writes: writer) and the server's anonymous-read setting. A call
     without the token it needs is an error naming the fix: a tool error for a tool, a
     JSON-RPC error (its message the same JSON text) for the prompt and the resource.
-    Listings (tools, prompts, resources) show the server's shape, no ledger data, and
-    are open.
+    Listings (tools, prompts, resources) are open: they show the server's shape. The
+    resources list each project's prompt (``lineage://projects/SLUG/prompt``) to a caller
+    who may read them, and none to another.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.metadata
 import inspect
@@ -77,6 +79,9 @@ Lineage Ledger: the research loop's memory.
 4. Record each finished trial with record_trial: status, core_metric (the project's metric),
    hypothesis. Leave parent_exp out to fork from the branch tip (the last keep); leave exp_id out to get the
    next number; pass an idempotency_key and reuse it on retries. Never send delta_vs_best.
+5. With other agents on the same project: get_frontier (the best, the branch tip, who runs what), then
+   claim_trial (hypothesis, owner) before running an idea; heartbeat while it runs; finish it with
+   update_trial (status auto and core_metric).
 """
 
 
@@ -147,9 +152,19 @@ class _Access:
         self.exposed = exposed
 
     def check(self, ctx: Any, role: Role) -> None:
+        self.check_headers(_headers(ctx), role)
+
+    def allows(self, headers: Any, role: Role) -> bool:
+        """Whether a request with ``headers`` (None: none, or stdio) may use ``role``."""
+        try:
+            self.check_headers(headers, role)
+        except LedgerError:
+            return False
+        return True
+
+    def check_headers(self, headers: Any, role: Role) -> None:
         if self.anonymous_read is None:  # stdio: the caller's own database
             return
-        headers = _headers(ctx)
         header = headers.get("authorization") if headers is not None else None
         try:
             check_access(
@@ -195,14 +210,45 @@ def _bind(
     return call
 
 
+class _LedgerServer(MCPServer):
+    """The SDK's server whose ``resources/list`` also lists each project's prompt resource
+    (a template alone shows in ``resources/templates/list``, which many clients never ask)."""
+
+    ledger: Ledger
+    access: _Access
+
+    async def _handle_list_resources(self, ctx: Any, params: Any) -> Any:  # mcp 2.x's handler
+        listed = await super()._handle_list_resources(ctx, params)
+        if self.access.allows(getattr(getattr(ctx, "request", None), "headers", None), PROMPT_ROLE):
+            listed.resources.extend(await asyncio.to_thread(self.project_prompts))
+        return listed
+
+    def project_prompts(self) -> list[Any]:
+        """One resource per project: its session-start prompt (``PROMPT_RESOURCE``)."""
+        from mcp.types import Resource
+
+        return [
+            Resource(
+                uri=PROMPT_RESOURCE.format(project=project.slug),
+                name=f"prompt of {project.slug}",
+                description=f"The session-start prompt of project {project.slug!r} (Markdown).",
+                mime_type="text/markdown",
+            )
+            for project in self.ledger.projects.projects()
+        ]
+
+
 def build_server(ledger: Ledger, *, anonymous_read: bool | None = None, exposed: bool = False) -> MCPServer:
     """The MCP server over ``ledger``: the tools of :data:`api.mcp_tools.TOOLS`, the
     ``session_start`` prompt and the prompt resource. ``anonymous_read`` None: stdio, no
     access checks; True/False: HTTP, each call checked as the JSON API checks a request
     (``exposed``: the server listens on a non-loopback address, as the API's setting)."""
     # log_level: the SDK configures the root logger; the server's own logging stays as it is
-    server = MCPServer(name="lineage-ledger", instructions=INSTRUCTIONS, version=package_version(), log_level="WARNING")
+    server = _LedgerServer(
+        name="lineage-ledger", instructions=INSTRUCTIONS, version=package_version(), log_level="WARNING"
+    )
     access = _Access(ledger, anonymous_read, exposed)
+    server.ledger, server.access = ledger, access
     for tool in TOOLS:
         server.add_tool(
             _bind(tool.function, ledger, access, tool.role, _tool_error),

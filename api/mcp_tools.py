@@ -183,7 +183,7 @@ def get_prompt(
     )[1]
 
 
-def session_start(ledger: Ledger, project: str, specialist: str = "") -> str:
+def session_start(ledger: Ledger, project: ProjectArg, specialist: SpecialistArg = "") -> str:
     """The ``session_start`` MCP prompt: get_prompt's wrapped prompt, with the defaults."""
     return ledger.agent.prompt_document(project, specialist=specialist, wrap=True, base_url=None, face="mcp")[1]
 
@@ -367,6 +367,42 @@ def heartbeat(
     return ledger.leases.heartbeat(project, exp_id, owner=owner).to_dict()
 
 
+def claim_trial(
+    ledger: Ledger,
+    project: ProjectArg,
+    hypothesis: Annotated[str, Field(description="The idea you are about to run, in words.")],
+    owner: Annotated[str, Field(description="Who runs it: your name or run id (heartbeats name it too).")],
+    parent_exp: Annotated[
+        str | None, Field(description="The trial it forks from; left out: the branch tip (the last keep).")
+    ] = None,
+    notes: Annotated[str | None, Field(description="Knob changes or a patch summary.")] = None,
+    idempotency_key: Annotated[
+        str | None, Field(description="Your key for this claim; a retry with it gets the same claim back.")
+    ] = None,
+) -> dict[str, Any]:
+    """Claim an idea before running it, so parallel agents do not run it twice: it becomes
+    a running trial held by owner, with its near-duplicates among the trials tried and
+    other agents' running claims (and warnings naming them). A project that refuses
+    duplicate claims answers an error naming the running claim and its owner instead:
+    pick another idea. Keep the claim alive with heartbeat; finish it with update_trial
+    (status auto and core_metric: the ledger decides keep or discard)."""
+    return ledger.claims.claim(
+        project, hypothesis, owner=owner, parent_exp=parent_exp, notes=notes, idempotency_key=idempotency_key
+    ).to_dict()
+
+
+def list_running(ledger: Ledger, project: ProjectArg) -> dict[str, Any]:
+    """Who is running what: the project's running trials, oldest first: exp_id, owner,
+    hypothesis, since, last heartbeat. Read it before claiming an idea."""
+    return {"items": [lease.to_dict() for lease in ledger.leases.running(project)]}
+
+
+def get_frontier(ledger: Ledger, project: ProjectArg) -> dict[str, Any]:
+    """Where the project's agents stand, in one read: the best trial, the branch tip (what
+    a trial without parent_exp forks from) and the running claims (who is running what)."""
+    return ledger.claims.frontier(project).to_dict()
+
+
 # -- the agent's memory ----------------------------------------------------------------------
 
 
@@ -463,6 +499,9 @@ TOOLS: tuple[McpTool, ...] = (
     McpTool(record_trials, Role.WRITER),
     McpTool(update_trial, Role.WRITER),
     McpTool(heartbeat, Role.WRITER),
+    McpTool(claim_trial, Role.WRITER),
+    McpTool(list_running, Role.READER),
+    McpTool(get_frontier, Role.READER),
     McpTool(find_similar, Role.READER),
     McpTool(get_summary, Role.READER),
     McpTool(list_alerts, Role.READER),

@@ -35,10 +35,14 @@ from api.trial_schemas import (  # noqa: F401
     FILTER_HELP,
     SORT_HELP,
     BatchOut,
+    ClaimIn,
+    ClaimOut,
+    FrontierOut,
     HeartbeatIn,
     LeaseOut,
     LineageOut,
     RecordOut,
+    RunningOut,
     SimilarOut,
     TrialBatchIn,
     TrialBatchItem,
@@ -115,6 +119,11 @@ class ProjectUpdate(Strict):
         le=MAX_LEASE_S,
         description="seconds a running trial stays running without a heartbeat before it becomes "
         f"harness_abort (default {DEFAULT_LEASE_S}); null: the default",
+    )
+    duplicate_claims: Literal["warn", "refuse"] | None = Field(
+        None,
+        description="what a claim close to another owner's running claim gets: warn (kept, with a warning; "
+        "the default) or refuse (409); null: the default",
     )
 
 

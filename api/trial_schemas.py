@@ -187,6 +187,52 @@ class RecordOut(BaseModel):
     )
 
 
+class ClaimIn(Strict):
+    """An idea to claim before running it: recorded as a running trial held by ``owner``,
+    unless the project refuses duplicate claims and another owner runs a close idea."""
+
+    hypothesis: Annotated[LongText, Field(min_length=1)] = Field(description="The idea, in words")
+    owner: Annotated[ShortText, Field(min_length=1)] = Field(description="Who runs it (a run id, an agent)")
+    parent_exp: ShortText | None = Field(None, description="The trial it forks from; left out: the branch tip")
+    notes: LongText | None = Field(None, description="Knob changes or a patch summary")
+    extra: JsonObject | None = Field(None, description="Free-form fields (knobs, commit) kept with the trial")
+
+
+class ClaimedOut(SimilarOut):
+    """Another owner's running claim close to this one."""
+
+    owner: str
+
+
+class ClaimDuplicatesOut(BaseModel):
+    tried: list[SimilarOut] = Field(description="Trials tried already whose idea is close, closest first")
+    running: list[ClaimedOut] = Field(description="Other owners' running claims whose idea is close")
+
+
+class ClaimOut(BaseModel):
+    trial: TrialOut
+    lease: LeaseOut | None = Field(description="The claim's lease (null: a replayed claim that has ended)")
+    #: False: the claim was already stored (a retry with the same Idempotency-Key)
+    created: bool
+    duplicates: ClaimDuplicatesOut
+    warnings: list[str] = Field(description="The near-duplicates, and what the ledger read differently, in words")
+
+
+class RunningOut(BaseModel):
+    """Who is running what: the project's running trials, oldest first."""
+
+    items: list[LeaseOut]
+
+
+class FrontierOut(BaseModel):
+    """Where the project's agents stand: the best, the branch tip (what a trial without a
+    parent forks from) and the running claims, oldest first."""
+
+    best: TrialOut | None
+    tip: TrialOut | None
+    running: list[LeaseOut]
+
+
 class TrialBatchItem(TrialCreate):
     """One trial of a batch: the body of ``POST .../trials``, with its own optional key."""
 

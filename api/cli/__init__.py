@@ -11,6 +11,7 @@ module         commands
 ``loops``      record, watch, plot
 ``memory``     similar, summary, guardrail, hook
 ``alerts``     alerts
+``claims``     claim, running
 ``skill``      skill (the agent skill: SKILL.md and an AGENTS.md snippet)
 =============  ===============================================================
 
@@ -29,7 +30,7 @@ registers ``lineage spool flush`` there, so no module of ``api`` imports trainer
 
 from __future__ import annotations
 
-from api.cli import alerts, files, loops, memory, projects, serve, skill, trials
+from api.cli import alerts, claims, files, loops, memory, projects, serve, skill, trials
 from api.cli.base import cli
 
 __all__ = ["cli", "main"]
@@ -56,6 +57,8 @@ for _command in (
     memory.guardrail,
     memory.hook,
     alerts.alerts,
+    claims.claim,
+    claims.running,
     skill.skill,
 ):
     cli.add_command(_command)

@@ -19,6 +19,7 @@ module         routes
 ``tokens``     ``/tokens``, ``/access``
 ``explore``    the researcher's explorer and knob view: ``/projects/{p}/explore``, ``/knobs``
 ``alerts``     alerts from training code: ``/projects/{p}/alerts``, ``.../trials/{exp}/alerts``
+``claims``     parallel agents: ``/projects/{p}/claims``, ``/running``, ``/frontier``
 =============  =====================================================================
 
 ``install_routes`` includes them in the order of ``ROUTERS``; the OpenAPI document lists
@@ -38,6 +39,7 @@ POST     /projects/{p}/trials:batch                       writer  record up to 1
 GET      /projects/{p}/trials                             reader  filter, sort, cursor; TSV
 GET      /projects/{p}/trials/{exp}                       reader  one trial
 PATCH    /projects/{p}/trials/{exp}                       writer  status, metric, notes, ...
+POST     /projects/{p}/trials/{exp}/heartbeat             writer  keep a running trial alive (409)
 GET      /projects/{p}/trials/{exp}/lineage               reader  chain from the root
 GET      /projects/{p}/trials.tsv                         reader  the whole table as TSV
 POST     /projects/{p}/trials.tsv                         writer  atomic TSV import
@@ -53,6 +55,9 @@ GET      /projects/{p}/knowledge                          reader  KNOWLEDGE.md /
 GET      /projects/{p}/similar?q=TEXT                     reader  "was this tried?"
 POST     /projects/{p}/similar                            reader  the same, q in a JSON body
 GET      /projects/{p}/summary                            reader  progress, trend, guardrails
+POST     /projects/{p}/claims                             writer  claim an idea (201/200/409)
+GET      /projects/{p}/running                            reader  who is running what
+GET      /projects/{p}/frontier                           reader  best, branch tip, running claims
 GET      /projects/{p}/guardrails                         reader  policy and trips
 PUT      /projects/{p}/guardrails                         writer  set the policy
 GET      /projects/{p}/hooks                              admin   webhooks
@@ -70,7 +75,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from api.routes import agent, alerts, explore, ops, projects, telemetry, tokens, trials
+from api.routes import agent, alerts, claims, explore, ops, projects, telemetry, tokens, trials
 from api.routes.fast_record import FastRecordRoute
 
 __all__ = ["install_routes"]
@@ -86,6 +91,7 @@ ROUTERS = (
     tokens.access_router,
     explore.router,
     alerts.router,
+    claims.router,
 )
 
 

@@ -18,6 +18,7 @@ part) in its constructor, so every call can be followed from the face to the SQL
 ``tokens``          Tokens (:mod:`lineage.auth`)                   create/list/revoke/verify tokens, principal, anonymous access
 ``alerts``          Alerts (:mod:`lineage.alerts`)                 record_alert, alerts, alerts_page
 ``leases``          Leases (:mod:`lineage.leases`)                 heartbeat, running, settle, sweep (running trials)
+``claims``          Claims (:mod:`lineage.service.claims`)         claim (an idea, with its near-duplicates), frontier
 ==================  =============================================  ==========================================
 
 The SQL under every part is ``ledger.store`` (:mod:`lineage.store`). A wing never imports
@@ -41,6 +42,7 @@ from lineage.domain import ImportReport, RecordResult
 from lineage.leases import Leases
 from lineage.loops.importing import Files
 from lineage.service.batch import BatchResult
+from lineage.service.claims import Claim, Claims, Frontier
 from lineage.service.core import Trials
 from lineage.service.group_commit import RecordRequest
 from lineage.service.projects import Projects, new_project
@@ -51,6 +53,8 @@ from lineage.telemetry import Telemetry
 
 __all__ = [
     "BatchResult",
+    "Claim",
+    "Frontier",
     "ImportReport",
     "KnowledgeData",
     "Ledger",
@@ -89,6 +93,7 @@ class Ledger:
         self.tokens = Tokens(store)
         self.alerts = Alerts(store)
         self.leases = Leases(store)
+        self.claims = Claims(store, self.recording)
 
     @classmethod
     def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> Ledger:

@@ -13,10 +13,21 @@ from typing import Any
 from lineage.agent.prompt import check_prompt_template
 from lineage.domain import LEASE_SETTING, BestPolicy, Project, check_lease, check_metric_name, validate_slug
 from lineage.errors import InvalidInput
+from lineage.service.claims import DUPLICATE_SETTING, check_duplicate_mode
 from lineage.store import Store
 
 #: Fields a project update may change.
-PROJECT_FIELDS = ("title", "metric_name", "lower_is_better", "best_policy", "prompt_template", LEASE_SETTING)
+PROJECT_FIELDS = (
+    "title",
+    "metric_name",
+    "lower_is_better",
+    "best_policy",
+    "prompt_template",
+    LEASE_SETTING,
+    DUPLICATE_SETTING,
+)
+#: The fields kept in ``project.settings``, each with its check (null: back to the default).
+SETTING_CHECKS = {LEASE_SETTING: check_lease, DUPLICATE_SETTING: check_duplicate_mode}
 #: Longest project title (the column is 300 characters wide).
 MAX_TITLE = 300
 
@@ -53,12 +64,13 @@ class Projects:
             values["prompt_template"] = check_prompt_template(values["prompt_template"])
         if "title" in values:
             values["title"] = _checked_title(values["title"])
-        lease = values.pop(LEASE_SETTING, ...)
+        changed = {name: values.pop(name) for name in SETTING_CHECKS if name in values}
         with self.store.write() as conn:
             project = self.store.projects.project(conn, slug)
-            if lease is not ...:  # kept in the settings; null: back to the default
-                settings = {k: v for k, v in project.settings.items() if k != LEASE_SETTING}
-                values["settings"] = settings if lease is None else {**settings, LEASE_SETTING: check_lease(lease)}
+            if changed:  # kept in the settings; null: back to the default
+                settings = {k: v for k, v in project.settings.items() if k not in changed}
+                settings.update({k: SETTING_CHECKS[k](v) for k, v in changed.items() if v is not None})
+                values["settings"] = settings
             return self.store.projects.update_project(conn, project, values)
 
     def project_revision(self, project_slug: str) -> int:
@@ -105,11 +117,12 @@ def _checked_policy(value: BestPolicy | str) -> BestPolicy:
 
 
 def _checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings, with the ones the ledger reads checked (the lease of running trials)."""
+    """The settings, with the ones the ledger reads checked (:data:`SETTING_CHECKS`)."""
     if not isinstance(settings, Mapping):
         raise InvalidInput("settings", "must be a JSON object")
-    if settings.get(LEASE_SETTING) is not None:
-        check_lease(settings[LEASE_SETTING])
+    for name, check in SETTING_CHECKS.items():
+        if settings.get(name) is not None:
+            check(settings[name])
     return dict(settings)
 
 

@@ -158,23 +158,47 @@ class RecordingUses:
         """
         with self.store.write(pipelined=True) as conn:
             project, next_seq, next_number = self.store.projects.locked_project(conn, project_slug)
-            counters = Counters(next_seq, next_number)
-            result = self.record_in(
+            return self.record_locked(
                 conn,
                 project,
-                counters,
+                Counters(next_seq, next_number),
                 fields,
-                mode=Alone(self.store),
                 idempotency_key=idempotency_key,
                 similar_prior=similar_prior,
                 key_request=key_request,
             )
-            if result.created:
-                self.store.projects.advance_counters(conn, project, rows=1, exp_number=counters.next_number)
-                self._after_record(
-                    conn, project, result.trial, result.best_before, result.is_new_best, trial_count=counters.next_seq
-                )
-            return result
+
+    def record_locked(
+        self,
+        conn: Connection,
+        project: Project,
+        counters: Counters,
+        fields: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        similar_prior: bool = False,
+        key_request: Mapping[str, Any] | None = None,
+    ) -> RecordResult:
+        """:meth:`record_trial` inside the caller's write transaction, the project locked
+        (``counters``: its ``locked_project`` counters), with the counters advanced and the
+        new trial's events: a use-case that decides more in the same transaction (a
+        claim) records through this."""
+        result = self.record_in(
+            conn,
+            project,
+            counters,
+            fields,
+            mode=Alone(self.store),
+            idempotency_key=idempotency_key,
+            similar_prior=similar_prior,
+            key_request=key_request,
+        )
+        if result.created:
+            self.store.projects.advance_counters(conn, project, rows=1, exp_number=counters.next_number)
+            self._after_record(
+                conn, project, result.trial, result.best_before, result.is_new_best, trial_count=counters.next_seq
+            )
+        return result
 
     def record_in(
         self,

@@ -6,7 +6,8 @@ running that has not beaten yet). Each read is a range of the ``project_id, stat
 index (running trials are few), so none grows with the project. The rule (what lapses,
 the note) is :mod:`lineage.leases`'.
 
-Methods: ``beat``, ``running``, ``lapsed``, ``any_lapsed``, ``projects_running``.
+Methods: ``beat``, ``running``, ``running_candidates``, ``lapsed``, ``any_lapsed``,
+``projects_running``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ class LeasesSql(Family):
             Lease(exp_id, owner, iso_stamp(created), iso_stamp(beat), hypothesis, specialist)
             for exp_id, owner, created, beat, hypothesis, specialist in cursor.fetchall()
         ]
+
+    def running_candidates(self, conn: Connection, project: Project) -> list[tuple[tuple[Any, ...], str]]:
+        """The project's running trials as "was this tried?" candidates (the columns of
+        ``lineage.store.search.CandidateRow``), each with its owner; oldest first. A
+        claim ranks them all: they are few, and an idea in flight must not be missed."""
+        cursor = self.core.execute(
+            conn,
+            "SELECT seq, exp_id, status, core_metric, delta_vs_best, hypothesis, notes, search_concepts, owner "
+            "FROM trials WHERE project_id = ? AND status = ? ORDER BY seq",
+            (project.id, _RUNNING),
+        )
+        return [(tuple(row[:-1]), row[-1]) for row in cursor.fetchall()]
 
     def lease(self, conn: Connection, project: Project, exp_id: str) -> Lease | None:
         """The lease of ``exp_id`` if it is running."""

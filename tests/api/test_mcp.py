@@ -113,8 +113,10 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
 
     out = anyio.run(_session_run, db, steps)
     assert out["tools"] == [
+        "claim_trial",
         "create_project",
         "find_similar",
+        "get_frontier",
         "get_knowledge",
         "get_prompt",
         "get_summary",
@@ -122,6 +124,7 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         "heartbeat",
         "list_alerts",
         "list_projects",
+        "list_running",
         "list_trials",
         "record_trial",
         "record_trials",

@@ -114,6 +114,15 @@ METHODS = [
     _tool("find_similar", {"project": "p", "text": "warmup"}, "reader", ("GET", f"{P}/similar?q=warmup", None)),
     _tool("get_summary", {"project": "p"}, "reader", ("GET", f"{P}/summary", None)),
     _tool("list_alerts", {"project": "p"}, "reader", ("GET", f"{P}/alerts", None)),
+    _tool(
+        "claim_trial",
+        {"project": "p", "hypothesis": "cosine schedule", "owner": "agent"},
+        "writer",
+        ("POST", f"{P}/claims", {"hypothesis": "cosine schedule", "owner": "agent"}),
+        stores=1,
+    ),
+    _tool("list_running", {"project": "p"}, "reader", ("GET", f"{P}/running", None)),
+    _tool("get_frontier", {"project": "p"}, "reader", ("GET", f"{P}/frontier", None)),
     Method(
         "prompts/get", {"name": "session_start", "arguments": {"project": "p"}}, "reader", ("GET", f"{P}/prompt", None)
     ),

@@ -21,7 +21,7 @@ from lineage.service import Ledger
 def test_the_table_lists_each_tool_once_with_the_role_of_what_it_does() -> None:
     assert len({tool.name for tool in TOOLS}) == len(TOOLS)
     writes = {tool.name for tool in TOOLS if tool.role is Role.WRITER}
-    assert writes == {"create_project", "record_trial", "record_trials", "update_trial", "heartbeat"}
+    assert writes == {"create_project", "record_trial", "record_trials", "update_trial", "heartbeat", "claim_trial"}
     assert all(tool.role in (Role.READER, Role.WRITER) for tool in TOOLS)
     for tool in TOOLS:
         assert getattr(mcp_tools, tool.name) is tool.function
@@ -59,4 +59,37 @@ def test_a_null_parent_over_mcp_records_a_root(tmp_path: Path) -> None:
     result = anyio.run(call)
     assert not result.is_error and result.structured_content["trial"]["parent_exp"] == ""
     assert ledger.trials.trial("p", "001").parent_exp == ""
+    ledger.close()
+
+
+def test_resources_list_each_projects_prompt_and_prompt_arguments_are_described(tmp_path: Path) -> None:
+    ledger = Ledger.open(str(tmp_path / "t.db"))
+    for slug in ("alpha", "beta"):
+        ledger.projects.create_project(slug)
+
+    async def listed() -> Any:
+        async with Client(build_server(ledger)) as client:
+            resources = (await client.list_resources()).resources
+            prompts = (await client.list_prompts()).prompts
+            read = await client.read_resource(resources[1].uri)
+            return resources, prompts, read
+
+    resources, prompts, read = anyio.run(listed)
+    assert [str(resource.uri) for resource in resources] == [
+        "lineage://projects/alpha/prompt",
+        "lineage://projects/beta/prompt",
+    ]
+    assert all(resource.mime_type == "text/markdown" and resource.description for resource in resources)
+    assert "Session start" in read.contents[0].text
+    (prompt,) = prompts
+    assert {arg.name: bool(arg.description) for arg in prompt.arguments} == {"project": True, "specialist": True}
+    assert [arg.name for arg in prompt.arguments if arg.required] == ["project"]
+
+    ledger.tokens.create_token(name="admin", role="admin")  # a ledger with tokens asks for one
+
+    async def listed_without_a_token() -> Any:  # over HTTP without anonymous reads: no slugs
+        async with Client(build_server(ledger, anonymous_read=False)) as client:
+            return (await client.list_resources()).resources
+
+    assert anyio.run(listed_without_a_token) == []
     ledger.close()
