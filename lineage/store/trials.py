@@ -196,12 +196,19 @@ class TrialsSql(BestReads):
     def insert_rows(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
         """Insert the rows :meth:`insert_trial` put in a ``buffer``, in order, as one
         prepared statement executed for each (in a pipelined PostgreSQL write, sent
-        without waiting for each answer)."""
+        without waiting for each answer). On SQLite the search index's insert trigger
+        stands aside and the rows are indexed in one statement at the end
+        (:func:`~lineage.store.search.sqlite_bulk_index`, as an import does): through the
+        trigger each row came in descending FTS rowid order, a segment flush per row."""
         if not rows:
             return
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            cursor.executemany(self.core.sql(self.core.insert_sql), rows)
+            if self.sqlite:
+                with sqlite_bulk_index(cursor):
+                    cursor.executemany(self.core.insert_sql, rows)
+            else:
+                cursor.executemany(self.core.sql(self.core.insert_sql), rows)
         finally:
             cursor.close()
 

@@ -80,6 +80,12 @@ def test_a_batch_is_the_same_records_one_after_another(ledger: Ledger, seed: int
 
     assert [said(r) for r in told] == [said(r) for r in alone]
     assert stored_rows(ledger, "batch") == stored_rows(ledger, "single")
+    for words in ("warmup", "cosine", "wider mlp", "idea 12"):  # the search index holds the batch's trials too
+        found = {
+            slug: [(hit.exp_id, hit.score) for hit in ledger.agent.find_similar(slug, words, limit=20)]
+            for slug in ("batch", "single")
+        }
+        assert found["batch"] == found["single"] and found["batch"], words
     for slug in ("batch", "single"):
         assert_links(ledger, slug)
     assert ledger.trials.trial("batch", "o4").parent_exp == "o3"  # the adopted orphans kept their parents
