@@ -11,6 +11,7 @@ shortlist, the thresholds and where each part lives -- is ``docs/similarity.md``
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -257,15 +258,23 @@ def sketch(concepts: Any) -> list[int]:
     bits, as a non-negative 62-bit number. Two trials share band ``i`` with a probability
     equal to the Jaccard similarity of their concept sets; the same on every process and
     backend."""
-    import hashlib
-    import struct
-
     words = set(concepts)
     if not words:
         return []
-    unpack = struct.Struct(f"<{SKETCH_BANDS}Q").unpack
-    rows = [unpack(hashlib.blake2b(word.encode("utf-8"), digest_size=8 * SKETCH_BANDS).digest()) for word in words]
+    rows = [_word_hashes(word) for word in words]
     return [(low & ((1 << 58) - 1)) << 4 | band for band, low in enumerate(map(min, zip(*rows)))]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_hashes(word: str) -> tuple[int, ...]:
+    """The :data:`SKETCH_BANDS` 64-bit words of ``word``'s BLAKE2b digest (:func:`sketch`),
+    kept per word: a loop's texts reuse a small vocabulary, and a batch's sketches
+    hashed the same words again for every trial."""
+    import hashlib
+    import struct
+
+    digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8 * SKETCH_BANDS).digest()
+    return struct.unpack(f"<{SKETCH_BANDS}Q", digest)
 
 
 #: A retrieval term: a token (a prefix term from 3 characters), or the alternatives of a
