@@ -126,12 +126,14 @@ def _migrated_engine(request: pytest.FixtureRequest, engines: dict, backend: str
 
 
 def _empty(engine) -> None:  # type: ignore[no-untyped-def]
+    """A blank ledger for the next test: its projects and trials, and the tokens and
+    ledger settings a test may have left (a token left behind closes anonymous writes)."""
     with engine.begin() as conn:
         if engine.dialect.name == "sqlite":
-            conn.execute(text("DELETE FROM trials"))
-            conn.execute(text("DELETE FROM projects"))
+            for table in ("trials", "projects", "api_tokens", "ledger_settings"):
+                conn.execute(text(f"DELETE FROM {table}"))
         else:
-            conn.execute(text("TRUNCATE projects, trials RESTART IDENTITY CASCADE"))
+            conn.execute(text("TRUNCATE projects, trials, api_tokens, ledger_settings RESTART IDENTITY CASCADE"))
 
 
 @pytest.fixture(params=BACKENDS)
