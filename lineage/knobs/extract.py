@@ -199,10 +199,10 @@ def config_changes(config: Any, parent_config: Any = None) -> list[KnobChange]:
 _NUMBER = NUMBER_PATTERN
 _NAME_WORDS = r"(?P<name>[A-Za-z_][\w.\-]*(?:[ \t]+[A-Za-z_][\w.\-]*){0,4}?)"
 _ARROW = r"(?:->|→|=>|⟶|\bto\b)"
-# [verb] NAME [from|:|=] OLD ->|to NEW
-_FROM_TO = re.compile(
-    rf"{_NAME_WORDS}[ \t]*(?:\bfrom\b|[:=])?[ \t]*(?P<old>{_NUMBER})[ \t]*{_ARROW}[ \t]*(?P<new>{_NUMBER})",
-    re.IGNORECASE,
+# OLD ->|to NEW, found first (cheap), then the NAME [from|:|=] just before it
+_FROM_TO = re.compile(rf"(?<![\w.])(?P<old>{_NUMBER})[ \t]*{_ARROW}[ \t]*(?P<new>{_NUMBER})", re.IGNORECASE)
+_NAME_BEFORE = re.compile(
+    r"(?P<name>[A-Za-z_][\w.\-]*(?:[ \t]+[A-Za-z_][\w.\-]*){0,4})[ \t]*(?:\bfrom\b|[:=])?[ \t]*$", re.IGNORECASE
 )
 # set NAME to NEW / NAME = NEW
 _SET_TO = re.compile(rf"\bset[ \t]+{_NAME_WORDS}[ \t]+(?:to|=)[ \t]*(?P<new>{_NUMBER})", re.IGNORECASE)
@@ -257,7 +257,10 @@ def hypothesis_changes(text: str) -> list[KnobChange]:
         found.append(_change(name, old, new, "hypothesis", factor))
 
     for match in _FROM_TO.finditer(text):
-        add(match["name"], match["old"], match["new"], match.span())
+        start = match.start()
+        before = _NAME_BEFORE.search(text, max(0, start - 80), start)
+        if before is not None:
+            add(before["name"], match["old"], match["new"], (before.start(), match.end()))
     for match in _SET_TO.finditer(text):
         add(match["name"], None, match["new"], match.span())
     for match in _EQUALS.finditer(text):
