@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lineage.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from lineage.knobs.history import KnobTry
     from lineage.similar import Similar
 
 
@@ -606,6 +607,9 @@ class RecordResult:
     parent_defaulted: bool = False
     #: what the recording rules did to the body (lineage.service.recording.prepare_record)
     warnings: tuple[str, ...] = ()
+    #: earlier trials that changed a knob this one changes (lineage.service.knobs.same_knob);
+    #: asked with similar_prior, new trials only
+    same_knob: tuple[KnobTry, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON every face answers a recording with."""
@@ -617,6 +621,7 @@ class RecordResult:
             "parent_defaulted": self.parent_defaulted,
             "warnings": list(self.warnings),
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
+            "same_knob": [attempt.to_dict() for attempt in self.same_knob],
         }
 
 

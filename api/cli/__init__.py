@@ -9,7 +9,7 @@ module         commands
 ``trials``     trials
 ``files``      import, export
 ``loops``      record, watch, plot
-``memory``     similar, summary, guardrail, hook
+``memory``     similar, knobs, summary, guardrail, hook
 ``alerts``     alerts
 ``skill``      skill (the agent skill: SKILL.md and an AGENTS.md snippet)
 =============  ===============================================================
@@ -52,6 +52,7 @@ for _command in (
     loops.watch,
     loops.plot,
     memory.similar,
+    memory.knobs,
     memory.summary,
     memory.guardrail,
     memory.hook,

@@ -18,6 +18,7 @@ part) in its constructor, so every call can be followed from the face to the SQL
 ``tokens``          Tokens (:mod:`lineage.auth`)                   create/list/revoke/verify tokens, principal, anonymous access
 ``alerts``          Alerts (:mod:`lineage.alerts`)                 record_alert, alerts, alerts_page
 ``leases``          Leases (:mod:`lineage.leases`)                 heartbeat, running, settle, sweep (running trials)
+``knobs``           Knobs (:mod:`lineage.service.knobs`)           history, same_knob_of_text (knob changes of trials)
 ==================  =============================================  ==========================================
 
 The SQL under every part is ``ledger.store`` (:mod:`lineage.store`). A wing never imports
@@ -43,6 +44,7 @@ from lineage.loops.importing import Files
 from lineage.service.batch import BatchResult
 from lineage.service.core import Trials
 from lineage.service.group_commit import RecordRequest
+from lineage.service.knobs import Knobs
 from lineage.service.projects import Projects, new_project
 from lineage.service.recorder import Recording
 from lineage.service.tables import TRIAL_SORTS, Tables, TrialsPage, TrialsQuery, decode_cursor, encode_cursor
@@ -89,6 +91,7 @@ class Ledger:
         self.tokens = Tokens(store)
         self.alerts = Alerts(store)
         self.leases = Leases(store)
+        self.knobs = Knobs(store)
 
     @classmethod
     def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> Ledger:

@@ -17,39 +17,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection
 
 from lineage.knobs import KnobChange, extract_changes
+from lineage.knobs.history import KnobTry
 from lineage.store.base import Family
 
-__all__ = ["KnobRow", "KnobsSql"]
+__all__ = ["KnobsSql"]
 
 _COLUMNS = "project_id, seq, knob, name, old_value, new_value, old_number, new_number, factor, source"
 _INSERT = f"INSERT INTO knob_changes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+#: a try's columns (``lineage.knobs.history.KnobTry``), its trial joined
+_TRIES = (
+    "SELECT k.knob, k.name, k.old_value, k.new_value, k.old_number, k.new_number, k.factor, k.source, "
+    "t.seq, t.exp_id, t.status, t.core_metric, t.delta_vs_best FROM knob_changes k "
+    "JOIN trials t ON t.project_id = k.project_id AND t.seq = k.seq "
+)
 #: how many rows one history answers at most (the newest are kept)
 MAX_HISTORY = 1_000
-
-
-@dataclass(frozen=True, slots=True)
-class KnobRow:
-    """One trial's change of one knob, with what the trial became."""
-
-    knob: str
-    name: str
-    old: str | None
-    new: str | None
-    old_number: float | None
-    new_number: float | None
-    factor: float | None
-    source: str
-    seq: int
-    exp_id: str
-    status: str
-    core_metric: float | None
-    delta_vs_best: float | None
 
 
 class KnobsSql(Family):
@@ -115,19 +102,33 @@ class KnobsSql(Family):
 
     def history(
         self, conn: Connection, project_id: int, knobs: Sequence[str], *, limit: int = MAX_HISTORY
-    ) -> list[KnobRow]:
+    ) -> list[KnobTry]:
         """The trials that changed any of ``knobs``, oldest first (the newest ``limit``)."""
         if not knobs:
             return []
         rows = self.core.execute(
             conn,
-            "SELECT k.knob, k.name, k.old_value, k.new_value, k.old_number, k.new_number, k.factor, k.source, "
-            "t.seq, t.exp_id, t.status, t.core_metric, t.delta_vs_best FROM knob_changes k "
-            "JOIN trials t ON t.project_id = k.project_id AND t.seq = k.seq "
-            f"WHERE k.project_id = ? AND k.knob IN ({self.core.marks(knobs)}) ORDER BY k.seq DESC, k.knob DESC LIMIT {int(limit)}",
+            _TRIES
+            + f"WHERE k.project_id = ? AND k.knob IN ({self.core.marks(knobs)}) ORDER BY k.seq DESC, k.knob DESC LIMIT {int(limit)}",
             (project_id, *knobs),
         ).fetchall()
-        return [KnobRow(*row) for row in reversed(rows)]
+        return [KnobTry(*row) for row in reversed(rows)]
+
+    def same_knob(
+        self, conn: Connection, project_id: int, seq: int, *, limit: int
+    ) -> tuple[list[KnobTry], list[KnobTry]]:
+        """The changes of the trial at ``seq``, and the newest ``limit`` earlier trials
+        that changed any of the same knobs (oldest first)."""
+        mine = self.core.execute(conn, _TRIES + "WHERE k.project_id = ? AND k.seq = ?", (project_id, seq)).fetchall()
+        if not mine:
+            return [], []
+        earlier = self.core.execute(
+            conn,
+            _TRIES + "JOIN knob_changes m ON m.project_id = k.project_id AND m.knob = k.knob AND m.seq = ? "
+            f"WHERE k.project_id = ? AND k.seq < ? ORDER BY k.seq DESC, k.knob DESC LIMIT {int(limit)}",
+            (seq, project_id, seq),
+        ).fetchall()
+        return [KnobTry(*row) for row in mine], [KnobTry(*row) for row in reversed(earlier)]
 
     def knobs(self, conn: Connection, project_id: int) -> list[tuple[str, int]]:
         """Every knob of the project with how many trials changed it, most first."""

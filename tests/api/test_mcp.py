@@ -120,6 +120,7 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         "get_summary",
         "get_trial",
         "heartbeat",
+        "knob_history",
         "list_alerts",
         "list_projects",
         "list_trials",
