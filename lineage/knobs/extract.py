@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from lineage.knobs.numbers import NUMBER_PATTERN, parse_number, same_value
@@ -77,6 +78,7 @@ class KnobChange:
         return None if self.new is None else parse_number(self.new)
 
 
+@lru_cache(maxsize=4096)  # a loop spells its few knobs again and again
 def knob_name(name: str) -> str:
     """The normalised name of a knob: ``MATRIX_LR`` -> "matrix lr", ``--learning-rate``
     -> "lr", ``model.n_layer`` -> "model nlayers"."""
@@ -272,7 +274,7 @@ def hypothesis_changes(text: str) -> list[KnobChange]:
         counted = _COUNTED.get(first.casefold())
         if counted is not None:  # "16 layers", "8 heads"; not "3 ideas"
             add(counted, None, match["new"], match.span())
-        elif concepts(match["name"])[:1] and concepts(match["name"])[0] in _CONCEPTS:  # "100 warmup steps"
+        elif knob_name(match["name"]).split(" ", 1)[0] in _CONCEPTS:  # "100 warmup steps"
             add(match["name"], None, match["new"], match.span())
     return found
 

@@ -3,6 +3,7 @@ in order, each with its trials (:func:`values_tried`). Pure: the store reads the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,6 +32,11 @@ class KnobTry:
     core_metric: float | None
     delta_vs_best: float | None
     same_value: bool | None = None
+
+    @classmethod
+    def setting(cls, knob: str, new: str | None, new_number: float | None, factor: float | None) -> KnobTry:
+        """What a new trial (or a text) sets a knob to: the side a try is compared with."""
+        return cls(knob, "", None, new, None, new_number, factor, "", 0, "", "", None, None)
 
     @property
     def value(self) -> str:
@@ -67,6 +73,8 @@ def shown_value(new: str | None, factor: float | None) -> str:
 
 
 def _same(a: KnobTry, b: KnobTry) -> bool:
+    if a.new_number is not None and b.new_number is not None:  # read once, when the change was stored
+        return math.isclose(a.new_number, b.new_number, rel_tol=1e-12, abs_tol=0.0)
     if a.new is not None or b.new is not None:
         return same_value(a.new, b.new)
     return a.factor is not None and a.factor == b.factor

@@ -11,6 +11,7 @@ import math
 import operator
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 __all__ = ["MAX_EXPONENT", "NUMBER_PATTERN", "parse_number", "same_value"]
 
@@ -25,6 +26,7 @@ NUMBER_PATTERN = (
     r"[-+]?(?:\d+(?:,\d{3}(?!\d)|_\d+)*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
     r"(?:\s*(?:\*\*|\^|\*|/)\s*[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?)*[kKmMbBgG]?(?!\w|\.\d)"
 )
+_PLAIN = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9}
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _OPERATORS: dict[type, Callable[[float, float], float]] = {
@@ -36,6 +38,7 @@ _OPERATORS: dict[type, Callable[[float, float], float]] = {
 }
 
 
+@lru_cache(maxsize=4096)  # a loop writes the same few values again and again
 def parse_number(text: str) -> float | None:
     """``text`` as a finite number, or None when it is not one (a word, a string, code)."""
     text = text.strip().strip("\"'")
@@ -46,6 +49,9 @@ def parse_number(text: str) -> float | None:
         scale = _SUFFIX[text[-1].lower()]
         text = text[:-1]
     text = _THOUSANDS.sub("", text).replace("_", "").replace("^", "**")
+    if _PLAIN.match(text):  # most values: no expression to read (float() is ~20x cheaper than ast)
+        plain = float(text) * scale
+        return plain if math.isfinite(plain) else None
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError):

@@ -53,9 +53,10 @@ class KnobHistory:
 def same_knob(store: Store, conn: Connection, project_id: int, seq: int) -> tuple[KnobTry, ...]:
     """The earlier trials that changed a knob the trial at ``seq`` changes (newest
     :data:`SAME_KNOB_LIMIT`, oldest first), each marked ``same_value`` against it."""
-    mine, earlier = store.knobs.same_knob(conn, project_id, seq, limit=SAME_KNOB_LIMIT)
-    by_knob = {attempt.knob: attempt for attempt in mine}
-    return tuple(attempt.with_same_value(by_knob[attempt.knob]) for attempt in earlier)
+    return tuple(
+        attempt.with_same_value(mine)
+        for attempt, mine in store.knobs.same_knob(conn, project_id, seq, limit=SAME_KNOB_LIMIT)
+    )
 
 
 class Knobs:
@@ -89,9 +90,7 @@ class Knobs:
             found: list[KnobTry] = []
             for knob, change in changes.items():
                 tries = self.store.knobs.history(conn, project.stored_id, [knob], limit=SAME_KNOB_LIMIT)
-                asked = KnobTry(
-                    knob, change.name, change.old, change.new, None, None, change.factor, "", 0, "", "", None, None
-                )
+                asked = KnobTry.setting(knob, change.new, change.new_number, change.factor)
                 found.extend(attempt.with_same_value(asked) for attempt in tries)
         return found
 

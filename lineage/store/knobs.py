@@ -35,6 +35,8 @@ _TRIES = (
     "t.seq, t.exp_id, t.status, t.core_metric, t.delta_vs_best FROM knob_changes k "
     "JOIN trials t ON t.project_id = k.project_id AND t.seq = k.seq "
 )
+#: a new trial's knobs that ``same_knob`` looks up at most
+MAX_SAME_KNOBS = 16
 #: how many rows one history answers at most (the newest are kept)
 MAX_HISTORY = 1_000
 
@@ -114,21 +116,30 @@ class KnobsSql(Family):
         ).fetchall()
         return [KnobTry(*row) for row in reversed(rows)]
 
-    def same_knob(
-        self, conn: Connection, project_id: int, seq: int, *, limit: int
-    ) -> tuple[list[KnobTry], list[KnobTry]]:
-        """The changes of the trial at ``seq``, and the newest ``limit`` earlier trials
-        that changed any of the same knobs (oldest first)."""
-        mine = self.core.execute(conn, _TRIES + "WHERE k.project_id = ? AND k.seq = ?", (project_id, seq)).fetchall()
+    def same_knob(self, conn: Connection, project_id: int, seq: int, *, limit: int) -> list[tuple[KnobTry, KnobTry]]:
+        """The newest ``limit`` earlier trials that changed a knob the trial at ``seq``
+        changed (oldest first), each with that trial's own change of the knob. Two
+        statements, each a bounded index walk: the trial's knobs, then per knob its newest
+        ``limit`` earlier tries (one ``UNION ALL``), however long the knob's history."""
+        mine = {
+            row[0]: row
+            for row in self.core.execute(
+                conn,
+                "SELECT knob, new_value, new_number, factor FROM knob_changes WHERE project_id = ? AND seq = ? "
+                f"ORDER BY knob LIMIT {MAX_SAME_KNOBS}",
+                (project_id, seq),
+            ).fetchall()
+        }
         if not mine:
-            return [], []
-        earlier = self.core.execute(
+            return []
+        one = f"SELECT * FROM ({_TRIES}WHERE k.project_id = ? AND k.knob = ? AND k.seq < ? ORDER BY k.seq DESC LIMIT {int(limit)}) AS q"
+        rows = self.core.execute(
             conn,
-            _TRIES + "JOIN knob_changes m ON m.project_id = k.project_id AND m.knob = k.knob AND m.seq = ? "
-            f"WHERE k.project_id = ? AND k.seq < ? ORDER BY k.seq DESC, k.knob DESC LIMIT {int(limit)}",
-            (seq, project_id, seq),
+            " UNION ALL ".join([one] * len(mine)),
+            [value for knob in mine for value in (project_id, knob, seq)],
         ).fetchall()
-        return [KnobTry(*row) for row in mine], [KnobTry(*row) for row in reversed(earlier)]
+        tries = sorted((KnobTry(*row) for row in rows), key=lambda t: (t.seq, t.knob))[-int(limit) :]
+        return [(t, KnobTry.setting(t.knob, *mine[t.knob][1:])) for t in tries]
 
     def knobs(self, conn: Connection, project_id: int) -> list[tuple[str, int]]:
         """Every knob of the project with how many trials changed it, most first."""

@@ -141,3 +141,23 @@ def test_revision_0012_fills_the_knob_changes_of_stored_trials(fresh_db_url: str
         ("002", "wd", "0.0", "0.1", "patch"),
     ]
     engine.dispose()
+
+
+def test_same_knob_lists_the_newest_earlier_tries_of_each_knob_however_old(ledger: Ledger) -> None:
+    from lineage.service.knobs import SAME_KNOB_LIMIT
+
+    ledger.projects.create_project("p", lower_is_better=True)
+    ledger.recording.record_trial("p", {"status": "discard", "core_metric": 1.0, "hypothesis": "set wd to 0.1"})
+    for i in range(SAME_KNOB_LIMIT + 5):
+        ledger.recording.record_trial(
+            "p", {"status": "discard", "core_metric": 1.0, "hypothesis": f"lr 0.{i} -> 0.{i + 1}"}
+        )
+    wd = ledger.recording.record_trial(
+        "p", {"status": "keep", "core_metric": 0.9, "hypothesis": "wd 0.1 -> 0.2"}, similar_prior=True
+    )
+    assert [(t.exp_id, t.knob, t.value, t.same_value) for t in wd.same_knob] == [("000", "wd", "0.1", False)]
+    lr = ledger.recording.record_trial("p", {"status": "keep", "hypothesis": "lr 0.9 -> 0.8"}, similar_prior=True)
+    assert [t.exp_id for t in lr.same_knob] == [f"{n:03d}" for n in range(6, SAME_KNOB_LIMIT + 6)]
+    assert [t.exp_id for t in lr.same_knob if t.same_value] == ["008"]  # lr 0.7 -> 0.8 set 0.8 too
+    alone = ledger.recording.record_trial("p", {"status": "keep", "hypothesis": "lr 0.3 -> 0.2"})
+    assert alone.same_knob == ()  # asked with similar_prior only
