@@ -415,8 +415,25 @@ def find_similar(
     """Was this tried? The past trials whose hypothesis and notes are closest to the text,
     closest first: exp_id, status, core_metric, delta_vs_best and a score in [0, 1]. ML
     spellings count as one (lr and learning rate, MATRIX_LR and matrix lr). Ask before
-    proposing a trial."""
-    return {"items": [similar.to_dict() for similar in ledger.agent.find_similar(project, text, limit)]}
+    proposing a trial. same_knob: earlier trials that changed a knob the text names
+    ("increase MATRIX_LR from 0.04 to 0.06"), each with the value it set."""
+    found = ledger.agent.find_similar(project, text, limit)
+    tried = ledger.knobs.same_knob_of_text(project, text)
+    return {"items": [similar.to_dict() for similar in found], "same_knob": [attempt.to_dict() for attempt in tried]}
+
+
+def knob_history(
+    ledger: Ledger,
+    project: ProjectArg,
+    knob: Annotated[
+        str,
+        Field(description="The knob in any spelling: MATRIX_LR, matrix lr, learning_rate (at most 120 characters)."),
+    ],
+) -> dict[str, Any]:
+    """What was this knob tried at, and how did each value do? Each value in the order
+    first tried, each with its trials (exp_id, status, core_metric, delta_vs_best), read
+    from the trials' git patches, configs and hypotheses. A knob never tried has no values."""
+    return ledger.knobs.history(project, knob).to_dict()
 
 
 def get_summary(
@@ -503,6 +520,7 @@ TOOLS: tuple[McpTool, ...] = (
     McpTool(list_running, Role.READER),
     McpTool(get_frontier, Role.READER),
     McpTool(find_similar, Role.READER),
+    McpTool(knob_history, Role.READER),
     McpTool(get_summary, Role.READER),
     McpTool(list_alerts, Role.READER),
 )

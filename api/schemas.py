@@ -39,6 +39,7 @@ from api.trial_schemas import (  # noqa: F401
     ClaimOut,
     FrontierOut,
     HeartbeatIn,
+    KnobTryOut,
     LeaseOut,
     LineageOut,
     RecordOut,
@@ -149,6 +150,32 @@ class SimilarPage(BaseModel):
     project: str
     q: str
     items: list[SimilarOut]
+    same_knob: list[KnobTryOut] = Field(
+        default_factory=list, description="Earlier trials that changed a knob the text names, oldest first"
+    )
+
+
+class KnobTrialOut(BaseModel):
+    exp_id: str
+    status: str
+    core_metric: float | None
+    delta_vs_best: float | None = Field(description="Its metric against the best before it")
+    old: str | None = Field(description="The value before, as written; null: not known")
+    name: str = Field(description="The knob as this trial wrote it")
+    source: str = Field(description="Where the change was read: patch, config or hypothesis")
+
+
+class KnobValueOut(BaseModel):
+    value: str = Field(description="The value as first written, or a factor ('x2')")
+    number: float | None
+    trials: list[KnobTrialOut] = Field(description="The trials that set it, oldest first")
+
+
+class KnobHistoryOut(BaseModel):
+    knob: str = Field(description="The knob asked for, its name normalised")
+    knobs: list[str] = Field(description="The stored knobs it matched (none: never tried)")
+    tried: int = Field(description="How many trials changed it")
+    values: list[KnobValueOut] = Field(description="Each value in the order first tried")
 
 
 class SimilarQuery(Strict):

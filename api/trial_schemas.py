@@ -170,6 +170,24 @@ class SimilarOut(BaseModel):
     hypothesis: str
 
 
+class KnobTryOut(BaseModel):
+    """An earlier trial that changed the same knob (rule: ``lineage.service.knobs``)."""
+
+    knob: str = Field(description="The knob, its name normalised (MATRIX_LR is 'matrix lr')")
+    name: str = Field(description="The knob as that trial wrote it")
+    value: str = Field(description="The value it set, or its factor ('x2' for 'double the batch size')")
+    old: str | None = Field(description="The value before, as written; null: not known")
+    new: str | None
+    number: float | None = Field(description="The value set, as a number")
+    factor: float | None
+    source: str = Field(description="Where the change was read: patch, config or hypothesis")
+    exp_id: str
+    status: str
+    core_metric: float | None
+    delta_vs_best: float | None
+    same_value: bool | None = Field(None, description="Whether it set the value the new trial (or text) sets")
+
+
 class RecordOut(BaseModel):
     trial: TrialOut
     #: False: the trial was already stored (a retry with the same exp_id or key)
@@ -184,6 +202,10 @@ class RecordOut(BaseModel):
     )
     similar_prior: list[SimilarOut] = Field(
         default_factory=list, description="Earlier trials close to this one (new trials only), closest first"
+    )
+    same_knob: list[KnobTryOut] = Field(
+        default_factory=list,
+        description="With similar_prior: earlier trials that changed a knob this one changes, oldest first",
     )
 
 

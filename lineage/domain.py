@@ -37,6 +37,7 @@ from lineage.field_limits import (
 )
 
 if TYPE_CHECKING:
+    from lineage.knobs.history import KnobTry
     from lineage.similar import Similar
 
 
@@ -521,6 +522,9 @@ class RecordResult:
     parent_defaulted: bool = False
     #: what the recording rules did to the body (lineage.service.recording.prepare_record)
     warnings: tuple[str, ...] = ()
+    #: earlier trials that changed a knob this one changes (lineage.service.knobs.same_knob);
+    #: asked with similar_prior, new trials only
+    same_knob: tuple[KnobTry, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON every face answers a recording with."""
@@ -532,6 +536,7 @@ class RecordResult:
             "parent_defaulted": self.parent_defaulted,
             "warnings": list(self.warnings),
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
+            "same_knob": [attempt.to_dict() for attempt in self.same_knob],
         }
 
 

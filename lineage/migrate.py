@@ -116,6 +116,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 #: The revision that adds ``trials.search_concepts`` and ``trial_sketch`` (filled on upgrade).
 CONCEPTS_REVISION = "0009"
+#: The revision that adds ``knob_changes`` (filled on upgrade).
+KNOBS_REVISION = "0012"
 
 
 def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_ms: int | None = None) -> None:
@@ -144,6 +146,11 @@ def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_m
                     from lineage.store import Store
 
                     Store(engine).search.backfill_concepts(conn)
+                if before is not None and before < KNOBS_REVISION <= after:
+                    # the knob changes of trials stored before knob_changes, likewise
+                    from lineage.store import Store
+
+                    Store(engine).knobs.backfill(conn)
         finally:
             if busy_timeout_ms is not None and not conn.invalidated:  # back to the pool with the usual wait
                 raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")  # type: ignore[union-attr]

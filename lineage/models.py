@@ -261,6 +261,28 @@ trial_sketch = Table(
     Column("seq", BigInteger, primary_key=True),
 )
 
+#: The knobs each trial changed (``lineage.knobs.extract_changes``): one row per trial
+#: ``seq`` and normalised ``knob``, written by the store with the trial (and again when
+#: it is updated). ``name`` is the knob as written, ``old_value``/``new_value`` the values
+#: as written (NULL: not known), their numbers when they are numbers, ``factor`` for
+#: "double the batch size", ``source`` where it was read (patch, config, hypothesis).
+#: A knob's history is a walk of ``(project_id, knob, seq)``.
+knob_changes = Table(
+    "knob_changes",
+    metadata,
+    _project_id(primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("knob", String(120), primary_key=True),
+    Column("name", String(120), nullable=False),
+    Column("old_value", String(200), nullable=True),
+    Column("new_value", String(200), nullable=True),
+    Column("old_number", Float, nullable=True),
+    Column("new_number", Float, nullable=True),
+    Column("factor", Float, nullable=True),
+    Column("source", String(20), nullable=False),
+    Index(None, "project_id", "knob", "seq"),
+)
+
 #: A project's guardrails (NULL: that guardrail is off) and which of them are tripped.
 #:
 #: ``tripped`` maps a guardrail's name to the trip (``value``, ``limit``, ``exp_id``,

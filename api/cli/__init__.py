@@ -9,7 +9,7 @@ module         commands
 ``trials``     trials
 ``files``      import, export
 ``loops``      record, watch, plot
-``memory``     similar, summary, guardrail, hook
+``memory``     similar, knobs, summary, guardrail, hook
 ``alerts``     alerts
 ``claims``     claim, running
 ``skill``      skill (the agent skill: SKILL.md and an AGENTS.md snippet)
@@ -53,6 +53,7 @@ for _command in (
     loops.watch,
     loops.plot,
     memory.similar,
+    memory.knobs,
     memory.summary,
     memory.guardrail,
     memory.hook,

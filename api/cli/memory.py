@@ -23,21 +23,60 @@ from api.cli.base import ledger_of
 def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -> None:
     """Was this tried? The past trials of PROJECT whose hypothesis and notes are closest to
     TEXT, closest first, with a score in [0, 1] and the delta against the best before each."""
-    found = ledger_of(ctx).agent.find_similar(project, text, limit)
+    ledger = ledger_of(ctx)
+    found = ledger.agent.find_similar(project, text, limit)
+    tried = ledger.knobs.same_knob_of_text(project, text)
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {"project": project, "q": text, "items": [s.to_dict() for s in found]}, indent=2, ensure_ascii=False
-            )
-        )
+        body = {
+            "project": project,
+            "q": text,
+            "items": [s.to_dict() for s in found],
+            "same_knob": [t.to_dict() for t in tried],
+        }
+        click.echo(json.dumps(body, indent=2, ensure_ascii=False))
         return
     if not found:
         click.echo("nothing similar was tried")
-        return
     for s in found:
-        metric = "—" if s.core_metric is None else f"{s.core_metric:.6g}"
-        delta = "—" if s.delta_vs_best is None else f"{s.delta_vs_best:+.6g}"
-        click.echo(f"{s.score:.2f}  exp_{s.exp_id}  {s.status}  metric={metric}  Δ={delta}  {s.hypothesis}")
+        click.echo(
+            f"{s.score:.2f}  exp_{s.exp_id}  {s.status}  metric={_num(s.core_metric)}  Δ={_delta(s.delta_vs_best)}  {s.hypothesis}"
+        )
+    for t in tried:
+        same = "  (same value)" if t.same_value else ""
+        click.echo(f"same knob {t.name}: {t.value}  exp_{t.exp_id}  {t.status}  metric={_num(t.core_metric)}{same}")
+
+
+@click.command()
+@click.option("--project", "-p", required=True, help="Project slug.")
+@click.option("--knob", "-k", required=True, help="The knob in any spelling: MATRIX_LR, 'matrix lr', learning_rate.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def knobs(ctx: click.Context, project: str, knob: str, fmt: str) -> None:
+    """What was KNOB tried at? Each value in the order first tried, with its trials'
+    status, metric and delta, read from their git patches, configs and hypotheses."""
+    history = ledger_of(ctx).knobs.history(project, knob)
+    if fmt == "json":
+        click.echo(json.dumps(history.to_dict(), indent=2, ensure_ascii=False))
+        return
+    body = history.to_dict()
+    if not body["values"]:
+        click.echo(f"{history.knob}: never tried")
+        return
+    click.echo(f"{', '.join(history.knobs)}: {body['tried']} trials, {len(body['values'])} values")
+    for value in body["values"]:
+        trials = ", ".join(
+            f"exp_{t['exp_id']} {t['status']} {_num(t['core_metric'])} Δ={_delta(t['delta_vs_best'])}"
+            for t in value["trials"]
+        )
+        click.echo(f"  {value['value']}: {trials}")
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.6g}"
+
+
+def _delta(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.6g}"
 
 
 # -- progress summary, guardrails, webhooks ---------------------------------------------------

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from api.deps import ProjectSlug, Reader
-from api.schemas import ExploreArgs, ExploreOut
+from api.schemas import ExploreArgs, ExploreOut, KnobHistoryOut
+from lineage.service.knobs import MAX_KNOB_CHARS
 
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["explore"])
 
@@ -42,3 +43,23 @@ def knobs(
     keys = [k for k in [x or "", *(axes or "").split(",")] if k.strip()]
     view = who.ledger.browse.knobs(project, keys or None, limit=limit)
     return JSONResponse(view.as_dict(), headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/knobs/{knob}", response_model=KnobHistoryOut)
+def knob_history(
+    project: ProjectSlug,
+    knob: Annotated[
+        str,
+        Path(
+            min_length=1,
+            max_length=MAX_KNOB_CHARS,
+            pattern=r"^[\s\S]*[A-Za-z0-9][\s\S]*$",
+            description="the knob in any spelling: MATRIX_LR, matrix lr, learning_rate, --lr",
+        ),
+    ],
+    who: Reader,
+) -> JSONResponse:
+    """Every value the knob was tried at, in the order first tried, each with its trials
+    (exp_id, status, metric, delta), read from the trials' patches, configs and
+    hypotheses (the rule: ``lineage.service.knobs``). A knob never tried has no values."""
+    return JSONResponse(who.ledger.knobs.history(project, knob).to_dict(), headers={"Cache-Control": "no-cache"})

@@ -19,6 +19,7 @@ part) in its constructor, so every call can be followed from the face to the SQL
 ``alerts``          Alerts (:mod:`lineage.alerts`)                 record_alert, alerts, alerts_page
 ``leases``          Leases (:mod:`lineage.leases`)                 heartbeat, running, settle, sweep (running trials)
 ``claims``          Claims (:mod:`lineage.service.claims`)         claim (an idea, with its near-duplicates), frontier
+``knobs``           Knobs (:mod:`lineage.service.knobs`)           history, same_knob_of_text (knob changes of trials)
 ==================  =============================================  ==========================================
 
 The SQL under every part is ``ledger.store`` (:mod:`lineage.store`). A wing never imports
@@ -45,6 +46,7 @@ from lineage.service.batch import BatchResult
 from lineage.service.claims import Claim, Claims, Frontier
 from lineage.service.core import Trials
 from lineage.service.group_commit import RecordRequest
+from lineage.service.knobs import Knobs
 from lineage.service.projects import Projects, new_project
 from lineage.service.recorder import Recording
 from lineage.service.tables import TRIAL_SORTS, Tables, TrialsPage, TrialsQuery, decode_cursor, encode_cursor
@@ -94,6 +96,7 @@ class Ledger:
         self.alerts = Alerts(store)
         self.leases = Leases(store)
         self.claims = Claims(store, self.recording)
+        self.knobs = Knobs(store)
 
     @classmethod
     def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> Ledger:

@@ -34,6 +34,7 @@ from lineage.domain import (
 )
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
+from lineage.service.knobs import same_knob
 from lineage.service.record_modes import Alone, Counters, RecordMode
 from lineage.service.record_rules import (
     IDEMPOTENT_FIELDS,
@@ -328,6 +329,10 @@ class RecordingUses:
             if decided.reads.prior is not None
             else ()
         )
+        # the earlier trials that changed a knob this one changes: asked with similar_prior
+        tried = (
+            same_knob(self.store, conn, project.stored_id, counters.next_seq) if decided.reads.prior is not None else ()
+        )
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq += 1
         counters.next_number = max(counters.next_number, exp_number)
@@ -349,6 +354,7 @@ class RecordingUses:
             prior,
             parent_defaulted=decided.defaulted is not None,
             warnings=draft.prepared.warnings,
+            same_knob=tried,
         )
 
     def _replayed(self, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord) -> RecordResult:

@@ -31,13 +31,15 @@ per table family over it, each an attribute; each module's docstring lists its m
 * ``store.columns`` (``columns.ColumnsSql``): which columns a project has, one column per
   trial (the knob view);
 * ``store.chain`` (``chain.ChainSql``): each trial's stored chain depth and skip pointer:
-  kept on write, read by the pages.
+  kept on write, read by the pages;
+* ``store.knobs`` (``knobs.KnobsSql``): the knobs each trial changed: written with the
+  trial, read as a knob's history.
 
 The store itself keeps what the core offers its callers: ``engine``, ``sqlite``,
 :meth:`read` and :meth:`write` (transactions), ``savepoint`` / ``rollback_to`` /
 ``release``, ``peek``, ``db_time``, ``lean_columns``; the rest of the core is ``store.core``.
 Families that use another one get it in their constructor (``trials`` uses ``chain``,
-``search`` and ``progress``; ``pages`` and ``explore`` use ``trials``; ``loops`` uses
+``search``, ``progress`` and ``knobs``; ``pages`` and ``explore`` use ``trials``; ``loops`` uses
 ``projects``; ``projects`` uses ``search``).
 """
 
@@ -56,6 +58,7 @@ from lineage.store.base import (
 from lineage.store.chain import ChainSql
 from lineage.store.columns import ColumnsSql
 from lineage.store.explore import ExploreSql
+from lineage.store.knobs import KnobsSql
 from lineage.store.leases import LeasesSql
 from lineage.store.loops import LoopsSql
 from lineage.store.outbox import OutboxSql
@@ -92,7 +95,8 @@ class Store:
         self.chain = ChainSql(core)
         self.progress = ProgressSql(core)
         self.projects = ProjectsSql(core, search=self.search)
-        self.trials = TrialsSql(core, chain=self.chain, search=self.search, progress=self.progress)
+        self.knobs = KnobsSql(core)
+        self.trials = TrialsSql(core, chain=self.chain, search=self.search, progress=self.progress, knobs=self.knobs)
         self.pages = PagesSql(core, trials=self.trials)
         self.explore = ExploreSql(core, trials=self.trials)
         self.loops = LoopsSql(core, projects=self.projects)

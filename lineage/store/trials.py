@@ -29,6 +29,7 @@ from lineage import similar
 from lineage.domain import CLIP_SCALE_COLUMNS, Project, Trial
 from lineage.errors import NotFound
 from lineage.exp_ids import exp_sort_key, shown_forms
+from lineage.knobs import KnobChange, extract_changes
 from lineage.models import projects, trials
 from lineage.similar import search_text, stored_concepts
 from lineage.store.base import (
@@ -46,6 +47,7 @@ from lineage.store.base import (
 )
 from lineage.store.best import BestReads
 from lineage.store.chain import ChainSql
+from lineage.store.knobs import KnobsSql
 from lineage.store.progress import ProgressSql
 from lineage.store.search import SearchSql, sqlite_bulk_index, vocabulary
 
@@ -92,13 +94,17 @@ class TrialsSql(BestReads):
     """Trial rows: single rows, lineage queries, listing and streaming, bulk insert.
 
     A trial's write also keeps its chain link (``chain``), its search words and sketch
-    (``search``); a record's context reads the webhooks and guardrails (``progress``)."""
+    (``search``) and its knob changes (``knobs``); a record's context reads the webhooks
+    and guardrails (``progress``)."""
 
-    def __init__(self, core: StoreCore, *, chain: ChainSql, search: SearchSql, progress: ProgressSql) -> None:
+    def __init__(
+        self, core: StoreCore, *, chain: ChainSql, search: SearchSql, progress: ProgressSql, knobs: KnobsSql
+    ) -> None:
         super().__init__(core)
         self.chain = chain
         self.search = search
         self.progress = progress
+        self.knobs = knobs
 
     # -- trials: single rows --------------------------------------------------------------
 
@@ -152,6 +158,7 @@ class TrialsSql(BestReads):
             self.core.execute(conn, self.core.insert_sql, row)
         if named if named is not None else self.has_children(conn, project, trial.exp_id):  # stored trials named it
             self.chain.relink(conn, project, trial.exp_id)
+        self.knobs.write(conn, cast(int, project.id), seq, trial.hypothesis, trial.extra, trial.parent_exp)
         if deferred is not None:
             deferred.append((text, cast(int, project.id), seq, concepts))
         else:
@@ -258,6 +265,15 @@ class TrialsSql(BestReads):
         )
         if before is not None and before[0] != trial.parent_exp:  # re-parented: its subtree's chains changed
             self.chain.relink(conn, project, trial.exp_id)
+        self.knobs.write(
+            conn,
+            cast(int, project.id),
+            cast(int, trial.seq),
+            trial.hypothesis,
+            trial.extra,
+            trial.parent_exp,
+            replace=True,
+        )
         conn.execute(
             update(projects).where(projects.c.id == project.id).values(revision=projects.c.revision + 1, updated_at=now)
         )
@@ -521,6 +537,9 @@ class TrialsSql(BestReads):
         texts: list[str] = []  # for the search vocabulary (lineage.store.search)
         sketched: list[tuple[int, int, str]] = []  # (project_id, seq, concepts): trial_sketch
         project_id = cast(int, project.id)
+        knobs: list[tuple[int, int, Sequence[KnobChange]]] = []  # knob_changes, written after the rows
+        configs: dict[str, Any] = {}  # the configs of this batch's rows, for their children's
+        later: list[tuple[int, Trial]] = []  # rows whose parent's config is stored: read after the COPY
 
         def tuples() -> Iterator[tuple[Any, ...]]:
             nonlocal count
@@ -531,6 +550,15 @@ class TrialsSql(BestReads):
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
                 concepts = stored_concepts(trial.hypothesis, trial.notes)
                 sketched.append((project_id, first_seq + offset, concepts))
+                config = trial.extra.get("config")
+                if config is not None:
+                    configs[trial.exp_id] = config
+                if config is not None and trial.parent_exp and trial.parent_exp not in configs:
+                    later.append((first_seq + offset, trial))
+                else:
+                    changes = extract_changes(trial.hypothesis, trial.extra, configs.get(trial.parent_exp))
+                    if changes:
+                        knobs.append((project_id, first_seq + offset, changes))
                 yield (
                     project.id,
                     first_seq + offset,
@@ -547,6 +575,15 @@ class TrialsSql(BestReads):
         writer(conn, tuples())
         self.search.remember_terms(conn, vocabulary(texts))
         self.search.write_sketches(conn, sketched)
+        for seq, trial in later:
+            knobs.append(
+                (
+                    project_id,
+                    seq,
+                    self.knobs.changes_of(conn, project_id, trial.hypothesis, trial.extra, trial.parent_exp),
+                )
+            )
+        self.knobs.write_rows(conn, knobs)
         if not self.sqlite and count >= 10_000:
             # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
             conn.exec_driver_sql("ANALYZE trials")

@@ -122,6 +122,7 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         "get_summary",
         "get_trial",
         "heartbeat",
+        "knob_history",
         "list_alerts",
         "list_projects",
         "list_running",

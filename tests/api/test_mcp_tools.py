@@ -93,3 +93,32 @@ def test_resources_list_each_projects_prompt_and_prompt_arguments_are_described(
 
     assert anyio.run(listed_without_a_token) == []
     ledger.close()
+
+
+def test_knob_history_and_same_knob_over_mcp(tmp_path: Path) -> None:
+    """A knob's values with their trials, and find_similar's same_knob, as the tools answer them."""
+    ledger = Ledger.open(str(tmp_path / "t.db"))
+    mcp_tools.create_project(ledger, "p", "val_bpb", True)
+    for trial in (
+        {"status": "baseline", "core_metric": 1.0, "hypothesis": "baseline"},
+        {"status": "keep", "core_metric": 0.99, "hypothesis": "increase MATRIX_LR from 0.04 to 0.06"},
+        {"status": "discard", "core_metric": 1.01, "hypothesis": "MATRIX_LR 0.06 -> 0.08"},
+    ):
+        recorded = mcp_tools.record_trial(ledger, "p", trial)
+    assert [(t["exp_id"], t["value"], t["same_value"]) for t in recorded["same_knob"]] == [("001", "0.06", False)]
+    history = mcp_tools.knob_history(ledger, "p", "matrix_lr")
+    assert [(v["value"], [t["exp_id"] for t in v["trials"]]) for v in history["values"]] == [
+        ("0.06", ["001"]),
+        ("0.08", ["002"]),
+    ]
+    assert history["values"][1]["trials"][0]["status"] == "discard"
+    found = mcp_tools.find_similar(ledger, "p", "try MATRIX_LR 0.06 -> 0.08 again")
+    assert [(t["exp_id"], t["same_value"]) for t in found["same_knob"]] == [("001", False), ("002", True)]
+
+    async def call() -> Any:
+        async with Client(build_server(ledger)) as client:
+            return await client.call_tool("knob_history", {"project": "p", "knob": "__"})
+
+    refused = anyio.run(call)
+    assert refused.is_error and "knob" in refused.content[0].text
+    ledger.close()

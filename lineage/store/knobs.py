@@ -1,0 +1,185 @@
+"""Knob changes: the ``knob_changes`` rows of trials (``lineage.knobs``).
+
+* :meth:`KnobsSql.write`: a trial's changes, extracted from what it carries, in the
+  writer's transaction (every insert path and every update calls it);
+* :meth:`KnobsSql.history`: the trials that changed a knob, oldest first, with their
+  status and metric;
+* :meth:`KnobsSql.tried`: for a set of knobs, the trials that changed each (a new trial's
+  "same knob, other value");
+* :meth:`KnobsSql.backfill`: the rows of trials stored before the table (``lineage.migrate``).
+
+The extraction itself is pure (``lineage.knobs.extract_changes``): text the writer holds
+already, and one indexed read of the parent's ``extra`` only for a trial carrying a
+``config`` (the wandb and HF fronts compare configs).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+from lineage.knobs import KnobChange, extract_changes
+from lineage.knobs.history import KnobTry
+from lineage.store.base import Family
+
+__all__ = ["KnobsSql"]
+
+_COLUMNS = "project_id, seq, knob, name, old_value, new_value, old_number, new_number, factor, source"
+_INSERT = f"INSERT INTO knob_changes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+#: a try's columns (``lineage.knobs.history.KnobTry``), its trial joined
+_TRIES = (
+    "SELECT k.knob, k.name, k.old_value, k.new_value, k.old_number, k.new_number, k.factor, k.source, "
+    "t.seq, t.exp_id, t.status, t.core_metric, t.delta_vs_best FROM knob_changes k "
+    "JOIN trials t ON t.project_id = k.project_id AND t.seq = k.seq "
+)
+#: a new trial's knobs that ``same_knob`` looks up at most
+MAX_SAME_KNOBS = 16
+#: how many rows one history answers at most (the newest are kept)
+MAX_HISTORY = 1_000
+
+
+class KnobsSql(Family):
+    """``knob_changes``: written with each trial, read as a knob's history."""
+
+    def changes_of(
+        self, conn: Connection, project_id: int, hypothesis: str, extra: Mapping[str, Any], parent_exp: str
+    ) -> list[KnobChange]:
+        """A trial's changes (``lineage.knobs.extract_changes``); the parent's ``extra``
+        is read only when the trial carries a ``config`` to compare."""
+        parent_config = None
+        if isinstance(extra.get("config"), Mapping) and parent_exp:
+            row = self.core.execute(
+                conn, "SELECT extra FROM trials WHERE project_id = ? AND exp_id = ?", (project_id, parent_exp)
+            ).fetchone()
+            if row is not None:
+                parent_extra = json.loads(row[0]) if isinstance(row[0], str) else row[0]
+                if isinstance(parent_extra, Mapping):
+                    parent_config = parent_extra.get("config")
+        return extract_changes(hypothesis, extra, parent_config)
+
+    def write(
+        self,
+        conn: Connection,
+        project_id: int,
+        seq: int,
+        hypothesis: str,
+        extra: Mapping[str, Any],
+        parent_exp: str,
+        *,
+        replace: bool = False,
+    ) -> None:
+        """The changes of the trial at ``seq`` (``replace``: its old rows go first, for an update)."""
+        if replace:
+            self.core.execute(conn, "DELETE FROM knob_changes WHERE project_id = ? AND seq = ?", (project_id, seq))
+        self.write_rows(conn, [(project_id, seq, self.changes_of(conn, project_id, hypothesis, extra, parent_exp))])
+
+    def write_rows(self, conn: Connection, trials: Iterable[tuple[int, int, Sequence[KnobChange]]]) -> None:
+        """``knob_changes`` rows of ``(project_id, seq, changes)``, in one executemany."""
+        rows = [
+            (
+                project_id,
+                seq,
+                c.knob,
+                c.name,
+                c.old,
+                c.new,
+                c.old_number,
+                c.new_number,
+                c.factor,
+                c.source,
+            )
+            for project_id, seq, changes in trials
+            for c in changes
+        ]
+        if not rows:
+            return
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.executemany(self.core.sql(_INSERT), rows)
+        finally:
+            cursor.close()
+
+    def history(
+        self, conn: Connection, project_id: int, knobs: Sequence[str], *, limit: int = MAX_HISTORY
+    ) -> list[KnobTry]:
+        """The trials that changed any of ``knobs``, oldest first (the newest ``limit``)."""
+        if not knobs:
+            return []
+        rows = self.core.execute(
+            conn,
+            _TRIES
+            + f"WHERE k.project_id = ? AND k.knob IN ({self.core.marks(knobs)}) ORDER BY k.seq DESC, k.knob DESC LIMIT {int(limit)}",
+            (project_id, *knobs),
+        ).fetchall()
+        return [KnobTry(*row) for row in reversed(rows)]
+
+    def same_knob(self, conn: Connection, project_id: int, seq: int, *, limit: int) -> list[tuple[KnobTry, KnobTry]]:
+        """The newest ``limit`` earlier trials that changed a knob the trial at ``seq``
+        changed (oldest first), each with that trial's own change of the knob. Two
+        statements, each a bounded index walk: the trial's knobs, then per knob its newest
+        ``limit`` earlier tries (one ``UNION ALL``), however long the knob's history."""
+        mine = {
+            row[0]: row
+            for row in self.core.execute(
+                conn,
+                "SELECT knob, new_value, new_number, factor FROM knob_changes WHERE project_id = ? AND seq = ? "
+                f"ORDER BY knob LIMIT {MAX_SAME_KNOBS}",
+                (project_id, seq),
+            ).fetchall()
+        }
+        if not mine:
+            return []
+        one = f"SELECT * FROM ({_TRIES}WHERE k.project_id = ? AND k.knob = ? AND k.seq < ? ORDER BY k.seq DESC LIMIT {int(limit)}) AS q"
+        rows = self.core.execute(
+            conn,
+            " UNION ALL ".join([one] * len(mine)),
+            [value for knob in mine for value in (project_id, knob, seq)],
+        ).fetchall()
+        tries = sorted((KnobTry(*row) for row in rows), key=lambda t: (t.seq, t.knob))[-int(limit) :]
+        return [(t, KnobTry.setting(t.knob, *mine[t.knob][1:])) for t in tries]
+
+    def knobs(self, conn: Connection, project_id: int) -> list[tuple[str, int]]:
+        """Every knob of the project with how many trials changed it, most first."""
+        rows = self.core.execute(
+            conn,
+            "SELECT knob, count(*) FROM knob_changes WHERE project_id = ? GROUP BY knob ORDER BY count(*) DESC, knob",
+            (project_id,),
+        ).fetchall()
+        return [(row[0], int(row[1])) for row in rows]
+
+    def backfill(self, conn: Connection, *, batch: int = 2_000) -> int:
+        """The changes of every trial stored before ``knob_changes`` existed, in the
+        caller's transaction; how many trials were read."""
+        done = 0
+        last = 0
+        while True:
+            rows = self.core.execute(
+                conn,
+                "SELECT t.id, t.project_id, t.seq, t.hypothesis, t.extra, p.extra FROM trials t "
+                "LEFT JOIN trials p ON p.project_id = t.project_id AND p.exp_id = t.parent_exp AND t.parent_exp <> '' "
+                f"WHERE t.id > ? ORDER BY t.id LIMIT {int(batch)}",
+                (last,),
+            ).fetchall()
+            if not rows:
+                return done
+            found = []
+            for _, project_id, seq, hypothesis, extra, parent_extra in rows:
+                mine, theirs = _json(extra), _json(parent_extra)
+                parent_config = theirs.get("config") if isinstance(theirs, Mapping) else None
+                if isinstance(mine, Mapping):
+                    found.append((project_id, seq, extract_changes(hypothesis or "", mine, parent_config)))
+            self.write_rows(conn, found)
+            done += len(rows)
+            last = rows[-1][0]
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
