@@ -20,7 +20,7 @@ logs into the ledger through ``MLFLOW_TRACKING_URI`` alone. The HTTP face is
   ``extra.mlflow``; ``mlflow.parentRunId`` naming a run of the same experiment is the
   trial's ``parent_exp`` (a root run gets the ledger's default parent, the branch tip).
 * Metrics are telemetry points at their steps (idempotent per batch, so a retried
-  ``log-batch`` stores its points once).
+  ``log-batch`` stores its points once); each batch of a running trial is its heartbeat.
 * ``runs/update`` with ``FINISHED``: the ledger's own verdict (``status: "auto"``) on
   ``core_metric``, the last value of the project's metric (or of the one the run's tag
   ``lineage.metric`` names); ``FAILED`` is ``crash``; ``KILLED`` is ``harness_abort``.
@@ -409,7 +409,19 @@ class MlflowTracking:
         if batch.rows:
             key = "mlflow-batch-" + _digest(trial.exp_id, batch.rows)
             self.ledger.telemetry.ingest_telemetry(project.slug, trial.exp_id, batch.rows, key=key)
+            if trial.status is FailureLabel.RUNNING:
+                self._beat(project.slug, trial)
         return {}
+
+    def _beat(self, slug: str, trial: Trial) -> None:
+        """Metrics are the run's sign of life: MLflow clients send no heartbeat, and without
+        one a run that only logs metrics would lapse (``lineage.leases``) mid-training. The
+        owner is the run's MLflow user (``mlflow`` when it sent none)."""
+        owner = str((trial.extra.get("mlflow") or {}).get("user_id") or "mlflow")[:512]
+        try:
+            self.ledger.leases.heartbeat(slug, trial.exp_id, owner=owner)
+        except Conflict:  # ended meanwhile (lapsed, or finished by another writer): keep logging
+            pass
 
     def _set_fields(self, project: Project, trial: Trial, params: dict[str, str], tags: dict[str, str]) -> None:
         config = dict(trial.extra.get("config") or {})

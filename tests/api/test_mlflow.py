@@ -96,6 +96,14 @@ def test_finished_is_the_ledgers_verdict_failed_is_crash_killed_is_harness_abort
     assert statuses == ["KILLED", "FAILED", "FINISHED", "FINISHED"]  # newest first, as MLflow
 
 
+def test_metrics_are_the_running_trials_heartbeat(client: TestClient, ledger: Ledger) -> None:
+    run_id = _run(client, user_id="ada")
+    assert [lease.heartbeat_at for lease in ledger.leases.running("default")] == [None]
+    _post(client, "/runs/log-metric", {"run_id": run_id, "key": "loss", "value": 1.0, "step": 0})
+    (lease,) = ledger.leases.running("default")
+    assert lease.owner == "ada" and lease.heartbeat_at is not None
+
+
 def test_a_parent_run_id_is_the_parent_exp(client: TestClient, ledger: Ledger) -> None:
     parent = _run(client, run_name="sweep")
     child = _run(client, run_name="point", tags=[{"key": "mlflow.parentRunId", "value": parent}])
