@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lineage.auth import Forbidden, Unauthorized
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import Conflict, InvalidInput, LedgerError, NotFound
 from lineage.telemetry import check_points
@@ -92,7 +93,12 @@ def missing(message: str) -> MlflowError:
 
 
 def as_mlflow_error(error: LedgerError) -> MlflowError:
-    """The ledger's error in MLflow's words: not found 404, a conflict or bad input 400."""
+    """The ledger's error in MLflow's words: no or a bad token 401, a role too low 403, not
+    found 404, a conflict or bad input 400."""
+    if isinstance(error, Unauthorized):
+        return MlflowError("UNAUTHENTICATED", str(error), 401)
+    if isinstance(error, Forbidden):
+        return MlflowError("PERMISSION_DENIED", str(error), 403)
     if isinstance(error, NotFound):
         return missing(str(error))
     if isinstance(error, Conflict):

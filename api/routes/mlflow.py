@@ -5,7 +5,7 @@
 The mapping rules are :mod:`lineage.mlflow_compat`'s; a handler parses MLflow's request
 (JSON body, or query parameters for GETs), calls one method, and answers MLflow's JSON.
 Errors are MLflow's ``{"error_code", "message"}`` (which its clients parse), not
-problem+json; the access check is the JSON API's (``Reader``, ``Writer``). The routes
+problem+json, also for the access check, which is the JSON API's (:func:`api.deps.authorize`). The routes
 stay out of the OpenAPI document: they are MLflow's contract, not the ledger's.
 """
 
@@ -18,7 +18,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from api.deps import Reader, Writer
+from api.deps import authorize
+from lineage.auth import Role
 from lineage.errors import LedgerError
 from lineage.mlflow_compat import MlflowError, MlflowTracking, as_mlflow_error, invalid
 
@@ -53,56 +54,63 @@ def _query(request: Request) -> dict[str, Any]:
     return dict(request.query_params)
 
 
-async def get_experiment_by_name(request: Request, who: Reader) -> JSONResponse:
+async def get_experiment_by_name(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.READER)
         name = _query(request).get("experiment_name")
         return await who.small_write(MlflowTracking(who.ledger).get_experiment_by_name, name)
 
     return await _answer(call)
 
 
-async def get_experiment(request: Request, who: Reader) -> JSONResponse:
+async def get_experiment(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.READER)
         found = _query(request).get("experiment_id")
         return await who.small_write(MlflowTracking(who.ledger).get_experiment, found)
 
     return await _answer(call)
 
 
-async def create_experiment(request: Request, who: Writer) -> JSONResponse:
+async def create_experiment(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.WRITER)
         body, _ = await _body(request)
         return await who.small_write(MlflowTracking(who.ledger).create_experiment, body.get("name"), body.get("tags"))
 
     return await _answer(call)
 
 
-async def create_run(request: Request, who: Writer) -> JSONResponse:
+async def create_run(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.WRITER)
         body, _ = await _body(request)
         return await who.small_write(MlflowTracking(who.ledger).create_run, body)
 
     return await _answer(call)
 
 
-async def update_run(request: Request, who: Writer) -> JSONResponse:
+async def update_run(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.WRITER)
         body, _ = await _body(request)
         return await who.small_write(MlflowTracking(who.ledger).update_run, body)
 
     return await _answer(call)
 
 
-async def get_run(request: Request, who: Reader) -> JSONResponse:
+async def get_run(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.READER)
         query = _query(request)
         return MlflowTracking(who.ledger).get_run(query.get("run_id") or query.get("run_uuid"))
 
     return await _answer(call)
 
 
-async def search_runs(request: Request, who: Reader) -> JSONResponse:
+async def search_runs(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.READER)
         body, _ = await _body(request)
         # may create the default project, as MLflow's default experiment always exists
         return await who.small_write(MlflowTracking(who.ledger).search_runs, body)
@@ -110,11 +118,12 @@ async def search_runs(request: Request, who: Reader) -> JSONResponse:
     return await _answer(call)
 
 
-def _logger(shape: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[Request, Writer], Awaitable[JSONResponse]]:
+def _logger(shape: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[Request], Awaitable[JSONResponse]]:
     """A ``log-*`` or ``set-tag`` route: its body as a ``log-batch`` body (``shape``)."""
 
-    async def route(request: Request, who: Writer) -> JSONResponse:
+    async def route(request: Request) -> JSONResponse:
         async def call() -> dict[str, Any]:
+            who = await authorize(request, Role.WRITER)
             body, size = await _body(request)
             run_id = body.get("run_id") or body.get("run_uuid")
             return await who.long_write(MlflowTracking(who.ledger).log_batch, run_id, shape(body), size=size)
@@ -130,8 +139,9 @@ log_parameter = _logger(lambda body: {"params": [body]})
 set_tag = _logger(lambda body: {"tags": [body]})
 
 
-async def get_metric_history(request: Request, who: Reader) -> JSONResponse:
+async def get_metric_history(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.READER)
         query = _query(request)
         run_id = query.get("run_id") or query.get("run_uuid")
         return MlflowTracking(who.ledger).get_metric_history(run_id, query.get("metric_key"))

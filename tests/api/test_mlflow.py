@@ -174,7 +174,10 @@ def test_the_ajax_prefix_and_server_info_answer(client: TestClient) -> None:
 
 def test_tokens_and_roles_apply_as_on_the_json_api(client: TestClient, token_of) -> None:  # type: ignore[no-untyped-def]
     reader = token_of("reader")
-    assert client.post(M + "/runs/create", json={}, headers=bearer(reader)).status_code == 403
+    refused = client.post(M + "/runs/create", json={}, headers=bearer(reader))
+    assert refused.status_code == 403 and refused.json()["error_code"] == "PERMISSION_DENIED"
+    anonymous = client.post(M + "/runs/create", json={})
+    assert anonymous.status_code == 401 and anonymous.json()["error_code"] == "UNAUTHENTICATED"
     writer = token_of("writer")
     assert client.post(M + "/runs/create", json={}, headers=bearer(writer)).status_code == 200
     assert client.post(M + "/runs/search", json={}, headers=bearer(reader)).status_code == 200
