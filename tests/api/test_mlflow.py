@@ -181,3 +181,24 @@ def test_tokens_and_roles_apply_as_on_the_json_api(client: TestClient, token_of)
     writer = token_of("writer")
     assert client.post(M + "/runs/create", json={}, headers=bearer(writer)).status_code == 200
     assert client.post(M + "/runs/search", json={}, headers=bearer(reader)).status_code == 200
+
+
+ODD = [None, 5, "x", [], {}, [1], {"a": 1}, True, -1, 1e300, "default__000", "a" * 300]
+
+
+def test_no_body_makes_a_500(client: TestClient) -> None:
+    _run(client)
+    paths = ["/runs/create", "/runs/update", "/runs/search", "/runs/log-batch", "/runs/log-metric"]
+    paths += ["/runs/log-parameter", "/runs/set-tag", "/experiments/create"]
+    fields = ["experiment_id", "run_id", "name", "tags", "metrics", "params", "key", "value", "step", "timestamp"]
+    fields += ["status", "end_time", "start_time", "run_name", "filter", "max_results", "page_token", "experiment_ids"]
+    for path in paths:
+        for name in fields:
+            for value in ODD:
+                body = {"run_id": "default__000", "experiment_id": "0", "key": "k", "value": 1.0, name: value}
+                answer = client.post(M + path, json=body)
+                assert answer.status_code < 500, (path, body, answer.text)
+    for path in ["/runs/get", "/experiments/get", "/experiments/get-by-name", "/metrics/get-history"]:
+        for value in ["", "x", "default__", "__000", "a" * 300, "default__000"]:
+            query = {"run_id": value, "experiment_id": value, "experiment_name": value, "metric_key": value}
+            assert client.get(M + path, params=query).status_code < 500, (path, value)
