@@ -376,11 +376,8 @@ class MlflowTracking:
         return str(tags.get(METRIC_TAG) or project.metric_name)
 
     def _last_value(self, slug: str, exp_id: str, name: str) -> float | None:
-        series, _ = self.ledger.telemetry.telemetry_series(slug, exp_id, names=[name], max_points=100_000)
-        for one in series:
-            if one.turn is None and one.step:
-                return (one.value if one.method == "raw" else one.mean)[-1]
-        return None
+        found = self.ledger.telemetry.metric_history(slug, exp_id, name, last=True)
+        return found[0][1] if found else None
 
     def search_runs(self, body: Mapping[str, Any]) -> dict[str, Any]:
         ids = body.get("experiment_ids") or [DEFAULT_EXPERIMENT_ID]
@@ -451,14 +448,8 @@ class MlflowTracking:
     def get_metric_history(self, run_id: object, key: object) -> dict[str, Any]:
         project, trial = self._trial(run_id)
         name = _key(key, "metric")
-        series, _ = self.ledger.telemetry.telemetry_series(project.slug, trial.exp_id, names=[name], max_points=100_000)
-        metrics = []
-        for one in series:
-            if one.turn is not None:
-                continue
-            values = one.value if one.method == "raw" else one.mean
-            metrics += [{"key": name, "value": v, "timestamp": 0, "step": s} for s, v in zip(one.step, values)]
-        return {"metrics": metrics}
+        points = self.ledger.telemetry.metric_history(project.slug, trial.exp_id, name)
+        return {"metrics": [_metric(name, *point) for point in points]}
 
     # shapes ---------------------------------------------------------------------
 
@@ -501,13 +492,13 @@ class MlflowTracking:
         return {"info": info, "data": data}
 
     def _latest_metrics(self, slug: str, exp_id: str) -> list[dict[str, Any]]:
-        series, _ = self.ledger.telemetry.telemetry_series(slug, exp_id, max_points=100_000)
-        latest = []
-        for one in series:
-            if one.turn is None and one.step:
-                values = one.value if one.method == "raw" else one.mean
-                latest.append({"key": one.name, "value": values[-1], "timestamp": 0, "step": one.step[-1]})
-        return latest
+        latest = self.ledger.telemetry.latest_points(slug, exp_id)
+        return [_metric(name, *point) for name, point in latest.items()]
+
+
+def _metric(name: str, step: int, value: float, wall_time: float | None) -> dict[str, Any]:
+    """A point as MLflow's ``Metric`` (its timestamp in milliseconds; 0 when none was sent)."""
+    return {"key": name, "value": value, "timestamp": 0 if wall_time is None else round(wall_time * 1000), "step": step}
 
 
 @dataclass(frozen=True, slots=True)

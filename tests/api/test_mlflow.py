@@ -66,10 +66,14 @@ def test_a_run_is_a_running_trial_whose_params_tags_and_metrics_are_stored(clien
     assert trial.extra["tags"]["team"] == "rl2"
     assert trial.hypothesis == "warm up the lr"
     history = client.get(M + "/metrics/get-history", params={"run_id": run_id, "metric_key": "loss"}).json()
-    assert [(m["step"], m["value"]) for m in history["metrics"]] == [(0, 2.0), (1, 1.0), (2, 0.0)]
+    assert [(m["step"], m["value"], m["timestamp"]) for m in history["metrics"]] == [
+        (0, 2.0, 1_700_000_000_000),
+        (1, 1.0, 1_700_000_000_001),
+        (2, 0.0, 1_700_000_000_002),
+    ]
     run = client.get(M + "/runs/get", params={"run_id": run_id}).json()["run"]
     assert run["info"]["status"] == "RUNNING"
-    assert run["data"]["metrics"] == [{"key": "loss", "value": 0.0, "timestamp": 0, "step": 2}]
+    assert run["data"]["metrics"] == [{"key": "loss", "value": 0.0, "timestamp": 1_700_000_000_002, "step": 2}]
 
 
 def test_finished_is_the_ledgers_verdict_failed_is_crash_killed_is_harness_abort(
