@@ -128,6 +128,10 @@ def test_bad_input_is_mlflows_error_and_stores_nothing(client: TestClient, ledge
     _post(client, "/runs/log-parameter", {"run_id": run_id, "key": "lr", "value": "1"})
     changed = _post(client, "/runs/log-parameter", {"run_id": run_id, "key": "lr", "value": "2"}, status=400)
     assert changed["error_code"] == "INVALID_PARAMETER_VALUE" and "Changing param values" in changed["message"]
+    at_limit = {"run_id": run_id, "metrics": [{"key": "m", "value": 1.0, "step": s} for s in range(1000)]}
+    at_limit["params"] = [{"key": f"q{i}", "value": "v" * 6000} for i in range(50)]
+    at_limit["tags"] = [{"key": "t" * 250, "value": "v"}] + [{"key": f"t{i}", "value": "v"} for i in range(49)]
+    _post(client, "/runs/log-batch", at_limit)
     too_many = {"run_id": run_id, "metrics": [{"key": "m", "value": 1.0, "step": s} for s in range(1001)]}
     assert "limit is 1000" in _post(client, "/runs/log-batch", too_many, status=400)["message"]
     params = [{"key": f"p{i}", "value": "v"} for i in range(101)]
@@ -150,8 +154,8 @@ def test_bad_input_is_mlflows_error_and_stores_nothing(client: TestClient, ledge
     bad_filter = _post(client, "/runs/search", {"experiment_ids": ["0"], "filter": "metrics.m > 1"}, status=400)
     assert "not supported" in bad_filter["message"]
     trial = ledger.trials.trial("default", "000")
-    assert trial.extra["config"] == {"lr": "1"}
-    assert ledger.telemetry.telemetry_points("default", "000") == []
+    assert trial.extra["config"] == {"lr": "1", **{f"q{i}": "v" * 6000 for i in range(50)}}
+    assert len(ledger.telemetry.metric_history("default", "000", "m")) == 1000  # the batch at the limits only
 
 
 def test_search_filters_on_tags_params_and_status(client: TestClient) -> None:
