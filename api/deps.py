@@ -116,6 +116,12 @@ def _require(role: Role) -> Callable[[Request], Awaitable[Access]]:
     return dependency
 
 
+async def authorize(request: Request, role: Role) -> Access:
+    """The access check of ``Reader``/``Writer``/``Admin`` called from a handler, for
+    routes that answer its errors in another shape than problem+json (MLflow's)."""
+    return await _require(role)(request)
+
+
 LedgerDep = Annotated[Ledger, Depends(_ledger)]
 #: The ledger and token of a request allowed to read / write / administer (one
 #: dependency each, so a handler pays for one).

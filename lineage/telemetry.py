@@ -312,7 +312,7 @@ class TrialUpdates(Protocol):
 
 
 class Telemetry:
-    """ingest_telemetry, telemetry_series, telemetry_points, shared_telemetry, summarize_telemetry."""
+    """ingest_telemetry, telemetry_series, telemetry_points, metric_history, latest_points, shared_telemetry, summarize_telemetry."""
 
     def __init__(self, store: Store, recording: TrialUpdates) -> None:
         self.store = store
@@ -411,6 +411,30 @@ class Telemetry:
             values = one.value if one.method == "raw" else one.mean
             points.extend({"step": s, "turn": one.turn, "name": one.name, "value": v} for s, v in zip(one.step, values))
         return points
+
+    def metric_history(
+        self, project_slug: str, exp_id: str, name: str, *, last: bool = False
+    ) -> list[tuple[int, float, float | None]]:
+        """Every ``(step, value, wall_time)`` of the per-step series ``name``, never
+        downsampled (MLflow's metric history); ``last``: only its last point (by step)."""
+        with self.store.read() as conn:
+            project = self.store.projects.project(conn, project_slug)
+            trial_id = self.store.telemetry.trial_row_id(conn, project, exp_id)
+            return self.store.telemetry.metric_history(conn, trial_id, name, last=last)
+
+    def latest_points(self, project_slug: str, exp_id: str) -> dict[str, tuple[int, float, float | None]]:
+        """The last ``(step, value, wall_time)`` of each per-step series (MLflow's latest
+        metrics), read in one transaction."""
+        store = self.store
+        with store.read() as conn:
+            project = store.projects.project(conn, project_slug)
+            trial_id = store.telemetry.trial_row_id(conn, project, exp_id)
+            names = [name for name, turn, *_ in store.telemetry.telemetry_series(conn, trial_id) if turn < 0]
+            return {
+                name: point
+                for name in names
+                for point in store.telemetry.metric_history(conn, trial_id, name, last=True)
+            }
 
     def shared_telemetry(
         self, project_slug: str, exp_ids: Sequence[str], *, max_points: int = 300, min_trials: int = 2

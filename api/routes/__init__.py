@@ -20,6 +20,7 @@ module         routes
 ``explore``    the researcher's explorer and knob view: ``/projects/{p}/explore``, ``/knobs``
 ``alerts``     alerts from training code: ``/projects/{p}/alerts``, ``.../trials/{exp}/alerts``
 ``claims``     parallel agents: ``/projects/{p}/claims``, ``/running``, ``/frontier``
+``mlflow``     MLflow's tracking API, ``/api/2.0/mlflow/...`` (not in the OpenAPI document)
 =============  =====================================================================
 
 ``install_routes`` includes them in the order of ``ROUTERS``; the OpenAPI document lists
@@ -75,7 +76,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from api.routes import agent, alerts, claims, explore, ops, projects, telemetry, tokens, trials
+from api.routes import agent, alerts, claims, explore, mlflow, ops, projects, telemetry, tokens, trials
 from api.routes.fast_record import FastRecordRoute
 
 __all__ = ["install_routes"]
@@ -92,6 +93,7 @@ ROUTERS = (
     explore.router,
     alerts.router,
     claims.router,
+    mlflow.router,
 )
 
 

@@ -153,6 +153,20 @@ class TelemetrySql(Family):
         )
         return cursor.fetchall()
 
+    def metric_history(
+        self, conn: Connection, trial_id: int, name: str, *, last: bool = False
+    ) -> list[tuple[int, float, float | None]]:
+        """``(step, value, wall_time)`` of a per-step series (no turn) in step order
+        (insertion order among equal steps); ``last``: only its last point."""
+        order = "ORDER BY step DESC, id DESC LIMIT 1" if last else "ORDER BY step, id"
+        cursor = self.core.execute(
+            conn,
+            "SELECT step, value, wall_time FROM telemetry_points "
+            f"WHERE trial_id = ? AND name = ? AND turn = -1 {order}",
+            (trial_id, name),
+        )
+        return cursor.fetchall()
+
     def telemetry_buckets(
         self,
         conn: Connection,
