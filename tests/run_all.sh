@@ -8,6 +8,8 @@
 # - Debian's chromium for the browser tests when /usr/bin/chromium is missing;
 # - the official MCP Inspector CLI, pinned, for the MCP end-to-end test
 #   (tests/api/test_mcp_inspector.py), with npm into ~/.cache/lineage-tests.
+# - the MLflow client (mlflow-skinny, pinned) in a venv of its own under
+#   ~/.cache/lineage-tests, for tests/api/test_mlflow_client.py.
 # - with LINEAGE_GATE=1 (.ci/run sets it), the quality gate first (tests/gate.sh: ruff, mypy).
 # Extra arguments go to pytest (e.g. `bash tests/run_all.sh -k tsv`).
 set -euo pipefail
@@ -87,9 +89,29 @@ ensure_inspector() {
     || log "npm could not fetch the MCP Inspector: its test will skip"
 }
 
+# keep in step with tests/api/test_mlflow_client.py's module doc
+MLFLOW_VERSION=3.17.2
+ensure_mlflow() {
+  # the real MLflow client, in a venv of its own (it would change the project venv's
+  # importlib_metadata); tests/api/test_mlflow_client.py runs it through this Python
+  local dir="${LINEAGE_MLFLOW_DIR:-$HOME/.cache/lineage-tests/mlflow-$MLFLOW_VERSION}"
+  if [ ! -x "$dir/bin/python" ] || ! "$dir/bin/python" -c 'import mlflow' 2>/dev/null; then
+    log "installing mlflow-skinny==$MLFLOW_VERSION into $dir"
+    python3 -m venv "$dir" \
+      && "$dir/bin/python" -m pip install -q --disable-pip-version-check "mlflow-skinny==$MLFLOW_VERSION" 2>&1 \
+        | grep -v -e '^WARNING: Location' -e '^ *$' || true
+  fi
+  if "$dir/bin/python" -c 'import mlflow' 2>/dev/null; then
+    export LINEAGE_TEST_MLFLOW_PYTHON="$dir/bin/python"
+  else
+    log "mlflow-skinny could not be installed: the MLflow client test will skip"
+  fi
+}
+
 ensure_venv
 ensure_postgres
 ensure_inspector
+ensure_mlflow
 if [ -n "${LINEAGE_NEEDS_CHROMIUM:-}" ] || ls tests/web 2>/dev/null | grep -q '^test_'; then ensure_chromium; fi
 
 if [ -n "${LINEAGE_GATE:-}" ]; then bash tests/gate.sh; fi
