@@ -37,6 +37,10 @@ _TRIES = (
 )
 #: a new trial's knobs that ``same_knob`` looks up at most
 MAX_SAME_KNOBS = 16
+#: ``conn.info`` key: ``(project_id, seq, changes)`` of the trial this transaction wrote
+#: last, so :meth:`KnobsSql.same_knob` answers its own changes without reading them back
+#: (a round trip a record on PostgreSQL; none at all for a trial that changed no knob)
+_WRITTEN = "lineage.knobs.written"
 #: how many rows one history answers at most (the newest are kept)
 MAX_HISTORY = 1_000
 
@@ -74,7 +78,9 @@ class KnobsSql(Family):
         """The changes of the trial at ``seq`` (``replace``: its old rows go first, for an update)."""
         if replace:
             self.core.execute(conn, "DELETE FROM knob_changes WHERE project_id = ? AND seq = ?", (project_id, seq))
-        self.write_rows(conn, [(project_id, seq, self.changes_of(conn, project_id, hypothesis, extra, parent_exp))])
+        changes = self.changes_of(conn, project_id, hypothesis, extra, parent_exp)
+        self.write_rows(conn, [(project_id, seq, changes)])
+        conn.info[_WRITTEN] = (project_id, seq, changes)
 
     def write_rows(self, conn: Connection, trials: Iterable[tuple[int, int, Sequence[KnobChange]]]) -> None:
         """``knob_changes`` rows of ``(project_id, seq, changes)``, in one executemany."""
@@ -121,15 +127,23 @@ class KnobsSql(Family):
         changed (oldest first), each with that trial's own change of the knob. Two
         statements, each a bounded index walk: the trial's knobs, then per knob its newest
         ``limit`` earlier tries (one ``UNION ALL``), however long the knob's history."""
-        mine = {
-            row[0]: row
-            for row in self.core.execute(
-                conn,
-                "SELECT knob, new_value, new_number, factor FROM knob_changes WHERE project_id = ? AND seq = ? "
-                f"ORDER BY knob LIMIT {MAX_SAME_KNOBS}",
-                (project_id, seq),
-            ).fetchall()
-        }
+        written = conn.info.pop(_WRITTEN, None)
+        if written is not None and written[:2] == (project_id, seq):  # just written: no read back
+            first: dict[str, KnobChange] = {}
+            for change in written[2]:  # the first of a knob is the stored one (ON CONFLICT DO NOTHING)
+                first.setdefault(change.knob, change)
+            known = sorted(first.values(), key=lambda c: c.knob)[:MAX_SAME_KNOBS]
+            mine = {c.knob: (c.knob, c.new, c.new_number, c.factor) for c in known}
+        else:
+            mine = {
+                row[0]: row
+                for row in self.core.execute(
+                    conn,
+                    "SELECT knob, new_value, new_number, factor FROM knob_changes WHERE project_id = ? AND seq = ? "
+                    f"ORDER BY knob LIMIT {MAX_SAME_KNOBS}",
+                    (project_id, seq),
+                ).fetchall()
+            }
         if not mine:
             return []
         one = f"SELECT * FROM ({_TRIES}WHERE k.project_id = ? AND k.knob = ? AND k.seq < ? ORDER BY k.seq DESC LIMIT {int(limit)}) AS q"
