@@ -189,8 +189,13 @@ class Shared:
             # searched by the next items' similar_prior: its sketch now, its words at the end
             deferred=None if similar_prior else self.pending,
             terms=self.terms,
+            buffer=self.held_rows(),
             sketch=sketch,
         )
+
+    def held_rows(self) -> list[tuple[Any, ...]] | None:
+        """Where an item's row waits to be sent (:class:`Bulk`); None: sent at once."""
+        return None
 
     def stored(
         self, trial: Trial, *, best: Trial | None, concepts: str, keys: Sequence[int], reads: NewTrialReads
@@ -240,31 +245,8 @@ class Bulk(Shared):
             link = self.links[parent_exp] = self.store.chain.link_after(conn, project, parent_exp)
         return NewTrialReads(False, link, None)
 
-    def insert(
-        self,
-        conn: Connection,
-        project: Project,
-        trial: Trial,
-        *,
-        seq: int,
-        concepts: str,
-        reads: NewTrialReads,
-        sketch: Sequence[int] | None,
-        similar_prior: bool,
-    ) -> Trial:
-        return self.store.trials.insert_trial(
-            conn,
-            project,
-            trial,
-            seq=seq,
-            concepts=concepts,
-            named=reads.named,
-            link=reads.link,
-            deferred=self.pending,
-            terms=self.terms,
-            buffer=self.rows,
-            sketch=sketch,
-        )
+    def held_rows(self) -> list[tuple[Any, ...]] | None:
+        return self.rows
 
     def stored(
         self, trial: Trial, *, best: Trial | None, concepts: str, keys: Sequence[int], reads: NewTrialReads
