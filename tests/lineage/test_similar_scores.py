@@ -93,7 +93,9 @@ def test_scores_are_the_rule_applied_pair_by_pair(query: str, texts: list[tuple[
     if not content_tokens(query):
         return
     got = FuzzyTokenRanker().scores(query, _candidates(texts, stored=stored))
-    assert got == pytest.approx([_plain_score(query, h, n) for h, n in texts], abs=1e-9)
+    # both round to 4 places a value summed in another order: on a tie (0.59375 against
+    # 0.5937499999999999) the two roundings are one step apart, and never more
+    assert got == pytest.approx([_plain_score(query, h, n) for h, n in texts], abs=1e-4 + 1e-9)
 
 
 def test_a_full_table_is_begun_anew_and_scores_do_not_change(monkeypatch: pytest.MonkeyPatch) -> None:
