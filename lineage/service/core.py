@@ -32,7 +32,8 @@ class Trials:
             return self.store.trials.tip(conn, self.store.projects.project(conn, project_slug))
 
     def first(self, project_slug: str) -> Trial | None:
-        """The project's first trial (by seq): the baseline a results file's rows compare with."""
+        """The project's first trial that may stand in for the best (``Store.trials.first_trial``:
+        never a crash, an abort or a running trial): the baseline a results file's rows name."""
         with self.store.read() as conn:
             return self.store.trials.first_trial(conn, self.store.projects.project(conn, project_slug))
 

@@ -100,8 +100,8 @@ class BestReads(Family):
         """The project's first trial that may stand in for the best while nothing eligible
         is scored (``BestPolicy.fallback_statuses``: never a crash, an abort or a running
         trial); None when there is none. The one home of the best's fallback: the best
-        (``lineage.chain.current_best``), the parent a record defaults to, the progress
-        baseline and the branch tip all read it here."""
+        (``lineage.chain.current_best``), the progress baseline and the baseline a
+        ``lineage record`` row names read it here (a parent left out is :meth:`tip`)."""
         return _first_of(self._first_cursor(conn, project))
 
     def _first_cursor(self, conn: Connection, project: Project) -> Any:
