@@ -106,9 +106,9 @@ def test_two_batches_overlap_and_the_finish_waits_for_every_batch(serve, proxy, 
 
 
 def test_one_batch_fails_while_the_other_succeeds_each_acknowledged_on_its_own(serve, proxy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """deliver() on a spool of four batches: the first is refused (503) only after the
-    ledger answered the second, so both are in flight together. The second is marked sent,
-    the first stays unsent under its key; the next deliver sends what is left and every
+    """deliver() on a spool of four batches: the first to arrive is refused (503) only after
+    the ledger answered the other, so both are in flight together. The answered one is marked
+    sent, the refused one stays unsent under its key; the next deliver sends what is left and every
     point is stored once."""
     db, port, spool_dir, client = offline_client(tmp_path, "split", "one of two fails")
     assert not client.close(timeout=0.2).delivered
@@ -133,14 +133,19 @@ def test_one_batch_fails_while_the_other_succeeds_each_acknowledged_on_its_own(s
         with pytest.raises(Unavailable):
             deliver(spool, transport, max_points=400)
         telemetry = [op for op in spool.ops() if op.kind == "columns"]
-        first, second = telemetry[0], telemetry[1]
         unsent = {row[0] for row in spool._conn().execute("SELECT seq FROM ops WHERE sent = 0")}
-        assert first.seq in unsent and first.group_key == f"split-{first.seq}"  # kept, under its key
-        assert second.seq not in unsent  # acknowledged on its own answer
+        # the two in flight may reach the proxy in either order: the refused one is the one
+        # that arrived first, the other is acknowledged on its own answer
+        (refused,) = [k for k in (0, 1) if telemetry[k].seq in unsent]
+        answered = 1 - refused
+        assert telemetry[refused].group_key == f"split-{telemetry[refused].seq}"  # kept, under its key
+        assert telemetry[answered].seq not in unsent
         stored = stored_points(db)
         assert max(stored.values()) == 1
-        assert expected_points(range(100, 200)) - stored == {}  # the second batch's points
-        assert not set(expected_points(range(100))) & set(stored)  # none of the refused one's
+        assert expected_points(range(answered * 100, answered * 100 + 100)) - stored == {}  # its points
+        assert not set(expected_points(range(refused * 100, refused * 100 + 100))) & set(
+            stored
+        )  # none of the refused one's
         assert deliver(spool, transport, max_points=400) == 1600 - sum(stored.values())
     finally:
         transport.close()
