@@ -134,7 +134,7 @@ class Alone:
 
 @dataclass(slots=True)
 class Shared:
-    """Items sharing one transaction (module doc): the best and the first trial as the
+    """Items sharing one transaction (module doc): the best and the branch tip as the
     items move them, and the search words and sketches written once at the end."""
 
     store: Store

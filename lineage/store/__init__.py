@@ -55,6 +55,7 @@ from lineage.store.base import (
     trial_from_row,
     utcnow,
 )
+from lineage.store.bulk import BULK_BATCH
 from lineage.store.chain import ChainSql
 from lineage.store.columns import ColumnsSql
 from lineage.store.explore import ExploreSql
@@ -68,7 +69,7 @@ from lineage.store.projects import ProjectsSql
 from lineage.store.search import SearchSql
 from lineage.store.telemetry import TelemetrySql
 from lineage.store.tokens import TokensSql
-from lineage.store.trials import BULK_BATCH, TrialsSql
+from lineage.store.trials import TrialsSql
 
 __all__ = ["BULK_BATCH", "TRIAL_COLUMNS", "TRIAL_VALUE_COLUMNS", "Store", "StoreCore", "trial_from_row", "utcnow"]
 
