@@ -283,12 +283,6 @@ class StoreCore:
                             conn.info.pop(PIPELINE_INFO, None)
                 finally:
                     if manual and not driver.closed:  # type: ignore[union-attr]
-                        # A failure read only at the pipeline's last sync can leave the
-                        # session in its failed transaction after the rollback above ran
-                        # (which of the two the driver saw first depends on timing):
-                        # end it here, or the autocommit switch refuses and hides the error.
-                        if driver.info.transaction_status != _IDLE:  # type: ignore[union-attr]
-                            driver.rollback()  # type: ignore[union-attr]
                         driver.autocommit = False  # type: ignore[union-attr]
             else:
                 with conn.begin():
