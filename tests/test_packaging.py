@@ -45,6 +45,10 @@ def test_installed_wheel_carries_migrations_and_templates_and_runs_from_another_
     ):
         assert package in names
     assert "lineage/formats/autoresearch/rows.py" in names and "lineage/formats/text.py" in names
+    # every package of the source ships (pyproject.toml lists them: a new one must join the list)
+    for top in ("lineage", "api", "trainer_hooks"):
+        for init in (ROOT / top).rglob("__init__.py"):
+            assert init.relative_to(ROOT).as_posix() in names, f"{init.parent} is not in the wheel"
     # PEP 561: type checkers read the installed packages' annotations only with the marker
     assert "lineage/py.typed" in names and "trainer_hooks/py.typed" in names
     target = tmp_path / "site"
