@@ -80,8 +80,8 @@ Lineage Ledger: the research loop's memory.
    hypothesis. Leave parent_exp out to fork from the branch tip (the last keep); leave exp_id out to get the
    next number; pass an idempotency_key and reuse it on retries. Never send delta_vs_best.
 5. With other agents on the same project: get_frontier (the best, the branch tip, who runs what), then
-   claim_trial (hypothesis, owner) before running an idea; heartbeat while it runs; finish it with
-   update_trial (status auto and core_metric).
+   claim_trial (hypothesis, owner, lease_s) before running an idea; heartbeat (exp_id, owner) while it runs;
+   finish it with finish_claim (exp_id, owner, changes: core_metric; the ledger decides keep or discard).
 """
 
 
