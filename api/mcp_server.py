@@ -24,7 +24,11 @@ Errors
 
 Access
     Over stdio the server runs with the caller's own access to the database (a local
-    process), so it asks for no token. Over HTTP each tool call, the ``session_start``
+    process), so it asks for no token. Over HTTP every request to ``/mcp``, the first
+    (``initialize`` or ``server/discover``) included, is refused with 401 (problem+json,
+    ``WWW-Authenticate: Bearer``, as the JSON API's) when its token is bad, or missing
+    where reads need one (``--no-anonymous-read``): a client learns at connect time, not
+    at its first tool call (:meth:`McpEndpoint.refusal`). Beyond that, each tool call, the ``session_start``
     prompt and the prompt resource are checked like the JSON API's requests
     (``lineage.auth.check_access``): the ``Authorization: Bearer`` header, the role
     (reads: reader, writes: writer) and the server's anonymous-read setting. A call
@@ -80,8 +84,8 @@ Lineage Ledger: the research loop's memory.
    hypothesis. Leave parent_exp out to fork from the branch tip (the last keep); leave exp_id out to get the
    next number; pass an idempotency_key and reuse it on retries. Never send delta_vs_best.
 5. With other agents on the same project: get_frontier (the best, the branch tip, who runs what), then
-   claim_trial (hypothesis, owner) before running an idea; heartbeat while it runs; finish it with
-   update_trial (status auto and core_metric).
+   claim_trial (hypothesis, owner, lease_s) before running an idea; heartbeat (exp_id, owner) while it runs;
+   finish it with finish_claim (exp_id, owner, changes: core_metric; the ledger decides keep or discard).
 """
 
 
@@ -324,6 +328,18 @@ class McpEndpoint:
             finally:
                 self.app = None
 
+    def refusal(self, headers: Any) -> Unauthorized | None:
+        """Why a request with ``headers`` is refused before the SDK reads it: a bad token,
+        or none where reads need one (module doc, "Access"); None: it goes on (a token too
+        weak for a tool is that tool's error)."""
+        try:
+            _Access(self.ledger, self.anonymous_read, self.exposed).check_headers(headers, Role.READER)
+        except Unauthorized as exc:
+            return exc
+        except LedgerError:
+            return None
+        return None
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self.app is None:
             from starlette.responses import PlainTextResponse
@@ -332,4 +348,14 @@ class McpEndpoint:
                 scope, receive, send
             )
             return
+        if scope.get("type") == "http":
+            from starlette.requests import Request
+
+            from api.problems import ledger_problem
+
+            request = Request(scope)
+            refused = await asyncio.to_thread(self.refusal, request.headers)
+            if refused is not None:
+                await ledger_problem(request, refused)(scope, receive, send)
+                return
         await self.app(scope, receive, send)

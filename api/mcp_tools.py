@@ -21,7 +21,7 @@ from pydantic import Field, WithJsonSchema
 
 from lineage.alerts import ALERT_LEVELS
 from lineage.auth import Role
-from lineage.domain import MAX_BATCH, TRIAL_FIELD_NAMES, FailureLabel
+from lineage.domain import MAX_BATCH, MAX_CLAIM_LEASE_S, MIN_CLAIM_LEASE_S, TRIAL_FIELD_NAMES, FailureLabel
 from lineage.errors import Conflict, InvalidInput, NotFound
 from lineage.service import Ledger
 from lineage.trial_fields import DEFAULT_LIST_FIELDS, changes_schema, check_fields, record_schema, select_fields
@@ -361,9 +361,10 @@ def heartbeat(
     ] = None,
 ) -> dict[str, Any]:
     """Keep a running trial (status running) alive while you work on it: without a
-    heartbeat for the project's lease (default 10 minutes) it becomes harness_abort.
-    Finish it with update_trial and its outcome. An error naming status when the
-    trial is not running."""
+    heartbeat for its lease (the claim's lease_s, else the project's, default 10 minutes)
+    it becomes harness_abort. Finish a claim with finish_claim. An error naming status
+    when the trial is not running (stop: run nothing more for it), owner when another
+    agent holds it."""
     return ledger.leases.heartbeat(project, exp_id, owner=owner).to_dict()
 
 
@@ -376,6 +377,13 @@ def claim_trial(
         str | None, Field(description="The trial it forks from; left out: the branch tip (the last keep).")
     ] = None,
     notes: Annotated[str | None, Field(description="Knob changes or a patch summary.")] = None,
+    lease_s: Annotated[
+        float | None,
+        Field(
+            description=f"Seconds the claim lives without a heartbeat, {MIN_CLAIM_LEASE_S} to {MAX_CLAIM_LEASE_S} "
+            "(10 s to 24 h); left out: the project's lease. Heartbeat well within it."
+        ),
+    ] = None,
     idempotency_key: Annotated[
         str | None, Field(description="Your key for this claim; a retry with it gets the same claim back.")
     ] = None,
@@ -384,11 +392,31 @@ def claim_trial(
     a running trial held by owner, with its near-duplicates among the trials tried and
     other agents' running claims (and warnings naming them). A project that refuses
     duplicate claims answers an error naming the running claim and its owner instead:
-    pick another idea. Keep the claim alive with heartbeat; finish it with update_trial
-    (status auto and core_metric: the ledger decides keep or discard)."""
+    pick another idea. Keep the claim alive with heartbeat; finish it with finish_claim
+    (core_metric: the ledger decides keep or discard)."""
     return ledger.claims.claim(
-        project, hypothesis, owner=owner, parent_exp=parent_exp, notes=notes, idempotency_key=idempotency_key
+        project,
+        hypothesis,
+        owner=owner,
+        parent_exp=parent_exp,
+        notes=notes,
+        lease_s=lease_s,
+        idempotency_key=idempotency_key,
     ).to_dict()
+
+
+def finish_claim(
+    ledger: Ledger,
+    project: ProjectArg,
+    exp_id: ExpIdArg,
+    owner: Annotated[str, Field(description="The owner that claimed it (as in claim_trial).")],
+    changes: ChangesArg,
+) -> dict[str, Any]:
+    """Record the result of your claim: changes as in update_trial (core_metric, notes, ...;
+    status left out: auto, the ledger decides keep or discard). An error naming owner when
+    another agent holds the claim, status when it is no longer running (finished, or its
+    lease lapsed to harness_abort); nothing changes then."""
+    return ledger.claims.finish(project, exp_id, owner=owner, changes=changes).to_dict()
 
 
 def list_running(ledger: Ledger, project: ProjectArg) -> dict[str, Any]:
@@ -517,6 +545,7 @@ TOOLS: tuple[McpTool, ...] = (
     McpTool(update_trial, Role.WRITER),
     McpTool(heartbeat, Role.WRITER),
     McpTool(claim_trial, Role.WRITER),
+    McpTool(finish_claim, Role.WRITER),
     McpTool(list_running, Role.READER),
     McpTool(get_frontier, Role.READER),
     McpTool(find_similar, Role.READER),

@@ -37,6 +37,7 @@ from api.trial_schemas import (  # noqa: F401
     BatchOut,
     ClaimIn,
     ClaimOut,
+    FinishIn,
     FrontierOut,
     HeartbeatIn,
     KnobTryOut,

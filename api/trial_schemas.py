@@ -19,10 +19,12 @@ from lineage.domain import (
     AUTO_STATUS,
     IDEMPOTENCY_KEY_PATTERN,
     MAX_BATCH,
+    MAX_CLAIM_LEASE_S,
     MAX_DURATION_S,
     MAX_IDEMPOTENCY_KEY,
     MAX_LONG_TEXT,
     MAX_SHORT_TEXT,
+    MIN_CLAIM_LEASE_S,
     FailureLabel,
 )
 
@@ -102,6 +104,10 @@ class LeaseOut(BaseModel):
     heartbeat_at: str | None
     hypothesis: str
     specialist: str
+    lease_s: float | None = Field(
+        None, description="The lease's length in seconds (the claim's own, else the project's)"
+    )
+    expires_at: str | None = Field(None, description="When the trial lapses to harness_abort without another heartbeat")
 
 
 class TrialUpdate(Strict):
@@ -218,6 +224,18 @@ class ClaimIn(Strict):
     parent_exp: ShortText | None = Field(None, description="The trial it forks from; left out: the branch tip")
     notes: LongText | None = Field(None, description="Knob changes or a patch summary")
     extra: JsonObject | None = Field(None, description="Free-form fields (knobs, commit) kept with the trial")
+    lease_s: float | None = Field(
+        None,
+        description=f"Seconds the claim lives without a heartbeat, {MIN_CLAIM_LEASE_S} to {MAX_CLAIM_LEASE_S} "
+        "(10 s to 24 h; outside them a 422 naming lease_s); left out: the project's running_lease_s",
+    )
+
+
+class FinishIn(TrialUpdate):
+    """The result of a claim, sent by its owner: the trial's changes (``status`` left out:
+    ``auto``, the ledger's verdict from ``core_metric``)."""
+
+    owner: Annotated[ShortText, Field(min_length=1)] = Field(description="The owner that claimed the trial")
 
 
 class ClaimedOut(SimilarOut):

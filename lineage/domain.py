@@ -155,6 +155,34 @@ def lease_of(project: Project) -> float:
     return DEFAULT_LEASE_S if value is None else check_lease(value)
 
 
+#: A claim's own lease (``lease_s``) in seconds, as Consul bounds a session's TTL: under
+#: 10 s a busy agent's heartbeats would miss it; over 24 h a crashed agent would hold its
+#: idea for days (a longer run keeps a shorter lease with heartbeats).
+MIN_CLAIM_LEASE_S, MAX_CLAIM_LEASE_S = 10, 24 * 3600
+CLAIM_LEASE_FIELD = "lease_s"
+
+
+def check_claim_lease(value: object) -> float | None:
+    """A claim's ``lease_s``: None (the project's lease) or a number of seconds from
+    :data:`MIN_CLAIM_LEASE_S` to :data:`MAX_CLAIM_LEASE_S`; outside them an error naming
+    the field and the bounds (refused, not clamped: a caller learns its heartbeat period
+    is wrong before its claim lapses)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or not MIN_CLAIM_LEASE_S <= value <= MAX_CLAIM_LEASE_S
+    ):
+        raise InvalidInput(
+            CLAIM_LEASE_FIELD,
+            f"must be a number of seconds from {MIN_CLAIM_LEASE_S} to {MAX_CLAIM_LEASE_S} (10 s to 24 h), "
+            f"got {value!r}; heartbeat more often than the lease, or leave it out for the project's lease",
+        )
+    return float(value)
+
+
 def lapse_note(last_sign: str | None, lease_s: float) -> str:
     """The note a running trial gets when its lease lapses and it becomes ``harness_abort``."""
     return f"lease lapsed: no heartbeat since {last_sign or 'it started'} (lease {lease_s:g} s)"
@@ -171,6 +199,10 @@ class Lease:
     heartbeat_at: str | None
     hypothesis: str = ""
     specialist: str = ""
+    #: the lease's length in seconds (the claim's own, else the project's) and when it
+    #: lapses without another heartbeat
+    lease_s: float | None = None
+    expires_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +212,8 @@ class Lease:
             "heartbeat_at": self.heartbeat_at,
             "hypothesis": self.hypothesis,
             "specialist": self.specialist,
+            "lease_s": self.lease_s,
+            "expires_at": self.expires_at,
         }
 
 

@@ -147,6 +147,8 @@ trials = Table(
     # last heartbeat (NULL: none yet; updated_at stands in). Its start is created_at.
     Column("owner", ShortText, nullable=False, default="", server_default=""),
     Column("heartbeat_at", Stamp, nullable=True),
+    # a claim's own lease in seconds (migration 0013); NULL: the project's lease
+    Column("lease_s", Float, nullable=True),
     Column("ig_clip_scale_mean", Float, nullable=True),
     Column("ig_clip_scale_std", Float, nullable=True),
     Column("ig_clip_scale_min", Float, nullable=True),

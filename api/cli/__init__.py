@@ -11,7 +11,7 @@ module         commands
 ``loops``      record, watch, plot
 ``memory``     similar, knobs, summary, guardrail, hook
 ``alerts``     alerts
-``claims``     claim, running
+``claims``     claim, heartbeat, finish, running
 ``skill``      skill (the agent skill: SKILL.md and an AGENTS.md snippet)
 =============  ===============================================================
 
@@ -59,6 +59,8 @@ for _command in (
     memory.hook,
     alerts.alerts,
     claims.claim,
+    claims.heartbeat,
+    claims.finish,
     claims.running,
     skill.skill,
 ):

@@ -139,7 +139,8 @@ async def heartbeat(
     project: ProjectSlug, exp_id: ExpId, who: Writer, body: HeartbeatIn | None = None
 ) -> dict[str, Any]:
     """Keep a running trial alive (it becomes ``harness_abort`` when its heartbeats stop
-    for the project's lease); 409 naming ``status`` when the trial is not running."""
+    for its lease); 409 naming ``status`` when the trial is not running, ``owner`` when
+    another owner holds it (the problem's ``existing``: the trial, its owner, its status)."""
     owner = body.owner if body is not None else None
     lease = await who.small_write(who.ledger.leases.heartbeat, project, exp_id, owner=owner)
     return lease.to_dict()

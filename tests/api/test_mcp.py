@@ -116,6 +116,7 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         "claim_trial",
         "create_project",
         "find_similar",
+        "finish_claim",
         "get_frontier",
         "get_knowledge",
         "get_prompt",
