@@ -85,6 +85,11 @@ class TrialCreate(Strict):
     ig_clip_scale_frac_high: Fraction | None = None
     extra: JsonObject = Field(default_factory=dict)
     keep_margin: KeepMargin | None = Field(None, description='Only with status "auto" (default 0)')
+    rerun_of: ShortText | None = Field(
+        None,
+        description="The exp_id of a trial of this project that this one reruns (the same code again): "
+        "the reruns estimate the project's noise floor σ",
+    )
 
 
 class HeartbeatIn(Strict):
@@ -194,6 +199,29 @@ class KnobTryOut(BaseModel):
     same_value: bool | None = Field(None, description="Whether it set the value the new trial (or text) sets")
 
 
+class NoiseFloorOut(BaseModel):
+    """A project's noise floor (``lineage.noise``): σ pooled from its reruns, or set by hand."""
+
+    sigma: float | None = Field(description="The noise floor σ; null: unknown (no reruns, none set)")
+    source: Literal["reruns", "setting", "none"] = Field(
+        description="reruns (the pooled estimate), setting (noise_sigma) or none"
+    )
+    reruns: int = Field(description="Reruns the estimate rests on: the sum of each group's size minus one")
+    groups: int = Field(description="Groups of two or more trials that ran the same code")
+    k: float = Field(description="The multiple: |delta| < k·σ is within noise")
+    threshold: float | None = Field(description="k·σ")
+    auto_keep_above_noise: bool
+    text: str
+
+
+class NoiseOut(NoiseFloorOut):
+    """A new trial's delta against the project's noise floor."""
+
+    delta: float | None = Field(description="The trial's delta_vs_best")
+    within_noise: bool | None = Field(description="|delta| < k·σ; null: no σ or no delta")
+    text: str = Field(description='In words: "within noise: +0.0004 against σ 0.0011 from 5 reruns"')
+
+
 class RecordOut(BaseModel):
     trial: TrialOut
     #: False: the trial was already stored (a retry with the same exp_id or key)
@@ -212,6 +240,9 @@ class RecordOut(BaseModel):
     same_knob: list[KnobTryOut] = Field(
         default_factory=list,
         description="With similar_prior: earlier trials that changed a knob this one changes, oldest first",
+    )
+    noise: NoiseOut | None = Field(
+        None, description="The delta against the project's noise floor (new trials only; null on a replay)"
     )
 
 

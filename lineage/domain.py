@@ -38,6 +38,7 @@ from lineage.field_limits import (
 
 if TYPE_CHECKING:
     from lineage.knobs.history import KnobTry
+    from lineage.noise import NoiseFloor, NoiseVerdict
     from lineage.similar import Similar
 
 
@@ -356,16 +357,28 @@ def check_keep_margin(value: Any) -> float:
     return float(value)
 
 
-def auto_verdict(project: Project, metric: float | None, best: Trial | None, margin: float = 0.0) -> FailureLabel:
+def auto_verdict(
+    project: Project,
+    metric: float | None,
+    best: Trial | None,
+    margin: float = 0.0,
+    noise: NoiseFloor | None = None,
+) -> FailureLabel:
     """``keep`` when ``metric`` beats ``best`` (the project's best when the write commits)
     strictly, by at least ``margin``, in the project's direction, else ``discard``: a tie
     never keeps, and neither does a trial with no metric. With no scored best, ``keep``.
     An improvement equal to the margin up to float rounding (``1.0 - 0.9`` against 0.1)
-    counts, as the trainer's outcome rule always said."""
+    counts, as the trainer's outcome rule always said.
+
+    ``noise``: the project's noise floor (``lineage.noise``); when the project chose
+    ``auto_keep_above_noise`` and σ is known, the margin is at least k·σ, so a gain
+    within noise is a discard."""
     if metric is None:
         return FailureLabel.DISCARD
     if best is None or best.core_metric is None:
         return FailureLabel.KEEP
+    if noise is not None and noise.auto_above_noise and noise.threshold is not None:
+        margin = max(margin, noise.threshold)
     improvement = best.core_metric - metric if project.lower_is_better else metric - best.core_metric
     enough = improvement >= margin or math.isclose(improvement, margin, rel_tol=1e-9, abs_tol=1e-12)
     return FailureLabel.KEEP if improvement > 0.0 and enough else FailureLabel.DISCARD
@@ -559,6 +572,8 @@ class RecordResult:
     #: earlier trials that changed a knob this one changes (lineage.service.knobs.same_knob);
     #: asked with similar_prior, new trials only
     same_knob: tuple[KnobTry, ...] = ()
+    #: its delta against the project's noise floor (lineage.noise.judge); new trials only
+    noise: NoiseVerdict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON every face answers a recording with."""
@@ -571,6 +586,7 @@ class RecordResult:
             "warnings": list(self.warnings),
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
             "same_knob": [attempt.to_dict() for attempt in self.same_knob],
+            "noise": self.noise.to_dict() if self.noise is not None else None,
         }
 
 

@@ -285,6 +285,24 @@ knob_changes = Table(
     Index(None, "project_id", "knob", "seq"),
 )
 
+#: The repeat keys of each trial that has one (``lineage.noise.code_keys``, or a key of
+#: the trial a declared ``rerun_of`` names), with its scored metric (NULL: its status
+#: does not score the code). ``group_seq`` is the seq of the key's first trial once a
+#: second trial shares the key (NULL while it is alone), so the noise floor reads only
+#: the trials that have a repeat.
+trial_repeats = Table(
+    "trial_repeats",
+    metadata,
+    _project_id(primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("code_key", String(200), primary_key=True),
+    Column("rerun_of", ShortText, nullable=True),
+    Column("metric", Float, nullable=True),
+    Column("group_seq", BigInteger, nullable=True),
+    Index(None, "project_id", "code_key", "seq"),
+    Index(None, "project_id", "group_seq"),
+)
+
 #: A project's guardrails (NULL: that guardrail is off) and which of them are tripped.
 #:
 #: ``tripped`` maps a guardrail's name to the trip (``value``, ``limit``, ``exp_id``,

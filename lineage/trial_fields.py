@@ -272,12 +272,21 @@ KEEP_MARGIN_SCHEMA: dict[str, Any] = {
 }
 
 
+#: ``rerun_of``: not a field of the trial, what a writer declares when it runs a trial's code again.
+RERUN_OF_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "string", "maxLength": 512}, {"type": "null"}],
+    "description": "The exp_id of a trial of this project that this one reruns (the same code again); "
+    "the reruns estimate the noise floor.",
+}
+
+
 def record_schema() -> dict[str, Any]:
     """The JSON Schema of a trial to record: every recordable field with its meaning;
     ``status`` is required. (A body may also carry the project's metric under its own
     name, e.g. ``val_bpb`` or ``score``: read as ``core_metric``, with a warning.)"""
     properties = {spec.name: spec.json_schema() for spec in TRIAL_FIELDS if spec.recordable}
     properties["keep_margin"] = dict(KEEP_MARGIN_SCHEMA)
+    properties["rerun_of"] = dict(RERUN_OF_SCHEMA)
     return _object(
         properties,
         ["status"],
