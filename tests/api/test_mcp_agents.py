@@ -103,9 +103,11 @@ def test_an_agent_starts_from_a_blank_database_over_stdio(tmp_path: Path) -> Non
     for tool in tools.values():
         assert tool.description and "\n    " not in tool.description and not tool.description.startswith(" "), tool.name
         for name, schema in _schema(tool).get("properties", {}).items():
-            assert schema.get("description"), f"{tool.name}.{name} has no description"
+            # project and exp_id: the server's instructions say once what they are (tools/list stays small)
+            assert schema.get("description") or name in ("project", "exp_id"), f"{tool.name}.{name} has no description"
     trial_schema = _schema(tools["record_trial"])["properties"]["trial"]
-    assert trial_schema["required"] == ["status"] and trial_schema["additionalProperties"] is False
+    # the agent's fields listed, the others named in the description and taken too
+    assert trial_schema["required"] == ["status"] and trial_schema["additionalProperties"] is True
     assert trial_schema["properties"]["status"]["enum"] == [label.value for label in FailureLabel] + ["auto"]
     assert all(field.get("description") for field in trial_schema["properties"].values())
     assert trial_schema["properties"]["core_metric"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
