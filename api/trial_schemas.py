@@ -374,6 +374,7 @@ class TrialFilters(Strict):
     count: bool = True
     format: Literal["json", "tsv"] | None = Field(None, description="tsv: the same rows as fieldkit TSV")
     extended: bool = Field(False, description="TSV: add the clip-scale columns and extra")
+    include_patch: bool = Field(False, description="JSON: also each trial's extra._git.patch (left out by default)")
 
 
 class LineageOut(BaseModel):

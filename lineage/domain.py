@@ -35,6 +35,7 @@ from lineage.field_limits import (
     SHORT_TEXT_COLUMNS,
     check_extra,
 )
+from lineage.patches import without_patch
 
 if TYPE_CHECKING:
     from lineage.knobs.history import KnobTry
@@ -576,9 +577,10 @@ class RecordResult:
     noise: NoiseVerdict | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON every face answers a recording with."""
+        """The JSON every face answers a recording with (the trial without its git patch:
+        :mod:`lineage.patches`)."""
         return {
-            "trial": self.trial.to_dict(),
+            "trial": without_patch(self.trial.to_dict()),
             "created": self.created,
             "is_new_best": self.is_new_best,
             "best_before": self.best_before.exp_id if self.best_before is not None else None,

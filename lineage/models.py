@@ -303,6 +303,23 @@ trial_repeats = Table(
     Index(None, "project_id", "group_seq"),
 )
 
+#: The project's notebook (``ledger.notes``): insights not tied to one trial, each citing
+#: the trials that support it (``cites``: a JSON array of stored exp_ids), with who wrote
+#: it and ``after_seq``, the project's newest trial when it was written (a later trial
+#: may contradict it). A project's newest notes are a walk of ``(project_id, id)``.
+project_notes = Table(
+    "project_notes",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    _project_id(),
+    Column("text", Text, nullable=False),
+    Column("cites", JSONText, nullable=False),
+    Column("author", ShortText, nullable=False),
+    Column("after_seq", BigInteger, nullable=True),
+    Column("created_at", Stamp, nullable=False),
+    Index(None, "project_id", "id"),
+)
+
 #: A project's guardrails (NULL: that guardrail is off) and which of them are tripped.
 #:
 #: ``tripped`` maps a guardrail's name to the trip (``value``, ``limit``, ``exp_id``,

@@ -12,6 +12,7 @@ module         commands
 ``memory``     similar, knobs, summary, guardrail, hook
 ``alerts``     alerts
 ``claims``     claim, heartbeat, finish, running
+``notes``      note add, note list (the project notebook)
 ``skill``      skill (the agent skill: SKILL.md and an AGENTS.md snippet)
 =============  ===============================================================
 
@@ -30,7 +31,7 @@ registers ``lineage spool flush`` there, so no module of ``api`` imports trainer
 
 from __future__ import annotations
 
-from api.cli import alerts, claims, files, loops, memory, projects, serve, skill, trials
+from api.cli import alerts, claims, files, loops, memory, notes, projects, serve, skill, trials
 from api.cli.base import cli
 
 __all__ = ["cli", "main"]
@@ -62,6 +63,7 @@ for _command in (
     claims.heartbeat,
     claims.finish,
     claims.running,
+    notes.note,
     skill.skill,
 ):
     cli.add_command(_command)

@@ -29,6 +29,8 @@ def test_the_table_lists_each_tool_once_with_the_role_of_what_it_does() -> None:
         "heartbeat",
         "claim_trial",
         "finish_claim",
+        "raise_alert",
+        "add_note",
     }
     assert all(tool.role in (Role.READER, Role.WRITER) for tool in TOOLS)
     for tool in TOOLS:
