@@ -117,8 +117,7 @@ class Api:
             if cursor:
                 page_params["cursor"] = cursor
             page = self._get(f"{_project(project)}/trials", params=page_params)
-            for item in page["items"]:
-                yield item
+            yield from page["items"]
             if left is not None:
                 left -= len(page["items"])
             cursor = page.get("next_cursor")
