@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -209,4 +210,9 @@ def options_from_env() -> dict[str, dict[str, Any]] | None:
 # Registered at import (module doc): that is what reaches verl's Ray workers. Without verl
 # there is nothing to register into; register() then says so when called.
 if importlib.util.find_spec("verl") is not None:
-    register(options_from_env())
+    try:
+        register(options_from_env())
+    except ImportError as exc:  # a verl that does not import here: the adapters stay usable by hand
+        logging.getLogger("trainer_hooks.integrations").warning(
+            "ledger: verl is installed but %s; nothing registered", exc
+        )
