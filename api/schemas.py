@@ -44,6 +44,7 @@ from api.trial_schemas import (  # noqa: F401
     LeaseOut,
     LineageOut,
     RecordOut,
+    ResumeOut,
     RunningOut,
     SimilarOut,
     TrialBatchIn,

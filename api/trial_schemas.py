@@ -170,6 +170,14 @@ class TrialOut(BaseModel):
     updated_at: str | None
 
 
+class ResumeOut(BaseModel):
+    """A resumed trial: running again under the new owner, and where the run takes up."""
+
+    trial: TrialOut
+    last_step: int | None = Field(description="The highest step of the trial's telemetry (null: none yet)")
+    last_values: dict[str, float] = Field(description="Each per-step series' value at its highest step")
+
+
 class SimilarOut(BaseModel):
     """A past trial close to a text ("was this tried?"); rule: ``lineage.similar``."""
 

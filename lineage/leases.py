@@ -25,11 +25,21 @@ database alone, so several servers sharing one PostgreSQL agree, and runs:
 
 Each lapse is written under the project's lock (as every change of a trial is), and
 only to a trial that is still running and silent then.
+
+The resume rule (:meth:`Leases.resume`: HTTP ``POST .../trials/{exp_id}/resume``, the
+trainer client's ``resume=``): a run that was preempted continues its own trial. A trial
+still ``running`` (its old process may not have lapsed yet) takes the new owner; one that
+ended ``harness_abort`` (a kill, a preemption, a lapsed lease: nothing said about the
+hypothesis) runs again; any other status is finished, and its resume is a
+:class:`Conflict` naming the trial. The answer says where the run takes up: the highest
+step stored and each series' last value.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -37,6 +47,19 @@ from lineage.domain import MAX_LONG_TEXT, MAX_SHORT_TEXT, FailureLabel, Lease, P
 from lineage.errors import Conflict, InvalidInput, NotFound
 from lineage.store import Store
 from lineage.store.base import utcnow
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """A resumed trial (:meth:`Leases.resume`): the trial, running; the highest step of its
+    telemetry (None: none yet); each per-step series' last value."""
+
+    trial: Trial
+    last_step: int | None
+    last_values: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trial": self.trial.to_dict(), "last_step": self.last_step, "last_values": self.last_values}
 
 
 def check_owner(owner: object) -> str | None:
@@ -112,7 +135,7 @@ def settle_all(store: Store, *, now: datetime | None = None) -> list[Trial]:
 
 
 class Leases:
-    """heartbeat, running, lease, settle, sweep."""
+    """heartbeat, resume, running, lease, settle, sweep."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -132,6 +155,32 @@ class Leases:
             lease = self.store.leases.lease(conn, project, trial.exp_id)
             assert lease is not None  # beaten in this transaction
             return lease
+
+    def resume(self, project_slug: str, exp_id: str, *, owner: str | None = None) -> Resumed:
+        """Continue ``exp_id`` under ``owner`` (module doc: the resume rule); the trial as
+        it is now, running, with the highest step stored and each series' last value."""
+        owner = check_owner(owner)
+        with self.store.write() as conn:
+            project, _, _ = self.store.projects.locked_project(conn, project_slug)
+            lapse(self.store, conn, project)
+            trial = self.store.trials.trial(conn, project, exp_id)
+            if trial.status is FailureLabel.HARNESS_ABORT:
+                note = f"resumed{f' by {owner}' if owner else ''} at {utcnow():%Y-%m-%dT%H:%MZ}"
+                notes = f"{trial.notes}\n{note}" if trial.notes else note
+                trial = self.store.trials.update_trial(
+                    conn, project, trial.with_changes(status=FailureLabel.RUNNING, notes=notes[-MAX_LONG_TEXT:])
+                )
+            elif trial.status is not FailureLabel.RUNNING:
+                raise Conflict(
+                    f"trial {trial.exp_id!r} is finished ({trial.status.value}): a resume continues only a running "
+                    "trial or one ended by harness_abort (a kill, a preemption, a lapsed lease); start a new trial",
+                    field="status",
+                    existing={"exp_id": trial.exp_id, "status": trial.status.value, "notes": trial.notes},
+                )
+            self.store.leases.beat(conn, project, trial.exp_id, owner=owner, at=utcnow())
+            trial_id = self.store.telemetry.trial_row_id(conn, project, trial.exp_id)
+            last_step, last_values = self.store.telemetry.telemetry_tail(conn, trial_id)
+            return Resumed(trial, last_step, last_values)
 
     def running(self, project_slug: str) -> list[Lease]:
         """The project's running trials (lapsed ones ended first), oldest first."""

@@ -19,6 +19,7 @@ from api.schemas import (
     LeaseOut,
     LineageOut,
     RecordOut,
+    ResumeOut,
     TrialBatchIn,
     TrialCreate,
     TrialFilters,
@@ -150,6 +151,16 @@ async def heartbeat(
     owner = body.owner if body is not None else None
     lease = await who.small_write(who.ledger.leases.heartbeat, project, exp_id, owner=owner)
     return lease.to_dict()
+
+
+@router.post("/trials/{exp_id}/resume", response_model=ResumeOut)
+async def resume(project: ProjectSlug, exp_id: ExpId, who: Writer, body: HeartbeatIn | None = None) -> dict[str, Any]:
+    """Continue a preempted run's trial under ``owner`` (a running trial, or one ended by
+    ``harness_abort``, runs on); 409 naming the trial and its ``status`` when it is
+    finished. The answer says where the run takes up: ``last_step`` and ``last_values``."""
+    owner = body.owner if body is not None else None
+    resumed = await who.small_write(who.ledger.leases.resume, project, exp_id, owner=owner)
+    return resumed.to_dict()
 
 
 @router.get("/trials/{exp_id}/lineage", response_model=LineageOut)

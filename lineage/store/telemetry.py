@@ -3,7 +3,8 @@
 The points trainers send for a trial (``lineage.telemetry``): ``trial_row_id``,
 ``insert_points`` (multi-row ``INSERT``s on SQLite, ``COPY`` on PostgreSQL), and the reads of
 the series: ``telemetry_series``, ``telemetry_points``, ``telemetry_buckets``,
-``telemetry_aggregates``, ``telemetry_count`` (with ``_telemetry_where``).
+``telemetry_aggregates``, ``telemetry_count`` (with ``_telemetry_where``), and where a
+resumed run takes up: ``telemetry_tail``.
 """
 
 from __future__ import annotations
@@ -222,3 +223,20 @@ class TelemetrySql(Family):
             conn, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM telemetry_points WHERE trial_id = ?", (trial_id,)
         ).fetchone()
         return int(row[0]), int(row[1])
+
+    def telemetry_tail(self, conn: Connection, trial_id: int) -> tuple[int | None, dict[str, float]]:
+        """Where a resumed run takes up (``lineage.leases``): the highest step of any point
+        (None: none yet) and, per series without a turn, its value at its highest step (the
+        last inserted among points of one step)."""
+        row = self.core.execute(
+            conn, "SELECT MAX(step) FROM telemetry_points WHERE trial_id = ?", (trial_id,)
+        ).fetchone()
+        cursor = self.core.execute(
+            conn,
+            "SELECT p.name, p.value, p.step, p.id FROM telemetry_points p JOIN ("
+            "SELECT name, MAX(step) AS top FROM telemetry_points WHERE trial_id = ? AND turn = -1 GROUP BY name"
+            ") m ON p.name = m.name AND p.step = m.top WHERE p.trial_id = ? AND p.turn = -1 ORDER BY p.id",
+            (trial_id, trial_id),
+        )
+        values = {str(name): float(value) for name, value, _, _ in cursor.fetchall()}  # later ids overwrite
+        return (None if row is None or row[0] is None else int(row[0])), values

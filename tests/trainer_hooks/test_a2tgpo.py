@@ -476,7 +476,10 @@ EDGE_BATCHES = {
 def test_finite_values_and_gradients_on_degenerate_batches(name, mode, fully_masked_rows):
     spec = EDGE_BATCHES[name]
     B = len(spec["outcome"])
-    turn_ids = torch.tensor([[0, 0, 1, 1, 2, 2, -1]] * B)
+    # two tokens per turn, the outcome turn n_b last (tokens past it belong to no turn)
+    turn_ids = torch.tensor(
+        [[k // 2 if k // 2 <= sum(row) else -1 for k in range(6)] + [-1] for row in spec["ig_mask"]]
+    )
     response_mask = torch.ones(B, 7, dtype=torch.bool)
     if fully_masked_rows:
         response_mask[0] = False
@@ -508,7 +511,7 @@ def test_all_zero_ig_gives_pure_outcome_advantage_and_unit_clip():
         torch.tensor(spec["prompt_group"]),
         t(spec["ig"]),
         torch.tensor(spec["ig_mask"]),
-        torch.tensor([[0, 1, 2, -1]] * 3),
+        torch.tensor([[0, 1, 2, -1], [0, 1, -1, -1], [0, 1, 2, -1]]),
     )
     turn_outcome = out.outcome_advantages.unsqueeze(1).expand(-1, 3)
     torch.testing.assert_close(out.turn_advantages[out.turn_valid], turn_outcome[out.turn_valid])
@@ -581,12 +584,11 @@ def test_ig_mask_must_be_left_aligned():
 
 
 @pytest.mark.parametrize("mode", A.INFO_GAIN_NORM_MODES)
-def test_turn_ids_outside_the_trajectory_turns_are_outside_every_turn(mode):
-    # T = 2; row 0 has one IG turn (outcome turn 1), row 1 two (outcome turn 2). Ids below
-    # -1, past the row's outcome turn (2 in row 0), past T (3) and far past it (9) belong to
-    # no turn: advantage 0, scale 1, like -1. int32 ids and a 0/1 float response mask are
-    # accepted as well; the masked-out token (last column) is outside every turn too.
-    ids = [[-5, 0, 0, 1, 2, 3, 9, -1, 0], [-1, 0, 1, 1, 2, -2, 3, 9, 1]]
+def test_tokens_of_no_turn_and_masked_tokens_are_outside_every_turn(mode):
+    # T = 2; row 0 has one IG turn (outcome turn 1), row 1 two (outcome turn 2). -1 belongs to
+    # no turn: advantage 0, scale 1. int32 ids and a 0/1 float response mask are accepted;
+    # the masked-out token (last column) is outside every turn too.
+    ids = [[-1, 0, 0, 1, 1, -1, -1, -1, 0], [-1, 0, 1, 1, 2, -1, 2, -1, 1]]
     mask = [[1.0] * 8 + [0.0], [1.0] * 8 + [0.0]]
     outcome, groups, ig, ig_mask = [1.0, 0.0], [7, 7], [[0.4, 0.0], [0.1, 0.3]], [[True, False], [True, True]]
     out = A.compute_a2tgpo_advantages(
@@ -604,11 +606,54 @@ def test_turn_ids_outside_the_trajectory_turns_are_outside_every_turn(mode):
     )
     torch.testing.assert_close(out.advantages, t(expected["advantages"]), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(out.clip_scale, t(expected["clip_scale"]), rtol=1e-12, atol=1e-12)
-    outside = torch.tensor([[1, 0, 0, 0, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 1, 1, 1, 1]], dtype=torch.bool)
+    outside = torch.tensor([[1, 0, 0, 0, 0, 1, 1, 1, 1], [1, 0, 0, 0, 0, 1, 0, 1, 1]], dtype=torch.bool)
     assert (out.advantages[outside] == 0).all() and (out.clip_scale[outside] == 1).all()
     # the in-turn tokens do carry their turn's values (this batch has no zero advantage)
     assert (out.advantages[~outside] != 0).all()
     assert out.advantages[0, 1] == out.turn_advantages[0, 0] and out.advantages[0, 3] == out.turn_advantages[0, 1]
+
+
+def _turn_id_case(ids, mask=None, ig_mask=((True, False), (True, True))):
+    """Two trajectories (one IG turn, two IG turns; T = 2) with the given token turn ids."""
+    return A.compute_a2tgpo_advantages(
+        t([1.0, 0.0]),
+        torch.tensor([7, 7]),
+        t([[0.4, 0.0], [0.1, 0.3]]),
+        torch.tensor(ig_mask),
+        torch.tensor(ids),
+        None if mask is None else t(mask),
+    )
+
+
+GOOD_IDS = [[-1, 0, 0, 1, 1, -1], [-1, 0, 1, 1, 2, -1]]
+
+
+def test_one_based_turn_ids_are_refused_naming_the_token_and_the_rule():
+    one_based = [[-1, 1, 1, 2, 2, -1], [-1, 1, 2, 2, 3, -1]]
+    with pytest.raises(ValueError, match=r"turn_ids\[0, 3\] = 2 is past row 0's outcome turn n_b = 1 .*0-based"):
+        _turn_id_case(one_based)
+    _turn_id_case(GOOD_IDS)  # the same batch, 0-based: fine
+
+
+def test_an_outcome_turn_with_no_token_is_refused():
+    # row 1 has two IG turns (0, 1) but its final answer carries no id 2
+    with pytest.raises(ValueError, match=r"row 1: no token carries its outcome turn id n_b = 2"):
+        _turn_id_case([[-1, 0, 0, 1, 1, -1], [-1, 0, 1, 1, -1, -1]])
+
+
+def test_ids_below_minus_one_are_refused():
+    with pytest.raises(ValueError, match=r"turn_ids\[1, 0\] = -2 is below -1"):
+        _turn_id_case([[-1, 0, 0, 1, 1, -1], [-2, 0, 1, 1, 2, -1]])
+
+
+def test_a_padding_row_with_no_turn_at_all_is_fine():
+    out = _turn_id_case([[-1, 0, 0, 1, 1, -1], [-1] * 6], ig_mask=((True, False), (False, False)))
+    assert (out.advantages[1] == 0).all()
+
+
+def test_mask_and_turn_ids_of_different_shapes_name_both_shapes():
+    with pytest.raises(ValueError, match=r"response_mask \(2, 5\) and turn_ids \(2, 6\) must have the same"):
+        _turn_id_case(GOOD_IDS, mask=[[1.0] * 5, [1.0] * 5])
 
 
 @pytest.mark.parametrize("mode", A.INFO_GAIN_NORM_MODES)

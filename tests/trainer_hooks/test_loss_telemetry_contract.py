@@ -46,6 +46,8 @@ def _extra_arguments(name: str, batch: dict[str, torch.Tensor]) -> dict[str, obj
         return {"behaviour_versions": torch.tensor([3, 4, 5, 5, 4, 3]), "current_version": 5}
     if name == "astar_po":
         return {"ref_log_prob": batch["old"] - 0.1}
+    if name == "a2tgpo":
+        return {"clip_scale": 1 + 0.3 * torch.tanh(batch["adv"])}
     return {}
 
 

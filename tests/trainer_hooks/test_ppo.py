@@ -450,7 +450,10 @@ def test_fully_masked_rows_and_batches_stay_finite(mode, ratio_level):
 def test_ig_telemetry_when_given():
     old, lp, adv, mask = hand_inputs()
     ig = torch.tensor([[0.1, 0.3, 9.0]], dtype=F64)
-    _, tel = a2tgpo_policy_loss(old, lp, adv, mask, ig=ig, ig_mask=torch.tensor([[True, True, False]]))
+    scale = torch.ones_like(lp)
+    _, tel = a2tgpo_policy_loss(
+        old, lp, adv, mask, clip_scale=scale, ig=ig, ig_mask=torch.tensor([[True, True, False]])
+    )
     assert tel["ig_mean"].item() == pytest.approx(0.2) and tel["ig_std"].item() == pytest.approx(0.1)
     assert set(tel) == TELEMETRY_KEYS | {"ig_mean", "ig_std"}
 
@@ -461,9 +464,22 @@ def test_registered_under_ppo_vanilla_and_a2tgpo():
     assert registry.get_policy_loss("a2tgpo") is a2tgpo_policy_loss
     # a2tgpo defaults to the turn-level ratio when turn ids are given
     b = policy_batch(2, B=3, L=8)
-    a, _ = a2tgpo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], turn_ids=b["turn_ids"])
-    p, _ = ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], turn_ids=b["turn_ids"], ratio_level="turn")
+    a, _ = a2tgpo_policy_loss(
+        b["old"], b["log_prob"], b["adv"], b["mask"], clip_scale=b["scale"], turn_ids=b["turn_ids"]
+    )
+    p, _ = ppo_policy_loss(
+        b["old"], b["log_prob"], b["adv"], b["mask"], clip_scale=b["scale"], turn_ids=b["turn_ids"], ratio_level="turn"
+    )
     assert a.item() == p.item()
+
+
+def test_a2tgpo_without_a_clip_scale_is_refused_not_silently_ppo():
+    b = policy_batch(2, B=3, L=8)
+    for call in (registry.get_policy_loss("a2tgpo"), a2tgpo_policy_loss):
+        with pytest.raises(ValueError, match=r"a2tgpo needs clip_scale=\[B, L\].*silently be PPO"):
+            call(b["old"], b["log_prob"], b["adv"], b["mask"])
+        with pytest.raises(ValueError, match="clip_scale"):
+            call(b["old"], b["log_prob"], b["adv"], b["mask"], turn_ids=b["turn_ids"])
 
 
 def test_without_telemetry_same_loss_and_gradient():
@@ -485,7 +501,7 @@ def test_a_per_sequence_advantage_is_an_error_not_a_row_broadcast():
     b = policy_batch(3, B=4, L=4)
     for name in ("ppo", "vanilla", "a2tgpo"):
         with pytest.raises(ValueError, match=r"advantages must be \[B, L\] = \(4, 4\), got \(4,\); a per-sequence"):
-            registry.get_policy_loss(name)(b["old"], b["log_prob"], b["adv"][:, 0], b["mask"])
+            registry.get_policy_loss(name)(b["old"], b["log_prob"], b["adv"][:, 0], b["mask"], clip_scale=b["scale"])
     with pytest.raises(ValueError, match=r"clip_scale \(4, 3\) must match log_prob \(4, 4\)"):
         ppo_policy_loss(b["old"], b["log_prob"], b["adv"], b["mask"], clip_scale=b["scale"][:, :3])
     with pytest.raises(ValueError, match=r"old_log_prob must be \[B, L\], got \(4,\)"):

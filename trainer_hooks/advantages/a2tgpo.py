@@ -29,7 +29,9 @@ Batch layout
     of the longest trajectory). Tokens are ``[B, L]``: ``turn_ids: [B, L] int`` gives each
     token's turn (``0 .. n_b``, the outcome turn's tokens carry ``n_b``) and ``-1`` on
     tokens of no turn (prompt, tool outputs, padding); ``response_mask: [B, L]`` is
-    optional and further restricts the tokens. Turn boundaries come only from
+    optional and further restricts the tokens. Ids that break this layout are refused
+    (:func:`~trainer_hooks.advantages.turn_ids.check_turn_ids`): 1-based ids, ids past
+    ``n_b``, a trajectory whose outcome turn has no token. Turn boundaries come only from
     ``turn_ids``: the released code found them by spotting changes of the advantage
     value between neighbouring tokens, which merges two adjacent turns whose advantages
     happen to be equal.
@@ -86,6 +88,7 @@ from trainer_hooks.advantages.information_gain import (
     information_gain,
     information_gain_from_model,
 )
+from trainer_hooks.advantages.turn_ids import check_turn_ids
 from trainer_hooks.ops.segments import (
     compute_dtype,
     dense_index,
@@ -102,6 +105,7 @@ __all__ = [
     "A2TGPOAdvantages",
     "adaptive_clip_scale",
     "assemble_turns",
+    "check_turn_ids",
     "compute_a2tgpo_advantages",
     "discounted_turn_returns",
     "gold_answer_logprobs",
@@ -297,8 +301,11 @@ def compute_a2tgpo_advantages(
             256 x 8 x 512 on a CPU); ``False`` leaves it empty.
 
     Returns:
-        :class:`A2TGPOAdvantages`. Tokens whose turn id exceeds their trajectory's outcome
-        turn are treated as outside every turn.
+        :class:`A2TGPOAdvantages`.
+
+    Raises:
+        ValueError: bad shapes, an unknown mode, a ``ig_mask`` that is not left-aligned, or
+            turn ids that break the layout (:func:`check_turn_ids`).
     """
     if info_gain_norm_mode not in INFO_GAIN_NORM_MODES:
         raise ValueError(
@@ -327,6 +334,7 @@ def compute_a2tgpo_advantages(
     if not torch.equal(mask, ig_b[:, 1 : T + 1]):
         # The outcome turn sits at n_b: a hole in the mask would put it on an IG turn.
         raise ValueError("ig_mask must be left-aligned: each trajectory's valid IG turns are 0 .. n_b - 1")
+    check_turn_ids(turn_ids, n_ig, response_mask)
 
     # (i) Normalization pool [B, W]: the outcome reward in column 0, IG turn t in column
     # t + 1; masked-out entries are zeroed (garbage, even inf/nan, stays out).

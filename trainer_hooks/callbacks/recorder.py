@@ -139,14 +139,24 @@ class TrialRecorder:
             self._trained = time.monotonic() - self._started
 
     def result(self, core_metric: float | None, *, eval_s: float | None = None, note: str = "", **fields: Any) -> None:
-        """The evaluation's result: ``core_metric`` (and ``val_bpb``, ``notes``, ... fields)."""
+        """The evaluation's result: ``core_metric`` (and ``val_bpb``, ``notes``, ... fields;
+        an ``extra`` is merged into what :meth:`annotate` gathered)."""
         self.training_done()
         self._reported = True
         self.core_metric = core_metric
         self.eval_s = eval_s
+        extra = fields.pop("extra", None)
+        if extra:
+            self.annotate(**extra)
         self.fields.update(fields)
         if note:
             self.notes.append(note)
+
+    def annotate(self, **extra: Any) -> None:
+        """Entries of the trial's ``extra`` sent with the finish (the run's config, the key
+        that scored it, ...); later calls add keys and replace those given again. Also on
+        a failed run: whatever was annotated before the failure is stored with it."""
+        self.fields["extra"] = {**dict(self.fields.get("extra") or {}), **extra}
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> Literal[False]:
         self.finish(exc)

@@ -26,6 +26,10 @@ In a distributed job only rank 0 records (:mod:`trainer_hooks.client.rank`): on 
 other rank the client is idle from the start (no spool, no threads; every call does
 nothing), or stands down as soon as it finds out (:meth:`LedgerClient.stand_down`).
 
+Resuming (:mod:`trainer_hooks.client.resume`): ``LedgerClient(run_id=..., resume="allow" |
+"must")`` continues the run's trial after a preemption (steps appended, each point once);
+``attach=True`` logs into a run another process owns.
+
 System metrics (:mod:`trainer_hooks.client.sysmetrics`): once a trial is planned, a
 sampler thread logs GPU memory and utilisation, the process's RSS and CPU and the
 machine's under ``sys/`` every ``system_metrics`` seconds (10 by default; off with
@@ -43,7 +47,6 @@ import logging
 import math
 import os
 import re
-import signal
 import threading
 import time
 import uuid
@@ -53,16 +56,19 @@ from pathlib import Path
 from typing import Any
 
 from trainer_hooks.client.batch import BATCH_TRIALS, TrialBatches
+from trainer_hooks.client.closing import ClientClosing
 from trainer_hooks.client.delivery import LedgerRejected, Transport
 from trainer_hooks.client.outcome import TrialOutcome, declared_direction
 from trainer_hooks.client.pipeline import SpoolPipeline
 from trainer_hooks.client.points import Record, Row, step_record, turn_rows
 from trainer_hooks.client.rank import process_rank
 from trainer_hooks.client.report import ClientReport
+from trainer_hooks.client.resume import RESUME_MODES, TakeUp, take_up
+from trainer_hooks.client.sigterm import install_sigterm_exit
 from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
 from trainer_hooks.client.sysmetrics import SystemSampler, sampler_settings
 
-__all__ = ["BATCH_TRIALS", "ClientReport", "LedgerClient", "default_spool_dir"]
+__all__ = ["BATCH_TRIALS", "ClientReport", "LedgerClient", "default_spool_dir", "install_sigterm_exit"]
 
 log = logging.getLogger("trainer_hooks.client")
 
@@ -101,7 +107,7 @@ def default_spool_dir() -> Path:
     return Path(os.environ.get("LINEAGE_SPOOL_DIR") or Path.home() / ".cache" / "lineage" / "spool")
 
 
-class LedgerClient(SpoolPipeline, TrialBatches):
+class LedgerClient(ClientClosing, SpoolPipeline, TrialBatches):
     """A run's connection to the ledger (module doc).
 
     Args:
@@ -130,6 +136,11 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         rank: this process's rank in a distributed job; only rank 0 records. None: found
             by :func:`~trainer_hooks.client.rank.process_rank` (``torch.distributed``,
             ``RANK``).
+        resume: ``"allow"`` / ``"must"``: take up the trial of ``run_id`` (a preempted run
+            restarting): :attr:`resumed`, :attr:`resumed_step`; ``"must"`` refuses when the
+            run has none, ``"allow"`` then plans a new one. Needs the ledger at once.
+        attach: log into the trial of ``run_id`` that another process owns (no plan, no
+            finish, no heartbeat).
     """
 
     def __init__(
@@ -153,7 +164,13 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         keep_spool: bool = False,
         in_flight: int = 2,
         rank: int | None = None,
+        resume: str | None = None,
+        attach: bool = False,
     ) -> None:
+        if resume is not None and resume not in RESUME_MODES:
+            raise ValueError(f"resume must be one of {', '.join(RESUME_MODES)} or None, got {resume!r}")
+        if (resume or attach) and not run_id:
+            raise ValueError("resume= and attach= take up a run by its run_id: give run_id")
         #: how this client was made (every argument but the run id), for :meth:`next_client`
         self._settings: dict[str, Any] = {k: v for k, v in locals().items() if k not in ("self", "run_id")}
         self._generation = 1  # the how-many-th trial of the run (next_client)
@@ -174,17 +191,30 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         self.error: LedgerRejected | None = None
         self.sampler: SystemSampler | None = None
         self._appended = 0
+        #: the run took up an earlier process's trial (``resume``) / logs into another's (``attach``)
+        self.resumed = False
+        self.attached = attach
+        #: the highest step the ledger held when the run took up (points at or below it are dropped)
+        self.resumed_step: int | None = None
+        #: each series' last value when the run took up (a summary to continue from)
+        self.resumed_values: dict[str, float] = {}
+        self._warned_below = False
         if not self.active:
             return
         directory = Path(spool_dir) if spool_dir is not None else default_spool_dir()
-        self.spool = Spool(directory / f"{self.run_id}{SPOOL_SUFFIX}", durable=durable)
+        self._transport = Transport(
+            base_url, token, project, timeout=timeout, gzip_level=gzip_level, in_flight=in_flight
+        )
+        took = (
+            take_up(self._transport, directory, self.run_id, "attach" if attach else str(resume), timeout=close_timeout)
+            if resume or attach
+            else None
+        )
+        self.spool = Spool(directory / f"{took.key_prefix if took else self.run_id}{SPOOL_SUFFIX}", durable=durable)
         self.spool.set("run_id", self.run_id)
         self.spool.set("base_url", base_url)
         self.spool.set("project", project)
         self.spool.hold()
-        self._transport = Transport(
-            base_url, token, project, timeout=timeout, gzip_level=gzip_level, in_flight=in_flight
-        )
         self.max_batch_points = max_batch_points
         self.max_buffer_points = max_buffer_points
         #: points buffered at which log() wakes the spool thread (module doc)
@@ -202,6 +232,7 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         self._side: collections.deque[list[Row]] = collections.deque()
         self._last_step = 0
         self._system_interval = sampler_settings(system_metrics)
+        self._take_up(took)
         # written by one side each (the logging thread / the spool lock holder): no lock on log()
         self._drained = 0
         self._spool_lock = threading.RLock()
@@ -214,7 +245,7 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         self._outcome: TrialOutcome | None = None
         self._report: ClientReport | None = None  # once the spool is removed
         self._unreachable_since: float | None = None  # the sender's view of the ledger
-        self._beating = True  # the sender heartbeats the planned trial (:meth:`_heartbeat`)
+        self._beating = not attach  # the sender heartbeats the planned trial (:meth:`_heartbeat`)
         self._last_beat = float("-inf")
         self._spooler = threading.Thread(target=self._spool_loop, name=f"ledger-spool-{self.run_id}", daemon=True)
         self._sender = threading.Thread(target=self._send_loop, name=f"ledger-send-{self.run_id}", daemon=True)
@@ -225,6 +256,19 @@ class LedgerClient(SpoolPipeline, TrialBatches):
             install_sigterm_exit()
 
     # -- the trial ------------------------------------------------------------------------
+
+    def _take_up(self, took: TakeUp | None) -> None:
+        """A resumed or attached run starts from its trial (:mod:`trainer_hooks.client.resume`)."""
+        if took is None:
+            return
+        self.spool.set("key_prefix", took.key_prefix)
+        if took.exp_id is None:  # resume="allow" and no trial yet: planned as a fresh run
+            return
+        self.spool.set("exp_id", took.exp_id)
+        self.resumed = not self.attached
+        self.resumed_step, self.resumed_values = took.last_step, dict(took.last_values)
+        self._last_step = took.last_step or 0
+        self._plan_extra = {**{k: v for k, v in took.extra.items() if k != "state"}, "run_id": self.run_id}
 
     def ensure_project(
         self,
@@ -264,7 +308,12 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         client records one trial). The project is ensured again first when this client
         ensured it, so the next trial never waits on a project this spool still holds."""
         generation = self._generation + 1
-        settings = {**self._settings, "rank": self._settings["rank"] if self.active else self.rank}
+        settings = {
+            **self._settings,
+            "rank": self._settings["rank"] if self.active else self.rank,
+            "resume": None,  # the next trial is a new one
+            "attach": False,
+        }
         following = LedgerClient(**settings, run_id=f"{self._first_run_id[:110]}-{generation}")
         following._generation, following._first_run_id = generation, self._first_run_id
         if self._project_op is not None:
@@ -289,8 +338,12 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
         ``parent_exp`` None: left out, so the ledger makes the branch tip (the last keep) the parent;
         ``""``: a root. ``rerun_of=EXP_ID`` (a field): this run repeats that trial's code, and
-        the ledger estimates its noise floor from such reruns."""
+        the ledger estimates its noise floor from such reruns. A resumed or attached client
+        has its trial: nothing is planned."""
         if not self._rank_zero():
+            return
+        if self.resumed or self.attached:
+            log.debug("ledger: run %s took up trial %s; plan_trial plans nothing", self.run_id, self.exp_id)
             return
         body: dict[str, Any] = {
             "hypothesis": hypothesis,
@@ -341,6 +394,9 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         ``metric_name``, read when the ledger is reachable), by
         :func:`~trainer_hooks.client.outcome.metric_of_summary`."""
         if not self.active:
+            return
+        if self.attached:  # the owner finishes the trial; this process only logged into it
+            self._spool_buffer()
             return
         unknown = set(fields) - set(FINISH_FIELDS)
         if unknown:
@@ -419,7 +475,7 @@ class LedgerClient(SpoolPipeline, TrialBatches):
 
     def log(self, step: int, metrics: Mapping[str, Any], *, turn: int | None = None) -> None:
         """Log ``name -> value`` (numbers or 0-dim tensors) at ``step`` (for ``turn``)."""
-        if not self.active:
+        if not self.active or (self.resumed_step is not None and self._below_take_up(step)):
             return
         record, dropped = step_record(step, metrics, turn, time.time())
         self._push(0 if record is None else len(record[3]), record, dropped)
@@ -429,11 +485,28 @@ class LedgerClient(SpoolPipeline, TrialBatches):
 
     def log_turns(self, step: int, per_turn: Mapping[str, Any]) -> None:
         """Log per-turn series: ``name -> [T]`` values (list or 1-D tensor), turn ``t`` each."""
-        if not self.active:
+        if not self.active or (self.resumed_step is not None and self._below_take_up(step)):
             return
         rows, dropped = turn_rows(step, per_turn, time.time())
         self._push(len(rows), rows, dropped)
         self._last_step = step
+
+    def _below_take_up(self, step: int) -> bool:
+        """A resumed run's step at or below the ledger's highest: dropped, one warning."""
+        assert self.resumed_step is not None
+        if step > self.resumed_step:
+            return False
+        if not self._warned_below:
+            self._warned_below = True
+            log.warning(
+                "ledger: run %s took up trial %s at step %d: points at steps up to it are already stored and are "
+                "dropped (step %d)",
+                self.run_id,
+                self.exp_id,
+                self.resumed_step,
+                step,
+            )
+        return True
 
     @property
     def points_logged(self) -> int:
@@ -453,82 +526,6 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         peak = sampler.peak_gpu_gb
         return {} if peak is None else {"memory_gb": round(peak, 3)}
 
-    # -- flushing -------------------------------------------------------------------------
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Spool what is in memory and wait (at most ``timeout`` s) until the ledger has
-        everything; True when it has. Never raises for the network; see :attr:`error`.
-        ``flush(timeout=0)`` returns at once with everything logged so far in the spool:
-        from then on a SIGKILL loses none of it (the background thread spools every
-        ``spool_interval`` seconds anyway)."""
-        if not self.active:
-            return True  # a rank other than 0 has nothing to deliver
-        self._spool_buffer()
-        self._send_wake.set()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.error is None:
-            if self.spool.pending()[0] == 0:
-                return True
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return False
-
-    def close(self, timeout: float | None = None) -> ClientReport:
-        """Spool everything, send for at most ``timeout`` (default ``close_timeout``) seconds,
-        stop the threads, and delete the spool when the ledger has all of it (unless
-        ``keep_spool``). Idempotent; what is not sent stays in the spool."""
-        if not self.active:  # a rank other than 0: nothing logged, nothing kept
-            return ClientReport(None, 0, 0, 0, 0, 0, "", None)
-        if self._report is not None:
-            return self._report
-        if not self._closed:
-            self._stop_sampler()
-            self._closed = True
-            atexit.unregister(self.close)
-            self._spool_buffer()
-            self.flush(self.close_timeout if timeout is None else timeout)
-            self._closing.set()
-            self._stop_sending.set()
-            self._spool_wake.set()
-            self._send_wake.set()
-            self._spooler.join(timeout=5)
-            self._sender.join(timeout=self._transport_timeout() + 1)
-            self._transport.close()
-        ops, points = self.spool.pending()
-        exp_id, outcome = self.exp_id, self.outcome
-        stopped = not self._sender.is_alive() and not self._spooler.is_alive()
-        if stopped:
-            self.spool.close()
-            self.spool.release()
-        remove = stopped and ops == 0 and self.error is None and not self.keep_spool
-        report = ClientReport(
-            exp_id,
-            self.points_logged,
-            self.points_sent,
-            ops,
-            points,
-            self.nonfinite_dropped,
-            str(self.spool.path),
-            str(self.error) if self.error else None,
-            outcome,
-            remove,
-        )
-        if remove:
-            self.spool.remove()
-            self._report = report
-        if outcome is not None:
-            log.info("ledger: %s", outcome.describe())
-        if ops and self.error is None:
-            log.warning(
-                "ledger: %d ops (%d points) not delivered yet; kept in %s (send them with `lineage spool flush %s`)",
-                ops,
-                points,
-                self.spool.path,
-                self.spool.path.parent,
-            )
-        return report
-
     def _rank_zero(self) -> bool:
         """Still the job's rank 0? A rank that was not given is looked up again: a process
         group made after the client tells the truth now (module doc of
@@ -539,52 +536,8 @@ class LedgerClient(SpoolPipeline, TrialBatches):
                 self.stand_down(rank)
         return self.active
 
-    def stand_down(self, rank: int) -> None:
-        """This process turned out to be ``rank``, not the job's rank 0 (the Trainer or the
-        process group said so after the client was made): from now on record nothing. The
-        threads stop and the spool is deleted unsent; every later call does nothing, and
-        so does every client :meth:`next_client` makes."""
-        if not self.active or rank == 0:
-            return
-        self.active = False
-        self.rank = rank
-        self._stop_sampler()
-        self._closed = True
-        atexit.unregister(self.close)
-        self._closing.set()
-        self._stop_sending.set()
-        self._spool_wake.set()
-        self._send_wake.set()
-        self._spooler.join(timeout=5)
-        self._sender.join(timeout=self._transport_timeout() + 1)
-        self._transport.close()
-        self.spool.remove()
-
     def __enter__(self) -> LedgerClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _transport_timeout(self) -> float:
-        timeout = self._transport.http.timeout
-        return float(max(t for t in (timeout.connect, timeout.read, timeout.write, timeout.pool, 1.0) if t))
-
-
-_sigterm_installed = False
-
-
-def install_sigterm_exit() -> None:
-    """Make SIGTERM raise ``SystemExit(143)`` in the main thread (when it has the default
-    handler), so ``with`` blocks unwind and exit handlers flush the spool."""
-    global _sigterm_installed
-    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def _exit(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _exit)
-    _sigterm_installed = True

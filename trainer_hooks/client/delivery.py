@@ -231,7 +231,9 @@ def deliver(
     request is in flight. Points with no trial planned before or after them raise
     :class:`NotPlanned` while the run may still plan one (``final()`` false: the client is
     running), else :class:`LedgerRejected`."""
-    run_id = spool.get("run_id") or spool.path.stem
+    # a resumed or attached run keys its writes apart from the run's other processes
+    # (:mod:`trainer_hooks.client.resume`)
+    run_id = spool.get("key_prefix") or spool.get("run_id") or spool.path.stem
     flight = _Flight(spool, transport, on_sent, wake)
     planned = False
     try:

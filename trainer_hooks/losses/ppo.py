@@ -8,7 +8,8 @@ Registered policy losses (``trainer_hooks.registry``):
     ``exp``, dual clip on negative advantages.
     ``"a2tgpo"`` — :func:`a2tgpo_policy_loss`: the same loss with ``ratio_level="turn"``
     and the adaptive clip scale from :func:`~trainer_hooks.advantages.a2tgpo.
-    compute_a2tgpo_advantages` (verl_atgpo's ``dynamic_clip``).
+    compute_a2tgpo_advantages` (verl_atgpo's ``dynamic_clip``); without ``clip_scale`` it
+    raises rather than silently being ``"ppo"``.
 
 The loss per token (``r`` = ratio, ``A`` = advantage, ``s`` = clip scale)::
 
@@ -479,7 +480,18 @@ def a2tgpo_policy_loss(
     """A²TGPO's PPO loss: :func:`ppo_policy_loss` with the adaptive per-token ``clip_scale``
     (``[B, L]``, from ``compute_a2tgpo_advantages(...).clip_scale``) and, when ``turn_ids``
     is given, the turn-level importance ratio (``ratio_level`` defaults to ``"turn"`` then,
-    else ``"token"``). Other keyword arguments and defaults as :func:`ppo_policy_loss`."""
+    else ``"token"``). Other keyword arguments and defaults as :func:`ppo_policy_loss`.
+
+    Raises:
+        ValueError: no ``clip_scale``: without it the loss would silently be PPO's (use
+            ``"ppo"`` for that), as the verl adapter ``ledger_a2tgpo`` refuses too.
+    """
+    if clip_scale is None:
+        raise ValueError(
+            "a2tgpo needs clip_scale=[B, L], A²TGPO's adaptive clip scale "
+            "(compute_a2tgpo_advantages(...).clip_scale); without it the loss would silently be PPO's: "
+            "pass it, or use the 'ppo' loss"
+        )
     if ratio_level is None:
         ratio_level = "turn" if turn_ids is not None else "token"
     return ppo_policy_loss(

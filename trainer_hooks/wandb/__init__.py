@@ -58,7 +58,7 @@ Supported calls and what each becomes
     ``run.summary[k] = v``,             each key's last logged value unless set by hand;
     ``summary.update``                  ``extra["summary"]`` at finish (finite numbers, at most 200)
     ``define_metric(name, summary=,     how the summary keeps ``name``: last, min, max, mean,
-    goal=)``                            first, none, best with a goal (``step_metric`` ignored);
+    goal=, step_metric=)``              first, none, best with a goal; ``step_metric`` below;
                                         for the metric, ``goal="maximize"`` or ``summary="max"``
                                         (``minimize``, ``min``) is its direction: a project the
                                         run creates gets it; an existing project that goes the
@@ -88,9 +88,22 @@ Supported calls and what each becomes
     ``Html``, ``plot.*``, ...
     ==================================  ============================================================
 
-Not supported: resuming a run (``resume=``, ``id=`` of an earlier run: a new trial is
-planned), sweeps and ``wandb.Api`` (reading runs back: use the ledger's API), offline
-sync (``mode="offline"`` behaves as online; the spool already holds everything).
+Resuming and attaching (:mod:`trainer_hooks.client.resume`)
+    ``init(id=X)`` makes ``X`` the run id (the trial's ``extra["run_id"]``, also
+    ``WANDB_RUN_ID``). ``resume="allow"`` (``"auto"``, True; or ``WANDB_RESUME``) or
+    ``"must"`` continues the trial of run ``X`` after a preemption: what the earlier
+    process left in its spool is delivered first, ``run.step`` continues after the highest
+    step stored (a lower ``step=`` is dropped, as in wandb), the summary starts from each
+    series' last value, ``run.resumed`` is True; ``"must"`` raises :class:`Error` when the
+    run has no trial, and a finished trial is refused naming it. ``Settings(mode="shared",
+    x_primary=False)`` with ``id=X`` attaches a second process (wandb's ``eval.py``): it
+    logs into run ``X``'s trial and its ``finish`` leaves the trial to its owner.
+    ``define_metric(name, step_metric=S)``: the trial keeps ``extra["step_metrics"]``
+    (``name -> S``), the x axis of ``name``'s points.
+
+Not supported: sweeps, ``fork_from``/``resume_from``, and ``wandb.Api`` (use
+:class:`trainer_hooks.api.Api`), offline sync (``mode="offline"`` behaves as online; the
+spool already holds everything).
 """
 
 from __future__ import annotations
@@ -287,6 +300,38 @@ def _lower_is_better(given: bool | None) -> bool | None:
     raise ValueError(f"LINEAGE_LOWER_IS_BETTER must be 1 or 0 (true or false), got {raw!r}")
 
 
+def _resume_mode(resume: Any) -> str | None:
+    """The client's ``resume`` for wandb's ``resume=`` (or ``WANDB_RESUME``): ``"must"``;
+    ``"allow"`` for ``"allow"``, ``"auto"`` and True; None for ``"never"``, False, None."""
+    if resume is None or resume is False:
+        return None
+    word = str(resume).strip().lower()
+    if word in ("must",):
+        return "must"
+    if word in ("allow", "auto", "true", "1"):
+        return "allow"
+    if word in ("never", "false", "0", ""):
+        return None
+    raise ValueError(f"wandb.init(resume=...) must be 'allow', 'must', 'never', 'auto' or a bool, got {resume!r}")
+
+
+def _attaches(settings: Any) -> bool:
+    """``Settings(mode="shared", x_primary=False)``: a second process logs into a run."""
+    if settings is None:
+        return False
+    return getattr(settings, "mode", None) == "shared" and getattr(settings, "x_primary", None) is False
+
+
+def _run_id(given: str | None) -> str | None:
+    """wandb's ``id=`` as the client's run id (the trial's ``extra.run_id``), when it is one."""
+    if given is None:
+        return None
+    if re.fullmatch(r"[A-Za-z0-9._-]{1,120}", str(given)):
+        return str(given)
+    warn_once("init.id", f"wandb.init(id={given!r}) is not a valid run id (A-Z a-z 0-9 . _ -): a new one is used")
+    return None
+
+
 def init(
     *,
     project: str | None = None,
@@ -319,8 +364,12 @@ def init(
     also ``wandb.run``."""
     for key in sorted(ignored):
         warn_once(f"init.{key}", f"wandb.init({key}=...) has no meaning in the lineage ledger and is ignored")
-    if resume:
-        warn_once("init.resume", "wandb.init(resume=...) is not supported: a new trial is planned")
+    id = id or os.environ.get("WANDB_RUN_ID") or None
+    resume_mode = _resume_mode(resume if resume is not None else os.environ.get("WANDB_RESUME"))
+    attach = _attaches(settings)
+    if (resume_mode or attach) and not id:
+        warn_once("init.resume", "wandb.init(resume=...) needs the run's id= (or WANDB_RUN_ID): a new trial is planned")
+        resume_mode, attach = None, False
     settings_mode = getattr(settings, "mode", None) if settings is not None else None
     reinit = reinit if reinit is not None else (getattr(settings, "reinit", None) if settings is not None else None)
     if run is not None:
@@ -354,14 +403,22 @@ def init(
         if not base_url:
             warn_once("init.url", f"LINEAGE_URL is not set: the run goes to {DEFAULT_URL}")
             base_url = DEFAULT_URL
-        client = LedgerClient(
-            base_url,
-            token or os.environ.get("LINEAGE_TOKEN") or None,
-            slug,
-            spool_dir=spool_dir or os.environ.get("LINEAGE_SPOOL") or None,
-            close_timeout=float(os.environ.get("LINEAGE_CLOSE_TIMEOUT") or 10.0),
-            system_metrics=system_metrics,
-        )
+        try:
+            client = LedgerClient(
+                base_url,
+                token or os.environ.get("LINEAGE_TOKEN") or None,
+                slug,
+                spool_dir=spool_dir or os.environ.get("LINEAGE_SPOOL") or None,
+                close_timeout=float(os.environ.get("LINEAGE_CLOSE_TIMEOUT") or 10.0),
+                system_metrics=system_metrics,
+                run_id=_run_id(id),
+                resume=resume_mode,
+                attach=attach,
+            )
+        except Exception as exc:  # LedgerRejected, Unavailable: the run cannot take up
+            if not (resume_mode or attach):
+                raise
+            raise Error(f"wandb.init(id={id!r}): {exc}") from exc
         HOOKS.install()
     plan = {"hypothesis": fields.pop("hypothesis", None) or notes or name or "", "job_name": name or "", **fields}
     started = Run(

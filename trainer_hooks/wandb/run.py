@@ -211,6 +211,12 @@ class Run:
         self._last_alert: dict[str, float] = {}
         self._finished = False
         self._on_finish = on_finish
+        #: define_metric(step_metric=): name (key or pattern) -> the metric that is its x axis
+        self._step_metrics: dict[str, str] = {}
+        if client is not None and client.resumed:  # a preempted run taking up (module doc of trainer_hooks.wandb)
+            self.resumed = True
+            self._step = 0 if client.resumed_step is None else client.resumed_step + 1
+            self.summary._items.update(client.resumed_values)
         if client is not None:
             atexit.register(self._at_exit)
 
@@ -359,8 +365,9 @@ class Run:
         """How the summary keeps ``name`` (a key or a ``*`` pattern): ``summary`` is
         ``last`` (the default), ``min``, ``max``, ``mean``, ``first``, ``none``, or ``best``
         with ``goal`` ``minimize``/``maximize``; several may be given comma-separated (the
-        first counts). ``step_metric`` (another key as the x axis) is not kept: points
-        stay at the run's step. ``goal`` (or else a ``min``/``max`` summary) is the
+        first counts). ``step_metric`` (another key as the x axis of ``name``'s points) is
+        kept in the trial's ``extra["step_metrics"]``; points stay at the run's step, where
+        the step metric's own points are too. ``goal`` (or else a ``min``/``max`` summary) is the
         metric's direction (module doc)."""
         way = _goal(goal)  # "min", "max" or None
         mode = summary.split(",")[0].strip().lower() if summary else None
@@ -369,10 +376,13 @@ class Run:
         elif mode in ("min", "max"):
             self._declare(name, mode == "min", f"define_metric({name!r}, summary={summary!r})")
         if step_metric is not None:
-            warn_once(
-                "define_metric.step_metric",
-                "define_metric(step_metric=...) is not kept: telemetry points stay at the run's step",
-            )
+            self._step_metrics[name] = str(step_metric)
+            if self._client is not None and self._client.attached:
+                warn_once(
+                    "define_metric.attached",
+                    "define_metric(step_metric=...) of an attached process is not stored: the run's owner keeps "
+                    "extra['step_metrics']",
+                )
         if mode is None:
             return
         if mode == "best":
@@ -454,6 +464,8 @@ class Run:
         numbers = self.summary.numbers()
         summary = dict(list(numbers.items())[:MAX_SUMMARY_KEYS])
         extra = {**self._extra, "tags": list(self.tags), "config": self.config.as_dict(), "summary": summary}
+        if self._step_metrics:
+            extra["step_metrics"] = dict(self._step_metrics)
         total = time.monotonic() - self._started
         fields: dict[str, Any] = {"notes": " | ".join(notes)[:_NOTES_CHARS]} if notes else {}
         client.finish_trial(
