@@ -42,6 +42,7 @@ import hashlib
 import json
 import re
 import time
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,14 @@ PARENT_TAG = "mlflow.parentRunId"
 RUN_NAME_TAG = "mlflow.runName"
 METRIC_TAG = "lineage.metric"
 DIRECTION_TAG = "lineage.direction"
+
+#: Seconds between the heartbeats a run's metrics give (``MlflowTracking._beat``): the
+#: ledger's trainer client beats as often; a lease lasts minutes.
+BEAT_INTERVAL_S = 60.0
+#: Runs whose last beat a server process remembers before it forgets the stale ones.
+MAX_BEATS_HELD = 10_000
+#: per ledger, ``(slug, exp_id) -> time.monotonic()`` of the run's last beat from this process
+_BEATS: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], float]] = weakref.WeakKeyDictionary()
 
 #: A finished run's MLflow status, to the ledger's.
 END_STATUS = {"FAILED": FailureLabel.CRASH.value, "KILLED": FailureLabel.HARNESS_ABORT.value}
@@ -309,20 +318,26 @@ class MlflowTracking:
         return _page(runs, "runs", limit, token)
 
     def log_batch(self, run_id: object, body: Mapping[str, Any], *, size: int = 0) -> dict[str, Any]:
+        """Params, tags and metrics of a run. Metrics alone (a training step's call) cost one
+        write: the trial is read only to merge params or tags, or when a heartbeat is due."""
         batch = check_batch(body, size=size)
-        project, trial = self._trial(run_id)
-        if batch.params or batch.tags:
-            self._set_fields(project, trial, batch.params, batch.tags)
+        slug, exp_id = parse_run_id(run_id)
+        if batch.params or batch.tags or not (batch.rows or batch.dropped):
+            project, trial = self._trial(run_id)  # an empty batch still names a run that exists
+            if batch.params or batch.tags:
+                self._set_fields(project, trial, batch.params, batch.tags)
         if batch.rows or batch.dropped:
-            key = "mlflow-batch-" + _digest(trial.exp_id, batch.rows, batch.dropped)
-            done = self.ledger.telemetry.ingest_telemetry(project.slug, trial.exp_id, batch.rows, key=key)
+            key = "mlflow-batch-" + _digest(exp_id, batch.rows, batch.dropped)
+            try:
+                done = self.ledger.telemetry.ingest_telemetry(slug, exp_id, batch.rows, key=key)
+            except NotFound:
+                raise missing(f"Run with id={run_id!r} not found") from None
             if batch.dropped and not done.replayed:
-                self._count_dropped(project, trial, len(batch.dropped))
-            if trial.status is FailureLabel.RUNNING:
-                self._beat(project.slug, trial)
+                self._count_dropped(slug, exp_id, len(batch.dropped))
+            self._beat(slug, exp_id)
         return {}
 
-    def _count_dropped(self, project: Project, trial: Trial, count: int) -> None:
+    def _count_dropped(self, slug: str, exp_id: str, count: int) -> None:
         """Metrics left out for a value the ledger does not store (NaN, infinities, beyond
         1e150: ``lineage.mlflow_checks``), counted as the trainer client counts them."""
 
@@ -330,15 +345,28 @@ class MlflowTracking:
             dropped = int(current.extra.get("nonfinite_dropped") or 0) + count
             return {"extra": {**current.extra, "nonfinite_dropped": dropped}}
 
-        self.ledger.recording.update_trial(project.slug, trial.exp_id, changes)
+        self.ledger.recording.update_trial(slug, exp_id, changes)
 
-    def _beat(self, slug: str, trial: Trial) -> None:
+    def _beat(self, slug: str, exp_id: str) -> None:
         """Metrics are the run's sign of life: MLflow clients send no heartbeat, and without
-        one a run that only logs metrics would lapse (``lineage.leases``) mid-training. The
-        owner is the run's MLflow user (``mlflow`` when it sent none)."""
+        one a run that only logs metrics would lapse (``lineage.leases``) mid-training. A
+        running trial is beaten at its first batch and then at most every
+        :data:`BEAT_INTERVAL_S` (as often as the ledger's own trainer client beats), by this
+        server process. The owner is the run's MLflow user (``mlflow`` when it sent none)."""
+        beats = _BEATS.setdefault(self.ledger, {})
+        now = time.monotonic()
+        if now - beats.get((slug, exp_id), -BEAT_INTERVAL_S) < BEAT_INTERVAL_S:
+            return
+        if len(beats) > MAX_BEATS_HELD:  # forget runs not beaten for an interval
+            for held in [k for k, at in beats.items() if now - at >= BEAT_INTERVAL_S]:
+                del beats[held]
+        beats[(slug, exp_id)] = now
+        trial = self.ledger.trials.trial(slug, exp_id)
+        if trial.status is not FailureLabel.RUNNING:
+            return
         owner = str((trial.extra.get("mlflow") or {}).get("user_id") or "mlflow")[:512]
         try:
-            self.ledger.leases.heartbeat(slug, trial.exp_id, owner=owner)
+            self.ledger.leases.heartbeat(slug, exp_id, owner=owner)
         except Conflict:  # ended meanwhile (lapsed, or finished by another writer): keep logging
             pass
 

@@ -160,7 +160,8 @@ async def get_metric_history(request: Request) -> JSONResponse:
 
 
 async def server_info() -> JSONResponse:
-    """What MLflow 3 clients ask before using workspaces: none here."""
+    """What MLflow 3 clients ask before using workspaces or artifacts: none here (the keys
+    of MLflow 3.17's answer)."""
     return JSONResponse(
         {
             "store_type": None,
@@ -168,6 +169,8 @@ async def server_info() -> JSONResponse:
             "trace_archival_enabled": False,
             "multipart_uploads_enabled": False,
             "multipart_downloads_enabled": False,
+            "presigned_upload_run_id_supported": False,
+            "presigned_upload_model_id_supported": False,
             "features_enabled": {"gateway": False},
         }
     )
