@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import time
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lineage.domain import FailureLabel, Project, Trial
+from lineage.domain import FailureLabel, Project, Trial, lease_of
 from lineage.errors import Conflict, NotFound
 from lineage.mlflow_checks import (
     MAX_TAG_VALUE,
@@ -84,8 +85,9 @@ DIRECTION_TAG = "lineage.direction"
 BEAT_INTERVAL_S = 60.0
 #: Runs whose last beat a server process remembers before it forgets the stale ones.
 MAX_BEATS_HELD = 10_000
-#: per ledger, ``(slug, exp_id) -> time.monotonic()`` of the run's last beat from this process
-_BEATS: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], float]] = weakref.WeakKeyDictionary()
+#: per ledger, ``(slug, exp_id) -> (time.monotonic() of the run's last beat from this
+#: process, seconds until the next)``
+_BEATS: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], tuple[float, float]]] = weakref.WeakKeyDictionary()
 
 #: A finished run's MLflow status, to the ledger's.
 END_STATUS = {"FAILED": FailureLabel.CRASH.value, "KILLED": FailureLabel.HARNESS_ABORT.value}
@@ -351,17 +353,20 @@ class MlflowTracking:
         """Metrics are the run's sign of life: MLflow clients send no heartbeat, and without
         one a run that only logs metrics would lapse (``lineage.leases``) mid-training. A
         running trial is beaten at its first batch and then at most every
-        :data:`BEAT_INTERVAL_S` (as often as the ledger's own trainer client beats), by this
-        server process. The owner is the run's MLflow user (``mlflow`` when it sent none)."""
+        :data:`BEAT_INTERVAL_S` (as often as the ledger's own trainer client beats), or a
+        third of the project's lease when that is shorter, by this server process. The
+        owner is the run's MLflow user (``mlflow`` when it sent none)."""
         beats = _BEATS.setdefault(self.ledger, {})
         now = time.monotonic()
-        if now - beats.get((slug, exp_id), -BEAT_INTERVAL_S) < BEAT_INTERVAL_S:
+        last, interval = beats.get((slug, exp_id), (-math.inf, BEAT_INTERVAL_S))
+        if now - last < interval:
             return
         if len(beats) > MAX_BEATS_HELD:  # forget runs not beaten for an interval
-            for held in [k for k, at in beats.items() if now - at >= BEAT_INTERVAL_S]:
+            for held in [k for k, (at, every) in beats.items() if now - at >= every]:
                 del beats[held]
-        beats[(slug, exp_id)] = now
         trial = self.ledger.trials.trial(slug, exp_id)
+        interval = min(BEAT_INTERVAL_S, lease_of(self.ledger.projects.project(slug)) / 3)
+        beats[(slug, exp_id)] = (now, interval)
         if trial.status is not FailureLabel.RUNNING:
             return
         owner = str((trial.extra.get("mlflow") or {}).get("user_id") or "mlflow")[:512]

@@ -106,6 +106,9 @@ def test_metrics_are_the_running_trials_heartbeat(client: TestClient, ledger: Le
     _post(client, "/runs/log-metric", {"run_id": run_id, "key": "loss", "value": 1.0, "step": 0})
     (lease,) = ledger.leases.running("default")
     assert lease.owner == "ada" and lease.heartbeat_at is not None
+    _post(client, "/runs/log-metric", {"run_id": run_id, "key": "loss", "value": 0.5, "step": 1})
+    (again,) = ledger.leases.running("default")
+    assert again.heartbeat_at == lease.heartbeat_at  # a step's batch is one write: beats come once a minute
 
 
 def test_a_parent_run_id_is_the_parent_exp(client: TestClient, ledger: Ledger) -> None:
