@@ -19,41 +19,55 @@ logs into the ledger through ``MLFLOW_TRACKING_URI`` alone. The HTTP face is
   ``INVALID_PARAMETER_VALUE``), tags to ``extra.tags``, the run's name, user and times to
   ``extra.mlflow``; ``mlflow.parentRunId`` naming a run of the same experiment is the
   trial's ``parent_exp`` (a root run gets the ledger's default parent, the branch tip).
+  They are merged into the stored trial inside its write (``update_trial`` with a
+  function), so batches a client sends at once (MLflow's async logging) all keep theirs.
 * Metrics are telemetry points at their steps (idempotent per batch, so a retried
   ``log-batch`` stores its points once); each batch of a running trial is its heartbeat.
+  A NaN, an infinity or a value beyond 1e150 is left out and counted in
+  ``extra.nonfinite_dropped``, as the ledger's trainer client does
+  (:mod:`lineage.mlflow_checks`).
 * ``runs/update`` with ``FINISHED``: the ledger's own verdict (``status: "auto"``) on
   ``core_metric``, the last value of the project's metric (or of the one the run's tag
   ``lineage.metric`` names); ``FAILED`` is ``crash``; ``KILLED`` is ``harness_abort``.
+* ``experiments/search`` and ``runs/search`` answer the filters of
+  :mod:`lineage.mlflow_search`.
 
-Errors are :class:`MlflowError`, with MLflow's ``error_code``; the ledger's own errors
-are translated by :func:`as_mlflow_error`.
+Errors are :class:`~lineage.mlflow_checks.MlflowError`, with MLflow's ``error_code``; the
+ledger's own errors are translated by :func:`~lineage.mlflow_checks.as_mlflow_error`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import time
+import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lineage.auth import Forbidden, Unauthorized
-from lineage.domain import FailureLabel, Project, Trial
-from lineage.errors import Conflict, InvalidInput, LedgerError, NotFound
-from lineage.telemetry import check_points
+from lineage.domain import FailureLabel, Project, Trial, lease_of
+from lineage.errors import Conflict, NotFound
+from lineage.mlflow_checks import (
+    MAX_TAG_VALUE,
+    MlflowError,
+    as_mlflow_error,
+    check_batch,
+    invalid,
+    key_of,
+    millis_of,
+    missing,
+    pairs_of,
+    text_of,
+)
+from lineage.mlflow_search import EXPERIMENT_ATTRIBUTES, experiment_matches, parse_filter, run_matches
 
 if TYPE_CHECKING:
     from lineage.service import Ledger
 
-#: MLflow's limits (``mlflow.utils.validation``).
-MAX_BATCH_METRICS = 1000
-MAX_BATCH_PARAMS_TAGS = 100
-MAX_BATCH_BYTES = 1_000_000
-MAX_KEY = 250
-MAX_PARAM_VALUE = 6000
-MAX_TAG_VALUE = 8000
+__all__ = ["MlflowError", "MlflowTracking", "as_mlflow_error", "experiment_slug", "invalid", "missing"]
+
 #: MLflow's experiment ids: an alphanumeric, then up to 63 of ``\w`` and ``-``.
 MAX_EXPERIMENT_ID = 64
 DEFAULT_EXPERIMENT_ID = "0"
@@ -66,46 +80,18 @@ RUN_NAME_TAG = "mlflow.runName"
 METRIC_TAG = "lineage.metric"
 DIRECTION_TAG = "lineage.direction"
 
+#: Seconds between the heartbeats a run's metrics give (``MlflowTracking._beat``): the
+#: ledger's trainer client beats as often; a lease lasts minutes.
+BEAT_INTERVAL_S = 60.0
+#: Runs whose last beat a server process remembers before it forgets the stale ones.
+MAX_BEATS_HELD = 10_000
+#: per ledger, ``(slug, exp_id) -> (time.monotonic() of the run's last beat from this
+#: process, seconds until the next)``
+_BEATS: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], tuple[float, float]]] = weakref.WeakKeyDictionary()
+
 #: A finished run's MLflow status, to the ledger's.
 END_STATUS = {"FAILED": FailureLabel.CRASH.value, "KILLED": FailureLabel.HARNESS_ABORT.value}
 RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
-
-
-class MlflowError(Exception):
-    """An error MLflow clients parse: ``{"error_code": ..., "message": ...}`` with ``status``."""
-
-    def __init__(self, error_code: str, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
-        self.status = status
-
-    def as_dict(self) -> dict[str, str]:
-        return {"error_code": self.error_code, "message": self.message}
-
-
-def invalid(message: str) -> MlflowError:
-    return MlflowError("INVALID_PARAMETER_VALUE", message)
-
-
-def missing(message: str) -> MlflowError:
-    return MlflowError("RESOURCE_DOES_NOT_EXIST", message, 404)
-
-
-def as_mlflow_error(error: LedgerError) -> MlflowError:
-    """The ledger's error in MLflow's words: no or a bad token 401, a role too low 403, not
-    found 404, a conflict or bad input 400."""
-    if isinstance(error, Unauthorized):
-        return MlflowError("UNAUTHENTICATED", str(error), 401)
-    if isinstance(error, Forbidden):
-        return MlflowError("PERMISSION_DENIED", str(error), 403)
-    if isinstance(error, NotFound):
-        return missing(str(error))
-    if isinstance(error, Conflict):
-        return MlflowError("INVALID_STATE", str(error))
-    if isinstance(error, InvalidInput):
-        return invalid(str(error))
-    return MlflowError("INTERNAL_ERROR", str(error), 500)
 
 
 def experiment_slug(name: object) -> str:
@@ -127,6 +113,14 @@ def project_of(experiment_id: object) -> str:
     return DEFAULT_PROJECT if experiment_id == DEFAULT_EXPERIMENT_ID else experiment_id
 
 
+def _same_name(name: str, experiment_id: str) -> bool:
+    """Whether ``name`` makes the slug ``experiment_id`` (as ``get-by-name`` reads it)."""
+    try:
+        return experiment_slug(name) == experiment_id
+    except MlflowError:
+        return False
+
+
 def run_id_of(project_slug: str, exp_id: str) -> str:
     return f"{project_slug}{RUN_ID_SEPARATOR}{exp_id}"
 
@@ -139,90 +133,6 @@ def parse_run_id(run_id: object) -> tuple[str, str]:
     if not slug or not exp_id:
         raise missing(f"Run with id={run_id!r} not found")
     return slug, exp_id
-
-
-def _key(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > MAX_KEY:
-        raise invalid(f"{what} key must be 1-{MAX_KEY} characters, got {value!r:.300}")
-    return value
-
-
-def _text(value: object, what: str, limit: int) -> str:
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else str(value)
-    if len(text) > limit:
-        raise invalid(f"{what} value is {len(text)} characters long; the limit is {limit}")
-    return text
-
-
-def _pairs(items: object, what: str, limit: int) -> dict[str, str]:
-    if items is None:
-        return {}
-    if not isinstance(items, list):
-        raise invalid(f"{what}s must be a list of {{key, value}} objects")
-    out: dict[str, str] = {}
-    for item in items:
-        if not isinstance(item, Mapping):
-            raise invalid(f"each {what} must be a {{key, value}} object")
-        key = _key(item.get("key"), what)
-        out[key] = _text(item.get("value"), f"{what} {key!r}", limit)
-    return out
-
-
-def _millis(value: object, what: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise invalid(f"{what} must be milliseconds since the epoch, got {value!r}")
-    return int(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """A checked ``log-batch``: telemetry rows, params and tags."""
-
-    rows: list[tuple[int, int, str, float, float | None]]
-    params: dict[str, str]
-    tags: dict[str, str]
-
-
-def check_batch(body: Mapping[str, Any], *, size: int = 0) -> Batch:
-    """A ``log-batch`` body held to MLflow's limits: over any, nothing is stored."""
-    if size > MAX_BATCH_BYTES:
-        raise invalid(f"the batch is {size} bytes; the limit is {MAX_BATCH_BYTES}")
-    metrics = body.get("metrics") or []
-    if not isinstance(metrics, list):
-        raise invalid("metrics must be a list")
-    if len(metrics) > MAX_BATCH_METRICS:
-        raise invalid(f"a batch holds {len(metrics)} metrics; the limit is {MAX_BATCH_METRICS}")
-    params = _pairs(body.get("params"), "param", MAX_PARAM_VALUE)
-    tags = _pairs(body.get("tags"), "tag", MAX_TAG_VALUE)
-    given = len(body.get("params") or []) + len(body.get("tags") or [])
-    if given > MAX_BATCH_PARAMS_TAGS:
-        raise invalid(f"a batch holds {given} params and tags; the limit is {MAX_BATCH_PARAMS_TAGS}")
-    points = []
-    for index, metric in enumerate(metrics):
-        if not isinstance(metric, Mapping):
-            raise invalid(f"metrics[{index}] must be a {{key, value, timestamp, step}} object")
-        key = _key(metric.get("key"), "metric")
-        stamp = _millis(metric.get("timestamp"), f"metrics[{index}].timestamp")
-        step = _millis(metric.get("step", 0) or 0, f"metrics[{index}].step")
-        points.append(
-            {
-                "name": key,
-                "step": step,
-                "value": metric.get("value"),
-                "wall_time": None if stamp is None else stamp / 1e3,
-            }
-        )
-    try:
-        rows = check_points(points)
-    except InvalidInput as error:  # name MLflow's field: metrics[i].step, not points[i].step
-        raise invalid(str(error).replace("points[", "metrics[", 1)) from None
-    return Batch(rows, params, tags)
 
 
 def _digest(*parts: object) -> str:
@@ -289,7 +199,7 @@ class MlflowTracking:
 
     def create_experiment(self, name: object, tags: object = None) -> dict[str, Any]:
         slug = experiment_slug(name)
-        given = _pairs(tags, "tag", MAX_TAG_VALUE)
+        given = pairs_of(tags, "tag", MAX_TAG_VALUE)
         options: dict[str, Any] = {"title": str(name)}
         if METRIC_TAG in given:
             options["metric_name"] = given[METRIC_TAG]
@@ -305,14 +215,23 @@ class MlflowTracking:
             ) from None
         return {"experiment_id": project.slug}
 
+    def search_experiments(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Projects as experiments, by MLflow's filter on ``name`` and ``tags.K``
+        (``lineage.mlflow_search``); the default experiment is listed once it exists."""
+        clauses = parse_filter(body.get("filter") or "", EXPERIMENT_ATTRIBUTES)
+        limit, token = _paging(body, 1000, 50_000)
+        found = [self.experiment(project) for project in self.ledger.projects.projects()]
+        kept = [e for e in found if experiment_matches(clauses, e, _same_name)]
+        return _page(kept, "experiments", limit, token)
+
     # runs -----------------------------------------------------------------------
 
     def create_run(self, body: Mapping[str, Any]) -> dict[str, Any]:
         slug = project_of(body.get("experiment_id") or DEFAULT_EXPERIMENT_ID)
         project = self._project(slug)
-        tags = _pairs(body.get("tags"), "tag", MAX_TAG_VALUE)
-        run_name = _text(body.get("run_name") or tags.get(RUN_NAME_TAG), "run_name", MAX_TAG_VALUE)
-        start = _millis(body.get("start_time"), "start_time") or int(time.time() * 1000)
+        tags = pairs_of(body.get("tags"), "tag", MAX_TAG_VALUE)
+        run_name = text_of(body.get("run_name") or tags.get(RUN_NAME_TAG), "run_name", MAX_TAG_VALUE)
+        start = millis_of(body.get("start_time"), "start_time") or int(time.time() * 1000)
         fields: dict[str, Any] = {
             "hypothesis": tags.get(NOTE_TAG) or run_name or "mlflow run",
             "status": FailureLabel.RUNNING.value,
@@ -354,20 +273,26 @@ class MlflowTracking:
         status = body.get("status")
         if status is not None and status not in RUN_STATUSES:
             raise invalid(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
-        end = _millis(body.get("end_time"), "end_time")
-        mlflow = dict(trial.extra.get("mlflow") or {})
-        if body.get("run_name"):
-            mlflow["run_name"] = _text(body["run_name"], "run_name", MAX_TAG_VALUE)
-        if end is not None:
-            mlflow["end_time"] = end
-        changes: dict[str, Any] = {"extra": {**trial.extra, "mlflow": mlflow}}
-        if end is not None and isinstance(mlflow.get("start_time"), int):
-            changes["total_s"] = max(0.0, (end - mlflow["start_time"]) / 1e3)
+        end = millis_of(body.get("end_time"), "end_time")
+        run_name = text_of(body.get("run_name"), "run_name", MAX_TAG_VALUE)
+        ending: dict[str, Any] = {}
         if status == "FINISHED":
             metric = self._metric_name(project, trial)
-            changes.update(status="auto", core_metric=self._last_value(project.slug, trial.exp_id, metric))
+            ending = {"status": "auto", "core_metric": self._last_value(project.slug, trial.exp_id, metric)}
         elif status in END_STATUS:
-            changes["status"] = END_STATUS[status]
+            ending = {"status": END_STATUS[status]}
+
+        def changes(current: Trial) -> dict[str, Any]:  # in the write: a concurrent log-batch keeps its params
+            mlflow = dict(current.extra.get("mlflow") or {})
+            if run_name:
+                mlflow["run_name"] = run_name
+            if end is not None:
+                mlflow["end_time"] = end
+            out: dict[str, Any] = {"extra": {**current.extra, "mlflow": mlflow}, **ending}
+            if end is not None and isinstance(mlflow.get("start_time"), int):
+                out["total_s"] = max(0.0, (end - mlflow["start_time"]) / 1e3)
+            return out
+
         updated = self.ledger.recording.update_trial(project.slug, trial.exp_id, changes)
         return {"run_info": self.run(project, updated)["info"]}
 
@@ -384,70 +309,98 @@ class MlflowTracking:
         if not isinstance(ids, list):
             raise invalid("experiment_ids must be a list")
         clauses = parse_filter(body.get("filter") or "")
-        limit = _millis(body.get("max_results"), "max_results") or 1000
-        if not 1 <= limit <= 50_000:
-            raise invalid(f"max_results must be from 1 to 50000, got {limit}")
-        token = body.get("page_token") or "0"
-        if not str(token).isdigit():
-            raise invalid(f"page_token {token!r} is not one this server gave")
+        limit, token = _paging(body, 1000, 50_000)
         runs = []
         for experiment_id in ids:
             project = self._project(project_of(experiment_id))
             for trial in reversed(self.ledger.trials.list_trials(project.slug)):  # newest first, as MLflow
                 run = self.run(project, trial)
-                if all(clause.matches(run) for clause in clauses):
+                if run_matches(clauses, run):
                     runs.append(run)
-        start = int(token)
-        page = runs[start : start + limit]
-        out: dict[str, Any] = {"runs": page}
-        if start + limit < len(runs):
-            out["next_page_token"] = str(start + limit)
-        return out
+        return _page(runs, "runs", limit, token)
 
     def log_batch(self, run_id: object, body: Mapping[str, Any], *, size: int = 0) -> dict[str, Any]:
+        """Params, tags and metrics of a run. Metrics alone (a training step's call) cost one
+        write: the trial is read only to merge params or tags, or when a heartbeat is due."""
         batch = check_batch(body, size=size)
-        project, trial = self._trial(run_id)
-        if batch.params or batch.tags:
-            self._set_fields(project, trial, batch.params, batch.tags)
-        if batch.rows:
-            key = "mlflow-batch-" + _digest(trial.exp_id, batch.rows)
-            self.ledger.telemetry.ingest_telemetry(project.slug, trial.exp_id, batch.rows, key=key)
-            if trial.status is FailureLabel.RUNNING:
-                self._beat(project.slug, trial)
+        slug, exp_id = parse_run_id(run_id)
+        if batch.params or batch.tags or not (batch.rows or batch.dropped):
+            project, trial = self._trial(run_id)  # an empty batch still names a run that exists
+            if batch.params or batch.tags:
+                self._set_fields(project, trial, batch.params, batch.tags)
+        if batch.rows or batch.dropped:
+            key = "mlflow-batch-" + _digest(exp_id, batch.rows, batch.dropped)
+            try:
+                done = self.ledger.telemetry.ingest_telemetry(slug, exp_id, batch.rows, key=key)
+            except NotFound:
+                raise missing(f"Run with id={run_id!r} not found") from None
+            if batch.dropped and not done.replayed:
+                self._count_dropped(slug, exp_id, len(batch.dropped))
+            self._beat(slug, exp_id)
         return {}
 
-    def _beat(self, slug: str, trial: Trial) -> None:
+    def _count_dropped(self, slug: str, exp_id: str, count: int) -> None:
+        """Metrics left out for a value the ledger does not store (NaN, infinities, beyond
+        1e150: ``lineage.mlflow_checks``), counted as the trainer client counts them."""
+
+        def changes(current: Trial) -> dict[str, Any]:
+            dropped = int(current.extra.get("nonfinite_dropped") or 0) + count
+            return {"extra": {**current.extra, "nonfinite_dropped": dropped}}
+
+        self.ledger.recording.update_trial(slug, exp_id, changes)
+
+    def _beat(self, slug: str, exp_id: str) -> None:
         """Metrics are the run's sign of life: MLflow clients send no heartbeat, and without
-        one a run that only logs metrics would lapse (``lineage.leases``) mid-training. The
+        one a run that only logs metrics would lapse (``lineage.leases``) mid-training. A
+        running trial is beaten at its first batch and then at most every
+        :data:`BEAT_INTERVAL_S` (as often as the ledger's own trainer client beats), or a
+        third of the project's lease when that is shorter, by this server process. The
         owner is the run's MLflow user (``mlflow`` when it sent none)."""
+        beats = _BEATS.setdefault(self.ledger, {})
+        now = time.monotonic()
+        last, interval = beats.get((slug, exp_id), (-math.inf, BEAT_INTERVAL_S))
+        if now - last < interval:
+            return
+        if len(beats) > MAX_BEATS_HELD:  # forget runs not beaten for an interval
+            for held in [k for k, (at, every) in beats.items() if now - at >= every]:
+                del beats[held]
+        trial = self.ledger.trials.trial(slug, exp_id)
+        interval = min(BEAT_INTERVAL_S, lease_of(self.ledger.projects.project(slug)) / 3)
+        beats[(slug, exp_id)] = (now, interval)
+        if trial.status is not FailureLabel.RUNNING:
+            return
         owner = str((trial.extra.get("mlflow") or {}).get("user_id") or "mlflow")[:512]
         try:
-            self.ledger.leases.heartbeat(slug, trial.exp_id, owner=owner)
+            self.ledger.leases.heartbeat(slug, exp_id, owner=owner)
         except Conflict:  # ended meanwhile (lapsed, or finished by another writer): keep logging
             pass
 
     def _set_fields(self, project: Project, trial: Trial, params: dict[str, str], tags: dict[str, str]) -> None:
-        config = dict(trial.extra.get("config") or {})
-        for key, value in params.items():
-            if key in config and str(config[key]) != value:
-                raise invalid(
-                    f"Changing param values is not allowed. Param with key={key!r} was already logged with "
-                    f"value={config[key]!r} for run ID={run_id_of(project.slug, trial.exp_id)!r}. "
-                    f"Attempted logging new value {value!r}."
-                )
-            config[key] = value
-        stored_tags = {**(trial.extra.get("tags") or {}), **tags}
-        changes: dict[str, Any] = {"extra": {**trial.extra, "config": config, "tags": stored_tags}}
-        if tags.get(NOTE_TAG):
-            changes["hypothesis"] = tags[NOTE_TAG]
+        run_id = run_id_of(project.slug, trial.exp_id)
         parent = self._parent(project.slug, tags.get(PARENT_TAG))
-        if parent is not None:
-            changes["parent_exp"] = parent
+
+        def changes(current: Trial) -> dict[str, Any]:  # in the write: concurrent batches merge, none is lost
+            config = dict(current.extra.get("config") or {})
+            for key, value in params.items():
+                if key in config and str(config[key]) != value:
+                    raise invalid(
+                        f"Changing param values is not allowed. Param with key={key!r} was already logged with "
+                        f"value={config[key]!r} for run ID={run_id!r}. Attempted logging new value {value!r}."
+                    )
+                config[key] = value
+            stored_tags = {**(current.extra.get("tags") or {}), **tags}
+            out: dict[str, Any] = {"extra": {**current.extra, "config": config, "tags": stored_tags}}
+            if tags.get(NOTE_TAG):
+                out["hypothesis"] = tags[NOTE_TAG]
+            if parent is not None:
+                out["parent_exp"] = parent
+            return out
+
         self.ledger.recording.update_trial(project.slug, trial.exp_id, changes)
 
     def get_metric_history(self, run_id: object, key: object) -> dict[str, Any]:
         project, trial = self._trial(run_id)
-        name = _key(key, "metric")
+        name = key_of(key, "metric")
         points = self.ledger.telemetry.metric_history(project.slug, trial.exp_id, name)
         return {"metrics": [_metric(name, *point) for point in points]}
 
@@ -496,54 +449,24 @@ class MlflowTracking:
         return [_metric(name, *point) for name, point in latest.items()]
 
 
+def _paging(body: Mapping[str, Any], default: int, most: int) -> tuple[int, int]:
+    """``(max_results, offset)`` of a search; the page token is the offset this server gave."""
+    limit = millis_of(body.get("max_results"), "max_results") or default
+    if not 1 <= limit <= most:
+        raise invalid(f"max_results must be from 1 to {most}, got {limit}")
+    token = body.get("page_token") or "0"
+    if not str(token).isdigit():
+        raise invalid(f"page_token {token!r} is not one this server gave")
+    return limit, int(token)
+
+
+def _page(items: list[dict[str, Any]], name: str, limit: int, start: int) -> dict[str, Any]:
+    out: dict[str, Any] = {name: items[start : start + limit]}
+    if start + limit < len(items):
+        out["next_page_token"] = str(start + limit)
+    return out
+
+
 def _metric(name: str, step: int, value: float, wall_time: float | None) -> dict[str, Any]:
     """A point as MLflow's ``Metric`` (its timestamp in milliseconds; 0 when none was sent)."""
     return {"key": name, "value": value, "timestamp": 0 if wall_time is None else round(wall_time * 1000), "step": step}
-
-
-@dataclass(frozen=True, slots=True)
-class Clause:
-    """One ``field = 'value'`` (or ``!=``) of a search filter."""
-
-    kind: str  # tags, params, attributes
-    key: str
-    negated: bool
-    value: str
-
-    def matches(self, run: Mapping[str, Any]) -> bool:
-        if self.kind == "attributes":
-            found = run["info"].get(self.key)
-        else:
-            found = next((p["value"] for p in run["data"][self.kind] if p["key"] == self.key), None)
-        return (found is not None and str(found) == self.value) != self.negated
-
-
-_CLAUSE = re.compile(
-    r"""\s*(?:(?P<kind>tags?|params?|attributes?|attr|run)\.)?(?P<key>`[^`]+`|"[^"]+"|[\w.]+)\s*"""
-    r"""(?P<op>!=|=)\s*(?P<value>'[^']*'|"[^"]*")\s*"""
-)
-_ATTRIBUTES = {"status": "status", "run_name": "run_name", "run_id": "run_id", "user_id": "user_id"}
-
-
-def parse_filter(text: object) -> list[Clause]:
-    """The subset of MLflow's search filter the ledger answers: ``=`` and ``!=`` on tags,
-    params and the attributes status, run_name, run_id and user_id, joined by ``AND``."""
-    if not isinstance(text, str):
-        raise invalid("filter must be a string")
-    clauses: list[Clause] = []
-    for part in re.split(r"\s+and\s+", text.strip(), flags=re.IGNORECASE) if text.strip() else []:
-        found = _CLAUSE.fullmatch(part)
-        if found is None:
-            raise invalid(
-                f"filter clause {part!r} is not supported here: use tags.K, params.K or attributes.status / "
-                "run_name / run_id / user_id with = or != and a quoted value, joined by AND"
-            )
-        kind = (found["kind"] or "attributes").rstrip("s")
-        kind = {"tag": "tags", "param": "params"}.get(kind, "attributes")
-        key = found["key"].strip('`"')
-        if kind == "attributes":
-            if key not in _ATTRIBUTES:
-                raise invalid(f"filter attribute {key!r} is not supported; use one of {', '.join(_ATTRIBUTES)}")
-            key = _ATTRIBUTES[key]
-        clauses.append(Clause(kind, key, found["op"] == "!=", found["value"][1:-1]))
-    return clauses

@@ -5,8 +5,9 @@
 The mapping rules are :mod:`lineage.mlflow_compat`'s; a handler parses MLflow's request
 (JSON body, or query parameters for GETs), calls one method, and answers MLflow's JSON.
 Errors are MLflow's ``{"error_code", "message"}`` (which its clients parse), not
-problem+json, also for the access check, which is the JSON API's (:func:`api.deps.authorize`). The routes
-stay out of the OpenAPI document: they are MLflow's contract, not the ledger's.
+problem+json, also for the access check, which is the JSON API's (:func:`api.deps.authorize`), and
+for a path not served (``ENDPOINT_NOT_FOUND``, naming those that are). The routes stay out of
+the OpenAPI document: they are MLflow's contract, not the ledger's.
 """
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ async def create_experiment(request: Request) -> JSONResponse:
     return await _answer(call)
 
 
+async def search_experiments(request: Request) -> JSONResponse:
+    async def call() -> dict[str, Any]:
+        who = await authorize(request, Role.READER)
+        body = _query(request) if request.method == "GET" else (await _body(request))[0]
+        return MlflowTracking(who.ledger).search_experiments(body)
+
+    return await _answer(call)
+
+
 async def create_run(request: Request) -> JSONResponse:
     async def call() -> dict[str, Any]:
         who = await authorize(request, Role.WRITER)
@@ -150,7 +160,8 @@ async def get_metric_history(request: Request) -> JSONResponse:
 
 
 async def server_info() -> JSONResponse:
-    """What MLflow 3 clients ask before using workspaces: none here."""
+    """What MLflow 3 clients ask before using workspaces or artifacts: none here (the keys
+    of MLflow 3.17's answer)."""
     return JSONResponse(
         {
             "store_type": None,
@@ -158,6 +169,8 @@ async def server_info() -> JSONResponse:
             "trace_archival_enabled": False,
             "multipart_uploads_enabled": False,
             "multipart_downloads_enabled": False,
+            "presigned_upload_run_id_supported": False,
+            "presigned_upload_model_id_supported": False,
             "features_enabled": {"gateway": False},
         }
     )
@@ -167,6 +180,8 @@ ROUTES: tuple[tuple[str, str, Callable[..., Awaitable[JSONResponse]]], ...] = (
     ("GET", "/experiments/get-by-name", get_experiment_by_name),
     ("GET", "/experiments/get", get_experiment),
     ("POST", "/experiments/create", create_experiment),
+    ("POST", "/experiments/search", search_experiments),
+    ("GET", "/experiments/search", search_experiments),
     ("POST", "/runs/create", create_run),
     ("POST", "/runs/update", update_run),
     ("GET", "/runs/get", get_run),
@@ -183,3 +198,15 @@ for _prefix in PREFIXES:
         router.add_api_route(_prefix + _path, _route, methods=[_method])
 for _prefix in ("/api/3.0/mlflow", "/ajax-api/3.0/mlflow"):
     router.add_api_route(_prefix + "/server-info", server_info, methods=["GET"])
+
+
+async def not_served(request: Request) -> JSONResponse:
+    """Any other MLflow path: MLflow's ``ENDPOINT_NOT_FOUND``, which its clients show as
+    such, naming what is served (rather than a problem+json they read as an internal error)."""
+    served = ", ".join(sorted({path.lstrip("/") for _, path, _ in ROUTES}))
+    message = f"{request.method} {request.url.path} is not served by the lineage ledger; served: {served}, server-info"
+    return JSONResponse({"error_code": "ENDPOINT_NOT_FOUND", "message": message}, status_code=404)
+
+
+for _prefix in (*PREFIXES, "/api/3.0/mlflow", "/ajax-api/3.0/mlflow"):
+    router.add_api_route(_prefix + "/{rest:path}", not_served, methods=["GET", "POST", "PATCH", "DELETE", "PUT"])

@@ -12,7 +12,7 @@ applied to a body before anything is read are :mod:`lineage.service.record_rules
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -418,14 +418,24 @@ class RecordingUses:
             proposed=proposed.to_dict(),
         )
 
-    def update_trial(self, project_slug: str, exp_id: str, changes: Mapping[str, Any]) -> Trial:
+    def update_trial(
+        self, project_slug: str, exp_id: str, changes: Mapping[str, Any] | Callable[[Trial], Mapping[str, Any]]
+    ) -> Trial:
         """Change fields of a stored trial; ``delta_vs_best`` is recomputed, never taken.
         The recording rules (:func:`prepare_record`) apply to the changes. ``status:
         "auto"``: the ledger decides keep or discard against the best of the other trials
-        (:func:`lineage.domain.auto_verdict`), in this transaction; the delta is from that best."""
+        (:func:`lineage.domain.auto_verdict`), in this transaction; the delta is from that best.
+
+        ``changes`` may be a function of the stored trial, called in the transaction with
+        the project locked: a read-modify-write (entries merged into ``extra``) that a
+        concurrent update cannot interleave with, so neither is lost. What it raises
+        stores nothing."""
+        if not callable(changes) and "exp_id" in changes and changes["exp_id"] != exp_id:
+            raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
         with self.store.write() as conn:
             project, _, _ = self.store.projects.locked_project(conn, project_slug)
-            return self.update_locked(conn, project, self.store.trials.trial(conn, project, exp_id), changes)
+            current = self.store.trials.trial(conn, project, exp_id)
+            return self.update_locked(conn, project, current, changes(current) if callable(changes) else changes)
 
     def update_locked(self, conn: Connection, project: Project, current: Trial, changes: Mapping[str, Any]) -> Trial:
         """:meth:`update_trial` of ``current`` in the caller's write transaction, the project

@@ -106,6 +106,9 @@ def test_metrics_are_the_running_trials_heartbeat(client: TestClient, ledger: Le
     _post(client, "/runs/log-metric", {"run_id": run_id, "key": "loss", "value": 1.0, "step": 0})
     (lease,) = ledger.leases.running("default")
     assert lease.owner == "ada" and lease.heartbeat_at is not None
+    _post(client, "/runs/log-metric", {"run_id": run_id, "key": "loss", "value": 0.5, "step": 1})
+    (again,) = ledger.leases.running("default")
+    assert again.heartbeat_at == lease.heartbeat_at  # a step's batch is one write: beats come once a minute
 
 
 def test_a_parent_run_id_is_the_parent_exp(client: TestClient, ledger: Ledger) -> None:
@@ -210,3 +213,48 @@ def test_no_body_makes_a_500(client: TestClient) -> None:
         for value in ["", "x", "default__", "__000", "a" * 300, "default__000"]:
             query = {"run_id": value, "experiment_id": value, "experiment_name": value, "metric_key": value}
             assert client.get(M + path, params=query).status_code < 500, (path, value)
+
+
+def test_nan_and_infinite_metrics_are_left_out_and_counted_as_the_client_does(
+    client: TestClient, ledger: Ledger
+) -> None:
+    run_id = _run(client)
+    metrics = [{"key": "loss", "value": 1.0, "step": 0}, {"key": "loss", "value": "NaN", "step": 1}]
+    metrics += [{"key": "loss", "value": "Infinity", "step": 2}, {"key": "loss", "value": "-Infinity", "step": 3}]
+    metrics += [{"key": "loss", "value": 1e200, "step": 4}, {"key": "loss", "value": "0.5", "step": 5}]
+    batch = {"run_id": run_id, "metrics": metrics}
+    _post(client, "/runs/log-batch", batch)
+    _post(client, "/runs/log-batch", batch)  # a retry: stored and counted once
+    _post(client, "/runs/log-metric", {"run_id": run_id, "key": "kl", "value": "NaN", "step": 6})
+    assert ledger.telemetry.metric_history("default", "000", "loss") == [(0, 1.0, None), (5, 0.5, None)]
+    assert ledger.trials.trial("default", "000").extra["nonfinite_dropped"] == 5
+    word = _post(client, "/runs/log-metric", {"run_id": run_id, "key": "kl", "value": "high", "step": 7}, status=400)
+    assert "metrics[0].value" in word["message"]
+    bad_step = {"run_id": run_id, "metrics": [{"key": "x", "value": "NaN", "step": -1}]}
+    assert "metrics[0].step" in _post(client, "/runs/log-batch", bad_step, status=400)["message"]
+    assert ledger.trials.trial("default", "000").extra["nonfinite_dropped"] == 5
+
+
+def test_experiments_are_searched_by_name_and_tags(client: TestClient) -> None:
+    _post(client, "/experiments/create", {"name": "Acc Tiny", "tags": [{"key": "lineage.direction", "value": "max"}]})
+    _post(client, "/experiments/create", {"name": "other"})
+
+    def names(text: str) -> list[str]:
+        return [e["name"] for e in _post(client, "/experiments/search", {"filter": text})["experiments"]]
+
+    assert names("name = 'Acc Tiny'") == ["Acc Tiny"]
+    assert names("name = 'acc-tiny'") == ["Acc Tiny"]  # the same slug: the experiment get-by-name finds
+    assert names("name LIKE 'Acc%'") == ["Acc Tiny"] and names("name ILIKE 'acc%'") == ["Acc Tiny"]
+    assert names("tags.`lineage.direction` = 'max'") == ["Acc Tiny"]
+    assert sorted(names("")) == ["Acc Tiny", "other"]
+    assert client.get(M + "/experiments/search", params={"filter": "name = 'other'"}).json()["experiments"]
+    assert (
+        "not supported" in _post(client, "/experiments/search", {"filter": "creation_time > 1"}, status=400)["message"]
+    )
+
+
+def test_a_path_not_served_is_mlflows_endpoint_not_found(client: TestClient) -> None:
+    answer = client.post(M + "/runs/delete", json={"run_id": "default__000"})
+    assert answer.status_code == 404 and answer.json()["error_code"] == "ENDPOINT_NOT_FOUND"
+    assert "runs/log-batch" in answer.json()["message"]
+    assert client.get("/ajax-api/3.0/mlflow/traces").json()["error_code"] == "ENDPOINT_NOT_FOUND"

@@ -36,6 +36,7 @@ with mlflow.start_run(run_name="lr sweep") as parent:
         for step in range(5):
             mlflow.log_metric("core_metric", 1.0 - step / 10, step=step)
         mlflow.log_metrics({"loss": 0.5, "acc": 0.9}, step=4)
+        mlflow.log_metric("loss", float("nan"), step=5)  # MLflow takes it; the ledger leaves it out and counts it
         mlflow.set_tag("mlflow.note.content", "a higher learning rate")
         out["child"] = child.info.run_id
     out["parent"] = parent.info.run_id
@@ -46,6 +47,7 @@ try:
 except RuntimeError:
     pass
 client = MlflowClient()
+out["found"] = [e.experiment_id for e in client.search_experiments(filter_string="name = 'Tiny Sweep'")]
 out["failed"] = mlflow.last_active_run().info.run_id
 out["history"] = [[m.step, m.value] for m in client.get_metric_history(out["child"], "core_metric")]
 out["searched"] = sorted(r.info.run_id for r in client.search_runs([parent.info.experiment_id]))
@@ -87,6 +89,7 @@ def test_the_mlflow_client_logs_trials_verdicts_telemetry_and_parents(tmp_path: 
     assert (out["status"], out["lineage_status"]) == ("FINISHED", "keep")
     assert out["params"] == {"lr": "0.01", "batch_size": "32"}
     assert out["changed_param"] == "INVALID_PARAMETER_VALUE"
+    assert out["found"] == ["tiny-sweep"]
 
     ledger = Ledger.open(str(db))
     try:
@@ -100,6 +103,7 @@ def test_the_mlflow_client_logs_trials_verdicts_telemetry_and_parents(tmp_path: 
             0.6,
         )
         assert child.extra["config"] == {"lr": "0.01", "batch_size": "32"}
+        assert child.extra["nonfinite_dropped"] == 1
         assert child.extra["tags"]["mlflow.note.content"] == "a higher learning rate"
         assert parent.extra["config"] == {"grid": "lr"}
         assert parent.status.value == "discard"  # it logged no core_metric: the ledger's rule

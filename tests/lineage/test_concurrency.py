@@ -90,3 +90,38 @@ def test_the_writers_of_one_process_queue_on_the_store_not_on_sqlites_busy_handl
     assert outcome == ["ok"]
     assert ledger.projects.project("q").title == "second"
     ledger.close()
+
+
+def test_updates_given_as_functions_of_the_stored_trial_merge_and_lose_nothing(ledger: Ledger) -> None:
+    """``update_trial(changes=function)`` reads the trial inside its write, so threads that
+    each add one entry to ``extra`` at once keep all of them; what the function raises
+    stores nothing."""
+    ledger.projects.create_project("merge")
+    exp_id = ledger.recording.record_trial("merge", {"status": "running", "extra": {"config": {}}}).trial.exp_id
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def add(key: str) -> None:
+        def changes(current):  # type: ignore[no-untyped-def]
+            return {"extra": {**current.extra, "config": {**current.extra["config"], key: key}}}
+
+        try:
+            start.wait(timeout=60)
+            ledger.recording.update_trial("merge", exp_id, changes)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=add, args=(f"k{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert ledger.trials.trial("merge", exp_id).extra["config"] == {f"k{i}": f"k{i}" for i in range(8)}
+
+    def refuse(current):  # type: ignore[no-untyped-def]
+        raise ValueError(f"not with {len(current.extra['config'])} entries")
+
+    with pytest.raises(ValueError, match="not with 8 entries"):
+        ledger.recording.update_trial("merge", exp_id, refuse)
+    assert len(ledger.trials.trial("merge", exp_id).extra["config"]) == 8
