@@ -174,7 +174,7 @@ def _mark(cls: str, px: float, py: float, r: float, edge: int) -> str:
 
 def _svg(width: int, height: int, label: str, parts: list[str], css: str) -> Markup:
     return Markup(
-        f'<svg class="chart {css}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
+        f'<svg class="chart {css}" viewBox="0 0 {width} {height}" role="group" aria-label="{escape(label)}" '
         f'preserveAspectRatio="xMidYMid meet"><title>{escape(label)}</title>{"".join(parts)}</svg>'
     )
 
@@ -348,7 +348,7 @@ def parallel(
             elif scale.categories is not None:
                 out.append(str(scale.categories.index(value)) if value in scale.categories else "")
             else:
-                out.append(repr(float(value)))
+                out.append(f"{float(value):.6g}")
         return ";".join(out)
 
     ordered = sorted(view.points, key=lambda p: (p.on_chain, STATUS_CLASSES.index(status_class(p.status))))
@@ -361,10 +361,12 @@ def parallel(
             css += " pc-best"
         if brushes and selected is not None and p.exp_id not in selected:
             css += " pc-dim"
-        parts.append(
-            f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}"><path class="{css}" '
-            f'd="{d}" data-v="{data_v(p)}"><title>exp_{escape(p.exp_id)} · {escape(p.status)} · '
-            f"{escape(fmt_metric(p.metric))}</title></path></a>"
-        )
+        # a line, not a link: the scatter above links every trial (one tab stop each, not
+        # two), and 2,000 links with titles here would double the page; knobs.js opens a
+        # line's trial on click and names it on hover
+        parts.append(f'<path class="{css}" d="{d}" data-exp="{escape(p.exp_id)}" data-v="{data_v(p)}"/>')
     parts.extend(hits)
-    return _svg(width, height, label, parts, "knobs parallel")
+    base = escape(trial_url(slug, "")[:-1])
+    return Markup(
+        str(_svg(width, height, label, parts, "knobs parallel")).replace("<svg ", f'<svg data-trials="{base}" ', 1)
+    )

@@ -25,7 +25,7 @@ from lineage.errors import InvalidInput
 #: Trials a view reads unless ``?limit=`` says otherwise.
 DEFAULT_LIMIT = 2000
 #: Suggested knobs a parallel view shows besides the scatter's own.
-PARALLEL_SUGGESTED = 4
+PARALLEL_SUGGESTED = 3
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -117,6 +117,7 @@ def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> Response:
                 },
             ),
             "brushes": brushes,
+            "parallel_labels": [view.axes[i].label for i in indices],
             "selected": selected,
             "clear_brush_url": with_query(
                 base,

@@ -19,17 +19,30 @@
       lit.forEach(function (el) { el.classList.remove("lit"); });
       lit = [];
     }
+    var status = document.getElementById("brush-status");
     document.querySelectorAll("figure.knob-plot svg").forEach(function (svg) {
       svg.addEventListener("mouseover", function (event) {
-        var link = event.target.closest("a[data-exp]");
+        var mark = event.target.closest("[data-exp]");
         clear();
-        if (!link) return;
-        var exp = link.getAttribute("data-exp");
-        document.querySelectorAll("figure.knob-plot a[data-exp]").forEach(function (a) {
+        if (!mark) return;
+        var exp = mark.getAttribute("data-exp");
+        document.querySelectorAll("figure.knob-plot [data-exp]").forEach(function (a) {
           if (a.getAttribute("data-exp") === exp) { a.classList.add("lit"); lit.push(a); }
         });
+        if (mark.tagName.toLowerCase() === "path" && status && !status.dataset.brushed) status.textContent = "exp_" + exp;
       });
-      svg.addEventListener("mouseleave", clear);
+      svg.addEventListener("mouseleave", function () {
+        clear();
+        if (status && !status.dataset.brushed) status.textContent = "";
+      });
+      // a parallel line opens its trial (the scatter's marks are links already)
+      var base = svg.getAttribute("data-trials");
+      if (base) {
+        svg.addEventListener("click", function (event) {
+          var line = event.target.closest("path[data-exp]");
+          if (line) location.href = base + "/" + encodeURIComponent(line.getAttribute("data-exp"));
+        });
+      }
     });
   }
 
@@ -106,6 +119,7 @@
       });
       history.replaceState(null, "", url);
       if (status) {
+        if (keys.length) status.dataset.brushed = "1"; else delete status.dataset.brushed;
         status.textContent = keys.length
           ? inside.toLocaleString() + " of " + lines.length.toLocaleString() + " trials in the brush (" +
             keys.map(function (i) { return axes[i].getAttribute("data-key") + " " + round(brushes[i][0]) + "–" + round(brushes[i][1]); }).join(", ") + ")"
@@ -139,6 +153,7 @@
       });
     });
     Object.keys(brushes).forEach(draw);
+    if (Object.keys(brushes).length) apply();
   }
 
   function ready() { setupForm(); setupHover(); setupBrush(); }
