@@ -11,7 +11,9 @@ recording rules, idempotency, ``delta_vs_best``), ``get_prompt`` is
 ``ledger.agent.prompt_document``, and so on.
 
 Schemas
-    Every parameter has a description. The trial of ``record_trial`` and the changes of
+    Every parameter has a description but ``project`` and ``exp_id``, which the
+    instructions name once (``tools/list`` is read at every session start: it is kept
+    small, ``api.mcp_tools.compact_schema``). The trial of ``record_trial`` and the changes of
     ``update_trial`` are typed from the core's field table (``lineage.trial_fields``:
     types, the status enum, each field's meaning, the required ``status``); the ledger
     checks them (so a wrong type, an unknown status or an unknown field is a tool error
@@ -24,7 +26,11 @@ Errors
 
 Access
     Over stdio the server runs with the caller's own access to the database (a local
-    process), so it asks for no token. Over HTTP each tool call, the ``session_start``
+    process), so it asks for no token. Over HTTP every request to ``/mcp``, the first
+    (``initialize`` or ``server/discover``) included, is refused with 401 (problem+json,
+    ``WWW-Authenticate: Bearer``, as the JSON API's) when its token is bad, or missing
+    where reads need one (``--no-anonymous-read``): a client learns at connect time, not
+    at its first tool call (:meth:`McpEndpoint.refusal`). Beyond that, each tool call, the ``session_start``
     prompt and the prompt resource are checked like the JSON API's requests
     (``lineage.auth.check_access``): the ``Authorization: Bearer`` header, the role
     (reads: reader, writes: writer) and the server's anonymous-read setting. A call
@@ -66,22 +72,23 @@ else:
 
 
 from api.hosts import HostAllowList, mcp_transport_lists
-from api.mcp_tools import PROMPT_RESOURCE, PROMPT_ROLE, TOOLS, prompt_resource, session_start
+from api.mcp_tools import PROMPT_RESOURCE, PROMPT_ROLE, TOOLS, compact_schema, prompt_resource, session_start
 from lineage.auth import Forbidden, Role, Unauthorized, check_access
 from lineage.errors import LedgerError, NotFound
 from lineage.service import Ledger
 
 INSTRUCTIONS = """\
-Lineage Ledger: the research loop's memory.
+Lineage Ledger: the research loop's memory. `project` is a project's slug, `exp_id` a trial's id.
 1. list_projects; on a blank ledger create_project (slug, metric_name, lower_is_better).
 2. At session start call get_prompt (project) and follow it; get_summary says where the loop stands.
 3. Before proposing a trial ask find_similar: was this tried?
 4. Record each finished trial with record_trial: status, core_metric (the project's metric),
    hypothesis. Leave parent_exp out to fork from the branch tip (the last keep); leave exp_id out to get the
    next number; pass an idempotency_key and reuse it on retries. Never send delta_vs_best.
-5. With other agents on the same project: get_frontier (the best, the branch tip, who runs what), then
-   claim_trial (hypothesis, owner) before running an idea; heartbeat while it runs; finish it with
-   update_trial (status auto and core_metric).
+5. When you learn something no single trial shows, add_note (text, cites: the exp_ids that show it).
+6. With other agents on the same project: get_frontier (the best, the branch tip, who runs what), then
+   claim_trial (hypothesis, owner, lease_s) before running an idea; heartbeat (exp_id, owner) while it runs;
+   finish it with finish_claim (exp_id, owner, changes: core_metric; the ledger decides keep or discard).
 """
 
 
@@ -217,6 +224,22 @@ class _LedgerServer(MCPServer):
     ledger: Ledger
     access: _Access
 
+    async def list_tools(self) -> list[Any]:
+        """The tools with compact schemas (``api.mcp_tools.compact_schema``): ``tools/list``
+        is read by every agent at every session start, so its size is paid in tokens."""
+        listed = []
+        for tool in await super().list_tools():
+            names = (
+                ("input_schema", "output_schema") if hasattr(tool, "input_schema") else ("inputSchema", "outputSchema")
+            )
+            update: dict[str, Any] = {
+                name: compact_schema(getattr(tool, name)) for name in names if getattr(tool, name) is not None
+            }
+            if update.get(names[1]) == {"type": "object"}:  # "some object" says nothing: left out
+                update[names[1]] = None
+            listed.append(tool.model_copy(update=update))
+        return listed
+
     async def _handle_list_resources(self, ctx: Any, params: Any) -> Any:  # mcp 2.x's handler
         listed = await super()._handle_list_resources(ctx, params)
         if self.access.allows(getattr(getattr(ctx, "request", None), "headers", None), PROMPT_ROLE):
@@ -324,6 +347,18 @@ class McpEndpoint:
             finally:
                 self.app = None
 
+    def refusal(self, headers: Any) -> Unauthorized | None:
+        """Why a request with ``headers`` is refused before the SDK reads it: a bad token,
+        or none where reads need one (module doc, "Access"); None: it goes on (a token too
+        weak for a tool is that tool's error)."""
+        try:
+            _Access(self.ledger, self.anonymous_read, self.exposed).check_headers(headers, Role.READER)
+        except Unauthorized as exc:
+            return exc
+        except LedgerError:
+            return None
+        return None
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self.app is None:
             from starlette.responses import PlainTextResponse
@@ -332,4 +367,14 @@ class McpEndpoint:
                 scope, receive, send
             )
             return
+        if scope.get("type") == "http":
+            from starlette.requests import Request
+
+            from api.problems import ledger_problem
+
+            request = Request(scope)
+            refused = await asyncio.to_thread(self.refusal, request.headers)
+            if refused is not None:
+                await ledger_problem(request, refused)(scope, receive, send)
+                return
         await self.app(scope, receive, send)

@@ -19,12 +19,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
 
-from lineage.alerts import ALERT_LEVELS
+from lineage.agent.reading import agent_answer
 from lineage.auth import Role
-from lineage.domain import MAX_BATCH, TRIAL_FIELD_NAMES, FailureLabel
+from lineage.domain import MAX_BATCH, MAX_CLAIM_LEASE_S, MIN_CLAIM_LEASE_S, FailureLabel
 from lineage.errors import Conflict, InvalidInput, NotFound
+from lineage.patches import PATCH_FIELD
 from lineage.service import Ledger
-from lineage.trial_fields import DEFAULT_LIST_FIELDS, changes_schema, check_fields, record_schema, select_fields
+from lineage.trial_fields import DEFAULT_LIST_FIELDS, check_fields, record_schema, select_fields
 
 #: The resource that holds a project's session-start prompt.
 PROMPT_RESOURCE = "lineage://projects/{project}/prompt"
@@ -33,66 +34,92 @@ PROMPT_RESOURCE = "lineage://projects/{project}/prompt"
 
 
 def _bounded(low: int, high: int, description: str) -> Any:
-    """A whole-number parameter whose range the schema states and the ledger checks, so a
-    value out of range is the ledger's tool error naming the parameter, like any bad input."""
-    return Field(description=description, json_schema_extra={"minimum": low, "maximum": high})
+    """A whole-number parameter whose range the description states and the ledger checks, so a
+    value out of range is the ledger's tool error naming the parameter, like any bad input
+    (left out of the schema, which every agent reads at every session start)."""
+    return Field(description=description)
 
 
-ProjectArg = Annotated[str, Field(description="The project's slug (list_projects names them).")]
-ExpIdArg = Annotated[str, Field(description="The trial's exp_id, e.g. 004.")]
-SpecialistArg = Annotated[
-    str,
-    Field(
-        description="Who starts the session (an agent or role), shown in the prompt; leave empty in loops without "
-        "specialists."
-    ),
-]
-TopKArg = Annotated[int, _bounded(0, 100_000, "Kept trials in the leaderboard.")]
-RecentArg = Annotated[int, _bounded(1, 100_000, "Trials in the recent-activity table.")]
-LastArg = Annotated[int, _bounded(1, 100_000, "Latest trials shown in full.")]
-TimestampArg = Annotated[str, Field(description="The session's time, shown in the prompt's heading (optional).")]
+#: Every tool's first parameter, left undescribed: the server's instructions say once that it
+#: is a project's slug (20 descriptions would cost tools/list half a kilobyte).
+ProjectArg = str
+#: A trial's id, undescribed for the same reason (the instructions say it once).
+ExpIdArg = str
+SpecialistArg = Annotated[str, Field(description="Who starts the session (optional).")]
+RecentArg = Annotated[int, _bounded(1, 100_000, "Recent trials listed.")]
+LastArg = Annotated[int, _bounded(1, 100_000, "Trials shown in full.")]
+TimestampArg = Annotated[str, Field(description="The session's time (optional).")]
 FormatArg = Annotated[
     Literal["auto", "fieldkit", "loop"],
-    Field(
-        description="auto: fieldkit's exact text for a fieldkit-style project given a specialist, else the loop's own "
-        "sections; fieldkit: fieldkit's exact text; loop: the loop's own sections."
-    ),
+    Field(description="auto, fieldkit or loop."),
 ]
 TrialArg = Annotated[dict[str, Any], WithJsonSchema(record_schema())]
-ChangesArg = Annotated[dict[str, Any], WithJsonSchema(changes_schema())]
+ChangesArg = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "minProperties": 1,
+            "description": "Fields of record_trial's trial to change; the others stay.",
+        }
+    ),
+]
 FieldsArg = Annotated[
     list[str] | None,
     WithJsonSchema(
         {
             "type": "array",
-            "items": {"type": "string", "enum": list(TRIAL_FIELD_NAMES)},
-            "description": f"The trial fields to return; default: {', '.join(DEFAULT_LIST_FIELDS)}.",
+            "items": {"type": "string"},
+            "description": f"Fields or extra.KEY (default: {', '.join(DEFAULT_LIST_FIELDS)}; "
+            "extra._git.patch only by name).",
         }
     ),
 ]
 StatusesArg = Annotated[
     list[str] | None,
-    WithJsonSchema(
-        {
-            "type": "array",
-            "items": {"type": "string", "enum": [label.value for label in FailureLabel]},
-            "description": "Only trials with any of these statuses.",
-        }
-    ),
+    WithJsonSchema({"type": "array", "items": {"type": "string"}, "description": "Only these statuses."}),
 ]
 
 
-def _batch_item_schema() -> dict[str, Any]:
-    """record_trial's trial, with the item's own optional idempotency key."""
-    schema = record_schema()
-    schema["properties"] = {
-        **schema["properties"],
-        "idempotency_key": {
-            "type": "string",
-            "description": "Your key for this trial alone (1-255 printable characters).",
-        },
-    }
-    return schema
+def _without_titles(schema: Any) -> Any:
+    """A JSON Schema without pydantic's generated ``title`` keywords (a property *named*
+    title stays)."""
+    if isinstance(schema, list):
+        return [_without_titles(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            out[key] = {name: _without_titles(sub) for name, sub in value.items()}
+        else:
+            out[key] = _without_titles(value)
+    return out
+
+
+def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input or output schema as ``tools/list`` sends it: no generated titles; an
+    optional parameter whose default is null written as its type alone (``anyOf [T,
+    null]`` with ``default: null`` is T: leaving it out means null); no default that goes
+    without saying (an empty text, a false flag). The ledger checks every argument
+    itself, so the shorter schema admits nothing new."""
+    out = _without_titles(schema)
+    if out.get("additionalProperties") is True and "properties" not in out:
+        del out["additionalProperties"]  # a dict's output: any object, the default
+    for name, prop in (out.get("properties") or {}).items():
+        options = prop.get("anyOf")
+        default = prop.get("default", 0)
+        if name in out.get("required", ()) or not (default is None or default == "" or default is False):
+            continue
+        if default is None and isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            kept = next(option for option in options if option != {"type": "null"})
+            prop = {**kept, **{k: v for k, v in prop.items() if k not in ("anyOf", "default")}}
+        else:
+            prop = {k: v for k, v in prop.items() if k != "default"}
+        out["properties"][name] = prop
+    return out
 
 
 def tool_description(doc: str | None) -> str:
@@ -105,8 +132,7 @@ def tool_description(doc: str | None) -> str:
 
 
 def list_projects(ledger: Ledger) -> dict[str, Any]:
-    """The projects of this ledger: slug, title, metric_name, direction, trial_count and
-    the current best. Start here; on a blank ledger create a project with create_project."""
+    """The projects: slug, metric_name, direction, trial count, best. Start here."""
     out = []
     for project in ledger.projects.projects():
         best = ledger.trials.best(project.slug)
@@ -126,15 +152,12 @@ def list_projects(ledger: Ledger) -> dict[str, Any]:
 
 def create_project(
     ledger: Ledger,
-    slug: Annotated[str, Field(description="The project's name in URLs and tools: a-z, 0-9, '-', '_', '.'.")],
-    metric_name: Annotated[str, Field(description="What core_metric measures, e.g. val_bpb, accuracy, score.")],
-    lower_is_better: Annotated[
-        bool, Field(description="true: a smaller metric is better (a loss); false: a larger one (an accuracy).")
-    ],
-    title: Annotated[str, Field(description="A human title (optional).")] = "",
+    slug: Annotated[str, Field(description="a-z, 0-9, '-', '_', '.'.")],
+    metric_name: Annotated[str, Field(description="What core_metric measures, e.g. val_bpb.")],
+    lower_is_better: Annotated[bool, Field(description="true for a loss, false for an accuracy.")],
+    title: Annotated[str, Field(description="Optional.")] = "",
 ) -> dict[str, Any]:
-    """Create a project (one research loop against one metric). Creating it again with the
-    same metric and direction returns it (created=false); with others it is an error."""
+    """Create a project (one loop, one metric); again with the same metric: created=false."""
     try:
         found = ledger.projects.project(slug)
     except NotFound:
@@ -159,22 +182,15 @@ def get_prompt(
     ledger: Ledger,
     project: ProjectArg,
     specialist: SpecialistArg = "",
-    top_k: TopKArg = 20,
-    recent_n: RecentArg = 30,
-    last_m: LastArg = 10,
     timestamp: TimestampArg = "",
-    raw: Annotated[bool, Field(description="true: the lineage block alone, without how to record.")] = False,
+    raw: Annotated[bool, Field(description="Without how to record.")] = False,
     format: FormatArg = "auto",
 ) -> str:
-    """The session-start prompt of a project (Markdown): the current best and its commit,
-    the chain of kept changes to it, recent trials, where the loop stands, and how to
-    record this session's trial. Read it first and follow it."""
+    """The session-start prompt (Markdown): the best, its chain, recent trials, the notebook,
+    how to record. Read it first and follow it."""
     return ledger.agent.prompt_document(
         project,
         specialist=specialist,
-        top_k=top_k,
-        recent_n=recent_n,
-        last_m=last_m,
         timestamp=timestamp,
         wrap=not raw,
         base_url=None,
@@ -183,7 +199,9 @@ def get_prompt(
     )[1]
 
 
-def session_start(ledger: Ledger, project: ProjectArg, specialist: SpecialistArg = "") -> str:
+def session_start(
+    ledger: Ledger, project: Annotated[str, Field(description="The project's slug.")], specialist: SpecialistArg = ""
+) -> str:
     """The ``session_start`` MCP prompt: get_prompt's wrapped prompt, with the defaults."""
     return ledger.agent.prompt_document(project, specialist=specialist, wrap=True, base_url=None, face="mcp")[1]
 
@@ -200,13 +218,13 @@ def get_knowledge(
     last_m: LastArg = 10,
     format: Annotated[
         Literal["markdown", "json"],
-        Field(description="markdown: the KNOWLEDGE.md block; json: the best, its chain and the recent trials."),
+        Field(description="markdown or json."),
     ] = "markdown",
 ) -> str:
-    """The KNOWLEDGE.md block of a project: the chain to the best and the recent trials."""
+    """KNOWLEDGE.md: the chain to the best and the recent trials."""
     if format == "json":
         found, data = ledger.agent.knowledge_data(project, recent_n=recent_n)
-        return json.dumps(data.to_dict(found), ensure_ascii=False)
+        return json.dumps(_for_agent(ledger, project, data.to_dict(found)), ensure_ascii=False)
     return ledger.agent.knowledge_document(project, recent_n=recent_n, last_m=last_m)[1]
 
 
@@ -218,60 +236,49 @@ def list_trials(
     project: ProjectArg,
     fields: FieldsArg = None,
     status: StatusesArg = None,
-    specialist: Annotated[str | None, Field(description="Only this specialist's trials.")] = None,
-    domain: Annotated[str | None, Field(description="Only trials of this domain.")] = None,
-    parent: Annotated[str | None, Field(description="Only children of this exp_id ('' : roots).")] = None,
-    metric_min: Annotated[float | None, Field(description="Only trials with core_metric >= this.")] = None,
-    metric_max: Annotated[float | None, Field(description="Only trials with core_metric <= this.")] = None,
-    q: Annotated[str | None, Field(description="Text in the hypothesis, notes or exp_id.")] = None,
     filter: Annotated[
         str | None,
         Field(
-            description="A filter expression: `status = keep and core_metric < 0.99`, "
-            "`extra.memory_gb >= 45`, `hypothesis ~ warmup`, `exp_id > 1000`, "
-            "`status in (crash, discard)`; a bare word matches the text."
+            description="E.g. `status = keep and metric < 0.99`, `extra.memory_gb >= 45`, `parent = 004`, "
+            "`hypothesis ~ lr`."
         ),
     ] = None,
-    sort: Annotated[
-        str, Field(description="seq, metric, exp_id, any trial field or extra.KEY; a leading - sorts descending.")
-    ] = "seq",
-    order: Annotated[Literal["asc", "desc"], Field(description="asc or desc.")] = "asc",
+    sort: Annotated[str, Field(description="seq, metric, a field or extra.KEY; -: descending.")] = "-seq",
     limit: Annotated[int, _bounded(1, 1000, "Trials per page.")] = 50,
     cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
 ) -> dict[str, Any]:
-    """A page of a project's trials, filtered and sorted, with the fields asked for
-    (default: exp_id, status, core_metric, delta_vs_best, parent_exp, hypothesis, notes).
-    Pass next_cursor back as cursor for the next page."""
+    """A page of trials, newest first; next_cursor pages on."""
     names = check_fields(fields)
     if limit > 1000:
         raise InvalidInput("limit", f"must be an integer from 1 to 1000, got {limit!r}")
     if status:
         for word in status:
             FailureLabel.parse(word)
-    page = ledger.tables.trials_query(
-        project,
-        sort=sort,
-        descending=order == "desc",
-        cursor=cursor,
-        limit=limit,
-        status=status,
-        specialist=specialist,
-        domain=domain,
-        parent=parent,
-        metric_min=metric_min,
-        metric_max=metric_max,
-        text_query=q,
-        expression=filter,
-    ).to_dict()
+    query = ledger.tables.trials_query(project, sort=sort, cursor=cursor, limit=limit, status=status, expression=filter)
+    page = query.to_dict(patch=PATCH_FIELD in names)
     page["items"] = [select_fields(item, names) for item in page["items"]]
     page["fields"] = list(names)
-    return page
+    return _for_agent(ledger, project, page)
 
 
-def get_trial(ledger: Ledger, project: ProjectArg, exp_id: ExpIdArg) -> dict[str, Any]:
-    """One trial of a project with every field (extra holds a results file's other
-    columns and _git, the commit's diffstat)."""
-    return ledger.trials.trial(project, exp_id).to_dict()
+def get_trial(
+    ledger: Ledger,
+    project: ProjectArg,
+    exp_id: ExpIdArg,
+    include_patch: Annotated[bool, Field(description="Also extra._git.patch (the commit's diff).")] = False,
+) -> dict[str, Any]:
+    """One trial, every field."""
+    trial = ledger.trials.trial(project, exp_id).to_dict()
+    if include_patch:
+        patch = (trial.get("extra") or {}).get("_git", {}).get("patch")
+        return {**_for_agent(ledger, project, trial), PATCH_FIELD: patch}
+    return _for_agent(ledger, project, trial)
+
+
+def _for_agent(ledger: Ledger, project: str, answer: Any) -> Any:
+    """``answer`` as an agent reads it (``lineage.agent.reading``): trials without their
+    patch, metrics at the project's precision."""
+    return agent_answer(answer, ledger.agent.metric_decimals(project))
 
 
 def record_trial(
@@ -280,27 +287,16 @@ def record_trial(
     trial: TrialArg,
     idempotency_key: Annotated[
         str | None,
-        Field(
-            description="Your key for this trial (1-255 printable characters); reuse it on a retry and the "
-            "trial is never stored twice."
-        ),
+        Field(description="Reuse it on a retry: never stored twice."),
     ] = None,
     metric_name: Annotated[
         str | None,
-        Field(
-            description="Only for a project that does not exist yet: its metric's name; with lower_is_better "
-            "the project is created."
-        ),
+        Field(description="With lower_is_better: creates a missing project."),
     ] = None,
-    lower_is_better: Annotated[
-        bool | None, Field(description="Only for a project that does not exist yet: the metric's direction.")
-    ] = None,
+    lower_is_better: Annotated[bool | None, Field(description="A missing project's direction.")] = None,
 ) -> dict[str, Any]:
-    """Record a finished trial. Leave parent_exp out to fork from the branch tip, the last
-    keep (parent_defaulted says so), and exp_id out to get the next number. Send status
-    "auto" with core_metric to let the ledger decide keep or discard against the best. The answer holds the
-    stored trial, its delta against the best before it, whether it is the new best,
-    warnings (what the ledger read differently) and earlier trials like it (similar_prior)."""
+    """Record a finished trial; leave parent_exp and exp_id out. Answers its delta,
+    is_new_best, warnings and similar_prior."""
     created = False
     if metric_name is not None and lower_is_better is not None:
         try:
@@ -309,7 +305,7 @@ def record_trial(
             ledger.projects.create_project(project, metric_name=metric_name, lower_is_better=lower_is_better)
             created = True
     result = ledger.recording.record_trial(project, trial, idempotency_key=idempotency_key, similar_prior=True)
-    return {**result.to_dict(), "project_created": created}
+    return _for_agent(ledger, project, {**result.to_dict(), "project_created": created})
 
 
 def record_trials(
@@ -320,87 +316,88 @@ def record_trials(
         WithJsonSchema(
             {
                 "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_BATCH,
-                "items": _batch_item_schema(),
-                "description": f"1 to {MAX_BATCH:,} finished trials, each as record_trial's trial (plus an optional "
-                "idempotency_key of its own), recorded in this order.",
+                "items": {"type": "object"},
+                "description": f"1-{MAX_BATCH:,} of record_trial's trials, each with an optional idempotency_key.",
             }
         ),
     ],
     idempotency_key: Annotated[
         str | None,
-        Field(
-            description="Your key for the whole batch; the same batch again gets the same trials back, never "
-            "stored twice."
-        ),
+        Field(description="The batch's key: a retry gets the same trials back."),
     ] = None,
-    similar: Annotated[bool, Field(description="Also return each trial's similar_prior.")] = False,
+    similar: Annotated[bool, Field(description="Also each similar_prior.")] = False,
 ) -> dict[str, Any]:
-    """Record many finished trials at once, all or nothing (a day's results, a
-    migration). Each follows record_trial's rules in order: exp_id allocated, a left-out
-    parent_exp is the best so far (earlier trials of the batch included). A bad trial
-    stores nothing; the error names it as trials[i].field."""
-    return ledger.recording.record_trials(
-        project, trials, idempotency_key=idempotency_key, similar_prior=similar
-    ).to_dict()
+    """Record many trials at once, all or nothing, each by record_trial's rules in order;
+    an error names trials[i].field."""
+    result = ledger.recording.record_trials(project, trials, idempotency_key=idempotency_key, similar_prior=similar)
+    return _for_agent(ledger, project, result.to_dict())
 
 
 def update_trial(ledger: Ledger, project: ProjectArg, exp_id: ExpIdArg, changes: ChangesArg) -> dict[str, Any]:
-    """Change fields of a stored trial (status, core_metric, notes, timings, ...); the
-    ledger recomputes delta_vs_best."""
-    return ledger.recording.update_trial(project, exp_id, changes).to_dict()
+    """Change fields of a stored trial."""
+    return _for_agent(ledger, project, ledger.recording.update_trial(project, exp_id, changes).to_dict())
 
 
 def heartbeat(
     ledger: Ledger,
     project: ProjectArg,
     exp_id: ExpIdArg,
-    owner: Annotated[
-        str | None, Field(description="who holds the trial (a run id, your name); null: as stored")
-    ] = None,
+    owner: Annotated[str | None, Field(description="Who holds it; left out: as stored.")] = None,
 ) -> dict[str, Any]:
-    """Keep a running trial (status running) alive while you work on it: without a
-    heartbeat for the project's lease (default 10 minutes) it becomes harness_abort.
-    Finish it with update_trial and its outcome. An error naming status when the
-    trial is not running."""
+    """Keep a running trial alive: without a heartbeat within its lease it becomes
+    harness_abort. Errors name status (not running: stop) or owner (another agent's)."""
     return ledger.leases.heartbeat(project, exp_id, owner=owner).to_dict()
 
 
 def claim_trial(
     ledger: Ledger,
     project: ProjectArg,
-    hypothesis: Annotated[str, Field(description="The idea you are about to run, in words.")],
-    owner: Annotated[str, Field(description="Who runs it: your name or run id (heartbeats name it too).")],
-    parent_exp: Annotated[
-        str | None, Field(description="The trial it forks from; left out: the branch tip (the last keep).")
-    ] = None,
+    hypothesis: Annotated[str, Field(description="The idea, in words.")],
+    owner: Annotated[str, Field(description="Your name or run id.")],
+    parent_exp: Annotated[str | None, Field(description="Left out: the branch tip.")] = None,
     notes: Annotated[str | None, Field(description="Knob changes or a patch summary.")] = None,
-    idempotency_key: Annotated[
-        str | None, Field(description="Your key for this claim; a retry with it gets the same claim back.")
+    lease_s: Annotated[
+        float | None,
+        Field(description=f"Seconds without a heartbeat before it lapses, {MIN_CLAIM_LEASE_S} to {MAX_CLAIM_LEASE_S}."),
     ] = None,
+    idempotency_key: Annotated[str | None, Field(description="A retry gets the same claim.")] = None,
 ) -> dict[str, Any]:
-    """Claim an idea before running it, so parallel agents do not run it twice: it becomes
-    a running trial held by owner, with its near-duplicates among the trials tried and
-    other agents' running claims (and warnings naming them). A project that refuses
-    duplicate claims answers an error naming the running claim and its owner instead:
-    pick another idea. Keep the claim alive with heartbeat; finish it with update_trial
-    (status auto and core_metric: the ledger decides keep or discard)."""
-    return ledger.claims.claim(
-        project, hypothesis, owner=owner, parent_exp=parent_exp, notes=notes, idempotency_key=idempotency_key
-    ).to_dict()
+    """Claim an idea before running it: a running trial held by owner, with its
+    near-duplicates; an error naming the running claim when the project refuses
+    duplicates. Heartbeat it; finish it with finish_claim."""
+    claimed = ledger.claims.claim(
+        project,
+        hypothesis,
+        owner=owner,
+        parent_exp=parent_exp,
+        notes=notes,
+        lease_s=lease_s,
+        idempotency_key=idempotency_key,
+    )
+    return _for_agent(ledger, project, claimed.to_dict())
+
+
+def finish_claim(
+    ledger: Ledger,
+    project: ProjectArg,
+    exp_id: ExpIdArg,
+    owner: Annotated[str, Field(description="As in claim_trial.")],
+    changes: ChangesArg,
+) -> dict[str, Any]:
+    """Record your claim's result: changes as in update_trial (status left out: auto).
+    Errors name owner (another agent's claim) or status (finished or lapsed)."""
+    finished = ledger.claims.finish(project, exp_id, owner=owner, changes=changes)
+    return _for_agent(ledger, project, finished.to_dict())
 
 
 def list_running(ledger: Ledger, project: ProjectArg) -> dict[str, Any]:
-    """Who is running what: the project's running trials, oldest first: exp_id, owner,
-    hypothesis, since, last heartbeat. Read it before claiming an idea."""
+    """Who is running what: running trials with owner, hypothesis, last heartbeat."""
     return {"items": [lease.to_dict() for lease in ledger.leases.running(project)]}
 
 
 def get_frontier(ledger: Ledger, project: ProjectArg) -> dict[str, Any]:
-    """Where the project's agents stand, in one read: the best trial, the branch tip (what
-    a trial without parent_exp forks from) and the running claims (who is running what)."""
-    return ledger.claims.frontier(project).to_dict()
+    """The best, the branch tip and the running claims, in one read."""
+    return _for_agent(ledger, project, ledger.claims.frontier(project).to_dict())
 
 
 # -- the agent's memory ----------------------------------------------------------------------
@@ -409,17 +406,15 @@ def get_frontier(ledger: Ledger, project: ProjectArg) -> dict[str, Any]:
 def find_similar(
     ledger: Ledger,
     project: ProjectArg,
-    text: Annotated[str, Field(description="The idea to look for, in words (at most 2,000 characters).")],
+    text: Annotated[str, Field(description="The idea, in words.")],
     limit: Annotated[int, _bounded(1, 50, "Trials to return.")] = 5,
 ) -> dict[str, Any]:
-    """Was this tried? The past trials whose hypothesis and notes are closest to the text,
-    closest first: exp_id, status, core_metric, delta_vs_best and a score in [0, 1]. ML
-    spellings count as one (lr and learning rate, MATRIX_LR and matrix lr). Ask before
-    proposing a trial. same_knob: earlier trials that changed a knob the text names
-    ("increase MATRIX_LR from 0.04 to 0.06"), each with the value it set."""
+    """Was this tried? The closest past trials with a score in [0, 1], and same_knob: the
+    trials that changed a knob the text names. Ask before proposing a trial."""
     found = ledger.agent.find_similar(project, text, limit)
     tried = ledger.knobs.same_knob_of_text(project, text)
-    return {"items": [similar.to_dict() for similar in found], "same_knob": [attempt.to_dict() for attempt in tried]}
+    answer = {"items": [similar.to_dict() for similar in found], "same_knob": [attempt.to_dict() for attempt in tried]}
+    return _for_agent(ledger, project, answer)
 
 
 def knob_history(
@@ -427,51 +422,81 @@ def knob_history(
     project: ProjectArg,
     knob: Annotated[
         str,
-        Field(description="The knob in any spelling: MATRIX_LR, matrix lr, learning_rate (at most 120 characters)."),
+        Field(description="Any spelling: MATRIX_LR, matrix lr."),
     ],
 ) -> dict[str, Any]:
-    """What was this knob tried at, and how did each value do? Each value in the order
-    first tried, each with its trials (exp_id, status, core_metric, delta_vs_best), read
-    from the trials' git patches, configs and hypotheses. A knob never tried has no values."""
-    return ledger.knobs.history(project, knob).to_dict()
+    """Each value a knob was tried at, with its trials' status and metric."""
+    return _for_agent(ledger, project, ledger.knobs.history(project, knob).to_dict())
 
 
 def get_summary(
     ledger: Ledger,
     project: ProjectArg,
-    last: Annotated[int, _bounded(1, 100_000, "The window of the recent keep rate and trend.")] = 20,
+    last: Annotated[int, _bounded(1, 100_000, "Trend window.")] = 20,
 ) -> dict[str, Any]:
-    """Where a project's loop stands: trials per status, keep rate, the best and when it
-    was reached, trials since the last new best, crash streak, time spent, the trend
-    (starting / improving / plateauing / stuck) and any tripped guardrail."""
-    return ledger.agent.summary(project, last_n=last).to_dict()
+    """Where the loop stands: keep rate, best, trials since it, crash streak, trend,
+    tripped guardrails."""
+    return _for_agent(ledger, project, ledger.agent.summary(project, last_n=last).to_dict())
 
 
 def list_alerts(
     ledger: Ledger,
     project: ProjectArg,
-    exp_id: Annotated[str | None, Field(description="Only this trial's alerts.")] = None,
+    exp_id: Annotated[str | None, Field(description="Only this trial's.")] = None,
     level: Annotated[
         list[str] | None,
-        WithJsonSchema(
-            {
-                "type": "array",
-                "items": {"type": "string", "enum": list(ALERT_LEVELS)},
-                "description": "Only alerts of these levels.",
-            }
-        ),
+        WithJsonSchema({"type": "array", "items": {"type": "string"}, "description": "info, warn, error."}),
     ] = None,
     limit: Annotated[int, _bounded(1, 1000, "Alerts per page.")] = 20,
     before_id: Annotated[int | None, Field(description="next_before_id of the previous page.")] = None,
 ) -> dict[str, Any]:
-    """Alerts that the project's training code raised ("loss is diverging"), newest
-    first: id, exp_id, level (info / warn / error), title, text, step, when. Pass
-    next_before_id back as before_id for older ones. Check it with the summary before
-    starting a trial."""
+    """Alerts raised by training code or agents, newest first."""
     items, next_before_id = ledger.alerts.alerts_page(
         project, exp_id=exp_id, levels=level, before_id=before_id, limit=limit
     )
     return {"items": [alert.to_dict() for alert in items], "next_before_id": next_before_id}
+
+
+def raise_alert(
+    ledger: Ledger,
+    project: ProjectArg,
+    exp_id: ExpIdArg,
+    title: Annotated[str, Field(description="One line.")],
+    text: Annotated[str, Field(description="Details.")] = "",
+    level: Annotated[Literal["info", "warn", "error"], Field(description="Severity.")] = "warn",
+    step: Annotated[int | None, Field(description="Training step.")] = None,
+) -> dict[str, Any]:
+    """Raise an alert about a trial ("eval is broken"): sent to webhooks, shown in the prompt."""
+    fields = {"title": title, "text": text, "level": level, "step": step}
+    stored = ledger.trials.trial(project, exp_id).exp_id  # as people type it: exp_012 is 012
+    alert, _ = ledger.alerts.record_alert(project, stored, fields)
+    return alert.to_dict()
+
+
+# -- the notebook ----------------------------------------------------------------------------
+
+
+def add_note(
+    ledger: Ledger,
+    project: ProjectArg,
+    text: Annotated[str, Field(description="E.g. 'LR above 0.06 diverges at depth 12'.")],
+    cites: Annotated[list[str], Field(description="exp_ids that show it (1-20).")],
+    author: Annotated[str, Field(description="Optional.")] = "",
+) -> dict[str, Any]:
+    """Note what you learned across trials, citing them; the prompt carries the best notes."""
+    return ledger.notes.add_note(project, {"text": text, "cites": cites, "author": author}).to_dict()
+
+
+def list_notes(
+    ledger: Ledger,
+    project: ProjectArg,
+    limit: Annotated[int, _bounded(1, 200, "Notes per page.")] = 20,
+    before_id: Annotated[int | None, Field(description="next_before_id of the previous page.")] = None,
+) -> dict[str, Any]:
+    """The notebook, newest first; contradicted: a later keep that changed what a note
+    speaks against."""
+    items, next_before_id = ledger.notes.notes(project, before_id=before_id, limit=limit)
+    return {"items": [note.to_dict() for note in items], "next_before_id": next_before_id}
 
 
 def _project(project: Any) -> dict[str, Any]:
@@ -517,12 +542,16 @@ TOOLS: tuple[McpTool, ...] = (
     McpTool(update_trial, Role.WRITER),
     McpTool(heartbeat, Role.WRITER),
     McpTool(claim_trial, Role.WRITER),
+    McpTool(finish_claim, Role.WRITER),
     McpTool(list_running, Role.READER),
     McpTool(get_frontier, Role.READER),
     McpTool(find_similar, Role.READER),
     McpTool(knob_history, Role.READER),
     McpTool(get_summary, Role.READER),
     McpTool(list_alerts, Role.READER),
+    McpTool(raise_alert, Role.WRITER),
+    McpTool(add_note, Role.WRITER),
+    McpTool(list_notes, Role.READER),
 )
 
 #: The prompt's and the resource's role: they are get_prompt under other names.

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from api.schema_types import TEXT_CHECKS
 from api.schemas import Strict
+from api.trial_schemas import NoiseFloorOut
 from lineage.monitor.hooks import MAX_URL, URL_PATTERN
 
 HookUrl = Annotated[str, Field(max_length=MAX_URL, pattern=URL_PATTERN), *TEXT_CHECKS]
@@ -72,6 +73,11 @@ class ProgressOut(BaseModel):
     best: BestBrief | None
     improvement_vs_baseline: float | None
     trials_since_improvement: int
+    trials_since_improvement_above_noise: int | None = Field(
+        None, description="Trials since the first one within k·σ of the best (the trend and guardrail count these)"
+    )
+    noise: NoiseFloorOut | None = None
+    best_vs_noise: str | None = Field(None, description="The best's own gain against the noise floor, in words")
     improvement_per_10_trials: float | None
     crash_streak: int
     time_spent_s: float

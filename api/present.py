@@ -224,7 +224,7 @@ def trials(request: Request, ledger: Ledger, slug: str, args: schemas.TrialFilte
         out = io.StringIO(newline="")
         write_trials(query.page.trials, out, extended=args.extended)
         return Response(out.getvalue().encode("utf-8"), media_type=TSV, headers=headers)
-    return JSONResponse(query.to_dict(), headers=headers)
+    return JSONResponse(query.to_dict(patch=args.include_patch), headers=headers)
 
 
 def _next_url(request: Request, cursor: str) -> str:

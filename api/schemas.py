@@ -37,6 +37,7 @@ from api.trial_schemas import (  # noqa: F401
     BatchOut,
     ClaimIn,
     ClaimOut,
+    FinishIn,
     FrontierOut,
     HeartbeatIn,
     KnobTryOut,
@@ -125,6 +126,18 @@ class ProjectUpdate(Strict):
         None,
         description="what a claim close to another owner's running claim gets: warn (kept, with a warning; "
         "the default) or refuse (409); null: the default",
+    )
+    noise_sigma: float | None = Field(
+        None,
+        description="the noise floor σ set by hand (> 0), instead of the pooled standard deviation of the "
+        "project's reruns; null: estimated from the reruns",
+    )
+    noise_k: float | None = Field(
+        None, description="the multiple of σ below which a delta is within noise (default 2); null: the default"
+    )
+    auto_keep_above_noise: Flag | None = Field(
+        None,
+        description='status "auto" keeps only a gain of at least noise_k·σ (once σ is known); null: off',
     )
 
 

@@ -19,10 +19,12 @@ from lineage.domain import (
     AUTO_STATUS,
     IDEMPOTENCY_KEY_PATTERN,
     MAX_BATCH,
+    MAX_CLAIM_LEASE_S,
     MAX_DURATION_S,
     MAX_IDEMPOTENCY_KEY,
     MAX_LONG_TEXT,
     MAX_SHORT_TEXT,
+    MIN_CLAIM_LEASE_S,
     FailureLabel,
 )
 
@@ -83,6 +85,11 @@ class TrialCreate(Strict):
     ig_clip_scale_frac_high: Fraction | None = None
     extra: JsonObject = Field(default_factory=dict)
     keep_margin: KeepMargin | None = Field(None, description='Only with status "auto" (default 0)')
+    rerun_of: ShortText | None = Field(
+        None,
+        description="The exp_id of a trial of this project that this one reruns (the same code again): "
+        "the reruns estimate the project's noise floor σ",
+    )
 
 
 class HeartbeatIn(Strict):
@@ -102,6 +109,10 @@ class LeaseOut(BaseModel):
     heartbeat_at: str | None
     hypothesis: str
     specialist: str
+    lease_s: float | None = Field(
+        None, description="The lease's length in seconds (the claim's own, else the project's)"
+    )
+    expires_at: str | None = Field(None, description="When the trial lapses to harness_abort without another heartbeat")
 
 
 class TrialUpdate(Strict):
@@ -188,6 +199,29 @@ class KnobTryOut(BaseModel):
     same_value: bool | None = Field(None, description="Whether it set the value the new trial (or text) sets")
 
 
+class NoiseFloorOut(BaseModel):
+    """A project's noise floor (``lineage.noise``): σ pooled from its reruns, or set by hand."""
+
+    sigma: float | None = Field(description="The noise floor σ; null: unknown (no reruns, none set)")
+    source: Literal["reruns", "setting", "none"] = Field(
+        description="reruns (the pooled estimate), setting (noise_sigma) or none"
+    )
+    reruns: int = Field(description="Reruns the estimate rests on: the sum of each group's size minus one")
+    groups: int = Field(description="Groups of two or more trials that ran the same code")
+    k: float = Field(description="The multiple: |delta| < k·σ is within noise")
+    threshold: float | None = Field(description="k·σ")
+    auto_keep_above_noise: bool
+    text: str
+
+
+class NoiseOut(NoiseFloorOut):
+    """A new trial's delta against the project's noise floor."""
+
+    delta: float | None = Field(description="The trial's delta_vs_best")
+    within_noise: bool | None = Field(description="|delta| < k·σ; null: no σ or no delta")
+    text: str = Field(description='In words: "within noise: +0.0004 against σ 0.0011 from 5 reruns"')
+
+
 class RecordOut(BaseModel):
     trial: TrialOut
     #: False: the trial was already stored (a retry with the same exp_id or key)
@@ -207,6 +241,9 @@ class RecordOut(BaseModel):
         default_factory=list,
         description="With similar_prior: earlier trials that changed a knob this one changes, oldest first",
     )
+    noise: NoiseOut | None = Field(
+        None, description="The delta against the project's noise floor (new trials only; null on a replay)"
+    )
 
 
 class ClaimIn(Strict):
@@ -218,6 +255,18 @@ class ClaimIn(Strict):
     parent_exp: ShortText | None = Field(None, description="The trial it forks from; left out: the branch tip")
     notes: LongText | None = Field(None, description="Knob changes or a patch summary")
     extra: JsonObject | None = Field(None, description="Free-form fields (knobs, commit) kept with the trial")
+    lease_s: float | None = Field(
+        None,
+        description=f"Seconds the claim lives without a heartbeat, {MIN_CLAIM_LEASE_S} to {MAX_CLAIM_LEASE_S} "
+        "(10 s to 24 h; outside them a 422 naming lease_s); left out: the project's running_lease_s",
+    )
+
+
+class FinishIn(TrialUpdate):
+    """The result of a claim, sent by its owner: the trial's changes (``status`` left out:
+    ``auto``, the ledger's verdict from ``core_metric``)."""
+
+    owner: Annotated[ShortText, Field(min_length=1)] = Field(description="The owner that claimed the trial")
 
 
 class ClaimedOut(SimilarOut):
@@ -325,6 +374,7 @@ class TrialFilters(Strict):
     count: bool = True
     format: Literal["json", "tsv"] | None = Field(None, description="tsv: the same rows as fieldkit TSV")
     extended: bool = Field(False, description="TSV: add the clip-scale columns and extra")
+    include_patch: bool = Field(False, description="JSON: also each trial's extra._git.patch (left out by default)")
 
 
 class LineageOut(BaseModel):

@@ -35,9 +35,11 @@ from lineage.field_limits import (
     SHORT_TEXT_COLUMNS,
     check_extra,
 )
+from lineage.patches import without_patch
 
 if TYPE_CHECKING:
     from lineage.knobs.history import KnobTry
+    from lineage.noise import NoiseFloor, NoiseVerdict
     from lineage.similar import Similar
 
 
@@ -155,6 +157,34 @@ def lease_of(project: Project) -> float:
     return DEFAULT_LEASE_S if value is None else check_lease(value)
 
 
+#: A claim's own lease (``lease_s``) in seconds, as Consul bounds a session's TTL: under
+#: 10 s a busy agent's heartbeats would miss it; over 24 h a crashed agent would hold its
+#: idea for days (a longer run keeps a shorter lease with heartbeats).
+MIN_CLAIM_LEASE_S, MAX_CLAIM_LEASE_S = 10, 24 * 3600
+CLAIM_LEASE_FIELD = "lease_s"
+
+
+def check_claim_lease(value: object) -> float | None:
+    """A claim's ``lease_s``: None (the project's lease) or a number of seconds from
+    :data:`MIN_CLAIM_LEASE_S` to :data:`MAX_CLAIM_LEASE_S`; outside them an error naming
+    the field and the bounds (refused, not clamped: a caller learns its heartbeat period
+    is wrong before its claim lapses)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or not MIN_CLAIM_LEASE_S <= value <= MAX_CLAIM_LEASE_S
+    ):
+        raise InvalidInput(
+            CLAIM_LEASE_FIELD,
+            f"must be a number of seconds from {MIN_CLAIM_LEASE_S} to {MAX_CLAIM_LEASE_S} (10 s to 24 h), "
+            f"got {value!r}; heartbeat more often than the lease, or leave it out for the project's lease",
+        )
+    return float(value)
+
+
 def lapse_note(last_sign: str | None, lease_s: float) -> str:
     """The note a running trial gets when its lease lapses and it becomes ``harness_abort``."""
     return f"lease lapsed: no heartbeat since {last_sign or 'it started'} (lease {lease_s:g} s)"
@@ -171,6 +201,10 @@ class Lease:
     heartbeat_at: str | None
     hypothesis: str = ""
     specialist: str = ""
+    #: the lease's length in seconds (the claim's own, else the project's) and when it
+    #: lapses without another heartbeat
+    lease_s: float | None = None
+    expires_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +214,8 @@ class Lease:
             "heartbeat_at": self.heartbeat_at,
             "hypothesis": self.hypothesis,
             "specialist": self.specialist,
+            "lease_s": self.lease_s,
+            "expires_at": self.expires_at,
         }
 
 
@@ -322,16 +358,28 @@ def check_keep_margin(value: Any) -> float:
     return float(value)
 
 
-def auto_verdict(project: Project, metric: float | None, best: Trial | None, margin: float = 0.0) -> FailureLabel:
+def auto_verdict(
+    project: Project,
+    metric: float | None,
+    best: Trial | None,
+    margin: float = 0.0,
+    noise: NoiseFloor | None = None,
+) -> FailureLabel:
     """``keep`` when ``metric`` beats ``best`` (the project's best when the write commits)
     strictly, by at least ``margin``, in the project's direction, else ``discard``: a tie
     never keeps, and neither does a trial with no metric. With no scored best, ``keep``.
     An improvement equal to the margin up to float rounding (``1.0 - 0.9`` against 0.1)
-    counts, as the trainer's outcome rule always said."""
+    counts, as the trainer's outcome rule always said.
+
+    ``noise``: the project's noise floor (``lineage.noise``); when the project chose
+    ``auto_keep_above_noise`` and σ is known, the margin is at least k·σ, so a gain
+    within noise is a discard."""
     if metric is None:
         return FailureLabel.DISCARD
     if best is None or best.core_metric is None:
         return FailureLabel.KEEP
+    if noise is not None and noise.auto_above_noise and noise.threshold is not None:
+        margin = max(margin, noise.threshold)
     improvement = best.core_metric - metric if project.lower_is_better else metric - best.core_metric
     enough = improvement >= margin or math.isclose(improvement, margin, rel_tol=1e-9, abs_tol=1e-12)
     return FailureLabel.KEEP if improvement > 0.0 and enough else FailureLabel.DISCARD
@@ -525,11 +573,14 @@ class RecordResult:
     #: earlier trials that changed a knob this one changes (lineage.service.knobs.same_knob);
     #: asked with similar_prior, new trials only
     same_knob: tuple[KnobTry, ...] = ()
+    #: its delta against the project's noise floor (lineage.noise.judge); new trials only
+    noise: NoiseVerdict | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON every face answers a recording with."""
+        """The JSON every face answers a recording with (the trial without its git patch:
+        :mod:`lineage.patches`)."""
         return {
-            "trial": self.trial.to_dict(),
+            "trial": without_patch(self.trial.to_dict()),
             "created": self.created,
             "is_new_best": self.is_new_best,
             "best_before": self.best_before.exp_id if self.best_before is not None else None,
@@ -537,6 +588,7 @@ class RecordResult:
             "warnings": list(self.warnings),
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
             "same_knob": [attempt.to_dict() for attempt in self.same_knob],
+            "noise": self.noise.to_dict() if self.noise is not None else None,
         }
 
 

@@ -7,8 +7,15 @@ MCP ``heartbeat``, the trainer client's sender thread). Finishing it is an ordin
 change of its status (PATCH, MCP ``update_trial``).
 
 The lapse rule: a running trial whose last heartbeat (none yet: its last write) is older
-than the project's lease (:func:`lineage.domain.lease_of`, default 10 minutes) becomes
-``harness_abort`` with a note saying since when it was silent. It is decided from the
+than its lease (a claim's own ``lease_s``, else the project's:
+:func:`lineage.domain.lease_of`, default 10 minutes) becomes ``harness_abort`` with a
+note saying since when it was silent.
+
+The holder rule (:func:`check_holder`): a heartbeat or a finish names its owner, and only
+the holder of a running trial may keep it or finish it. Another owner's, or a trial no
+longer running (finished, or lapsed), is a :class:`Conflict` naming the trial, its owner
+and its status, and nothing changes. A trial held by nobody ('') is taken by the first
+owner that names itself. It is decided from the
 database alone, so several servers sharing one PostgreSQL agree, and runs:
 
 * lazily, before the reads that show running trials (the prompt, the summary, the
@@ -22,7 +29,7 @@ only to a trial that is still running and silent then.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import Connection
 
@@ -41,12 +48,33 @@ def check_owner(owner: object) -> str | None:
     return owner
 
 
+def check_holder(trial: Trial, holder: str, owner: str | None, *, action: str) -> None:
+    """The holder rule (module doc) for ``action`` ("heartbeat", "finish") on ``trial``,
+    held by ``holder`` ('' nobody), asked by ``owner`` (None: unnamed, as a trainer's old
+    heartbeat): a :class:`Conflict` naming the trial, its owner and its status unless
+    the trial is running and ``owner`` holds it (or nobody does, or it is unnamed)."""
+    existing = {"exp_id": trial.exp_id, "owner": holder, "status": trial.status.value, "notes": trial.notes}
+    if trial.status is not FailureLabel.RUNNING:
+        ended = "its lease lapsed" if trial.status is FailureLabel.HARNESS_ABORT else "it was finished"
+        raise Conflict(
+            f"trial {trial.exp_id!r} (owner {holder or 'none'!r}) is {trial.status.value!r}, not running: "
+            f"{ended}, so a {action} changes nothing; claim the idea again to run it",
+            field="status",
+            existing=existing,
+        )
+    if owner is not None and holder and owner != holder:
+        raise Conflict(
+            f"trial {trial.exp_id!r} is claimed by {holder!r}, not {owner!r}: only its owner may {action} it",
+            field="owner",
+            existing=existing,
+        )
+
+
 def lapse(store: Store, conn: Connection, project: Project, *, now: datetime | None = None) -> list[Trial]:
     """End the project's lapsed running trials, in the caller's write transaction (the
     project locked); the trials as they are now. ``now``: the clock (default: this one)."""
-    lease_s = lease_of(project)
     ended = []
-    for trial, last_sign in store.leases.lapsed(conn, project, (now or utcnow()) - timedelta(seconds=lease_s)):
+    for trial, last_sign, lease_s in store.leases.lapsed(conn, project, now or utcnow(), lease_of(project)):
         note = lapse_note(last_sign, lease_s)
         notes = f"{trial.notes}\n{note}" if trial.notes else note
         if len(notes) > MAX_LONG_TEXT:  # the note says why: it is the part that stays
@@ -63,7 +91,7 @@ def settle(store: Store, project_slug: str, *, now: datetime | None = None) -> l
     now = now or utcnow()
     with store.read() as conn:
         project = store.projects.project(conn, project_slug)
-        if not store.leases.any_lapsed(conn, project, now - timedelta(seconds=lease_of(project))):
+        if not store.leases.any_lapsed(conn, project, now, lease_of(project)):
             return []
     with store.write() as conn:
         project, _, _ = store.projects.locked_project(conn, project_slug)
@@ -90,21 +118,17 @@ class Leases:
         self.store = store
 
     def heartbeat(self, project_slug: str, exp_id: str, *, owner: str | None = None) -> Lease:
-        """Mark ``exp_id`` alive now (and its ``owner``, when given); its lease. A trial that
-        is not running (finished, or lapsed before this beat) is a :class:`Conflict`
-        naming ``status``, and nothing changes."""
+        """Mark ``exp_id`` alive now (and its ``owner``, when given); its lease, extended by
+        its length. A trial that is not running (finished, or lapsed before this beat) or
+        that another owner holds is a :class:`Conflict` (:func:`check_holder`), and
+        nothing changes."""
         owner = check_owner(owner)
         with self.store.write() as conn:
             project, _, _ = self.store.projects.locked_project(conn, project_slug)
             lapse(self.store, conn, project)
             trial = self.store.trials.trial(conn, project, exp_id)
-            if not self.store.leases.beat(conn, project, trial.exp_id, owner=owner, at=utcnow()):
-                raise Conflict(
-                    f"trial {trial.exp_id!r} is {trial.status.value!r}, not running: a heartbeat keeps only a "
-                    "running trial alive",
-                    field="status",
-                    existing={"exp_id": trial.exp_id, "status": trial.status.value, "notes": trial.notes},
-                )
+            check_holder(trial, self.store.leases.holder(conn, project, exp_id) or "", owner, action="heartbeat")
+            self.store.leases.beat(conn, project, trial.exp_id, owner=owner, at=utcnow())
             lease = self.store.leases.lease(conn, project, trial.exp_id)
             assert lease is not None  # beaten in this transaction
             return lease

@@ -118,6 +118,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 CONCEPTS_REVISION = "0009"
 #: The revision that adds ``knob_changes`` (filled on upgrade).
 KNOBS_REVISION = "0012"
+#: The revision that adds ``trial_repeats`` (filled on upgrade).
+REPEATS_REVISION = "0014"
 
 
 def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_ms: int | None = None) -> None:
@@ -151,6 +153,11 @@ def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_m
                     from lineage.store import Store
 
                     Store(engine).knobs.backfill(conn)
+                if before is not None and before < REPEATS_REVISION <= after:
+                    # the repeat keys of trials stored before trial_repeats, likewise
+                    from lineage.store import Store
+
+                    Store(engine).repeats.backfill(conn)
         finally:
             if busy_timeout_ms is not None and not conn.invalidated:  # back to the pool with the usual wait
                 raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")  # type: ignore[union-attr]

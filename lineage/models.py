@@ -147,6 +147,8 @@ trials = Table(
     # last heartbeat (NULL: none yet; updated_at stands in). Its start is created_at.
     Column("owner", ShortText, nullable=False, default="", server_default=""),
     Column("heartbeat_at", Stamp, nullable=True),
+    # a claim's own lease in seconds (migration 0013); NULL: the project's lease
+    Column("lease_s", Float, nullable=True),
     Column("ig_clip_scale_mean", Float, nullable=True),
     Column("ig_clip_scale_std", Float, nullable=True),
     Column("ig_clip_scale_min", Float, nullable=True),
@@ -281,6 +283,41 @@ knob_changes = Table(
     Column("factor", Float, nullable=True),
     Column("source", String(20), nullable=False),
     Index(None, "project_id", "knob", "seq"),
+)
+
+#: The repeat keys of each trial that has one (``lineage.noise.code_keys``, or a key of
+#: the trial a declared ``rerun_of`` names), with its scored metric (NULL: its status
+#: does not score the code). ``group_seq`` is the seq of the key's first trial once a
+#: second trial shares the key (NULL while it is alone), so the noise floor reads only
+#: the trials that have a repeat.
+trial_repeats = Table(
+    "trial_repeats",
+    metadata,
+    _project_id(primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("code_key", String(200), primary_key=True),
+    Column("rerun_of", ShortText, nullable=True),
+    Column("metric", Float, nullable=True),
+    Column("group_seq", BigInteger, nullable=True),
+    Index(None, "project_id", "code_key", "seq"),
+    Index(None, "project_id", "group_seq"),
+)
+
+#: The project's notebook (``ledger.notes``): insights not tied to one trial, each citing
+#: the trials that support it (``cites``: a JSON array of stored exp_ids), with who wrote
+#: it and ``after_seq``, the project's newest trial when it was written (a later trial
+#: may contradict it). A project's newest notes are a walk of ``(project_id, id)``.
+project_notes = Table(
+    "project_notes",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    _project_id(),
+    Column("text", Text, nullable=False),
+    Column("cites", JSONText, nullable=False),
+    Column("author", ShortText, nullable=False),
+    Column("after_seq", BigInteger, nullable=True),
+    Column("created_at", Stamp, nullable=False),
+    Index(None, "project_id", "id"),
 )
 
 #: A project's guardrails (NULL: that guardrail is off) and which of them are tripped.

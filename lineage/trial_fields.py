@@ -14,10 +14,10 @@ from typing import Any
 
 from lineage.domain import (
     AUTO_STATUS,
+    CLIP_SCALE_COLUMNS,
     FRACTION_COLUMNS,
     MAX_DURATION_S,
     MAX_EXTRA_BYTES,
-    MAX_EXTRA_DEPTH,
     MAX_EXTRA_KEYS,
     MAX_LONG_TEXT,
     MAX_SHORT_TEXT,
@@ -27,7 +27,9 @@ from lineage.domain import (
 )
 
 __all__ = [
+    "AGENT_FIELDS",
     "DEFAULT_LIST_FIELDS",
+    "EXTRA_PREFIX",
     "STATUS_MEANINGS",
     "TRIAL_FIELDS",
     "FieldSpec",
@@ -56,21 +58,22 @@ class FieldSpec:
     #: a writer may send null for this text field (its description says what null means)
     nullable: bool = False
 
-    def json_schema(self, *, answer: bool = False) -> dict[str, Any]:
+    def json_schema(self, *, answer: bool = False, limits: bool = True) -> dict[str, Any]:
         """This field's JSON Schema (with its description), in the portable dialect: one
         ``type`` per schema, ``anyOf`` for a nullable number or a :attr:`nullable` text
-        (what a writer may send; ``answer``: the stored value, which is never a null text)."""
+        (what a writer may send; ``answer``: the stored value, which is never a null text).
+        ``limits=False``: without lengths and ranges (the ledger checks them either way)."""
         if self.kind == "text":
             schema: dict[str, Any] = {"type": "string"}
-            if self.max_length is not None:
+            if self.max_length is not None and limits:
                 schema["maxLength"] = self.max_length
             if self.nullable and not answer:
                 schema = {"anyOf": [schema, {"type": "null"}]}
         elif self.kind == "number":
             number: dict[str, Any] = {"type": "number"}
-            if self.minimum is not None:
+            if self.minimum is not None and limits:
                 number["minimum"] = self.minimum
-            if self.maximum is not None:
+            if self.maximum is not None and limits:
                 number["maximum"] = self.maximum
             schema = {"anyOf": [number, {"type": "null"}]}
         elif self.kind == "status":  # a writer may also ask for the ledger's verdict
@@ -101,7 +104,11 @@ STATUS_MEANINGS: dict[str, str] = {
     "harness_abort when the heartbeats stop; finish it with its outcome",
 }
 
-_STATUS_TEXT = "; ".join(f"{word}: {meaning}" for word, meaning in STATUS_MEANINGS.items())
+#: The statuses in a line, for the agents' schemas (``STATUS_MEANINGS`` in full is the prompt's).
+_STATUS_BRIEF = (
+    "keep: improved, kept; discard: no gain, reverted; crash: no result; harness_abort: stopped by the "
+    "harness; baseline: the reference run; running: under way"
+)
 
 _CLIP = "A²TGPO's adaptive clip scale over the run"
 
@@ -110,22 +117,20 @@ TRIAL_FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec(
         "exp_id",
         "text",
-        "The trial's id. Leave it out: the ledger allocates the next number (000, 001, ...).",
+        "Left out: the next id.",
         max_length=MAX_SHORT_TEXT,
     ),
-    FieldSpec("timestamp", "text", "When the trial ran, as text (e.g. 2026-05-01T06:00Z).", max_length=MAX_SHORT_TEXT),
+    FieldSpec("timestamp", "text", "When it ran (text).", max_length=MAX_SHORT_TEXT),
     FieldSpec(
         "specialist",
         "text",
-        "Who ran the trial (an agent or role); leave it out in loops without specialists.",
+        "Who ran it (optional).",
         max_length=MAX_SHORT_TEXT,
     ),
     FieldSpec(
         "parent_exp",
         "text",
-        "exp_id of the trial this one changes (its parent in the lineage). Leave it out: the ledger uses "
-        "the branch tip, the most recent keep or baseline (parent_defaulted). "
-        'Send "" or null to record a root without a parent.',
+        'The trial it changes. Left out: the branch tip (the last keep). "" or null: a root.',
         updatable=True,
         max_length=MAX_SHORT_TEXT,
         nullable=True,
@@ -133,77 +138,73 @@ TRIAL_FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec(
         "baseline_exp",
         "text",
-        "exp_id of the baseline this trial is compared with (optional).",
+        "The baseline it is compared with (optional).",
         max_length=MAX_SHORT_TEXT,
     ),
     FieldSpec(
         "domain",
         "text",
-        "The area of the change (optimizer, data, architecture, ...); optional.",
+        "Area of the change: optimizer, data, ... (optional).",
         max_length=MAX_SHORT_TEXT,
     ),
     FieldSpec(
         "hypothesis",
         "text",
-        "What the trial changed and why, in a sentence (a results file's description). Searched by find_similar.",
+        "What changed and why. Searched by find_similar.",
         updatable=True,
         max_length=MAX_LONG_TEXT,
     ),
     FieldSpec(
         "expected_delta",
         "text",
-        "The change of the metric you expect, as text (e.g. -0.002).",
+        "The metric change you expect (text).",
         max_length=MAX_LONG_TEXT,
     ),
     FieldSpec(
         "status",
         "status",
-        f"The outcome. {_STATUS_TEXT}. Or {AUTO_STATUS}: the ledger decides keep (core_metric beats the "
-        "project's best when the trial is stored, strictly, by at least keep_margin) or discard; a tie is a discard.",
+        f"{_STATUS_BRIEF}. {AUTO_STATUS}: the ledger decides keep or discard against the best.",
         updatable=True,
     ),
     FieldSpec(
         "core_metric",
         "number",
-        "The project's metric for this trial (the project's metric_name, e.g. val_bpb; get it from "
-        f"list_projects). null or left out: no result. On a failure status 0 and {_SENTINELS} mean no result "
-        "and are stored as none (kept in extra._reported_metric).",
+        f"The project's metric. null: no result (so are 0 and {_SENTINELS} on a failure status).",
         updatable=True,
     ),
     FieldSpec(
         "val_bpb",
         "number",
-        "Validation bits per byte when measured apart from core_metric; in a project whose metric is val_bpb "
-        "it is the same value as core_metric.",
+        "Validation bits per byte, when measured apart from core_metric.",
         updatable=True,
     ),
     FieldSpec(
         "delta_vs_best",
         "number",
-        "Computed by the ledger: core_metric minus the best before the trial. Never send it.",
+        "The ledger's: core_metric minus the best before it.",
         recordable=False,
     ),
-    FieldSpec("train_s", "number", "Training time in seconds.", updatable=True, minimum=0, maximum=MAX_DURATION_S),
+    FieldSpec("train_s", "number", "Training seconds.", updatable=True, minimum=0, maximum=MAX_DURATION_S),
     FieldSpec(
         "total_s",
         "number",
-        "Wall time of the whole trial in seconds.",
+        "Seconds of the whole trial.",
         updatable=True,
         minimum=0,
         maximum=MAX_DURATION_S,
     ),
-    FieldSpec("job_name", "text", "The scheduler's job name (optional).", updatable=True, max_length=MAX_SHORT_TEXT),
+    FieldSpec("job_name", "text", "Scheduler job name (optional).", updatable=True, max_length=MAX_SHORT_TEXT),
     FieldSpec(
         "snapshot_path",
         "text",
-        "Where the trial's checkpoint or code snapshot is (optional).",
+        "Checkpoint or code snapshot path (optional).",
         updatable=True,
         max_length=MAX_SHORT_TEXT,
     ),
     FieldSpec(
         "notes",
         "text",
-        "What was learned: surprises, why it failed, what to try next. Searched by find_similar.",
+        "What was learned. Searched by find_similar.",
         updatable=True,
         max_length=MAX_LONG_TEXT,
     ),
@@ -228,9 +229,8 @@ TRIAL_FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec(
         "extra",
         "object",
-        "Any other values of the trial as a JSON object: a results file's other columns (commit, "
-        "memory_gb, ...). The ledger keeps its own keys there too (_git: the commit's diffstat). "
-        f"At most {MAX_EXTRA_KEYS:,} keys, {MAX_EXTRA_DEPTH} levels of nesting and {MAX_EXTRA_BYTES:,} bytes as JSON.",
+        "Other values (commit, memory_gb, ...); _keys are the ledger's. "
+        f"At most {MAX_EXTRA_KEYS:,} keys, {MAX_EXTRA_BYTES:,} bytes.",
         updatable=True,
     ),
     FieldSpec("seq", "number", "The trial's position in the project (0 first); the ledger's.", recordable=False),
@@ -267,23 +267,53 @@ def _object(properties: dict[str, Any], required: list[str], description: str) -
 #: ``keep_margin``: not a field of the trial, a part of a request that asks for the verdict.
 KEEP_MARGIN_SCHEMA: dict[str, Any] = {
     "anyOf": [{"type": "number", "minimum": 0}, {"type": "null"}],
-    "description": f'Only with status "{AUTO_STATUS}": how much core_metric must beat the best by to be '
-    "kept (default 0: any strict improvement).",
+    "description": f"With status {AUTO_STATUS}: how much core_metric must beat the best by (default 0).",
 }
 
 
-def record_schema() -> dict[str, Any]:
-    """The JSON Schema of a trial to record: every recordable field with its meaning;
-    ``status`` is required. (A body may also carry the project's metric under its own
-    name, e.g. ``val_bpb`` or ``score``: read as ``core_metric``, with a warning.)"""
-    properties = {spec.name: spec.json_schema() for spec in TRIAL_FIELDS if spec.recordable}
+#: ``rerun_of``: not a field of the trial, what a writer declares when it runs a trial's code again.
+RERUN_OF_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "string", "maxLength": 512}, {"type": "null"}],
+    "description": "exp_id of the trial this one reruns (the same code): reruns give the noise floor",
+}
+
+
+#: The fields an agent's record schema lists (:func:`record_schema`); the others are taken too.
+AGENT_FIELDS: tuple[str, ...] = (
+    "exp_id",
+    "specialist",
+    "parent_exp",
+    "hypothesis",
+    "expected_delta",
+    "status",
+    "core_metric",
+    "notes",
+    "extra",
+)
+
+
+def record_schema(*, full: bool = False) -> dict[str, Any]:
+    """The JSON Schema of a trial to record, every field with its meaning; ``status`` is
+    required. (A body may also carry the project's metric under its own name, e.g.
+    ``val_bpb`` or ``score``: read as ``core_metric``, with a warning.)
+
+    By default the agent's schema: the fields of :data:`AGENT_FIELDS` and ``keep_margin``,
+    the others named in its description and taken as well (the ledger checks every field:
+    an unknown one is an error naming it), so that ``tools/list`` stays short. ``full``:
+    every recordable field, A²TGPO's six ``ig_clip_scale_*`` included, and nothing else."""
+    shown = [spec for spec in TRIAL_FIELDS if spec.recordable and (full or spec.name in AGENT_FIELDS)]
+    properties = {spec.name: spec.json_schema(limits=full) for spec in shown}
     properties["keep_margin"] = dict(KEEP_MARGIN_SCHEMA)
-    return _object(
-        properties,
-        ["status"],
-        "The trial to record. Only status is required; send core_metric when "
-        "there is a result, and hypothesis so that the next agent knows what was tried.",
-    )
+    properties["rerun_of"] = dict(RERUN_OF_SCHEMA)
+    description = "Only status is required; send core_metric when there is a result, and hypothesis."
+    if full:
+        return _object(properties, ["status"], description)
+    others = [spec.name for spec in TRIAL_FIELDS if spec.recordable and spec.name not in properties]
+    clip = [name for name in others if name in CLIP_SCALE_COLUMNS]
+    others = [name for name in others if name not in CLIP_SCALE_COLUMNS] + (["ig_clip_scale_*"] if clip else [])
+    schema = _object(properties, ["status"], f"{description} Also taken: {', '.join(others)}.")
+    schema["additionalProperties"] = True
+    return schema
 
 
 def changes_schema() -> dict[str, Any]:
@@ -300,9 +330,14 @@ def trial_output_schema() -> dict[str, Any]:
     return {"type": "object", "properties": {spec.name: spec.json_schema(answer=True) for spec in TRIAL_FIELDS}}
 
 
+#: ``fields`` names an ``extra`` key as ``extra.KEY`` (a path into nested objects: ``extra._git.subject``)
+EXTRA_PREFIX = "extra."
+_MAX_FIELD_NAME = 200
+
+
 def check_fields(names: Any, *, field: str = "fields") -> tuple[str, ...]:
-    """``names`` (a list of trial field names) checked; :class:`InvalidInput` naming the
-    first unknown one. Empty or None: :data:`DEFAULT_LIST_FIELDS`."""
+    """``names`` (a list of trial field names, or ``extra.KEY``) checked; :class:`InvalidInput`
+    naming the first unknown one. Empty or None: :data:`DEFAULT_LIST_FIELDS`."""
     from lineage.errors import InvalidInput
 
     if not names:
@@ -310,11 +345,32 @@ def check_fields(names: Any, *, field: str = "fields") -> tuple[str, ...]:
     if isinstance(names, str) or not all(isinstance(name, str) for name in names):
         raise InvalidInput(field, "must be a list of trial field names")
     for name in names:
-        if name not in _BY_NAME:
-            raise InvalidInput(field, f"{name!r} is not a trial field; known: {', '.join(TRIAL_FIELD_NAMES)}")
+        if name.startswith(EXTRA_PREFIX):
+            if not name[len(EXTRA_PREFIX) :] or len(name) > _MAX_FIELD_NAME:
+                raise InvalidInput(field, f"{name!r}: extra.KEY needs a key of 1-{_MAX_FIELD_NAME} characters")
+        elif name not in _BY_NAME:
+            raise InvalidInput(
+                field, f"{name!r} is not a trial field or extra.KEY; known: {', '.join(TRIAL_FIELD_NAMES)}"
+            )
     return tuple(dict.fromkeys(names))
 
 
+def _extra_value(extra: Any, path: str) -> Any:
+    """The value at ``path`` in ``extra``: the key as written, else a walk by its dots."""
+    if not isinstance(extra, dict):
+        return None
+    if path in extra:
+        return extra[path]
+    head, dot, rest = path.partition(".")
+    return _extra_value(extra.get(head), rest) if dot and head in extra else None
+
+
 def select_fields(trial: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """The ``names`` of a trial as the ledger answers it (``Trial.to_dict``)."""
-    return {name: trial[name] for name in names}
+    """The ``names`` of a trial as the ledger answers it (``Trial.to_dict``); ``extra.KEY``
+    is the value of that key (null when the trial has none)."""
+    return {
+        name: _extra_value(trial.get("extra"), name[len(EXTRA_PREFIX) :])
+        if name.startswith(EXTRA_PREFIX)
+        else trial[name]
+        for name in names
+    }

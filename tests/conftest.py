@@ -40,7 +40,7 @@ _FAST_REASON = "the fast target (LINEAGE_TEST_FAST=1) runs without {}; tests/run
 #: fixtures that need a heavy part, and what
 _HEAVY_FIXTURES = {"postgres_url": "PostgreSQL", "browser": "Chromium", "page": "Chromium"}
 #: modules whose tests each run for about a minute: CI's, not the inner loop's
-_LONG_RUNS = {"tests.test_soak_smoke", "tests.api.test_fuzz", "tests.api.test_contract"}
+_LONG_RUNS = {"tests.test_soak_smoke", "tests.test_claims_swarm", "tests.api.test_fuzz", "tests.api.test_contract"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

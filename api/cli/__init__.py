@@ -11,7 +11,8 @@ module         commands
 ``loops``      record, watch, plot
 ``memory``     similar, knobs, summary, guardrail, hook
 ``alerts``     alerts
-``claims``     claim, running
+``claims``     claim, heartbeat, finish, running
+``notes``      note add, note list (the project notebook)
 ``skill``      skill (the agent skill: SKILL.md and an AGENTS.md snippet)
 =============  ===============================================================
 
@@ -30,7 +31,7 @@ registers ``lineage spool flush`` there, so no module of ``api`` imports trainer
 
 from __future__ import annotations
 
-from api.cli import alerts, claims, files, loops, memory, projects, serve, skill, trials
+from api.cli import alerts, claims, files, loops, memory, notes, projects, serve, skill, trials
 from api.cli.base import cli
 
 __all__ = ["cli", "main"]
@@ -59,7 +60,10 @@ for _command in (
     memory.hook,
     alerts.alerts,
     claims.claim,
+    claims.heartbeat,
+    claims.finish,
     claims.running,
+    notes.note,
     skill.skill,
 ):
     cli.add_command(_command)

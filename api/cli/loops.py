@@ -48,6 +48,12 @@ from api.cli.base import TABLE_FORMATS, ColumnFlags, fmt_number, ledger_of, mapp
     help="Run again with the same KEY and options: the trial already stored, nothing appended "
     "(without a key, the same --commit with the same values is such a replay).",
 )
+@click.option(
+    "--rerun-of",
+    default=None,
+    metavar="EXP_ID",
+    help="This trial reruns that trial's code (another seed): the reruns estimate the noise floor.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
 def record(
@@ -64,6 +70,7 @@ def record(
     metric_name: str | None,
     lower_is_better: bool | None,
     idempotency_key: str | None,
+    rerun_of: str | None,
     fmt: str,
 ) -> None:
     """Record one trial of a loop: prints its exp_id, the delta against the best before
@@ -91,6 +98,7 @@ def record(
         metric_name=metric_name,
         lower_is_better=lower_is_better,
         idempotency_key=idempotency_key,
+        rerun_of=rerun_of,
     )
     if fmt == "json":
         click.echo(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False))
@@ -110,6 +118,8 @@ def record(
     if outcome.created:
         parts.append("NEW BEST" if outcome.is_new_best else "not a new best")
     click.echo("  ".join(parts))
+    if outcome.noise is not None:
+        click.echo(f"  {outcome.noise.text}")
     for similar in outcome.similar_prior:  # "was this tried?": the agent learns it at once
         click.echo(
             f"  similar to exp_{similar.exp_id} ({similar.status}, score {similar.score:.2f}): {similar.hypothesis}"

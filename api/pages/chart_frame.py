@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
+from api.pages.chart_scale import log_ticks
+
 #: Status -> the class the charts and badges draw it with.
 _KEPT = frozenset({"keep", "baseline"})
 _DISCARDED = frozenset({"discard", "disqualified"})
@@ -123,19 +125,19 @@ class _Frame:
         y_label: str = "",
         x_ticks: int = 6,
         y_ticks: int = 5,
-        x_format: Callable[[float, float | None], str] = fmt_tick,
+        x_format: Callable[[float, float | None], str] | None = None,
+        y_log: bool = False,
     ) -> None:
+        """Grid, ticks, axis lines and labels. ``y_log``: the y domain is in log10 units and
+        its ticks are labelled with the values themselves."""
         p = self.parts
+        x_format = x_format or fmt_tick
         x0, x1 = self.left, self.width - self.right
         y0, y1 = self.height - self.bottom, self.top
-        yt = nice_ticks(self.y.lo, self.y.hi, y_ticks)
-        ystep = yt[1] - yt[0] if len(yt) > 1 else None
-        for tick in yt:
-            py = self.y(tick)
+        for at, text in self._y_ticks(y_ticks, y_log):
+            py = self.y(at)
             p.append(f'<line class="grid" x1="{x0}" x2="{x1}" y1="{_n(py)}" y2="{_n(py)}"/>')
-            p.append(
-                f'<text class="tick" x="{x0 - 6}" y="{_n(py + 4)}" text-anchor="end">{escape(fmt_tick(tick, ystep))}</text>'
-            )
+            p.append(f'<text class="tick" x="{x0 - 6}" y="{_n(py + 4)}" text-anchor="end">{escape(text)}</text>')
         xt = nice_ticks(self.x.lo, self.x.hi, x_ticks)
         xstep = xt[1] - xt[0] if len(xt) > 1 else None
         for tick in xt:
@@ -156,6 +158,17 @@ class _Frame:
                 f'<text class="label" transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" '
                 f'text-anchor="middle">{escape(y_label)}</text>'
             )
+
+    def _y_ticks(self, count: int, log: bool) -> list[tuple[float, str]]:
+        """``(position in the y domain, label)`` of the y ticks."""
+        if log:
+            values = log_ticks(self.y.lo, self.y.hi)
+            if len(values) < 3:  # within one decade: round numbers of the values themselves
+                values = [v for v in nice_ticks(10**self.y.lo, 10**self.y.hi, count) if v > 0]
+            return [(math.log10(v), f"{v:g}") for v in values]
+        yt = nice_ticks(self.y.lo, self.y.hi, count)
+        ystep = yt[1] - yt[0] if len(yt) > 1 else None
+        return [(tick, fmt_tick(tick, ystep)) for tick in yt]
 
     def y_strip(self) -> Markup:
         """The y axis alone (its tick labels, line and label, on the card's colour) as an

@@ -33,12 +33,17 @@ from api.pages.chart_frame import (  # noqa: F401 - status_class, nice_ticks, fm
     nice_ticks,
     status_class,
 )
+from api.pages.chart_scale import robust_range
+from api.pages.lines import SPARSE_POINTS, Band, HLine, Series, VLine, line_chart
+from api.pages.lines import clip_text as _clip
 
 __all__ = [
     "Band",
     "HLine",
     "Point",
+    "SPARSE_POINTS",
     "Series",
+    "VLine",
     "bars",
     "clip_scale_figure",
     "dot_rows",
@@ -46,6 +51,7 @@ __all__ = [
     "line_chart",
     "metric_chart",
     "metric_domain",
+    "off_axis",
     "nice_ticks",
     "scatter",
     "sparkline",
@@ -111,19 +117,21 @@ def metric_chart(
     width: int = 960,
     height: int = 340,
     y_strip: bool = False,
+    y_domain: tuple[float, float] | None = None,
 ) -> Markup:
     """The metric of each trial in time order: kept (filled dots), discarded (open dots)
     and failed (crosses) trials, unscored ones as ticks in a band under the plot, and the
     running best as a step line. ``points``' ``y`` is None for an unscored trial.
     ``y_strip``: the y axis again after the chart (:meth:`_Frame.y_strip`), for a page
-    where the chart scrolls sideways on a small screen."""
+    where the chart scrolls sideways on a small screen. ``y_domain``: the value range
+    (default :func:`metric_domain`'s robust range)."""
     scored = [p for p in points if p.y is not None]
     if not points:
         return _empty(label, "no trials yet")
     frame = _Frame(width, height, left=72, right=16, top=12, bottom=58)
     xs = [p.x for p in points]
     xd = (min(xs) - 0.5, max(xs) + 0.5)
-    yd = metric_domain(scored, running_best)
+    yd = y_domain or metric_domain(scored, running_best)
     frame.set_domains(xd, yd)
     frame.axes(
         x_label="trial (insertion order)",
@@ -143,55 +151,95 @@ def metric_chart(
             parts.append(f'<a href="{escape(p.href)}">{tick}{title}</a>' if p.href else tick)
     radius = 3.5 if len(points) <= 300 else 2.5 if len(points) <= 1500 else 1.8
     inside = [p for p in scored if yd[0] <= p.y <= yd[1]]  # type: ignore[operator]
-    outside = [p for p in scored if not yd[0] <= p.y <= yd[1]]  # type: ignore[operator]
     # draw order: discarded, running, failed, kept on top
     for cls in STATUS_CLASSES:
         for p in inside:
             if p.cls == cls:
                 parts.append(_marker(p, frame.x(p.x), frame.y(p.y), radius))  # type: ignore[arg-type]
-    for p in outside:  # off the axis: a triangle at the edge, pointing the way, its value in the title
-        parts.append(
-            _edge_marker(
-                p,
-                frame.x(p.x),
-                frame.top if p.y > yd[1] else height - frame.bottom,  # type: ignore[operator]
-                up=p.y > yd[1],  # type: ignore[operator]  # scored: y is not None
-                size=radius + 1.5,
-            )
-        )
+    for up in (True, False):  # off the axis: one triangle per few pixels of x, pointing the way
+        beyond = [p for p in scored if (p.y > yd[1] if up else p.y < yd[0])]  # type: ignore[operator]
+        parts.extend(_edge_markers(beyond, frame, up=up, size=max(3.5, radius + 1.5)))
     if running_best:
         parts.append(f'<path class="runbest" d="{_step_path(running_best, frame.x, frame.y, xd[1])}"/>')
     if best_x is not None:
         best = next((p for p in scored if p.x == best_x), None)
-        if best is not None:
+        if best is not None and yd[0] <= best.y <= yd[1]:  # type: ignore[operator]
             parts.append(
                 f'<circle class="pt-best-ring" cx="{_n(frame.x(best.x))}" cy="{_n(frame.y(best.y))}" r="{radius + 4}"/>'  # type: ignore[arg-type]
             )
     return frame.svg(label) + frame.y_strip() if y_strip else frame.svg(label)
 
 
-#: How far beyond the kept trials' range (in spans of it) other trials still set the axis.
+#: How far beyond the kept trials' range (in spans of it) other trials still set the
+#: axis of the kept range.
 OUTLIER_REACH = 0.5
+#: How far beyond the robust range (in spans of it) a trial still sets the axis.
+ROBUST_REACH = 0.0
 
 
-def metric_domain(scored: Sequence[Point], running_best: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """The y range of the metric chart: the kept trials and the running best, widened to
-    take in the other trials that lie within :data:`OUTLIER_REACH` of that range's span
-    beyond it; a trial further out (a blown-up run) is drawn as an edge marker. With no
-    kept trial and no running best, every scored trial sets the range."""
+def metric_domain(
+    scored: Sequence[Point], running_best: Sequence[tuple[float, float]], *, kept_range: bool = False
+) -> tuple[float, float]:
+    """The y range of the metric chart. By default every scored trial's range, robustly:
+    at least the 2nd–98th percentile of the scored trials, the kept trials and the
+    running best, and the trials within :data:`ROBUST_REACH` of that span beyond it.
+    ``kept_range``: the kept trials and the running best, widened to take in the other
+    trials that lie within :data:`OUTLIER_REACH` of that range's span beyond it. A trial
+    further out (a blown-up run) is drawn as an edge marker. With no kept trial and no
+    running best, the kept range is every scored trial's."""
     core = [p.y for p in scored if p.cls == "kept" and p.y is not None] + [v for _, v in running_best]
     core = [v for v in core if math.isfinite(v)]
     values = [p.y for p in scored if p.y is not None and math.isfinite(p.y)]
+    reach = OUTLIER_REACH
+    if not kept_range:
+        bulk = robust_range(values)
+        core += list(bulk) if bulk else []
+        reach = ROBUST_REACH
     if not core:
         return _domain(values)
     lo, hi = min(core), max(core)
     span = (hi - lo) or (abs(hi) * 0.05 or 1.0)
-    reach_lo, reach_hi = lo - span * OUTLIER_REACH, hi + span * OUTLIER_REACH
+    reach_lo, reach_hi = lo - span * reach, hi + span * reach
     near = [v for v in values if reach_lo <= v <= reach_hi]
     return _domain([*core, *near])
 
 
-def _edge_marker(point: Point, px: float, edge_y: float, *, up: bool, size: float) -> str:
+def off_axis(scored: Sequence[Point], domain: tuple[float, float]) -> tuple[int, int]:
+    """How many scored trials lie above and below ``domain``."""
+    above = sum(1 for p in scored if p.y is not None and p.y > domain[1])
+    below = sum(1 for p in scored if p.y is not None and p.y < domain[0])
+    return above, below
+
+
+#: Off-axis trials closer than this many pixels of x share one edge marker.
+EDGE_BIN_PX = 14.0
+
+
+def _edge_markers(points: Sequence[Point], frame: _Frame, *, up: bool, size: float) -> list[str]:
+    """The trials beyond one edge of the axis: one triangle per :data:`EDGE_BIN_PX` of x
+    (a plateau's thousands of discards would pile into a solid strip), titled with how
+    many it stands for and their values, linked to the first of them."""
+    edge_y = frame.top if up else frame.height - frame.bottom
+    bins: dict[int, list[Point]] = {}
+    for p in points:
+        bins.setdefault(int(frame.x(p.x) // EDGE_BIN_PX), []).append(p)
+    out = []
+    for members in bins.values():
+        first = members[0]
+        px = sum(frame.x(p.x) for p in members) / len(members)
+        if len(members) == 1:
+            title = f"{first.title} · off the axis ({'above' if up else 'below'})" if first.title else "off the axis"
+        else:
+            values = [p.y for p in members if p.y is not None]
+            title = (
+                f"{len(members)} trials {'above' if up else 'below'} the axis, "
+                f"{min(values):.6g} to {max(values):.6g}; the first: {first.title}"
+            )
+        out.append(_edge_marker(first, px, edge_y, up=up, size=size, title=title))
+    return out
+
+
+def _edge_marker(point: Point, px: float, edge_y: float, *, up: bool, size: float, title: str) -> str:
     """A point whose value is off the axis: a triangle on the plot's edge pointing towards
     the value, titled with the real value."""
     tip = edge_y - size if up else edge_y + size
@@ -200,7 +248,6 @@ def _edge_marker(point: Point, px: float, edge_y: float, *, up: bool, size: floa
         f'<path class="pt pt-edge pt-{point.cls}" d="M{_n(px)},{_n(tip)}L{_n(px + size)},{_n(base)}'
         f'L{_n(px - size)},{_n(base)}Z"/>'
     )
-    title = f"{point.title} · off the axis ({'above' if up else 'below'})" if point.title else "off the axis"
     body = f"{shape}<title>{escape(title)}</title>"
     return f'<a href="{escape(point.href)}">{body}</a>' if point.href else f"<g>{body}</g>"
 
@@ -231,129 +278,6 @@ def step_chart(
     frame.axes(y_ticks=3, x_format=lambda v, s: f"{v:,.0f}")
     frame.parts.append(f'<path class="runbest" d="{_step_path(series, frame.x, frame.y, xd[1])}"/>')
     return frame.svg(label)
-
-
-@dataclass(frozen=True, slots=True)
-class Series:
-    """A line: ``(x, y)`` points; ``css`` picks its colour (``s0`` ... ``s7``)."""
-
-    name: str
-    points: Sequence[tuple[float, float]]
-    css: str = "s0"
-    dashed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Band:
-    """A shaded area between two curves over the same x values."""
-
-    name: str
-    lower: Sequence[tuple[float, float]]
-    upper: Sequence[tuple[float, float]]
-    css: str = "s0"
-
-
-@dataclass(frozen=True, slots=True)
-class HLine:
-    """A horizontal reference line (a bound) with its label."""
-
-    y: float
-    name: str
-    css: str = "bound"
-
-
-#: A line of at most this many points gets a marker on each (an eval logged every N steps).
-SPARSE_POINTS = 40
-
-
-def line_chart(
-    series: Sequence[Series],
-    *,
-    label: str,
-    x_label: str = "step",
-    y_label: str = "",
-    bands: Sequence[Band] = (),
-    hlines: Sequence[HLine] = (),
-    width: int = 520,
-    height: int = 250,
-    markers: bool = False,
-    integer_x: bool = False,
-    zoomable: bool = False,
-) -> Markup:
-    """Lines over a shared x axis (telemetry over steps), with shaded bands and bounds.
-    ``zoomable``: the page's script may zoom and pan its x axis (see ``_Frame.zoomable``).
-
-    The legend is drawn inside the SVG, one row per series/band/bound, under the plot
-    (none for a single plain line: the caption names it). ``integer_x``: only whole
-    numbers get x ticks (generations, steps).
-    """
-    drawn = [s for s in series if s.points]
-    if not drawn and not any(b.lower for b in bands):
-        return _empty(label, "no data", width, 100)
-    legend = [(s.name, f"ln {s.css}" + (" dashed" if s.dashed else ""), "line") for s in drawn]
-    legend += [(b.name, f"band {b.css}", "band") for b in bands if b.lower]
-    legend += [(h.name, f"hl {h.css}", "line") for h in hlines]
-    if len(legend) == 1 and not bands and not hlines:
-        legend = []
-    per_row = max(1, (width - 70) // 150)
-    legend_rows = -(-len(legend) // per_row)
-    frame = _Frame(
-        width, height + legend_rows * 18, left=64, right=14, top=10, bottom=44 + legend_rows * 18, x_label_y=height - 6
-    )
-    xs = [x for s in drawn for x, _ in s.points] + [x for b in bands for x, _ in b.lower]
-    ys = [y for s in drawn for _, y in s.points]
-    ys += [y for b in bands for _, y in (*b.lower, *b.upper)]
-    xd = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    if xd[0] == xd[1]:
-        xd = (xd[0] - 1, xd[1] + 1)
-    frame.set_domains(xd, _domain(ys, include=[h.y for h in hlines]))
-    if integer_x:
-        frame.axes(x_label=x_label, y_label=y_label, x_format=lambda v, s: f"{v:,.0f}" if float(v).is_integer() else "")
-    else:
-        frame.axes(x_label=x_label, y_label=y_label)
-    parts = frame.parts
-    data_start = len(parts)
-    for band in bands:
-        if not band.lower:
-            continue
-        upper = list(band.upper)
-        d = (
-            _line_path(band.lower, frame.x, frame.y)
-            + "".join(f"L{_n(frame.x(x))},{_n(frame.y(y))}" for x, y in reversed(upper))
-            + "Z"
-        )
-        parts.append(f'<path class="band {band.css}" d="{d}"><title>{escape(band.name)}</title></path>')
-    for h in hlines:
-        py = frame.y(h.y)
-        parts.append(
-            f'<line class="hl {h.css}" x1="{frame.left}" x2="{width - frame.right}" y1="{_n(py)}" y2="{_n(py)}">'
-            f"<title>{escape(h.name)}</title></line>"
-        )
-    for s in drawn:
-        dash = " dashed" if s.dashed else ""
-        parts.append(
-            f'<path class="ln {s.css}{dash}" d="{_line_path(s.points, frame.x, frame.y)}"><title>{escape(s.name)}</title></path>'
-        )
-        if markers or len(s.points) == 1 or len(s.points) <= SPARSE_POINTS:
-            for x, y in s.points:
-                parts.append(f'<circle class="dot {s.css}" cx="{_n(frame.x(x))}" cy="{_n(frame.y(y))}" r="2.5"/>')
-    zoom = frame.zoomable(data_start, integer_x) if zoomable else ""
-    # legend, under the x axis label
-    top = height + 12
-    for index, (name, css, kind) in enumerate(legend):
-        row, col = divmod(index, per_row)
-        lx = frame.left + col * 150
-        ly = top + row * 18
-        if kind == "band":
-            parts.append(f'<rect class="{css}" x="{lx}" y="{ly - 6}" width="18" height="10"/>')
-        else:
-            parts.append(f'<line class="{css}" x1="{lx}" x2="{lx + 18}" y1="{ly - 1}" y2="{ly - 1}"/>')
-        parts.append(f'<text class="legend" x="{lx + 24}" y="{ly + 3}">{escape(_clip(name, 20))}</text>')
-    return frame.svg(label, attrs=zoom)
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def scatter(

@@ -72,6 +72,10 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
                 "diffs": [],
                 "plots": [],
                 "figure": None,
+                "grid_data": "",
+                "opts": telemetry_plots.Options(),
+                "option_urls": {},
+                "live": False,
             },
         )
     project, trials = ledger.browse.trials_by_ids(slug, ids)
@@ -90,7 +94,9 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
         )
         for t in trials
     }
-    plots = telemetry_plots.compare_plots(views)
+    alerts = [a for t in trials for a in ledger.alerts.alerts_page(slug, exp_id=t.exp_id, limit=20)[0]]
+    opts = telemetry_plots.page_options(request.query_params, alerts, name_trial=True)
+    plots = telemetry_plots.compare_plots(views, opts)
     figure = charts.dot_rows(
         [(f"exp_{t.exp_id}", t.core_metric, status_class(t.status.value), trial_url(slug, t.exp_id)) for t in trials],
         label=f"{project.metric_name} of the compared trials",
@@ -106,6 +112,10 @@ def compare(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespons
             "rows": rows,
             "diffs": diffs,
             "plots": plots,
+            "grid_data": telemetry_plots.grid_json(plots, opts),
+            "opts": opts,
+            "option_urls": telemetry_plots.option_urls(request.url.path, request.query_params, opts),
+            "live": any(t.status.value == "running" for t in trials),
             "cols_value": ",".join(c.key for c in picked)
             if any(a.strip() for a in request.query_params.getlist("cols"))
             else "",

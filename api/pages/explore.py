@@ -36,7 +36,7 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 #: Query parameters that repeat.
 _LISTS = ("metric", "status")
 #: Parameters only the browser applies (the API does not know them).
-_CLIENT = ("smooth", "log")
+_CLIENT = ("smooth", "log", "cap")
 
 
 def _args(request: Request) -> ExploreArgs:
@@ -67,7 +67,11 @@ def _client_state(request: Request) -> dict[str, Any]:
             raise InvalidInput("smooth", f"must be a number from 0 to 0.99, got {raw!r}") from None
         if not 0 <= smooth <= 0.99:
             raise InvalidInput("smooth", f"must be from 0 to 0.99, got {raw!r}")
-    return {"smooth": smooth, "log": request.query_params.get("log") == "1"}
+    return {
+        "smooth": smooth,
+        "log": request.query_params.get("log") == "1",
+        "cap": request.query_params.get("cap") != "0",
+    }
 
 
 def _script_json(data: Any) -> Markup:
@@ -88,7 +92,7 @@ def group_css(answer: dict[str, Any]) -> list[str]:
     return [f"s{g['index'] % 8}" for g in answer["groups"]]
 
 
-def _fallback_figure(panel: dict[str, Any], answer: dict[str, Any]) -> Markup:
+def _fallback_figure(panel: dict[str, Any], answer: dict[str, Any], client: dict[str, Any]) -> Markup:
     """The panel as server-side SVG: each group's mean and band (what shows without JS).
     Gaps between buckets are bridged (a metric logged every N steps is a line through its
     points), and a sparse series gets a marker on each point."""
@@ -113,6 +117,8 @@ def _fallback_figure(panel: dict[str, Any], answer: dict[str, Any]) -> Markup:
             width=900,
             height=320,
             integer_x=True,
+            log_y=client["log"],
+            cap=client["cap"],
         )
     grid = panel["grid"]
     series, bands = [], []
@@ -141,7 +147,33 @@ def _fallback_figure(panel: dict[str, Any], answer: dict[str, Any]) -> Markup:
         width=900,
         height=320,
         markers=sparse,
+        log_y=client["log"],
+        cap=client["cap"],
     )
+
+
+def panel_caption(panel: dict[str, Any]) -> str:
+    """What a panel's curves are, in words: every logged point when no bucket holds more
+    than one (a val_loss every 25 steps), else the rule that reduced them."""
+    if panel["kind"] != "series" or not panel["trials"]:
+        return ""
+    down = panel["downsampling"]
+    cells = [sum(1 for v in t["y"] if v is not None) for t in panel["trials"]]
+    most = max(cells)
+    width = f" of {down['width']:,} steps" if down.get("width") and down["width"] > 1 else ""
+    if down["method"] == "exact" and down["points_read"] == sum(cells):
+        return (
+            f"every logged point: {most:,} per trial"
+            if min(cells) == most
+            else f"every logged point: up to {most:,} per trial"
+        )
+    if down["method"] == "exact":
+        return (
+            f"the mean of each trial's points in each of {down['buckets']:,} buckets{width}; up to {most:,} per trial"
+        )
+    if down["method"] == "sampled":
+        return f"sampled: each trial's first point in each of {down['buckets']:,} buckets{width}"
+    return ""
 
 
 def default_metric(answer: dict[str, Any], metric_name: str) -> str | None:
@@ -197,7 +229,7 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
     if chosen is not None:
         args = args.model_copy(update={"metric": [chosen]})
         answer = ledger.browse.explore(slug, args.to_query())
-    figures = [_fallback_figure(panel, answer) for panel in answer["panels"]]
+    figures = [_fallback_figure(panel, answer, client) for panel in answer["panels"]]
     columns = ledger.browse.project_columns(slug)
     return pages(request).render(
         request,
@@ -208,6 +240,7 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
             "args": args,
             "answer": answer,
             "figures": figures,
+            "captions": [panel_caption(panel) for panel in answer["panels"]],
             "data": _script_json({"answer": answer, "slug": slug, "css": group_css(answer)}),
             "group_css": group_css(answer),
             "json_url": f"/api/v1/projects/{seg(slug)}/explore?"

@@ -19,6 +19,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from api.pages.chart_frame import STATUS_CLASSES, _n, fmt_tick, nice_ticks, status_class
+from api.pages.chart_scale import Cap, outlier_cap
 from api.pages.web import fmt_metric, trial_url
 from lineage.browse.knobs import Axis, KnobPoint, KnobView
 
@@ -27,8 +28,18 @@ from lineage.browse.knobs import Axis, KnobPoint, KnobView
 CHAIN_LINE_STEPS = 25
 
 
-def metric_domain(points: Sequence[KnobPoint]) -> tuple[float, float]:
-    """The metric axis: every kept or chain trial, and the 2nd–98th percentile of the rest."""
+def metric_cap(points: Sequence[KnobPoint]) -> Cap | None:
+    """The outlier cap of the trials' metrics (:func:`api.pages.chart_scale.outlier_cap`):
+    one diverged run (val_loss 7.06 among values near 1) no longer pins the rest to the floor."""
+    return outlier_cap([[p.metric for p in points if p.metric is not None]])
+
+
+def metric_domain(points: Sequence[KnobPoint], cap: Cap | None = None) -> tuple[float, float]:
+    """The metric axis: every kept or chain trial, and the 2nd–98th percentile of the rest;
+    with ``cap``, the capped range (what lies beyond sits on the edge)."""
+    if cap is not None:
+        span = cap.hi - cap.lo or abs(cap.lo) * 0.05 or 1.0
+        return cap.lo - span * 0.05, cap.hi + span * 0.05
     kept = [p.metric for p in points if p.metric is not None and (status_class(p.status) == "kept" or p.on_chain)]
     rest = sorted(p.metric for p in points if p.metric is not None and status_class(p.status) == "discarded")
     values = list(kept)
@@ -59,7 +70,8 @@ class _Axis:
     ) -> None:
         self.px0, self.px1 = px0, px1
         self.categories = list(axis.categories) if axis is not None and axis.kind == "category" else None
-        self.log = bool(log and axis is not None and axis.positive)
+        # the metric axis has no Axis: its caller checks that every value is above 0
+        self.log = bool(log and (axis is None or axis.positive))
         if self.categories is None:
             if domain is None:
                 nums = [self._t(v) for v in values if v is not None]
@@ -179,8 +191,17 @@ def _svg(width: int, height: int, label: str, parts: list[str], css: str) -> Mar
     )
 
 
-def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int = 420) -> Markup:
-    """The first axis of ``view`` (x) against the metric (y)."""
+def scatter(
+    view: KnobView,
+    *,
+    log: bool = False,
+    ylog: bool = False,
+    cap: Cap | None = None,
+    width: int = 960,
+    height: int = 420,
+) -> Markup:
+    """The first axis of ``view`` (x) against the metric (y); ``ylog``: the metric on a
+    log scale (every metric must be above 0); ``cap``: the metric's outlier cap."""
     axis = view.axes[0]
     metric_name = view.project.metric_name
     label = f"{metric_name} against {axis.label}: kept, discarded and failed trials, the chain to the best as a line"
@@ -197,7 +218,13 @@ def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int 
         )
     left, right, top, bottom = 72, 16, 12, 74 if axis.kind == "category" else 58
     fx = _Axis(axis, _scale_values(view.points, 0), left, width - right, log=log)
-    fy = _Axis(None, [], height - bottom, top, domain=metric_domain(view.points))
+    y_domain = metric_domain(view.points, cap)
+    if ylog:
+        y_domain = (
+            math.log10(max(y_domain[0], min(p.metric for p in view.points if p.metric is not None) * 0.9)),
+            math.log10(y_domain[1]),
+        )
+    fy = _Axis(None, [], height - bottom, top, domain=y_domain, log=ylog)
     parts: list[str] = []
     x0, x1, y0, y1 = left, width - right, height - bottom, top
     for py, text in fy.ticks():
@@ -221,8 +248,11 @@ def scatter(view: KnobView, *, log: bool = False, width: int = 960, height: int 
     )
     parts.append(
         f'<text class="label" transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" '
-        f'text-anchor="middle">{escape(metric_name)}</text>'
+        f'text-anchor="middle">{escape(metric_name)}{" (log scale)" if ylog else ""}</text>'
     )
+    if cap is not None:
+        note = cap.note(what="trials").replace(" hidden", " on the edge")
+        parts.append(f'<text class="cap-note" x="{x0 + 8}" y="{y1 + 10}">{escape(note)}</text>')
     slug = view.project.slug
     labels = [(0, axis.label)]
     radius = 3.5 if len(view.points) <= 300 else 2.6 if len(view.points) <= 2500 else 1.8

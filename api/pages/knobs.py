@@ -50,6 +50,10 @@ def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> Response:
     if log_raw not in (None, "0", "1", "on"):
         raise InvalidInput("log", f"must be 1 or 0, got {log_raw!r}")
     log = log_raw in ("1", "on")
+    for name in ("ylog", "cap"):
+        if q_str(request, name) not in (None, "0", "1", "on"):
+            raise InvalidInput(name, f"must be 1 or 0, got {q_str(request, name)!r}")
+    capped = q_str(request, "cap") != "0"
     fmt = q_str(request, "format")
     if fmt not in (None, "json", "html"):
         raise InvalidInput("format", f"must be json or html, got {fmt!r}")
@@ -75,7 +79,10 @@ def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> Response:
         }
         return finish(request, JSONResponse(body, headers={"Cache-Control": "no-cache"}))
     axis = view.axes[0]
-    scatter = knob_charts.scatter(view, log=log and axis.positive)
+    metrics = [p.metric for p in view.points if p.metric is not None]
+    ylog = q_str(request, "ylog") in ("1", "on") and bool(metrics) and min(metrics) > 0
+    cap = knob_charts.metric_cap(view.points) if capped else None
+    scatter = knob_charts.scatter(view, log=log and axis.positive, ylog=ylog, cap=cap)
     parallel = knob_charts.parallel(view, indices, brushes=brushes, selected=selected) if indices else None
     base = project_url(slug, "/knobs")
     counts = dict.fromkeys(knob_charts.STATUS_CLASSES, 0)
@@ -92,6 +99,10 @@ def knobs(request: Request, slug: str, viewer: Viewer = Reader) -> Response:
             "chosen": chosen,
             "parallel_keys": parallel_keys,
             "log": log and axis.positive,
+            "ylog": ylog,
+            "ylog_possible": bool(metrics) and min(metrics) > 0,
+            "capped": capped,
+            "cap": cap,
             "limit": limit,
             "scatter": scatter,
             "parallel": parallel,

@@ -15,7 +15,7 @@ from api.pages.route import PageRoute, Reader, ledger_of, pages, q_int, q_str
 from api.pages.web import STATIC_DIR, finish, fmt_delta, fmt_metric, project_url, trial_url
 from lineage.chain import ChainView
 from lineage.domain import FailureLabel
-from lineage.errors import NotFound
+from lineage.errors import InvalidInput, NotFound
 
 #: Trials the dashboard's metric chart shows at once.
 CHART_WINDOW = 1000
@@ -95,6 +95,10 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
         for p in board.window
     ]
     direction = "lower is better" if project.lower_is_better else "higher is better"
+    kept_range = _range_mode(request) == "kept"
+    scored = [p for p in points if p.y is not None]
+    y_domain = charts.metric_domain(scored, board.window_running_best, kept_range=kept_range)
+    above, below = charts.off_axis(scored, y_domain)
     chart = charts.metric_chart(
         points,
         board.window_running_best,
@@ -102,6 +106,7 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
         metric_name=project.metric_name,
         best_x=board.best.seq if board.best is not None else None,
         y_strip=True,  # the chart scrolls sideways on a phone: its y axis stays in view
+        y_domain=y_domain,
     )
     overview = None
     if board.window and project.trial_count > len(board.window):
@@ -115,10 +120,15 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
     earlier = newer = None
     if board.window:
         if board.has_earlier:
-            earlier = project_url(slug, before=board.window[0].seq) + "#chart"
+            earlier = project_url(slug, before=board.window[0].seq, range=_range_param(kept_range)) + "#chart"
         if before is not None:
             target = board.window[-1].seq + 1 + CHART_WINDOW
-            newer = project_url(slug, before=target if target < project.trial_count else None) + "#chart"
+            newer = (
+                project_url(
+                    slug, before=target if target < project.trial_count else None, range=_range_param(kept_range)
+                )
+                + "#chart"
+            )
     order = [label.value for label in FailureLabel]
     counts = sorted(board.status_counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
     bars = charts.bars(
@@ -136,6 +146,12 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
             "project": project,
             "board": board,
             "chart": chart,
+            "kept_range": kept_range,
+            "range_urls": {
+                mode: project_url(slug, before=before, range=_range_param(mode == "kept")) + "#chart"
+                for mode in ("all", "kept")
+            },
+            "off_axis": _off_axis_links(slug, y_domain, above, below),
             "overview": overview,
             "earlier": earlier,
             "newer": newer,
@@ -148,6 +164,33 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
             "has_specialist": columns.has("specialist") or any(t.specialist for t in board.recent),
         },
     )
+
+
+def _range_mode(request: Request) -> str:
+    """``?range=``: ``all`` (the default: every scored trial, robustly) or ``kept``."""
+    mode = q_str(request, "range") or "all"
+    if mode not in ("all", "kept"):
+        raise InvalidInput("range", f"must be all or kept, got {mode!r}")
+    return mode
+
+
+def _range_param(kept: bool) -> str | None:
+    return "kept" if kept else None
+
+
+def _off_axis_links(slug: str, domain: tuple[float, float], above: int, below: int) -> list[tuple[str, str]]:
+    """``(text, trials-table URL)`` of the trials beyond each edge of the chart's axis."""
+    out = []
+    for count, op, edge in ((above, ">", domain[1]), (below, "<", domain[0])):
+        if count:
+            word = "above" if op == ">" else "below"
+            out.append(
+                (
+                    f"{count:,} trial{'' if count == 1 else 's'} {word} {edge:.6g}",
+                    project_url(slug, "/trials", filter=f"metric {op} {edge:.6g}"),
+                )
+            )
+    return out
 
 
 @router.get("/projects/{slug}/chain", response_class=HTMLResponse)

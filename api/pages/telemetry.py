@@ -16,6 +16,7 @@ Reading is ``lineage.telemetry``'s (the API's).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,8 +25,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from api.pages.charts import Band, HLine, Series
-from api.pages.charts import line_chart as _line_chart
+from api.pages.lines import Band, HLine, Series, VLine
+from api.pages.lines import line_chart as _line_chart
+from api.pages.web import with_query
+from lineage.errors import InvalidInput
 
 #: Default amplitude of the adaptive clip scale (A²TGPO's beta).
 DEFAULT_BETA = 0.3
@@ -56,16 +59,71 @@ class TelemetryView:
 
 
 @dataclass(frozen=True, slots=True)
+class Options:
+    """How the page draws every plot: ``log`` (a log value axis), ``cap`` (the outlier
+    cap, on unless ``?cap=0``) and ``alerts`` (marks at the steps of the trial's alerts)."""
+
+    log: bool = False
+    cap: bool = True
+    alerts: tuple[VLine, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Plot:
+    """One figure of the grid: its server-drawn SVG and, for ``static/grid.js``, the same
+    lines as data (``data``: series, bands and bounds)."""
+
     key: str
     title: str
     svg: Markup
     caption: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
 
 
-def _chart(*args: Any, **kwargs: Any) -> Markup:
-    """A telemetry plot: a line chart whose x axis (steps) the page's script can zoom."""
-    return _line_chart(*args, zoomable=True, **kwargs)
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def _xy(points: Sequence[tuple[float, float]]) -> list[list[float]]:
+    return [[_round(x) for x, _ in points], [_round(y) for _, y in points]]
+
+
+def _plot(
+    key: str,
+    title: str,
+    series: Sequence[Series],
+    opts: Options,
+    *,
+    label: str,
+    caption: str = "",
+    bands: Sequence[Band] = (),
+    hlines: Sequence[HLine] = (),
+    y_label: str = "",
+    markers: bool = False,
+) -> Plot:
+    """A telemetry plot: a line chart whose x axis (steps) the page's script can zoom,
+    drawn with the page's options, and its data for the grid's script."""
+    svg = _line_chart(
+        series,
+        bands=bands,
+        hlines=hlines,
+        vlines=opts.alerts,
+        label=label,
+        y_label=y_label,
+        markers=markers,
+        zoomable=True,
+        log_y=opts.log,
+        cap=opts.cap,
+    )
+    data = {
+        "key": key,
+        "title": title,
+        "label": label,
+        "series": [{"name": s.name, "css": s.css, "xy": _xy(s.points)} for s in series if s.points],
+        "bands": [{"name": b.name, "css": b.css, "lo": _xy(b.lower), "hi": _xy(b.upper)} for b in bands if b.lower],
+        "hlines": [{"name": h.name, "y": h.y} for h in hlines],
+    }
+    return Plot(key, title, svg, caption, data)
 
 
 def split_name(name: str) -> tuple[str, int | None]:
@@ -149,28 +207,39 @@ _IG = ("ig", "info_gain", "information_gain")
 _KL = ("kl", "kl_mean", "approx_kl", "kl_to_ref", "ref_kl", "kl_div")
 
 
-def _ig_plot(view: TelemetryView) -> Plot | None:
+def _ig_plot(view: TelemetryView, opts: Options) -> Plot | None:
     for base in _IG:
         turns = view.per_turn.get(base)
         if turns:
             series = [Series(f"turn {t}", thin(turns[t]), f"s{i % 8}") for i, t in enumerate(sorted(turns)[:8])]
             caption = "" if len(turns) <= 8 else f"the first 8 of {len(turns)} turns"
-            return Plot(
+            return _plot(
                 "ig",
                 "Information gain per turn",
-                _chart(series, label="information gain per turn", y_label="IG"),
-                caption,
+                series,
+                opts,
+                label="information gain per turn",
+                y_label="IG",
+                caption=caption,
             )
     stats = _stats(view, _IG)
     if stats:
         mean, std = thin(stats["mean"]), stats["std"]
         bands = [Band("mean ± std", _plus(mean, std, -1), _plus(mean, std, 1), "s0")] if std else []
-        svg = _chart([Series("IG mean", mean, "s0")], bands=bands, label="information gain", y_label="IG")
-        return Plot("ig", "Information gain", svg, "per-turn IG was not recorded; the mean over turns")
+        return _plot(
+            "ig",
+            "Information gain",
+            [Series("IG mean", mean, "s0")],
+            opts,
+            bands=bands,
+            label="information gain",
+            y_label="IG",
+            caption="per-turn IG was not recorded; the mean over turns",
+        )
     return None
 
 
-def _clip_plots(view: TelemetryView, beta: float) -> list[Plot]:
+def _clip_plots(view: TelemetryView, beta: float, opts: Options) -> list[Plot]:
     stats = _stats(view, _CLIP)
     plots: list[Plot] = []
     if stats:
@@ -181,27 +250,36 @@ def _clip_plots(view: TelemetryView, beta: float) -> list[Plot]:
         if stats["std"]:
             bands.append(Band("mean ± std", _plus(mean, stats["std"], -1), _plus(mean, stats["std"], 1), "s0"))
         hlines = [HLine(1 - beta, f"bound 1−β = {1 - beta:g}"), HLine(1 + beta, f"bound 1+β = {1 + beta:g}")]
-        svg = _chart(
-            [Series("mean", mean, "s0")],
-            bands=bands,
-            hlines=hlines,
-            label="clip-scale distribution",
-            y_label="clip scale",
+        plots.append(
+            _plot(
+                "clip",
+                "Clip-scale distribution and bounds",
+                [Series("mean", mean, "s0")],
+                opts,
+                bands=bands,
+                hlines=hlines,
+                label="clip-scale distribution",
+                y_label="clip scale",
+            )
         )
-        plots.append(Plot("clip", "Clip-scale distribution and bounds", svg))
     low = view.get(*(f"{p}_frac_low" for p in _CLIP))
     high = view.get(*(f"{p}_frac_high" for p in _CLIP))
     if low or high:
-        svg = _chart(
-            [Series("at lower bound", thin(low), "s3"), Series("at upper bound", thin(high), "s1")],
-            label="fraction of turns at a bound",
-            y_label="fraction",
+        series = [Series("at lower bound", thin(low), "s3"), Series("at upper bound", thin(high), "s1")]
+        plots.append(
+            _plot(
+                "clip-frac",
+                "Turns at the clip-scale bounds",
+                series,
+                opts,
+                label="fraction of turns at a bound",
+                y_label="fraction",
+            )
         )
-        plots.append(Plot("clip-frac", "Turns at the clip-scale bounds", svg))
     return plots
 
 
-def _adv_plot(view: TelemetryView) -> Plot | None:
+def _adv_plot(view: TelemetryView, opts: Options) -> Plot | None:
     stats = _stats(view, _ADV)
     if not stats:
         return None
@@ -211,16 +289,23 @@ def _adv_plot(view: TelemetryView) -> Plot | None:
         bands.append(Band("min – max", thin(stats["min"]), thin(stats["max"]), "s2"))
     if stats["std"]:
         bands.append(Band("mean ± std", _plus(mean, stats["std"], -1), _plus(mean, stats["std"], 1), "s4"))
-    svg = _chart([Series("mean", mean, "s4")], bands=bands, label="advantage statistics", y_label="advantage")
-    return Plot("adv", "Advantage statistics", svg)
+    return _plot(
+        "adv",
+        "Advantage statistics",
+        [Series("mean", mean, "s4")],
+        opts,
+        bands=bands,
+        label="advantage statistics",
+        y_label="advantage",
+    )
 
 
-def _kl_plot(view: TelemetryView) -> Plot | None:
+def _kl_plot(view: TelemetryView, opts: Options) -> Plot | None:
     found = [(name, view.scalars[name]) for name in _KL if view.scalars.get(name)]
     if not found:
         return None
     series = [Series(name, thin(points), f"s{(i + 5) % 8}") for i, (name, points) in enumerate(found)]
-    return Plot("kl", "KL", _chart(series, label="KL divergence", y_label="KL"))
+    return _plot("kl", "KL", series, opts, label="KL divergence", y_label="KL")
 
 
 def _known(name: str) -> bool:
@@ -229,21 +314,40 @@ def _known(name: str) -> bool:
     return any(name.startswith(f"{p}_") for p in (*_CLIP, *_ADV, *_IG))
 
 
-def trial_plots(view: TelemetryView, *, beta: float | None = None) -> list[Plot]:
-    """Every plot of one trial's telemetry, the known ones first."""
+def trial_plots(view: TelemetryView, *, beta: float | None = None, opts: Options | None = None) -> list[Plot]:
+    """Every plot of one trial's telemetry, the known ones first: the grid of small
+    multiples the trial page shows (``opts``: log, cap and alert marks)."""
     if not view:
         return []
+    opts = opts or Options()
     beta = view.beta if view.beta is not None else (beta if beta is not None else DEFAULT_BETA)
-    plots = [p for p in (_ig_plot(view),) if p]
-    plots += _clip_plots(view, beta)
-    plots += [p for p in (_adv_plot(view), _kl_plot(view)) if p]
+    plots = [p for p in (_ig_plot(view, opts),) if p]
+    plots += _clip_plots(view, beta, opts)
+    plots += [p for p in (_adv_plot(view, opts), _kl_plot(view, opts)) if p]
     for name in sorted(n for n in view.scalars if not _known(n)):
-        plots.append(Plot(f"x-{name}", name, _chart([Series(name, thin(view.scalars[name]), "s6")], label=name)))
+        points = view.scalars[name]
+        plots.append(
+            _plot(
+                f"x-{name}",
+                name,
+                [Series(name, thin(points), "s6")],
+                opts,
+                label=name,
+                caption=_points_caption(len(points)),
+            )
+        )
     for base in sorted(b for b in view.per_turn if b not in _IG):
         turns = view.per_turn[base]
         series = [Series(f"turn {t}", thin(turns[t]), f"s{i % 8}") for i, t in enumerate(sorted(turns)[:8])]
-        plots.append(Plot(f"t-{base}", f"{base} per turn", _chart(series, label=f"{base} per turn")))
+        plots.append(_plot(f"t-{base}", f"{base} per turn", series, opts, label=f"{base} per turn"))
     return plots
+
+
+def _points_caption(count: int) -> str:
+    """How many points a plotted series holds, and whether all of them are drawn."""
+    if count <= MAX_POINTS:
+        return f"{count:,} point{'' if count == 1 else 's'}"
+    return f"{MAX_POINTS:,} of {count:,} points, evenly spaced"
 
 
 #: What the compare page overlays, in order: (title, candidate names).
@@ -270,10 +374,11 @@ def _ig_mean(view: TelemetryView) -> list[tuple[float, float]]:
     return []
 
 
-def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
+def compare_plots(views: Mapping[str, TelemetryView], opts: Options | None = None) -> list[Plot]:
     """One plot per quantity with one line per trial (``views``: label -> telemetry): the
     known quantities first (:data:`COMPARED`), then every other not-per-turn name that two
     or more of the trials have, in the order the trials first name them."""
+    opts = opts or Options()
     plots: list[Plot] = []
     used: set[str] = set()
     for index, (title, names) in enumerate(COMPARED):
@@ -286,7 +391,7 @@ def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
             if points:
                 series.append(Series(label, thin(points), f"s{i % 8}"))
         if series:
-            plots.append(Plot(f"cmp-{index}", title, _chart(series, label=title)))
+            plots.append(_plot(f"cmp-{index}", title, series, opts, label=title))
     others: dict[str, int] = {}
     for view in views.values():
         for name in view.scalars:
@@ -302,10 +407,55 @@ def compare_plots(views: Mapping[str, TelemetryView]) -> list[Plot]:
         ]
         sparse = max(len(s.points) for s in series) <= 60
         plots.append(
-            Plot(
+            _plot(
                 f"cmp-{name}",
                 f"{name} over steps",
-                _chart(series, label=f"{name} of the compared trials", y_label=name, markers=sparse),
+                series,
+                opts,
+                label=f"{name} of the compared trials",
+                y_label=name,
+                markers=sparse,
             )
         )
     return plots
+
+
+def page_options(query: Mapping[str, str], alerts: Iterable[Any] = (), *, name_trial: bool = False) -> Options:
+    """The grid's options from a page's query (``?log=1``, ``?cap=0``; anything else is a
+    400 naming the parameter) and the alerts (``step``, ``level``, ``title``) to mark."""
+    for name, allowed in (("log", ("0", "1")), ("cap", ("0", "1"))):
+        value = query.get(name)
+        if value is not None and value not in allowed:
+            raise InvalidInput(name, f"must be 1 or 0, got {value!r}")
+    marks = tuple(
+        VLine(
+            float(a.step),
+            f"{f'exp_{a.exp_id} ' if name_trial else ''}{a.level} at step {a.step}: {a.title}",
+            f"alert-{a.level}",
+        )
+        for a in alerts
+        if getattr(a, "step", None) is not None
+    )
+    return Options(log=query.get("log") == "1", cap=query.get("cap") != "0", alerts=marks)
+
+
+def grid_json(plots: Sequence[Plot], opts: Options) -> Markup:
+    """The grid's data for ``static/grid.js``, safe inside ``<script type="application/json">``."""
+    data = {
+        "plots": [p.data for p in plots],
+        "alerts": [{"x": v.x, "name": v.name, "css": v.css} for v in opts.alerts],
+        "log": opts.log,
+        "cap": opts.cap,
+    }
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def option_urls(path: str, query: Mapping[str, str], opts: Options, anchor: str = "#telemetry") -> dict[str, str]:
+    """The page's URL with each option switched (``log``, ``cap``): the links that work
+    without the script."""
+    base = {k: v for k, v in query.items() if k not in ("log", "cap")}
+    return {
+        "log": with_query(path, {**base, "log": None if opts.log else "1", "cap": None if opts.cap else "0"}) + anchor,
+        "cap": with_query(path, {**base, "log": "1" if opts.log else None, "cap": "0" if opts.cap else None}) + anchor,
+    }

@@ -26,7 +26,9 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 ALERTS_SHOWN = 50
 
 
-def _chain_figure(slug: str, chain: tuple[Trial, ...], length: int, metric_name: str) -> Any:
+def _chain_figure(
+    slug: str, chain: tuple[Trial, ...], length: int, metric_name: str, opts: telemetry_plots.Options
+) -> Any:
     """The metric along the chain's last trials (``chain``, root-first, the last of a chain
     of ``length``), by generation."""
     first = length - len(chain)
@@ -44,6 +46,8 @@ def _chain_figure(slug: str, chain: tuple[Trial, ...], length: int, metric_name:
         height=220,
         integer_x=True,
         zoomable=True,
+        log_y=opts.log,
+        cap=opts.cap,
     )
 
 
@@ -55,8 +59,10 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
         return finish(request, RedirectResponse(trial_url(slug, ctx.trial.exp_id), status_code=308))  # type: ignore[return-value]
     trial = ctx.trial
     view = telemetry_plots.load(ledger, slug, exp_id)
+    alerts, older_alerts = ledger.alerts.alerts_page(slug, exp_id=exp_id, limit=ALERTS_SHOWN)
+    opts = telemetry_plots.page_options(request.query_params, alerts)
     beta = trial.extra.get("clip_scale_beta") if isinstance(trial.extra.get("clip_scale_beta"), (int, float)) else None
-    plots = telemetry_plots.trial_plots(view, beta=beta)
+    plots = telemetry_plots.trial_plots(view, beta=beta, opts=opts)
     clip = None
     if any(getattr(trial, name) is not None for name in CLIP_SCALE_COLUMNS):
         clip = charts.clip_scale_figure(
@@ -71,7 +77,6 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
         )
     columns = ledger.browse.project_columns(slug)
     code = code_change(trial)
-    alerts, older_alerts = ledger.alerts.alerts_page(slug, exp_id=exp_id, limit=ALERTS_SHOWN)
     shown = columns.shown_extra_keys()
     # the format's bookkeeping (_row, _line...) is no reader's business; _git is the code change
     extra = {
@@ -94,8 +99,12 @@ def trial_page(request: Request, slug: str, exp_id: str, viewer: Viewer = Reader
             "code": code,
             "code_lines": patch_lines(code["patch"]) if code else [],
             "plots": plots,
+            "grid_data": telemetry_plots.grid_json(plots, opts),
+            "opts": opts,
+            "option_urls": telemetry_plots.option_urls(request.url.path, request.query_params, opts),
+            "live": ctx.lease is not None,
             "clip": clip,
-            "chain_figure": _chain_figure(slug, ctx.recent_chain, ctx.chain.length, ctx.project.metric_name),
+            "chain_figure": _chain_figure(slug, ctx.recent_chain, ctx.chain.length, ctx.project.metric_name, opts),
             "chain_figure_all": len(ctx.recent_chain) == ctx.chain.length,
             "alerts": alerts,
             "older_alerts": older_alerts,

@@ -110,8 +110,15 @@ def fmt_ago(value: str | None, now: datetime | None = None) -> str:
 
 
 def fmt_when(value: str | None) -> str:
+    """Every date on the pages in one format: ``2026-05-12 12:20 UTC`` (a time written
+    without a zone keeps none: ``2026-05-12 12:20``); text that is no time as it is."""
     parsed = parse_time(value)
-    return parsed.strftime("%Y-%m-%d %H:%M UTC") if parsed else (value or "—")
+    if parsed is None or value is None:
+        return value or "—"
+    if len(value.strip()) == 10:  # a date alone
+        return parsed.strftime("%Y-%m-%d")
+    zoned = "Z" in (value or "") or "+" in (value or "")[10:] or "-" in (value or "")[10:]
+    return parsed.strftime("%Y-%m-%d %H:%M UTC" if zoned else "%Y-%m-%d %H:%M")
 
 
 def truncate(text: str, width: int) -> str:

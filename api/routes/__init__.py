@@ -20,6 +20,7 @@ module         routes
 ``explore``    the researcher's explorer and knob view: ``/projects/{p}/explore``, ``/knobs``
 ``alerts``     alerts from training code: ``/projects/{p}/alerts``, ``.../trials/{exp}/alerts``
 ``claims``     parallel agents: ``/projects/{p}/claims``, ``/running``, ``/frontier``
+``notes``      the project notebook: ``/projects/{p}/notes``
 ``mlflow``     MLflow's tracking API, ``/api/2.0/mlflow/...`` (not in the OpenAPI document)
 =============  =====================================================================
 
@@ -59,6 +60,8 @@ GET      /projects/{p}/summary                            reader  progress, tren
 POST     /projects/{p}/claims                             writer  claim an idea (201/200/409)
 GET      /projects/{p}/running                            reader  who is running what
 GET      /projects/{p}/frontier                           reader  best, branch tip, running claims
+POST     /projects/{p}/notes                              writer  add a note citing trials (201/422)
+GET      /projects/{p}/notes                              reader  the notebook, newest first
 GET      /projects/{p}/guardrails                         reader  policy and trips
 PUT      /projects/{p}/guardrails                         writer  set the policy
 GET      /projects/{p}/hooks                              admin   webhooks
@@ -76,7 +79,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from api.routes import agent, alerts, claims, explore, mlflow, ops, projects, telemetry, tokens, trials
+from api.routes import agent, alerts, claims, explore, mlflow, notes, ops, projects, telemetry, tokens, trials
 from api.routes.fast_record import FastRecordRoute
 
 __all__ = ["install_routes"]
@@ -93,6 +96,7 @@ ROUTERS = (
     explore.router,
     alerts.router,
     claims.router,
+    notes.router,
     mlflow.router,
 )
 

@@ -1,6 +1,7 @@
 """Claims and the frontier over HTTP: an agent claims an idea before running it (one rule:
-``ledger.claims.claim``), and every agent sees who is running what, the best and the
-branch tip (``ledger.leases.running``, ``ledger.claims.frontier``)."""
+``ledger.claims.claim``), finishes it with its result (``ledger.claims.finish``: its
+owner alone), and every agent sees who is running what, the best and the branch tip
+(``ledger.leases.running``, ``ledger.claims.frontier``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from api.deps import IdempotencyKey, ProjectSlug, Reader, Writer
-from api.schemas import ClaimIn, ClaimOut, FrontierOut, RunningOut
+from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
+from api.schemas import ClaimIn, ClaimOut, FinishIn, FrontierOut, RunningOut, TrialOut
 
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["claims"])
 
@@ -35,11 +36,23 @@ async def claim_trial(
         parent_exp=body.parent_exp,
         notes=body.notes,
         extra=body.extra,
+        lease_s=body.lease_s,
         idempotency_key=key,
     )
     if not claim.created:
         response.status_code = 200
     return claim.to_dict()
+
+
+@router.post("/claims/{exp_id}/finish", response_model=TrialOut)
+async def finish_claim(project: ProjectSlug, exp_id: ExpId, body: FinishIn, who: Writer) -> dict[str, Any]:
+    """Record a claim's result, sent by its owner: the trial's changes (``status`` left
+    out: ``auto``, the ledger's verdict). 409 naming the trial, its owner and its status
+    when another owner holds it or it is no longer running (finished, or its lease
+    lapsed); nothing changes then."""
+    changes = body.model_dump(exclude_unset=True, exclude={"owner"})
+    finished = await who.small_write(who.ledger.claims.finish, project, exp_id, owner=body.owner, changes=changes)
+    return finished.to_dict()
 
 
 @router.get("/running", response_model=RunningOut)

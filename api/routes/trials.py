@@ -26,7 +26,11 @@ from api.schemas import (
     TrialPage,
     TrialUpdate,
 )
+from lineage.patches import without_patch
 from lineage.service import RecordRequest
+
+#: ``?include_patch=true``: a trial's git patch, which answers leave out by default
+IncludePatch = Annotated[bool, Query(description="Also extra._git.patch, the commit's diff (left out by default)")]
 
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["trials"])
 
@@ -121,8 +125,10 @@ async def upload_tsv(
 
 
 @router.get("/trials/{exp_id}", response_model=TrialOut)
-async def get_trial(project: ProjectSlug, exp_id: ExpId, who: Reader) -> dict[str, Any]:
-    return who.ledger.trials.trial(project, exp_id).to_dict()
+async def get_trial(project: ProjectSlug, exp_id: ExpId, who: Reader, include_patch: IncludePatch = False) -> Any:
+    """One trial; its git patch (``extra._git.patch``) only with ``include_patch=true``."""
+    trial = who.ledger.trials.trial(project, exp_id).to_dict()
+    return present.FastJSONResponse(trial if include_patch else without_patch(trial))
 
 
 @router.patch("/trials/{exp_id}", response_model=TrialOut)
@@ -131,7 +137,7 @@ async def update_trial(project: ProjectSlug, exp_id: ExpId, body: TrialUpdate, w
     updated = await who.small_write(
         who.ledger.recording.update_trial, project, exp_id, body.model_dump(exclude_unset=True)
     )
-    return updated.to_dict()
+    return without_patch(updated.to_dict())
 
 
 @router.post("/trials/{exp_id}/heartbeat", response_model=LeaseOut)
@@ -139,7 +145,8 @@ async def heartbeat(
     project: ProjectSlug, exp_id: ExpId, who: Writer, body: HeartbeatIn | None = None
 ) -> dict[str, Any]:
     """Keep a running trial alive (it becomes ``harness_abort`` when its heartbeats stop
-    for the project's lease); 409 naming ``status`` when the trial is not running."""
+    for its lease); 409 naming ``status`` when the trial is not running, ``owner`` when
+    another owner holds it (the problem's ``existing``: the trial, its owner, its status)."""
     owner = body.owner if body is not None else None
     lease = await who.small_write(who.ledger.leases.heartbeat, project, exp_id, owner=owner)
     return lease.to_dict()
@@ -148,4 +155,4 @@ async def heartbeat(
 @router.get("/trials/{exp_id}/lineage", response_model=LineageOut)
 async def trial_lineage(project: ProjectSlug, exp_id: ExpId, who: Reader) -> dict[str, Any]:
     """The trial's chain of parents, root first, the trial last."""
-    return {"exp_id": exp_id, "chain": [t.to_dict() for t in who.ledger.trials.chain(project, exp_id)]}
+    return {"exp_id": exp_id, "chain": [without_patch(t.to_dict()) for t in who.ledger.trials.chain(project, exp_id)]}

@@ -14,6 +14,7 @@ from lineage.agent.render import inline_text
 from lineage.domain import FailureLabel, Lease, Project, Trial
 from lineage.errors import InvalidInput
 from lineage.loops.followed import followed_file
+from lineage.notebook import PROMPT_NOTE_CHARS, PROMPT_NOTES
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
     from lineage.alerts import Alert
     from lineage.monitor import progress
+    from lineage.notebook import Note
 
 #: Longest prompt template a project may hold, in characters.
 MAX_PROMPT_TEMPLATE = 65_536
@@ -117,6 +119,8 @@ def wrap_prompt(
     layout: Any = None,
     tokens: bool = False,
     running: Sequence[Lease] = (),
+    notes: Sequence[Note] = (),
+    notes_total: int = 0,
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
@@ -148,7 +152,11 @@ def wrap_prompt(
     summary, ``lineage.progress.Progress.short_text``; "" without ``summary``), ``trend``
     and ``guardrails_tripped`` (a message per tripped guardrail); ``alerts``: a line per
     alert of the training code (newest first, :func:`alert_line`); ``running``: a line per
-    trial under way (status running, oldest first, :func:`running_line`).
+    trial under way (status running, oldest first, :func:`running_line`); ``notes``: a
+    line per note of the notebook it carries (those citing the best first, then those
+    citing a kept trial, newest first within each; :func:`note_line`, flagged when a
+    later trial contradicts it), ``notes_total`` how many the project has and
+    ``notes_budget`` the most it carries (``lineage.notebook``).
 
     The examples leave ``parent_exp`` out (the ledger forks from the branch tip, the last keep) and
     carry the commit in ``extra`` where the project's trials have one, so that ``lineage
@@ -265,6 +273,9 @@ def wrap_prompt(
         ),
         "alerts": [alert_line(alert) for alert in alerts],
         "running": [running_line(lease) for lease in running],
+        "notes": [note_line(note, best.exp_id if best is not None else None) for note in notes],
+        "notes_total": notes_total,
+        "notes_budget": f"at most {PROMPT_NOTES} notes, {PROMPT_NOTE_CHARS} characters each",
     }
     text = source if source is not None else (project.prompt_template or default_prompt_template())
     try:
@@ -327,6 +338,20 @@ def alert_line(alert: Alert) -> str:
         f"- ALERT ({alert.level}) from exp {inline_text(alert.exp_id, 40)}{step}{when}: "
         f"**{inline_text(alert.title, 120)}**{text}"
     )
+
+
+def note_line(note: Note, best_exp: str | None) -> str:
+    """One note of the notebook as a line of the prompt: its id, text (folded, cut to
+    ``PROMPT_NOTE_CHARS``), the trials it cites with their status (``best`` for the
+    current best) and, when a later trial contradicts it, a flag naming that trial."""
+    cited = ", ".join(
+        f"exp {inline_text(exp_id, 40)} ({'best' if exp_id == best_exp else status or 'deleted'})"
+        for exp_id, status in note.cites
+    )
+    line = f"- note {note.id}: {inline_text(note.text, PROMPT_NOTE_CHARS)} (cites {cited})"
+    if note.contradicted is not None:
+        line += f" **CONTRADICTED**: {inline_text(note.contradicted.why, 200)}; revise or drop it"
+    return line
 
 
 def _inline(value: Any) -> Any:

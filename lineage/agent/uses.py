@@ -3,7 +3,8 @@
 Owns: the session-start prompt (:meth:`Agent.prompt_view`, ``render_prompt``,
 ``prompt_document``: fieldkit's text or the loop's own, :mod:`lineage.agent.loop_render`,
 with the wrapper of :mod:`lineage.agent.prompt`, which lists the newest alerts of the
-training code, :mod:`lineage.alerts`), KNOWLEDGE.md as
+training code, :mod:`lineage.alerts`, and the best notes of the notebook,
+:mod:`lineage.notebook`), KNOWLEDGE.md as
 text and as data, "was this tried?" (:meth:`Agent.find_similar`; the text and ranking
 rules are :mod:`lineage.similar`'s), the progress summary, guardrail policies and webhooks
 (the rules are :mod:`lineage.monitor`'s).
@@ -26,6 +27,7 @@ from lineage.agent.loop_render import (
     render_loop_prompt,
 )
 from lineage.agent.prompt import PROMPT_FACES, wrap_prompt
+from lineage.agent.reading import PRECISION_SAMPLE, metric_decimals
 from lineage.agent.render import PromptView, render_knowledge, render_prompt
 from lineage.alerts import recent_alerts
 from lineage.chain import chain_to, current_best, walk_chain
@@ -34,6 +36,7 @@ from lineage.errors import InvalidInput, NotFound
 from lineage.leases import settle
 from lineage.loops.importing import layout_of
 from lineage.monitor import guardrails, hooks, progress
+from lineage.notebook import prompt_notes
 from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
 
@@ -68,8 +71,8 @@ PROMPT_STYLES = ("auto", "fieldkit", "loop")
 
 class Agent:
     """prompt_view, render_prompt, render_knowledge, prompt_document, knowledge_document,
-    knowledge_data, find_similar, summary, guardrail_policy, set_guardrails, add_hook,
-    hooks, remove_hook."""
+    knowledge_data, find_similar, metric_decimals, summary, guardrail_policy, set_guardrails,
+    add_hook, hooks, remove_hook."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -172,6 +175,7 @@ class Agent:
             next_number = self.store.projects.project_counters(conn, project)[1]
             summary = self._summary(conn, project, last_n=progress.DEFAULT_LAST_N)
             alerts = recent_alerts(self.store, conn, project, PROMPT_ALERTS)
+            notes, notes_total = prompt_notes(self.store, conn, project, best.exp_id if best is not None else None)
             tokens = self.store.tokens.active_token_exists(conn)
             running = self.store.leases.running(conn, project)
             tip = self.store.trials.tip(conn, project)
@@ -186,6 +190,8 @@ class Agent:
             next_exp_id=next_exp_id(next_number - 1 if next_number else None),
             summary=summary,
             alerts=alerts,
+            notes=notes,
+            notes_total=notes_total,
             face=face,
             layout=layout,
             tokens=tokens,
@@ -276,6 +282,13 @@ class Agent:
         )
 
     # -- the loop's health: progress summary, guardrails, webhooks (rules: lineage.monitor) --
+
+    def metric_decimals(self, project_slug: str) -> int | None:
+        """The precision of the project's metrics, which agents' answers are written at
+        (:func:`lineage.agent.reading.metric_decimals`); None: nothing scored yet."""
+        with self.store.read() as conn:
+            project = self.store.projects.project(conn, project_slug)
+            return metric_decimals(self.store.columns.recent_metrics(conn, project.stored_id, PRECISION_SAMPLE))
 
     def summary(self, project_slug: str, *, last_n: int = progress.DEFAULT_LAST_N) -> progress.Progress:
         """The project's progress summary with its guardrails, read in one transaction."""

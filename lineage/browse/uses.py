@@ -119,7 +119,9 @@ class Browse:
     def _running_best(self, conn: Connection, project: Project, *, bins: int) -> list[tuple[int, float]]:
         """``(seq, best so far)`` at the start of each bin where the best changes."""
         width = bin_width(project, bins)
-        return running_by_bin(self.store.pages.best_per_bin(conn, project, width=width), width, project)
+        return self._running_best_exact_start(
+            conn, project, self.store.pages.best_per_bin(conn, project, width=width), width
+        )
 
     def dashboard(
         self,
@@ -156,9 +158,20 @@ class Browse:
                 window=points,
                 window_running_best=tuple(running_by_trial(points, start_best, project)),
                 has_earlier=bool(points) and points[0].seq > 0,
-                running_best=tuple(running_by_bin(per_bin, width, project)),
+                running_best=tuple(self._running_best_exact_start(conn, project, per_bin, width)),
                 running=tuple(self.store.leases.running(conn, project)),
             )
+
+    def _running_best_exact_start(
+        self, conn: Connection, project: Project, per_bin: list[tuple[int, float]], width: int
+    ) -> list[tuple[int, float]]:
+        """The running best per bin, its first bin trial by trial: the first bests set the
+        chart's range, and a bin's best alone would leave them off it."""
+        running = running_by_bin(per_bin, width, project)
+        if width <= 1 or not running or running[0][0] != 0:
+            return running
+        head = self.store.pages.metric_window(conn, project, before_seq=width, limit=width)
+        return list(running_by_trial((MetricPoint(*row) for row in head), None, project)) + running[1:]
 
     def _best_metric_before(
         self, conn: Connection, project: Project, seq: int, per_bin: list[tuple[int, float]], width: int

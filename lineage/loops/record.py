@@ -38,6 +38,8 @@ class RecordOutcome:
     similar_prior: tuple[Any, ...] = ()
     #: what the recording rules said about the trial (lineage.service.recording.prepare_record)
     warnings: tuple[str, ...] = ()
+    #: its delta against the project's noise floor (lineage.noise.NoiseVerdict); None on a replay
+    noise: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,7 @@ class RecordOutcome:
             "line": self.line,
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
             "warnings": list(self.warnings),
+            "noise": self.noise.to_dict() if self.noise is not None else None,
         }
 
 
@@ -80,6 +83,7 @@ def record_result(
     metric_name: str | None = None,
     lower_is_better: bool | None = None,
     idempotency_key: str | None = None,
+    rerun_of: str | None = None,
 ) -> RecordOutcome:
     """Record one trial of a loop: status word mapped like the file's, parent = the branch
     tip (``Trials.tip``, the last keep or baseline: the results file's own lineage rule,
@@ -97,6 +101,9 @@ def record_result(
     is a :class:`Conflict` naming the key (the ledger's Idempotency-Key rule, compared on
     :func:`record_request`). Without a key, a record with a commit uses one made of its
     options (:func:`replay_key`): the same commit with the same values is a replay.
+
+    ``rerun_of``: the exp_id of a trial of the project this one reruns (the same code
+    again), for the noise floor (``lineage.noise``).
     """
     path = Path(append_to) if append_to is not None else None
     project = _project_for_record(ledger, project_slug, path, metric_name, lower_is_better, git_repo)
@@ -131,6 +138,8 @@ def record_result(
     request = record_request(
         status=status, metric=metric, description=description, commit=commit, memory_gb=memory_gb, values=values
     )
+    if rerun_of:  # only then: the replay keys of records without one stay as they were
+        request["rerun_of"] = rerun_of
     key = idempotency_key if idempotency_key is not None else replay_key(request) if commit else None
     extra: dict[str, Any] = {}
     if work.status and word != label.value:
@@ -197,6 +206,8 @@ def record_result(
             layout.trailer = ""  # written before this trial's line from now on
             ledger.files.save_results_layout(project_slug, layout)
     body = {**fields, "extra": extra}
+    if rerun_of:
+        body["rerun_of"] = rerun_of
     if exp_id is not None:
         body["exp_id"] = exp_id
     result = ledger.recording.record_trial(
@@ -216,6 +227,7 @@ def record_result(
         line=line,
         similar_prior=result.similar_prior,
         warnings=result.warnings,
+        noise=result.noise,
     )
 
 

@@ -8,6 +8,8 @@ guardrail          limit (policy field)             trips when
 ``crash_streak``   ``max_crash_streak``             the newest N trials all crashed
                                                     (``lineage.monitor.progress.CRASH_STATUSES``)
 ``no_improvement`` ``max_trials_without_improvement``  M trials since the current best
+                                                    (once the project has a noise floor,
+                                                    since the best last moved beyond k·σ)
 ``budget_hours``   ``budget_hours``                 the sum of ``total_s`` reaches H hours
 =================  ===============================  ===================================
 
@@ -38,7 +40,7 @@ from sqlalchemy import Connection
 from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
 from lineage.monitor import hooks
-from lineage.monitor.progress import CRASH_STATUSES, Progress, crash_streak, trials_since
+from lineage.monitor.progress import CRASH_STATUSES, Progress, crash_streak, trials_since_gain
 from lineage.store import Store
 
 #: A project's guardrail row as ``Store.progress.guardrail_policy`` reads it (None: no guardrails).
@@ -198,10 +200,16 @@ def after_trial(
     if row is None:
         return []
     streak = crash_streak(store, conn, project.stored_id, trial_count) if trial.status.value in CRASH_STATUSES else 0
+    current = _policy_of(row)
+    since = (
+        trials_since_gain(store, conn, project, best, trial_count)
+        if current.max_trials_without_improvement is not None
+        else 0
+    )
     now = tripped_now(
-        _policy_of(row),
+        current,
         crash_streak=streak,
-        trials_since_improvement=trials_since(best, trial_count),
+        trials_since_improvement=since,
         hours=lambda: store.progress.total_seconds(conn, project.stored_id) / 3600,
     )
     return _record_trips(store, conn, project, row, now, exp_id=trial.exp_id, subscribed=subscribed)
@@ -217,7 +225,9 @@ def reevaluate(store: Store, conn: Connection, project: Project, *, exp_id: str 
     now = tripped_now(
         _policy_of(row),
         crash_streak=crash_streak(store, conn, project.stored_id, count),
-        trials_since_improvement=trials_since(store.trials.best_scored(conn, project), count),
+        trials_since_improvement=trials_since_gain(
+            store, conn, project, store.trials.best_scored(conn, project), count
+        ),
         hours=lambda: store.progress.total_seconds(conn, project.stored_id) / 3600,
     )
     return _record_trips(store, conn, project, row, now, exp_id=exp_id)
@@ -251,7 +261,11 @@ def state(store: Store, conn: Connection, project: Project, progress: Progress) 
     now = tripped_now(
         current,
         crash_streak=progress.crash_streak,
-        trials_since_improvement=progress.trials_since_improvement,
+        trials_since_improvement=(
+            progress.trials_since_improvement
+            if progress.trials_since_improvement_above_noise is None
+            else progress.trials_since_improvement_above_noise
+        ),
         hours=lambda: progress.time_spent_s / 3600,
     )
     stored = row["tripped"]

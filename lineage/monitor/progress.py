@@ -22,6 +22,12 @@ Figures (``Progress.to_dict()``)
 * ``improvement_per_10_trials``: over the newest ``last_n`` trials, how much the best
   moved (good direction, positive = better) per 10 trials; the reference is the best
   among the trials before that window, else the baseline's metric (None without one).
+* ``noise``: the project's noise floor (``lineage.noise``: σ pooled from its reruns, or set
+  by hand), and ``best_vs_noise``: the best's own gain over the best before it, judged
+  against it ("within noise: ...").
+* ``trials_since_improvement_above_noise``: trials recorded after the first trial whose
+  metric is within k·σ of the current best (equal to ``trials_since_improvement`` while σ
+  is unknown): a new best that gains less than the noise is no progress.
 * ``crash_streak``: trials since the newest one whose status is not in
   :data:`CRASH_STATUSES`.
 * ``time_spent_s``: the sum of ``total_s`` (trials without one count 0).
@@ -31,15 +37,16 @@ Trend rule (``trend`` and, with its thresholds, ``trend_rule``)
 With ``N = last_n`` (default 20) and ``stuck_after = 3 * N``, checked in this order:
 
 1. ``improving``  — a scored best exists and was reached within the newest N trials
-   (``trials_since_improvement < N``);
+   (``trials_since_improvement_above_noise < N``);
 2. ``stuck``      — no new best within the newest ``stuck_after`` trials
-   (``trials_since_improvement >= 3N``), or the newest N trials all crashed
+   (``trials_since_improvement_above_noise >= 3N``), or the newest N trials all crashed
    (``crash_streak >= N``);
 3. ``starting``   — no trial has an outcome yet (an empty project, or only running trials);
 4. ``plateauing`` — otherwise (no new best for N to 3N-1 trials, or too few trials).
 
 "A new best" means a trial strictly better than every earlier eligible trial (a tie
-keeps the earlier trial as the best, as everywhere in the ledger).
+keeps the earlier trial as the best, as everywhere in the ledger); once the project has a
+noise floor, it must also move the best beyond k·σ of where it was.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from sqlalchemy import Connection
 
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
+from lineage.noise import NoiseFloor, NoiseVerdict, judge
 from lineage.store import Store
 
 #: Statuses that count as a crash (crash streak, the crash guardrail, ``trial_crashed``).
@@ -126,6 +134,10 @@ class Progress:
     #: the guardrails' state (``lineage.monitor.guardrails.GuardrailState.to_dict()``), None
     #: when the project has no guardrails
     guardrails: Mapping[str, Any] | None = None
+    #: the noise floor, the best's gain judged against it, and trials since a gain above it
+    noise: NoiseFloor | None = None
+    best_vs_noise: NoiseVerdict | None = None
+    trials_since_improvement_above_noise: int | None = None
 
     def with_guardrails(self, state: Mapping[str, Any] | None) -> Progress:
         return replace(self, guardrails=state)
@@ -152,6 +164,9 @@ class Progress:
             },
             "improvement_vs_baseline": self.improvement_vs_baseline,
             "trials_since_improvement": self.trials_since_improvement,
+            "trials_since_improvement_above_noise": self.trials_since_improvement_above_noise,
+            "noise": self.noise.to_dict() if self.noise is not None else None,
+            "best_vs_noise": self.best_vs_noise.text if self.best_vs_noise is not None else None,
             "improvement_per_10_trials": self.improvement_per_10_trials,
             "crash_streak": self.crash_streak,
             "time_spent_s": self.time_spent_s,
@@ -179,9 +194,31 @@ class Progress:
             parts.append(f"crash streak {self.crash_streak}")
         parts.append(f"{self.time_spent_s / 3600:.1f} h spent")
         lines = [f"- Progress: {'; '.join(parts)}.", f"- Trend: **{self.trend}** ({self.rule.to_dict()['rule']})."]
+        noise = self.noise_text()
+        if noise:
+            lines.append(f"- Noise: {noise}.")
         for trip in (self.guardrails or {}).get("tripped", ()):
             lines.append(f"- GUARDRAIL TRIPPED: {trip['message']}")
         return "\n".join(lines)
+
+    def noise_text(self) -> str:
+        """The noise floor and the best's gain against it, in words ("" before any trial)."""
+        if self.noise is None or not self.trials:
+            return ""
+        if self.noise.sigma is None:
+            text = "no noise floor yet: no reruns (record one with rerun_of to estimate σ)"
+        else:
+            text = f"floor {self.noise.describe()}, k {self.noise.k:g}"
+            if self.trials_since_improvement_above_noise is not None:
+                text += f"; {self.trials_since_improvement_above_noise} trials since a gain above noise"
+        verdict = self.best_vs_noise
+        if self.best is None or verdict is None or verdict.delta is None:
+            return text
+        if verdict.within is not None:
+            return text + f"; the best exp {self.best.exp_id}: {verdict.text}"
+        if "; " in verdict.text:  # no σ: only a marginal best is worth a line (the rerun to make)
+            return text + f"; the best exp {self.best.exp_id}: {verdict.text.split('; ', 1)[1]}"
+        return text
 
 
 def _brief(trial: Trial | None) -> dict[str, Any] | None:
@@ -226,6 +263,28 @@ def trials_since(best: Trial | None, trial_count: int) -> int:
     return trial_count if best is None else trial_count - 1 - (best.seq or 0)
 
 
+def trials_since_gain(
+    store: Store,
+    conn: Connection,
+    project: Project,
+    best: Trial | None,
+    trial_count: int,
+    floor: NoiseFloor | None = None,
+) -> int:
+    """Trials recorded since the best last moved beyond noise: after the earliest eligible
+    trial within k·σ of ``best`` (``floor``: the noise floor, read when not given); with
+    no σ, :func:`trials_since`. The plateau guardrail and the trend count with it."""
+    floor = floor if floor is not None else store.repeats.floor(conn, project)
+    if best is None or best.core_metric is None or floor.threshold is None:
+        return trials_since(best, trial_count)
+    lower = project.lower_is_better
+    bound = best.core_metric + floor.threshold if lower else best.core_metric - floor.threshold
+    first = store.progress.first_within(
+        conn, project.stored_id, sorted(project.best_policy.eligible_statuses()), bound, lower_is_better=lower
+    )
+    return trial_count - 1 - (first if first is not None else (best.seq or 0))
+
+
 def measure(store: Store, conn: Connection, project: Project, *, last_n: int = DEFAULT_LAST_N) -> Progress:
     """The project's progress, read in the caller's transaction."""
     last_n = check_last_n(last_n)
@@ -251,6 +310,18 @@ def measure(store: Store, conn: Connection, project: Project, *, last_n: int = D
             per_10 = moved * 10 / window
     streak = crash_streak(store, conn, project.stored_id, trials)
     since = trials_since(best, trials)
+    floor = store.repeats.floor(conn, project)
+    since_noise = trials_since_gain(store, conn, project, best, trials, floor)
+    best_vs_noise = None
+    if best is not None and best.core_metric is not None:
+        delta = best.delta_vs_best  # against the best before it: its own gain
+        best_vs_noise = judge(
+            floor,
+            delta,
+            status=FailureLabel.KEEP.value,
+            exp_id=best.exp_id,
+            best_metric=None if delta is None else best.core_metric - delta,
+        )
     rule = TrendRule.for_window(last_n)
     return Progress(
         project=project.slug,
@@ -271,11 +342,14 @@ def measure(store: Store, conn: Connection, project: Project, *, last_n: int = D
         time_spent_s=sum(seconds for _, seconds in totals.values()),
         trend=rule.decide(
             has_best=best is not None,
-            trials_since_improvement=since,
+            trials_since_improvement=since_noise,
             crash_streak=streak,
             settled=trials - by_status.get(FailureLabel.RUNNING.value, 0),
         ),
         rule=rule,
+        noise=floor,
+        best_vs_noise=best_vs_noise,
+        trials_since_improvement_above_noise=since_noise,
     )
 
 

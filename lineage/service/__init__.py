@@ -21,6 +21,7 @@ part) in its constructor, so every call can be followed from the face to the SQL
 ``leases``          Leases (:mod:`lineage.leases`)                 heartbeat, running, settle, sweep (running trials)
 ``claims``          Claims (:mod:`lineage.service.claims`)         claim (an idea, with its near-duplicates), frontier
 ``knobs``           Knobs (:mod:`lineage.service.knobs`)           history, same_knob_of_text (knob changes of trials)
+``notes``           Notes (:mod:`lineage.notebook`)                add_note, notes (the project notebook)
 ==================  =============================================  ==========================================
 
 The SQL under every part is ``ledger.store`` (:mod:`lineage.store`). A wing never imports
@@ -44,6 +45,7 @@ from lineage.domain import ImportReport, RecordResult
 from lineage.leases import Leases
 from lineage.loops.exporting import Exports
 from lineage.loops.importing import Files
+from lineage.notebook import Notes
 from lineage.service.batch import BatchResult
 from lineage.service.claims import Claim, Claims, Frontier
 from lineage.service.core import Trials
@@ -100,6 +102,7 @@ class Ledger:
         self.leases = Leases(store)
         self.claims = Claims(store, self.recording)
         self.knobs = Knobs(store)
+        self.notes = Notes(store)
 
     @classmethod
     def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> Ledger:

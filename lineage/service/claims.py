@@ -18,12 +18,16 @@ are decided one after the other:
    close to another owner's running claim with a :class:`Conflict` naming that claim's
    exp_id and owner, and nothing is stored. A near-duplicate among the trials tried never
    refuses a claim (a repeat with another seed is a fair trial); it is only named;
-5. the claim gets its owner and a heartbeat now (:meth:`lineage.store.leases.LeasesSql.beat`).
+5. the claim gets its owner, its lease (``lease_s``: its own, bounded by
+   :func:`lineage.domain.check_claim_lease`; left out: the project's) and a heartbeat now
+   (:meth:`lineage.store.leases.LeasesSql.beat`).
 
-Heartbeats (:meth:`lineage.leases.Leases.heartbeat`) keep it; finishing it is an ordinary
-change of the trial (PATCH, MCP ``update_trial``, ``status: "auto"`` for the ledger's
-verdict). :meth:`Claims.frontier` is the shared view: the best, the branch tip and who
-is running what.
+Heartbeats (:meth:`lineage.leases.Leases.heartbeat`) keep it; :meth:`Claims.finish`
+records its result on it (the ledger's verdict rules, ``status: "auto"`` by default).
+Both are for its holder alone (:func:`lineage.leases.check_holder`): another owner's
+heartbeat or finish, or one for a claim already ended, is a :class:`Conflict` naming
+the trial, its owner and its status, and nothing changes. :meth:`Claims.frontier` is the
+shared view: the best, the branch tip and who is running what.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ from typing import Any
 
 from lineage import similar
 from lineage.chain import current_best
-from lineage.domain import FailureLabel, Lease, Project, Trial
+from lineage.domain import FailureLabel, Lease, Project, Trial, check_claim_lease
 from lineage.errors import Conflict, InvalidInput
-from lineage.leases import check_owner, lapse, settle
+from lineage.leases import check_holder, check_owner, lapse, settle
 from lineage.service.record_modes import Counters
 from lineage.service.recording import RecordingUses
 from lineage.similar import Candidate, Similar
@@ -140,20 +144,24 @@ class Claims:
         parent_exp: str | None = None,
         notes: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        lease_s: float | None = None,
         idempotency_key: str | None = None,
     ) -> Claim:
         """Claim an idea for ``owner``: record it as a running trial with its near-duplicates,
         or refuse it (the module's steps). ``parent_exp`` left out: the branch tip.
-        ``idempotency_key``: a retry of the same claim gets the same trial back."""
+        ``lease_s``: how long the claim lives without a heartbeat (10 s to 24 h; left out:
+        the project's lease). ``idempotency_key``: a retry of the same claim gets the same
+        trial back."""
         if owner is None:
             raise InvalidInput("owner", "is required: who runs the claimed trial (a run id, an agent's name)")
         owner = check_owner(owner) or ""
+        lease_s = check_claim_lease(lease_s)
         hypothesis = _checked_hypothesis(hypothesis)
         fields: dict[str, Any] = {"hypothesis": hypothesis, "status": FailureLabel.RUNNING.value}
         for name, value in (("parent_exp", parent_exp), ("notes", notes), ("extra", extra)):
             if value is not None:
                 fields[name] = value
-        asked = {**fields, "owner": owner}  # what an Idempotency-Key compares
+        asked = {**fields, "owner": owner, "lease_s": lease_s}  # what an Idempotency-Key compares
         with self.store.write() as conn:
             project, next_seq, next_number = self.store.projects.locked_project(conn, project_slug)
             lapse(self.store, conn, project)
@@ -179,7 +187,7 @@ class Claims:
                     field="hypothesis",
                     existing=first.to_dict(),
                 )
-            self.store.leases.beat(conn, project, trial.exp_id, owner=owner, at=utcnow())
+            self.store.leases.beat(conn, project, trial.exp_id, owner=owner, at=utcnow(), lease_s=lease_s)
             warnings = list(result.warnings)
             warnings += [
                 f"trial {item.similar.exp_id} is running a close idea, claimed by {item.owner!r} "
@@ -192,6 +200,25 @@ class Claims:
             return Claim(
                 trial, self.store.leases.lease(conn, project, trial.exp_id), True, tried, running, tuple(warnings)
             )
+
+    def finish(self, project_slug: str, exp_id: str, *, owner: str, changes: Mapping[str, Any]) -> Trial:
+        """Record the result of ``owner``'s claim ``exp_id``: ``changes`` as a change of the
+        trial (``ledger.recording.update_trial``'s rules; ``status`` left out: ``"auto"``,
+        the ledger's verdict from ``core_metric``), in the transaction that checks the
+        holder (:func:`lineage.leases.check_holder`: another owner's claim, or one no longer
+        running, is a :class:`Conflict` and nothing changes). The finished trial."""
+        if owner is None:
+            raise InvalidInput("owner", "is required: the owner that claimed the trial")
+        owner = check_owner(owner) or ""
+        changes = {"status": "auto", **changes}
+        if changes["status"] == FailureLabel.RUNNING.value:
+            raise InvalidInput("status", "a finish records an outcome: 'auto', a keep/discard or a failure label")
+        with self.store.write() as conn:
+            project, _, _ = self.store.projects.locked_project(conn, project_slug)
+            lapse(self.store, conn, project)  # a claim that lapsed before its finish stays ended
+            trial = self.store.trials.trial(conn, project, exp_id)
+            check_holder(trial, self.store.leases.holder(conn, project, exp_id) or "", owner, action="finish")
+            return self.recording.update_locked(conn, project, trial, changes)
 
     def _near_duplicates(
         self, conn: Any, project: Project, trial: Trial, owner: str

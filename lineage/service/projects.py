@@ -13,6 +13,7 @@ from typing import Any
 from lineage.agent.prompt import check_prompt_template
 from lineage.domain import LEASE_SETTING, BestPolicy, Project, check_lease, check_metric_name, validate_slug
 from lineage.errors import InvalidInput
+from lineage.noise import AUTO_SETTING, K_SETTING, SIGMA_SETTING, check_auto, check_k, check_sigma
 from lineage.service.claims import DUPLICATE_SETTING, check_duplicate_mode
 from lineage.store import Store
 
@@ -25,9 +26,18 @@ PROJECT_FIELDS = (
     "prompt_template",
     LEASE_SETTING,
     DUPLICATE_SETTING,
+    SIGMA_SETTING,
+    K_SETTING,
+    AUTO_SETTING,
 )
 #: The fields kept in ``project.settings``, each with its check (null: back to the default).
-SETTING_CHECKS = {LEASE_SETTING: check_lease, DUPLICATE_SETTING: check_duplicate_mode}
+SETTING_CHECKS = {
+    LEASE_SETTING: check_lease,
+    DUPLICATE_SETTING: check_duplicate_mode,
+    SIGMA_SETTING: check_sigma,
+    K_SETTING: check_k,
+    AUTO_SETTING: check_auto,
+}
 #: Longest project title (the column is 300 characters wide).
 MAX_TITLE = 300
 

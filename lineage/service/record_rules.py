@@ -19,6 +19,7 @@ from typing import Any, TypeGuard
 from lineage.domain import (
     AUTO_STATUS,
     FLOAT_COLUMNS,
+    MAX_SHORT_TEXT,
     TRIAL_FIELD_NAMES,
     WRITABLE_FIELDS,
     FailureLabel,
@@ -54,6 +55,9 @@ class PreparedRecord:
     #: is ``discard`` until the ledger decides, :func:`lineage.domain.auto_verdict`); None:
     #: the writer's own status
     keep_margin: float | None = None
+    #: the trial the writer says this one reruns (the same code again): checked against
+    #: the project when the write reads (``RecordingUses.decide``); None: not declared
+    rerun_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,7 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
     body = {name: value for name, value in fields.items() if name != "delta_vs_best"}
     warnings: list[str] = []
     keep_margin = _auto_margin(body)
+    rerun_of = _rerun_of(body, current)
     name = project.metric_name
     if name and name != "core_metric" and name in body and (name in FLOAT_COLUMNS or name not in TRIAL_FIELD_NAMES):
         own = body[name]
@@ -170,7 +175,21 @@ def prepare_record(project: Project, fields: Mapping[str, Any], *, current: Tria
         )
 
     parent_omitted = current is None and "parent_exp" not in body
-    return PreparedRecord(body, parent_omitted, tuple(warnings), keep_margin)
+    return PreparedRecord(body, parent_omitted, tuple(warnings), keep_margin, rerun_of)
+
+
+def _rerun_of(body: dict[str, Any], current: Trial | None) -> str | None:
+    """Take ``rerun_of`` out of ``body``: an exp_id (text), declared when the trial is
+    created; null or "": none. Whether it names a trial of the project is checked when
+    the write reads (``RecordingUses.decide``)."""
+    value = body.pop("rerun_of", None)
+    if value is None or value == "":
+        return None
+    if current is not None:
+        raise InvalidInput("rerun_of", "is declared when the trial is recorded; it cannot be changed later")
+    if not isinstance(value, str) or len(value) > MAX_SHORT_TEXT or value != value.strip():
+        raise InvalidInput("rerun_of", f"must be the exp_id of a trial of this project, got {value!r}")
+    return value
 
 
 def _auto_margin(body: dict[str, Any]) -> float | None:
@@ -236,7 +255,11 @@ def request_hash(request: Mapping[str, Any]) -> str:
 
 
 def trial_body_hash(
-    proposed: Trial, exp_id: str | None, parent_omitted: bool = False, keep_margin: float | None = None
+    proposed: Trial,
+    exp_id: str | None,
+    parent_omitted: bool = False,
+    keep_margin: float | None = None,
+    rerun_of: str | None = None,
 ) -> str:
     """SHA-256 of what a creation asks for: the fields compared on a replay, with every
     omitted field at its default, so two requests for the same trial hash alike (a parent
@@ -246,6 +269,8 @@ def trial_body_hash(
         values.append({"parent_exp": "omitted"})
     if keep_margin is not None:  # the ledger's verdict asked for: not the discard it stands as
         values.append({"status": AUTO_STATUS, "keep_margin": keep_margin})
+    if rerun_of is not None:
+        values.append({"rerun_of": rerun_of})
     for name in IDEMPOTENT_FIELDS:
         if name == "exp_id":
             continue

@@ -34,6 +34,7 @@ from lineage.domain import (
 )
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
+from lineage.noise import NoiseFloor, judge
 from lineage.service.knobs import same_knob
 from lineage.service.record_modes import Alone, Counters, RecordMode
 from lineage.service.record_rules import (
@@ -83,6 +84,10 @@ class Decision:
     key_hash: str
     #: the writer asked for ``similar_prior`` (its words and sketch are searched by the next trials)
     similar_prior: bool
+    #: the project's noise floor before this trial (the verdict's, and the answer's)
+    floor: NoiseFloor
+    #: the stored trial a declared ``rerun_of`` names (None: not declared)
+    rerun_target: Trial | None = None
 
 
 def rank_similar_prior(
@@ -248,7 +253,9 @@ class RecordingUses:
             if key is None
             else request_hash(key_request)
             if key_request is not None
-            else trial_body_hash(proposed, body.get("exp_id"), prepared.parent_omitted, prepared.keep_margin)
+            else trial_body_hash(
+                proposed, body.get("exp_id"), prepared.parent_omitted, prepared.keep_margin, prepared.rerun_of
+            )
         )
         if key is not None:
             mode.sync(conn)  # the key's trial may be an earlier item's
@@ -267,9 +274,11 @@ class RecordingUses:
                 replayed = self._replayed(project, existing, proposed, prepared)
                 self._remember_key(conn, project, key, key_hash, existing.exp_id)
                 return replayed
+        rerun_target = self._rerun_target(conn, project, prepared.rerun_of, mode) if prepared.rerun_of else None
         best_before = mode.best(conn, project)
+        floor = self.store.repeats.floor(conn, project)
         if prepared.keep_margin is not None:  # in the write's transaction: no finish races another
-            verdict = auto_verdict(project, proposed.core_metric, best_before, prepared.keep_margin)
+            verdict = auto_verdict(project, proposed.core_metric, best_before, prepared.keep_margin, floor)
             proposed = proposed.with_changes(status=verdict)
         defaulted = None
         if prepared.parent_omitted and counters.next_seq:
@@ -301,7 +310,27 @@ class RecordingUses:
             key,
             key_hash,
             similar_prior,
+            floor,
+            rerun_target,
         )
+
+    def _rerun_target(self, conn: Connection, project: Project, rerun_of: str, mode: RecordMode) -> Trial:
+        """The trial a declared ``rerun_of`` names, stored in ``project`` (an id as shown,
+        ``exp_012``, is read as the stored one); else :class:`InvalidInput` naming
+        ``rerun_of``, with the projects that hold such a trial."""
+        mode.sync(conn, rerun_of)
+        found = self.store.trials.find_trial(conn, project, rerun_of)
+        if found is None:
+            resolved = self.store.trials.resolve_exp_id(conn, project, rerun_of)
+            found = None if resolved is None else self.store.trials.find_trial(conn, project, resolved)
+        if found is None:
+            elsewhere = [slug for slug in self.store.trials.projects_holding(conn, rerun_of) if slug != project.slug]
+            hint = f" (it is a trial of project {', '.join(map(repr, elsewhere))})" if elsewhere else ""
+            raise InvalidInput(
+                "rerun_of",
+                f"trial {rerun_of!r} is not in project {project.slug!r}{hint}; a rerun repeats a trial of its own project",
+            )
+        return found
 
     def write(
         self,
@@ -333,6 +362,11 @@ class RecordingUses:
         tried = (
             same_knob(self.store, conn, project.stored_id, counters.next_seq) if decided.reads.prior is not None else ()
         )
+        project_id = project.stored_id
+        if decided.rerun_target is not None:
+            self.store.repeats.write_rerun(conn, project_id, stored, decided.rerun_target)
+        else:
+            self.store.repeats.write_trial(conn, project_id, stored)
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq += 1
         counters.next_number = max(counters.next_number, exp_number)
@@ -355,6 +389,13 @@ class RecordingUses:
             parent_defaulted=decided.defaulted is not None,
             warnings=draft.prepared.warnings,
             same_knob=tried,
+            noise=judge(
+                decided.floor,
+                stored.delta_vs_best,
+                status=stored.status.value,
+                exp_id=stored.exp_id,
+                best_metric=best_before.core_metric if best_before is not None else None,
+            ),
         )
 
     def _replayed(self, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord) -> RecordResult:
@@ -382,44 +423,50 @@ class RecordingUses:
         The recording rules (:func:`prepare_record`) apply to the changes. ``status:
         "auto"``: the ledger decides keep or discard against the best of the other trials
         (:func:`lineage.domain.auto_verdict`), in this transaction; the delta is from that best."""
-        if "exp_id" in changes and changes["exp_id"] != exp_id:
-            raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
         with self.store.write() as conn:
             project, _, _ = self.store.projects.locked_project(conn, project_slug)
-            current = self.store.trials.trial(conn, project, exp_id)
-            prepared = prepare_record(project, changes, current=current)
-            unknown = set(prepared.body) - set(WRITABLE_FIELDS)
-            if unknown:
-                raise InvalidInput(sorted(unknown)[0], "is not a trial field")
-            values = {k: v for k, v in prepared.body.items() if k not in ("delta_vs_best", "exp_id")}
-            if "status" in values and not isinstance(values["status"], FailureLabel):
-                values["status"] = FailureLabel.parse(str(values["status"]))
-            for name in (
-                "parent_exp",
-                "baseline_exp",
-                "notes",
-                "hypothesis",
-                "expected_delta",
-                "job_name",
-                "snapshot_path",
-            ):  # null clears a text
-                if name in values and values[name] is None:
-                    values[name] = ""
-            updated = validate_trial(current.with_changes(**values))
-            if updated.parent_exp != current.parent_exp or updated.baseline_exp != current.baseline_exp:
-                self._check_references(conn, project, updated)
-            if prepared.keep_margin is not None:
-                # judged against the best of the others now (the project is locked): a run
-                # planned before trials that finished first is measured against them too
-                best_before = self.store.trials.best_scored(conn, project, excluding=exp_id)
-                verdict = auto_verdict(project, updated.core_metric, best_before, prepared.keep_margin)
-                updated = updated.with_changes(status=verdict)
-            else:
-                best_before = self.store.trials.best_scored(conn, project, before_seq=current.seq)
-            delta = metric_delta(updated.core_metric, best_before.core_metric if best_before else None)
-            stored = self.store.trials.update_trial(conn, project, updated.with_changes(delta_vs_best=delta))
-            guardrails.reevaluate(self.store, conn, project, exp_id=exp_id)
-            return stored
+            return self.update_locked(conn, project, self.store.trials.trial(conn, project, exp_id), changes)
+
+    def update_locked(self, conn: Connection, project: Project, current: Trial, changes: Mapping[str, Any]) -> Trial:
+        """:meth:`update_trial` of ``current`` in the caller's write transaction, the project
+        locked (a claim's finish checks its holder in the same transaction)."""
+        exp_id = current.exp_id
+        if "exp_id" in changes and changes["exp_id"] != exp_id:
+            raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
+        prepared = prepare_record(project, changes, current=current)
+        unknown = set(prepared.body) - set(WRITABLE_FIELDS)
+        if unknown:
+            raise InvalidInput(sorted(unknown)[0], "is not a trial field")
+        values = {k: v for k, v in prepared.body.items() if k not in ("delta_vs_best", "exp_id")}
+        if "status" in values and not isinstance(values["status"], FailureLabel):
+            values["status"] = FailureLabel.parse(str(values["status"]))
+        for name in (
+            "parent_exp",
+            "baseline_exp",
+            "notes",
+            "hypothesis",
+            "expected_delta",
+            "job_name",
+            "snapshot_path",
+        ):  # null clears a text
+            if name in values and values[name] is None:
+                values[name] = ""
+        updated = validate_trial(current.with_changes(**values))
+        if updated.parent_exp != current.parent_exp or updated.baseline_exp != current.baseline_exp:
+            self._check_references(conn, project, updated)
+        if prepared.keep_margin is not None:
+            # judged against the best of the others now (the project is locked): a run
+            # planned before trials that finished first is measured against them too
+            best_before = self.store.trials.best_scored(conn, project, excluding=exp_id)
+            floor = self.store.repeats.floor(conn, project)
+            verdict = auto_verdict(project, updated.core_metric, best_before, prepared.keep_margin, floor)
+            updated = updated.with_changes(status=verdict)
+        else:
+            best_before = self.store.trials.best_scored(conn, project, before_seq=current.seq)
+        delta = metric_delta(updated.core_metric, best_before.core_metric if best_before else None)
+        stored = self.store.trials.update_trial(conn, project, updated.with_changes(delta_vs_best=delta))
+        guardrails.reevaluate(self.store, conn, project, exp_id=exp_id)
+        return stored
 
     def _check_references(
         self,

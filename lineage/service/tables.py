@@ -18,6 +18,7 @@ from lineage.chain import find_cycle
 from lineage.domain import FailureLabel, ImportReport, Project, Trial, check_extra, check_window
 from lineage.errors import InvalidInput, NotFound
 from lineage.monitor import guardrails
+from lineage.patches import without_patch
 from lineage.service.projects import new_project
 from lineage.store import Store
 from lineage.store.chain import next_link
@@ -97,10 +98,11 @@ class TrialsQuery:
     #: the opaque cursor of the next page, None on the last one
     next_cursor: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A page of the listing as JSON, as the API and MCP answer it."""
+    def to_dict(self, *, patch: bool = False) -> dict[str, Any]:
+        """A page of the listing as JSON, as the API and MCP answer it (``patch``: with
+        each trial's git patch, which is left out unless asked for: :mod:`lineage.patches`)."""
         return {
-            "items": [t.to_dict() for t in self.page.trials],
+            "items": [t.to_dict() if patch else without_patch(t.to_dict()) for t in self.page.trials],
             "next_cursor": self.next_cursor,
             "total": self.page.total,
         }

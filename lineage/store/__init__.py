@@ -33,7 +33,11 @@ per table family over it, each an attribute; each module's docstring lists its m
 * ``store.chain`` (``chain.ChainSql``): each trial's stored chain depth and skip pointer:
   kept on write, read by the pages;
 * ``store.knobs`` (``knobs.KnobsSql``): the knobs each trial changed: written with the
-  trial, read as a knob's history.
+  trial, read as a knob's history;
+* ``store.repeats`` (``repeats.RepeatsSql``): which trials ran the same code: written with
+  the trial, read as the project's noise floor (``lineage.noise``);
+* ``store.notes`` (``notes.NotesSql``): the project's notebook, and the trials a note
+  cites or that may contradict it.
 
 The store itself keeps what the core offers its callers: ``engine``, ``sqlite``,
 :meth:`read` and :meth:`write` (transactions), ``savepoint`` / ``rollback_to`` /
@@ -62,10 +66,12 @@ from lineage.store.explore import ExploreSql
 from lineage.store.knobs import KnobsSql
 from lineage.store.leases import LeasesSql
 from lineage.store.loops import LoopsSql
+from lineage.store.notes import NotesSql
 from lineage.store.outbox import OutboxSql
 from lineage.store.pages import PagesSql
 from lineage.store.progress import ProgressSql
 from lineage.store.projects import ProjectsSql
+from lineage.store.repeats import RepeatsSql
 from lineage.store.search import SearchSql
 from lineage.store.telemetry import TelemetrySql
 from lineage.store.tokens import TokensSql
@@ -97,7 +103,10 @@ class Store:
         self.progress = ProgressSql(core)
         self.projects = ProjectsSql(core, search=self.search)
         self.knobs = KnobsSql(core)
-        self.trials = TrialsSql(core, chain=self.chain, search=self.search, progress=self.progress, knobs=self.knobs)
+        self.repeats = RepeatsSql(core)
+        self.trials = TrialsSql(
+            core, chain=self.chain, search=self.search, progress=self.progress, knobs=self.knobs, repeats=self.repeats
+        )
         self.pages = PagesSql(core, trials=self.trials)
         self.explore = ExploreSql(core, trials=self.trials)
         self.loops = LoopsSql(core, projects=self.projects)
@@ -107,3 +116,4 @@ class Store:
         self.alerts = AlertsSql(core)
         self.columns = ColumnsSql(core)
         self.leases = LeasesSql(core)
+        self.notes = NotesSql(core)

@@ -3,13 +3,13 @@
 where callers look).
 
 Batches go through the driver directly: ``executemany`` through a staging table on
-SQLite, ``COPY`` on PostgreSQL. Each row's search words, sketch and knob changes are
+SQLite, ``COPY`` on PostgreSQL. Each row's search words, sketch, knob changes and repeat key are
 written in the same transaction, once per import rather than once per row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import Any, cast
 
@@ -21,6 +21,7 @@ from lineage.knobs import KnobChange, extract_changes
 from lineage.similar import search_text, stored_concepts
 from lineage.store.base import _BULK_COLUMNS, _STATUS_AT, TRIAL_VALUE_COLUMNS, Family, _json_text, utcnow
 from lineage.store.knobs import KnobsSql
+from lineage.store.repeats import RepeatsSql
 from lineage.store.search import SearchSql, sqlite_bulk_index, vocabulary
 
 #: Rows per executemany/COPY batch during imports.
@@ -28,11 +29,12 @@ BULK_BATCH = 5_000
 
 
 class BulkInsert(Family):
-    """``bulk_insert`` of ``Store.trials`` (module doc); the search and knob families are
-    set by the subclass."""
+    """``bulk_insert`` of ``Store.trials`` (module doc); the search, knob and repeat
+    families are set by the subclass."""
 
     search: SearchSql
     knobs: KnobsSql
+    repeats: RepeatsSql
 
     def bulk_insert(
         self,
@@ -59,6 +61,7 @@ class BulkInsert(Family):
         sketched: list[tuple[int, int, str]] = []  # (project_id, seq, concepts): trial_sketch
         project_id = cast(int, project.id)
         knobs: list[tuple[int, int, Sequence[KnobChange]]] = []  # knob_changes, written after the rows
+        repeats: list[tuple[int, str, float | None, Mapping[str, Any]]] = []  # trial_repeats, likewise
         configs: dict[str, Any] = {}  # the configs of this batch's rows, for their children's
         later: list[tuple[int, Trial]] = []  # rows whose parent's config is stored: read after the COPY
 
@@ -80,6 +83,7 @@ class BulkInsert(Family):
                     changes = extract_changes(trial.hypothesis, trial.extra, configs.get(trial.parent_exp))
                     if changes:
                         knobs.append((project_id, first_seq + offset, changes))
+                repeats.append((first_seq + offset, values[_STATUS_AT], trial.core_metric, trial.extra))
                 yield (
                     project.id,
                     first_seq + offset,
@@ -105,6 +109,7 @@ class BulkInsert(Family):
                 )
             )
         self.knobs.write_rows(conn, knobs)
+        self.repeats.write_rows(conn, project_id, repeats)
         if not self.sqlite and count >= 10_000:
             # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
             conn.exec_driver_sql("ANALYZE trials")

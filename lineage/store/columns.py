@@ -5,7 +5,9 @@ Methods: ``field_presence`` (one aggregate over the project's newest trials: whi
 trial fields hold a value), ``extra_keys`` (the ``extra`` keys of the newest trials,
 with whether every value is a number), ``knob_rows`` (a column's value per trial, newest
 first, read in SQL: a trial field, an ``extra`` key or a telemetry summary),
-``telemetry_trial_ids`` (the newest trials that have telemetry, one index seek each).
+``telemetry_trial_ids`` (the newest trials that have telemetry, one index seek each),
+``recent_metrics`` (the metric of the newest scored trials: what sets the precision of
+an agent's answers).
 """
 
 from __future__ import annotations
@@ -209,3 +211,13 @@ class ColumnsSql(Family):
             if self.core.execute(conn, mine, (current, project.id)).fetchone() is not None:
                 ids.append(current)
         return ids
+
+    def recent_metrics(self, conn: Connection, project_id: int, limit: int) -> list[float]:
+        """``core_metric`` of the project's newest ``limit`` scored trials, newest first."""
+        rows = self.core.execute(
+            conn,
+            "SELECT core_metric FROM trials WHERE project_id = ? AND core_metric IS NOT NULL "
+            f"ORDER BY seq DESC LIMIT {int(limit)}",
+            (project_id,),
+        ).fetchall()
+        return [float(row[0]) for row in rows]

@@ -95,6 +95,21 @@ class ProgressSql(Family):
             (project_id, project_id, status),
         )
 
+    def first_within(
+        self, conn: Connection, project_id: int, statuses: Sequence[str], bound: float, *, lower_is_better: bool
+    ) -> int | None:
+        """The seq of the earliest trial with one of ``statuses`` whose metric is at least
+        as good as ``bound`` (a range of the ``(project_id, status, core_metric, seq)``
+        index per status); None: none is."""
+        sign = "<=" if lower_is_better else ">="
+        row = self.core.execute(
+            conn,
+            f"SELECT MIN(seq) FROM trials WHERE project_id = ? AND status IN ({self.core.marks(statuses)}) "
+            f"AND core_metric {sign} ?",
+            (project_id, *statuses, bound),
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     # -- guardrail policies ------------------------------------------------------------------
 
     def guardrail_policy(self, conn: Connection, project_id: int) -> dict[str, Any] | None:

@@ -46,6 +46,7 @@ from lineage.store.bulk import BulkInsert
 from lineage.store.chain import ChainSql
 from lineage.store.knobs import KnobsSql
 from lineage.store.progress import ProgressSql
+from lineage.store.repeats import RepeatsSql
 from lineage.store.search import SearchSql, sqlite_bulk_index, vocabulary
 
 _TRIAL_SELECT = [trials.c[name] for name in TRIAL_COLUMNS]
@@ -89,17 +90,26 @@ class TrialsSql(BestReads, BulkInsert):
     """Trial rows: single rows, lineage queries, listing and streaming, bulk insert.
 
     A trial's write also keeps its chain link (``chain``), its search words and sketch
-    (``search``) and its knob changes (``knobs``); a record's context reads the webhooks
-    and guardrails (``progress``)."""
+    (``search``) and its knob changes (``knobs``); an update and an import its repeat key
+    (``repeats``; a new record's is written by ``lineage.service.recording``, which knows
+    a declared rerun); a record's context reads the webhooks and guardrails (``progress``)."""
 
     def __init__(
-        self, core: StoreCore, *, chain: ChainSql, search: SearchSql, progress: ProgressSql, knobs: KnobsSql
+        self,
+        core: StoreCore,
+        *,
+        chain: ChainSql,
+        search: SearchSql,
+        progress: ProgressSql,
+        knobs: KnobsSql,
+        repeats: RepeatsSql,
     ) -> None:
         super().__init__(core)
         self.chain = chain
         self.search = search
         self.progress = progress
         self.knobs = knobs
+        self.repeats = repeats
 
     # -- trials: single rows --------------------------------------------------------------
 
@@ -269,6 +279,7 @@ class TrialsSql(BestReads, BulkInsert):
             trial.parent_exp,
             replace=True,
         )
+        self.repeats.write_trial(conn, cast(int, project.id), trial, replace=True)
         conn.execute(
             update(projects).where(projects.c.id == project.id).values(revision=projects.c.revision + 1, updated_at=now)
         )

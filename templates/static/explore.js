@@ -36,7 +36,7 @@
     var params = new URLSearchParams(location.search);
     var smooth = parseFloat(params.get("smooth") || "0");
     if (!(smooth >= 0 && smooth <= 0.99)) smooth = 0;
-    return { smooth: smooth, log: params.get("log") === "1" };
+    return { smooth: smooth, log: params.get("log") === "1", cap: params.get("cap") !== "0" };
   }
 
   // EMA with TensorBoard's debiasing; gaps (null) are skipped, not bridged.
@@ -57,6 +57,59 @@
     var smoothed = ema(values, st.smooth);
     if (!st.log) return smoothed;
     return smoothed.map(function (v) { return v !== null && v > 0 ? Math.log10(v) : null; });
+  }
+
+  // a band's lower edge on a log axis: a bound at or below 0 sits on the floor (-Infinity
+  // here, the axis floor when drawn), so the band neither dives, nor stops at an edge,
+  // nor stretches the axis
+  function lowerEdge(values, st) {
+    var smoothed = ema(values, st.smooth);
+    if (!st.log) return smoothed;
+    return smoothed.map(function (v) { return v === null ? null : v > 0 ? Math.log10(v) : -Infinity; });
+  }
+
+  // the outlier cap (api/pages/chart_scale.py's outlier_cap; grid.js has the same): every
+  // curve weighs the same; values beyond 3 interquartile ranges are hidden when they
+  // stretch the axis 3 times or more
+  function outlierCap(curves) {
+    var pairs = [];
+    curves.forEach(function (ys) {
+      var finite = ys.filter(function (v) { return v !== null && isFinite(v); });
+      finite.forEach(function (v) { pairs.push([v, 1 / finite.length]); });
+    });
+    if (pairs.length < 4) return null;
+    pairs.sort(function (a, b) { return a[0] - b[0]; });
+    var total = pairs.reduce(function (s, p) { return s + p[1]; }, 0);
+    function quantile(q) {
+      var run = 0;
+      for (var i = 0; i < pairs.length; i++) { run += pairs[i][1]; if (run >= q * total - 1e-12) return pairs[i][0]; }
+      return pairs[pairs.length - 1][0];
+    }
+    var q1 = quantile(0.25), q3 = quantile(0.75), iqr = q3 - q1;
+    if (!(iqr > 0)) iqr = Math.abs(q3) * 0.05 || 1;
+    var inside = pairs.filter(function (p) { return p[0] >= q1 - 3 * iqr && p[0] <= q3 + 3 * iqr; });
+    if (!inside.length || inside.length === pairs.length) return null;
+    var lo = inside[0][0], hi = inside[inside.length - 1][0];
+    if (pairs[pairs.length - 1][0] - pairs[0][0] < 3 * ((hi - lo) || Math.abs(hi) * 0.05 || 1)) return null;
+    return { lo: lo, hi: hi, above: pairs.filter(function (p) { return p[0] > hi; }).length,
+             below: pairs.filter(function (p) { return p[0] < lo; }).length };
+  }
+
+  function capNote(cap, log) {
+    function value(v) { return String(Number((log ? Math.pow(10, v) : v).toPrecision(3))); }
+    var parts = [];
+    if (cap.above) parts.push(cap.above + " point" + (cap.above === 1 ? "" : "s") + " above " + value(cap.hi));
+    if (cap.below) parts.push(cap.below + " point" + (cap.below === 1 ? "" : "s") + " below " + value(cap.lo));
+    return parts.join(" and ") + " hidden";
+  }
+
+  // the y range: what is in view, or its capped part (and what the cap hid)
+  function yRange(xs, arrays, xd, st, capArrays) {
+    var cap = st.cap ? outlierCap((capArrays || arrays).map(function (arr) {
+      return arr.filter(function (v, i) { return v !== null && xs[i] >= xd[0] && xs[i] <= xd[1]; });
+    })) : null;
+    if (!cap) return { yd: extentIn(xs, arrays, xd), cap: null };
+    return { yd: extent([[cap.lo, cap.hi]]), cap: cap };
   }
 
   function ticks(lo, hi, count) {
@@ -172,10 +225,11 @@
     var zoom = figure.__zoom || null;
     if (panel.kind === "trial") {
       var ys = transform(panel.y, { smooth: 0, log: st.log });
-      var xd = zoom || extent([panel.x]), yd = extentIn(panel.x, [ys], xd);
+      var xd = zoom || extent([panel.x]), range = yRange(panel.x, [ys], xd, st), yd = range.yd;
       var f = frame(svg, xd, yd, "trial seq", panel.metric, st);
+      model.cap = range.cap;
       panel.x.forEach(function (x, i) {
-        if (ys[i] === null) return;
+        if (ys[i] === null || ys[i] < yd[0] || ys[i] > yd[1]) return;
         var t = answer.trials[i];
         el("circle", { class: "dot " + cssOf(t.group), cx: f.sx(x).toFixed(1), cy: f.sy(ys[i]).toFixed(1), r: 4,
                        "data-exp": t.exp_id }, f.plot);
@@ -184,17 +238,24 @@
       model.sx = f.sx; model.xd = xd; model.full = extent([panel.x]);
     } else {
       var grid = panel.grid;
-      var curves = panel.trials.map(function (t) { return { t: t, y: transform(t.y, st) }; });
+      var raw = { smooth: 0, log: st.log };
+      var curves = panel.trials.map(function (t) { return { t: t, y: transform(t.y, st), raw: transform(t.y, raw) }; });
       var groups = panel.groups.map(function (g) {
-        return { g: g, mean: transform(g.mean, st), lo: g.lo ? transform(g.lo, st) : null, hi: g.hi ? transform(g.hi, st) : null };
+        return { g: g, mean: transform(g.mean, st), rawMean: transform(g.mean, raw),
+                 lo: g.lo ? lowerEdge(g.lo, st) : null, hi: g.hi ? transform(g.hi, st) : null };
       });
       var all = curves.map(function (c) { return c.y; });
-      groups.forEach(function (g) { if (g.lo) { all.push(g.lo); all.push(g.hi); } });
+      groups.forEach(function (g) { all.push(g.mean); if (g.lo) { all.push(g.hi); if (!st.log) all.push(g.lo); } });
       var full = extent([grid]), xd2 = zoom || full;
-      var f2 = frame(svg, xd2, extentIn(grid, all, xd2), answer.x === "wall" ? "seconds since the trial's first point" : answer.x, panel.metric, st);
+      var range2 = yRange(grid, all, xd2, st, curves.length ? curves.map(function (c) { return c.raw; }) : null);
+      var f2 = frame(svg, xd2, range2.yd, answer.x === "wall" ? "seconds since the trial's first point" : answer.x, panel.metric, st);
+      model.cap = range2.cap;
+      var floor = range2.yd[0];
+      groups.forEach(function (g) { if (g.lo) g.lo = g.lo.map(function (v) { return v === null ? null : Math.max(v, floor); }); });
       var banded = answer.band !== "none";
       curves.forEach(function (c) {
         var cls = cssOf(c.t.group);
+        if (st.smooth && !banded) el("path", { class: "ln trial raw " + cls, d: linePath(grid, c.raw, f2.sx, f2.sy) }, f2.plot);
         el("path", { class: "ln trial " + cls + (banded ? " faint" : ""), d: linePath(grid, c.y, f2.sx, f2.sy),
                      "data-exp": c.t.exp_id }, f2.plot);
         if (!banded && present(c.y) <= SPARSE) marks(f2, grid, c.y, "dot " + cls, { "data-exp": c.t.exp_id }, 2.6);
@@ -202,6 +263,7 @@
       groups.forEach(function (g) {
         var cls = cssOf(g.g.index);
         if (g.lo) el("path", { class: "band " + cls, d: bandPath(grid, g.lo, g.hi, f2.sx, f2.sy), "data-group": g.g.key }, f2.plot);
+        if (banded && st.smooth) el("path", { class: "ln mean raw " + cls, d: linePath(grid, g.rawMean, f2.sx, f2.sy) }, f2.plot);
         if (banded) {
           el("path", { class: "ln mean " + cls, d: linePath(grid, g.mean, f2.sx, f2.sy), "data-group": g.g.key }, f2.plot);
           if (present(g.mean) <= SPARSE) marks(f2, grid, g.mean, "dot " + cls, { "data-group": g.g.key }, 3.2);
@@ -210,6 +272,7 @@
       model.grid = grid; model.curves = curves; model.groups = groups; model.sx = f2.sx; model.sy = f2.sy;
       model.xd = xd2; model.full = full;
     }
+    if (model.cap) el("text", { class: "cap-note", x: W - R, y: T - 8, "text-anchor": "end" }, svg).textContent = capNote(model.cap, st.log);
     var rule = el("line", { class: "hover-rule", x1: 0, x2: 0, y1: T, y2: H - B, visibility: "hidden" }, svg);
     var brush = el("rect", { class: "zoom-brush", x: 0, y: T, width: 0, height: H - T - B, visibility: "hidden" }, svg);
     figure.querySelectorAll("svg.explore-svg").forEach(function (old) { old.remove(); });
@@ -334,30 +397,44 @@
       });
       return best ? { px: best.px, lines: ["exp_" + best.exp + ": " + fmt(best.value), "seq " + best.x], exp: best.exp } : null;
     }
-    var grid = model.grid, index = -1, gap = Infinity;
-    for (var i = 0; i < grid.length; i++) {
-      var d = Math.abs(model.sx(grid[i]) - px);
-      if (d < gap) { gap = d; index = i; }
+    // each curve snaps to its own logged point nearest the pointer (a sparse series has a
+    // value in few buckets); the trial named is the curve whose snapped point is closest
+    var grid = model.grid;
+    function snap(ys) {
+      var best = -1, gap = Infinity;
+      for (var i = 0; i < grid.length; i++) {
+        if (ys[i] === null) continue;
+        var d = Math.abs(model.sx(grid[i]) - px);
+        if (d < gap) { gap = d; best = i; }
+      }
+      return best;
     }
-    if (index < 0) return null;
-    var exp = null, close = Infinity, value = null;
+    var exp = null, close = Infinity, value = null, at = -1, shown = st0();
     model.curves.forEach(function (c) {
-      var v = c.y[index];
-      if (v === null) return;
-      var d = Math.abs(model.sy(v) - py);
-      if (d < close) { close = d; exp = c.t.exp_id; value = v; }
+      var i = snap(c.raw);
+      if (i < 0) return;
+      var d = Math.hypot(model.sx(grid[i]) - px, model.sy(c.y[i] === null ? c.raw[i] : c.y[i]) - py);
+      if (d < close) { close = d; exp = c.t.exp_id; value = c.t.y[i]; at = i; }
     });
-    var lines = [model.panel.metric + " at " + (grid[index] === null ? "—" : fmt(grid[index]))];
-    if (exp !== null) lines.push("exp_" + exp + ": " + fmt(value));
+    var lines = [];
+    if (exp !== null) lines.push("exp_" + exp + ": " + fmt(value) + " at " + fmt(grid[at]));
     model.groups.forEach(function (g) {
-      var m = g.mean[index];
-      if (m === null) return;
-      var text = g.g.key + ": mean " + fmt(m) + " (n=" + g.g.n[index] + ")";
-      if (g.lo && g.lo[index] !== null) text += " [" + fmt(g.lo[index]) + ", " + fmt(g.hi[index]) + "]";
+      var i = snap(g.rawMean);
+      if (i < 0) return;
+      // the mean as drawn (smoothed, back from log10), and the raw mean beside it when smoothed
+      var drawnMean = g.mean[i] === null ? g.g.mean[i] : shown.log ? Math.pow(10, g.mean[i]) : g.mean[i];
+      var text = g.g.key + ": mean " + fmt(drawnMean) + " (n=" + g.g.n[i] + ") at " + fmt(grid[i]);
+      if (shown.smooth) text += " raw " + fmt(g.g.mean[i]);
+      if (g.g.lo && g.g.lo[i] !== null) text += " [" + fmt(g.g.lo[i]) + ", " + fmt(g.g.hi[i]) + "]";
       lines.push(text);
+      if (at < 0) at = i;
     });
-    return { px: model.sx(grid[index]), lines: lines, exp: exp, index: index };
+    if (at < 0) return null;
+    lines.unshift(model.panel.metric + (shown.smooth ? " (raw values)" : ""));
+    return { px: model.sx(grid[at]), lines: lines, exp: exp, index: at };
   }
+
+  function st0() { return state(); }
 
   function hover(svg, rule, model, answer, slug) {
     var tip = document.getElementById("explore-tip");
@@ -408,6 +485,8 @@
     var slider = document.getElementById("smooth"), log = document.getElementById("log");
     if (slider) { slider.value = String(st.smooth); document.getElementById("smooth-out").textContent = st.smooth.toFixed(2); }
     if (log) log.checked = st.log;
+    var cap = document.getElementById("cap");
+    if (cap) cap.checked = !st.cap;
   }
 
   function setClientParam(name, value, push) {
@@ -430,6 +509,8 @@
     });
     slider.addEventListener("change", function () { pushed = false; });
     log.addEventListener("change", function () { setClientParam("log", log.checked ? "1" : null, true); });
+    var cap = document.getElementById("cap");
+    if (cap) cap.addEventListener("change", function () { setClientParam("cap", cap.checked ? "0" : null, true); });
     form.addEventListener("change", function (event) {
       // a drop-down choice redraws at once; text, several metrics or a selection mode
       // wait for "Show" (a subtree needs its root typed first)

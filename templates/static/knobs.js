@@ -9,7 +9,7 @@
     var form = document.querySelector("form.knob-form");
     if (!form) return;
     form.addEventListener("change", function (event) {
-      if (event.target.name === "x" || event.target.name === "log") form.requestSubmit();
+      if (["x", "log", "ylog", "cap"].indexOf(event.target.name) >= 0) form.requestSubmit();
     });
   }
 

@@ -113,9 +113,11 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
 
     out = anyio.run(_session_run, db, steps)
     assert out["tools"] == [
+        "add_note",
         "claim_trial",
         "create_project",
         "find_similar",
+        "finish_claim",
         "get_frontier",
         "get_knowledge",
         "get_prompt",
@@ -124,9 +126,11 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
         "heartbeat",
         "knob_history",
         "list_alerts",
+        "list_notes",
         "list_projects",
         "list_running",
         "list_trials",
+        "raise_alert",
         "record_trial",
         "record_trials",
         "update_trial",
@@ -140,7 +144,7 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     best_metric = ledger.trials.trial("p", "004").core_metric
     assert out["first"]["trial"]["delta_vs_best"] == pytest.approx(99.0 - best_metric)  # not the -1000 sent
     assert out["updated"]["notes"] == "checked" == out["got"]["notes"]
-    assert out["listed"] == ["000", "001", "002", "003", "004", "005", "006"]
+    assert out["listed"] == ["006", "005", "004", "003", "002", "001", "000"]  # newest first
     missing_error, missing_text, bad_error, bad_text = out["errors"]
     assert missing_error and '"code": "not-found"' in missing_text and '"field": "exp_id"' in missing_text
     assert bad_error and '"field": "status"' in bad_text

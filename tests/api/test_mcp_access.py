@@ -30,20 +30,21 @@ P = f"{API}/projects/p"
 
 #: The expectation table: what each caller gets, by what the call needs and whether the
 #: server reads anonymously. The ledger has tokens, so it takes no anonymous writes.
-#: ``list``: a listing of the server's shape (no ledger data), open to every caller.
+#: ``list``: a listing of the server's shape (no ledger data), open to every caller the
+#: server lets in: a bad token, or none where reads need one, is refused at ``initialize``.
 EXPECTED: dict[str, dict[tuple[str, bool], str]] = {
     #          (needs,   anonymous read)
     "none": {
         ("list", True): "ok",
-        ("list", False): "ok",
+        ("list", False): "unauthorized",  # refused at the first request (initialize)
         ("reader", True): "ok",
         ("reader", False): "unauthorized",
         ("writer", True): "unauthorized",
         ("writer", False): "unauthorized",
     },
-    "bogus": {
-        ("list", True): "ok",
-        ("list", False): "ok",
+    "bogus": {  # refused at the first request (initialize), whatever it asks later
+        ("list", True): "unauthorized",
+        ("list", False): "unauthorized",
         ("reader", True): "unauthorized",
         ("reader", False): "unauthorized",
         ("writer", True): "unauthorized",
@@ -132,6 +133,16 @@ METHODS = [
 ]
 
 
+#: the first request of a (handshake-era) MCP client, as the SDK sends it
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
 def _label(method: Method) -> str:
     return f"{method.mcp} {method.params.get('name') or method.params.get('uri') or ''}".strip()
 
@@ -166,12 +177,26 @@ async def _mcp_outcome(session: ClientSession, method: Method) -> tuple[str, str
 
 async def _mcp_outcomes(url: str, token: str | None) -> dict[str, tuple[str, str]]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    first = httpx.post(f"{url}/mcp", json=INITIALIZE, headers={**headers, **MCP_HEADERS}, timeout=60)
+    if first.status_code == 401:  # refused at the first request: every method is
+        assert first.headers["www-authenticate"].startswith("Bearer") and first.json()["code"] == "unauthorized"
+        with pytest.raises(BaseException):  # noqa: B017 - the SDK's own error for an HTTP 401
+            await _sdk_initialize(url, headers)
+        return {_label(method): ("unauthorized", first.json()["detail"]) for method in METHODS}
+    assert first.status_code == 200, first.text
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
         async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 init = await session.initialize()
                 assert init.server_info.version == importlib.metadata.version("lineage-ledger")
                 return {_label(method): await _mcp_outcome(session, method) for method in METHODS}
+
+
+async def _sdk_initialize(url: str, headers: dict[str, str]) -> None:
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
 
 
 def _http_outcome(response: httpx.Response) -> str:

@@ -21,7 +21,17 @@ from lineage.service import Ledger
 def test_the_table_lists_each_tool_once_with_the_role_of_what_it_does() -> None:
     assert len({tool.name for tool in TOOLS}) == len(TOOLS)
     writes = {tool.name for tool in TOOLS if tool.role is Role.WRITER}
-    assert writes == {"create_project", "record_trial", "record_trials", "update_trial", "heartbeat", "claim_trial"}
+    assert writes == {
+        "create_project",
+        "record_trial",
+        "record_trials",
+        "update_trial",
+        "heartbeat",
+        "claim_trial",
+        "finish_claim",
+        "raise_alert",
+        "add_note",
+    }
     assert all(tool.role in (Role.READER, Role.WRITER) for tool in TOOLS)
     for tool in TOOLS:
         assert getattr(mcp_tools, tool.name) is tool.function

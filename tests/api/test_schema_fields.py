@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from api.schema_types import JSON_VALUE_REF, NO_NUL
 from api.schemas import TrialCreate, TrialOut, TrialUpdate
-from lineage.domain import AUTO_STATUS, FailureLabel, Trial
+from lineage.domain import AUTO_STATUS, MAX_SHORT_TEXT, FailureLabel, Trial
 from lineage.trial_fields import TRIAL_FIELDS, FieldSpec
 
 #: What a body's JSON Schema says of one value of each kind of field (before ``null``).
@@ -94,9 +94,13 @@ def request_mismatches(
         for name in fields
         if name not in wanted and name not in REQUEST_ONLY
     ]
-    for name in REQUEST_ONLY:
-        if _value_and_null(components, model.__name__, name) != ({"type": "number", "minimum": 0}, True):
-            problems.append(f"{name}: not a nullable number >= 0")
+    if _value_and_null(components, model.__name__, "keep_margin") != ({"type": "number", "minimum": 0}, True):
+        problems.append("keep_margin: not a nullable number >= 0")
+    if "rerun_of" in fields and _value_and_null(components, model.__name__, "rerun_of") != (
+        {"type": "string", "maxLength": MAX_SHORT_TEXT, "pattern": NO_NUL},
+        True,
+    ):
+        problems.append("rerun_of: not a nullable short text")
     for name, spec in wanted.items():
         if name not in fields:
             continue
@@ -136,8 +140,9 @@ def output_mismatches(model: type[BaseModel], specs: tuple[FieldSpec, ...]) -> l
     return problems
 
 
-#: Parts of a request that are not fields of the trial: the margin of a "status": "auto".
-REQUEST_ONLY = ("keep_margin",)
+#: Parts of a request that are not fields of the trial: the margin of a "status": "auto",
+#: and the trial a new one reruns (a creation's only).
+REQUEST_ONLY = ("keep_margin", "rerun_of")
 
 _CREATE = tuple(spec for spec in TRIAL_FIELDS if spec.recordable or spec.name == "delta_vs_best")
 _UPDATE = tuple(spec for spec in TRIAL_FIELDS if spec.updatable)

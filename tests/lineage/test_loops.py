@@ -302,7 +302,9 @@ def test_record_prints_delta_and_new_best_and_appends_in_the_files_format(db_url
         "--append-tsv",
         str(source),
     ).output
-    assert out.strip() == "exp_006  keep  score=0.500000  Δ=+0.022000  vs best exp_004 (0.478000)  NEW BEST"
+    verdict, noise = out.strip().splitlines()
+    assert verdict == "exp_006  keep  score=0.500000  Δ=+0.022000  vs best exp_004 (0.478000)  NEW BEST"
+    assert noise.strip() == "no noise floor: no reruns yet to tell this delta from noise"
     assert source.read_text(encoding="utf-8").endswith("7a8b9c0\t0.500\tKEEP\tbigger lr\n")
     data = json.loads(
         run(
@@ -614,11 +616,13 @@ def test_the_trial_page_and_its_json_show_the_code_change(
     )
     with make_client(db_url) as client:
         page = client.get("/projects/loop/trials/001").text
-        as_json = client.get("/api/v1/projects/loop/trials/001").json()
+        as_json = client.get("/api/v1/projects/loop/trials/001", params={"include_patch": "true"}).json()
+        lean = client.get("/api/v1/projects/loop/trials/001").json()
     section = page[page.index('id="code-change"') :]
     assert "experiment 1" in section and f"the parent trial's commit {shas[0]}" in section
     assert '<span class="del">-lr = 0.01</span>' in section and '<span class="add">+lr = 0.04</span>' in section
     assert "+lr = 0.04" in as_json["extra"]["_git"]["patch"]
+    assert "patch" not in lean["extra"]["_git"] and lean["extra"]["_git"]["diffstat"]  # only when asked for
 
 
 # -- plot --------------------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ PLAN_FIELDS = (
     "snapshot_path",
     "notes",
     "extra",
+    # the exp_id of a trial this run repeats (the same code, another seed): the ledger's noise floor
+    "rerun_of",
 )
 FINISH_FIELDS = ("core_metric", "val_bpb", "train_s", "total_s", "notes", "job_name", "snapshot_path", "extra")
 #: the status a trial is planned with: under way (never "best", never a failure) while the
@@ -286,7 +288,8 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         :meth:`finish_trial`).
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
         ``parent_exp`` None: left out, so the ledger makes the branch tip (the last keep) the parent;
-        ``""``: a root."""
+        ``""``: a root. ``rerun_of=EXP_ID`` (a field): this run repeats that trial's code, and
+        the ledger estimates its noise floor from such reruns."""
         if not self._rank_zero():
             return
         body: dict[str, Any] = {
