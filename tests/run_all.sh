@@ -8,6 +8,8 @@
 # - Debian's chromium for the browser tests when /usr/bin/chromium is missing;
 # - the official MCP Inspector CLI, pinned, for the MCP end-to-end test
 #   (tests/api/test_mcp_inspector.py), with npm into ~/.cache/lineage-tests.
+# - axe-core, pinned, for the accessibility test of the pages (tests/web/test_phone_a11y.py),
+#   with npm into ~/.cache/lineage-tests.
 # - the MLflow client (mlflow-skinny, pinned) in a venv of its own under
 #   ~/.cache/lineage-tests, for tests/api/test_mlflow_client.py.
 # - with LINEAGE_GATE=1 (.ci/run sets it), the quality gate first (tests/gate.sh: ruff, mypy).
@@ -89,6 +91,19 @@ ensure_inspector() {
     || log "npm could not fetch the MCP Inspector: its test will skip"
 }
 
+# keep in step with AXE_VERSION in tests/web/test_phone_a11y.py
+AXE_VERSION=4.10.3
+ensure_axe() {
+  local dir="${LINEAGE_AXE_DIR:-$HOME/.cache/lineage-tests/axe-core-$AXE_VERSION}"
+  if [ -f "$dir/node_modules/axe-core/axe.min.js" ]; then return 0; fi
+  if ! command -v npm >/dev/null 2>&1; then
+    log "npm is missing: the axe accessibility test will skip"; return 0
+  fi
+  log "installing axe-core@$AXE_VERSION into $dir"
+  npm install --prefix "$dir" --no-audit --no-fund --ignore-scripts "axe-core@$AXE_VERSION" >/dev/null 2>&1 \
+    || log "npm could not fetch axe-core: the accessibility test will skip"
+}
+
 # keep in step with tests/api/test_mlflow_client.py's module doc
 MLFLOW_VERSION=3.17.2
 ensure_mlflow() {
@@ -111,6 +126,7 @@ ensure_mlflow() {
 ensure_venv
 ensure_postgres
 ensure_inspector
+ensure_axe
 ensure_mlflow
 if [ -n "${LINEAGE_NEEDS_CHROMIUM:-}" ] || ls tests/web 2>/dev/null | grep -q '^test_'; then ensure_chromium; fi
 

@@ -9,16 +9,15 @@ the use-cases in :mod:`lineage.loops` and the ledger.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import sys
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import click
 
 from api.cli.base import ColumnFlags, ledger_of, mapping_options, progress_bar, project_option, warn
+from lineage.loops.exporting import FORMATS as EXPORT_FORMATS
 
 
 @click.command("import")
@@ -91,73 +90,44 @@ def import_summary(report: Any) -> str:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["fieldkit", "extended", "csv", "parquet", "autoresearch", "generic"]),
+    type=click.Choice(list(EXPORT_FORMATS)),
     default="fieldkit",
     show_default=True,
     help="fieldkit: results.tsv as fieldkit writes it; extended: plus clip-scale stats and extra; "
     "csv/parquet: a typed table (extra.* as columns, UTC times); "
-    "autoresearch/generic: the project's own results file (an imported one byte for byte).",
+    "autoresearch/generic: the project's own results file (an imported one byte for byte); "
+    "results: the project's own file, whichever it is (autoresearch's layout, else fieldkit's).",
 )
+@click.option(
+    "--filter",
+    "expression",
+    default=None,
+    help="Only the trials matching a filter expression (the trials table's: 'status = keep and val_bpb < 1').",
+)
+@click.option("--status", "statuses", multiple=True, help="Only trials of this status (repeatable).")
 @click.pass_context
-def export_cmd(ctx: click.Context, project: str, output: Path | None, fmt: str) -> None:
-    """Export PROJECT's trials."""
-    if fmt in ("autoresearch", "generic"):
-        export_table(ctx, project, output, fmt)
-        return
+def export_cmd(
+    ctx: click.Context, project: str, output: Path | None, fmt: str, expression: str | None, statuses: tuple[str, ...]
+) -> None:
+    """Export PROJECT's trials (the same bytes as the pages' download links)."""
     ledger = ledger_of(ctx)
-    if fmt in ("csv", "parquet"):
-        if output is None and fmt == "parquet":
-            raise click.UsageError("--format parquet needs -o FILE")
-        frame = ledger.tables.dataframe(project)  # typed: lineage.formats.table_export
-        if fmt == "csv":
-            frame.to_csv(output or sys.stdout, index=False)
-        else:
-            from lineage.formats.table_export import write_parquet
-
-            try:
-                write_parquet(frame, output)
-            except ImportError:
-                raise click.ClickException(
-                    "parquet export needs pyarrow: pip install 'lineage-ledger[parquet]'"
-                ) from None
-        return
-    from lineage.formats.fieldkit import write_trials
-
-    total = ledger.projects.project(project).trial_count  # also: an unknown project fails before any output
-    with _open_out(output) as stream, progress_bar("exporting", total if output is not None else 0) as progress:
-        rows = _counted(ledger.tables.stream_trials(project), progress)
-        count = write_trials(rows, stream, extended=fmt == "extended")
-    if output is not None:
-        click.echo(f"exported {count} trials to {output}", err=True)
-
-
-@contextlib.contextmanager
-def _open_out(output: Path | None) -> Iterator[TextIO]:
+    if output is None and fmt == "parquet":
+        raise click.UsageError("--format parquet needs -o FILE")
+    try:
+        exported = ledger.exports.export(project, fmt, expression=expression, status=list(statuses) or None)
+        chunks = iter(exported.chunks)
+        first = next(chunks, b"")  # parquet's pyarrow is imported by now
+    except ImportError:
+        raise click.ClickException("parquet export needs pyarrow: pip install 'lineage-ledger[parquet]'") from None
     if output is None:
-        yield sys.stdout
+        stream = sys.stdout.buffer
+        stream.write(first)
+        for chunk in chunks:
+            stream.write(chunk)
+        stream.flush()
         return
-    with output.open("w", encoding="utf-8", newline="") as stream:
-        yield stream
-
-
-def _counted(rows: Iterable[Any], update: Any, every: int = 1000) -> Iterator[Any]:
-    for index, row in enumerate(rows, 1):
-        if update is not None and index % every == 0:
-            update(index)
-        yield row
-
-
-# -- autoresearch / generic tables -----------------------------------------------------------
-
-
-def export_table(ctx: click.Context, project: str, output: Path | None, fmt: str) -> None:
-    """``lineage export --format autoresearch|generic``."""
-
-    ledger = ledger_of(ctx)
-    ledger.projects.project(project)  # an unknown project fails before any output
-    if output is None:
-        count = ledger.files.export_results(project, sys.stdout, fmt=fmt)
-        return
-    with output.open("w", encoding="utf-8", newline="") as stream:
-        count = ledger.files.export_results(project, stream, fmt=fmt)
-    click.echo(f"exported {count} trials to {output}", err=True)
+    with output.open("wb") as out:
+        out.write(first)
+        for chunk in chunks:
+            out.write(chunk)
+    click.echo(f"exported {exported.count} trials to {output}", err=True)

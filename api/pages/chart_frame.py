@@ -189,7 +189,7 @@ class _Frame:
 
     def svg(self, label: str, css: str = "chart", attrs: str = "") -> Markup:
         return Markup(
-            f'<svg class="{css}" viewBox="0 0 {self.width} {self.height}" role="img" aria-label="{escape(label)}" '
+            f'<svg class="{css}" viewBox="0 0 {self.width} {self.height}" role="group" aria-label="{escape(label)}" '
             f'preserveAspectRatio="xMidYMid meet"{attrs}><title>{escape(label)}</title>{"".join(self.parts)}</svg>'
         )
 

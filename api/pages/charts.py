@@ -348,7 +348,7 @@ def bars(items: Sequence[tuple[str, int, str, str | None]], *, label: str, width
         group = f"{text}{bar}{value}<title>{escape(name)}: {count:,}</title>"
         parts.append(f'<a href="{escape(href)}">{group}</a>' if href else f"<g>{group}</g>")
     return Markup(
-        f'<svg class="chart bars" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}">'
+        f'<svg class="chart bars" viewBox="0 0 {width} {height}" role="group" aria-label="{escape(label)}">'
         f"<title>{escape(label)}</title>{''.join(parts)}</svg>"
     )
 

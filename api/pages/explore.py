@@ -23,11 +23,13 @@ from pydantic import ValidationError
 from api.pages import charts
 from api.pages.access import Viewer
 from api.pages.route import PageRoute, Reader, ledger_of, pages
+from api.pages.table import offered_statuses
 from api.pages.web import seg
 from api.schemas import ExploreArgs
+from lineage.browse.columns import ProjectColumns
 from lineage.browse.explore import CORE_METRIC, GROUP_FIELDS
-from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
+from lineage.formats.autoresearch.vocabulary import direction_of_name
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -176,14 +178,39 @@ def panel_caption(panel: dict[str, Any]) -> str:
 
 def default_metric(answer: dict[str, Any], metric_name: str) -> str | None:
     """The metric a bare explorer URL shows: the project's metric when it is also a
-    telemetry name (an LM loop's val_bpb), else the name the most shown trials have (ties:
-    the alphabetically first); None without telemetry."""
+    telemetry name (an LM loop's val_bpb), else the name the most shown trials have; among
+    those a loss, then a reward or return, then a name that says which way is better
+    (accuracy, score), before any other (``adv_max`` does not win by sorting first); None
+    without telemetry."""
     counts: dict[str, int] = answer.get("name_trials") or {}
     if not counts:
         return None
     if metric_name in counts:
         return metric_name
-    return min(counts, key=lambda name: (-counts[name], name))
+    return min(counts, key=lambda name: (-counts[name], _meaning_rank(name), name))
+
+
+def _meaning_rank(name: str) -> int:
+    lowered = name.lower()
+    if "loss" in lowered:
+        return 0
+    if "reward" in lowered or "return" in lowered:
+        return 1
+    return 2 if direction_of_name(name) is not None else 3
+
+
+def group_options(columns: ProjectColumns, chosen: str | None) -> list[str]:
+    """What the Group picker offers: the trial fields this project's trials fill (not
+    every fieldkit column) and the file's columns, and the chosen one."""
+    fields = [
+        c.name
+        for c in columns.fields
+        if c.name in GROUP_FIELDS and c.kind not in ("exp", "metric", "delta", "when", "long") and c.key != "seq"
+    ]
+    out = fields + [c.key for c in columns.file]
+    if chosen and chosen not in out:
+        out.append(chosen)
+    return out
 
 
 @router.get("/projects/{slug}/explore", response_class=HTMLResponse)
@@ -203,7 +230,7 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
         args = args.model_copy(update={"metric": [chosen]})
         answer = ledger.browse.explore(slug, args.to_query())
     figures = [_fallback_figure(panel, answer, client) for panel in answer["panels"]]
-    extra_keys = sorted({key for t in ledger.trials.list_trials(slug, limit=50, descending=True) for key in t.extra})
+    columns = ledger.browse.project_columns(slug)
     return pages(request).render(
         request,
         "explore.html",
@@ -225,7 +252,7 @@ def explore_page(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRe
             "client": client,
             "metrics_chosen": list(args.to_query().metrics),
             "metric_options": [CORE_METRIC, *answer["names"]],
-            "group_options": [*GROUP_FIELDS, *(f"extra.{k}" for k in extra_keys)],
-            "statuses": [label.value for label in FailureLabel],
+            "group_options": group_options(columns, args.group),
+            "statuses": offered_statuses(columns.statuses, args.status),
         },
     )

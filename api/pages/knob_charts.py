@@ -13,7 +13,7 @@ Category axes give each value a band (trials spread across it by their seq).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -127,6 +127,16 @@ class _Axis:
         ]
 
 
+def _brush_pixels(scale: _Axis, lo: float, hi: float) -> tuple[float, float]:
+    """The pixels of a brush ``lo..hi`` on ``scale`` (a category axis counts its values)."""
+    if scale.categories is not None:
+        band = (scale.px1 - scale.px0) / max(1, len(scale.categories))
+        return scale.px0 + band * (lo + 0.5), scale.px0 + band * (hi + 0.5)
+    span = (scale.hi - scale.lo) or 1.0
+    clip = [min(max(v, scale.lo), scale.hi) for v in (lo, hi)]
+    return tuple(scale.px0 + (v - scale.lo) * (scale.px1 - scale.px0) / span for v in clip)  # type: ignore[return-value]
+
+
 def _scale_values(points: Sequence[KnobPoint], index: int) -> list[Any]:
     """The values that set a numeric axis: those of trials that did not fail (a crash's
     placeholders, such as 0.0 GB, would squash the rest), or all when every trial failed."""
@@ -176,7 +186,7 @@ def _mark(cls: str, px: float, py: float, r: float, edge: int) -> str:
 
 def _svg(width: int, height: int, label: str, parts: list[str], css: str) -> Markup:
     return Markup(
-        f'<svg class="chart {css}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
+        f'<svg class="chart {css}" viewBox="0 0 {width} {height}" role="group" aria-label="{escape(label)}" '
         f'preserveAspectRatio="xMidYMid meet"><title>{escape(label)}</title>{"".join(parts)}</svg>'
     )
 
@@ -280,9 +290,21 @@ def scatter(
     return _svg(width, height, label, parts, "knobs")
 
 
-def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height: int = 380) -> Markup:
+def parallel(
+    view: KnobView,
+    indices: Sequence[int],
+    *,
+    brushes: Sequence[tuple[str, float, float]] = (),
+    selected: Collection[str] | None = None,
+    width: int = 960,
+    height: int = 380,
+) -> Markup:
     """Parallel coordinates: the axes ``indices`` of ``view`` and the metric last; one
-    line a trial, the chain to the best on top."""
+    line a trial, the chain to the best on top. ``brushes`` (``(key, lo, hi)``, key
+    ``metric`` for the last axis) are drawn as bands and the lines outside ``selected``
+    dimmed. Each axis carries its scale (``data-lo``/``data-hi`` or ``data-n``
+    categories, ``data-y0``/``data-y1`` pixels) and each line its values (``data-v``), so
+    knobs.js brushes without a round trip and writes the same ``brush=`` to the URL."""
     metric_name = view.project.metric_name
     axes = [view.axes[i] for i in indices]
     label = f"parallel coordinates: {', '.join(a.label for a in axes)} and {metric_name}"
@@ -301,7 +323,24 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
     scales.append(_Axis(None, [], height - bottom, top, domain=metric_domain(view.points)))
     parts: list[str] = []
     names = [a.label for a in axes] + [metric_name]
-    for x, scale, name in zip(xs, scales, names):
+    keys = [a.key for a in axes] + ["metric"]
+    brush_of = {key: (lo, hi) for key, lo, hi in brushes}
+    hits: list[str] = []
+    for x, scale, name, key in zip(xs, scales, names, keys):
+        if scale.categories is not None:
+            domain = f'data-kind="category" data-n="{len(scale.categories)}"'
+        else:
+            domain = f'data-kind="number" data-lo="{scale.lo!r}" data-hi="{scale.hi!r}"'
+        hits.append(  # on top of the lines (appended last): a drag here brushes, not a link
+            f'<g class="pc-axis" data-key="{escape(key)}" {domain} data-y0="{_n(scale.px0)}" data-y1="{_n(scale.px1)}">'
+            f'<rect class="pc-hit" x="{_n(x - 14)}" y="{top}" width="28" height="{height - bottom - top}"/></g>'
+        )
+        if key in brush_of:
+            lo, hi = brush_of[key]
+            ya, yb = _brush_pixels(scale, lo, hi)
+            parts.append(
+                f'<rect class="pc-brush" x="{_n(x - 9)}" y="{_n(min(ya, yb))}" width="18" height="{_n(abs(yb - ya))}"/>'
+            )
         parts.append(f'<line class="axis" x1="{_n(x)}" x2="{_n(x)}" y1="{height - bottom}" y2="{top}"/>')
         parts.append(f'<text class="label" x="{_n(x)}" y="{top - 14}" text-anchor="middle">{escape(name)}</text>')
         ticks = scale.ticks()
@@ -330,6 +369,18 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
             pen = "L"
         return "".join(out)
 
+    def data_v(p: KnobPoint) -> str:
+        out = []
+        for scale, get in zip(scales, value_of):
+            value = get(p)
+            if value is None:
+                out.append("")
+            elif scale.categories is not None:
+                out.append(str(scale.categories.index(value)) if value in scale.categories else "")
+            else:
+                out.append(f"{float(value):.6g}")
+        return ";".join(out)
+
     ordered = sorted(view.points, key=lambda p: (p.on_chain, STATUS_CLASSES.index(status_class(p.status))))
     for p in ordered:
         d = path(p)
@@ -338,8 +389,14 @@ def parallel(view: KnobView, indices: Sequence[int], *, width: int = 960, height
         css = f"pc pc-{status_class(p.status)}" + (" pc-chain" if p.on_chain else "")
         if p.exp_id == view.best_exp:
             css += " pc-best"
-        parts.append(
-            f'<a href="{escape(trial_url(slug, p.exp_id))}" data-exp="{escape(p.exp_id)}"><path class="{css}" '
-            f'd="{d}"><title>exp_{escape(p.exp_id)} · {escape(p.status)} · {escape(fmt_metric(p.metric))}</title></path></a>'
-        )
-    return _svg(width, height, label, parts, "knobs parallel")
+        if brushes and selected is not None and p.exp_id not in selected:
+            css += " pc-dim"
+        # a line, not a link: the scatter above links every trial (one tab stop each, not
+        # two), and 2,000 links with titles here would double the page; knobs.js opens a
+        # line's trial on click and names it on hover
+        parts.append(f'<path class="{css}" d="{d}" data-exp="{escape(p.exp_id)}" data-v="{data_v(p)}"/>')
+    parts.extend(hits)
+    base = escape(trial_url(slug, "")[:-1])
+    return Markup(
+        str(_svg(width, height, label, parts, "knobs parallel")).replace("<svg ", f'<svg data-trials="{base}" ', 1)
+    )

@@ -138,6 +138,7 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
         ],
         label="trials per status",
     )
+    columns = ledger_of(request).browse.project_columns(slug)
     return pages(request).render(
         request,
         "project.html",
@@ -159,7 +160,8 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
             **folded_chain(board.chain),
             "direction": direction,
             "progress": ledger_of(request).agent.summary(slug),
-            "brief_cols_list": ledger_of(request).browse.project_columns(slug).brief(),
+            "brief_cols_list": columns.brief(),
+            "has_specialist": columns.has("specialist") or any(t.specialist for t in board.recent),
         },
     )
 

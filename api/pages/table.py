@@ -6,6 +6,7 @@ checkboxes without script, applied on change with it)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,9 +19,6 @@ from api.pages.web import finish, project_url, with_query
 from lineage.browse.columns import Column
 from lineage.domain import FailureLabel
 from lineage.errors import InvalidInput
-from lineage.filter_language import parse as parse_filter
-from lineage.filter_language import project_names
-from lineage.formats.fieldkit import iter_tsv
 from lineage.service import TrialsPage, decode_cursor, encode_cursor
 from lineage.service.tables import check_sort
 
@@ -37,6 +35,17 @@ def sort_of(column: Column) -> str | None:
     if column.kind == "long":
         return None
     return column.key if column.source == "extra" else column.name
+
+
+def offered_statuses(present: Sequence[str], chosen: Sequence[str] | None) -> list[str]:
+    """The statuses a status filter offers: those the project's trials have (the loop's
+    own words), and any the address chose that none has (so a choice stays visible)."""
+    out = list(present)
+    for status in chosen or ():
+        label = FailureLabel.parse(status).value
+        if label not in out:
+            out.append(label)
+    return out
 
 
 def cols_param(columns: Sequence[Column]) -> str:
@@ -75,6 +84,46 @@ def _filter_params(filters: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _download(request: Request, slug: str, fmt: str, filters: dict[str, Any]) -> Response:
+    """The view as a file (``?format=csv|parquet|results|...``, ``tsv``: fieldkit's, with
+    ``columns=extended`` the extended one): the bytes ``lineage export --format F
+    --filter ...`` writes (``ledger.exports``, one function for both)."""
+    if fmt == "tsv":
+        fmt = "extended" if q_str(request, "columns") == "extended" else "fieldkit"
+    try:
+        # the project, the format and the filters are checked here: a bad one is a
+        # problem page, never a broken download
+        exported = ledger_of(request).exports.export(slug, fmt, name=f"{slug}-trials", **filters)
+        chunks = iter(exported.chunks)
+        first = next(chunks, b"")
+    except ImportError:
+        raise InvalidInput("format", "parquet needs pyarrow on the server (the 'parquet' extra)") from None
+    return StreamingResponse(
+        itertools.chain((first,), chunks),
+        media_type=exported.media_type,
+        headers={"Content-Disposition": f'attachment; filename="{exported.filename}"'},
+    )
+
+
+def export_links(ledger: Any, slug: str, base: str, view: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(label, url)`` of the downloads of a view: CSV, Parquet and the project's own
+    results file (what ``lineage export --format results`` writes)."""
+    own = ledger.exports.resolved_format(slug, "results")
+    query = {**view, "limit": None, "sort": None, "order": None, "cols": None, "after": None}
+    return [
+        ("CSV", with_query(base, {**query, "format": "csv"})),
+        ("Parquet", with_query(base, {**query, "format": "parquet"})),
+        (_OWN_LABEL.get(own, own), with_query(base, {**query, "format": "results"})),
+    ]
+
+
+_OWN_LABEL = {
+    "autoresearch": "results.tsv (the loop's own)",
+    "generic": "results.csv (the loop's own)",
+    "fieldkit": "results.tsv (fieldkit)",
+}
+
+
 @router.get("/projects/{slug}/trials", response_class=HTMLResponse)
 def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Response:
     ledger = ledger_of(request)
@@ -88,21 +137,8 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
         raise InvalidInput("order", f"must be asc or desc, got {order!r}")
     descending = order == "desc"
     fmt = q_str(request, "format")
-    if fmt is not None and fmt != "tsv":
-        raise InvalidInput("format", f"must be tsv (or absent), got {fmt!r}")
-    if fmt == "tsv":
-        project = ledger.projects.project(slug)  # an unknown project is a 404 page, not a broken download
-        # a bad expression fails before the download starts
-        parse_filter(filters["expression"] or "", project_names(project.metric_name))
-        extended = q_str(request, "columns") == "extended"
-        rows = ledger.tables.iter_trials_page(slug, sort=sort, descending=descending, **filters)
-        filename = f"{slug}-trials{'-extended' if extended else ''}.tsv"
-        response = StreamingResponse(
-            iter_tsv(rows, extended=extended),
-            media_type="text/tab-separated-values; charset=utf-8",
-            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-        )
-        return finish(request, response)
+    if fmt is not None:
+        return finish(request, _download(request, slug, fmt, filters))
     limit = q_int(request, "limit", 50, minimum=1, maximum=1000)
     raw_after = q_str(request, "after")
     after = decode_cursor(raw_after, sort=sort, descending=descending, field="after") if raw_after else None
@@ -137,13 +173,12 @@ def trials_table(request: Request, slug: str, viewer: Viewer = Reader) -> Respon
             "sort": sort,
             "order": order,
             "limit": limit,
-            "statuses": [label.value for label in FailureLabel],
+            "statuses": offered_statuses(columns.statuses, filters["status"]),
             "next_url": with_query(base, {**view, "after": encode_cursor(sort, descending, page.next_after)})
             if page.next_after
             else None,
             "first_url": with_query(base, view) if after is not None else None,
-            "tsv_url": with_query(base, {**view, "limit": None, "format": "tsv"}),
-            "tsv_extended_url": with_query(base, {**view, "limit": None, "format": "tsv", "columns": "extended"}),
+            "exports": export_links(ledger, slug, base, view),
             "sort_url": lambda key, direction: with_query(
                 base, {**params, "sort": key, "order": direction, "limit": view["limit"]}
             ),

@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from api.pages import access
 from api.pages.charts import status_class
+from lineage.browse.columns import said_baseline, trial_time
 
 # templates/ ships as lineage.templates (a package-dir mapping mypy cannot follow): imported
 # by its name, as lineage.migrate does lineage.migrations
@@ -200,6 +201,8 @@ class Pages:
             compare_url=compare_url,
             with_query=with_query,
             status_class=status_class,
+            trial_time=trial_time,
+            said_baseline=said_baseline,
         )
         env.filters.update(
             metric=fmt_metric,

@@ -29,9 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lineage.domain import Project, Trial
+from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
-from lineage.formats.autoresearch.layout import SETTINGS_KEY, Layout
+from lineage.formats.autoresearch.layout import ROW_KEY, SETTINGS_KEY, Layout
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -51,6 +51,11 @@ DEFAULT_FILE_COLUMNS = 6
 MAX_FILE_COLUMNS = 100
 #: Prefix of an ``extra`` column's key.
 EXTRA = "extra."
+#: ``extra`` keys the trainer client writes for its own bookkeeping (``trainer_hooks``'
+#: ``LedgerClient``: the run's id, its state, how many points it sent and dropped): they
+#: say how the trial was recorded, not what it tried, so they are never a file column nor
+#: a knob (the trial page lists them under "other extra keys").
+CLIENT_KEYS = frozenset({"run_id", "state", "telemetry_points", "nonfinite_dropped"})
 
 #: Trial fields as columns: key -> (label, kind). Kinds tell a page how to draw a cell:
 #: exp, status, metric, delta, link (a trial id), number, seconds, text, long, when.
@@ -143,7 +148,7 @@ class Column:
         if self.key == "metric":
             return trial.core_metric
         if self.key == "when":
-            return trial.timestamp or trial.created_at
+            return trial_time(trial)
         value = getattr(trial, self.name)
         return value.value if self.key == "status" else value
 
@@ -164,6 +169,9 @@ class ProjectColumns:
     fields: tuple[Column, ...]
     #: whether the newest trials hold more ``extra`` keys than :data:`MAX_FILE_COLUMNS`
     more_file: bool = False
+    #: the statuses the project's trials have, in the ledger's label order (a status
+    #: filter offers these: an autoresearch loop's keep, discard and crash, not ten)
+    statuses: tuple[str, ...] = ()
 
     @property
     def all(self) -> tuple[Column, ...]:
@@ -188,8 +196,14 @@ class ProjectColumns:
         fill (less the id, the hypothesis and the notes, which have their own place) with
         the file's columns after the metric and the parent."""
         by_key = {"metric" if c.kind == "metric" else c.key: c for c in self.fields}
+        unsaid = unsaid_fields(self.project)
         for key in _DETAIL:
-            if key not in by_key and key != "metric" and any(getattr(t, key) not in (None, "") for t in trials):
+            if (
+                key not in by_key
+                and key != "metric"
+                and key not in unsaid
+                and any(getattr(t, key) not in (None, "") for t in trials)
+            ):
                 by_key[key] = _field(key, self.project)
         shown = [by_key[k] for k in _DETAIL if k in by_key]
         cut = next(
@@ -245,6 +259,37 @@ class ProjectColumns:
         return tuple(chosen)
 
 
+def trial_time(trial: Trial) -> str | None:
+    """When the trial ran, as a page shows it: its own ``timestamp``, else the time the
+    ledger recorded it; None for a row of a results file that has no time (the import's
+    time would say every row ran at once)."""
+    if trial.timestamp:
+        return trial.timestamp
+    return None if ROW_KEY in trial.extra else trial.created_at
+
+
+def _layout(project: Project) -> Layout | None:
+    data = project.settings.get(SETTINGS_KEY) if project.settings else None
+    return Layout.from_dict(data) if isinstance(data, Mapping) else None
+
+
+def unsaid_fields(project: Project) -> frozenset[str]:
+    """Trial fields the import fills for a results file that never says them: the first
+    row as every row's ``baseline_exp`` (autoresearch has no baseline beyond its first
+    row). Pages show none of them, unless the file has a column for it."""
+    layout = _layout(project)
+    if layout is None or "baseline_exp" in layout.fields.values():
+        return frozenset()
+    return frozenset({"baseline_exp"})
+
+
+def said_baseline(project: Project, trial: Trial) -> str:
+    """The baseline the trial's writer named (empty when it is the import's filler)."""
+    if ROW_KEY in trial.extra and "baseline_exp" in unsaid_fields(project):
+        return ""
+    return trial.baseline_exp
+
+
 def _field(key: str, project: Project, presence: Mapping[str, int] | None = None) -> Column:
     label, kind = _FIELDS[key]
     name = {"metric": "core_metric", "when": "timestamp"}.get(key, key)
@@ -266,10 +311,12 @@ def _file_columns(project: Project, sampled: Sequence[tuple[str, bool, int]]) ->
     """The stored layout's ``extra`` columns in file order, then the sampled keys (the
     caller keeps the first :data:`MAX_FILE_COLUMNS`)."""
     columns: dict[str, Column] = {}
-    data = project.settings.get(SETTINGS_KEY) if project.settings else None
     numeric_sampled = {key: numeric for key, numeric, _ in sampled}
-    if isinstance(data, Mapping):
-        layout = Layout.from_dict(data)
+    # the cells a trial field already shows (a status word, a metric cell that is not a
+    # number) are kept in ``extra`` for the round trip: not columns of their own
+    shown_elsewhere: set[str] = set(CLIENT_KEYS)
+    layout = _layout(project)
+    if layout is not None:
         mapped = {
             layout.metric,
             layout.status,
@@ -279,6 +326,7 @@ def _file_columns(project: Project, sampled: Sequence[tuple[str, bool, int]]) ->
             layout.long_names,
             *layout.fields,
         }
+        shown_elsewhere.update(layout.extra_key(name) for name in mapped if name)
         for name in layout.columns:
             if name in mapped:
                 continue
@@ -286,7 +334,7 @@ def _file_columns(project: Project, sampled: Sequence[tuple[str, bool, int]]) ->
             numeric = name in layout.numeric or numeric_sampled.get(key, False)
             columns[key] = Column(EXTRA + key, name, "number" if numeric else "text", "extra", key)
     for key, numeric, _count in sampled:
-        if key.startswith("_") or key in columns:
+        if key.startswith("_") or key in columns or key in shown_elsewhere:
             continue
         columns[key] = Column(EXTRA + key, key, "number" if numeric else "text", "extra", key)
     return tuple(columns.values())
@@ -305,13 +353,20 @@ def columns_of(store: Store, conn: Connection, project: Project) -> ProjectColum
             present = presence.get({"metric": "core_metric"}.get(key, key), 0) > 0
         if present:
             fields.append(_field(key, project, presence))
+    for key in unsaid_fields(project):
+        presence = {**presence, key: 0}
+    fields = [c for c in fields if c.key not in unsaid_fields(project)]
     file = _file_columns(project, sampled)
+    order = [label.value for label in FailureLabel]
+    counts = store.pages.status_counts(conn, project)
+    statuses = tuple(sorted(counts, key=lambda s: (order.index(s) if s in order else len(order), s)))
     return ProjectColumns(
         project=project,
         presence=presence,
         file=file[:MAX_FILE_COLUMNS],
         fields=tuple(fields),
         more_file=len(file) > MAX_FILE_COLUMNS,
+        statuses=statuses,
     )
 
 

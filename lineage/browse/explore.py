@@ -168,6 +168,15 @@ def group_key(trial: Trial, group_by: str | None) -> str:
     return str(value)
 
 
+def group_label(group_by: str | None, key: str) -> str:
+    """A group as a legend names it: ``wd = 0.01`` (the field, then the value); a status
+    group is its status word, the ungrouped view ``all``."""
+    if not group_by or group_by == "status":
+        return key
+    name = group_by[6:] if group_by.startswith("extra.") else group_by
+    return f"{name} = {key}"
+
+
 # -- the query ---------------------------------------------------------------------------------
 
 
@@ -420,7 +429,12 @@ def explore(store: Store, project_slug: str, query: ExploreQuery) -> dict[str, A
         "x": query.x,
         "turn": query.turn,
         "groups": [
-            {"key": g, "index": i, "trials": [t.exp_id for t, k in zip(trials, keys) if k == g]}
+            {
+                "key": g,
+                "label": group_label(query.group_by, g),
+                "index": i,
+                "trials": [t.exp_id for t, k in zip(trials, keys) if k == g],
+            }
             for i, g in enumerate(groups)
         ],
         "trials": [

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lineage.browse.columns import ProjectColumns, columns_of
+from lineage.browse.knob_axes import rank_axes
 from lineage.chain import chain_length, current_best
 from lineage.domain import Project, check_window
 from lineage.errors import InvalidInput
@@ -32,6 +33,16 @@ if TYPE_CHECKING:
     from lineage.store import Store
 
 TELEMETRY = "telemetry."
+#: Prefix of a knob-change axis: ``knob.NAME``, the value each trial set the knob to (the
+#: ``knob_changes`` extracted from its patch, config or hypothesis; :mod:`lineage.knobs`).
+KNOB = "knob."
+#: A column is a numeric axis when at least this share of its values are numbers: a few
+#: failed-run cells ("-", "OOM") become "no value", not 30 categories.
+NUMERIC_SHARE = 0.8
+#: Knob-change axes the picker offers at most (the most changed knobs).
+MAX_KNOB_CHOICES = 20
+#: Candidates the suggestion ranks at most (file columns and fields, then changed knobs).
+RANKED = 16
 SUMMARIES = ("last", "first", "min", "max", "mean")
 #: Category axes name this many values; the rest are ``OTHER``.
 MAX_CATEGORIES = 30
@@ -145,6 +156,9 @@ def parse_axis(key: str, columns: ProjectColumns, field: str = "x") -> Axis:
     """The axis ``key`` names (a column key or ``telemetry.NAME.SUMMARY``); unknown or
     unusable: an :class:`InvalidInput` naming ``field``."""
     key = key.strip()
+    if key.startswith(KNOB) and len(key) > len(KNOB):
+        name = key[len(KNOB) :]
+        return Axis(key, f"{name} (as changed)", "number", "knob", name)
     if key.startswith(TELEMETRY):
         name, _, summary = key[len(TELEMETRY) :].rpartition(".")
         if not name or summary not in SUMMARIES:
@@ -175,11 +189,11 @@ def _number(value: Any) -> float | None:
 def _settle(axis: Axis, raw: list[Any]) -> tuple[Axis, list[Any]]:
     """The axis' values as numbers or category names, and the axis with its categories:
     a numeric column whose values are not all numbers becomes a category axis."""
-    present = [v for v in raw if v is not None]
-    numbers = [_number(v) for v in present]
-    if axis.kind == "number" and all(n is not None for n in numbers):
-        values = [_number(v) for v in raw]
-        positive = bool(present) and all(n > 0 for n in numbers)  # type: ignore[operator]
+    present = [v for v in raw if v is not None and v != ""]
+    numbers = [n for n in (_number(v) for v in present) if n is not None]
+    if present and len(numbers) >= NUMERIC_SHARE * len(present):
+        values = [_number(v) for v in raw]  # the few other cells: no value
+        positive = bool(numbers) and all(n > 0 for n in numbers)
         return Axis(axis.key, axis.label, "number", axis.source, axis.name, axis.summary, (), positive), values
     texts = [
         None
@@ -201,21 +215,30 @@ def _natural(text: str) -> tuple[Any, ...]:
     return (0, number, text) if number is not None else (1, 0.0, text.lower())
 
 
-def knobs(store: Store, project_slug: str, axes: Sequence[str] | None = None, *, limit: int = 2000) -> KnobView:
+def knobs(
+    store: Store, project_slug: str, axes: Sequence[str] | None = None, *, limit: int = 2000, suggest: bool = False
+) -> KnobView:
     """The trials (the newest ``limit`` with the first axis, and the chain to the best)
-    with each axis' value and their metric. ``axes``: column keys or telemetry
-    summaries (default: the project's first numeric knob)."""
+    with each axis' value and their metric. ``axes``: column keys, ``knob.NAME`` or
+    telemetry summaries (default: the knob :func:`~lineage.browse.knob_axes.rank_axes`
+    puts first). ``suggest``: rank the project's knobs over the newest ``limit`` trials
+    (``KnobView.suggested``, one more read)."""
     check_window("limit", limit, minimum=1)
     with store.read() as conn:
         project = store.projects.project(conn, project_slug)
         columns = columns_of(store, conn, project)
         ids = store.columns.telemetry_trial_ids(conn, project, limit=TELEMETRY_SCAN)
         names = store.explore.telemetry_names(conn, ids) if ids else []
+        changed = [k for k, _ in store.knobs.knobs(conn, project.stored_id)][:MAX_KNOB_CHOICES]
         choices = [(c.key, c.label) for c in knob_columns(columns)]
+        choices += [(f"{KNOB}{k}", f"{k} (as changed)") for k in changed]
         choices += [(f"{TELEMETRY}{name}.{s}", f"{name} ({s})") for name in names for s in ("last", "min")]
         keys = [k for raw in (axes or ()) for k in str(raw).split(",") if k.strip()]
+        ranked: list[str] = []
+        if suggest or not keys:
+            ranked = _suggest(store, conn, project, columns, changed, limit)
         if not keys:
-            keys = default_knobs(columns)[:1]
+            keys = ranked[:1] or default_knobs(columns)[:1]
         if len(keys) > MAX_AXES:
             raise InvalidInput("axes", f"at most {MAX_AXES} axes, got {len(keys)}")
         parsed = [parse_axis(k, columns, "x" if i == 0 else "axes") for i, k in enumerate(keys)]
@@ -254,5 +277,62 @@ def knobs(store: Store, project_slug: str, axes: Sequence[str] | None = None, *,
         choices=tuple(choices),
         limit=limit,
         truncated=truncated,
-        suggested=tuple(k for k in default_knobs(columns) if k != "seq" and columns.column(k).numeric)[:4],
+        suggested=tuple(ranked[: MAX_AXES - 1]),
     )
+
+
+def _suggest(
+    store: Store, conn: Any, project: Project, columns: ProjectColumns, changed: Sequence[str], limit: int
+) -> list[str]:
+    """The knobs that vary, ranked by how the metric follows them over the newest
+    ``limit`` trials (:func:`~lineage.browse.knob_axes.rank_axes`)."""
+    keys = [k for k in default_knobs(columns) if k != "seq"][: RANKED - min(len(changed), RANKED // 2)]
+    keys += [f"{KNOB}{k}" for k in changed][: RANKED - len(keys)]
+    if not keys:
+        return []
+    parsed = [parse_axis(k, columns, "axes") for k in keys]
+    spec = [(a.source, a.name, a.summary) for a in parsed]
+    rows = store.columns.knob_rows(conn, project, spec, limit=limit, every=True)
+    metrics = [row[3] for row in rows]
+    settled = [_settle(axis, [row[4 + i] for row in rows]) for i, axis in enumerate(parsed)]
+    ranked = rank_axes([(a.key, a.kind) for a, _ in settled], [values for _, values in settled], metrics)
+    return [key for key, _ in ranked]
+
+
+def parse_brush(raw: str, keys: Sequence[str], field: str = "brush") -> tuple[str, float, float]:
+    """``KEY:LO:HI`` (a parallel axis' key, or ``metric``; a category axis counts its
+    values 0, 1, 2... in axis order) as ``(key, lo, hi)``; else an ``InvalidInput``."""
+    key, _, rest = raw.strip().rpartition(":")
+    key, _, lo_text = key.rpartition(":")
+    try:
+        lo, hi = float(lo_text), float(rest)
+    except ValueError:
+        raise InvalidInput(field, f"must be KEY:LO:HI with two numbers, got {raw!r}") from None
+    if key not in keys and key != "metric":
+        raise InvalidInput(field, f"{key!r} is not an axis of this view (axes: {', '.join([*keys, 'metric'])})")
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise InvalidInput(field, f"LO and HI must be finite, got {raw!r}")
+    return key, min(lo, hi), max(lo, hi)
+
+
+def brushed(view: KnobView, brushes: Sequence[tuple[str, float, float]]) -> tuple[str, ...]:
+    """The exp ids of the trials inside every brush (each ``(axis key or metric, lo, hi)``):
+    a trial without a value on a brushed axis is outside it."""
+    index = {a.key: i for i, a in enumerate(view.axes)}
+    out = []
+    for p in view.points:
+        inside = True
+        for key, lo, hi in brushes:
+            if key == "metric":
+                value: Any = p.metric
+            else:
+                axis = view.axes[index[key]]
+                value = p.values[index[key]]
+                if axis.kind == "category" and value is not None:
+                    value = axis.categories.index(value) if value in axis.categories else None
+            if value is None or not lo <= float(value) <= hi:
+                inside = False
+                break
+        if inside:
+            out.append(p.exp_id)
+    return tuple(out)

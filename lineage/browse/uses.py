@@ -90,9 +90,11 @@ class Browse:
         """The columns the project's pages show (:func:`lineage.browse.columns.project_columns`)."""
         return column_reads.project_columns(self.store, project_slug)
 
-    def knobs(self, project_slug: str, axes: Sequence[str] | None = None, *, limit: int = 2000) -> KnobView:
+    def knobs(
+        self, project_slug: str, axes: Sequence[str] | None = None, *, limit: int = 2000, suggest: bool = False
+    ) -> KnobView:
         """Each trial's knob values and metric (:func:`lineage.browse.knobs.knobs`)."""
-        return knob_reads.knobs(self.store, project_slug, axes, limit=limit)
+        return knob_reads.knobs(self.store, project_slug, axes, limit=limit, suggest=suggest)
 
     def overview(self, project_slug: str, *, bins: int = 60) -> ProjectOverview:
         """A project with its best and its running best over time (for the index page)."""

@@ -12,6 +12,7 @@ part) in its constructor, so every call can be followed from the face to the SQL
 ``recording``       Recording (:mod:`lineage.service.recorder`)    record_trial, update_trial, record_trials, record_group
 ``tables``          Tables (:mod:`lineage.service.tables`)         import_trials, stream_trials, trials_page/query, dataframe, backup
 ``files``           Files (:mod:`lineage.loops.importing`)         import_file, import_results, export_results, results layout, loop reads
+``exports``         Exports (:mod:`lineage.loops.exporting`)       export (csv, parquet, the project's results file; a view or all)
 ``agent``           Agent (:mod:`lineage.agent.uses`)              prompt, knowledge, find_similar, summary, guardrails, hooks
 ``browse``          Browse (:mod:`lineage.browse.uses`)            overview(s), dashboard, trial_context, tree_window, explore, knobs
 ``telemetry``       Telemetry (:mod:`lineage.telemetry`)           ingest_telemetry, telemetry_series/points, summarize_telemetry
@@ -42,6 +43,7 @@ from lineage.chain import find_cycle, walk_chain
 from lineage.db import make_engine
 from lineage.domain import ImportReport, RecordResult
 from lineage.leases import Leases
+from lineage.loops.exporting import Exports
 from lineage.loops.importing import Files
 from lineage.notebook import Notes
 from lineage.service.batch import BatchResult
@@ -91,6 +93,7 @@ class Ledger:
         self.recording = Recording(store)
         self.tables = Tables(store)
         self.files = Files(store, self.tables)
+        self.exports = Exports(store, self.tables)
         self.agent = Agent(store)
         self.browse = Browse(store)
         self.telemetry = Telemetry(store, self.recording)

@@ -120,6 +120,11 @@ class ColumnsSql(Family):
             return "(t.extra ->> ?)", [name]
         if source == "telemetry":
             return f"({TELEMETRY_SUMMARIES[summary or 'last']})", [name]
+        if source == "knob":  # the value the trial set the knob to (its number as text, else as written)
+            return (
+                "(SELECT COALESCE(CAST(k.new_number AS TEXT), k.new_value) FROM knob_changes k "
+                "WHERE k.project_id = t.project_id AND k.seq = t.seq AND k.knob = ?)"
+            ), [name]
         raise ValueError(f"unknown column source {source!r}")
 
     def knob_rows(
@@ -130,10 +135,12 @@ class ColumnsSql(Family):
         *,
         limit: int,
         exp_ids: Sequence[str] | None = None,
+        every: bool = False,
     ) -> list[tuple[Any, ...]]:
         """``(exp_id, seq, status, core_metric, value, ..., chain_depth)`` of the newest
-        ``limit`` trials that have a value in the first of ``columns`` (``(source, name,
-        summary)``: source ``field``, ``extra`` or ``telemetry``), newest first. Values come as the
+        ``limit`` trials that have a value in the first of ``columns`` (``every``: the
+        newest ``limit`` trials, with a value or not) (``(source, name, summary)``: source
+        ``field``, ``extra``, ``knob`` or ``telemetry``), newest first. Values come as the
         database gives them (an ``extra`` value as text on PostgreSQL, as its JSON type
         on SQLite)."""
         exprs, params = [], []
@@ -153,7 +160,7 @@ class ColumnsSql(Family):
             where += f" AND t.exp_id IN ({self.core.marks(exp_ids)})"
             where_params += list(exp_ids)
             order = "+seq DESC"
-        elif columns[0][0] == "telemetry":
+        elif columns[0][0] == "telemetry" and not every:
             # only trials with telemetry can have the value: when they are few, read just them
             # (else the newest trials are walked until ``limit`` have it, which is soon)
             with_telemetry = self.telemetry_trial_ids(conn, project, limit=TELEMETRY_FEW)
@@ -164,7 +171,12 @@ class ColumnsSql(Family):
                 where = f"t.id IN ({self.core.marks(with_telemetry)}) AND +t.project_id = ?"
                 where_params = [*with_telemetry, project.id]
                 order = "+seq DESC"
-        if columns[0][0] == "field":
+        if every:
+            sql = (
+                f"SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
+                f"WHERE {where} ORDER BY {order.replace('seq', 't.seq')} LIMIT ?"
+            )
+        elif columns[0][0] == "field":
             sql = (
                 f"SELECT t.exp_id, t.seq, t.status, t.core_metric, {values} FROM trials t "
                 f"WHERE {where} AND {exprs[0]} IS NOT NULL ORDER BY {order.replace('seq', 't.seq')} LIMIT ?"

@@ -161,8 +161,8 @@ def test_table_page_takes_the_filter_and_shows_its_error_in_place(ledger: Ledger
     shown = {
         t.exp_id for t in ledger.tables.stream_trials("p") if "idea 1" in t.hypothesis and t.status.value == "keep"
     }
-    assert shown and all(f">exp_{i}</a>" in page.text for i in shown)
-    assert ">exp_000</a>" not in page.text
+    assert shown and all(f'value="{i}" aria-label="compare exp_{i}"' in page.text for i in shown)
+    assert 'aria-label="compare exp_000"' not in page.text  # a row's parent links it, as exp_000
     bad = client.get("/projects/p/trials", params={"filter": "status = kep"})
     assert bad.status_code == 422 and 'id="filter-error"' in bad.text and 'data-column="10"' in bad.text
 

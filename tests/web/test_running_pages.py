@@ -28,7 +28,7 @@ def test_the_index_shows_no_best_and_a_running_badge(trainer) -> None:  # type: 
     row = row[: row.index("</tr>")]
     assert '<span class="badge running">running</span>' in row
     assert "badge failed" not in row and "harness_abort" not in row
-    best_cell = re.findall(r"<td>(.*?)</td>", row, re.S)[0]
+    best_cell = re.findall(r'<td data-label="best">(.*?)</td>', row, re.S)[0]
     assert f"exp_{exp_id}" not in best_cell  # no "Best" until a trial is scored
 
 
@@ -61,4 +61,5 @@ def test_the_charts_and_knobs_draw_a_running_trial_with_a_metric(ledger: Ledger,
         knobs = client.get("/projects/p/knobs", params={"x": "extra.lr"})
         assert knobs.status_code == 200 and "1 running" in knobs.text
         table = client.get("/projects/p/trials", params={"status": "running"})
-        assert table.status_code == 200 and "exp_001" in table.text and "exp_000" not in table.text
+        assert table.status_code == 200 and 'aria-label="compare exp_001"' in table.text
+        assert 'aria-label="compare exp_000"' not in table.text  # exp_000 only as exp_001's parent

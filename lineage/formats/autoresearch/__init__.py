@@ -41,7 +41,9 @@ What a file becomes (the rules, each written once here)
       ``ts``...: :func:`is_id_column`) -- numeric meaning at least 80% of its cells are
       numbers, placeholders or words of a failed run (``FAIL``, ``oom``: not ``True`` or
       ``keep``), or, for a column whose name says a direction, at least half are numbers
-      -- preferring one whose name says a direction (``val_bpb``, ``score``..., and a
+      -- preferring the convention's place, the column right after a leading ``commit``
+      (``commit, acs, ..., self_org_score``: ``acs``) unless it counts rows (``cycle``
+      1, 2, 3...) or is a resource, then one whose name says a direction (``val_bpb``, ``score``..., and a
       rate such as ``tok_sec`` or ``generations_per_s``: :func:`is_rate`, higher) over
       plain names over resource columns (``memory_gb``, ``seconds``...); a column named
       like a metric with fewer numbers than that is an

@@ -133,7 +133,7 @@ def infer_layout(
     elif options.metric:
         mi = column_index(columns, options.metric, "metric")
     else:
-        mi = inferred_metric(table, used, header_only=header_cells is not None and not rows)
+        mi = inferred_metric(table, used, header_only=header_cells is not None and not rows, commit=ci)
     if mi == si:
         si = -1
     used.add(mi)

@@ -283,11 +283,13 @@ def long_format_metric(table: ColumnSample, long: tuple[int, int, str], notes: l
     return mi
 
 
-def inferred_metric(table: ColumnSample, used: set[int], *, header_only: bool) -> int:
+def inferred_metric(table: ColumnSample, used: set[int], *, header_only: bool, commit: int = -1) -> int:
     """Decides the metric column when nothing names it: the first column not taken that
     can hold it (numeric, mostly numbers and failed-run words, or named like a metric),
-    and not an id or time column, preferring a name that says a direction over plain
-    names over resource names. A header-only file: the first column named like a metric,
+    and not an id or time column, preferring autoresearch's convention (the column right
+    after a leading ``commit`` column: ``commit, val_bpb, ...``, ``commit, acs, ...``), then
+    a name that says a direction over plain names over resource names. A header-only
+    file: the first column named like a metric,
     else the first that is not a resource. A column named like a metric but too seldom
     a number is refused rather than silently passed over."""
     columns, n = table.columns, table.width
@@ -311,6 +313,8 @@ def inferred_metric(table: ColumnSample, used: set[int], *, header_only: bool) -
         )
     named = [j for j in candidates if direction_of_name(columns[j]) is not None]
     plain = [j for j in candidates if not is_resource(columns[j])]
+    if commit == 0 and 1 in plain and not header_only and not _counter(table.values(1)):
+        return 1  # the convention's place: a plain name there beats a later "score"
     mi = (named or plain or candidates)[0]
     shadowed = [
         j
@@ -329,6 +333,12 @@ def inferred_metric(table: ColumnSample, used: set[int], *, header_only: bool) -
             f"are numbers, so {columns[mi]!r} would be taken instead; name the metric with --metric COLUMN",
         )
     return mi
+
+
+def _counter(cells: Sequence[str]) -> bool:
+    """Whether the cells count rows (whole numbers, rising): a cycle or step column."""
+    numbers = [v for v in (parse_number(c) for c in cells) if v is not None and v is not False]
+    return bool(numbers) and all(float(v).is_integer() for v in numbers) and numbers == sorted(set(numbers))
 
 
 def field_columns(table: ColumnSample, used: set[int], id_column: int) -> dict[str, str]:
