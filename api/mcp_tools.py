@@ -416,24 +416,29 @@ def find_similar(
     closest first: exp_id, status, core_metric, delta_vs_best and a score in [0, 1]. ML
     spellings count as one (lr and learning rate, MATRIX_LR and matrix lr). Ask before
     proposing a trial. same_knob: earlier trials that changed a knob the text names
-    ("increase MATRIX_LR from 0.04 to 0.06"), each with the value it set."""
+    ("increase MATRIX_LR from 0.04 to 0.06"), each with the value it set; tried_before:
+    "sweep of MATRIX_LR: 0.04 keep, 0.06 discard" or "repeat of exp_017: ..."."""
     found = ledger.agent.find_similar(project, text, limit)
-    tried = ledger.knobs.same_knob_of_text(project, text)
-    return {"items": [similar.to_dict() for similar in found], "same_knob": [attempt.to_dict() for attempt in tried]}
+    tried, said = ledger.knobs.tried_of_text(project, text)
+    return {
+        "items": [similar.to_dict() for similar in found],
+        "same_knob": [attempt.to_dict() for attempt in tried],
+        "tried_before": [one.to_dict() for one in said],
+    }
 
 
 def knob_history(
     ledger: Ledger,
     project: ProjectArg,
     knob: Annotated[
-        str,
-        Field(description="The knob in any spelling: MATRIX_LR, matrix lr, learning_rate (at most 120 characters)."),
-    ],
+        str | None,
+        Field(description="The knob in any spelling (MATRIX_LR, matrix lr, learning_rate); omit for every knob."),
+    ] = None,
 ) -> dict[str, Any]:
-    """What was this knob tried at, and how did each value do? Each value in the order
-    first tried, each with its trials (exp_id, status, core_metric, delta_vs_best), read
-    from the trials' git patches, configs and hypotheses. A knob never tried has no values."""
-    return ledger.knobs.history(project, knob).to_dict()
+    """What was each knob tried at, and how did each value do? Per knob, the values in the
+    order first tried, each with its trials (exp_id, status, core_metric, delta_vs_best),
+    read from the trials' git patches, configs, results-file columns and hypotheses."""
+    return ledger.knobs.knob_history(project, knob)
 
 
 def get_summary(

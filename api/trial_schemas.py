@@ -180,12 +180,24 @@ class KnobTryOut(BaseModel):
     new: str | None
     number: float | None = Field(description="The value set, as a number")
     factor: float | None
-    source: str = Field(description="Where the change was read: patch, config or hypothesis")
+    source: str = Field(description="Where the change was read: patch, config, column, hypothesis or unparsed")
     exp_id: str
     status: str
     core_metric: float | None
     delta_vs_best: float | None
     same_value: bool | None = Field(None, description="Whether it set the value the new trial (or text) sets")
+
+
+class TriedBeforeOut(BaseModel):
+    """A sweep or a repeat of earlier trials (rule: ``lineage.knobs.sweeps``)."""
+
+    kind: str = Field(description="repeat (the same change tried before) or sweep (the knob tried at other values)")
+    knob: str = Field(description="The knob, its name normalised; '' for a repeated patch")
+    name: str = Field(description="The knob as the newest earlier trial wrote it")
+    exp_ids: list[str] = Field(description="The earlier trials it names, oldest first")
+    says: str = Field(
+        description="The sentence: 'sweep of MATRIX_LR: 0.04 keep, 0.06 discard', 'repeat of exp_017: ...'"
+    )
 
 
 class RecordOut(BaseModel):
@@ -206,6 +218,9 @@ class RecordOut(BaseModel):
     same_knob: list[KnobTryOut] = Field(
         default_factory=list,
         description="With similar_prior: earlier trials that changed a knob this one changes, oldest first",
+    )
+    tried_before: list[TriedBeforeOut] = Field(
+        default_factory=list, description="With similar_prior: whether this trial is a sweep or a repeat"
     )
 
 

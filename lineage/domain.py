@@ -38,6 +38,7 @@ from lineage.field_limits import (
 
 if TYPE_CHECKING:
     from lineage.knobs.history import KnobTry
+    from lineage.knobs.sweeps import TriedBefore
     from lineage.similar import Similar
 
 
@@ -525,6 +526,8 @@ class RecordResult:
     #: earlier trials that changed a knob this one changes (lineage.service.knobs.same_knob);
     #: asked with similar_prior, new trials only
     same_knob: tuple[KnobTry, ...] = ()
+    #: whether it is a sweep or a repeat of earlier trials (lineage.knobs.sweeps), with same_knob
+    tried_before: tuple[TriedBefore, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON every face answers a recording with."""
@@ -537,6 +540,7 @@ class RecordResult:
             "warnings": list(self.warnings),
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
             "same_knob": [attempt.to_dict() for attempt in self.same_knob],
+            "tried_before": [said.to_dict() for said in self.tried_before],
         }
 
 

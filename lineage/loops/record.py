@@ -38,6 +38,8 @@ class RecordOutcome:
     similar_prior: tuple[Any, ...] = ()
     #: what the recording rules said about the trial (lineage.service.recording.prepare_record)
     warnings: tuple[str, ...] = ()
+    #: a sweep or a repeat of earlier trials (lineage.knobs.sweeps.TriedBefore objects)
+    tried_before: tuple[Any, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,7 @@ class RecordOutcome:
             "line": self.line,
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
             "warnings": list(self.warnings),
+            "tried_before": [said.to_dict() for said in self.tried_before],
         }
 
 
@@ -216,6 +219,7 @@ def record_result(
         line=line,
         similar_prior=result.similar_prior,
         warnings=result.warnings,
+        tried_before=result.tried_before,
     )
 
 

@@ -34,7 +34,7 @@ from lineage.domain import (
 )
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
-from lineage.service.knobs import same_knob
+from lineage.service.knobs import tried as tried_before
 from lineage.service.record_modes import Alone, Counters, RecordMode
 from lineage.service.record_rules import (
     IDEMPOTENT_FIELDS,
@@ -330,8 +330,10 @@ class RecordingUses:
             else ()
         )
         # the earlier trials that changed a knob this one changes: asked with similar_prior
-        tried = (
-            same_knob(self.store, conn, project.stored_id, counters.next_seq) if decided.reads.prior is not None else ()
+        tried, said = (
+            tried_before(self.store, conn, project.stored_id, counters.next_seq)
+            if decided.reads.prior is not None
+            else ((), [])
         )
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq += 1
@@ -355,6 +357,7 @@ class RecordingUses:
             parent_defaulted=decided.defaulted is not None,
             warnings=draft.prepared.warnings,
             same_knob=tried,
+            tried_before=tuple(said),
         )
 
     def _replayed(self, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord) -> RecordResult:

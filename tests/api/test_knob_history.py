@@ -92,10 +92,12 @@ def test_the_cli_answers_what_http_answers(client, db_url: str) -> None:  # type
     runner = CliRunner()
     out = runner.invoke(cli, ["--db", db_url, "knobs", "-p", "p", "--knob", "MATRIX_LR", "--format", "json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output) == client.get(f"{API}/projects/p/knobs/MATRIX_LR").json()
+    assert json.loads(out.output) == client.get(f"{API}/projects/p/knob-history", params={"knob": "MATRIX_LR"}).json()
+    every = runner.invoke(cli, ["--db", db_url, "knobs", "-p", "p", "--format", "json"])
+    assert json.loads(every.output) == client.get(f"{API}/projects/p/knob-history").json()
     text = runner.invoke(cli, ["--db", db_url, "knobs", "-p", "p", "-k", "matrix lr"])
     assert text.exit_code == 0 and text.output.splitlines() == [
-        "matrix lr: 3 trials, 2 values",
+        "MATRIX_LR (matrix lr): 3 tries, 2 values",
         "  0.06: exp_001 keep 0.99 Δ=-0.01",
         "  0.08: exp_002 discard 1.01 Δ=+0.02, exp_004 discard 0.995 Δ=+0.005",
     ]
