@@ -30,8 +30,8 @@ def knobs(
     x: Annotated[
         str | None,
         Query(
-            description="the knob: a column key (extra.KEY, a trial field) or "
-            "telemetry.NAME.SUMMARY (last, first, min, max, mean)"
+            description="the knob: a column key (extra.KEY, a trial field), knob.NAME (the values trials set "
+            "it to in patches, configs, columns, hypotheses) or telemetry.NAME.SUMMARY (last, first, min, max, mean)"
         ),
     ] = None,
     axes: Annotated[str | None, Query(description="more axes, comma-separated (parallel coordinates)")] = None,

@@ -117,6 +117,7 @@ def wrap_prompt(
     layout: Any = None,
     tokens: bool = False,
     running: Sequence[Lease] = (),
+    knobs_tried: Sequence[str] = (),
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
@@ -148,7 +149,8 @@ def wrap_prompt(
     summary, ``lineage.progress.Progress.short_text``; "" without ``summary``), ``trend``
     and ``guardrails_tripped`` (a message per tripped guardrail); ``alerts``: a line per
     alert of the training code (newest first, :func:`alert_line`); ``running``: a line per
-    trial under way (status running, oldest first, :func:`running_line`).
+    trial under way (status running, oldest first, :func:`running_line`); ``knobs_tried``: the
+    "Knobs tried" section's lines (``lineage.agent.knob_section``, within its stated budget).
 
     The examples leave ``parent_exp`` out (the ledger forks from the branch tip, the last keep) and
     carry the commit in ``extra`` where the project's trials have one, so that ``lineage
@@ -265,6 +267,7 @@ def wrap_prompt(
         ),
         "alerts": [alert_line(alert) for alert in alerts],
         "running": [running_line(lease) for lease in running],
+        "knobs_tried": list(knobs_tried),
     }
     text = source if source is not None else (project.prompt_template or default_prompt_template())
     try:

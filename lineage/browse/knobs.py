@@ -1,7 +1,9 @@
 """Which knob moved the metric: any column of a project's trials against the metric.
 
 An axis is a column of :mod:`lineage.browse.columns` (a file column ``extra.KEY``, a
-trial field such as ``train_s`` or ``specialist``) or a telemetry summary
+trial field such as ``train_s`` or ``specialist``), a knob's changes ``knob.NAME`` (the
+values trials set it to, read from their patches, configs, columns and hypotheses:
+``lineage.knobs``; a trial that did not change it has none) or a telemetry summary
 ``telemetry.NAME.SUMMARY`` (``last``, ``first``, ``min``, ``max``, ``mean`` of the
 series ``NAME``), each computed in SQL (:meth:`Store.columns.knob_rows`). A view reads the
 newest ``limit`` trials that have the first axis, plus the last ``CHAIN_POINTS`` trials
@@ -32,6 +34,11 @@ if TYPE_CHECKING:
     from lineage.store import Store
 
 TELEMETRY = "telemetry."
+#: an axis of the knob changes read from patches, configs, columns and hypotheses:
+#: ``knob.NAME`` (``lineage.knobs``; a trial that changed the knob has its new value)
+KNOB = "knob."
+#: knob-change axes offered at most (the most changed)
+KNOB_CHOICES = 30
 SUMMARIES = ("last", "first", "min", "max", "mean")
 #: Category axes name this many values; the rest are ``OTHER``.
 MAX_CATEGORIES = 30
@@ -145,6 +152,9 @@ def parse_axis(key: str, columns: ProjectColumns, field: str = "x") -> Axis:
     """The axis ``key`` names (a column key or ``telemetry.NAME.SUMMARY``); unknown or
     unusable: an :class:`InvalidInput` naming ``field``."""
     key = key.strip()
+    if key.startswith(KNOB) and key[len(KNOB) :].strip():
+        name = key[len(KNOB) :].strip()
+        return Axis(key, f"{name} (knob changes)", "number", "knob", name)
     if key.startswith(TELEMETRY):
         name, _, summary = key[len(TELEMETRY) :].rpartition(".")
         if not name or summary not in SUMMARIES:
@@ -213,6 +223,8 @@ def knobs(store: Store, project_slug: str, axes: Sequence[str] | None = None, *,
         names = store.explore.telemetry_names(conn, ids) if ids else []
         choices = [(c.key, c.label) for c in knob_columns(columns)]
         choices += [(f"{TELEMETRY}{name}.{s}", f"{name} ({s})") for name in names for s in ("last", "min")]
+        changed = [knob for knob, _ in store.knobs.knobs(conn, project.stored_id)[:KNOB_CHOICES]]
+        choices += [(f"{KNOB}{knob}", f"{knob} (knob changes)") for knob in changed]
         keys = [k for raw in (axes or ()) for k in str(raw).split(",") if k.strip()]
         if not keys:
             keys = default_knobs(columns)[:1]

@@ -11,7 +11,8 @@ A column is a knob when it is *set* by the trial, not *measured* by it or naming
   ``created_at``: ``is_id_column``) or measures the run's cost (:data:`MEASURED_WORDS`:
   ``memory_gb``, ``train_seconds``);
 * never a key the ledger or a front owns (``_git``, ``config``, ``tags``...: a ``_`` first,
-  or :data:`NOT_COLUMNS`), nor a value that is no scalar, a hash, or free text.
+  or :data:`NOT_COLUMNS`), nor a name that is no identifier (``learning rate``: free text),
+  nor a value that is no scalar, a hash, or free text.
 
 A trial's column changes are those whose value differs from its parent's (the code it
 started from), each as set when the parent lacks the column or the trial has no parent;
@@ -41,6 +42,8 @@ NOT_COLUMNS = frozenset({"config", "tags", "mlflow", "row_description", "notes",
 #: the longest text value of a knob column (longer is free text)
 _MAX_TEXT = 40
 _HASH = re.compile(r"^[0-9a-fA-F]{7,64}$")
+# a column's name as files write them (``lr``, ``n_embd``, ``model.depth``): no ``_`` first
+_COLUMN_NAME = re.compile(r"^[A-Za-z][\w.\-]{0,63}$")
 # cells without a column (``col3``) and columns named like a reserved key (``col:_row``)
 _EXTRA_CELL = re.compile(r"^col(?:\d+$|:)")
 
@@ -63,7 +66,7 @@ def role_columns(settings: Mapping[str, Any] | None) -> frozenset[str]:
 def is_knob_column(name: str) -> bool:
     """Whether a column named ``name`` may be a knob (module doc: not a result, an id, a
     cost, or a key of the ledger's)."""
-    if not name or name.startswith("_") or name in NOT_COLUMNS or _EXTRA_CELL.match(name):
+    if not _COLUMN_NAME.match(name) or name in NOT_COLUMNS or _EXTRA_CELL.match(name):
         return False
     if is_id_column(name) or direction_of_name(name) is not None:
         return False

@@ -89,14 +89,14 @@ class Ledger:
         self.recording = Recording(store)
         self.tables = Tables(store)
         self.files = Files(store, self.tables)
-        self.agent = Agent(store)
+        self.knobs = Knobs(store)
+        self.agent = Agent(store, self.knobs)
         self.browse = Browse(store)
         self.telemetry = Telemetry(store, self.recording)
         self.tokens = Tokens(store)
         self.alerts = Alerts(store)
         self.leases = Leases(store)
         self.claims = Claims(store, self.recording)
-        self.knobs = Knobs(store)
 
     @classmethod
     def open(cls, db: str | None = None, *, upgrade: bool = True, wal_autocheckpoint: int | None = None) -> Ledger:

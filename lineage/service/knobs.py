@@ -100,28 +100,26 @@ class Knobs:
         settle(self.store, project_slug)
         with self.store.read() as conn:
             project = self.store.projects.project(conn, project_slug)
-            if name is not None:
-                found = self._history(conn, project.stored_id, name)
-                tries: list[KnobTry] = list(found.tries)
-                window = False
-            else:
-                tries = self.store.knobs.newest(conn, project.stored_id, limit=ALL_KNOBS_WINDOW)
-                window = len(tries) >= ALL_KNOBS_WINDOW
+            return {"project": project_slug, **self.knobs_in(conn, project.stored_id, name)}
+
+    def knobs_in(self, conn: Connection, project_id: int, name: str | None = None) -> dict[str, Any]:
+        """:meth:`knob_history`'s answer (but the project) in the caller's transaction;
+        ``name``: a knob's normalised name, None for every knob."""
+        if name is not None:
+            tries: list[KnobTry] = list(self._history(conn, project_id, name).tries)
+            window = False
+        else:
+            tries = self.store.knobs.newest(conn, project_id, limit=ALL_KNOBS_WINDOW)
+            window = len(tries) >= ALL_KNOBS_WINDOW
         by_knob: dict[str, list[KnobTry]] = {}
         for attempt in tries:
             by_knob.setdefault(attempt.knob, []).append(attempt)
         order = sorted(by_knob, key=lambda k: (-len(by_knob[k]), k))
         return {
-            "project": project_slug,
             "knob": name,
             "window": ALL_KNOBS_WINDOW if window else None,
             "knobs": [
-                {
-                    "knob": k,
-                    "name": by_knob[k][-1].name,
-                    "tried": len(by_knob[k]),
-                    "values": values_tried(by_knob[k]),
-                }
+                {"knob": k, "name": by_knob[k][-1].name, "tried": len(by_knob[k]), "values": values_tried(by_knob[k])}
                 for k in order
             ],
         }

@@ -118,6 +118,11 @@ class ColumnsSql(Family):
             return "(t.extra ->> ?)", [name]
         if source == "telemetry":
             return f"({TELEMETRY_SUMMARIES[summary or 'last']})", [name]
+        if source == "knob":  # one primary-key seek a trial: (project_id, seq, knob)
+            return (
+                "(SELECT COALESCE(CAST(k.new_number AS TEXT), k.new_value) FROM knob_changes k "
+                "WHERE k.project_id = t.project_id AND k.seq = t.seq AND k.knob = ?)"
+            ), [name]
         raise ValueError(f"unknown column source {source!r}")
 
     def knob_rows(
@@ -131,7 +136,7 @@ class ColumnsSql(Family):
     ) -> list[tuple[Any, ...]]:
         """``(exp_id, seq, status, core_metric, value, ..., chain_depth)`` of the newest
         ``limit`` trials that have a value in the first of ``columns`` (``(source, name,
-        summary)``: source ``field``, ``extra`` or ``telemetry``), newest first. Values come as the
+        summary)``: source ``field``, ``extra``, ``knob`` or ``telemetry``), newest first. Values come as the
         database gives them (an ``extra`` value as text on PostgreSQL, as its JSON type
         on SQLite)."""
         exprs, params = [], []

@@ -224,3 +224,44 @@ def test_a_patch_of_a_megabyte_never_fails_its_record(ledger: Ledger, size: int)
     assert answer.created
     stored = ledger.knobs.knob_history("big")["knobs"]
     assert 0 < len(stored) <= 64  # read up to its bounds, no further
+
+
+def test_the_prompt_carries_the_knobs_tried_most_informative_first(ledger: Ledger, tmp_path: Path) -> None:
+    loop = Loop(tmp_path / "repo")
+    lines = ["commit\tval_bpb\tmemory_gb\tstatus\tdescription"]
+    for i, step in enumerate(STEPS):
+        sha = loop.commit(step, step.description)
+        metric = "0.000000" if step.metric is None else f"{step.metric:.6f}"
+        lines.append(f"{sha}\t{metric}\t40.0\t{step.status}\t{step.description}")
+        loop.settle(step, sha, f"{i:03d}")
+    ledger.files.import_results("loop", "\n".join(lines) + "\n", fmt=ar.NAME, git_repo=loop.path)
+    _, text = ledger.agent.prompt_document("loop", face="mcp")
+    section = text.split("## Knobs tried\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section == [
+        "- DEPTH: 12 keep (best)",  # the best's value first
+        "- MATRIX_LR: 0.05 keep, 0.06 discard×2, 0.07 discard",  # then kept values, most tried first
+        "- dropout: 0.0 keep",
+        "- warmup_steps: 200 keep",
+        "- TOTAL_BATCH_SIZE: 2**20 crash",  # then the values that crashed
+        "- wd: 0.1 discard",
+    ]
+
+
+def test_the_knobs_page_plots_values_from_patches(ledger: Ledger, tmp_path: Path) -> None:
+    loop = Loop(tmp_path / "repo")
+    lines = ["commit\tval_bpb\tmemory_gb\tstatus\tdescription"]
+    for i, step in enumerate(STEPS):
+        sha = loop.commit(step, step.description)
+        metric = "0.000000" if step.metric is None else f"{step.metric:.6f}"
+        lines.append(f"{sha}\t{metric}\t40.0\t{step.status}\t{step.description}")
+        loop.settle(step, sha, f"{i:03d}")
+    ledger.files.import_results("loop", "\n".join(lines) + "\n", fmt=ar.NAME, git_repo=loop.path)
+    view = ledger.browse.knobs("loop", ["knob.matrix lr"]).as_dict()  # the file holds no knob column
+    assert view["axes"][0]["kind"] == "number"
+    plotted = {p["exp_id"]: p["values"][0] for p in view["points"] if p["values"][0] is not None}
+    assert plotted == {"001": 0.05, "002": 0.06, "007": 0.06, "008": 0.07}
+    assert {"knob.total bs", "knob.warmup", "knob.wd"} <= {c["key"] for c in view["choices"]}
+    crash = ledger.browse.knobs("loop", ["knob.total bs"]).as_dict()
+    assert [(p["exp_id"], p["status"], p["values"][0]) for p in crash["points"] if p["values"][0]] == [
+        ("003", "crash", 2.0**20)
+    ]
