@@ -329,10 +329,11 @@ class RecordingUses:
             if decided.reads.prior is not None
             else ()
         )
-        # the earlier trials that changed a knob this one changes: asked with similar_prior
+        # the earlier trials that changed a knob this one changes, and whether it is a sweep
+        # or a repeat: asked with similar_prior, with or without text (a patch can repeat one)
         tried, said = (
             tried_before(self.store, conn, project.stored_id, counters.next_seq)
-            if decided.reads.prior is not None
+            if decided.similar_prior and counters.next_seq
             else ((), [])
         )
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
