@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from lineage.formats.autoresearch.vocabulary import direction_of_name, is_id_column, name_tokens
@@ -63,6 +64,7 @@ def role_columns(settings: Mapping[str, Any] | None) -> frozenset[str]:
         return frozenset()
 
 
+@lru_cache(maxsize=4096)  # a file has few columns, read again with every row
 def is_knob_column(name: str) -> bool:
     """Whether a column named ``name`` may be a knob (module doc: not a result, an id, a
     cost, or a key of the ledger's)."""
@@ -93,7 +95,7 @@ def column_values(extra: Mapping[str, Any], roles: frozenset[str] = frozenset())
     :data:`MAX_COLUMNS`), in ``extra``'s order."""
     out: dict[str, str] = {}
     for name, value in extra.items():
-        if name in roles or not isinstance(name, str) or not is_knob_column(name):
+        if not isinstance(name, str) or name in roles or not is_knob_column(name):
             continue
         cell = _cell(value)
         if cell is not None:

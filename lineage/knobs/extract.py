@@ -401,10 +401,12 @@ def extract_changes(
     *,
     parent_columns: Mapping[str, str] | None = None,
     roles: frozenset[str] = frozenset(),
+    columns: Mapping[str, str] | None = None,
 ) -> list[KnobChange]:
     """A trial's knob changes: one per knob, from its most trusted source (module doc).
     ``parent_config`` and ``parent_columns``: the parent's (:func:`parent_side`), None
-    without one; ``roles``: the columns of the file's layout that are no knobs. Never
+    without one; ``roles``: the columns of the file's layout that are no knobs;
+    ``columns``: the trial's knob columns when the caller has them. Never
     raises on odd input; a bounded amount of work whatever the size of ``extra``."""
     changes: list[KnobChange] = []
     git = extra.get("_git")
@@ -412,7 +414,7 @@ def extract_changes(
     readers = (
         lambda: patch_changes(patch) if isinstance(patch, str) and patch else [],
         lambda: config_changes(extra.get("config"), parent_config),
-        lambda: column_changes(column_values(extra, roles), parent_columns),
+        lambda: column_changes(column_values(extra, roles) if columns is None else columns, parent_columns),
         lambda: hypothesis_changes(hypothesis) if hypothesis else [],
     )
     for read in readers:

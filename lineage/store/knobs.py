@@ -69,13 +69,16 @@ class KnobsSql(Family):
         ``roles``: the project's results-file columns that are no knobs (:func:`roles_of`)."""
         parent_config: Any = None
         parent_columns: dict[str, str] | None = None
-        if parent_exp and (isinstance(extra.get("config"), Mapping) or column_values(extra, roles)):
+        columns = column_values(extra, roles)
+        if parent_exp and (isinstance(extra.get("config"), Mapping) or columns):
             row = self.core.execute(
                 conn, "SELECT extra FROM trials WHERE project_id = ? AND exp_id = ?", (project_id, parent_exp)
             ).fetchone()
             if row is not None:
                 parent_config, parent_columns = parent_side(_json(row[0]), roles)
-        return extract_changes(hypothesis, extra, parent_config, parent_columns=parent_columns, roles=roles)
+        return extract_changes(
+            hypothesis, extra, parent_config, parent_columns=parent_columns, roles=roles, columns=columns
+        )
 
     def write(
         self,

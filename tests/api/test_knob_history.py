@@ -136,6 +136,4 @@ def test_knob_history_lists_every_knob_or_one(client) -> None:  # type: ignore[n
     assert [one["says"] for one in answers[2]["tried_before"]] == ["sweep of MATRIX_LR: 0.06 keep"]
     assert [one["says"] for one in answers[4]["tried_before"]][0] == "repeat of exp_002: same patch, discard"
     similar = client.get(f"{API}/projects/p/similar", params={"q": "MATRIX_LR 0.06 -> 0.07"}).json()
-    assert [one["says"] for one in similar["tried_before"]] == [
-        "sweep of MATRIX_LR: 0.06 keep, 0.08 discard/discard"
-    ]
+    assert [one["says"] for one in similar["tried_before"]] == ["sweep of MATRIX_LR: 0.06 keep, 0.08 discard/discard"]
