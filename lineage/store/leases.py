@@ -85,10 +85,14 @@ class LeasesSql(Family):
 
     def any_lapsed(self, conn: Connection, project: Project, cutoff: datetime) -> bool:
         """Whether :meth:`lapsed` would find a trial (one index probe: the readers' check)."""
+        # the status is written into the statement, not bound: a prepared statement's
+        # generic plan (PostgreSQL, after five executions) then still knows that few trials
+        # run, and probes the status index instead of reading the project's every trial
+        # (0.5 s at 100,000 trials, on every read that settles leases first)
         cursor = self.core.execute(
             conn,
-            f"SELECT 1 FROM trials WHERE project_id = ? AND status = ? AND {_LAST_SIGN} < ? LIMIT 1",
-            (project.id, _RUNNING, self.core.db_time(cutoff)),
+            f"SELECT 1 FROM trials WHERE project_id = ? AND status = '{_RUNNING}' AND {_LAST_SIGN} < ? LIMIT 1",
+            (project.id, self.core.db_time(cutoff)),
         )
         return cursor.fetchone() is not None
 
