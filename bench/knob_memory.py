@@ -220,19 +220,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--postgres", help="also run on this PostgreSQL URL")
     parser.add_argument("--trials", type=int, default=100_000)
+    parser.add_argument("--parts", default="recall,extraction,history", help="which measures, comma-separated")
+    parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
     import os
 
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
-        backends = [("sqlite", f"sqlite:///{tmp}/knobs.db")]
+        backends = [] if args.skip_sqlite else [("sqlite", f"sqlite:///{tmp}/knobs.db")]
         if args.postgres:
             backends.append(("postgres", args.postgres))
+        parts = set(args.parts.split(","))
         for label, url in backends:
             print(f"[{label}]")
-            bench_recall(url)
-            bench_extraction(url)
-            bench_history(url, args.trials)
+            if "recall" in parts:
+                bench_recall(url)
+            if "extraction" in parts:
+                bench_extraction(url)
+            if "history" in parts:
+                bench_history(url, args.trials)
 
 
 if __name__ == "__main__":

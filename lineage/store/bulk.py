@@ -117,6 +117,8 @@ class BulkInsert(Family):
         if not self.sqlite and count >= 10_000:
             # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
             conn.exec_driver_sql("ANALYZE trials")
+            conn.exec_driver_sql("ANALYZE knob_changes")
+            conn.exec_driver_sql("ANALYZE trial_patches")
         return count
 
     def _sqlite_batches(self, conn: Connection, tuples: Iterator[tuple[Any, ...]]) -> None:

@@ -36,12 +36,20 @@ _COLUMNS = "project_id, seq, knob, name, old_value, new_value, old_number, new_n
 _INSERT = f"INSERT INTO knob_changes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 _INSERT_PATCH = "INSERT INTO trial_patches (project_id, seq, digest) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
 
-#: a try's columns (``lineage.knobs.history.KnobTry``), its trial joined
-_TRIES = (
-    "SELECT k.knob, k.name, k.old_value, k.new_value, k.old_number, k.new_number, k.factor, k.source, "
-    "t.seq, t.exp_id, t.status, t.core_metric, t.delta_vs_best FROM knob_changes k "
-    "JOIN trials t ON t.project_id = k.project_id AND t.seq = k.seq "
-)
+
+def _tries(where: str, limit: int, order: str = "seq DESC, knob DESC") -> str:
+    """The newest ``limit`` tries matching ``where`` (over ``knob_changes``), each joined
+    to its trial, newest first: the limit applies inside, so both databases walk the
+    index for the rows and look up only their trials (on PostgreSQL, a join first read
+    every trial of the project: 0.9 s at 100,000)."""
+    return (
+        "SELECT k.knob, k.name, k.old_value, k.new_value, k.old_number, k.new_number, k.factor, k.source, "
+        "t.seq, t.exp_id, t.status, t.core_metric, t.delta_vs_best FROM (SELECT * FROM knob_changes "
+        f"WHERE {where} ORDER BY {order} LIMIT {int(limit)}) k "
+        "JOIN trials t ON t.project_id = k.project_id AND t.seq = k.seq ORDER BY k.seq DESC, k.knob DESC"
+    )
+
+
 #: a new trial's knobs that ``same_knob`` looks up at most
 MAX_SAME_KNOBS = 16
 #: ``conn.info`` key: ``(project_id, seq, changes)`` of the trial this transaction wrote
@@ -184,10 +192,7 @@ class KnobsSql(Family):
         if not knobs:
             return []
         rows = self.core.execute(
-            conn,
-            _TRIES
-            + f"WHERE k.project_id = ? AND k.knob IN ({self.core.marks(knobs)}) ORDER BY k.seq DESC, k.knob DESC LIMIT {int(limit)}",
-            (project_id, *knobs),
+            conn, _tries(f"project_id = ? AND knob IN ({self.core.marks(knobs)})", limit), (project_id, *knobs)
         ).fetchall()
         return [KnobTry(*row) for row in reversed(rows)]
 
@@ -196,7 +201,7 @@ class KnobsSql(Family):
         primary key ``(project_id, seq, knob)`` from its end)."""
         rows = self.core.execute(
             conn,
-            _TRIES + f"WHERE k.project_id = ? ORDER BY k.seq DESC, k.knob DESC LIMIT {int(limit)}",
+            _tries("project_id = ?", limit),
             (project_id,),
         ).fetchall()
         return [KnobTry(*row) for row in reversed(rows)]
@@ -226,7 +231,7 @@ class KnobsSql(Family):
             }
         if not mine:
             return []
-        one = f"SELECT * FROM ({_TRIES}WHERE k.project_id = ? AND k.knob = ? AND k.seq < ? ORDER BY k.seq DESC LIMIT {int(limit)}) AS q"
+        one = f"SELECT * FROM ({_tries('project_id = ? AND knob = ? AND seq < ?', limit, 'seq DESC')}) AS q"
         rows = self.core.execute(
             conn,
             " UNION ALL ".join([one] * len(mine)),
