@@ -409,11 +409,16 @@ def find_similar(
     text: Annotated[str, Field(description="The idea, in words.")],
     limit: Annotated[int, _bounded(1, 50, "Trials to return.")] = 5,
 ) -> dict[str, Any]:
-    """Was this tried? The closest past trials with a score in [0, 1], and same_knob: the
-    trials that changed a knob the text names. Ask before proposing a trial."""
+    """Was this tried? The closest past trials with a score in [0, 1]; same_knob: trials
+    that changed a knob the text names; tried_before: "sweep of MATRIX_LR: 0.04 keep,
+    0.06 discard" or "repeat of exp_017". Ask before proposing a trial."""
     found = ledger.agent.find_similar(project, text, limit)
-    tried = ledger.knobs.same_knob_of_text(project, text)
-    answer = {"items": [similar.to_dict() for similar in found], "same_knob": [attempt.to_dict() for attempt in tried]}
+    tried, said = ledger.knobs.tried_of_text(project, text)
+    answer = {
+        "items": [similar.to_dict() for similar in found],
+        "same_knob": [attempt.to_dict() for attempt in tried],
+        "tried_before": [one.to_dict() for one in said],
+    }
     return _for_agent(ledger, project, answer)
 
 
@@ -421,12 +426,12 @@ def knob_history(
     ledger: Ledger,
     project: ProjectArg,
     knob: Annotated[
-        str,
-        Field(description="Any spelling: MATRIX_LR, matrix lr."),
-    ],
+        str | None,
+        Field(description="Any spelling: MATRIX_LR, matrix lr; omit for every knob."),
+    ] = None,
 ) -> dict[str, Any]:
     """Each value a knob was tried at, with its trials' status and metric."""
-    return _for_agent(ledger, project, ledger.knobs.history(project, knob).to_dict())
+    return _for_agent(ledger, project, ledger.knobs.knob_history(project, knob))
 
 
 def get_summary(

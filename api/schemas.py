@@ -54,6 +54,7 @@ from api.trial_schemas import (  # noqa: F401
     TrialOut,
     TrialPage,
     TrialUpdate,
+    TriedBeforeOut,
 )
 from lineage import telemetry
 from lineage.agent.prompt import MAX_PROMPT_TEMPLATE
@@ -167,6 +168,9 @@ class SimilarPage(BaseModel):
     same_knob: list[KnobTryOut] = Field(
         default_factory=list, description="Earlier trials that changed a knob the text names, oldest first"
     )
+    tried_before: list[TriedBeforeOut] = Field(
+        default_factory=list, description="Whether the idea is a sweep or a repeat of earlier trials"
+    )
 
 
 class KnobTrialOut(BaseModel):
@@ -176,13 +180,29 @@ class KnobTrialOut(BaseModel):
     delta_vs_best: float | None = Field(description="Its metric against the best before it")
     old: str | None = Field(description="The value before, as written; null: not known")
     name: str = Field(description="The knob as this trial wrote it")
-    source: str = Field(description="Where the change was read: patch, config or hypothesis")
+    source: str = Field(description="Where the change was read: patch, config, column, hypothesis or unparsed")
 
 
 class KnobValueOut(BaseModel):
     value: str = Field(description="The value as first written, or a factor ('x2')")
     number: float | None
     trials: list[KnobTrialOut] = Field(description="The trials that set it, oldest first")
+
+
+class KnobOut(BaseModel):
+    knob: str = Field(description="The knob, its name normalised (MATRIX_LR is 'matrix lr')")
+    name: str = Field(description="The knob as its newest try wrote it")
+    tried: int = Field(description="How many tries are listed")
+    values: list[KnobValueOut] = Field(description="Each value in the order first tried")
+
+
+class KnobsHistoryOut(BaseModel):
+    project: str
+    knob: str | None = Field(description="The knob asked for, normalised; null: every knob")
+    window: int | None = Field(
+        description="Without a knob: the history covers the project's newest this many tries (null: all of them)"
+    )
+    knobs: list[KnobOut] = Field(description="Each knob, most tried first")
 
 
 class KnobHistoryOut(BaseModel):

@@ -199,7 +199,7 @@ class KnobTryOut(BaseModel):
     new: str | None
     number: float | None = Field(description="The value set, as a number")
     factor: float | None
-    source: str = Field(description="Where the change was read: patch, config or hypothesis")
+    source: str = Field(description="Where the change was read: patch, config, column, hypothesis or unparsed")
     exp_id: str
     status: str
     core_metric: float | None
@@ -230,6 +230,18 @@ class NoiseOut(NoiseFloorOut):
     text: str = Field(description='In words: "within noise: +0.0004 against σ 0.0011 from 5 reruns"')
 
 
+class TriedBeforeOut(BaseModel):
+    """A sweep or a repeat of earlier trials (rule: ``lineage.knobs.sweeps``)."""
+
+    kind: str = Field(description="repeat (the same change tried before) or sweep (the knob tried at other values)")
+    knob: str = Field(description="The knob, its name normalised; '' for a repeated patch")
+    name: str = Field(description="The knob as the newest earlier trial wrote it")
+    exp_ids: list[str] = Field(description="The earlier trials it names, oldest first")
+    says: str = Field(
+        description="The sentence: 'sweep of MATRIX_LR: 0.04 keep, 0.06 discard', 'repeat of exp_017: ...'"
+    )
+
+
 class RecordOut(BaseModel):
     trial: TrialOut
     #: False: the trial was already stored (a retry with the same exp_id or key)
@@ -251,6 +263,9 @@ class RecordOut(BaseModel):
     )
     noise: NoiseOut | None = Field(
         None, description="The delta against the project's noise floor (new trials only; null on a replay)"
+    )
+    tried_before: list[TriedBeforeOut] = Field(
+        default_factory=list, description="With similar_prior: whether this trial is a sweep or a repeat"
     )
 
 

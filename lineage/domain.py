@@ -55,6 +55,7 @@ from lineage.patches import without_patch
 
 if TYPE_CHECKING:
     from lineage.knobs.history import KnobTry
+    from lineage.knobs.sweeps import TriedBefore
     from lineage.noise import NoiseFloor, NoiseVerdict
     from lineage.similar import Similar
 
@@ -508,6 +509,8 @@ class RecordResult:
     same_knob: tuple[KnobTry, ...] = ()
     #: its delta against the project's noise floor (lineage.noise.judge); new trials only
     noise: NoiseVerdict | None = None
+    #: whether it is a sweep or a repeat of earlier trials (lineage.knobs.sweeps), with same_knob
+    tried_before: tuple[TriedBefore, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON every face answers a recording with (the trial without its git patch:
@@ -522,6 +525,7 @@ class RecordResult:
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
             "same_knob": [attempt.to_dict() for attempt in self.same_knob],
             "noise": self.noise.to_dict() if self.noise is not None else None,
+            "tried_before": [said.to_dict() for said in self.tried_before],
         }
 
 

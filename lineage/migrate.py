@@ -120,6 +120,9 @@ CONCEPTS_REVISION = "0009"
 KNOBS_REVISION = "0012"
 #: The revision that adds ``trial_repeats`` (filled on upgrade).
 REPEATS_REVISION = "0014"
+#: The revision that adds ``trial_patches``: every trial's knob changes, patch digest,
+#: search concepts and sketch are read again on upgrade (new sources, the concept table).
+KNOB_SOURCES_REVISION = "0016"
 
 
 def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_ms: int | None = None) -> None:
@@ -148,7 +151,14 @@ def _upgrade_in_one_transaction(engine: Engine, revision: str, *, busy_timeout_m
                     from lineage.store import Store
 
                     Store(engine).search.backfill_concepts(conn)
-                if before is not None and before < KNOBS_REVISION <= after:
+                if before is not None and before < KNOB_SOURCES_REVISION <= after:
+                    # every trial's knob changes again (and its concepts, under the concept table)
+                    from lineage.store import Store
+
+                    store = Store(engine)
+                    store.knobs.backfill(conn, again=True)
+                    store.search.refresh_concepts(conn)
+                elif before is not None and before < KNOBS_REVISION <= after:
                     # the knob changes of trials stored before knob_changes, likewise
                     from lineage.store import Store
 

@@ -320,6 +320,18 @@ project_notes = Table(
     Index(None, "project_id", "id"),
 )
 
+#: What each trial's git patch changes, as a digest of its added and removed lines
+#: (``lineage.knobs.patch_digest``): two trials with one digest made the same change, so
+#: the second is a repeat of the first. Trials without a patch have no row.
+trial_patches = Table(
+    "trial_patches",
+    metadata,
+    _project_id(primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("digest", String(32), nullable=False),
+    Index(None, "project_id", "digest", "seq"),
+)
+
 #: A project's guardrails (NULL: that guardrail is off) and which of them are tripped.
 #:
 #: ``tripped`` maps a guardrail's name to the trip (``value``, ``limit``, ``exp_id``,

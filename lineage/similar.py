@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lineage import ml_concepts
 from lineage.word_closeness import QueryCloseness
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "rank",
     "search_text",
     "tokens",
+    "vocabulary_table",
 ]
 
 #: Longest query text accepted, in characters (a longer one is bad input).
@@ -177,12 +179,25 @@ class _Spellings:
 
 
 _SPELLINGS: _Spellings | None = None
+_TABLES: tuple[object, object] | None = None
+
+
+def vocabulary_table() -> dict[str, tuple[str, ...]]:
+    """:data:`SPELLINGS` and ``lineage.ml_concepts.CONCEPTS`` as one table: each concept
+    with its spellings, then the other words that name it."""
+    from lineage.ml_concepts import CONCEPTS
+
+    table = {concept: tuple(spellings) for concept, spellings in SPELLINGS.items()}
+    for concept, words in CONCEPTS.items():
+        table[concept] = tuple(dict.fromkeys((*table.get(concept, ()), *words)))
+    return table
 
 
 def _spellings() -> _Spellings:
-    global _SPELLINGS
-    if _SPELLINGS is None or _SPELLINGS.table is not SPELLINGS:
-        _SPELLINGS = _Spellings(SPELLINGS)
+    global _SPELLINGS, _TABLES
+    tables = (SPELLINGS, ml_concepts.CONCEPTS)  # rebuilt when either is replaced (a test, a plugin)
+    if _SPELLINGS is None or _TABLES is None or _TABLES[0] is not tables[0] or _TABLES[1] is not tables[1]:
+        _SPELLINGS, _TABLES = _Spellings(vocabulary_table()), tables
     return _SPELLINGS
 
 

@@ -26,6 +26,12 @@ from lineage.domain import (
     FailureLabel,
 )
 
+#: ``extra`` keys the trainer client writes for its own bookkeeping (``trainer_hooks``'
+#: ``LedgerClient``: the run's id, its state, how many points it sent and dropped): they
+#: say how the trial was recorded, not what it tried, so they are never a file column nor
+#: a knob (the trial page lists them under "other extra keys").
+CLIENT_KEYS = frozenset({"run_id", "state", "telemetry_points", "nonfinite_dropped"})
+
 __all__ = [
     "AGENT_FIELDS",
     "DEFAULT_LIST_FIELDS",

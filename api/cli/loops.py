@@ -124,6 +124,8 @@ def record(
         click.echo(
             f"  similar to exp_{similar.exp_id} ({similar.status}, score {similar.score:.2f}): {similar.hypothesis}"
         )
+    for said in outcome.tried_before:  # a sweep or a repeat, in one line each
+        click.echo(f"  {said.says}")
 
 
 # -- watch -------------------------------------------------------------------------------

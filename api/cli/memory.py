@@ -25,13 +25,14 @@ def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -
     TEXT, closest first, with a score in [0, 1] and the delta against the best before each."""
     ledger = ledger_of(ctx)
     found = ledger.agent.find_similar(project, text, limit)
-    tried = ledger.knobs.same_knob_of_text(project, text)
+    tried, said = ledger.knobs.tried_of_text(project, text)
     if fmt == "json":
         body = {
             "project": project,
             "q": text,
             "items": [s.to_dict() for s in found],
             "same_knob": [t.to_dict() for t in tried],
+            "tried_before": [one.to_dict() for one in said],
         }
         click.echo(json.dumps(body, indent=2, ensure_ascii=False))
         return
@@ -44,31 +45,38 @@ def similar(ctx: click.Context, text: str, project: str, limit: int, fmt: str) -
     for t in tried:
         same = "  (same value)" if t.same_value else ""
         click.echo(f"same knob {t.name}: {t.value}  exp_{t.exp_id}  {t.status}  metric={_num(t.core_metric)}{same}")
+    for one in said:
+        click.echo(one.says)
 
 
 @click.command()
 @click.option("--project", "-p", required=True, help="Project slug.")
-@click.option("--knob", "-k", required=True, help="The knob in any spelling: MATRIX_LR, 'matrix lr', learning_rate.")
+@click.option(
+    "--knob", "-k", default=None, help="The knob in any spelling: MATRIX_LR, 'matrix lr'. Omitted: every knob."
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
-def knobs(ctx: click.Context, project: str, knob: str, fmt: str) -> None:
-    """What was KNOB tried at? Each value in the order first tried, with its trials'
-    status, metric and delta, read from their git patches, configs and hypotheses."""
-    history = ledger_of(ctx).knobs.history(project, knob)
+def knobs(ctx: click.Context, project: str, knob: str | None, fmt: str) -> None:
+    """What was each knob tried at? Per knob, each value in the order first tried, with its
+    trials' status, metric and delta, read from their git patches, configs, results-file
+    columns and hypotheses (the same answer as GET .../knob-history and MCP knob_history)."""
+    body = ledger_of(ctx).knobs.knob_history(project, knob)
     if fmt == "json":
-        click.echo(json.dumps(history.to_dict(), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(body, indent=2, ensure_ascii=False))
         return
-    body = history.to_dict()
-    if not body["values"]:
-        click.echo(f"{history.knob}: never tried")
+    if not body["knobs"]:
+        click.echo(f"{body['knob']}: never tried" if knob is not None else "no knob changes recorded")
         return
-    click.echo(f"{', '.join(history.knobs)}: {body['tried']} trials, {len(body['values'])} values")
-    for value in body["values"]:
-        trials = ", ".join(
-            f"exp_{t['exp_id']} {t['status']} {_num(t['core_metric'])} Δ={_delta(t['delta_vs_best'])}"
-            for t in value["trials"]
-        )
-        click.echo(f"  {value['value']}: {trials}")
+    if body["window"]:
+        click.echo(f"(the newest {body['window']} tries)")
+    for one in body["knobs"]:
+        click.echo(f"{one['name']} ({one['knob']}): {one['tried']} tries, {len(one['values'])} values")
+        for value in one["values"]:
+            trials = ", ".join(
+                f"exp_{t['exp_id']} {t['status']} {_num(t['core_metric'])} Δ={_delta(t['delta_vs_best'])}"
+                for t in value["trials"]
+            )
+            click.echo(f"  {value['value']}: {trials}")
 
 
 def _num(value: float | None) -> str:

@@ -119,12 +119,13 @@ async def find_similar_of_body(project: ProjectSlug, body: SimilarBody, who: Rea
 
 def _similar_page(who: Access, project: str, text: str, limit: int) -> dict[str, Any]:
     found = who.ledger.agent.find_similar(project, text, limit, field="q")
-    tried = who.ledger.knobs.same_knob_of_text(project, text)
+    tried, said = who.ledger.knobs.tried_of_text(project, text)
     return {
         "project": project,
         "q": text,
         "items": [similar.to_dict() for similar in found],
         "same_knob": [attempt.to_dict() for attempt in tried],
+        "tried_before": [one.to_dict() for one in said],
     }
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from api.deps import ProjectSlug, Reader
-from api.schemas import ExploreArgs, ExploreOut, KnobHistoryOut
+from api.schemas import ExploreArgs, ExploreOut, KnobHistoryOut, KnobsHistoryOut
 from lineage.service.knobs import MAX_KNOB_CHARS
 
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["explore"])
@@ -30,8 +30,8 @@ def knobs(
     x: Annotated[
         str | None,
         Query(
-            description="the knob: a column key (extra.KEY, a trial field) or "
-            "telemetry.NAME.SUMMARY (last, first, min, max, mean)"
+            description="the knob: a column key (extra.KEY, a trial field), knob.NAME (the values trials set "
+            "it to in patches, configs, columns, hypotheses) or telemetry.NAME.SUMMARY (last, first, min, max, mean)"
         ),
     ] = None,
     axes: Annotated[str | None, Query(description="more axes, comma-separated (parallel coordinates)")] = None,
@@ -63,3 +63,24 @@ def knob_history(
     (exp_id, status, metric, delta), read from the trials' patches, configs and
     hypotheses (the rule: ``lineage.service.knobs``). A knob never tried has no values."""
     return JSONResponse(who.ledger.knobs.history(project, knob).to_dict(), headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/knob-history", response_model=KnobsHistoryOut)
+def knobs_history(
+    project: ProjectSlug,
+    who: Reader,
+    knob: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_KNOB_CHARS,
+            description="one knob in any spelling (MATRIX_LR, matrix lr, learning_rate); omitted: every knob",
+        ),
+    ] = None,
+) -> JSONResponse:
+    """What each knob was tried at: per knob, the values in the order first tried, each
+    with its trials (exp_id, status, metric, delta), read from the trials' patches,
+    configs, results-file columns and hypotheses (``lineage.service.knobs``). Without
+    ``knob``: the knobs of the project's newest tries (``window``)."""
+    body = who.ledger.knobs.knob_history(project, knob, field="knob")
+    return JSONResponse(body, headers={"Cache-Control": "no-cache"})

@@ -303,16 +303,7 @@ def loop_columns(layout: Any) -> LoopColumns:
     writers may send ``extra["commit"]``)."""
     if layout is None:
         return LoopColumns(commit="commit")
-    shown_apart = {
-        layout.metric,
-        layout.status,
-        layout.description,
-        layout.id_column,
-        layout.commit,
-        layout.parent,
-        layout.long_names,
-        *layout.fields,
-    }
+    shown_apart = layout.role_columns()
     return LoopColumns(
         commit=layout.extra_key(layout.commit) if layout.commit else "commit",
         word=layout.extra_key(layout.status) if layout.status else None,

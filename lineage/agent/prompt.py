@@ -121,6 +121,7 @@ def wrap_prompt(
     running: Sequence[Lease] = (),
     notes: Sequence[Note] = (),
     notes_total: int = 0,
+    knobs_tried: Sequence[str] = (),
 ) -> str:
     """The prompt inside the project's template (``source`` overrides it).
 
@@ -156,7 +157,8 @@ def wrap_prompt(
     line per note of the notebook it carries (those citing the best first, then those
     citing a kept trial, newest first within each; :func:`note_line`, flagged when a
     later trial contradicts it), ``notes_total`` how many the project has and
-    ``notes_budget`` the most it carries (``lineage.notebook``).
+    ``notes_budget`` the most it carries (``lineage.notebook``); ``knobs_tried``: the
+    "Knobs tried" section's lines (``lineage.agent.knob_section``, within its stated budget).
 
     The examples leave ``parent_exp`` out (the ledger forks from the branch tip, the last keep) and
     carry the commit in ``extra`` where the project's trials have one, so that ``lineage
@@ -276,6 +278,7 @@ def wrap_prompt(
         "notes": [note_line(note, best.exp_id if best is not None else None) for note in notes],
         "notes_total": notes_total,
         "notes_budget": f"at most {PROMPT_NOTES} notes, {PROMPT_NOTE_CHARS} characters each",
+        "knobs_tried": list(knobs_tried),
     }
     text = source if source is not None else (project.prompt_template or default_prompt_template())
     try:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
 from lineage import similar as similar_text
+from lineage.agent.knob_section import knobs_tried_lines
 from lineage.agent.loop_render import (
     CHAIN_SHOWN,
     LoopView,
@@ -39,6 +40,9 @@ from lineage.monitor import guardrails, hooks, progress
 from lineage.notebook import prompt_notes
 from lineage.similar import Candidate, Ranker, Similar
 from lineage.store import Store
+
+if TYPE_CHECKING:
+    from lineage.service.knobs import Knobs
 
 #: alerts of the training code the wrapped prompt lists (the newest)
 PROMPT_ALERTS = 5
@@ -74,8 +78,10 @@ class Agent:
     knowledge_data, find_similar, metric_decimals, summary, guardrail_policy, set_guardrails,
     add_hook, hooks, remove_hook."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, knobs: Knobs | None = None) -> None:
         self.store = store
+        #: the knobs part (``ledger.knobs``), for the prompt's "Knobs tried"; None: none shown
+        self.knobs = knobs
 
     def prompt_view(self, project_slug: str, *, top_k: int = 20, recent_n: int = 30, last_m: int = 10) -> PromptView:
         """What the prompt shows, read in one transaction with indexed queries only."""
@@ -179,6 +185,8 @@ class Agent:
             tokens = self.store.tokens.active_token_exists(conn)
             running = self.store.leases.running(conn, project)
             tip = self.store.trials.tip(conn, project)
+            knobs = self.knobs.knobs_in(conn, project.stored_id)["knobs"] if self.knobs is not None else []
+        knobs_tried = knobs_tried_lines(knobs, best.exp_id if best is not None else None)
         return project, wrap_prompt(
             project,
             text,
@@ -196,6 +204,7 @@ class Agent:
             layout=layout,
             tokens=tokens,
             running=running,
+            knobs_tried=knobs_tried,
         )
 
     def _loop_view(

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from lineage.domain import FailureLabel, Project, Trial
 from lineage.errors import InvalidInput
 from lineage.formats.autoresearch.layout import ROW_KEY, SETTINGS_KEY, Layout
+from lineage.trial_fields import CLIENT_KEYS
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -51,11 +52,6 @@ DEFAULT_FILE_COLUMNS = 6
 MAX_FILE_COLUMNS = 100
 #: Prefix of an ``extra`` column's key.
 EXTRA = "extra."
-#: ``extra`` keys the trainer client writes for its own bookkeeping (``trainer_hooks``'
-#: ``LedgerClient``: the run's id, its state, how many points it sent and dropped): they
-#: say how the trial was recorded, not what it tried, so they are never a file column nor
-#: a knob (the trial page lists them under "other extra keys").
-CLIENT_KEYS = frozenset({"run_id", "state", "telemetry_points", "nonfinite_dropped"})
 
 #: Trial fields as columns: key -> (label, kind). Kinds tell a page how to draw a cell:
 #: exp, status, metric, delta, link (a trial id), number, seconds, text, long, when.

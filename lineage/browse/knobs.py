@@ -1,7 +1,9 @@
 """Which knob moved the metric: any column of a project's trials against the metric.
 
 An axis is a column of :mod:`lineage.browse.columns` (a file column ``extra.KEY``, a
-trial field such as ``train_s`` or ``specialist``) or a telemetry summary
+trial field such as ``train_s`` or ``specialist``), a knob's changes ``knob.NAME`` (the
+values trials set it to, read from their patches, configs, columns and hypotheses:
+``lineage.knobs``; a trial that did not change it has none) or a telemetry summary
 ``telemetry.NAME.SUMMARY`` (``last``, ``first``, ``min``, ``max``, ``mean`` of the
 series ``NAME``), each computed in SQL (:meth:`Store.columns.knob_rows`). A view reads the
 newest ``limit`` trials that have the first axis, plus the last ``CHAIN_POINTS`` trials
@@ -23,11 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lineage.browse.columns import ProjectColumns, columns_of
+from lineage.browse.columns import EXTRA, ProjectColumns, columns_of
 from lineage.browse.knob_axes import rank_axes
 from lineage.chain import chain_length, current_best
 from lineage.domain import Project, check_window
 from lineage.errors import InvalidInput
+from lineage.knobs.extract import knob_name
 
 if TYPE_CHECKING:
     from lineage.store import Store
@@ -229,8 +232,12 @@ def knobs(
         columns = columns_of(store, conn, project)
         ids = store.columns.telemetry_trial_ids(conn, project, limit=TELEMETRY_SCAN)
         names = store.explore.telemetry_names(conn, ids) if ids else []
-        changed = [k for k, _ in store.knobs.knobs(conn, project.stored_id)][:MAX_KNOB_CHOICES]
-        choices = [(c.key, c.label) for c in knob_columns(columns)]
+        file_columns = knob_columns(columns)
+        # a knob read from a file's own column is that column: offered once, as the column
+        as_columns = {knob_name(c.key[len(EXTRA) :]) for c in file_columns if c.key.startswith(EXTRA)}
+        changed = [k for k, _ in store.knobs.knobs(conn, project.stored_id) if k not in as_columns]
+        changed = changed[:MAX_KNOB_CHOICES]
+        choices = [(c.key, c.label) for c in file_columns]
         choices += [(f"{KNOB}{k}", f"{k} (as changed)") for k in changed]
         choices += [(f"{TELEMETRY}{name}.{s}", f"{name} ({s})") for name in names for s in ("last", "min")]
         keys = [k for raw in (axes or ()) for k in str(raw).split(",") if k.strip()]

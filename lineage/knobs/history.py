@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lineage.knobs.numbers import same_value
+from lineage.knobs.numbers import parse_number, same_value
 
 __all__ = ["KnobTry", "shown_value", "values_tried"]
 
@@ -83,14 +83,14 @@ def _same(a: KnobTry, b: KnobTry) -> bool:
 def values_tried(tries: Sequence[KnobTry]) -> list[dict[str, Any]]:
     """The values of ``tries`` (oldest first) in the order first tried, each once (``2**19``
     and ``524288`` are one value), each with its trials: exp_id, status, metric, delta."""
-    groups: list[tuple[KnobTry, list[KnobTry]]] = []
+    groups: dict[Any, tuple[KnobTry, list[KnobTry]]] = {}  # one dict look-up a try: O(tries)
     for attempt in tries:
-        for first, members in groups:
-            if _same(first, attempt):
-                members.append(attempt)
-                break
+        key = _value_key(attempt)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = (attempt, [attempt])
         else:
-            groups.append((attempt, [attempt]))
+            group[1].append(attempt)
     return [
         {
             "value": first.value,
@@ -108,5 +108,16 @@ def values_tried(tries: Sequence[KnobTry]) -> list[dict[str, Any]]:
                 for t in members
             ],
         }
-        for first, members in groups
+        for first, members in groups.values()
     ]
+
+
+def _value_key(attempt: KnobTry) -> Any:
+    """What makes two tries one value (as :func:`_same` decides, up to float rounding): the
+    number, else the text without quotes and case, else the factor."""
+    if attempt.new_number is not None:
+        return ("n", attempt.new_number)
+    if attempt.new is not None:
+        number = parse_number(attempt.new)
+        return ("n", number) if number is not None else ("t", attempt.new.strip().strip("\"'").casefold())
+    return ("x", attempt.factor)

@@ -40,6 +40,8 @@ class RecordOutcome:
     warnings: tuple[str, ...] = ()
     #: its delta against the project's noise floor (lineage.noise.NoiseVerdict); None on a replay
     noise: Any = None
+    #: a sweep or a repeat of earlier trials (lineage.knobs.sweeps.TriedBefore objects)
+    tried_before: tuple[Any, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +60,7 @@ class RecordOutcome:
             "similar_prior": [similar.to_dict() for similar in self.similar_prior],
             "warnings": list(self.warnings),
             "noise": self.noise.to_dict() if self.noise is not None else None,
+            "tried_before": [said.to_dict() for said in self.tried_before],
         }
 
 
@@ -228,6 +231,7 @@ def record_result(
         similar_prior=result.similar_prior,
         warnings=result.warnings,
         noise=result.noise,
+        tried_before=result.tried_before,
     )
 
 

@@ -94,14 +94,14 @@ class Ledger:
         self.tables = Tables(store)
         self.files = Files(store, self.tables)
         self.exports = Exports(store, self.tables)
-        self.agent = Agent(store)
+        self.knobs = Knobs(store)
+        self.agent = Agent(store, self.knobs)
         self.browse = Browse(store)
         self.telemetry = Telemetry(store, self.recording)
         self.tokens = Tokens(store)
         self.alerts = Alerts(store)
         self.leases = Leases(store)
         self.claims = Claims(store, self.recording)
-        self.knobs = Knobs(store)
         self.notes = Notes(store)
 
     @classmethod

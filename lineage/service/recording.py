@@ -35,7 +35,7 @@ from lineage.domain import (
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
 from lineage.noise import NoiseFloor, judge
-from lineage.service.knobs import same_knob
+from lineage.service.knobs import tried as tried_before
 from lineage.service.record_modes import Alone, Counters, RecordMode
 from lineage.service.record_rules import (
     IDEMPOTENT_FIELDS,
@@ -358,9 +358,12 @@ class RecordingUses:
             if decided.reads.prior is not None
             else ()
         )
-        # the earlier trials that changed a knob this one changes: asked with similar_prior
-        tried = (
-            same_knob(self.store, conn, project.stored_id, counters.next_seq) if decided.reads.prior is not None else ()
+        # the earlier trials that changed a knob this one changes, and whether it is a sweep
+        # or a repeat: asked with similar_prior, with or without text (a patch can repeat one)
+        tried, said = (
+            tried_before(self.store, conn, project.stored_id, counters.next_seq)
+            if decided.similar_prior and counters.next_seq
+            else ((), [])
         )
         project_id = project.stored_id
         if decided.rerun_target is not None:
@@ -396,6 +399,7 @@ class RecordingUses:
                 exp_id=stored.exp_id,
                 best_metric=best_before.core_metric if best_before is not None else None,
             ),
+            tried_before=tuple(said),
         )
 
     def _replayed(self, project: Project, existing: Trial, proposed: Trial, prepared: PreparedRecord) -> RecordResult:

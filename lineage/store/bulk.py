@@ -18,9 +18,10 @@ from sqlalchemy import Connection
 from lineage.domain import Project, Trial
 from lineage.exp_ids import exp_sort_key
 from lineage.knobs import KnobChange, extract_changes
+from lineage.knobs.extract import parent_side
 from lineage.similar import search_text, stored_concepts
 from lineage.store.base import _BULK_COLUMNS, _STATUS_AT, TRIAL_VALUE_COLUMNS, Family, _json_text, utcnow
-from lineage.store.knobs import KnobsSql
+from lineage.store.knobs import KnobsSql, digest_of, roles_of
 from lineage.store.repeats import RepeatsSql
 from lineage.store.search import SearchSql, sqlite_bulk_index, vocabulary
 
@@ -62,8 +63,11 @@ class BulkInsert(Family):
         project_id = cast(int, project.id)
         knobs: list[tuple[int, int, Sequence[KnobChange]]] = []  # knob_changes, written after the rows
         repeats: list[tuple[int, str, float | None, Mapping[str, Any]]] = []  # trial_repeats, likewise
-        configs: dict[str, Any] = {}  # the configs of this batch's rows, for their children's
-        later: list[tuple[int, Trial]] = []  # rows whose parent's config is stored: read after the COPY
+        digests: list[tuple[int, int, str]] = []  # trial_patches
+        roles = roles_of(project.settings)
+        # the config and knob columns of this batch's rows, for their children's
+        sides: dict[str, tuple[Any, dict[str, str]]] = {}
+        later: list[tuple[int, Trial]] = []  # rows whose parent is stored: read after the COPY
 
         def tuples() -> Iterator[tuple[Any, ...]]:
             nonlocal count
@@ -74,16 +78,20 @@ class BulkInsert(Family):
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
                 concepts = stored_concepts(trial.hypothesis, trial.notes)
                 sketched.append((project_id, first_seq + offset, concepts))
-                config = trial.extra.get("config")
-                if config is not None:
-                    configs[trial.exp_id] = config
-                if config is not None and trial.parent_exp and trial.parent_exp not in configs:
+                side = sides[trial.exp_id] = parent_side(trial.extra, roles)
+                parent = sides.get(trial.parent_exp) if trial.parent_exp else None
+                if parent is None and trial.parent_exp and (side[0] is not None or side[1]):
                     later.append((first_seq + offset, trial))
                 else:
-                    changes = extract_changes(trial.hypothesis, trial.extra, configs.get(trial.parent_exp))
+                    config, columns = parent if parent is not None else (None, None)
+                    changes = extract_changes(
+                        trial.hypothesis, trial.extra, config, parent_columns=columns, roles=roles
+                    )
                     if changes:
                         knobs.append((project_id, first_seq + offset, changes))
                 repeats.append((first_seq + offset, values[_STATUS_AT], trial.core_metric, trial.extra))
+                if (digest := digest_of(trial.extra)) is not None:
+                    digests.append((project_id, first_seq + offset, digest))
                 yield (
                     project.id,
                     first_seq + offset,
@@ -105,14 +113,17 @@ class BulkInsert(Family):
                 (
                     project_id,
                     seq,
-                    self.knobs.changes_of(conn, project_id, trial.hypothesis, trial.extra, trial.parent_exp),
+                    self.knobs.changes_of(conn, project_id, trial.hypothesis, trial.extra, trial.parent_exp, roles),
                 )
             )
         self.knobs.write_rows(conn, knobs)
         self.repeats.write_rows(conn, project_id, repeats)
+        self.knobs.write_patches(conn, digests)
         if not self.sqlite and count >= 10_000:
             # fresh statistics, or PostgreSQL plans the next reads as if the table were empty
             conn.exec_driver_sql("ANALYZE trials")
+            conn.exec_driver_sql("ANALYZE knob_changes")
+            conn.exec_driver_sql("ANALYZE trial_patches")
         return count
 
     def _sqlite_batches(self, conn: Connection, tuples: Iterator[tuple[Any, ...]]) -> None:

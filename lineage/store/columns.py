@@ -120,7 +120,7 @@ class ColumnsSql(Family):
             return "(t.extra ->> ?)", [name]
         if source == "telemetry":
             return f"({TELEMETRY_SUMMARIES[summary or 'last']})", [name]
-        if source == "knob":  # the value the trial set the knob to (its number as text, else as written)
+        if source == "knob":  # one primary-key seek a trial: (project_id, seq, knob)
             return (
                 "(SELECT COALESCE(CAST(k.new_number AS TEXT), k.new_value) FROM knob_changes k "
                 "WHERE k.project_id = t.project_id AND k.seq = t.seq AND k.knob = ?)"

@@ -128,10 +128,14 @@ class LeasesSql(Family):
     def any_lapsed(self, conn: Connection, project: Project, now: datetime, default_lease_s: float) -> bool:
         """Whether :meth:`lapsed` would find a trial (the readers' check: the running
         trials' last signs and leases, no trial read whole)."""
+        # the status is written into the statement, not bound: a prepared statement's
+        # generic plan (PostgreSQL, after five executions) then still knows that few trials
+        # run, and probes the status index instead of reading the project's every trial
+        # (0.5 s at 100,000 trials, on every read that settles leases first)
         cursor = self.core.execute(
             conn,
-            f"SELECT {_LAST_SIGN}, lease_s FROM trials WHERE project_id = ? AND status = ?",
-            (project.id, _RUNNING),
+            f"SELECT {_LAST_SIGN}, lease_s FROM trials WHERE project_id = ? AND status = '{_RUNNING}'",
+            (project.id,),
         )
         return any(
             _stamp(last) + timedelta(seconds=default_lease_s if own is None else float(own)) < now

@@ -262,6 +262,13 @@ class SearchSql(Family):
             done += len(rows)
             last = rows[-1][0]
 
+    def refresh_concepts(self, conn: Connection) -> int:
+        """Every trial's ``search_concepts`` and ``trial_sketch`` again, under today's
+        spelling and concept tables (a migration that changes what a concept is); how many."""
+        self.core.execute(conn, "UPDATE trials SET search_concepts = NULL", ())
+        self.core.execute(conn, "DELETE FROM trial_sketch", ())
+        return self.backfill_concepts(conn)
+
     def prior_rows(
         self, conn: Connection, project_id: int, keys: Sequence[int], *, recent: int, per_band: int
     ) -> list[CandidateRow]:

@@ -44,7 +44,7 @@ from lineage.store.base import (
 from lineage.store.best import BestReads
 from lineage.store.bulk import BulkInsert
 from lineage.store.chain import ChainSql
-from lineage.store.knobs import KnobsSql
+from lineage.store.knobs import KnobsSql, roles_of
 from lineage.store.progress import ProgressSql
 from lineage.store.repeats import RepeatsSql
 from lineage.store.search import SearchSql, sqlite_bulk_index, vocabulary
@@ -163,7 +163,15 @@ class TrialsSql(BestReads, BulkInsert):
             self.core.execute(conn, self.core.insert_sql, row)
         if named if named is not None else self.has_children(conn, project, trial.exp_id):  # stored trials named it
             self.chain.relink(conn, project, trial.exp_id)
-        self.knobs.write(conn, cast(int, project.id), seq, trial.hypothesis, trial.extra, trial.parent_exp)
+        self.knobs.write(
+            conn,
+            cast(int, project.id),
+            seq,
+            trial.hypothesis,
+            trial.extra,
+            trial.parent_exp,
+            roles=roles_of(project.settings),
+        )
         if deferred is not None:
             deferred.append((text, cast(int, project.id), seq, concepts))
         else:
@@ -278,6 +286,7 @@ class TrialsSql(BestReads, BulkInsert):
             trial.extra,
             trial.parent_exp,
             replace=True,
+            roles=roles_of(project.settings),
         )
         self.repeats.write_trial(conn, cast(int, project.id), trial, replace=True)
         conn.execute(

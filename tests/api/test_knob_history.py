@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.api.conftest import API, assert_problem, new_project, record
 
 
@@ -41,10 +43,11 @@ def test_a_knobs_history_lists_each_value_with_its_trials(client) -> None:  # ty
     assert body["values"][0]["trials"][0]["core_metric"] == 0.99
     # any spelling; a name that is no knob finds the knobs holding its words
     assert client.get(f"{API}/projects/p/knobs/matrix%20lr").json()["tried"] == 3
+    # "double the batch size" beside the patch's TOTAL_BATCH_SIZE: the patch names the knob
     batch = client.get(f"{API}/projects/p/knobs/batch_size").json()
     assert (batch["knobs"], batch["values"][0]["value"], batch["values"][0]["trials"][0]["status"]) == (
-        ["bs"],
-        "x2",
+        ["total bs"],
+        "2**20",
         "crash",
     )
     total = client.get(f"{API}/projects/p/knobs/total").json()
@@ -92,10 +95,12 @@ def test_the_cli_answers_what_http_answers(client, db_url: str) -> None:  # type
     runner = CliRunner()
     out = runner.invoke(cli, ["--db", db_url, "knobs", "-p", "p", "--knob", "MATRIX_LR", "--format", "json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output) == client.get(f"{API}/projects/p/knobs/MATRIX_LR").json()
+    assert json.loads(out.output) == client.get(f"{API}/projects/p/knob-history", params={"knob": "MATRIX_LR"}).json()
+    every = runner.invoke(cli, ["--db", db_url, "knobs", "-p", "p", "--format", "json"])
+    assert json.loads(every.output) == client.get(f"{API}/projects/p/knob-history").json()
     text = runner.invoke(cli, ["--db", db_url, "knobs", "-p", "p", "-k", "matrix lr"])
     assert text.exit_code == 0 and text.output.splitlines() == [
-        "matrix lr: 3 trials, 2 values",
+        "MATRIX_LR (matrix lr): 3 tries, 2 values",
         "  0.06: exp_001 keep 0.99 Δ=-0.01",
         "  0.08: exp_002 discard 1.01 Δ=+0.02, exp_004 discard 0.995 Δ=+0.005",
     ]
@@ -106,3 +111,29 @@ def test_the_cli_answers_what_http_answers(client, db_url: str) -> None:  # type
     )
     bad = runner.invoke(cli, ["--db", db_url, "knobs", "-p", "p", "-k", "__"])
     assert bad.exit_code != 0 and "knob" in bad.output and len(bad.output.strip().splitlines()) == 1
+
+
+def test_knob_history_lists_every_knob_or_one(client) -> None:  # type: ignore[no-untyped-def]
+    answers = _loop(client)
+    body = client.get(f"{API}/projects/p/knob-history").json()
+    assert (body["project"], body["knob"], body["window"]) == ("p", None, None)
+    assert [(k["knob"], k["name"], k["tried"]) for k in body["knobs"]] == [
+        ("matrix lr", "MATRIX_LR", 3),
+        ("total bs", "TOTAL_BATCH_SIZE", 1),
+    ]
+    values = body["knobs"][0]["values"]
+    assert [(v["value"], [(t["exp_id"], t["status"]) for t in v["trials"]]) for v in values] == [
+        ("0.06", [("001", "keep")]),
+        ("0.08", [("002", "discard"), ("004", "discard")]),
+    ]
+    deltas = [t["delta_vs_best"] for v in values for t in v["trials"]]
+    assert deltas == pytest.approx([-0.01, 0.02, 0.005])
+    one = client.get(f"{API}/projects/p/knob-history", params={"knob": "matrix_lr"}).json()
+    assert (one["knob"], one["knobs"]) == ("matrix lr", body["knobs"][:1])
+    assert_problem(client.get(f"{API}/projects/p/knob-history", params={"knob": "___"}), 422, "knob")
+    assert_problem(client.get(f"{API}/projects/p/knob-history", params={"knob": "x" * 121}), 422, "knob")
+    # the record answers said it: 002 a sweep, 004 a repeat of 002 (the same patch)
+    assert [one["says"] for one in answers[2]["tried_before"]] == ["sweep of MATRIX_LR: 0.06 keep"]
+    assert [one["says"] for one in answers[4]["tried_before"]][0] == "repeat of exp_002: same patch, discard"
+    similar = client.get(f"{API}/projects/p/similar", params={"q": "MATRIX_LR 0.06 -> 0.07"}).json()
+    assert [one["says"] for one in similar["tried_before"]] == ["sweep of MATRIX_LR: 0.06 keep, 0.08 discard/discard"]

@@ -113,7 +113,12 @@ METHODS = [
         ("PATCH", f"{P}/trials/000", {"notes": "checked"}),
     ),
     _tool("find_similar", {"project": "p", "text": "warmup"}, "reader", ("GET", f"{P}/similar?q=warmup", None)),
-    _tool("knob_history", {"project": "p", "knob": "MATRIX_LR"}, "reader", ("GET", f"{P}/knobs/MATRIX_LR", None)),
+    _tool(
+        "knob_history",
+        {"project": "p", "knob": "MATRIX_LR"},
+        "reader",
+        ("GET", f"{P}/knob-history?knob=MATRIX_LR", None),
+    ),
     _tool("get_summary", {"project": "p"}, "reader", ("GET", f"{P}/summary", None)),
     _tool("list_alerts", {"project": "p"}, "reader", ("GET", f"{P}/alerts", None)),
     _tool(

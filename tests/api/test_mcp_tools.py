@@ -117,11 +117,11 @@ def test_knob_history_and_same_knob_over_mcp(tmp_path: Path) -> None:
         recorded = mcp_tools.record_trial(ledger, "p", trial)
     assert [(t["exp_id"], t["value"], t["same_value"]) for t in recorded["same_knob"]] == [("001", "0.06", False)]
     history = mcp_tools.knob_history(ledger, "p", "matrix_lr")
-    assert [(v["value"], [t["exp_id"] for t in v["trials"]]) for v in history["values"]] == [
-        ("0.06", ["001"]),
-        ("0.08", ["002"]),
-    ]
-    assert history["values"][1]["trials"][0]["status"] == "discard"
+    assert [one["knob"] for one in history["knobs"]] == ["matrix lr"]
+    values = history["knobs"][0]["values"]
+    assert [(v["value"], [t["exp_id"] for t in v["trials"]]) for v in values] == [("0.06", ["001"]), ("0.08", ["002"])]
+    assert values[1]["trials"][0]["status"] == "discard"
+    assert mcp_tools.knob_history(ledger, "p") == history | {"knob": None}  # every knob: this project has one
     found = mcp_tools.find_similar(ledger, "p", "try MATRIX_LR 0.06 -> 0.08 again")
     assert [(t["exp_id"], t["same_value"]) for t in found["same_knob"]] == [("001", False), ("002", True)]
 

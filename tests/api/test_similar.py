@@ -159,7 +159,12 @@ def test_cli_similar_prints_json_and_text(ledger: Ledger, db_url: str) -> None:
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["items"][0]["exp_id"] == "000"
     text = runner.invoke(cli, ["--db", db_url, "similar", "-p", "p", "batch size 512", "--limit", "1"])
-    assert text.exit_code == 0 and "exp_002" in text.output and len(text.output.splitlines()) == 1
+    # the closest trial, then the same knob at the same value: a repeat
+    assert text.exit_code == 0 and text.output.splitlines()[0].startswith("0.83  exp_002")
+    assert text.output.splitlines()[1:] == [
+        "same knob batch size: 512  exp_002  discard  metric=—  (same value)",
+        "repeat of exp_002: batch size 512, discard",
+    ]
 
 
 def test_cli_similar_bad_query_is_one_line_on_stderr(ledger: Ledger, db_url: str) -> None:

@@ -72,8 +72,10 @@ def test_a_patch_yields_each_assignment_it_changes_with_old_and_new_value() -> N
         "optim": ('"adamw"', '"muon"'),
         "dropout": ("0.1", "0.0"),
         "device bs": ("32", "64"),
+        "logo png": (None, "binary"),  # a binary file: kept as text, source unparsed
     } | {"nlayers": ("8", "12")}
-    assert {change.source for change in changes} == {"patch"}
+    assert {c.knob for c in changes if c.source == "unparsed"} == {"logo png"}
+    assert {change.source for change in changes} == {"patch", "unparsed"}
     by_name = {change.name: change for change in changes}
     assert by_name["TOTAL_BATCH_SIZE"].new_number == 2**20
     assert by_name["depth"].old == "8"  # the flag is kept, under its own name
@@ -144,7 +146,8 @@ def test_one_change_per_knob_the_most_trusted_source_first() -> None:
     by_knob = {change.knob: change for change in changes}
     assert (by_knob["matrix lr"].source, by_knob["matrix lr"].new) == ("patch", "0.06")
     assert by_knob["momentum"].source == "config"
-    assert by_knob["bs"].factor == 2.0
+    assert "bs" not in by_knob  # "double the batch size": the patch names it more fully
+    assert by_knob["total bs"].source == "patch"
     assert len(by_knob) == len(changes)
     assert extract_changes("", {"_git": "not a mapping", "config": None}) == []
 

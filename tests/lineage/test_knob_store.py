@@ -161,3 +161,47 @@ def test_same_knob_lists_the_newest_earlier_tries_of_each_knob_however_old(ledge
     assert [t.exp_id for t in lr.same_knob if t.same_value] == ["008"]  # lr 0.7 -> 0.8 set 0.8 too
     alone = ledger.recording.record_trial("p", {"status": "keep", "hypothesis": "lr 0.3 -> 0.2"})
     assert alone.same_knob == ()  # asked with similar_prior only
+
+
+def test_revision_0016_reads_every_trials_knobs_again_with_columns_and_patch_digests(fresh_db_url: str) -> None:
+    """A ledger at 0012 holds knob rows of the rules then (no columns, no digests); the
+    upgrade to 0016 reads every trial again: its results-file columns and its patch's digest."""
+    from sqlalchemy import text
+
+    engine = make_engine(fresh_db_url)
+    migrate.upgrade(engine, "0012")
+    ledger = Ledger(engine)
+    ledger.projects.create_project("p")
+    patch = _patch("WD", "0.0", "0.1")
+    with engine.begin() as conn:
+        project_id = conn.execute(text("SELECT id FROM projects WHERE slug = 'p'")).scalar_one()
+        rows = [
+            ("000", "", {"lr": 0.04, "memory_gb": 40.0}),
+            ("001", "000", {"lr": 0.05, "memory_gb": 41.0, "_git": {"patch": patch}}),
+            ("002", "000", {"lr": 0.04, "memory_gb": 42.0, "_git": {"patch": patch}}),
+        ]
+        for seq, (exp_id, parent, extra) in enumerate(rows):
+            conn.execute(
+                text(
+                    "INSERT INTO trials (project_id, seq, exp_id, timestamp, specialist, parent_exp, baseline_exp, "
+                    "domain, hypothesis, expected_delta, status, job_name, snapshot_path, notes, extra, created_at, "
+                    "updated_at) VALUES (:p, :seq, :e, '', '', :parent, '', '', '', '', 'keep', '', '', '', :x, "
+                    "'2026-11-01 10:00:00', '2026-11-02 11:30:00')"
+                ),
+                {"p": project_id, "seq": seq, "e": exp_id, "parent": parent, "x": json.dumps(extra)},
+            )
+        conn.execute(text("UPDATE projects SET next_seq = 3, next_exp_number = 3 WHERE id = :p"), {"p": project_id})
+    migrate.upgrade(engine)
+    assert _stored(ledger, "p", "lr", "wd", "memory gb") == [
+        ("000", "lr", None, "0.04", "column"),
+        ("001", "lr", "0.04", "0.05", "column"),
+        ("001", "wd", "0.0", "0.1", "patch"),
+        ("002", "wd", "0.0", "0.1", "patch"),
+    ]
+    answer = ledger.recording.record_trial(
+        "p",
+        {"status": "discard", "core_metric": 1.0, "parent_exp": "000", "extra": {"_git": {"patch": patch}}},
+        similar_prior=True,
+    )
+    assert answer.tried_before[0].says == "repeat of exp_002: same patch, keep (also exp_001 keep)"
+    engine.dispose()

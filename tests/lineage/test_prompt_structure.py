@@ -80,7 +80,8 @@ def _fill(ledger: Ledger, slug: str, text: str, exp: str, metric: str, *, templa
     def fields(n: int) -> dict:
         return {name: f"{text} {name} {n}" for name in TRIAL_TEXT}
 
-    extra = {f"k{text}": f"v{text}", "nested": {text: [text]}}
+    # a config key holding the text: a knob named by it in the prompt's "Knobs tried"
+    extra = {f"k{text}": f"v{text}", "nested": {text: [text]}, "config": {f"c{text}": 1}}
     ledger.recording.record_trial(
         slug, {"exp_id": root, "status": "baseline", "core_metric": 2.0, **fields(0), "extra": extra}
     )

@@ -159,11 +159,9 @@ VERDICTS: dict[str, Verdict] = {
     ),
     "packed_key_value_cell": AUTO,
     "big_integer_metric": AUTO,
-    "name_without_direction_many_kept_moves": Verdict(
-        {"metric": "core"},
-        MISREADS,
-        why="win_acc, named like a metric, comes before 'core'; with core named, 11 of 11 kept moves up decide",
-    ),
+    # 'core' sits where autoresearch's convention puts the metric (right after commit), so it
+    # beats win_acc (named like a metric, later); 11 of 11 kept moves up decide the direction
+    "name_without_direction_many_kept_moves": AUTO,
     "header_only": AUTO,
     "header_then_blank_line": AUTO,
     "placeholder_no_metric": Verdict(refuse="no numeric column"),
@@ -173,7 +171,7 @@ VERDICTS: dict[str, Verdict] = {
 }
 
 #: How the catalogue's variants import (issue 19's corpus figures).
-FIGURES = {NO_FLAGS: 25, FLAGS: 21, REFUSED: 4}
+FIGURES = {NO_FLAGS: 26, FLAGS: 20, REFUSED: 4}
 
 
 def slug_of(name: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lineage import similar
+from lineage import ml_concepts, similar
 from lineage.service import Ledger
 from lineage.similar import SPELLINGS, concepts, tokens
 
@@ -79,7 +79,8 @@ def test_every_spelling_of_the_table_is_read_as_its_concept() -> None:
 def test_recall_on_paraphrases_goes_up(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     _load(ledger)
     with_table = _recall(ledger)
-    monkeypatch.setattr(similar, "SPELLINGS", {})  # the same search without the table
+    monkeypatch.setattr(similar, "SPELLINGS", {})  # the same search without the tables
+    monkeypatch.setattr(ml_concepts, "CONCEPTS", {})
     without = _recall(ledger)
     assert with_table == 1.0 and without <= 0.5, (with_table, without)
 

@@ -12,7 +12,7 @@ import pytest
 from lineage.browse.knob_axes import rank_axes
 from lineage.service import Ledger
 from tests.web.conftest import make_client
-from tests.web.words_projects import AR, TEL, load_all
+from tests.web.words_projects import AR, FK, TEL, load_all
 
 
 def test_rank_axes_puts_the_related_knob_first_and_drops_constants_and_ids() -> None:
@@ -41,7 +41,11 @@ def client(ledger: Ledger, db_url: str):  # type: ignore[no-untyped-def]
 
 def test_the_parallel_axes_are_real_knobs_with_knob_changes_offered(client) -> None:  # type: ignore[no-untyped-def]
     view = client.get(f"/projects/{AR}/knobs", params={"format": "json"}).json()
-    assert "knob.wd" in [c["key"] for c in view["choices"]]  # "wd 0.01 -> 0.1" in the descriptions
+    keys = [c["key"] for c in view["choices"]]
+    # "wd 0.01 -> 0.1" in the descriptions is the file's own wd column: offered once, as it
+    assert "extra.wd" in keys and "knob.wd" not in keys
+    fieldkit = client.get(f"/projects/{FK}/knobs", params={"format": "json"}).json()
+    assert "knob.lr" in [c["key"] for c in fieldkit["choices"]]  # "lr 3e-4 -> 1e-3": no lr column
     assert view["parallel"] and not any(k.endswith(("commit", "seq")) for k in view["parallel"])
     tel = client.get(f"/projects/{TEL}/knobs", params={"format": "json"}).json()
     assert set(tel["parallel"]) == {"extra.lr", "extra.wd"}  # not run_id, telemetry_points...

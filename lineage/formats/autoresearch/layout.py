@@ -219,6 +219,22 @@ class Layout:
         """The project's metric: the metric column, or in a long-format file the name."""
         return self.long_metric if self.long_metric is not None else self.metric
 
+    def role_columns(self) -> set[str]:
+        """The columns with a role (metric, status, description, id, commit, parent,
+        long-format names, trial fields): the rest are the file's other columns, kept in
+        ``extra`` (shown by the loop's prompt, read as knobs by ``lineage.knobs.columns``)."""
+        named = {
+            self.metric,
+            self.status,
+            self.description,
+            self.id_column,
+            self.commit,
+            self.parent,
+            self.long_names,
+            *self.fields,
+        }
+        return {name for name in named if name}
+
     def extra_key(self, column: str) -> str:
         return f"col:{column}" if column in RESERVED_KEYS else column
 

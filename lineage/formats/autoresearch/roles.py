@@ -313,7 +313,7 @@ def inferred_metric(table: ColumnSample, used: set[int], *, header_only: bool, c
         )
     named = [j for j in candidates if direction_of_name(columns[j]) is not None]
     plain = [j for j in candidates if not is_resource(columns[j])]
-    if commit == 0 and 1 in plain and not header_only and not _counter(table.values(1)):
+    if commit == 0 and 1 in plain and not header_only and _varies(table.values(1)) and not _counter(table.values(1)):
         return 1  # the convention's place: a plain name there beats a later "score"
     mi = (named or plain or candidates)[0]
     shadowed = [
@@ -333,6 +333,12 @@ def inferred_metric(table: ColumnSample, used: set[int], *, header_only: bool, c
             f"are numbers, so {columns[mi]!r} would be taken instead; name the metric with --metric COLUMN",
         )
     return mi
+
+
+def _varies(cells: Sequence[str]) -> bool:
+    """Whether the cells hold two or more numbers: a constant column (every run passed
+    the same checks) is not what the loop optimises, whatever its place."""
+    return len({v for v in (parse_number(c) for c in cells) if v is not None and v is not False}) > 1
 
 
 def _counter(cells: Sequence[str]) -> bool:
