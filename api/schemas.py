@@ -49,10 +49,12 @@ from api.trial_schemas import (  # noqa: F401
     TrialBatchIn,
     TrialBatchItem,
     TrialCreate,
+    TrialDetailOut,
     TrialFilters,
     TrialOut,
     TrialPage,
     TrialUpdate,
+    UpdatedOut,
 )
 from lineage import telemetry
 from lineage.agent.prompt import MAX_PROMPT_TEMPLATE
