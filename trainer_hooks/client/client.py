@@ -43,7 +43,6 @@ import logging
 import math
 import os
 import re
-import signal
 import threading
 import time
 import uuid
@@ -53,12 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from trainer_hooks.client.batch import BATCH_TRIALS, TrialBatches
+from trainer_hooks.client.claims import ClaimWaiting, check_lease
 from trainer_hooks.client.delivery import LedgerRejected, Transport
 from trainer_hooks.client.outcome import TrialOutcome, declared_direction
 from trainer_hooks.client.pipeline import SpoolPipeline
 from trainer_hooks.client.points import Record, Row, step_record, turn_rows
 from trainer_hooks.client.rank import process_rank
 from trainer_hooks.client.report import ClientReport
+from trainer_hooks.client.sigterm import install_sigterm_exit
 from trainer_hooks.client.spool import SPOOL_SUFFIX, Spool
 from trainer_hooks.client.sysmetrics import SystemSampler, sampler_settings
 
@@ -101,7 +102,7 @@ def default_spool_dir() -> Path:
     return Path(os.environ.get("LINEAGE_SPOOL_DIR") or Path.home() / ".cache" / "lineage" / "spool")
 
 
-class LedgerClient(SpoolPipeline, TrialBatches):
+class LedgerClient(SpoolPipeline, TrialBatches, ClaimWaiting):
     """A run's connection to the ledger (module doc).
 
     Args:
@@ -282,16 +283,25 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         specialist: str = "",
         domain: str = "",
         exp_id: str | None = None,
+        owner: str | None = None,
+        lease_s: float | None = None,
+        claim: bool = True,
         **fields: Any,
     ) -> None:
-        """Record the trial this run is (status ``running``, heartbeated by the sender, until
-        :meth:`finish_trial`).
+        """Claim the trial this run is (status ``running``, held by ``owner``, heartbeated by
+        the sender, until :meth:`finish_trial`): spooled, sent when the ledger answers
+        (:mod:`trainer_hooks.client.claims`: its near-duplicates, or a refusal, in
+        :attr:`claim`; :meth:`wait_claim` waits for them).
+        ``owner``: who holds the claim (default: the run id); ``lease_s``: how long it lives
+        without a heartbeat (10 s to 24 h; default: the project's lease); ``claim=False``,
+        or no hypothesis: a plain running record, with no duplicate check.
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
         ``parent_exp`` None: left out, so the ledger makes the branch tip (the last keep) the parent;
         ``""``: a root. ``rerun_of=EXP_ID`` (a field): this run repeats that trial's code, and
         the ledger estimates its noise floor from such reruns."""
         if not self._rank_zero():
             return
+        lease_s = check_lease(lease_s)
         body: dict[str, Any] = {
             "hypothesis": hypothesis,
             "expected_delta": expected_delta,
@@ -312,6 +322,12 @@ class LedgerClient(SpoolPipeline, TrialBatches):
         body.setdefault("timestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"))
         body["extra"] = {"run_id": self.run_id, **dict(body.get("extra") or {})}
         self._plan_extra = body["extra"]
+        self.spool.set("owner", owner or self.run_id)
+        self._claiming = bool(claim and hypothesis.strip())
+        if self._claiming:
+            body["claim"] = {"owner": owner or self.run_id, "lease_s": lease_s}
+        elif claim:
+            log.warning("ledger: plan_trial without a hypothesis is planned without a claim (no duplicate check)")
         self._append_op("plan", body)
         if self._system_interval is not None and self.sampler is None:
             self.sampler = SystemSampler(self._log_system, interval=self._system_interval)
@@ -569,22 +585,3 @@ class LedgerClient(SpoolPipeline, TrialBatches):
     def _transport_timeout(self) -> float:
         timeout = self._transport.http.timeout
         return float(max(t for t in (timeout.connect, timeout.read, timeout.write, timeout.pool, 1.0) if t))
-
-
-_sigterm_installed = False
-
-
-def install_sigterm_exit() -> None:
-    """Make SIGTERM raise ``SystemExit(143)`` in the main thread (when it has the default
-    handler), so ``with`` blocks unwind and exit handlers flush the spool."""
-    global _sigterm_installed
-    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def _exit(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _exit)
-    _sigterm_installed = True
