@@ -267,8 +267,9 @@ def get_trial(
     exp_id: ExpIdArg,
     include_patch: Annotated[bool, Field(description="Also extra._git.patch (the commit's diff).")] = False,
 ) -> dict[str, Any]:
-    """One trial, every field."""
-    trial = ledger.trials.trial(project, exp_id).to_dict()
+    """One trial, every field (rerun_of: the trial it reruns, when declared)."""
+    found, rerun_of = ledger.trials.trial_with_rerun(project, exp_id)
+    trial = found.to_dict() if rerun_of is None else {**found.to_dict(), "rerun_of": rerun_of}
     if include_patch:
         patch = (trial.get("extra") or {}).get("_git", {}).get("patch")
         return {**_for_agent(ledger, project, trial), PATCH_FIELD: patch}
@@ -334,8 +335,8 @@ def record_trials(
 
 
 def update_trial(ledger: Ledger, project: ProjectArg, exp_id: ExpIdArg, changes: ChangesArg) -> dict[str, Any]:
-    """Change fields of a stored trial."""
-    return _for_agent(ledger, project, ledger.recording.update_trial(project, exp_id, changes).to_dict())
+    """Change fields of a stored trial; noise: its delta against the noise floor."""
+    return _for_agent(ledger, project, ledger.recording.update_judged(project, exp_id, changes).to_dict())
 
 
 def heartbeat(

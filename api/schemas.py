@@ -50,11 +50,13 @@ from api.trial_schemas import (  # noqa: F401
     TrialBatchIn,
     TrialBatchItem,
     TrialCreate,
+    TrialDetailOut,
     TrialFilters,
     TrialOut,
     TrialPage,
     TrialUpdate,
     TriedBeforeOut,
+    UpdatedOut,
 )
 from lineage import telemetry
 from lineage.agent.prompt import MAX_PROMPT_TEMPLATE

@@ -178,6 +178,14 @@ class ResumeOut(BaseModel):
     last_values: dict[str, float] = Field(description="Each per-step series' value at its highest step")
 
 
+class TrialDetailOut(TrialOut):
+    """One trial, with what its writer declared of it beyond its fields."""
+
+    rerun_of: str | None = Field(
+        None, description="The trial this one declared itself a rerun of (the same code again); absent: none declared"
+    )
+
+
 class SimilarOut(BaseModel):
     """A past trial close to a text ("was this tried?"); rule: ``lineage.similar``."""
 
@@ -242,6 +250,12 @@ class TriedBeforeOut(BaseModel):
     )
 
 
+class UpdatedOut(TrialOut):
+    """A changed trial (its fields) and its delta against the project's noise floor."""
+
+    noise: NoiseOut | None = Field(None, description="The trial's delta_vs_best against the noise floor")
+
+
 class RecordOut(BaseModel):
     trial: TrialOut
     #: False: the trial was already stored (a retry with the same exp_id or key)
@@ -283,6 +297,16 @@ class ClaimIn(Strict):
         description=f"Seconds the claim lives without a heartbeat, {MIN_CLAIM_LEASE_S} to {MAX_CLAIM_LEASE_S} "
         "(10 s to 24 h; outside them a 422 naming lease_s); left out: the project's running_lease_s",
     )
+    # the rest of a trainer's plan (lineage.service.claims.PLAN_FIELDS), recorded as a record would
+    exp_id: ShortText | None = Field(None, description="Left out: the next number")
+    timestamp: ShortText | None = None
+    specialist: ShortText | None = None
+    baseline_exp: ShortText | None = None
+    domain: ShortText | None = None
+    expected_delta: LongText | None = None
+    job_name: ShortText | None = None
+    snapshot_path: ShortText | None = None
+    rerun_of: ShortText | None = Field(None, description="The exp_id of a trial this one reruns (the noise floor)")
 
 
 class FinishIn(TrialUpdate):

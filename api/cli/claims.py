@@ -93,8 +93,10 @@ def finish(
         changes["core_metric"] = core_metric
     if notes is not None:
         changes["notes"] = notes
-    trial = ledger_of(ctx).claims.finish(project, exp_id, owner=owner, changes=changes)
-    click.echo(f"finished exp_{trial.exp_id}: {trial.status.value} {trial.core_metric}")
+    finished = ledger_of(ctx).claims.finish(project, exp_id, owner=owner, changes=changes)
+    trial = finished.trial
+    noise = f" ({finished.noise.text})" if finished.noise is not None and finished.noise.delta is not None else ""
+    click.echo(f"finished exp_{trial.exp_id}: {trial.status.value} {trial.core_metric}{noise}")
 
 
 @click.command()

@@ -20,6 +20,9 @@ from lineage.errors import InvalidInput, NotFound
 #: Trials the dashboard's metric chart shows at once.
 CHART_WINDOW = 1000
 
+#: Notes the dashboard's notebook card lists (the newest).
+NOTEBOOK_SHOWN = 5
+
 #: Trials a page of the whole-chain page lists.
 CHAIN_PAGE = 500
 
@@ -160,10 +163,18 @@ def dashboard(request: Request, slug: str, viewer: Viewer = Reader) -> HTMLRespo
             **folded_chain(board.chain),
             "direction": direction,
             "progress": ledger_of(request).agent.summary(slug),
+            **_notebook(request, slug),
             "brief_cols_list": columns.brief(),
             "has_specialist": columns.has("specialist") or any(t.specialist for t in board.recent),
         },
     )
+
+
+def _notebook(request: Request, slug: str) -> dict[str, Any]:
+    """The notebook card's notes: the newest :data:`NOTEBOOK_SHOWN`, and the ``before_id``
+    of older ones (None: none left)."""
+    notes, more = ledger_of(request).notes.notes(slug, limit=NOTEBOOK_SHOWN)
+    return {"notes": notes, "more_notes": more}
 
 
 def _range_mode(request: Request) -> str:

@@ -10,7 +10,8 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from api.deps import ExpId, IdempotencyKey, ProjectSlug, Reader, Writer
-from api.schemas import ClaimIn, ClaimOut, FinishIn, FrontierOut, RunningOut, TrialOut
+from api.schemas import ClaimIn, ClaimOut, FinishIn, FrontierOut, RunningOut, UpdatedOut
+from lineage.service.claims import PLAN_FIELDS
 
 router = APIRouter(prefix="/api/v1/projects/{project}", tags=["claims"])
 
@@ -38,18 +39,20 @@ async def claim_trial(
         extra=body.extra,
         lease_s=body.lease_s,
         idempotency_key=key,
+        plan=body.model_dump(exclude_unset=True, include=set(PLAN_FIELDS)),
     )
     if not claim.created:
         response.status_code = 200
     return claim.to_dict()
 
 
-@router.post("/claims/{exp_id}/finish", response_model=TrialOut)
+@router.post("/claims/{exp_id}/finish", response_model=UpdatedOut)
 async def finish_claim(project: ProjectSlug, exp_id: ExpId, body: FinishIn, who: Writer) -> dict[str, Any]:
     """Record a claim's result, sent by its owner: the trial's changes (``status`` left
-    out: ``auto``, the ledger's verdict). 409 naming the trial, its owner and its status
-    when another owner holds it or it is no longer running (finished, or its lease
-    lapsed); nothing changes then."""
+    out: ``auto``, the ledger's verdict), answered with the trial and its delta against
+    the noise floor (``noise``). 409 naming the trial, its owner and its status when
+    another owner holds it or it is no longer running (finished, or its lease lapsed);
+    nothing changes then."""
     changes = body.model_dump(exclude_unset=True, exclude={"owner"})
     finished = await who.small_write(who.ledger.claims.finish, project, exp_id, owner=body.owner, changes=changes)
     return finished.to_dict()

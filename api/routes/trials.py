@@ -22,10 +22,11 @@ from api.schemas import (
     ResumeOut,
     TrialBatchIn,
     TrialCreate,
+    TrialDetailOut,
     TrialFilters,
-    TrialOut,
     TrialPage,
     TrialUpdate,
+    UpdatedOut,
 )
 from lineage.patches import without_patch
 from lineage.service import RecordRequest
@@ -125,20 +126,25 @@ async def upload_tsv(
     return await who.long_write(bodies.import_tsv, who.ledger, project, text, args)
 
 
-@router.get("/trials/{exp_id}", response_model=TrialOut)
+@router.get("/trials/{exp_id}", response_model=TrialDetailOut)
 async def get_trial(project: ProjectSlug, exp_id: ExpId, who: Reader, include_patch: IncludePatch = False) -> Any:
-    """One trial; its git patch (``extra._git.patch``) only with ``include_patch=true``."""
-    trial = who.ledger.trials.trial(project, exp_id).to_dict()
+    """One trial; its git patch (``extra._git.patch``) only with ``include_patch=true``;
+    ``rerun_of`` when it was recorded as a rerun of another trial."""
+    found, rerun_of = who.ledger.trials.trial_with_rerun(project, exp_id)
+    trial = found.to_dict()
+    if rerun_of is not None:
+        trial["rerun_of"] = rerun_of
     return present.FastJSONResponse(trial if include_patch else without_patch(trial))
 
 
-@router.patch("/trials/{exp_id}", response_model=TrialOut)
+@router.patch("/trials/{exp_id}", response_model=UpdatedOut)
 async def update_trial(project: ProjectSlug, exp_id: ExpId, body: TrialUpdate, who: Writer) -> dict[str, Any]:
-    """Change a stored trial; ``delta_vs_best`` is recomputed by the server."""
+    """Change a stored trial; ``delta_vs_best`` is recomputed by the server. The answer
+    is the trial and its delta against the project's noise floor (``noise``)."""
     updated = await who.small_write(
-        who.ledger.recording.update_trial, project, exp_id, body.model_dump(exclude_unset=True)
+        who.ledger.recording.update_judged, project, exp_id, body.model_dump(exclude_unset=True)
     )
-    return without_patch(updated.to_dict())
+    return updated.to_dict()
 
 
 @router.post("/trials/{exp_id}/heartbeat", response_model=LeaseOut)

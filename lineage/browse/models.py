@@ -16,6 +16,7 @@ from typing import Any
 
 from lineage.chain import ChainView
 from lineage.domain import BestPolicy, FailureLabel, Lease, Project, RunningBest, Trial
+from lineage.noise import NoiseVerdict
 
 _NUMBER = re.compile(r"[+\-\u2212]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?")
 
@@ -132,6 +133,10 @@ class TrialContext:
     next_id: str | None
     #: the trial's lease while it is running (owner, since, last heartbeat)
     lease: Lease | None = None
+    #: its delta against the project's noise floor now (None: no delta, or no σ to judge it by)
+    noise: NoiseVerdict | None = None
+    #: the trial it declared itself a rerun of (None: not declared)
+    rerun_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from lineage.chain import ChainView, chain_ends, chain_length, chain_slice, curr
 from lineage.domain import FailureLabel, Project, Trial, check_window
 from lineage.errors import NotFound
 from lineage.leases import settle, settle_all
+from lineage.noise import judge
 from lineage.store import Store
 
 #: Generations of a trial's chain its page plots (the newest).
@@ -213,6 +214,10 @@ class Browse:
             best = current_best(self.store, conn, project)
             previous, following = self.store.pages.neighbours(conn, project, trial.seq or 0)
             children = self.store.pages.children_window(conn, project, [exp_id], limit=children_limit)[exp_id]
+            floor = self.store.repeats.floor(conn, project)
+            noise = None
+            if floor.sigma is not None and trial.delta_vs_best is not None:
+                noise = judge(floor, trial.delta_vs_best, status=trial.status.value, exp_id=exp_id)
             return TrialContext(
                 project=project,
                 trial=trial,
@@ -226,6 +231,8 @@ class Browse:
                 previous_id=previous,
                 next_id=following,
                 lease=self.store.leases.lease(conn, project, exp_id) if trial.status is FailureLabel.RUNNING else None,
+                noise=noise,
+                rerun_of=self.store.repeats.keys_of(conn, project.stored_id, trial.seq or 0)[1],
             )
 
     def chain_page(self, project_slug: str, to: str | None = None, *, offset: int = 0, limit: int = 500) -> ChainPage:

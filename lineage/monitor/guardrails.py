@@ -41,6 +41,7 @@ from lineage.domain import Project, Trial
 from lineage.errors import InvalidInput
 from lineage.monitor import hooks
 from lineage.monitor.progress import CRASH_STATUSES, Progress, crash_streak, trials_since_gain
+from lineage.noise import NoiseFloor
 from lineage.store import Store
 
 #: A project's guardrail row as ``Store.progress.guardrail_policy`` reads it (None: no guardrails).
@@ -115,11 +116,19 @@ def _policy_of(row: Mapping[str, Any]) -> GuardrailPolicy:
     return GuardrailPolicy(**{name: row[name] for name in POLICY_FIELDS})
 
 
-def message(name: str, value: float, limit: float) -> str:
-    """One line saying what tripped, for the summary, the prompt, the pages and events."""
+def message(name: str, value: float, limit: float, floor: NoiseFloor | None = None) -> str:
+    """One line saying what tripped, for the summary, the prompt, the pages and events.
+    ``floor``: the project's noise floor; with a σ, ``no_improvement`` says that it counts
+    from the first trial within k·σ of the best (``trials_since_gain``)."""
     if name == "crash_streak":
         return f"{value:g} consecutive crashes (limit {limit:g}): stop and find out why trials crash"
     if name == "no_improvement":
+        if floor is not None and floor.threshold is not None:
+            return (
+                f"no gain beyond noise in {value:g} trials, counted from the first trial within k·σ "
+                f"{floor.threshold:.3g} of the best ({floor.describe()}, k {floor.k:g}; limit {limit:g}): "
+                "change approach or stop"
+            )
         return f"no new best in {value:g} trials (limit {limit:g}): change approach or stop"
     return f"{value:.2f} hours spent (budget {limit:g} h): the budget is used up; stop"
 
@@ -153,8 +162,10 @@ def _record_trips(
     *,
     exp_id: str | None,
     subscribed: list[hooks.Subscription] | None = None,
+    floor: NoiseFloor | None = None,
 ) -> list[str]:
-    """Store the trips in force and emit one event per new trip; the names newly tripped."""
+    """Store the trips in force and emit one event per new trip; the names newly tripped
+    (``floor``: the noise floor the figures were counted with, for the messages)."""
     old = row["tripped"]
     stamp = datetime.now(UTC).isoformat()
     state = {
@@ -172,7 +183,12 @@ def _record_trips(
             project,
             "guardrail_tripped",
             {
-                "guardrail": {"name": name, "value": value, "limit": limit, "message": message(name, value, limit)},
+                "guardrail": {
+                    "name": name,
+                    "value": value,
+                    "limit": limit,
+                    "message": message(name, value, limit, floor),
+                },
                 "trial": {"exp_id": exp_id} if exp_id else None,
             },
             subscribed=subscribed,
@@ -201,18 +217,15 @@ def after_trial(
         return []
     streak = crash_streak(store, conn, project.stored_id, trial_count) if trial.status.value in CRASH_STATUSES else 0
     current = _policy_of(row)
-    since = (
-        trials_since_gain(store, conn, project, best, trial_count)
-        if current.max_trials_without_improvement is not None
-        else 0
-    )
+    floor = store.repeats.floor(conn, project) if current.max_trials_without_improvement is not None else None
+    since = trials_since_gain(store, conn, project, best, trial_count, floor) if floor is not None else 0
     now = tripped_now(
         current,
         crash_streak=streak,
         trials_since_improvement=since,
         hours=lambda: store.progress.total_seconds(conn, project.stored_id) / 3600,
     )
-    return _record_trips(store, conn, project, row, now, exp_id=trial.exp_id, subscribed=subscribed)
+    return _record_trips(store, conn, project, row, now, exp_id=trial.exp_id, subscribed=subscribed, floor=floor)
 
 
 def reevaluate(store: Store, conn: Connection, project: Project, *, exp_id: str | None = None) -> list[str]:
@@ -222,15 +235,16 @@ def reevaluate(store: Store, conn: Connection, project: Project, *, exp_id: str 
     if row is None:
         return []
     count = store.projects.project_counters(conn, project)[0]
+    floor = store.repeats.floor(conn, project)
     now = tripped_now(
         _policy_of(row),
         crash_streak=crash_streak(store, conn, project.stored_id, count),
         trials_since_improvement=trials_since_gain(
-            store, conn, project, store.trials.best_scored(conn, project), count
+            store, conn, project, store.trials.best_scored(conn, project), count, floor
         ),
         hours=lambda: store.progress.total_seconds(conn, project.stored_id) / 3600,
     )
-    return _record_trips(store, conn, project, row, now, exp_id=exp_id)
+    return _record_trips(store, conn, project, row, now, exp_id=exp_id, floor=floor)
 
 
 def set_policy(store: Store, conn: Connection, project: Project, values: Mapping[str, Any]) -> GuardrailPolicy:
@@ -276,7 +290,7 @@ def state(store: Store, conn: Connection, project: Project, progress: Progress) 
                 "name": name,
                 "value": value,
                 "limit": limit,
-                "message": message(name, value, limit),
+                "message": message(name, value, limit, progress.noise),
                 "since_exp_id": stored.get(name, {}).get("exp_id"),
                 "since": stored.get(name, {}).get("at"),
             }

@@ -42,7 +42,7 @@ from lineage.domain import FailureLabel, Lease, Project, Trial, check_claim_leas
 from lineage.errors import Conflict, InvalidInput
 from lineage.leases import check_holder, check_owner, lapse, settle
 from lineage.service.record_modes import Counters
-from lineage.service.recording import RecordingUses
+from lineage.service.recording import RecordingUses, Updated
 from lineage.similar import Candidate, Similar
 from lineage.store import Store
 from lineage.store.base import utcnow
@@ -51,6 +51,19 @@ from lineage.store.base import utcnow
 DUPLICATE_SETTING = "duplicate_claims"
 DUPLICATE_MODES = ("warn", "refuse")
 DEFAULT_DUPLICATE_MODE = "warn"
+#: The trial's other fields a claim may carry (the trainer client's plan), recorded as a
+#: record would record them (``rerun_of``: the trial this one reruns, for the noise floor).
+PLAN_FIELDS = (
+    "exp_id",
+    "timestamp",
+    "specialist",
+    "baseline_exp",
+    "domain",
+    "expected_delta",
+    "job_name",
+    "snapshot_path",
+    "rerun_of",
+)
 
 
 def check_duplicate_mode(value: object) -> str:
@@ -146,19 +159,23 @@ class Claims:
         extra: Mapping[str, Any] | None = None,
         lease_s: float | None = None,
         idempotency_key: str | None = None,
+        plan: Mapping[str, Any] | None = None,
     ) -> Claim:
         """Claim an idea for ``owner``: record it as a running trial with its near-duplicates,
         or refuse it (the module's steps). ``parent_exp`` left out: the branch tip.
         ``lease_s``: how long the claim lives without a heartbeat (10 s to 24 h; left out:
         the project's lease). ``idempotency_key``: a retry of the same claim gets the same
-        trial back."""
+        trial back. ``plan``: more of the trial's fields (:data:`PLAN_FIELDS`; None values
+        left out), as a trainer plans its run."""
         if owner is None:
             raise InvalidInput("owner", "is required: who runs the claimed trial (a run id, an agent's name)")
         owner = check_owner(owner) or ""
         lease_s = check_claim_lease(lease_s)
         hypothesis = _checked_hypothesis(hypothesis)
         fields: dict[str, Any] = {"hypothesis": hypothesis, "status": FailureLabel.RUNNING.value}
-        for name, value in (("parent_exp", parent_exp), ("notes", notes), ("extra", extra)):
+        for name, value in (("parent_exp", parent_exp), ("notes", notes), ("extra", extra), *(plan or {}).items()):
+            if name not in PLAN_FIELDS + ("parent_exp", "notes", "extra"):
+                raise InvalidInput(name, f"is not a field a claim carries; known: {', '.join(PLAN_FIELDS)}")
             if value is not None:
                 fields[name] = value
         asked = {**fields, "owner": owner, "lease_s": lease_s}  # what an Idempotency-Key compares
@@ -201,12 +218,13 @@ class Claims:
                 trial, self.store.leases.lease(conn, project, trial.exp_id), True, tried, running, tuple(warnings)
             )
 
-    def finish(self, project_slug: str, exp_id: str, *, owner: str, changes: Mapping[str, Any]) -> Trial:
+    def finish(self, project_slug: str, exp_id: str, *, owner: str, changes: Mapping[str, Any]) -> Updated:
         """Record the result of ``owner``'s claim ``exp_id``: ``changes`` as a change of the
         trial (``ledger.recording.update_trial``'s rules; ``status`` left out: ``"auto"``,
         the ledger's verdict from ``core_metric``), in the transaction that checks the
         holder (:func:`lineage.leases.check_holder`: another owner's claim, or one no longer
-        running, is a :class:`Conflict` and nothing changes). The finished trial."""
+        running, is a :class:`Conflict` and nothing changes). The finished trial
+        (``.trial``) and its delta against the noise floor (``.noise``)."""
         if owner is None:
             raise InvalidInput("owner", "is required: the owner that claimed the trial")
         owner = check_owner(owner) or ""
@@ -218,7 +236,7 @@ class Claims:
             lapse(self.store, conn, project)  # a claim that lapsed before its finish stays ended
             trial = self.store.trials.trial(conn, project, exp_id)
             check_holder(trial, self.store.leases.holder(conn, project, exp_id) or "", owner, action="finish")
-            return self.recording.update_locked(conn, project, trial, changes)
+            return self.recording.update_locked(conn, project, trial, changes, judge_noise=True)
 
     def _near_duplicates(
         self, conn: Any, project: Project, trial: Trial, owner: str

@@ -16,7 +16,7 @@ from lineage.store import Store
 
 
 class Trials:
-    """best, tip, first, chain, trial, find_trial, children, list_trials."""
+    """best, tip, first, chain, trial, trial_with_rerun, find_trial, children, list_trials."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -45,6 +45,15 @@ class Trials:
     def trial(self, project_slug: str, exp_id: str) -> Trial:
         with self.store.read() as conn:
             return self.store.trials.trial(conn, self.store.projects.project(conn, project_slug), exp_id)
+
+    def trial_with_rerun(self, project_slug: str, exp_id: str) -> tuple[Trial, str | None]:
+        """The trial and the exp_id it declared itself a rerun of when it was recorded
+        (``rerun_of``, kept with its repeat keys: ``Store.repeats``; None: not declared),
+        read together."""
+        with self.store.read() as conn:
+            project = self.store.projects.project(conn, project_slug)
+            trial = self.store.trials.trial(conn, project, exp_id)
+            return trial, self.store.repeats.keys_of(conn, project.stored_id, int(trial.seq or 0))[1]
 
     def find_trial(self, project_slug: str, exp_id: str) -> Trial | None:
         """The trial ``exp_id`` names, or None where :meth:`trial` would raise NotFound."""

@@ -20,8 +20,6 @@ from sqlalchemy import Connection
 
 from lineage import similar
 from lineage.domain import (
-    WRITABLE_FIELDS,
-    FailureLabel,
     Project,
     RecordResult,
     Trial,
@@ -30,7 +28,6 @@ from lineage.domain import (
     check_idempotency_key,
     metric_delta,
     next_exp_id,
-    validate_trial,
 )
 from lineage.errors import Conflict, InvalidInput
 from lineage.monitor import guardrails, hooks
@@ -50,6 +47,7 @@ from lineage.service.record_rules import (
     same_field,
     trial_body_hash,
 )
+from lineage.service.updates import Updated, update_locked
 from lineage.similar import Candidate, Similar
 from lineage.store import Store
 from lineage.store.trials import NewTrialReads
@@ -60,6 +58,7 @@ __all__ = [
     "Draft",
     "PreparedRecord",
     "RecordingUses",
+    "Updated",
     "draft_record",
     "prepare_record",
     "rank_similar_prior",
@@ -434,53 +433,46 @@ class RecordingUses:
         the project locked: a read-modify-write (entries merged into ``extra``) that a
         concurrent update cannot interleave with, so neither is lost. What it raises
         stores nothing."""
+        return self.update_judged(project_slug, exp_id, changes, judge_noise=False).trial
+
+    def update_judged(
+        self,
+        project_slug: str,
+        exp_id: str,
+        changes: Mapping[str, Any] | Callable[[Trial], Mapping[str, Any]],
+        *,
+        judge_noise: bool = True,
+    ) -> Updated:
+        """:meth:`update_trial`, answered with the trial's delta against the project's
+        noise floor (``lineage.service.updates``), as the HTTP PATCH and MCP answer."""
         if not callable(changes) and "exp_id" in changes and changes["exp_id"] != exp_id:
             raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
         with self.store.write() as conn:
             project, _, _ = self.store.projects.locked_project(conn, project_slug)
             current = self.store.trials.trial(conn, project, exp_id)
-            return self.update_locked(conn, project, current, changes(current) if callable(changes) else changes)
+            found = changes(current) if callable(changes) else changes
+            return self.update_locked(conn, project, current, found, judge_noise=judge_noise)
 
-    def update_locked(self, conn: Connection, project: Project, current: Trial, changes: Mapping[str, Any]) -> Trial:
-        """:meth:`update_trial` of ``current`` in the caller's write transaction, the project
+    def update_locked(
+        self,
+        conn: Connection,
+        project: Project,
+        current: Trial,
+        changes: Mapping[str, Any],
+        *,
+        judge_noise: bool = False,
+    ) -> Updated:
+        """:meth:`update_judged` of ``current`` in the caller's write transaction, the project
         locked (a claim's finish checks its holder in the same transaction)."""
-        exp_id = current.exp_id
-        if "exp_id" in changes and changes["exp_id"] != exp_id:
-            raise InvalidInput("exp_id", "cannot be changed; record a new trial instead")
-        prepared = prepare_record(project, changes, current=current)
-        unknown = set(prepared.body) - set(WRITABLE_FIELDS)
-        if unknown:
-            raise InvalidInput(sorted(unknown)[0], "is not a trial field")
-        values = {k: v for k, v in prepared.body.items() if k not in ("delta_vs_best", "exp_id")}
-        if "status" in values and not isinstance(values["status"], FailureLabel):
-            values["status"] = FailureLabel.parse(str(values["status"]))
-        for name in (
-            "parent_exp",
-            "baseline_exp",
-            "notes",
-            "hypothesis",
-            "expected_delta",
-            "job_name",
-            "snapshot_path",
-        ):  # null clears a text
-            if name in values and values[name] is None:
-                values[name] = ""
-        updated = validate_trial(current.with_changes(**values))
-        if updated.parent_exp != current.parent_exp or updated.baseline_exp != current.baseline_exp:
-            self._check_references(conn, project, updated)
-        if prepared.keep_margin is not None:
-            # judged against the best of the others now (the project is locked): a run
-            # planned before trials that finished first is measured against them too
-            best_before = self.store.trials.best_scored(conn, project, excluding=exp_id)
-            floor = self.store.repeats.floor(conn, project)
-            verdict = auto_verdict(project, updated.core_metric, best_before, prepared.keep_margin, floor)
-            updated = updated.with_changes(status=verdict)
-        else:
-            best_before = self.store.trials.best_scored(conn, project, before_seq=current.seq)
-        delta = metric_delta(updated.core_metric, best_before.core_metric if best_before else None)
-        stored = self.store.trials.update_trial(conn, project, updated.with_changes(delta_vs_best=delta))
-        guardrails.reevaluate(self.store, conn, project, exp_id=exp_id)
-        return stored
+        return update_locked(
+            self.store,
+            conn,
+            project,
+            current,
+            changes,
+            check_references=lambda c, p, t: self._check_references(c, p, t),
+            judge_noise=judge_noise,
+        )
 
     def _check_references(
         self,

@@ -43,7 +43,7 @@ def test_another_owners_finish_is_a_conflict_and_leaves_the_claim_running(ledger
 
 def test_the_holders_finish_records_its_result_with_the_ledgers_verdict(ledger: Ledger) -> None:
     exp_id = _claimed(ledger, lease_s=30)
-    finished = ledger.claims.finish("p", exp_id, owner="a", changes={"core_metric": 0.5, "notes": "ok"})
+    finished = ledger.claims.finish("p", exp_id, owner="a", changes={"core_metric": 0.5, "notes": "ok"}).trial
     assert finished.status is FailureLabel.KEEP and finished.core_metric == 0.5 and finished.notes == "ok"
     assert ledger.leases.running("p") == []
 
@@ -51,7 +51,7 @@ def test_the_holders_finish_records_its_result_with_the_ledgers_verdict(ledger: 
 @pytest.mark.parametrize("action", ["heartbeat", "finish"])
 def test_a_finished_claim_takes_no_heartbeat_or_second_finish(ledger: Ledger, action: str) -> None:
     exp_id = _claimed(ledger)
-    first = ledger.claims.finish("p", exp_id, owner="a", changes={"status": "discard", "core_metric": 0.9})
+    first = ledger.claims.finish("p", exp_id, owner="a", changes={"status": "discard", "core_metric": 0.9}).trial
     with pytest.raises(Conflict) as info:
         if action == "heartbeat":
             ledger.leases.heartbeat("p", exp_id, owner="a")

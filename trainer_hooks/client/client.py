@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_hooks.client.batch import BATCH_TRIALS, TrialBatches
+from trainer_hooks.client.claims import ClaimWaiting, check_lease
 from trainer_hooks.client.closing import ClientClosing
 from trainer_hooks.client.delivery import LedgerRejected, Transport
 from trainer_hooks.client.outcome import TrialOutcome, declared_direction
@@ -107,7 +108,7 @@ def default_spool_dir() -> Path:
     return Path(os.environ.get("LINEAGE_SPOOL_DIR") or Path.home() / ".cache" / "lineage" / "spool")
 
 
-class LedgerClient(ClientClosing, SpoolPipeline, TrialBatches):
+class LedgerClient(ClientClosing, SpoolPipeline, TrialBatches, ClaimWaiting):
     """A run's connection to the ledger (module doc).
 
     Args:
@@ -331,10 +332,18 @@ class LedgerClient(ClientClosing, SpoolPipeline, TrialBatches):
         specialist: str = "",
         domain: str = "",
         exp_id: str | None = None,
+        owner: str | None = None,
+        lease_s: float | None = None,
+        claim: bool = True,
         **fields: Any,
     ) -> None:
-        """Record the trial this run is (status ``running``, heartbeated by the sender, until
-        :meth:`finish_trial`).
+        """Claim the trial this run is (status ``running``, held by ``owner``, heartbeated by
+        the sender, until :meth:`finish_trial`): spooled, sent when the ledger answers
+        (:mod:`trainer_hooks.client.claims`: its near-duplicates, or a refusal, in
+        :attr:`claim`; :meth:`wait_claim` waits for them).
+        ``owner``: who holds the claim (default: the run id); ``lease_s``: how long it lives
+        without a heartbeat (10 s to 24 h; default: the project's lease); ``claim=False``,
+        or no hypothesis: a plain running record, with no duplicate check.
         ``exp_id`` None: the server allocates it (:attr:`exp_id` once it answered).
         ``parent_exp`` None: left out, so the ledger makes the branch tip (the last keep) the parent;
         ``""``: a root. ``rerun_of=EXP_ID`` (a field): this run repeats that trial's code, and
@@ -345,6 +354,7 @@ class LedgerClient(ClientClosing, SpoolPipeline, TrialBatches):
         if self.resumed or self.attached:
             log.debug("ledger: run %s took up trial %s; plan_trial plans nothing", self.run_id, self.exp_id)
             return
+        lease_s = check_lease(lease_s)
         body: dict[str, Any] = {
             "hypothesis": hypothesis,
             "expected_delta": expected_delta,
@@ -365,6 +375,12 @@ class LedgerClient(ClientClosing, SpoolPipeline, TrialBatches):
         body.setdefault("timestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"))
         body["extra"] = {"run_id": self.run_id, **dict(body.get("extra") or {})}
         self._plan_extra = body["extra"]
+        self.spool.set("owner", owner or self.run_id)
+        self._claiming = bool(claim and hypothesis.strip())
+        if self._claiming:
+            body["claim"] = {"owner": owner or self.run_id, "lease_s": lease_s}
+        elif claim:
+            log.warning("ledger: plan_trial without a hypothesis is planned without a claim (no duplicate check)")
         self._append_op("plan", body)
         if self._system_interval is not None and self.sampler is None:
             self.sampler = SystemSampler(self._log_system, interval=self._system_interval)

@@ -27,12 +27,12 @@ Ops (see :mod:`trainer_hooks.client.spool`): ``project`` (create if missing: ``G
 project, ``POST /projects`` only on a 404, so an existing project costs no ``409
 Conflict``; a 409 from a run that created it in between is fine; an existing project whose
 direction goes against what the run declared is left as it is, with a warning), ``plan`` (``POST
-/trials`` with ``Idempotency-Key: <run_id>-plan``; the stored ``exp_id`` goes into the
-spool's meta), ``columns`` and ``points`` (``POST .../telemetry`` with ``batch_id``;
+/claims``, or ``/trials`` unclaimed: :mod:`trainer_hooks.client.claims`; ``Idempotency-Key:
+<run_id>-plan``; the stored ``exp_id`` goes into the spool's meta), ``columns`` and ``points`` (``POST .../telemetry`` with ``batch_id``;
 consecutive ``columns`` ops sent as one batch, an array of their column blocks), ``alert`` (``POST
 .../alerts`` with ``Idempotency-Key: <run_id>-alert-<seq>``; an alert the ledger finds
 malformed, a 422, is logged and skipped rather than stopping the run's telemetry),
-``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish`` (``PATCH`` the
+``summarize`` (a 422 "no clip-scale telemetry" is skipped), ``finish`` (a claim's finish, else ``PATCH`` the
 trial; a core metric taken from the run's summary is picked once, by the project's
 ``metric_name``, and status ``auto`` is decided once by the outcome rule against the
 project's current best; both decisions are spooled before the PATCH so a replay cannot
@@ -55,6 +55,7 @@ from urllib.parse import quote
 
 import httpx
 
+from trainer_hooks.client.claims import ClaimAnswer, claim_request
 from trainer_hooks.client.outcome import TrialOutcome, contradiction, metric_of_summary
 from trainer_hooks.client.spool import TELEMETRY_KINDS, Op, Spool
 
@@ -181,14 +182,14 @@ class Transport:
 
 
 def send_heartbeat(spool: Spool, transport: Transport) -> bool:
-    """``POST .../trials/{exp_id}/heartbeat`` for the spool's planned trial, the run id as
-    its owner (not spooled: a heartbeat is worth something only now). False when the
+    """``POST .../trials/{exp_id}/heartbeat`` for the spool's planned trial, its claim's
+    owner (by default the run id) as its owner (not spooled: a heartbeat is worth something only now). False when the
     ledger answers 409, the trial is no longer running there; :class:`Unavailable` or
     :class:`LedgerRejected` as for any request."""
     exp_id = str(spool.get("exp_id"))
-    run_id = spool.get("run_id") or spool.path.stem
+    owner = spool.get("owner") or spool.get("run_id") or spool.path.stem
     url = f"{transport.prefix}/trials/{quote(exp_id, safe='')}/heartbeat"
-    response = transport.request("heartbeat", "POST", url, json={"owner": run_id}, ok_statuses=(409,))
+    response = transport.request("heartbeat", "POST", url, json={"owner": owner}, ok_statuses=(409,))
     return response.status_code != 409
 
 
@@ -414,10 +415,10 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
             if warning:
                 log.warning("ledger: %s", warning)
     elif op.kind == "plan":
-        made = transport.request(
-            "plan", "POST", f"{transport.prefix}/trials", json=body, headers={"Idempotency-Key": f"{run_id}-plan"}
-        )
-        spool.set("exp_id", made.json()["trial"]["exp_id"])
+        if body.get("claim") is not None:
+            _send_claim(spool, transport, body, run_id)
+        else:
+            _send_plan(spool, transport, body, run_id)
     elif op.kind == "alert":
         exp_id = _exp_id(spool, "alert")
         sent = transport.request(
@@ -451,10 +452,11 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
                 fields["status"] = decided
             else:  # the ledger decides, against the best when it stores the result
                 fields["keep_margin"] = float(body.get("keep_margin") or 0.0)
-        stored = transport.request(
-            "finish", "PATCH", f"{transport.prefix}/trials/{quote(exp_id, safe='')}", json=fields
-        ).json()
+        done = spool.get("finished")  # stored already: a retry only reads the best
+        stored = json.loads(done) if done else _send_finish(spool, transport, exp_id, fields)
+        spool.set("finished", json.dumps(stored))
         best = (_knowledge(transport).get("best") or {}).get("exp_id")
+        noise = stored.get("noise") or {}
         outcome = TrialOutcome(
             exp_id=stored["exp_id"],
             status=stored["status"],
@@ -462,10 +464,86 @@ def _send_op(spool: Spool, transport: Transport, op: Op, run_id: str) -> None:
             delta_vs_best=stored.get("delta_vs_best"),
             is_new_best=best == stored["exp_id"],
             best_exp=best,
+            within_noise=noise.get("within_noise"),
+            noise=noise.get("text"),
         )
         spool.set("outcome", json.dumps(outcome.to_dict()))
     else:
         raise LedgerRejected(0, f"unknown spooled op {op.kind!r} (seq {op.seq})", kind=op.kind)
+
+
+def _send_plan(spool: Spool, transport: Transport, body: dict[str, Any], run_id: str) -> None:
+    """A plan as a plain running record (no claim: :mod:`trainer_hooks.client.claims`)."""
+    made = transport.request(
+        "plan", "POST", f"{transport.prefix}/trials", json=body, headers={"Idempotency-Key": f"{run_id}-plan"}
+    )
+    spool.set("exp_id", made.json()["trial"]["exp_id"])
+
+
+def _send_claim(spool: Spool, transport: Transport, plan: dict[str, Any], run_id: str) -> None:
+    """A plan as a claim; its answer into the spool's ``claim`` meta (module doc of
+    :mod:`trainer_hooks.client.claims`: the fallback to a plain record, a refusal)."""
+    owner = str(plan["claim"]["owner"])
+    sent = transport.request(
+        "claim",
+        "POST",
+        f"{transport.prefix}/claims",
+        json=claim_request(plan),
+        headers={"Idempotency-Key": f"{run_id}-plan"},
+        ok_statuses=(409, 422),
+    )
+    problem = _problem(sent)
+    if sent.status_code == 422 and problem.get("field") == "hypothesis":
+        why = f"the ledger cannot compare this hypothesis as a claim ({_detail(sent)}); planned without a claim"
+        log.warning("ledger: %s", why)
+        _send_plan(spool, transport, {k: v for k, v in plan.items() if k != "claim"}, run_id)
+        spool.set("claim", json.dumps(ClaimAnswer(spool.get("exp_id"), owner, False, warnings=(why,)).to_dict()))
+        return
+    if sent.status_code == 409 and problem.get("field") == "hypothesis":  # a duplicate the project refuses
+        refused = ClaimAnswer(None, owner, False, refused=True, detail=_detail(sent), existing=problem.get("existing"))
+        spool.set("claim", json.dumps(refused.to_dict()))
+    if sent.status_code in (409, 422):
+        raise LedgerRejected(sent.status_code, _detail(sent), kind="claim")
+    answer = ClaimAnswer.of_claim(sent.json(), owner)
+    for warning in answer.warnings:  # said before wait_claim() can return the answer
+        log.warning("ledger: claim of trial %s: %s", answer.exp_id, warning)
+    spool.set("exp_id", str(answer.exp_id))
+    spool.set("claim", json.dumps(answer.to_dict()))
+
+
+def _send_finish(spool: Spool, transport: Transport, exp_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The finish of the planned trial; the ledger's answer (the trial and ``noise``). A
+    claimed trial is finished by its owner; one no longer running that this owner held is
+    patched as before claims (:mod:`trainer_hooks.client.claims`)."""
+    url = f"{transport.prefix}/trials/{quote(exp_id, safe='')}"
+    found = spool.get("claim")
+    claim = ClaimAnswer.from_dict(json.loads(found)) if found else None
+    if claim is None or not claim.claimed:
+        return dict(transport.request("finish", "PATCH", url, json=fields).json())
+    finish = f"{transport.prefix}/claims/{quote(exp_id, safe='')}/finish"
+    sent = transport.request("finish", "POST", finish, json={**fields, "owner": claim.owner}, ok_statuses=(409,))
+    if sent.status_code != 409:
+        return dict(sent.json())
+    problem = _problem(sent)
+    existing = problem.get("existing") or {}
+    if problem.get("field") != "status" or existing.get("owner") not in (claim.owner, ""):
+        raise LedgerRejected(409, _detail(sent), kind="finish")
+    if existing.get("status") == "harness_abort":
+        log.warning(
+            "ledger: the claim of trial %s lapsed before its finish arrived (%s); the run's result is recorded on it",
+            exp_id,
+            _detail(sent),
+        )
+    return dict(transport.request("finish", "PATCH", url, json=fields).json())
+
+
+def _problem(response: httpx.Response) -> dict[str, Any]:
+    """The problem+json body of a 4xx ({} for another answer)."""
+    try:
+        body = response.json() if response.status_code >= 400 else {}
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _metric_of_summary(spool: Spool, transport: Transport, body: dict[str, Any]) -> tuple[float | None, str | None]:

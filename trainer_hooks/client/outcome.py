@@ -66,7 +66,9 @@ class TrialOutcome:
     ``status``: the stored label (``keep``/``discard`` as the outcome rule decided, or the
     failure label); ``delta_vs_best``: the metric minus the best before the trial (the
     server's); ``is_new_best``: the trial is the project's best right after the finish;
-    ``best_exp``: the project's best then."""
+    ``best_exp``: the project's best then. ``within_noise``: ``|delta_vs_best| < k·σ``
+    against the project's noise floor (None: no σ yet, or no delta); ``noise``: the
+    ledger's verdict in words ("within noise: +0.0004 against σ 0.0011 from 5 reruns")."""
 
     exp_id: str
     status: str
@@ -74,6 +76,8 @@ class TrialOutcome:
     delta_vs_best: float | None
     is_new_best: bool
     best_exp: str | None
+    within_noise: bool | None = None
+    noise: str | None = None
 
     @property
     def kept(self) -> bool:
@@ -94,7 +98,8 @@ class TrialOutcome:
             return f"trial {self.exp_id}: {self.status}, no metric{best}"
         delta = "" if self.delta_vs_best is None else f", delta {self.delta_vs_best:+.6g}"
         best = ", the new best" if self.is_new_best else (f", best is {self.best_exp}" if self.best_exp else "")
-        return f"trial {self.exp_id}: {self.status}{delta}{best}"
+        noise = f"; {self.noise}" if self.noise and self.within_noise is not None else ""
+        return f"trial {self.exp_id}: {self.status}{delta}{best}{noise}"
 
 
 class TrainBudgetExceeded(TimeoutError):

@@ -23,6 +23,7 @@ for ``lineage spool flush``.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import threading
 import time
@@ -208,14 +209,15 @@ class SpoolPipeline:
                 return
 
     def _heartbeat(self) -> None:
-        """On the sender thread, with the spool delivered: every HEARTBEAT_INTERVAL_S, tell
+        """On the sender thread, with the spool delivered: every HEARTBEAT_INTERVAL_S (a third
+        of a claim's shorter lease), tell
         the ledger the planned trial still runs (until its finish is delivered). A trial the
         ledger no longer has running (its lease lapsed, or it was finished elsewhere) ends
         the heartbeats with one warning; an unreachable ledger is retried next time."""
         if not self._beating or not self.spool.get("exp_id") or self.spool.get("outcome"):
             return
         now = time.monotonic()
-        if now - self._last_beat < HEARTBEAT_INTERVAL_S:
+        if now - self._last_beat < self._beat_interval():
             return
         self._last_beat = now
         try:
@@ -230,6 +232,12 @@ class SpoolPipeline:
                 "elsewhere); heartbeats stop, the finish is still sent",
                 self.spool.get("exp_id"),
             )
+
+    def _beat_interval(self) -> float:
+        """Seconds between heartbeats: HEARTBEAT_INTERVAL_S, or a third of a shorter claim's lease."""
+        found = self.spool.get("claim")
+        lease = json.loads(found).get("lease_s") if found else None
+        return min(HEARTBEAT_INTERVAL_S, lease / 3) if lease else HEARTBEAT_INTERVAL_S
 
     def _count_sent(self, count: int) -> None:
         self.points_sent += count

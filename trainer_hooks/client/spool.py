@@ -12,7 +12,9 @@ at a time, never in the training step.
 
 Tables
     ``meta(key, value)``: the run (``run_id``, ``base_url``, ``project``), the trial's
-    ``exp_id`` once known, and the last rejection (``rejected``: why the ledger refused).
+    ``exp_id`` once known, its ``owner`` and the ledger's answer to its ``claim``
+    (:mod:`trainer_hooks.client.claims`), the finish's answer once stored (``finished``)
+    and the ``outcome``, and the last rejection (``rejected``: why the ledger refused).
     ``ops(seq, kind, body, points, group_key, sent)``: one write each, in ``seq`` order.
     ``kind`` is ``project`` | ``plan`` | ``columns`` | ``points`` | ``alert`` | ``summarize`` |
     ``finish``; ``body`` is JSON: for ``columns`` (what the client writes) the API's columnar

@@ -15,6 +15,7 @@ import pytest
 from tests.api.conftest import free_port, make_client
 from tests.trainer_hooks.client.conftest import expected_points, fast_client, log_steps, stored_points
 from trainer_hooks.client import Spool
+from trainer_hooks.client.claims import claim_request
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -31,7 +32,14 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
     client = fast_client(f"http://127.0.0.1:{free_port()}", tmp_path / "spool", run_id="contract")  # nothing listens
     client.ensure_project(lower_is_better=False, title="t")
     client.plan_trial(
-        hypothesis="h", expected_delta="+1", parent_exp="001", specialist="s", domain="d", extra={"config": {"lr": 0.1}}
+        hypothesis="h",
+        expected_delta="+1",
+        parent_exp="001",
+        specialist="s",
+        domain="d",
+        extra={"config": {"lr": 0.1}},
+        lease_s=60,
+        rerun_of="000",
     )
     log_steps(client, range(20))
     client.log(20, {"clip_scale_mean": 1.0, 'quote"d ünï': -1e-300})
@@ -45,12 +53,22 @@ def test_spooled_payloads_are_valid_requests_of_the_served_schema(tmp_path: Path
         "finish": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}", "patch"),
         "alert": request_schema(openapi, "/api/v1/projects/{project}/trials/{exp_id}/alerts", "post"),
     }
+    claims = {
+        "plan": request_schema(openapi, "/api/v1/projects/{project}/claims", "post"),
+        "finish": request_schema(openapi, "/api/v1/projects/{project}/claims/{exp_id}/finish", "post"),
+    }
     seen = set()
     for op in Spool(tmp_path / "spool" / "contract.spool").ops():
         if op.kind == "columns":
             body: Any = {"batch_id": f"contract-{op.seq}", "columns": json.loads(op.body)}
+        elif op.kind == "plan":  # a claim, or the plain running record it falls back to
+            body = json.loads(op.body)
+            assert body["claim"] == {"owner": "contract", "lease_s": 60.0}
+            assert not [e.message for e in claims["plan"].iter_errors(claim_request(body))]
+            body.pop("claim")
         elif op.kind == "finish":
             body = {**json.loads(op.body)["fields"], "status": "keep"}  # "auto" is decided before sending
+            assert not [e.message for e in claims["finish"].iter_errors({**body, "owner": "contract"})]
         elif op.kind == "project":
             body = json.loads(op.body)
             assert body.pop("declared") == [{"name": None, "lower_is_better": False, "by": "lower_is_better=False"}]

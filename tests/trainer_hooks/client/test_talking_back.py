@@ -75,15 +75,23 @@ def test_the_recorder_holds_the_outcome_the_ledger_decided(serve, tmp_path: Path
             stored["delta_vs_best"],
         )
     first, second, worse, not_by_the_margin = outcomes
-    assert first == TrialOutcome("000", "keep", 1.0, None, True, "000") and first.kept
-    assert second == TrialOutcome("001", "keep", 0.8, pytest.approx(-0.2), True, "001")
-    assert worse == TrialOutcome("002", "discard", 0.9, pytest.approx(0.1), False, "001") and not worse.kept
-    assert not_by_the_margin == TrialOutcome("003", "discard", 0.75, pytest.approx(-0.05), False, "001")
+    none = "no noise floor: no reruns yet"  # the verdict with no reruns
+    assert first == TrialOutcome("000", "keep", 1.0, None, True, "000", noise=none) and first.kept
+    assert second == TrialOutcome(
+        "001", "keep", 0.8, pytest.approx(-0.2), True, "001", noise=none + " to tell this delta from noise"
+    )
+    assert worse == TrialOutcome(
+        "002", "discard", 0.9, pytest.approx(0.1), False, "001", noise=none + " to tell this delta from noise"
+    )
+    assert not worse.kept
+    assert not_by_the_margin == TrialOutcome(
+        "003", "discard", 0.75, pytest.approx(-0.05), False, "001", noise=none + " to tell this delta from noise"
+    )
     rec = recorder(server, tmp_path)
     with pytest.raises(RuntimeError):
         with rec:
             raise RuntimeError("diverged")
-    assert rec.outcome == TrialOutcome("004", "crash", None, None, False, "001")
+    assert rec.outcome == TrialOutcome("004", "crash", None, None, False, "001", noise=none)
 
 
 def test_an_existing_project_is_used_without_a_conflict(serve, proxy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -143,6 +151,8 @@ def test_an_undelivered_spool_stays_until_flush_delivers_it(serve, tmp_path: Pat
         "delta_vs_best": None,
         "is_new_best": True,
         "best_exp": "000",
+        "within_noise": None,
+        "noise": "no noise floor: no reruns yet",
     }
     assert list(spool_dir.iterdir()) == []
     assert stored_points(db) == expected_points(range(50))
