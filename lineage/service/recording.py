@@ -276,7 +276,7 @@ class RecordingUses:
                 return replayed
         rerun_target = self._rerun_target(conn, project, prepared.rerun_of, mode) if prepared.rerun_of else None
         best_before = mode.best(conn, project)
-        floor = self.store.repeats.floor(conn, project)
+        floor = mode.floor(conn, project)
         if prepared.keep_margin is not None:  # in the write's transaction: no finish races another
             verdict = auto_verdict(project, proposed.core_metric, best_before, prepared.keep_margin, floor)
             proposed = proposed.with_changes(status=verdict)
@@ -365,8 +365,9 @@ class RecordingUses:
         project_id = project.stored_id
         if decided.rerun_target is not None:
             self.store.repeats.write_rerun(conn, project_id, stored, decided.rerun_target)
-        else:
-            self.store.repeats.write_trial(conn, project_id, stored)
+            mode.regrouped()
+        elif self.store.repeats.write_trial(conn, project_id, stored):
+            mode.regrouped()
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq += 1
         counters.next_number = max(counters.next_number, exp_number)
