@@ -319,6 +319,15 @@ def auto_verdict(
     return FailureLabel.KEEP if improvement > 0.0 and enough else FailureLabel.DISCARD
 
 
+#: validate_trial's loops, made once (the same names, in the same order, as the sets give)
+_FLOAT_NAMES = tuple(FLOAT_COLUMNS)
+_TEXT_LIMITS = tuple(
+    (name, MAX_LONG_TEXT if name in LONG_TEXT_COLUMNS else MAX_SHORT_TEXT)
+    for name in LONG_TEXT_COLUMNS | SHORT_TEXT_COLUMNS
+)
+_TEXT_NAMES = tuple(SHORT_TEXT_COLUMNS | LONG_TEXT_COLUMNS)
+
+
 def validate_trial(trial: Trial) -> Trial:
     """Check every field of ``trial``; raise :class:`InvalidInput` naming the first bad one."""
     if not trial.exp_id or not trial.exp_id.strip():
@@ -327,7 +336,7 @@ def validate_trial(trial: Trial) -> Trial:
         raise InvalidInput("exp_id", "must not contain whitespace at its ends, tabs, newlines or '/'")
     if not isinstance(trial.status, FailureLabel):
         raise InvalidInput("status", f"must be a failure label, got {trial.status!r}")
-    for name in FLOAT_COLUMNS:
+    for name in _FLOAT_NAMES:
         value = getattr(trial, name)
         if value is None:
             continue
@@ -339,11 +348,10 @@ def validate_trial(trial: Trial) -> Trial:
             raise InvalidInput(name, f"must be from 0 to {MAX_DURATION_S:g} seconds, got {value!r}")
         if name in FRACTION_COLUMNS and not 0.0 <= value <= 1.0:
             raise InvalidInput(name, f"must lie in [0, 1], got {value!r}")
-    for name in LONG_TEXT_COLUMNS | SHORT_TEXT_COLUMNS:
+    for name, limit in _TEXT_LIMITS:
         value = getattr(trial, name)
         if not isinstance(value, str):
             raise InvalidInput(name, f"must be text, got {type(value).__name__}")
-        limit = MAX_LONG_TEXT if name in LONG_TEXT_COLUMNS else MAX_SHORT_TEXT
         if len(value) > limit:
             raise InvalidInput(name, f"is {len(value)} characters long; the limit is {limit}")
         if "\x00" in value:
@@ -356,7 +364,7 @@ def validate_trial(trial: Trial) -> Trial:
 
 def trial_from_mapping(data: Mapping[str, Any], *, exp_id: str | None = None) -> Trial:
     """Build a Trial from a plain mapping (JSON body, TSV row), rejecting unknown keys."""
-    unknown = set(data) - set(TRIAL_FIELD_NAMES)
+    unknown = set(data) - _TRIAL_FIELD_SET
     if unknown:
         raise InvalidInput(sorted(unknown)[0], "is not a trial field")
     values = dict(data)
@@ -364,8 +372,8 @@ def trial_from_mapping(data: Mapping[str, Any], *, exp_id: str | None = None) ->
         values["exp_id"] = exp_id
     if "status" in values and not isinstance(values["status"], FailureLabel):
         values["status"] = FailureLabel.parse(str(values["status"]))
-    for name in SHORT_TEXT_COLUMNS | LONG_TEXT_COLUMNS:
-        if values.get(name) is None and name in values:
+    for name in _TEXT_NAMES:
+        if name in values and values[name] is None:
             values[name] = ""
     values.setdefault("extra", {})
     if values.get("extra") is None:

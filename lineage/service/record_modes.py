@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Connection
 
 from lineage.domain import Project, Trial
+from lineage.noise import NoiseFloor
 from lineage.store import Store
 from lineage.store.best import TIP_STATUSES
 from lineage.store.chain import next_link
@@ -56,6 +57,12 @@ class RecordMode(Protocol):
 
     def tip(self, conn: Connection, project: Project) -> Trial | None:
         """The branch tip now (``Store.trials.tip``): what a parent left out forks from."""
+
+    def floor(self, conn: Connection, project: Project) -> NoiseFloor:
+        """The project's noise floor now (``Store.repeats.floor``)."""
+
+    def regrouped(self) -> None:
+        """A trial's repeat keys were written: the noise floor may have moved."""
 
     def sync(self, conn: Connection, exp_id: str | None = None) -> None:
         """Send held-back writes before a read could miss them: the look-up of ``exp_id``
@@ -99,6 +106,12 @@ class Alone:
 
     def tip(self, conn: Connection, project: Project) -> Trial | None:
         return self.store.trials.tip(conn, project)
+
+    def floor(self, conn: Connection, project: Project) -> NoiseFloor:
+        return self.store.repeats.floor(conn, project)
+
+    def regrouped(self) -> None:
+        pass
 
     def sync(self, conn: Connection, exp_id: str | None = None) -> None:
         pass
@@ -149,12 +162,24 @@ class Shared:
     #: a group's reads, read once for the group (PostgreSQL); None: each item reads
     group: GroupReads | None = None
     held: Collection[str] = ()
+    #: the noise floor as last read; None: read it at the next item (only an item that
+    #: writes repeat keys moves it, and most carry none: a read an item was most of a
+    #: batch's statements)
+    current_floor: NoiseFloor | None = None
 
     def best(self, conn: Connection, project: Project) -> Trial | None:
         return self.current_best
 
     def tip(self, conn: Connection, project: Project) -> Trial | None:
         return self.current_tip
+
+    def floor(self, conn: Connection, project: Project) -> NoiseFloor:
+        if self.current_floor is None:
+            self.current_floor = self.store.repeats.floor(conn, project)
+        return self.current_floor
+
+    def regrouped(self) -> None:
+        self.current_floor = None
 
     def sync(self, conn: Connection, exp_id: str | None = None) -> None:
         pass
@@ -213,6 +238,7 @@ class Shared:
 
     def restore(self, mark: tuple[Any, ...]) -> None:
         self.current_best, self.current_tip, pending, terms, group = mark
+        self.current_floor = None  # read again: the rolled-back item may have moved it
         del self.pending[pending:], self.terms[terms:]
         if self.group is not None:
             self.group.undo(group)

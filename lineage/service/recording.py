@@ -261,34 +261,36 @@ class RecordingUses:
             keyed = self._keyed_replay(conn, project, key, key_hash, proposed, body, prepared)
             if keyed is not None:
                 return keyed
+        # what the ledger decides below, applied in one copy of the proposed trial
+        settled: dict[str, Any] = {}
+        exp_id, parent_exp = proposed.exp_id, proposed.parent_exp
         if not body.get("exp_id"):
             # above every numeric id stored so far, so it cannot be taken
-            proposed = proposed.with_changes(
-                exp_id=next_exp_id(counters.next_number - 1 if counters.next_number else None)
-            )
+            exp_id = settled["exp_id"] = next_exp_id(counters.next_number - 1 if counters.next_number else None)
         else:
-            mode.sync(conn, proposed.exp_id)
-            existing = self.store.trials.find_trial(conn, project, proposed.exp_id)
+            mode.sync(conn, exp_id)
+            existing = self.store.trials.find_trial(conn, project, exp_id)
             if existing is not None:
                 replayed = self._replayed(project, existing, proposed, prepared)
                 self._remember_key(conn, project, key, key_hash, existing.exp_id)
                 return replayed
         rerun_target = self._rerun_target(conn, project, prepared.rerun_of, mode) if prepared.rerun_of else None
         best_before = mode.best(conn, project)
-        floor = self.store.repeats.floor(conn, project)
+        floor = mode.floor(conn, project)
         if prepared.keep_margin is not None:  # in the write's transaction: no finish races another
-            verdict = auto_verdict(project, proposed.core_metric, best_before, prepared.keep_margin, floor)
-            proposed = proposed.with_changes(status=verdict)
+            settled["status"] = auto_verdict(project, proposed.core_metric, best_before, prepared.keep_margin, floor)
         defaulted = None
         if prepared.parent_omitted and counters.next_seq:
             defaulted = mode.tip(conn, project)  # a git loop's HEAD: the last keep, not the best
             if defaulted is not None:
-                proposed = proposed.with_changes(parent_exp=defaulted.exp_id)
+                parent_exp = settled["parent_exp"] = defaulted.exp_id
         sketch = query = None
         if similar_prior and counters.next_seq:
             query = draft.query
             sketch = list(draft.keys or ()) or None
-        reads = mode.reads(conn, project, proposed.exp_id, proposed.parent_exp, sketch)
+        reads = mode.reads(conn, project, exp_id, parent_exp, sketch)
+        settled["delta_vs_best"] = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
+        proposed = proposed.with_changes(**settled)
         self._check_references(
             conn,
             project,
@@ -298,9 +300,8 @@ class RecordingUses:
             named=reads.named,
             made=mode.held,
         )
-        delta = metric_delta(proposed.core_metric, best_before.core_metric if best_before else None)
         return Decision(
-            proposed.with_changes(delta_vs_best=delta),
+            proposed,
             best_before,
             defaulted,
             reads,
@@ -367,8 +368,9 @@ class RecordingUses:
         project_id = project.stored_id
         if decided.rerun_target is not None:
             self.store.repeats.write_rerun(conn, project_id, stored, decided.rerun_target)
-        else:
-            self.store.repeats.write_trial(conn, project_id, stored)
+            mode.regrouped()
+        elif self.store.repeats.write_trial(conn, project_id, stored):
+            mode.regrouped()
         exp_number = int(stored.exp_id) + 1 if stored.exp_id.isdigit() else 0
         counters.next_seq += 1
         counters.next_number = max(counters.next_number, exp_number)

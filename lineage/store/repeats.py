@@ -58,10 +58,12 @@ class RepeatsSql(Family):
         self.core.execute(conn, _INSERT, (project_id, seq, key, rerun_of, metric, project_id, key))
         self.core.execute(conn, _MARK_FIRST, (project_id, key, seq))
 
-    def write_trial(self, conn: Connection, project_id: int, trial: Trial, *, replace: bool = False) -> None:
+    def write_trial(self, conn: Connection, project_id: int, trial: Trial, *, replace: bool = False) -> bool:
         """The keys of a stored ``trial`` from what it carries (``replace``: after an
-        update; a declared rerun keeps its keys, whatever the update changed)."""
+        update; a declared rerun keeps its keys, whatever the update changed). Whether
+        any row changed (if not, the project's noise floor did not move)."""
         seq = int(trial.seq or 0)
+        stored: list[str] = []
         if replace:
             stored, declared = self.keys_of(conn, project_id, seq)
             if declared:
@@ -70,11 +72,13 @@ class RepeatsSql(Family):
                     "UPDATE trial_repeats SET metric = ? WHERE project_id = ? AND seq = ?",
                     (scored_metric(trial), project_id, seq),
                 )
-                return
+                return True
             if stored:
                 self.core.execute(conn, "DELETE FROM trial_repeats WHERE project_id = ? AND seq = ?", (project_id, seq))
-        for key in code_keys(trial.status.value, trial.extra):
+        keys = code_keys(trial.status.value, trial.extra)
+        for key in keys:
             self.write(conn, project_id, seq, key, scored_metric(trial))
+        return bool(keys or stored)
 
     def write_rerun(self, conn: Connection, project_id: int, trial: Trial, target: Trial) -> None:
         """The key of a new ``trial`` that declared itself a rerun of ``target``: one of

@@ -239,9 +239,11 @@ class TrialsSql(BestReads, BulkInsert):
         found: set[str] = set()
         for first in range(0, len(exp_ids), 500):
             chunk = list(exp_ids[first : first + 500])
+            # "+seq": keep the planner on the parent index; walking seq scanned every
+            # earlier trial of the project (55 ms a batch at 10,000 trials, growing)
             rows = self.core.execute(
                 conn,
-                f"SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND seq < ? "
+                f"SELECT DISTINCT parent_exp FROM trials WHERE project_id = ? AND +seq < ? "
                 f"AND parent_exp IN ({self.core.marks(chunk)})",
                 (project.id, before_seq, *chunk),
             )

@@ -105,3 +105,33 @@ def test_an_adoption_cycle_is_the_first_bad_item_though_found_at_the_end(ledger:
         ledger.recording.record_trials("p", [{"status": "sideways"}, cycle])
     assert refused.value.field == "trials[0].status"
     assert len(ledger.trials.list_trials("p")) == 5
+
+
+def test_a_batch_of_reruns_judges_each_item_against_the_floor_before_it(ledger: Ledger) -> None:
+    """The noise floor moves only with an item that writes repeat keys (a commit, a patch,
+    a baseline, a declared rerun); the batch reads it again after each such item, so every
+    verdict (and every ``status: "auto"``) is the one the records alone get."""
+    from tests.lineage.test_noise import LOOP
+
+    items: list[dict[str, Any]] = []
+    for status, metric, extra, rerun_of in LOOP * 2:
+        item: dict[str, Any] = {"status": status, "core_metric": metric, "extra": extra}
+        if rerun_of:
+            item["rerun_of"] = rerun_of
+        items.append(item)
+    items += [
+        {"status": "auto", "core_metric": 0.9899, "extra": {"commit": "c1"}},  # within noise of the best
+        {"status": "auto", "core_metric": 0.9, "keep_margin": 0.001},
+        {"status": "discard", "core_metric": 0.95},  # no keys: the floor stays
+    ]
+    for slug in ("batch", "single"):
+        ledger.projects.create_project(slug, lower_is_better=True, settings={"auto_keep_above_noise": True})
+    told = ledger.recording.record_trials("batch", items).results
+    alone = [ledger.recording.record_trial("single", item) for item in items]
+
+    def verdict(result: Any) -> tuple[Any, ...]:
+        return result.trial.status.value, result.noise.to_dict()
+
+    assert [verdict(r) for r in told] == [verdict(r) for r in alone]
+    assert told[-1].noise.floor.reruns > 0
+    assert stored_rows(ledger, "batch") == stored_rows(ledger, "single")
