@@ -107,6 +107,9 @@ CONFLICTS: dict[str, str] = {
     "heartbeat": "The trial is not running (it finished, or its lease lapsed): the problem names status",
     "claim_trial": "Another owner runs a close idea and the project refuses duplicate claims (the problem names "
     "that claim's exp_id and owner), or this Idempotency-Key holds another claim",
+    "finish_claim": "Another owner holds the claim (the problem names owner), or it is no longer running "
+    "(finished, or its lease lapsed: the problem names status); nothing changes",
+    "resume": "The trial is finished (the problem names its status): start a new trial",
 }
 
 #: (from endpoint, status) -> {link name: (to endpoint, {parameter: runtime expression})}.

@@ -342,13 +342,32 @@ class RunningOut(BaseModel):
     items: list[LeaseOut]
 
 
+class BranchTipOut(BaseModel):
+    """The tip of one branch of kept trials."""
+
+    exp_id: str
+    core_metric: float | None
+    hypothesis: str
+
+
+class RefusedClaimOut(BaseModel):
+    """An idea refused because another agent's running claim was close to it."""
+
+    duplicate_of: str = Field(description="The running claim it duplicated")
+    idea: str = Field(description="The refused claim's hypothesis")
+    owner: str = Field(description="Who asked for it")
+    at: str | None = Field(description="When it was refused")
+
+
 class FrontierOut(BaseModel):
     """Where the project's agents stand: the best, the branch tip (what a trial without a
     parent forks from) and the running claims, oldest first."""
 
     best: TrialOut | None
     tip: TrialOut | None
+    tips: list[BranchTipOut] = Field(description="The tip of every branch: a keep or baseline no keep forked from")
     running: list[LeaseOut]
+    refused: list[RefusedClaimOut] = Field(description="Ideas refused as duplicates of a running claim, newest first")
 
 
 class TrialBatchItem(TrialCreate):

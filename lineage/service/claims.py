@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lineage import similar
+from lineage.alerts import Alert, recent_alerts
 from lineage.chain import current_best
 from lineage.domain import FailureLabel, Lease, Project, Trial, check_claim_lease
 from lineage.errors import Conflict, InvalidInput
@@ -117,6 +118,20 @@ class Claim:
         }
 
 
+#: The title of the alert that keeps a refused duplicate claim ("... for OWNER").
+REFUSED_TITLE = "duplicate claim refused"
+#: Refused duplicate claims the frontier lists at most.
+FRONTIER_REFUSED = 20
+
+
+class _Refused(Conflict):
+    """A duplicate claim refused (a :class:`Conflict`), with what the frontier keeps of it."""
+
+    duplicate_of: str = ""
+    owner: str = ""
+    idea: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Frontier:
     """Where the project's agents stand, read in one transaction: the best, the branch tip
@@ -125,12 +140,27 @@ class Frontier:
     best: Trial | None
     tip: Trial | None
     running: tuple[Lease, ...]
+    #: the tip of every branch (a keep or baseline no later keep forked from), newest first
+    tips: tuple[Trial, ...] = ()
+    #: ideas refused as duplicates of a running claim, newest first (:data:`REFUSED_TITLE`
+    #: alerts of the claim they duplicated)
+    refused: tuple[Alert, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "best": None if self.best is None else self.best.to_dict(),
             "tip": None if self.tip is None else self.tip.to_dict(),
+            "tips": [{"exp_id": t.exp_id, "core_metric": t.core_metric, "hypothesis": t.hypothesis} for t in self.tips],
             "running": [lease.to_dict() for lease in self.running],
+            "refused": [
+                {
+                    "duplicate_of": a.exp_id,
+                    "idea": a.text,
+                    "owner": a.title.removeprefix(REFUSED_TITLE + " for "),
+                    "at": a.created_at,
+                }
+                for a in self.refused
+            ],
         }
 
 
@@ -179,44 +209,69 @@ class Claims:
             if value is not None:
                 fields[name] = value
         asked = {**fields, "owner": owner, "lease_s": lease_s}  # what an Idempotency-Key compares
-        with self.store.write() as conn:
-            project, next_seq, next_number = self.store.projects.locked_project(conn, project_slug)
-            lapse(self.store, conn, project)
-            result = self.recording.record_locked(
-                conn,
-                project,
-                Counters(next_seq, next_number),
-                fields,
-                idempotency_key=idempotency_key,
-                similar_prior=True,  # stores its words' sketch: later claims find it however old
-                key_request=asked if idempotency_key is not None else None,
-            )
-            trial = result.trial
-            if not result.created:  # a replay: the claim as it stands now
-                return Claim(trial, self.store.leases.lease(conn, project, trial.exp_id), False)
-            tried, running = self._near_duplicates(conn, project, trial, owner)
-            if running and duplicate_mode_of(project) == "refuse":
-                first = running[0]
-                raise Conflict(
-                    f"the idea is claimed already: trial {first.similar.exp_id!r} by {first.owner!r} is running "
-                    f"{first.similar.hypothesis!r} (closeness {first.similar.score:g}); this project refuses "
-                    f"duplicate claims ({DUPLICATE_SETTING}: refuse)",
-                    field="hypothesis",
-                    existing=first.to_dict(),
+        try:
+            with self.store.write() as conn:
+                project, next_seq, next_number = self.store.projects.locked_project(conn, project_slug)
+                lapse(self.store, conn, project)
+                result = self.recording.record_locked(
+                    conn,
+                    project,
+                    Counters(next_seq, next_number),
+                    fields,
+                    idempotency_key=idempotency_key,
+                    similar_prior=True,  # stores its words' sketch: later claims find it however old
+                    key_request=asked if idempotency_key is not None else None,
                 )
-            self.store.leases.beat(conn, project, trial.exp_id, owner=owner, at=utcnow(), lease_s=lease_s)
-            warnings = list(result.warnings)
-            warnings += [
-                f"trial {item.similar.exp_id} is running a close idea, claimed by {item.owner!r} "
-                f"(closeness {item.similar.score:g})"
-                for item in running
-            ]
-            warnings += [
-                f"trial {item.exp_id} tried a close idea ({item.status}, closeness {item.score:g})" for item in tried
-            ]
-            return Claim(
-                trial, self.store.leases.lease(conn, project, trial.exp_id), True, tried, running, tuple(warnings)
+                trial = result.trial
+                if not result.created:  # a replay: the claim as it stands now
+                    return Claim(trial, self.store.leases.lease(conn, project, trial.exp_id), False)
+                tried, running = self._near_duplicates(conn, project, trial, owner)
+                if running and duplicate_mode_of(project) == "refuse":
+                    first = running[0]
+                    refusal = _Refused(
+                        f"the idea is claimed already: trial {first.similar.exp_id!r} by {first.owner!r} is running "
+                        f"{first.similar.hypothesis!r} (closeness {first.similar.score:g}); this project refuses "
+                        f"duplicate claims ({DUPLICATE_SETTING}: refuse)",
+                        field="hypothesis",
+                        existing=first.to_dict(),
+                    )
+                    refusal.duplicate_of, refusal.owner, refusal.idea = first.similar.exp_id, owner, hypothesis
+                    raise refusal
+                self.store.leases.beat(conn, project, trial.exp_id, owner=owner, at=utcnow(), lease_s=lease_s)
+                warnings = list(result.warnings)
+                warnings += [
+                    f"trial {item.similar.exp_id} is running a close idea, claimed by {item.owner!r} "
+                    f"(closeness {item.similar.score:g})"
+                    for item in running
+                ]
+                warnings += [
+                    f"trial {item.exp_id} tried a close idea ({item.status}, closeness {item.score:g})"
+                    for item in tried
+                ]
+                return Claim(
+                    trial, self.store.leases.lease(conn, project, trial.exp_id), True, tried, running, tuple(warnings)
+                )
+        except _Refused as refusal:
+            self._note_refusal(project_slug, refusal)
+            raise
+
+    def _note_refusal(self, project_slug: str, refusal: _Refused) -> None:
+        """Keep a refused duplicate claim (its write rolled back) where the frontier lists
+        it: an info alert on the running claim it duplicated."""
+        with self.store.write() as conn:
+            project = self.store.projects.project(conn, project_slug)
+            trial_id = self.store.telemetry.trial_row_id(conn, project, refusal.duplicate_of)
+            self.store.alerts.insert_alert(
+                conn,
+                project.stored_id,
+                trial_id,
+                level="info",
+                title=f"{REFUSED_TITLE} for {refusal.owner}"[:200],
+                text=refusal.idea[:2000],
+                step=None,
+                wall_time=None,
             )
+            self.store.progress.bump_revision(conn, project.stored_id)
 
     def finish(self, project_slug: str, exp_id: str, *, owner: str, changes: Mapping[str, Any]) -> Updated:
         """Record the result of ``owner``'s claim ``exp_id``: ``changes`` as a change of the
@@ -276,8 +331,15 @@ class Claims:
         settle(self.store, project_slug)
         with self.store.read() as conn:
             project = self.store.projects.project(conn, project_slug)
+            refused = [
+                alert
+                for alert in recent_alerts(self.store, conn, project, 200)
+                if alert.title.startswith(REFUSED_TITLE + " for ")
+            ]
             return Frontier(
                 current_best(self.store, conn, project),
                 self.store.trials.tip(conn, project),
                 tuple(self.store.leases.running(conn, project)),
+                tuple(self.store.trials.branch_tips(conn, project)),
+                tuple(refused[:FRONTIER_REFUSED]),
             )

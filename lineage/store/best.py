@@ -120,6 +120,20 @@ class BestReads(Family):
         the project has neither. One index range (``project_id, status, ...``) per status."""
         return _first_of(self._tip_cursor(conn, project))
 
+    def branch_tips(self, conn: Connection, project: Project, limit: int = 10) -> list[Trial]:
+        """The tips of the project's branches, newest first: each ``keep`` or ``baseline``
+        that no later keep or baseline forked from (a leaf of the kept tree; :meth:`tip`
+        is the newest of them). At most ``limit``; each candidate is one probe of the
+        parent index."""
+        cursor = self.core.execute(
+            conn,
+            f"SELECT {_COLUMN_LIST} FROM trials t WHERE project_id = ? AND status IN (?, ?) AND NOT EXISTS "
+            "(SELECT 1 FROM trials c WHERE c.project_id = t.project_id AND c.parent_exp = t.exp_id "
+            "AND c.status IN (?, ?)) ORDER BY seq DESC LIMIT ?",
+            (project.id, *TIP_STATUSES, *TIP_STATUSES, limit),
+        )
+        return [trial_from_row(row) for row in cursor.fetchall()]
+
     def _tip_cursor(self, conn: Connection, project: Project) -> Any:
         return self.core.execute(
             conn,

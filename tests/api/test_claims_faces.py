@@ -91,7 +91,7 @@ def test_a_claim_is_a_write_and_the_frontier_a_read(client: TestClient, token_of
 
 def test_running_and_the_frontier_over_http(client: TestClient) -> None:
     new_project(client)
-    assert client.get(f"{P}/frontier").json() == {"best": None, "tip": None, "running": []}
+    assert client.get(f"{P}/frontier").json() == {"best": None, "tip": None, "tips": [], "running": [], "refused": []}
     record(client, "p", status="baseline", core_metric=1.0)
     best = record(client, "p", status="keep", core_metric=0.5).json()["trial"]["exp_id"]
     claimed = client.post(f"{P}/claims", json={"hypothesis": IDEA, "owner": "agent-a"}).json()["trial"]

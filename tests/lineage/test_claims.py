@@ -179,3 +179,20 @@ def test_the_frontier_is_the_best_the_tip_and_who_runs_what(ledger: Ledger) -> N
     ]
     out = frontier.to_dict()
     assert out["best"]["exp_id"] == best.exp_id and out["running"][0]["heartbeat_at"] is not None
+    # two branches fork from the baseline: each has its tip (newest first); the baseline,
+    # forked from by a keep, is no tip
+    assert [t.exp_id for t in frontier.tips] == [tip.exp_id, best.exp_id]
+    assert [t["exp_id"] for t in out["tips"]] == [tip.exp_id, best.exp_id]
+
+
+def test_the_frontier_lists_ideas_refused_as_duplicates(ledger: Ledger) -> None:
+    ledger.projects.create_project("p", settings={"duplicate_claims": "refuse"})
+    held = ledger.claims.claim("p", IDEA, owner="a").trial
+    before = ledger.trials.list_trials("p")
+    with pytest.raises(Conflict):
+        ledger.claims.claim("p", "increase learning rate to 0.05", owner="b")
+    assert ledger.trials.list_trials("p") == before  # the refused claim stored no trial
+    refused = ledger.claims.frontier("p").to_dict()["refused"]
+    assert [(r["duplicate_of"], r["owner"], r["idea"]) for r in refused] == [
+        (held.exp_id, "b", "increase learning rate to 0.05")
+    ]

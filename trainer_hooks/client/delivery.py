@@ -505,8 +505,12 @@ def _send_claim(spool: Spool, transport: Transport, plan: dict[str, Any], run_id
     if sent.status_code in (409, 422):
         raise LedgerRejected(sent.status_code, _detail(sent), kind="claim")
     answer = ClaimAnswer.of_claim(sent.json(), owner)
-    for warning in answer.warnings:  # said before wait_claim() can return the answer
-        log.warning("ledger: claim of trial %s: %s", answer.exp_id, warning)
+    # before wait_claim(): a close idea running now warns; ideas tried before (a sweep's) inform
+    running = {f"trial {item.get('exp_id')} " for item in answer.duplicates.get("running") or ()}
+    for warning in answer.warnings:
+        (log.warning if any(w in warning for w in running) else log.info)(
+            "ledger: claim of trial %s: %s", answer.exp_id, warning
+        )
     spool.set("exp_id", str(answer.exp_id))
     spool.set("claim", json.dumps(answer.to_dict()))
 
