@@ -2,7 +2,7 @@
 
 The telemetry batch (the point list through pydantic-core, the columnar form a column at
 a time) and an uploaded results file (its text by the files' one rule, the import query's
-options). Each error is the ledger's :class:`~lineage.errors.InvalidInput` or FastAPI's
+options; the file spooled as it streams in, never held whole). Each error is the ledger's :class:`~lineage.errors.InvalidInput` or FastAPI's
 validation error, so the answer is a 422 problem naming the field. The responses are
 ``api.present``'s.
 """
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from fastapi import Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -21,7 +23,7 @@ from api import schemas
 from api.present import telemetry_accepted
 from lineage.errors import InvalidInput
 from lineage.formats.autoresearch import ImportOptions
-from lineage.formats.text import check_text
+from lineage.formats.text import check_stream
 from lineage.service import Ledger
 
 if TYPE_CHECKING:  # imported where used: telemetry stays off the startup path
@@ -90,15 +92,39 @@ def _loads(body: bytes) -> Any:
 # -- files ------------------------------------------------------------------------------------
 
 
-def request_text(data: bytes) -> str:
-    """The body of a results-file upload as text, by the files' one rule
-    (:func:`~lineage.formats.text.check_text`: a byte-order mark stays, for a byte-for-byte
-    export); not UTF-8 or holding NUL: 422 naming ``body``, the line and the column; empty:
-    422 too."""
-    text = check_text(data, source="request body", field="body")
-    if not text.strip():
-        raise InvalidInput("body", "is empty; send the results file as the request body", line=1, column=1)
-    return text
+#: Bytes of an uploaded results file held in memory before its spool moves to disk.
+SPOOL_MEMORY = 1 << 20
+
+
+async def spool_body(request: Request) -> UploadFile:
+    """The request body in a temporary file, written as it streams in (memory up to
+    :data:`SPOOL_MEMORY`, then disk): a results file is never held whole as bytes, nor
+    as text. The body guard's cap (``LINEAGE_MAX_BODY_BYTES``) applies as it comes."""
+    spooled: Any = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # a BinaryIO in all but its stub
+    spool = UploadFile(spooled, filename="request body")
+    try:
+        async for chunk in request.stream():
+            await spool.write(chunk)
+    except BaseException:
+        await spool.close()
+        raise
+    return spool
+
+
+def _body_text(body: IO[bytes]) -> io.TextIOWrapper:
+    """The spooled body as text, by the files' one rule (:func:`~lineage.formats.text.
+    check_stream`: a byte-order mark stays, for a byte-for-byte export); not UTF-8 or
+    holding NUL: 422 naming ``body``, the line and the column; empty: 422 too."""
+    body.seek(0)
+    check_stream(body, source="request body", field="body")  # type: ignore[arg-type]
+    body.seek(0)
+    text = io.TextIOWrapper(body, encoding="utf-8", newline="")
+    while chunk := text.read(1 << 16):
+        if chunk.strip():
+            text.seek(0)
+            return text
+    text.detach()
+    raise InvalidInput("body", "is empty; send the results file as the request body", line=1, column=1)
 
 
 def import_options(args: schemas.ImportQuery) -> ImportOptions:
@@ -124,17 +150,23 @@ def import_options(args: schemas.ImportQuery) -> ImportOptions:
     return options
 
 
-def import_tsv(ledger: Ledger, slug: str, text: str, args: schemas.ImportQuery) -> JSONResponse:
-    """Import atomically through the one entrance (``Ledger.import_file``): 201 with what
-    was stored and decided; a preview: 200, nothing stored."""
-    report = ledger.files.import_file(
-        slug,
-        io.StringIO(text, newline=""),
-        fmt=args.format,
-        source="request body",
-        create_with={} if args.create else None,
-        options=import_options(args),
-        best_policy=args.best_policy,
-        preview=args.preview,
-    )
+def import_tsv(ledger: Ledger, slug: str, body: IO[bytes], args: schemas.ImportQuery) -> JSONResponse:
+    """Import the spooled ``body`` (:func:`spool_body`) atomically through the one entrance
+    (``Ledger.import_file``), read as a stream: 201 with what was stored and decided; a
+    preview: 200, nothing stored."""
+    options = import_options(args)
+    text = _body_text(body)
+    try:
+        report = ledger.files.import_file(
+            slug,
+            text,
+            fmt=args.format,
+            source="request body",
+            create_with={} if args.create else None,
+            options=options,
+            best_policy=args.best_policy,
+            preview=args.preview,
+        )
+    finally:
+        text.detach()  # the route closes the spool
     return JSONResponse(report.to_dict(), status_code=201 if report.committed else 200)

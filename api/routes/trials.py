@@ -122,8 +122,11 @@ async def upload_tsv(
     ``auto`` by default): one bad row and nothing is stored; the error names its
     ``line``, ``column`` and ``field``. The answer says what was decided: the format,
     the metric, the direction and why, the warnings and the lines kept as text."""
-    text = bodies.request_text(await request.body())
-    return await who.long_write(bodies.import_tsv, who.ledger, project, text, args)
+    body = await bodies.spool_body(request)
+    try:
+        return await who.long_write(bodies.import_tsv, who.ledger, project, body.file, args)
+    finally:
+        await body.close()
 
 
 @router.get("/trials/{exp_id}", response_model=TrialDetailOut)

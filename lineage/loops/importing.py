@@ -29,7 +29,7 @@ from lineage.errors import InvalidInput, NotFound
 from lineage.formats import AUTO, get_format, sniff_text
 from lineage.formats import autoresearch as ar
 from lineage.formats.autoresearch import SETTINGS_KEY, ImportOptions, Layout, LineageBuilder
-from lineage.formats.text import check_text
+from lineage.formats.text import BOM, check_text
 from lineage.loops.followed import FOLLOWED_KEY, check_followed, followed_file
 from lineage.loops.git import link_git
 from lineage.store import Store
@@ -116,10 +116,9 @@ class Files:
         path on this machine, which a table import makes the file the project follows
         (:mod:`lineage.loops.followed`).
         """
-        text: str | None = None  # read whole only to sniff; kept, never copied again
+        head: str | None = None  # the start the sniff read from a stream that cannot seek back
         if fmt == AUTO:
-            text = stream.read()
-            fmt = sniff_text(text)
+            fmt, head = _sniff_stream(stream)
         get_format(fmt)  # an unknown name: InvalidInput naming the field "format"
         create = dict(create_with or {})
         lower = create.pop("lower_is_better", None)
@@ -134,7 +133,7 @@ class Files:
         if fmt in TABLE_FORMATS:
             done = self.import_results(
                 project_slug,
-                stream.read() if text is None else text,
+                ar.read_lines(stream if head is None else _rejoined(head, stream)),
                 fmt=fmt,
                 source=source,
                 options=options,
@@ -175,8 +174,8 @@ class Files:
             lower_is_better, how = True, f"{fmt}'s default: a {fmt} file does not say; pass a direction to choose"
             metric_name = "core_metric"
         lines: list[int] = []
-        if text is not None:
-            stream = io.StringIO(text, newline="")
+        if head is not None:
+            stream = _rejoined(head, stream)
         rows = get_format(fmt).read_trials(stream, source=source, row_lines=lines)
         create_new = {
             **create,
@@ -219,7 +218,7 @@ class Files:
     def import_results(
         self,
         project_slug: str,
-        text: str,
+        text: str | list[str],
         *,
         fmt: str = ar.NAME,
         source: str = "<stream>",
@@ -233,8 +232,10 @@ class Files:
     ) -> LoopImport:
         """Import a results file's ``text`` into ``project_slug`` atomically (created if new,
         with the file's metric name, the direction and the layout); ``preview``: all of it,
-        rolled back. ``followed``: the file's path, stored as the file the project follows
-        (refused when it follows another)."""
+        rolled back. ``text`` may be the file's lines (:func:`~lineage.formats.autoresearch.
+        read_lines`), which the parse consumes: the list ends empty. ``followed``: the
+        file's path, stored as the file the project follows (refused when it follows
+        another)."""
         with _gc_paused():
             return self._import_results(
                 project_slug,
@@ -253,7 +254,7 @@ class Files:
     def _import_results(
         self,
         project_slug: str,
-        text: str,
+        text: str | list[str],
         *,
         fmt: str,
         source: str,
@@ -312,7 +313,7 @@ class Files:
             )
             report = self.tables.import_trials(
                 project_slug,
-                iter(trials),
+                _drained(trials),
                 progress=progress,
                 locate=lines.__getitem__,
                 create_with=create,
@@ -324,7 +325,7 @@ class Files:
                 changes["metric_name"] = results_metric_name(layout.metric_name)
             report = self.tables.import_trials(
                 project_slug,
-                iter(trials),
+                _drained(trials),
                 progress=progress,
                 locate=lines.__getitem__,
                 project_changes=changes,
@@ -440,6 +441,35 @@ def results_metric_name(name: str) -> str:
     return clean_metric_name(name)
 
 
+#: Characters the sniff of ``--format auto`` reads at a time looking for the first line.
+SNIFF_CHUNK = 1 << 16
+
+
+def _sniff_stream(stream: IO[str]) -> tuple[str, str | None]:
+    """The format ``auto`` reads ``stream`` as (:func:`~lineage.formats.sniff_text` of its
+    first non-blank line), read from its start without the rest: a seekable stream is
+    put back where it was (None), else the text read is returned to be read again."""
+    at = stream.tell() if stream.seekable() else None
+    parts: list[str] = []
+    while chunk := stream.read(SNIFF_CHUNK):
+        parts.append(chunk)
+        if "\n" in chunk and "".join(parts).rpartition("\n")[0].replace(BOM, "").strip():
+            break  # a whole non-blank line is in hand
+        if len(parts) * SNIFF_CHUNK > ar.MAX_LINE_CHARS:
+            break  # a first line this long is refused by the format anyway
+    head = "".join(parts)
+    fmt = sniff_text(head)
+    if at is not None:
+        stream.seek(at)
+        return fmt, None
+    return fmt, head
+
+
+def _rejoined(head: str, stream: IO[str]) -> IO[str]:
+    """``head`` and then the rest of ``stream`` (one that cannot seek back) as one stream."""
+    return io.StringIO(head + stream.read(), newline="")
+
+
 def read_results_text(path: str | os.PathLike[str], *, source: str) -> str:
     with open(path, "rb") as fh:
         data = fh.read()
@@ -466,6 +496,15 @@ def with_deltas(trials: Sequence[Trial], best: float | None, project: Project) -
         delta = running.see(trial.status, trial.core_metric)
         out.append(trial.with_changes(delta_vs_best=delta) if delta != trial.delta_vs_best else trial)
     return out
+
+
+def _drained(trials: list[Trial]) -> Iterator[Trial]:
+    """The parsed rows in order, each let go of once the insert has it: a big file's
+    trials leave memory as they reach the database rather than all at the end."""
+    for at in range(len(trials)):
+        yield trials[at]
+        trials[at] = None  # type: ignore[call-overload]
+    trials.clear()
 
 
 @contextlib.contextmanager

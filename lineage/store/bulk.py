@@ -9,7 +9,7 @@ written in the same transaction, once per import rather than once per row.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any, cast
 
@@ -19,6 +19,7 @@ from lineage.domain import Project, Trial
 from lineage.exp_ids import exp_sort_key
 from lineage.knobs import KnobChange, extract_changes
 from lineage.knobs.extract import parent_side
+from lineage.noise import code_keys
 from lineage.similar import search_text, stored_concepts
 from lineage.store.base import _BULK_COLUMNS, _STATUS_AT, TRIAL_VALUE_COLUMNS, Family, _json_text, utcnow
 from lineage.store.knobs import KnobsSql, digest_of, roles_of
@@ -59,10 +60,11 @@ class BulkInsert(Family):
 
         values_of = attrgetter(*TRIAL_VALUE_COLUMNS)
         texts: list[str] = []  # for the search vocabulary (lineage.store.search)
+        words: set[str] = set()
         sketched: list[tuple[int, int, str]] = []  # (project_id, seq, concepts): trial_sketch
         project_id = cast(int, project.id)
         knobs: list[tuple[int, int, Sequence[KnobChange]]] = []  # knob_changes, written after the rows
-        repeats: list[tuple[int, str, float | None, Mapping[str, Any]]] = []  # trial_repeats, likewise
+        repeats: list[tuple[int, str, float | None, list[str]]] = []  # trial_repeats, likewise
         digests: list[tuple[int, int, str]] = []  # trial_patches
         roles = roles_of(project.settings)
         # the config and knob columns of this batch's rows, for their children's
@@ -76,6 +78,9 @@ class BulkInsert(Family):
                 values = list(values_of(trial))
                 values[_STATUS_AT] = trial.status.value
                 texts.append(text := search_text(trial.hypothesis, trial.notes))
+                if len(texts) >= BULK_BATCH:  # their words, not the texts, are kept
+                    words.update(vocabulary(texts))
+                    texts.clear()
                 concepts = stored_concepts(trial.hypothesis, trial.notes)
                 sketched.append((project_id, first_seq + offset, concepts))
                 side = sides[trial.exp_id] = parent_side(trial.extra, roles)
@@ -89,7 +94,9 @@ class BulkInsert(Family):
                     )
                     if changes:
                         knobs.append((project_id, first_seq + offset, changes))
-                repeats.append((first_seq + offset, values[_STATUS_AT], trial.core_metric, trial.extra))
+                keys = code_keys(values[_STATUS_AT], trial.extra)  # not the extra: the row leaves memory
+                if keys:
+                    repeats.append((first_seq + offset, values[_STATUS_AT], trial.core_metric, keys))
                 if (digest := digest_of(trial.extra)) is not None:
                     digests.append((project_id, first_seq + offset, digest))
                 yield (
@@ -106,7 +113,8 @@ class BulkInsert(Family):
                 )
 
         writer(conn, tuples())
-        self.search.remember_terms(conn, vocabulary(texts))
+        words.update(vocabulary(texts))
+        self.search.remember_terms(conn, words)
         self.search.write_sketches(conn, sketched)
         for seq, trial in later:
             knobs.append(

@@ -93,14 +93,14 @@ class RepeatsSql(Family):
         self.write(conn, project_id, int(trial.seq or 0), key, scored_metric(trial), rerun_of=target.exp_id)
 
     def write_rows(
-        self, conn: Connection, project_id: int, trials: Iterable[tuple[int, str, float | None, Mapping[str, Any]]]
+        self, conn: Connection, project_id: int, trials: Iterable[tuple[int, str, float | None, Sequence[str]]]
     ) -> None:
-        """The keys of stored trials given as ``(seq, status, core_metric, extra)`` (an
-        import's) at once, then their groups (:meth:`regroup`)."""
+        """The keys of stored trials given as ``(seq, status, core_metric, code_keys)`` (an
+        import's; :func:`~lineage.noise.code_keys`) at once, then their groups (:meth:`regroup`)."""
         rows = [
             (project_id, seq, key, None, metric if status in SCORED_STATUSES else None)
-            for seq, status, metric, extra in trials
-            for key in code_keys(status, extra)
+            for seq, status, metric, keys in trials
+            for key in keys
         ]
         self._insert_rows(conn, rows)
         self.regroup(conn, project_id, sorted({row[2] for row in rows}))

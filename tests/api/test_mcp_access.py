@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from api.mcp_tools import TOOLS
 from lineage.service import Ledger
 from tests.api.conftest import API
 from tests.api.test_mcp import _failed, _session_run, _text
@@ -76,6 +78,12 @@ class Method:
     stores: int = 0
 
 
+#: the running claim the heartbeats keep alive (seeded first, after the baseline 000)
+HELD = "001"
+#: claims seeded for finish_claim: one per attempt (5 callers x 2 servers x 2 faces)
+CLAIMS = 20
+
+
 def _tool(name: str, arguments: dict[str, Any], needs: str, http: Any, stores: int = 0) -> Method:
     return Method("tools/call", {"name": name, "arguments": arguments}, needs, http, stores)
 
@@ -122,11 +130,36 @@ METHODS = [
     _tool("get_summary", {"project": "p"}, "reader", ("GET", f"{P}/summary", None)),
     _tool("list_alerts", {"project": "p"}, "reader", ("GET", f"{P}/alerts", None)),
     _tool(
+        "raise_alert",
+        {"project": "p", "exp_id": "000", "title": "eval is broken"},
+        "writer",
+        ("POST", f"{P}/trials/000/alerts", {"title": "eval is broken"}),
+    ),
+    _tool(
+        "add_note",
+        {"project": "p", "text": "warmup helps", "cites": ["000"]},
+        "writer",
+        ("POST", f"{P}/notes", {"text": "warmup helps", "cites": ["000"]}),
+    ),
+    _tool("list_notes", {"project": "p"}, "reader", ("GET", f"{P}/notes", None)),
+    _tool(
         "claim_trial",
         {"project": "p", "hypothesis": "cosine schedule", "owner": "agent"},
         "writer",
         ("POST", f"{P}/claims", {"hypothesis": "cosine schedule", "owner": "agent"}),
         stores=1,
+    ),
+    _tool(
+        "heartbeat",
+        {"project": "p", "exp_id": HELD, "owner": "agent"},
+        "writer",
+        ("POST", f"{P}/trials/{HELD}/heartbeat", {"owner": "agent"}),
+    ),
+    _tool(  # each attempt finishes another of the seeded claims ({claim})
+        "finish_claim",
+        {"project": "p", "exp_id": "{claim}", "owner": "agent", "changes": {"core_metric": 0.9}},
+        "writer",
+        ("POST", f"{P}/claims/{{claim}}/finish", {"owner": "agent", "core_metric": 0.9}),
     ),
     _tool("list_running", {"project": "p"}, "reader", ("GET", f"{P}/running", None)),
     _tool("get_frontier", {"project": "p"}, "reader", ("GET", f"{P}/frontier", None)),
@@ -148,6 +181,15 @@ INITIALIZE = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
+def _fill(value: Any, claims: Iterator[str]) -> Any:
+    """``value`` with each ``{claim}`` replaced by the next seeded claim's exp_id."""
+    if isinstance(value, str) and "{claim}" in value:
+        return value.replace("{claim}", next(claims))
+    if isinstance(value, dict):
+        return {key: _fill(item, claims) for key, item in value.items()}
+    return value
+
+
 def _label(method: Method) -> str:
     return f"{method.mcp} {method.params.get('name') or method.params.get('uri') or ''}".strip()
 
@@ -161,11 +203,11 @@ def _refusal(text: str) -> str:
         return "?"
 
 
-async def _mcp_outcome(session: ClientSession, method: Method) -> tuple[str, str]:
+async def _mcp_outcome(session: ClientSession, method: Method, claims: Iterator[str]) -> tuple[str, str]:
     """(outcome, error text): ``ok`` or the ledger's error code."""
     try:
         if method.mcp == "tools/call":
-            result = await session.call_tool(method.params["name"], method.params["arguments"])
+            result = await session.call_tool(method.params["name"], _fill(method.params["arguments"], claims))
             return ("ok", "") if not _failed(result) else (_refusal(_text(result)), _text(result))
         if method.mcp == "prompts/get":
             got = await session.get_prompt(method.params["name"], method.params["arguments"])
@@ -180,7 +222,7 @@ async def _mcp_outcome(session: ClientSession, method: Method) -> tuple[str, str
     return "ok", ""
 
 
-async def _mcp_outcomes(url: str, token: str | None) -> dict[str, tuple[str, str]]:
+async def _mcp_outcomes(url: str, token: str | None, claims: Iterator[str]) -> dict[str, tuple[str, str]]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     first = httpx.post(f"{url}/mcp", json=INITIALIZE, headers={**headers, **MCP_HEADERS}, timeout=60)
     if first.status_code == 401:  # refused at the first request: every method is
@@ -194,7 +236,7 @@ async def _mcp_outcomes(url: str, token: str | None) -> dict[str, tuple[str, str
             async with ClientSession(read, write) as session:
                 init = await session.initialize()
                 assert init.server_info.version == importlib.metadata.version("lineage-ledger")
-                return {_label(method): await _mcp_outcome(session, method) for method in METHODS}
+                return {_label(method): await _mcp_outcome(session, method, claims) for method in METHODS}
 
 
 async def _sdk_initialize(url: str, headers: dict[str, str]) -> None:
@@ -215,6 +257,9 @@ def test_every_mcp_method_and_its_route_follow_one_access_table(serve, tmp_path:
     ledger = Ledger.open(db)
     ledger.projects.create_project("p", metric_name="loss")
     ledger.recording.record_trial("p", {"status": "baseline", "core_metric": 1.0, "hypothesis": "warmup"})
+    held = ledger.claims.claim("p", "a long run kept alive", owner="agent").trial.exp_id
+    assert held == HELD
+    claims = iter([ledger.claims.claim("p", f"idea {i}", owner="agent").trial.exp_id for i in range(CLAIMS)])
     tokens = {role: ledger.tokens.create_token(name=role, role=role)[1] for role in ("reader", "writer", "admin")}
     callers = {"none": None, "bogus": "llt_" + "x" * 43, **tokens}
     stored = 0
@@ -222,7 +267,7 @@ def test_every_mcp_method_and_its_route_follow_one_access_table(serve, tmp_path:
     for anonymous_read in (True, False):
         server = serve(db) if anonymous_read else serve(db, "--no-anonymous-read")
         for who, token in callers.items():
-            got = anyio.run(_mcp_outcomes, server.url, token)
+            got = anyio.run(_mcp_outcomes, server.url, token, claims)
             for method in METHODS:
                 expected = EXPECTED[who][(method.needs, anonymous_read)]
                 outcome, text = got[_label(method)]
@@ -236,6 +281,7 @@ def test_every_mcp_method_and_its_route_follow_one_access_table(serve, tmp_path:
                     if method.http is None:
                         continue
                     verb, path, body = method.http
+                    path, body = _fill(path, claims), _fill(body, claims)
                     if body is not None and "slug" in body:
                         body = {**body, "slug": body["slug"].format(n=len(http_calls))}
                     response = http.request(verb, path, json=body)
@@ -244,8 +290,17 @@ def test_every_mcp_method_and_its_route_follow_one_access_table(serve, tmp_path:
                     assert _http_outcome(response) == expected, (who, anonymous_read, verb, path, response.text)
                     stored += method.stores if response.status_code < 300 else 0
     # a refused call wrote nothing: the baseline plus one trial per allowed record
-    assert ledger.projects.project("p").trial_count == 1 + stored
+    assert ledger.projects.project("p").trial_count == 1 + 1 + CLAIMS + stored
     ledger.close()
+
+
+def test_the_access_table_holds_every_mcp_tool() -> None:
+    listed = {method.params["name"] for method in METHODS if method.mcp == "tools/call"}
+    assert listed == {tool.name for tool in TOOLS}
+    for method in METHODS:
+        if method.mcp == "tools/call":  # the table's role is the one the server registers
+            role = next(tool.role for tool in TOOLS if tool.name == method.params["name"])
+            assert method.needs == role.value, method.params["name"]
 
 
 def test_the_prompt_and_the_resource_name_an_unknown_project_like_a_tool(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ its modules, one job each:
 * :mod:`.cells` -- what a cell is worth (:func:`metric_value`, :func:`typed_cell`);
 * :mod:`.layout` -- :class:`ImportOptions`, :class:`Layout`, :func:`default_layout`,
   number formats, the reserved ``extra`` keys;
-* :mod:`.rows` -- :class:`RowParser` (the hot path), :func:`split_lines`;
+* :mod:`.rows` -- :class:`RowParser` (the hot path), :func:`split_lines`, :func:`read_lines`;
 * :mod:`.repairs` -- the repairs of hand-written rows (a mixin of :class:`RowParser`);
 * :mod:`.header` -- the first line: delimiter, header or data, where the rows begin;
 * :mod:`.infer` -- :func:`infer_layout` (columns and their roles), :func:`parse_table`;
@@ -184,7 +184,14 @@ from lineage.formats.autoresearch.layout import (
     parse_columns,
 )
 from lineage.formats.autoresearch.lineage import LineageBuilder
-from lineage.formats.autoresearch.rows import MAX_LINE_CHARS, RowParser, number_formatter, split_cells, split_lines
+from lineage.formats.autoresearch.rows import (
+    MAX_LINE_CHARS,
+    RowParser,
+    number_formatter,
+    read_lines,
+    split_cells,
+    split_lines,
+)
 from lineage.formats.autoresearch.vocabulary import (
     ADVANCING,
     COMMIT_COLUMN_NAMES,
@@ -269,6 +276,7 @@ __all__ = [
     "parse_status_map",
     "parse_table",
     "read_generic",
+    "read_lines",
     "read_trials",
     "render_cells",
     "render_row",

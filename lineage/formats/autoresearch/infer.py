@@ -9,7 +9,7 @@ data) are :mod:`.header`'s; the direction is :mod:`.direction`'s.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from lineage.domain import Trial
@@ -172,23 +172,24 @@ def infer_layout(
 
 
 def parse_table(
-    text: str,
+    text: str | list[str],
     *,
     source: str = "<stream>",
     fmt: str = NAME,
     options: ImportOptions = ImportOptions(),
     layout: Layout | None = None,
 ) -> ParsedTable:
-    """Parse a whole results file. With ``layout`` (a project's), columns are not inferred
-    again (watch, export); otherwise they are, from the header and the first rows."""
-    lines = split_lines(text)
+    """Parse a whole results file: its ``text``, or its lines as :func:`split_lines` gives
+    them (:func:`read_lines` of a stream). With ``layout`` (a project's), columns are not
+    inferred again (watch, export); otherwise they are, from the header and the first rows."""
+    lines = split_lines(text) if isinstance(text, str) else text
     if layout is None:
         layout, notes, start = _layout_from_lines(lines, source=source, fmt=fmt, options=options)
     else:
         notes = []
         start = header_end(lines, layout)
     parser = RowParser(layout, source=source, first_line=start + 1)
-    parser.feed(lines[start:])
+    parser.feed(_consumed(lines, start))
     trailer, trailer_line = parser.trailer()
     warnings = list(notes) + parser.warnings
     if trailer_line is not None:
@@ -217,6 +218,15 @@ def parse_table(
         trailer_line=trailer_line,
         text_lines=(*parser.text_lines, *parser.stray),
     )
+
+
+def _consumed(lines: list[str], start: int) -> Iterator[str]:
+    """``lines`` from ``start`` on, each let go of once read: the rows built from a file
+    replace its lines in memory instead of joining them (the list ends empty)."""
+    for at in range(start, len(lines)):
+        yield lines[at]
+        lines[at] = ""
+    lines.clear()
 
 
 def _commit_length(lines: Sequence[str], layout: Layout) -> int:

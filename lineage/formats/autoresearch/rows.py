@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import IO, Any
 
 from lineage.domain import TRIAL_FIELD_NAMES, FailureLabel, Trial
 from lineage.errors import InvalidInput
@@ -519,6 +519,26 @@ def split_lines(text: str) -> list[str]:
     lines = [p + "\n" for p in parts]
     if last:
         lines.append(last)
+    return lines
+
+
+def read_lines(stream: IO[str], chunk_chars: int = 1 << 20) -> list[str]:
+    """:func:`split_lines` of what ``stream`` holds from where it stands, read a chunk at a
+    time: the file's text is never held whole beside its lines (an upload's memory)."""
+    lines: list[str] = []
+    pending: list[str] = []  # the start of a line the chunks have not ended yet
+    while chunk := stream.read(chunk_chars):
+        if "\n" not in chunk:
+            pending.append(chunk)
+            continue
+        parts = chunk.split("\n")
+        if pending:
+            parts[0] = "".join(pending) + parts[0]
+        tail = parts.pop()
+        pending = [tail] if tail else []
+        lines.extend([part + "\n" for part in parts])
+    if pending:
+        lines.append("".join(pending))
     return lines
 
 
