@@ -7,13 +7,18 @@ Pure Python, like :mod:`lineage.domain`, which re-exports these names.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lineage.errors import InvalidInput
 
-if TYPE_CHECKING:
-    from lineage.domain import Project
+
+class _WithSettings(Protocol):
+    """What :func:`lease_of` reads of a project (``lineage.domain.Project``)."""
+
+    @property
+    def settings(self) -> Mapping[str, Any] | None: ...
 
 
 #: How long a running trial stays running without a heartbeat, in seconds, unless its
@@ -31,7 +36,7 @@ def check_lease(value: object) -> float:
     return float(value)
 
 
-def lease_of(project: Project) -> float:
+def lease_of(project: _WithSettings) -> float:
     """The project's lease in seconds (:data:`LEASE_SETTING`, else :data:`DEFAULT_LEASE_S`)."""
     value = project.settings.get(LEASE_SETTING) if project.settings else None
     return DEFAULT_LEASE_S if value is None else check_lease(value)
